@@ -1,0 +1,472 @@
+"""The judge client: one facade that owns structured output, retries, re-asks, caching, concurrency and usage.
+
+A metric hands it a ``JudgeRequest`` and a prompt builder; it returns verdicts keyed by the request's ids, or
+raises a ``JudgeError`` subclass with a message that says what to do. Per-run state (the verdict cache, the
+semaphores, which structured-output method works for which judge, usage totals) lives in a ``RunContext`` held in a
+ContextVar, never in a module global.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import json
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt, stop_after_delay
+
+from ._models import judge_identity, judge_name
+from ._parsing import parse_answer
+from ._protocol import REQUEST_KEY, Item, JudgeRequest, RubricAnswer, VerdictList
+from ._result import Usage
+from ._retry import JudgeOptions, backoff_seconds, classify, status_of
+from .errors import JudgeError, JudgeOutputError, JudgeUnavailableError
+
+__all__ = ["JUDGE_TAG", "Answer", "JudgeClient", "RunContext", "VerdictCache", "current_run_context", "use_run_context"]
+
+logger = logging.getLogger("contextjudge")
+
+JUDGE_TAG = "contextjudge:judge"
+METHODS = ("json_schema", "function_calling", "json_mode", "text")
+
+
+class CacheBackend(Protocol):
+    """Where verdicts persist across runs (the results store implements it)."""
+
+    def get_verdict(self, key: str) -> dict[str, Any] | None: ...
+
+    def put_verdict(self, key: str, value: dict[str, Any]) -> None: ...
+
+
+class VerdictCache:
+    """Verdicts by (judge identity, rendered prompt, request content); in memory, optionally backed by a store."""
+
+    def __init__(self, backend: CacheBackend | None = None) -> None:
+        self._mem: dict[str, dict[str, Any]] = {}
+        self.backend = backend
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        hit = self._mem.get(key)
+        if hit is None and self.backend is not None:
+            hit = self.backend.get_verdict(key)
+            if hit is not None:
+                self._mem[key] = hit
+        return hit
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        self._mem[key] = value
+        if self.backend is not None:
+            self.backend.put_verdict(key, value)
+
+    def __len__(self) -> int:
+        return len(self._mem)
+
+
+CallHook = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class RunContext:
+    """Everything judge calls share within one run: cache, limits, working methods, usage, progress hooks."""
+
+    options: JudgeOptions = field(default_factory=JudgeOptions)
+    cache: VerdictCache = field(default_factory=VerdictCache)
+    usage: Usage = field(default_factory=Usage)
+    on_call: list[CallHook] = field(default_factory=list)
+    _semaphores: dict[tuple[str, int], asyncio.Semaphore] = field(default_factory=dict)
+    _methods: dict[str, str] = field(default_factory=dict)
+    _inflight: dict[str, asyncio.Future] = field(default_factory=dict)
+
+    def semaphore(self, identity: str) -> asyncio.Semaphore:
+        key = (identity, id(asyncio.get_running_loop()))
+        sem = self._semaphores.get(key)
+        if sem is None:
+            sem = self._semaphores[key] = asyncio.Semaphore(self.options.max_concurrency)
+        return sem
+
+    def record(self, event: dict[str, Any]) -> None:
+        for hook in self.on_call:
+            try:
+                hook(event)
+            except Exception:  # noqa: BLE001 - a progress or store hook never breaks judging
+                logger.exception("contextjudge: a judge-call hook failed")
+
+
+_current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("contextjudge_run", default=None)
+
+
+def current_run_context() -> RunContext | None:
+    return _current.get()
+
+
+class use_run_context:  # noqa: N801 - used as a context manager, named like one
+    """Make ``ctx`` the run context of the code inside ``with``."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self._token: contextvars.Token | None = None
+
+    def __enter__(self) -> RunContext:
+        self._token = _current.set(self.ctx)
+        return self.ctx
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+
+
+@dataclass
+class Answer:
+    """A judge's usable answer: verdicts by id (or a rubric score), with what it cost."""
+
+    verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    score: float | None = None
+    reason: str = ""
+    usage: Usage = field(default_factory=Usage)
+    method: str | None = None
+
+    def to_cache(self) -> dict[str, Any]:
+        return {"verdicts": self.verdicts, "score": self.score, "reason": self.reason}
+
+
+class _MethodUnsupported(Exception):
+    """This structured-output method does not work with this judge; try the next one."""
+
+
+def _approx_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _usage_of(msg: Any, seconds: float) -> Usage:
+    u = Usage(calls=1, seconds=seconds)
+    meta = getattr(msg, "usage_metadata", None) or {}
+    if meta:
+        u.input_tokens = int(meta.get("input_tokens", 0) or 0)
+        u.output_tokens = int(meta.get("output_tokens", 0) or 0)
+    return u
+
+
+def _content_text(msg: Any) -> str:
+    content = getattr(msg, "content", msg)
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and block.get("type") in ("text", "output_text"):
+                parts.append(str(block.get("text", "")))
+        return "".join(parts)
+    return "" if content is None else str(content)
+
+
+def _hash(*parts: Any) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str).encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def _sub_request(request: JudgeRequest, items: list[Item], context: list[Item] | None = None) -> JudgeRequest:
+    return request.model_copy(update={"items": items, "context": request.context if context is None else context})
+
+
+def _split_by_budget(items: list[Item], budget: int) -> list[list[Item]]:
+    chunks: list[list[Item]] = [[]]
+    used = 0
+    for it in items:
+        cost = _approx_tokens(it.text) + 8
+        if chunks[-1] and used + cost > budget:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(it)
+        used += cost
+    return chunks
+
+
+def _explain_unavailable(exc: BaseException, name: str, kind: str) -> JudgeUnavailableError:
+    status = status_of(exc)
+    if kind == "auth":
+        msg = (f"The judge {name!r} rejected the credentials (HTTP {status or 401}): check the API key for this "
+               "provider (for OpenAI: OPENAI_API_KEY), or pass model='local' to judge offline.")
+    else:
+        msg = (f"The judge {name!r} rejected the request (HTTP {status or 400}): {str(exc)[:300]}. Check the model "
+               "name and base_url; if the server does not support a feature, report it to contextjudge.")
+    return JudgeUnavailableError(msg, status_code=status)
+
+
+class JudgeClient:
+    """Asks one judge model one kind of question, with every safeguard. Cheap to create; state is in the run."""
+
+    def __init__(self, model: BaseChatModel, template: Any, ctx: RunContext | None = None) -> None:
+        self.model = model
+        self.template = template
+        self.ctx = ctx or current_run_context() or RunContext()
+        self.identity = judge_identity(model)
+        self.name = judge_name(model)
+        self.native = bool(getattr(model, "contextjudge_native", False))
+
+    # ----------------------------------------------------------------------------------------------- public
+    async def ask(self, request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
+        """Ask ``request`` (split by the token budget when large) and merge the answers."""
+        if request.task == "rubric_recall":
+            return await self._ask_cached(request, build)
+        budget = self.ctx.options.token_budget
+        item_chunks = _split_by_budget(request.items, budget)
+        ctx_chunks = _split_by_budget(request.context, budget) if request.context else [[]]
+        subs = [_sub_request(request, ic, cc) for ic in item_chunks for cc in ctx_chunks]
+        if len(subs) == 1:
+            return await self._ask_cached(subs[0], build)
+        answers = await asyncio.gather(*(self._ask_cached(s, build) for s in subs))
+        merged = Answer(method=answers[0].method)
+        for ans in answers:
+            merged.usage.add(ans.usage)
+            for vid, v in ans.verdicts.items():
+                prev = merged.verdicts.get(vid)
+                if prev is None:
+                    merged.verdicts[vid] = dict(v)
+                elif v["verdict"] == "yes":  # support from any part of the context counts
+                    node_ids = sorted(set(prev.get("node_ids", [])) | set(v.get("node_ids", [])))
+                    if prev["verdict"] == "yes":
+                        prev["node_ids"] = node_ids
+                    else:
+                        merged.verdicts[vid] = {**v, "node_ids": node_ids}
+        return merged
+
+    async def complete_text(self, prompt: str) -> tuple[str, Usage]:
+        """A plain prompt and its text answer (for the opt-in LLM-written reason)."""
+        messages = [SystemMessage(self.template.system()), HumanMessage(prompt)]
+        t0 = time.perf_counter()
+        async with self.ctx.semaphore(self.identity):
+            msg = await self._invoke("text", messages)
+        usage = _usage_of(msg, time.perf_counter() - t0)
+        self.ctx.usage.add(usage)
+        return _content_text(msg), usage
+
+    # ----------------------------------------------------------------------------------------------- cache
+    async def _ask_cached(self, request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
+        prompt = build(request)
+        key = _hash(self.identity, prompt, request.model_dump(mode="json", exclude={"metric", "reference_kind"}))
+        hit = self.ctx.cache.get(key)
+        if hit is not None:
+            return self._from_cache(hit, request)
+        pending = self.ctx._inflight.get(key)  # noqa: SLF001 - the run context is ours
+        if pending is not None:
+            await asyncio.shield(pending)
+            hit = self.ctx.cache.get(key)
+            if hit is not None:
+                return self._from_cache(hit, request)
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.ctx._inflight[key] = fut  # noqa: SLF001
+        try:
+            answer = await self._ask_fresh(request, prompt, build)
+            self.ctx.cache.put(key, answer.to_cache())
+            return answer
+        finally:
+            self.ctx._inflight.pop(key, None)  # noqa: SLF001
+            if not fut.done():
+                fut.set_result(None)
+
+    def _from_cache(self, hit: dict[str, Any], request: JudgeRequest) -> Answer:
+        usage = Usage(cache_hits=1)
+        self.ctx.usage.add(usage)
+        self.ctx.record({"judge": self.name, "task": request.task, "metric": request.metric, "cached": True,
+                         "usage": usage})
+        return Answer(verdicts={k: dict(v) for k, v in (hit.get("verdicts") or {}).items()}, score=hit.get("score"),
+                      reason=hit.get("reason") or "", usage=usage, method="cache")
+
+    # ----------------------------------------------------------------------------------------------- asking
+    async def _ask_fresh(self, request: JudgeRequest, prompt: str, build: Callable[[JudgeRequest], str]) -> Answer:
+        ids = [it.id for it in request.items]
+        total = Usage()
+        parsed, method, raw = await self._call_and_parse(request, prompt, total)
+        if request.task == "rubric_recall":
+            if parsed is None:
+                parsed, method, raw = await self._call_and_parse(
+                    request, prompt + '\n\nYour previous answer could not be read. Answer with JSON only: '
+                    '{"score": <0.0-1.0>, "reason": "..."}', total)
+            if parsed is None:
+                raise JudgeOutputError(
+                    f"The judge {self.name!r} gave no readable score (0.0-1.0) after one re-ask. Its answer began: "
+                    f"{(raw or '')[:200]!r}. Use a stronger judge model, or one that supports structured output.",
+                    raw=raw)
+            return Answer(score=parsed["score"], reason=parsed["reason"], usage=total, method=method)
+        verdicts = dict(parsed["verdicts"]) if parsed else {}
+        missing = [i for i in ids if i not in verdicts]
+        if missing:
+            sub = _sub_request(request, [it for it in request.items if it.id in set(missing)])
+            again = self.template.reask(build(sub), missing)
+            parsed2, method, raw2 = await self._call_and_parse(sub, again, total)
+            if parsed2:
+                for vid, v in parsed2["verdicts"].items():
+                    if vid in set(missing):
+                        verdicts[vid] = v
+            missing = [i for i in ids if i not in verdicts]
+            raw = raw2 or raw
+        if missing:
+            shown = ", ".join(missing[:12]) + (" ..." if len(missing) > 12 else "")
+            raise JudgeOutputError(
+                f"The judge {self.name!r} gave no usable verdict for {len(missing)} of {len(ids)} items "
+                f"({shown}) even after a re-ask, so the ranks cannot be scored safely. Its answer began: "
+                f"{(raw or '')[:200]!r}. Use a stronger judge model, or lower JudgeOptions.token_budget so each "
+                "request holds fewer items.", raw=raw)
+        return Answer(verdicts=verdicts, usage=total, method=method)
+
+    def _messages(self, request: JudgeRequest, prompt: str) -> list[Any]:
+        kwargs = {REQUEST_KEY: request.model_dump(mode="json")}
+        images = [u for it in (*request.items, *request.context) for u in it.images]
+        if images:
+            content: list[Any] = [{"type": "text", "text": prompt}]
+            content += [{"type": "image_url", "image_url": {"url": u}} for u in images]
+            human = HumanMessage(content=content, additional_kwargs=kwargs)
+        else:
+            human = HumanMessage(content=prompt, additional_kwargs=kwargs)
+        return [SystemMessage(self.template.system()), human]
+
+    def _methods(self) -> list[str]:
+        if self.native:
+            return ["text"]
+        known = self.ctx._methods.get(self.identity)  # noqa: SLF001
+        if known:
+            return list(METHODS[METHODS.index(known):])
+        return list(METHODS)
+
+    async def _call_and_parse(self, request: JudgeRequest, prompt: str, total: Usage
+                              ) -> tuple[dict[str, Any] | None, str, str]:
+        messages = self._messages(request, prompt)
+        ids = [it.id for it in request.items]
+        last_exc: BaseException | None = None
+        for method in self._methods():
+            t0 = time.perf_counter()
+            try:
+                async with self.ctx.semaphore(self.identity):
+                    result = await self._invoke(method, messages)
+            except _MethodUnsupported as exc:
+                logger.debug("contextjudge: %s does not support %s (%s); trying the next method",
+                             self.name, method, exc)
+                last_exc = exc
+                continue
+            self.ctx._methods.setdefault(self.identity, method)  # noqa: SLF001
+            raw_msg = result.get("raw") if isinstance(result, dict) else result
+            usage = _usage_of(raw_msg, time.perf_counter() - t0)
+            total.add(usage)
+            self.ctx.usage.add(usage)
+            self.ctx.record({"judge": self.name, "task": request.task, "metric": request.metric, "cached": False,
+                             "usage": usage, "method": method})
+            text = _content_text(raw_msg)
+            parsed = None
+            if isinstance(result, dict) and result.get("parsed") is not None:
+                obj = result["parsed"]
+                data = obj.model_dump() if hasattr(obj, "model_dump") else obj
+                parsed = parse_answer(data, task=request.task, ids=ids)
+            if parsed is None and isinstance(result, dict) and not text:
+                tool_calls = getattr(raw_msg, "tool_calls", None) or []
+                for tc in tool_calls:
+                    parsed = parse_answer(tc.get("args"), task=request.task, ids=ids) or parsed
+            if parsed is None:
+                parsed = parse_answer(text, task=request.task, ids=ids)
+            return parsed, method, text
+        raise JudgeUnavailableError(
+            f"The judge {self.name!r} supported none of the ways to answer (structured output, function calling, "
+            f"JSON mode, plain text): {last_exc}. Check that it is a chat model that returns text.")
+
+    async def _invoke(self, method: str, messages: list[Any]) -> Any:
+        """One request with retries. Returns an AIMessage (text) or LangChain's include_raw dict."""
+        opts = self.ctx.options
+        request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
+        schema = RubricAnswer if request_dump.get("task") == "rubric_recall" else VerdictList
+        if method == "text":
+            runnable = self.model
+        else:
+            try:
+                runnable = self.model.with_structured_output(schema, method=method, include_raw=True)
+            except (NotImplementedError, TypeError, ValueError) as exc:
+                if method != "function_calling":
+                    raise _MethodUnsupported(f"{method}: {exc}") from exc
+                try:  # LangChain's base implementation takes no method= and always uses tool calling
+                    runnable = self.model.with_structured_output(schema, include_raw=True)
+                except (NotImplementedError, TypeError, ValueError) as exc2:
+                    raise _MethodUnsupported(f"{method}: {exc2}") from exc2
+        config = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
+                  "metadata": {"contextjudge": "judge"}}
+
+        def _retryable(exc: BaseException) -> bool:
+            return classify(exc) == "transient" and not _is_method_rejection(exc, method)
+
+        def _wait(state: Any) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            delay = backoff_seconds(state.attempt_number, exc, opts) if exc else 0.0
+            if exc is not None:
+                logger.warning("contextjudge: judge %s call failed (%s: %s); retry %d in %.1fs", self.name,
+                               type(exc).__name__, str(exc)[:120], state.attempt_number, delay)
+            return delay
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(_retryable),
+            wait=_wait,
+            stop=stop_after_attempt(opts.max_attempts) | stop_after_delay(opts.deadline),
+            reraise=False,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await _isolated(runnable.ainvoke(messages, config=config), opts.attempt_timeout)
+        except RetryError as exc:
+            inner = exc.last_attempt.exception()
+            n = exc.last_attempt.attempt_number
+            raise JudgeUnavailableError(
+                f"The judge {self.name!r} kept failing after {n} attempts "
+                f"({type(inner).__name__}: {str(inner)[:200]}). It may be overloaded or down; try again later, "
+                "lower max_concurrency, or raise JudgeOptions.deadline.", status_code=status_of(inner)) from inner
+        except JudgeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated at this one boundary
+            if _is_method_rejection(exc, method):
+                raise _MethodUnsupported(f"{method}: {str(exc)[:200]}") from exc
+            kind = classify(exc)
+            if kind in ("auth", "bad_request"):
+                raise _explain_unavailable(exc, self.name, kind) from exc
+            if isinstance(exc, NotImplementedError) and method != "text":
+                raise _MethodUnsupported(f"{method}: {exc}") from exc
+            raise JudgeError(f"The judge {self.name!r} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+        raise JudgeError("unreachable")  # pragma: no cover
+
+
+def _is_method_rejection(exc: BaseException, method: str) -> bool:
+    """A structured-output request the server does not support: move on to the next method, do not retry."""
+    if method == "text":
+        return False
+    if isinstance(exc, NotImplementedError):
+        return True
+    status = status_of(exc)
+    text = str(exc).lower()
+    mentions = any(w in text for w in ("response_format", "json_schema", "json_object", "tool", "function",
+                                       "structured", "not supported", "unsupported"))
+    if status in (400, 404, 415, 422):
+        return True
+    return status is not None and status >= 500 and mentions
+
+
+async def _isolated(coro: Any, timeout: float) -> Any:
+    """Run a judge call with no inherited LangChain context, so the user's tracers never see it."""
+    loop = asyncio.get_running_loop()
+    if sys.version_info >= (3, 11):
+        task = loop.create_task(coro, context=contextvars.Context())
+    else:  # pragma: no cover - 3.10 cannot start a task in an empty context
+        task = loop.create_task(coro)
+    try:
+        return await asyncio.wait_for(task, timeout=timeout)
+    except asyncio.TimeoutError as exc:
+        raise TimeoutError(f"judge call took longer than {timeout:.0f}s") from exc
+
+
+def finite(x: float) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)

@@ -1,0 +1,222 @@
+"""The runner: score many test cases with many metrics, concurrently, recording failures per case.
+
+``aevaluate`` is the async core; ``evaluate`` is its sync facade and works inside a running event loop. Concurrency
+is bounded on judge calls per model (``JudgeOptions.max_concurrency``) and on cases in flight. A metric that fails
+on a case is recorded with its error and the run goes on. With a ``store``, every result is written as soon as it
+is scored, and a run started again with the same ``run_id`` skips what is already stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+import uuid
+from typing import Any, Iterable, Protocol, Sequence
+
+from ._aio import run_sync
+from ._judge import RunContext, VerdictCache, use_run_context
+from ._result import EvaluationResult, MetricResult, TestResult, Usage
+from ._retry import JudgeOptions
+from ._testcase import ConversationalTestCase, LLMTestCase
+from .errors import ContextJudgeError, InvalidTestCaseError, MissingTestCaseParamsError
+
+__all__ = ["RunRecorder", "aevaluate", "case_key", "evaluate"]
+
+logger = logging.getLogger("contextjudge")
+
+
+class RunRecorder(Protocol):
+    """What the runner needs from a results store (``contextjudge.store`` implements it)."""
+
+    def begin_run(self, run_id: str | None, config: dict[str, Any]) -> str: ...
+
+    def completed_results(self, run_id: str) -> dict[tuple[str, str], MetricResult]: ...
+
+    def save_case(self, run_id: str, key: str, index: int, test_case: Any) -> None: ...
+
+    def save_result(self, run_id: str, key: str, result: MetricResult) -> None: ...
+
+    def save_judge_call(self, run_id: str, event: dict[str, Any]) -> None: ...
+
+    def end_run(self, run_id: str, summary: dict[str, Any]) -> None: ...
+
+    def get_verdict(self, key: str) -> dict[str, Any] | None: ...
+
+    def put_verdict(self, key: str, value: dict[str, Any]) -> None: ...
+
+
+def case_key(index: int, test_case: Any) -> str:
+    """The key of a case within a run: its own id when it has one, else its position and content hash."""
+    own = getattr(test_case, "id", None)
+    if own:
+        return str(own)
+    fp = test_case.fingerprint() if hasattr(test_case, "fingerprint") else str(index)
+    return f"{index}-{fp}"
+
+
+def _metric_config(metric: Any) -> dict[str, Any]:
+    return {"class": type(metric).__name__, "threshold": getattr(metric, "threshold", None),
+            "strict_mode": getattr(metric, "strict_mode", None)}
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool | None) -> None:
+        if enabled is None:
+            enabled = sys.stderr.isatty()
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm.auto import tqdm  # noqa: PLC0415
+                self.bar = tqdm(total=total, desc="contextjudge", unit="case", leave=True)
+            except Exception:  # noqa: BLE001 - a progress bar is never worth failing a run
+                self.bar = None
+        self.calls = 0
+        self.hits = 0
+
+    def on_call(self, event: dict[str, Any]) -> None:
+        if event.get("cached"):
+            self.hits += 1
+        else:
+            self.calls += 1
+        if self.bar is not None:
+            self.bar.set_postfix(judge_calls=self.calls, cache_hits=self.hits, refresh=False)
+
+    def case_done(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+async def _score_case(index: int, tc: Any, metrics: Sequence[Any], *, run_id: str | None, recorder: Any,
+                      done: dict[tuple[str, str], MetricResult], skip_on_missing_params: bool,
+                      raise_exceptions: bool) -> TestResult:
+    key = case_key(index, tc)
+    tr = TestResult(index=index, name=getattr(tc, "name", None), test_case=tc)
+    if recorder is not None and run_id is not None:
+        recorder.save_case(run_id, key, index, tc)
+
+    async def one(metric: Any) -> MetricResult | None:
+        prior = done.get((key, metric.name))
+        if prior is not None:
+            return prior
+        try:
+            result = await metric.a_score(tc)
+        except (MissingTestCaseParamsError, InvalidTestCaseError) as exc:
+            if raise_exceptions:
+                raise
+            if skip_on_missing_params and isinstance(exc, MissingTestCaseParamsError):
+                return None
+            result = MetricResult(name=metric.name, score=None, threshold=metric.threshold, success=False,
+                                  error=str(exc), error_type=type(exc).__name__)
+        except Exception as exc:  # noqa: BLE001 - one bad metric never aborts a run
+            if raise_exceptions:
+                raise
+            logger.exception("contextjudge: %s failed on case %s", metric.name, key)
+            result = MetricResult(name=metric.name, score=None, threshold=getattr(metric, "threshold", 0.5),
+                                  success=False, error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
+        if recorder is not None and run_id is not None:
+            recorder.save_result(run_id, key, result)
+        return result
+
+    applicable = [m for m in metrics
+                  if isinstance(tc, ConversationalTestCase) == bool(getattr(m, "conversational", False))]
+    results = await asyncio.gather(*(one(m) for m in applicable))
+    tr.metrics_data = [r for r in results if r is not None]
+    if not applicable:
+        tr.error = "no metric applies to this test case (single-turn metrics need LLMTestCase, Turn* metrics " \
+                   "need ConversationalTestCase)"
+    return tr
+
+
+async def aevaluate(
+    test_cases: Iterable[LLMTestCase | ConversationalTestCase],
+    metrics: Sequence[Any],
+    *,
+    max_concurrency: int = 16,
+    judge_options: JudgeOptions | None = None,
+    show_progress: bool | None = None,
+    store: Any = None,
+    run_id: str | None = None,
+    run_name: str | None = None,
+    skip_on_missing_params: bool = False,
+    raise_exceptions: bool = False,
+    context: RunContext | None = None,
+) -> EvaluationResult:
+    """Score every test case with every applicable metric. See ``evaluate`` for the parameters."""
+    cases = list(test_cases)
+    if not metrics:
+        raise ContextJudgeError("evaluate() needs at least one metric, e.g. metrics=[ContextualPrecisionMetric()].")
+    for i, tc in enumerate(cases):
+        if not isinstance(tc, (LLMTestCase, ConversationalTestCase)):
+            raise InvalidTestCaseError(
+                f"test_cases[{i}] is a {type(tc).__name__}; pass LLMTestCase or ConversationalTestCase objects.",
+                field=f"test_cases[{i}]")
+    recorder = store
+    if isinstance(store, str):
+        from .store import open_store  # noqa: PLC0415 - optional module, loaded when asked for
+
+        recorder = open_store(store)
+    opts = judge_options or JudgeOptions()
+    ctx = context or RunContext(options=opts, cache=VerdictCache(backend=recorder))
+    progress = _Progress(len(cases), show_progress)
+    ctx.on_call.append(progress.on_call)
+    done: dict[tuple[str, str], MetricResult] = {}
+    if recorder is not None:
+        run_id = recorder.begin_run(run_id, {"name": run_name, "metrics": [_metric_config(m) for m in metrics],
+                                             "cases": len(cases)})
+        done = recorder.completed_results(run_id)
+        ctx.on_call.append(lambda ev: recorder.save_judge_call(run_id, ev))
+    elif run_id is None:
+        run_id = uuid.uuid4().hex[:12]
+    limit = asyncio.Semaphore(max(1, max_concurrency))
+    t0 = time.perf_counter()
+
+    async def guarded(i: int, tc: Any) -> TestResult:
+        async with limit:
+            try:
+                return await _score_case(i, tc, metrics, run_id=run_id, recorder=recorder, done=done,
+                                         skip_on_missing_params=skip_on_missing_params,
+                                         raise_exceptions=raise_exceptions)
+            finally:
+                progress.case_done()
+
+    try:
+        with use_run_context(ctx):
+            results = await asyncio.gather(*(guarded(i, tc) for i, tc in enumerate(cases)))
+    finally:
+        progress.close()
+    usage = Usage()
+    for tr in results:
+        for m in tr.metrics_data:
+            usage.add(m.usage)
+    usage.calls = ctx.usage.calls or usage.calls
+    usage.cache_hits = ctx.usage.cache_hits or usage.cache_hits
+    result = EvaluationResult(test_results=list(results), usage=usage, run_id=run_id,
+                              duration_seconds=time.perf_counter() - t0)
+    if recorder is not None:
+        recorder.end_run(run_id, {"summary": result.summary(), "usage": usage.to_dict(),
+                                  "duration_seconds": result.duration_seconds})
+    return result
+
+
+def evaluate(
+    test_cases: Iterable[LLMTestCase | ConversationalTestCase] | None = None,
+    metrics: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> EvaluationResult:
+    """Score ``test_cases`` with ``metrics`` and return an ``EvaluationResult``.
+
+    Works from plain scripts, from inside a running event loop (a Jupyter cell, a FastAPI handler) and from threads.
+    Keyword arguments: ``max_concurrency`` (cases in flight, default 16), ``judge_options`` (retries, timeouts,
+    judge calls in flight per model), ``show_progress`` (default: when stderr is a terminal), ``store`` (a results
+    store or its path/URL), ``run_id`` (resume that run), ``run_name``, ``skip_on_missing_params``,
+    ``raise_exceptions`` (default False: failures are recorded per case).
+    """
+    if test_cases is None or metrics is None:
+        raise ContextJudgeError("evaluate() needs test_cases=[...] and metrics=[...].")
+    return run_sync(aevaluate(test_cases, metrics, **kwargs))

@@ -1,0 +1,220 @@
+"""Test cases: what one evaluation judges.
+
+``LLMTestCase`` is one question with its ranked retrieval; ``ConversationalTestCase`` is a conversation whose
+assistant turns may each carry their own retrieval. ``RetrievedNode`` is one ranked item of a retrieval; plain
+strings are accepted wherever a node is and become nodes. Ranks are the list order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import InvalidTestCaseError
+
+__all__ = ["ConversationalTestCase", "LLMTestCase", "RetrievedNode", "Turn"]
+
+
+class RetrievedNode(BaseModel):
+    """One retrieved item: its text, and optionally the id, score and metadata the retriever gave it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    id: str | None = None
+    score: float | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def __init__(self, text: str | None = None, /, **data: Any) -> None:
+        if text is not None:
+            data["text"] = text
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _friendly(exc, "RetrievedNode") from None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_to_str(cls, v: Any) -> Any:
+        return None if v is None else str(v)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _friendly(exc: ValidationError, owner: str) -> InvalidTestCaseError:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err.get("loc", ())) or "?"
+    got = err.get("input")
+    shown = repr(got)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    msg = f"{owner}.{field}: {err.get('msg', 'invalid value')} (got {shown})."
+    hints = {
+        "retrieval_context": " Pass a list of strings or RetrievedNode objects, in rank order.",
+        "role": " A turn's role is 'user' or 'assistant'.",
+        "input": " Pass the user's question as a non-empty string.",
+        "turns": " Pass a list of Turn(role=..., content=...) objects.",
+    }
+    top = field.split(".")[0]
+    msg += hints.get(top, "")
+    return InvalidTestCaseError(msg, field=field)
+
+
+def _to_nodes(value: Any, field: str) -> list[RetrievedNode] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise InvalidTestCaseError(
+            f"{field} must be a list of strings or RetrievedNode objects, in rank order, "
+            f"not {type(value).__name__}. Wrap a single passage in a list.",
+            field=field,
+        )
+    nodes: list[RetrievedNode] = []
+    for i, item in enumerate(value):
+        if isinstance(item, RetrievedNode):
+            nodes.append(item)
+        elif isinstance(item, str):
+            nodes.append(RetrievedNode(item))
+        elif isinstance(item, dict) and "text" in item:
+            nodes.append(RetrievedNode(**item))
+        elif hasattr(item, "page_content"):  # a LangChain Document, accepted as a courtesy
+            meta = dict(getattr(item, "metadata", {}) or {})
+            nodes.append(RetrievedNode(item.page_content, id=getattr(item, "id", None), score=meta.get("score"),
+                                       metadata=meta))
+        else:
+            raise InvalidTestCaseError(
+                f"{field}[{i}] must be a string or a RetrievedNode, not {type(item).__name__}.", field=f"{field}[{i}]"
+            )
+    return nodes
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, arbitrary_types_allowed=True)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except InvalidTestCaseError:
+            raise
+        except ValidationError as exc:
+            raise _friendly(exc, type(self).__name__) from None
+
+
+def _check_text(v: Any, field: str, *, required: bool) -> Any:
+    if v is None:
+        if required:
+            raise InvalidTestCaseError(f"{field} is required: pass a non-empty string.", field=field)
+        return v
+    if not isinstance(v, str):
+        raise InvalidTestCaseError(f"{field} must be a string, not {type(v).__name__}.", field=field)
+    return v
+
+
+class LLMTestCase(_Base):
+    """One question, the answer the app gave, the answer it should give, and the ranked retrieval."""
+
+    input: str
+    actual_output: str | None = None
+    expected_output: str | None = None
+    retrieval_context: list[RetrievedNode] | None = None
+    context: list[str] | None = None
+    name: str | None = None
+    id: str | None = None
+    additional_metadata: dict[str, Any] | None = None
+    tags: list[str] | None = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _input(cls, v: Any) -> Any:
+        _check_text(v, "input", required=True)
+        if not v.strip():
+            raise InvalidTestCaseError("input is empty: pass the user's question as a non-empty string.", field="input")
+        return v
+
+    @field_validator("actual_output", "expected_output", mode="before")
+    @classmethod
+    def _outputs(cls, v: Any, info: Any) -> Any:
+        return _check_text(v, info.field_name, required=False)
+
+    @field_validator("retrieval_context", mode="before")
+    @classmethod
+    def _nodes(cls, v: Any) -> Any:
+        return _to_nodes(v, "retrieval_context")
+
+    @field_validator("context", mode="before")
+    @classmethod
+    def _context(cls, v: Any) -> Any:
+        nodes = _to_nodes(v, "context")
+        return None if nodes is None else [n.text for n in nodes]
+
+    def fingerprint(self) -> str:
+        """A stable hash of the judged content, used to recognise the same case across runs."""
+        payload = self.model_dump(mode="json", exclude={"name", "id", "tags", "additional_metadata"})
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Turn(_Base):
+    """One message of a conversation. Assistant turns may carry the retrieval they were answered from."""
+
+    role: Literal["user", "assistant"]
+    content: str
+    retrieval_context: list[RetrievedNode] | None = None
+    expected_output: str | None = None
+    additional_metadata: dict[str, Any] | None = None
+
+    @field_validator("role", mode="before")
+    @classmethod
+    def _role(cls, v: Any) -> Any:
+        if v not in ("user", "assistant"):
+            raise InvalidTestCaseError(f"Turn.role must be 'user' or 'assistant', not {v!r}.", field="role")
+        return v
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _content(cls, v: Any) -> Any:
+        return _check_text(v, "content", required=True)
+
+    @field_validator("retrieval_context", mode="before")
+    @classmethod
+    def _nodes(cls, v: Any) -> Any:
+        return _to_nodes(v, "retrieval_context")
+
+
+class ConversationalTestCase(_Base):
+    """A conversation: its turns in order, and optionally the outcome it should reach."""
+
+    turns: list[Turn]
+    expected_outcome: str | None = None
+    scenario: str | None = None
+    name: str | None = None
+    id: str | None = None
+    additional_metadata: dict[str, Any] | None = None
+    tags: list[str] | None = None
+
+    @field_validator("turns", mode="before")
+    @classmethod
+    def _turns(cls, v: Any) -> Any:
+        if not isinstance(v, (list, tuple)) or not v:
+            raise InvalidTestCaseError("turns must be a non-empty list of Turn objects.", field="turns")
+        out = []
+        for i, t in enumerate(v):
+            if isinstance(t, Turn):
+                out.append(t)
+            elif isinstance(t, dict):
+                out.append(Turn(**t))
+            else:
+                raise InvalidTestCaseError(f"turns[{i}] must be a Turn, not {type(t).__name__}.", field=f"turns[{i}]")
+        return out
+
+    @model_validator(mode="after")
+    def _outcome(self) -> "ConversationalTestCase":
+        _check_text(self.expected_outcome, "expected_outcome", required=False)
+        return self
+
+    def fingerprint(self) -> str:
+        payload = self.model_dump(mode="json", exclude={"name", "id", "tags", "additional_metadata"})
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

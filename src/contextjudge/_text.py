@@ -1,0 +1,67 @@
+"""Deterministic sentence splitting: the statements of recall and relevancy are ours, not the judge's.
+
+The split is rule-based so the denominator of a score never depends on how a judge feels about punctuation:
+sentence ends are ``.``, ``!``, ``?`` (and their CJK forms) followed by white space and a capital letter, digit or
+quote, and line breaks; common abbreviations, initials and decimal numbers do not end a sentence.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["split_sentences"]
+
+_ABBREVIATIONS = {
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "inc", "ltd", "co", "corp",
+    "no", "fig", "approx", "dept", "est", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct",
+    "nov", "dec", "u.s", "u.k", "mt", "ft", "gen", "col", "lt", "sgt", "rev", "vol", "pp", "al",
+}
+
+# A candidate boundary: terminal punctuation (plus closing quotes/brackets), white space, then a likely start.
+_BOUNDARY = re.compile(r"([.!?…]+[\"'”’)\]]*)(\s+)(?=[\"'“‘(\[]?[A-Z0-9À-ÖØ-Þ])")
+_CJK_BOUNDARY = re.compile(r"([。！？])")
+_MIN_CHARS = 2
+
+
+def _is_abbreviation(text_before: str) -> bool:
+    m = re.search(r"(\S+)$", text_before)
+    if not m:
+        return False
+    word = m.group(1).rstrip(".").lower().lstrip("(\"'“")
+    if word in _ABBREVIATIONS:
+        return True
+    # a single initial such as "J." in "J. R. R. Tolkien"
+    return len(word) == 1 and word.isalpha()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split ``text`` into sentences, deterministically. Empty or whitespace-only text gives ``[]``."""
+    if not text or not text.strip():
+        return []
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n|\n(?=\s*[-*•\d]+[.)]?\s)|\r?\n", text):
+        block = block.strip()
+        if not block:
+            continue
+        pieces: list[str] = []
+        start = 0
+        for m in _BOUNDARY.finditer(block):
+            end = m.end(1)
+            if m.group(1).startswith(".") and len(m.group(1)) == 1 and _is_abbreviation(block[start:m.start(1)]):
+                continue
+            pieces.append(block[start:end])
+            start = m.end(2)
+        pieces.append(block[start:])
+        for piece in pieces:
+            for sub in _CJK_BOUNDARY.split(piece):
+                if sub in ("。", "！", "？") and out:
+                    out[-1] += sub
+                elif sub.strip():
+                    out.append(sub.strip())
+    merged: list[str] = []
+    for s in out:
+        if merged and len(s) < _MIN_CHARS:
+            merged[-1] = f"{merged[-1]} {s}"
+        else:
+            merged.append(s)
+    return merged

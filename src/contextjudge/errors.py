@@ -1,0 +1,82 @@
+"""The one error hierarchy of contextjudge.
+
+    ContextJudgeError                 base of everything raised on purpose
+    ├── InvalidTestCaseError          a test case field has the wrong type or value (also a ValueError)
+    ├── MissingTestCaseParamsError    a metric needs a field the test case does not have
+    ├── JudgeError                    the judge could not produce a usable verdict
+    │   ├── JudgeOutputError          the judge answered, but not in a form we can use (after re-asks)
+    │   └── JudgeUnavailableError     the judge cannot be reached or refuses us (auth, bad request,
+    │                                 retries exhausted, deadline passed, not installed)
+    ├── StoreError                    the results store cannot be opened, read or written
+    └── CaptureError                  a capture integration could not assemble a test case
+
+Every message says what to do about it. Third-party errors are translated at one boundary
+(the judge client) and chained with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CaptureError",
+    "ContextJudgeError",
+    "InvalidTestCaseError",
+    "JudgeError",
+    "JudgeOutputError",
+    "JudgeUnavailableError",
+    "MissingTestCaseParamsError",
+    "StoreError",
+]
+
+
+class ContextJudgeError(Exception):
+    """Base class of every error contextjudge raises on purpose."""
+
+
+class InvalidTestCaseError(ContextJudgeError, ValueError):
+    """A test case field has the wrong type or value. The message names the field."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class MissingTestCaseParamsError(ContextJudgeError):
+    """A metric needs a test-case field that is missing. Names the metric and the field."""
+
+    def __init__(self, metric: str, fields: list[str]) -> None:
+        self.metric = metric
+        self.fields = list(fields)
+        names = ", ".join(f"'{f}'" for f in self.fields)
+        super().__init__(
+            f"{metric} needs {names} on the test case, but it is missing. "
+            f"Set {names} on the test case (for captured runs: pass goldens with an expected_output), "
+            f"or drop {metric} from the metrics."
+        )
+
+
+class JudgeError(ContextJudgeError):
+    """The judge could not produce a usable verdict."""
+
+
+class JudgeOutputError(JudgeError):
+    """The judge answered, but its answer could not be used, even after a re-ask."""
+
+    def __init__(self, message: str, *, raw: str | None = None) -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class JudgeUnavailableError(JudgeError):
+    """The judge cannot be reached, refuses the request, or is not installed."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class StoreError(ContextJudgeError):
+    """The results store cannot be opened, read or written."""
+
+
+class CaptureError(ContextJudgeError):
+    """A capture integration could not assemble a test case."""

@@ -1,0 +1,230 @@
+"""What every metric shares: configuration, the stateless ``a_score``, and the DeepEval-style ``measure``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, ClassVar
+
+from .._aio import run_sync
+from .._judge import JudgeClient, RunContext, current_run_context
+from .._models import judge_name, resolve_model
+from .._parsing import extract_json_candidates
+from .._protocol import Item
+from .._result import MetricResult, Usage
+from .._retry import JudgeOptions
+from .._testcase import ConversationalTestCase, LLMTestCase, RetrievedNode
+from ..errors import ContextJudgeError, InvalidTestCaseError, JudgeError, MissingTestCaseParamsError
+
+__all__ = ["BaseMetric", "Outcome"]
+
+logger = logging.getLogger("contextjudge")
+
+
+class Outcome:
+    """What a metric computed, before thresholds and reasons are applied."""
+
+    def __init__(self, score: float, verdicts: list[dict[str, Any]], reason: str, usage: Usage | None = None,
+                 details: dict[str, Any] | None = None, judged: bool = True) -> None:
+        self.score = score
+        self.verdicts = verdicts
+        self.reason = reason
+        self.usage = usage or Usage()
+        self.details = details or {}
+        self.judged = judged
+
+
+def node_items(nodes: list[RetrievedNode]) -> list[Item]:
+    """The nodes of a retrieval as judge items, ids "n1".."nK" in rank order."""
+    return [Item(id=f"n{k}", text=n.text, images=_images_of(n)) for k, n in enumerate(nodes, start=1)]
+
+
+def _images_of(node: RetrievedNode) -> list[str]:
+    imgs = node.metadata.get("_contextjudge_images") if node.metadata else None
+    return list(imgs) if isinstance(imgs, list) else []
+
+
+class BaseMetric:
+    """Configuration of one metric. ``a_score`` is stateless; ``measure`` also keeps the last result on the instance.
+
+    Parameters follow DeepEval's: ``threshold`` (pass mark), ``model`` (a LangChain chat model, a model name,
+    ``"local"`` or None), ``include_reason``, ``strict_mode`` (score becomes 1 or 0, threshold 1), ``async_mode``,
+    ``verbose_mode`` (verdicts to ``verbose_logs`` and the ``contextjudge`` logger), ``evaluation_template``.
+    ``llm_reason=True`` asks the judge for a written summary (one extra call); by default the reason is composed
+    from the verdicts for free. ``judge_options`` tunes retries, timeouts, concurrency and request size.
+    """
+
+    name: ClassVar[str] = "Metric"
+    key: ClassVar[str] = "metric"
+    default_template: ClassVar[Any] = None
+    required_params: ClassVar[tuple[str, ...]] = ()
+    conversational: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        model: Any = None,
+        include_reason: bool = True,
+        strict_mode: bool = False,
+        async_mode: bool = True,
+        verbose_mode: bool = False,
+        evaluation_template: Any = None,
+        *,
+        llm_reason: bool = False,
+        judge_options: JudgeOptions | None = None,
+    ) -> None:
+        if not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) <= 1.0:
+            raise ValueError(f"{self.name}: threshold must be a number between 0 and 1, got {threshold!r}.")
+        self.threshold = 1.0 if strict_mode else float(threshold)
+        self._model_arg = model
+        self._model = None
+        self.include_reason = include_reason
+        self.strict_mode = strict_mode
+        self.async_mode = async_mode
+        self.verbose_mode = verbose_mode
+        self.evaluation_template = evaluation_template or self.default_template
+        self.llm_reason = llm_reason
+        self.judge_options = judge_options
+        # last result of measure(), for standalone use only
+        self.score: float | None = None
+        self.reason: str | None = None
+        self.success: bool | None = None
+        self.verdicts: list[dict[str, Any]] = []
+        self.error: str | None = None
+        self.verbose_logs: str | None = None
+        self.evaluation_cost: float | None = None
+        self.last_result: MetricResult | None = None
+
+    # ------------------------------------------------------------------------------------------ config
+    @property
+    def model(self):
+        """The resolved judge chat model (resolved on first use, so constructing a metric is cheap)."""
+        if self._model is None:
+            self._model = resolve_model(self._model_arg)
+        return self._model
+
+    @property
+    def evaluation_model(self) -> str:
+        return judge_name(self.model)
+
+    @property
+    def __name__(self) -> str:  # DeepEval users read metric.__name__
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(threshold={self.threshold}, model={self._model_arg!r})"
+
+    # ------------------------------------------------------------------------------------------ checks
+    def check(self, test_case: Any) -> None:
+        """Raise ``MissingTestCaseParamsError`` (or ``InvalidTestCaseError``) when ``test_case`` cannot be scored."""
+        want = ConversationalTestCase if self.conversational else LLMTestCase
+        if not isinstance(test_case, want):
+            raise InvalidTestCaseError(
+                f"{self.name} scores {want.__name__} objects, got {type(test_case).__name__}. "
+                + ("Use a Turn* metric for conversations." if isinstance(test_case, ConversationalTestCase)
+                   else "Use the single-turn metric for LLMTestCase." if self.conversational else ""),
+                field="test_case")
+        missing = [f for f in self.required_params if _is_missing(getattr(test_case, f, None))]
+        if missing:
+            raise MissingTestCaseParamsError(self.name, missing)
+
+    # ------------------------------------------------------------------------------------------ scoring
+    async def _compute(self, test_case: Any, client: JudgeClient) -> Outcome:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _context(self) -> RunContext:
+        ctx = current_run_context()
+        if ctx is None:
+            ctx = RunContext(options=self.judge_options or RunContext().options)
+        return ctx
+
+    async def _run(self, test_case: Any) -> MetricResult:
+        self.check(test_case)
+        client = JudgeClient(self.model, self.evaluation_template, self._context())
+        outcome = await self._compute(test_case, client)
+        return await self._finish(outcome, client)
+
+    async def _finish(self, outcome: Outcome, client: JudgeClient) -> MetricResult:
+        score = float(outcome.score)
+        if self.strict_mode:
+            score = 1.0 if score >= 1.0 - 1e-9 else 0.0
+        reason: str | None = outcome.reason if self.include_reason else None
+        if self.include_reason and self.llm_reason and outcome.judged:
+            reason = await self._llm_reason(client, score, outcome)
+        verbose = None
+        if self.verbose_mode:
+            verbose = "Verdicts:\n" + json.dumps(outcome.verdicts, indent=2, default=str)
+            logger.info("contextjudge %s: score=%.4f\n%s", self.name, score, verbose)
+        return MetricResult(
+            name=self.name, score=score, threshold=self.threshold, success=score >= self.threshold,
+            reason=reason, strict_mode=self.strict_mode, verdicts=outcome.verdicts, verbose_logs=verbose,
+            usage=outcome.usage, evaluation_model=client.name, details=outcome.details,
+        )
+
+    async def _llm_reason(self, client: JudgeClient, score: float, outcome: Outcome) -> str:
+        try:
+            text, usage = await client.complete_text(
+                self.evaluation_template.generate_reason(self.name, score, outcome.reason))
+            outcome.usage.add(usage)
+        except JudgeError as exc:
+            logger.warning("contextjudge: the LLM-written reason failed (%s); keeping the composed reason", exc)
+            return outcome.reason
+        for cand in reversed(extract_json_candidates(text)):
+            if isinstance(cand, dict) and isinstance(cand.get("reason"), str):
+                return cand["reason"]
+        return text.strip() or outcome.reason
+
+    async def a_score(self, test_case: Any) -> MetricResult:
+        """Score ``test_case`` and return a ``MetricResult``; keeps no state on the metric.
+
+        Judge failures come back as a result with ``error`` set and ``score`` None. A test case the metric cannot
+        score raises ``MissingTestCaseParamsError`` / ``InvalidTestCaseError``.
+        """
+        try:
+            return await self._run(test_case)
+        except JudgeError as exc:
+            return MetricResult(name=self.name, score=None, threshold=self.threshold, success=False,
+                                strict_mode=self.strict_mode, error=str(exc), error_type=type(exc).__name__,
+                                evaluation_model=_safe_name(self))
+
+    def _apply(self, result: MetricResult) -> None:
+        self.last_result = result
+        self.score = result.score
+        self.reason = result.reason
+        self.success = result.success
+        self.verdicts = result.verdicts
+        self.error = result.error
+        self.verbose_logs = result.verbose_logs
+        self.evaluation_cost = result.usage.cost
+
+    async def a_measure(self, test_case: Any, *_: Any, **__: Any) -> float | None:
+        """Score ``test_case``, keep the result on the metric and return the score. Raises on failure."""
+        try:
+            result = await self._run(test_case)
+        except ContextJudgeError as exc:
+            self.score, self.reason, self.success, self.verdicts, self.error = None, None, False, [], str(exc)
+            raise
+        self._apply(result)
+        return result.score
+
+    def measure(self, test_case: Any, *_: Any, **__: Any) -> float | None:
+        """Sync form of ``a_measure``; works inside a running event loop too."""
+        return run_sync(self.a_measure(test_case))
+
+    def is_successful(self) -> bool:
+        return bool(self.success) and self.error is None
+
+
+def _safe_name(metric: BaseMetric) -> str | None:
+    try:
+        return metric.evaluation_model
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    return False

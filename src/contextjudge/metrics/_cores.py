@@ -1,0 +1,158 @@
+"""The three verdict families, written once and shared by the single-turn and turn metrics.
+
+Each core judges one retrieval (one test case, or one assistant turn) with exactly one logical judge request and
+returns an ``Outcome`` with the score, the verdicts in rank or statement order, and a reason composed from the
+verdicts' own short reasons (no extra judge call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._judge import JudgeClient
+from .._protocol import Item, JudgeRequest
+from .._testcase import RetrievedNode
+from .._text import split_sentences
+from ._base import Outcome, node_items
+from ._formulas import fraction, weighted_cumulative_precision
+
+__all__ = ["empty_retrieval", "node_usefulness", "sentence_relevance", "statement_support"]
+
+
+def _short(text: str, n: int = 90) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _ranks(ks: list[int]) -> str:
+    return ", ".join(str(k) for k in ks) if ks else "none"
+
+
+def empty_retrieval(what: str) -> Outcome:
+    return Outcome(0.0, [], f"No retrieval context: the retriever returned nothing, so {what} is 0.", judged=False)
+
+
+async def node_usefulness(client: JudgeClient, *, metric: str, input: str, reference: str | None,
+                          reference_kind: str, nodes: list[RetrievedNode], history: list[dict[str, str]] | None = None,
+                          ) -> Outcome:
+    """Precision-style: is each node useful for arriving at ``reference``? Score is weighted cumulative precision."""
+    if not nodes:
+        return empty_retrieval("precision")
+    req = JudgeRequest(task="node_usefulness", metric=metric, input=input, history=history or [],
+                       reference=reference, reference_kind=reference_kind, items=node_items(nodes))
+    ans = await client.ask(req, client.template.generate_verdicts)
+    verdicts: list[dict[str, Any]] = []
+    flags: list[bool] = []
+    for k, node in enumerate(nodes, start=1):
+        v = ans.verdicts[f"n{k}"]
+        flags.append(v["verdict"] == "yes")
+        verdicts.append({"rank": k, "id": f"n{k}", "node_id": node.id, "verdict": v["verdict"],
+                         "reason": v.get("reason", ""), "confidence": v.get("confidence")})
+    score = weighted_cumulative_precision(flags)
+    useful = [k for k, f in enumerate(flags, 1) if f]
+    useless = [k for k, f in enumerate(flags, 1) if not f]
+    target = "the expected output" if reference_kind != "actual_output" else "the actual output"
+    if not useful:
+        reason = f"None of the {len(nodes)} nodes is useful for {target}"
+        if verdicts:
+            reason += f" (rank 1: {_short(verdicts[0]['reason'], 120)})"
+        reason += "."
+    else:
+        reason = f"{len(useful)} of {len(nodes)} nodes are useful for {target}, at ranks {_ranks(useful)}."
+        outranking = [k for k in useless if k < useful[-1]]
+        if outranking:
+            k = outranking[0]
+            reason += (f" Irrelevant rank {k} outranks useful rank {next(u for u in useful if u > k)}"
+                       f" ({_short(verdicts[k - 1]['reason'])})")
+            if len(outranking) > 1:
+                reason += f"; also irrelevant above a useful node: ranks {_ranks(outranking[1:])}"
+            reason += "."
+        else:
+            reason += " Every useful node is ranked above every irrelevant one."
+    return Outcome(score, verdicts, reason, usage=ans.usage,
+                   details={"useful_ranks": useful, "irrelevant_ranks": useless})
+
+
+async def statement_support(client: JudgeClient, *, metric: str, input: str, reference: str,
+                            nodes: list[RetrievedNode], history: list[dict[str, str]] | None = None) -> Outcome:
+    """Recall-style: is each sentence of ``reference`` supported by the nodes? Score is supported / all."""
+    if not nodes:
+        return empty_retrieval("recall")
+    statements = split_sentences(reference)
+    items = [Item(id=f"s{j}", text=s) for j, s in enumerate(statements, start=1)]
+    req = JudgeRequest(task="statement_support", metric=metric, input=input, history=history or [],
+                       reference=reference, reference_kind="expected_output", items=items,
+                       context=node_items(nodes))
+    ans = await client.ask(req, client.template.generate_verdicts)
+    id_to_rank = {f"n{k}": k for k in range(1, len(nodes) + 1)}
+    verdicts = []
+    flags = []
+    for j, s in enumerate(statements, start=1):
+        v = ans.verdicts[f"s{j}"]
+        yes = v["verdict"] == "yes"
+        flags.append(yes)
+        ranks = sorted({id_to_rank[n] for n in v.get("node_ids", []) if n in id_to_rank}) if yes else []
+        verdicts.append({"statement": s, "id": f"s{j}", "verdict": v["verdict"], "reason": v.get("reason", ""),
+                         "supporting_ranks": ranks, "confidence": v.get("confidence")})
+    score = fraction(flags)
+    unsupported = [v for v in verdicts if v["verdict"] != "yes"]
+    reason = f"{len(statements) - len(unsupported)} of {len(statements)} statements of the expected output are " \
+             "supported by the retrieval."
+    if unsupported:
+        shown = "; ".join(f"'{_short(v['statement'], 80)}'" for v in unsupported[:3])
+        reason += f" Unsupported: {shown}" + (f" and {len(unsupported) - 3} more" if len(unsupported) > 3 else "") + "."
+    used = sorted({r for v in verdicts for r in v["supporting_ranks"]})
+    if used:
+        reason += f" Supporting ranks: {_ranks(used)}."
+    return Outcome(score, verdicts, reason, usage=ans.usage,
+                   details={"unsupported_statements": [v["statement"] for v in unsupported],
+                            "statements": statements})
+
+
+async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, nodes: list[RetrievedNode],
+                             history: list[dict[str, str]] | None = None) -> Outcome:
+    """Relevancy-style: is each sentence of each node relevant to the input? Score is relevant / all sentences."""
+    if not nodes:
+        return empty_retrieval("relevancy")
+    items: list[Item] = []
+    per_node: list[list[str]] = []
+    for k, node in enumerate(nodes, start=1):
+        sents = split_sentences(node.text)
+        per_node.append(sents)
+        items += [Item(id=f"n{k}.s{j}", text=s, parent=f"n{k}") for j, s in enumerate(sents, start=1)]
+    verdicts: list[dict[str, Any]] = []
+    ans = None
+    if items:
+        req = JudgeRequest(task="sentence_relevance", metric=metric, input=input, history=history or [], items=items)
+        ans = await client.ask(req, client.template.generate_verdicts)
+    flags: list[bool] = []
+    node_rel: list[tuple[int, int, int]] = []
+    for k, sents in enumerate(per_node, start=1):
+        if not sents:  # an empty node is one irrelevant statement, judged by us, not the judge
+            flags.append(False)
+            verdicts.append({"rank": k, "id": f"n{k}.s1", "statement": "", "verdict": "no",
+                             "reason": "The node is empty.", "confidence": 0.0})
+            node_rel.append((k, 0, 1))
+            continue
+        hits = 0
+        for j, s in enumerate(sents, start=1):
+            v = ans.verdicts[f"n{k}.s{j}"]
+            yes = v["verdict"] == "yes"
+            hits += yes
+            flags.append(yes)
+            verdicts.append({"rank": k, "id": f"n{k}.s{j}", "statement": s, "verdict": v["verdict"],
+                             "reason": v.get("reason", ""), "confidence": v.get("confidence")})
+        node_rel.append((k, hits, len(sents)))
+    score = fraction(flags)
+    empty_nodes = [k for k, h, _ in node_rel if h == 0]
+    reason = f"{sum(flags)} of {len(flags)} sentences of the retrieval are relevant to the input."
+    full = [k for k, h, n in node_rel if h == n]
+    if full:
+        reason += f" Fully relevant nodes: ranks {_ranks(full)}."
+    if empty_nodes:
+        first = next((v for v in verdicts if v["rank"] == empty_nodes[0]), None)
+        reason += f" Nodes with nothing relevant: ranks {_ranks(empty_nodes)}"
+        reason += f" (rank {empty_nodes[0]}: {_short(first['reason'])})." if first and first["reason"] else "."
+    return Outcome(score, verdicts, reason, usage=ans.usage if ans else None,
+                   details={"node_relevance": [{"rank": k, "relevant": h, "sentences": n} for k, h, n in node_rel]},
+                   judged=ans is not None)

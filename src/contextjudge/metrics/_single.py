@@ -1,0 +1,99 @@
+"""The single-turn metrics: contextual precision, recall, relevancy, context utilization, rubric context recall."""
+
+from __future__ import annotations
+
+from .._judge import JudgeClient
+from .._protocol import JudgeRequest
+from .._testcase import LLMTestCase
+from ..templates import (
+    ContextUtilizationTemplate,
+    ContextualPrecisionTemplate,
+    ContextualRecallTemplate,
+    ContextualRelevancyTemplate,
+    RubricContextRecallTemplate,
+)
+from ._base import BaseMetric, Outcome, node_items
+from ._cores import node_usefulness, sentence_relevance, statement_support
+
+__all__ = [
+    "ContextUtilizationMetric",
+    "ContextualPrecisionMetric",
+    "ContextualRecallMetric",
+    "ContextualRelevancyMetric",
+    "RubricContextRecallMetric",
+]
+
+
+class ContextualPrecisionMetric(BaseMetric):
+    """Are the nodes useful for the expected output ranked above the others? (input, expected_output, retrieval)"""
+
+    name = "Contextual Precision"
+    key = "contextual_precision"
+    default_template = ContextualPrecisionTemplate
+    required_params = ("input", "expected_output", "retrieval_context")
+
+    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
+        return await node_usefulness(client, metric=self.key, input=tc.input, reference=tc.expected_output,
+                                     reference_kind="expected_output", nodes=tc.retrieval_context or [])
+
+
+class ContextUtilizationMetric(BaseMetric):
+    """Precision against the app's own answer: are the nodes it used ranked first? (input, actual_output, retrieval)"""
+
+    name = "Context Utilization"
+    key = "context_utilization"
+    default_template = ContextUtilizationTemplate
+    required_params = ("input", "actual_output", "retrieval_context")
+
+    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
+        return await node_usefulness(client, metric=self.key, input=tc.input, reference=tc.actual_output,
+                                     reference_kind="actual_output", nodes=tc.retrieval_context or [])
+
+
+class ContextualRecallMetric(BaseMetric):
+    """How much of the expected output the retrieval supports, sentence by sentence. (input, expected_output, ...)"""
+
+    name = "Contextual Recall"
+    key = "contextual_recall"
+    default_template = ContextualRecallTemplate
+    required_params = ("input", "expected_output", "retrieval_context")
+
+    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
+        return await statement_support(client, metric=self.key, input=tc.input, reference=tc.expected_output or "",
+                                       nodes=tc.retrieval_context or [])
+
+
+class ContextualRelevancyMetric(BaseMetric):
+    """How much of the retrieved text is relevant to the input, sentence by sentence. (input, retrieval_context)"""
+
+    name = "Contextual Relevancy"
+    key = "contextual_relevancy"
+    default_template = ContextualRelevancyTemplate
+    required_params = ("input", "retrieval_context")
+
+    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
+        return await sentence_relevance(client, metric=self.key, input=tc.input, nodes=tc.retrieval_context or [])
+
+
+class RubricContextRecallMetric(BaseMetric):
+    """One judge call scores, on an anchored 0-1 scale, how well the answer recalls the reference given the context.
+
+    Uses ``context`` when set, else ``retrieval_context``; with neither, the answer is judged against the reference
+    alone (Opik's ContextRecall accepts that too).
+    """
+
+    name = "Rubric Context Recall"
+    key = "rubric_context_recall"
+    default_template = RubricContextRecallTemplate
+    required_params = ("input", "actual_output", "expected_output")
+
+    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
+        from .._testcase import RetrievedNode  # noqa: PLC0415
+
+        nodes = [RetrievedNode(t) for t in tc.context] if tc.context else (tc.retrieval_context or [])
+        req = JudgeRequest(task="rubric_recall", metric=self.key, input=tc.input, reference=tc.expected_output,
+                           reference_kind="expected_output", answer=tc.actual_output, context=node_items(nodes))
+        ans = await client.ask(req, client.template.generate_verdicts)
+        score = min(1.0, max(0.0, float(ans.score or 0.0)))
+        return Outcome(score, [{"score": score, "reason": ans.reason}], ans.reason or f"Rubric score {score:.2f}.",
+                       usage=ans.usage)

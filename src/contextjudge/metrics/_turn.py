@@ -1,0 +1,136 @@
+"""The turn metrics: precision, recall and relevancy of each assistant turn's retrieval in a conversation.
+
+For each assistant turn that carries ``retrieval_context``, the window is the last ``window_size`` turns up to it.
+The judged input is the last user message in the window, with the window's earlier turns as history. Each node
+is judged once, for its own turn. The score is the mean over those turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable
+
+from .._judge import JudgeClient
+from .._result import Usage
+from .._testcase import ConversationalTestCase, Turn
+from ..errors import MissingTestCaseParamsError
+from ..templates import TurnContextualPrecisionTemplate, TurnContextualRecallTemplate, TurnContextualRelevancyTemplate
+from ._base import BaseMetric, Outcome
+from ._cores import node_usefulness, sentence_relevance, statement_support
+from ._formulas import mean
+
+__all__ = ["TurnContextualPrecisionMetric", "TurnContextualRecallMetric", "TurnContextualRelevancyMetric"]
+
+
+class _TurnMetric(BaseMetric):
+    conversational = True
+    needs_reference = False
+
+    def __init__(self, threshold: float = 0.5, model: Any = None, include_reason: bool = True,
+                 strict_mode: bool = False, async_mode: bool = True, verbose_mode: bool = False,
+                 evaluation_template: Any = None, window_size: int = 10, **kwargs: Any) -> None:
+        super().__init__(threshold, model, include_reason, strict_mode, async_mode, verbose_mode,
+                         evaluation_template, **kwargs)
+        if not isinstance(window_size, int) or window_size < 1:
+            raise ValueError(f"{self.name}: window_size must be a positive integer, got {window_size!r}.")
+        self.window_size = window_size
+
+    def check(self, test_case: Any) -> None:
+        super().check(test_case)
+        judged = [i for i, t in enumerate(test_case.turns) if t.role == "assistant" and t.retrieval_context is not None]
+        if not judged:
+            raise MissingTestCaseParamsError(self.name, ["turns[].retrieval_context"])
+        if self.needs_reference and not test_case.expected_outcome:
+            lacking = [i for i in judged if not test_case.turns[i].expected_output]
+            if lacking:
+                raise MissingTestCaseParamsError(self.name, ["expected_outcome"])
+
+    def _window(self, turns: list[Turn], idx: int) -> tuple[str, list[dict[str, str]]]:
+        window = turns[max(0, idx - self.window_size + 1): idx + 1]
+        users = [i for i, t in enumerate(window) if t.role == "user"]
+        if not users:
+            return "", [{"role": t.role, "content": t.content} for t in window[:-1]]
+        last_user = users[-1]
+        history = [{"role": t.role, "content": t.content} for t in window[:last_user]]
+        return window[last_user].content, history
+
+    async def _turn(self, client: JudgeClient, case: ConversationalTestCase, idx: int, query: str,
+                    history: list[dict[str, str]]) -> Outcome:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    async def _compute(self, case: ConversationalTestCase, client: JudgeClient) -> Outcome:
+        targets = [i for i, t in enumerate(case.turns) if t.role == "assistant" and t.retrieval_context is not None]
+        skipped = [i for i, t in enumerate(case.turns) if t.role == "assistant" and t.retrieval_context is None]
+        jobs: list[Callable[[], Awaitable[Outcome]]] = []
+        for i in targets:
+            query, history = self._window(case.turns, i)
+            if not query:
+                query = case.turns[i].content
+            jobs.append(lambda i=i, q=query, h=history: self._turn(client, case, i, q, h))
+        if self.async_mode:
+            outcomes = await asyncio.gather(*(j() for j in jobs))
+        else:
+            outcomes = [await j() for j in jobs]
+        usage = Usage()
+        verdicts: list[dict[str, Any]] = []
+        parts = []
+        for i, out in zip(targets, outcomes):
+            usage.add(out.usage)
+            for v in out.verdicts:
+                verdicts.append({"turn": i, **v})
+            parts.append(f"turn {i}: {out.score:.2f}")
+        scores = [o.score for o in outcomes]
+        score = mean(scores)
+        reason = f"Mean over {len(targets)} assistant turn(s) with retrieval ({'; '.join(parts)})."
+        worst = min(range(len(outcomes)), key=lambda j: outcomes[j].score)
+        reason += f" Lowest, turn {targets[worst]}: {outcomes[worst].reason}"
+        if skipped:
+            reason += f" Skipped assistant turns without retrieval: {', '.join(map(str, skipped))}."
+        return Outcome(score, verdicts, reason, usage=usage,
+                       details={"turn_scores": dict(zip(targets, scores)), "skipped_turns": skipped},
+                       judged=any(o.judged for o in outcomes))
+
+
+class TurnContextualRelevancyMetric(_TurnMetric):
+    """Per assistant turn: share of retrieved sentences relevant to the user's message in context."""
+
+    name = "Turn Contextual Relevancy"
+    key = "turn_contextual_relevancy"
+    default_template = TurnContextualRelevancyTemplate
+    required_params = ("turns",)
+
+    async def _turn(self, client, case, idx, query, history):
+        return await sentence_relevance(client, metric=self.key, input=query, history=history,
+                                        nodes=case.turns[idx].retrieval_context or [])
+
+
+class TurnContextualPrecisionMetric(_TurnMetric):
+    """Per assistant turn: are the nodes useful for the expected content ranked first?"""
+
+    name = "Turn Contextual Precision"
+    key = "turn_contextual_precision"
+    default_template = TurnContextualPrecisionTemplate
+    required_params = ("turns",)
+    needs_reference = True
+
+    async def _turn(self, client, case, idx, query, history):
+        turn = case.turns[idx]
+        return await node_usefulness(client, metric=self.key, input=query, history=history,
+                                     reference=turn.expected_output or case.expected_outcome,
+                                     reference_kind="expected_outcome", nodes=turn.retrieval_context or [])
+
+
+class TurnContextualRecallMetric(_TurnMetric):
+    """Per assistant turn: share of the expected content's sentences that the turn's retrieval supports."""
+
+    name = "Turn Contextual Recall"
+    key = "turn_contextual_recall"
+    default_template = TurnContextualRecallTemplate
+    required_params = ("turns",)
+    needs_reference = True
+
+    async def _turn(self, client, case, idx, query, history):
+        turn = case.turns[idx]
+        return await statement_support(client, metric=self.key, input=query, history=history,
+                                       reference=turn.expected_output or case.expected_outcome or "",
+                                       nodes=turn.retrieval_context or [])

@@ -1,0 +1,186 @@
+"""Test doubles that ship with the library: a scripted judge that is a real LangChain chat model.
+
+``FakeJudge`` answers contextjudge's judge requests by id, from rules you give it, in the style you choose:
+
+    judge = FakeJudge(rules={"Paris": "yes"}, default="no")            # native structured output
+    judge = FakeJudge(style="prose")                                     # JSON inside prose and a fenced block
+    judge = FakeJudge(omit_ids={"n2"})                                   # leaves out n2 once (exercises the re-ask)
+    judge = FakeJudge(failures=[JudgeHTTPError(429, retry_after=0)] * 2) # two rate limits, then answers
+    judge = FakeJudge(failures=[JudgeHTTPError(401)])                    # authentication failure
+
+It records every call in ``judge.calls`` (task, method, item ids, prompt), so tests can count judge calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Any, Callable, Iterable
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableLambda
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from ._protocol import REQUEST_KEY, Item, JudgeRequest
+
+__all__ = ["FakeJudge", "JudgeHTTPError", "overlap_rule"]
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = {"the", "a", "an", "of", "in", "on", "is", "are", "was", "were", "to", "and", "or", "for", "what", "which",
+         "who", "how", "does", "do", "did", "it", "its", "that", "this", "with", "by", "as", "at", "be", "from"}
+
+
+class JudgeHTTPError(Exception):
+    """An HTTP error as a provider SDK would raise it: ``status_code`` and a ``response`` with headers."""
+
+    class _Response:
+        def __init__(self, status: int, headers: dict[str, str]) -> None:
+            self.status_code = status
+            self.headers = headers
+
+    def __init__(self, status_code: int, message: str = "", *, retry_after: float | None = None) -> None:
+        headers = {} if retry_after is None else {"retry-after": str(retry_after)}
+        self.status_code = status_code
+        self.response = self._Response(status_code, headers)
+        super().__init__(message or f"HTTP {status_code}")
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall((text or "").lower()) if w not in _STOP and len(w) > 1}
+
+
+def overlap_rule(request: JudgeRequest, item: Item) -> str:
+    """A crude but deterministic default: yes when the item shares two content words with the reference/input."""
+    if request.task == "statement_support":
+        support = set().union(*(_words(c.text) for c in request.context)) if request.context else set()
+        need = _words(item.text)
+        return "yes" if need and len(need & support) / len(need) >= 0.6 else "no"
+    target = _words(request.reference or "") | _words(request.input)
+    return "yes" if len(_words(item.text) & target) >= 2 else "no"
+
+
+class FakeJudge(BaseChatModel):
+    """A scripted judge for tests and demos. Deterministic, offline, and a real LangChain chat model."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    rules: dict[str, str] = Field(default_factory=dict)
+    """Substring of an item's text (or an exact item id) -> "yes"/"no"; first match wins."""
+    default: str | Callable[[JudgeRequest, Item], str] = "overlap"
+    """Verdict when no rule matches: "yes", "no", "overlap" (word overlap) or a function (request, item) -> verdict."""
+    style: str = "native"
+    """native: supports structured output. json: plain JSON text only. prose: JSON in prose and a fenced block."""
+    supported_methods: tuple[str, ...] = ("json_schema", "function_calling", "json_mode")
+    omit_ids: set[str] = Field(default_factory=set)
+    """Ids left out of the first answer that includes them (each id once)."""
+    failures: list[BaseException] = Field(default_factory=list)
+    """Raised, in order, by the next calls, before the judge starts answering."""
+    rubric_score: float = 1.0
+    verdict_words: dict[str, str] = Field(default_factory=lambda: {"yes": "yes", "no": "no"})
+    """How to spell the verdicts, e.g. {"yes": "Yes.", "no": "FALSE"}, to test normalisation."""
+    model_name: str = "fake-judge"
+
+    _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _omitted: set[str] = PrivateAttr(default_factory=set)
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        return self._calls
+
+    @property
+    def _llm_type(self) -> str:
+        return "contextjudge-fake"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name, "style": self.style, "rules": self.rules,
+                "default": self.default if isinstance(self.default, str) else getattr(self.default, "__name__", "fn"),
+                "rubric_score": self.rubric_score}
+
+    # -------------------------------------------------------------------------------------------- answering
+    def _decide(self, request: JudgeRequest, item: Item) -> str:
+        for needle, verdict in self.rules.items():
+            if needle == item.id or needle in item.text:
+                return verdict
+        if callable(self.default):
+            return self.default(request, item)
+        if self.default == "overlap":
+            return overlap_rule(request, item)
+        return self.default
+
+    def answer(self, request: JudgeRequest) -> dict[str, Any]:
+        """The answer this judge gives to ``request``, as a dict."""
+        if request.task == "rubric_recall":
+            return {"score": self.rubric_score, "reason": f"scripted rubric score {self.rubric_score}"}
+        verdicts = []
+        for item in request.items:
+            with self._lock:
+                if item.id in self.omit_ids and item.id not in self._omitted:
+                    self._omitted.add(item.id)
+                    continue
+            v = self._decide(request, item)
+            entry = {"id": item.id, "verdict": self.verdict_words.get(v, v), "reason": f"scripted: {v}"}
+            if request.task == "statement_support" and v == "yes":
+                entry["node_ids"] = [c.id for c in request.context if _words(c.text) & _words(item.text)][:3]
+            verdicts.append(entry)
+        return {"verdicts": verdicts}
+
+    def _next_failure(self) -> BaseException | None:
+        with self._lock:
+            return self.failures.pop(0) if self.failures else None
+
+    def _respond(self, messages: list[BaseMessage], method: str) -> AIMessage:
+        request = None
+        for m in reversed(messages):
+            raw = m.additional_kwargs.get(REQUEST_KEY) if hasattr(m, "additional_kwargs") else None
+            if raw is not None:
+                request = JudgeRequest.model_validate(raw)
+                break
+        prompt = "\n".join(str(m.content) for m in messages)
+        with self._lock:
+            self._calls.append({"task": request.task if request else None, "method": method,
+                                "ids": [i.id for i in request.items] if request else [], "prompt": prompt,
+                                "metric": request.metric if request else None, "messages": messages})
+        failure = self._next_failure()
+        if failure is not None:
+            raise failure
+        if request is None:
+            body = json.dumps({"reason": "scripted summary"})
+        else:
+            body = json.dumps(self.answer(request))
+        if self.style == "prose" and method == "text":
+            body = f"Let me look at each item carefully.\n\n```json\n{body}\n```\n\nThose are my verdicts."
+        usage = {"input_tokens": max(1, len(prompt) // 4), "output_tokens": max(1, len(body) // 4)}
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        return AIMessage(content=body, usage_metadata=usage)
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        msg = self._respond(messages, kwargs.pop("_contextjudge_method", "text"))
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    def with_structured_output(self, schema: Any, *, include_raw: bool = False, method: str | None = None,
+                               **kwargs: Any):
+        method = method or "function_calling"
+        if self.style != "native" or method not in self.supported_methods:
+            raise NotImplementedError(f"FakeJudge(style={self.style!r}) does not support {method}")
+
+        def run(messages: Any) -> Any:
+            msg = self._respond(list(messages), method)
+            parsed = schema.model_validate(json.loads(msg.content))
+            return {"raw": msg, "parsed": parsed, "parsing_error": None} if include_raw else parsed
+
+        return RunnableLambda(run, name=f"FakeJudge[{method}]")
+
+    def count(self, task: str | None = None) -> int:
+        """How many calls were made (of ``task``, when given)."""
+        return sum(1 for c in self._calls if task is None or c["task"] == task)
+
+
+def _iter(x: Iterable[Any] | None) -> list[Any]:
+    return list(x or [])

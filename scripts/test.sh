@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-extras=$(for d in integrations/*/; do [ -f "$d/pyproject.toml" ] && printf -- '-e %s[test] ' "$d"; done)
+extras=$(for d in integrations/*/; do [ -f "$d/pyproject.toml" ] && printf -- "-e %s[test] " "${d%/}"; done)
 if ! .venv/bin/pip install -q -e ".[test]" $extras > .venv/pip-install.log 2>&1; then
   grep -v "is ignored: it is neither" .venv/pip-install.log; echo "pip install failed"; exit 1
 fi

@@ -1,0 +1,5 @@
+"""Import-compatible entry points for users coming from DeepEval, Ragas and Opik.
+
+Change the import line (and the ``model``/``llm`` argument) of their documented examples and they run on
+contextjudge: ``contextjudge.compat.deepeval``, ``contextjudge.compat.ragas``, ``contextjudge.compat.opik``.
+"""

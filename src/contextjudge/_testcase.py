@@ -47,6 +47,9 @@ class RetrievedNode(BaseModel):
 
 def _friendly(exc: ValidationError, owner: str) -> InvalidTestCaseError:
     err = exc.errors()[0]
+    original = (err.get("ctx") or {}).get("error")
+    if isinstance(original, InvalidTestCaseError):
+        return original
     field = ".".join(str(p) for p in err.get("loc", ())) or "?"
     got = err.get("input")
     shown = repr(got)

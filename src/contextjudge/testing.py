@@ -83,6 +83,8 @@ class FakeJudge(BaseChatModel):
     verdict_words: dict[str, str] = Field(default_factory=lambda: {"yes": "yes", "no": "no"})
     """How to spell the verdicts, e.g. {"yes": "Yes.", "no": "FALSE"}, to test normalisation."""
     model_name: str = "fake-judge"
+    delay: float = 0.0
+    """Seconds each call takes (to exercise timeouts and concurrency)."""
 
     _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -134,7 +136,7 @@ class FakeJudge(BaseChatModel):
         with self._lock:
             return self.failures.pop(0) if self.failures else None
 
-    def _respond(self, messages: list[BaseMessage], method: str) -> AIMessage:
+    def _respond(self, messages: list[BaseMessage], method: str, tags: list[str] | None = None) -> AIMessage:
         request = None
         for m in reversed(messages):
             raw = m.additional_kwargs.get(REQUEST_KEY) if hasattr(m, "additional_kwargs") else None
@@ -145,7 +147,8 @@ class FakeJudge(BaseChatModel):
         with self._lock:
             self._calls.append({"task": request.task if request else None, "method": method,
                                 "ids": [i.id for i in request.items] if request else [], "prompt": prompt,
-                                "metric": request.metric if request else None, "messages": messages})
+                                "metric": request.metric if request else None, "messages": messages,
+                                "tags": list(tags or [])})
         failure = self._next_failure()
         if failure is not None:
             raise failure
@@ -161,7 +164,22 @@ class FakeJudge(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        msg = self._respond(messages, kwargs.pop("_contextjudge_method", "text"))
+        if self.delay:
+            import time  # noqa: PLC0415
+
+            time.sleep(self.delay)
+        tags = list(run_manager.tags) if run_manager is not None else []
+        msg = self._respond(messages, kwargs.pop("_contextjudge_method", "text"), tags)
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        if self.delay:
+            import asyncio  # noqa: PLC0415
+
+            await asyncio.sleep(self.delay)
+        tags = list(run_manager.tags) if run_manager is not None else []
+        msg = self._respond(messages, kwargs.pop("_contextjudge_method", "text"), tags)
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
     def with_structured_output(self, schema: Any, *, include_raw: bool = False, method: str | None = None,
@@ -170,12 +188,17 @@ class FakeJudge(BaseChatModel):
         if self.style != "native" or method not in self.supported_methods:
             raise NotImplementedError(f"FakeJudge(style={self.style!r}) does not support {method}")
 
-        def run(messages: Any) -> Any:
-            msg = self._respond(list(messages), method)
+        async def run(messages: Any, config: Any = None) -> Any:
+            msg = await self.ainvoke(messages, config=config, _contextjudge_method=method)
             parsed = schema.model_validate(json.loads(msg.content))
             return {"raw": msg, "parsed": parsed, "parsing_error": None} if include_raw else parsed
 
-        return RunnableLambda(run, name=f"FakeJudge[{method}]")
+        def run_sync(messages: Any, config: Any = None) -> Any:
+            msg = self.invoke(messages, config=config, _contextjudge_method=method)
+            parsed = schema.model_validate(json.loads(msg.content))
+            return {"raw": msg, "parsed": parsed, "parsing_error": None} if include_raw else parsed
+
+        return RunnableLambda(run_sync, afunc=run, name=f"FakeJudge[{method}]")
 
     def count(self, task: str | None = None) -> int:
         """How many calls were made (of ``task``, when given)."""

@@ -1,0 +1,390 @@
+"""The callback handler that turns LangChain runs into contextjudge test cases and sends the scores back.
+
+``ContextJudgeCallbackHandler`` is a ``BaseTracer``: LangChain hands it every run of a chain, it keeps the run
+tree, and when a root run ends it assembles one test case per retrieval (see ``_assemble``). It hands them to a
+``contextjudge.capture.CaptureScorer``, which fills expected outputs from goldens and scores, keeps or stores them
+according to the mode. Each score then goes back into LangChain as the custom event ``contextjudge/metric_result``.
+
+The handler never changes what the app sees: every callback runs under a lock, inline, and any exception in it is
+logged on the ``contextjudge`` logger and swallowed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackManager, CallbackManager
+from langchain_core.runnables.config import var_child_runnable_config
+from langchain_core.tracers.base import BaseTracer
+
+from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
+from contextjudge.capture import CaptureScorer, CapturedCase
+
+from ._assemble import question_of, retrievals, text_of_output, thread_id_of, walk
+
+__all__ = ["METRIC_RESULT_EVENT", "ContextJudgeCallbackHandler"]
+
+logger = logging.getLogger("contextjudge")
+
+METRIC_RESULT_EVENT = "contextjudge/metric_result"
+"""Name of the custom event that carries one metric result back into LangChain."""
+
+_MAX_TARGETS = 20_000
+
+
+@dataclass
+class _Target:
+    """Where a root run's results go: the handlers, tags and metadata the root run was called with."""
+
+    handlers: list[Any]
+    tags: list[str]
+    metadata: dict[str, Any]
+
+
+@dataclass
+class _ThreadLog:
+    turns: list[tuple[Any, str, list[Turn]]] = field(default_factory=list)  # (start_time, root id, turns)
+    submitted: int = 0
+    golden_ids: list[str] = field(default_factory=list)
+
+
+class ContextJudgeCallbackHandler(BaseTracer):
+    """Scores every retrieval of the LangChain runs it is attached to.
+
+    Attach it per call (``config={"callbacks": [handler]}``), for a block (``with capture(...)``) or for the process
+    (``instrument(...)``). ``metrics`` defaults to the four single-turn metrics plus turn relevancy; ``model`` is
+    the judge (``"local"``, a model name, or a LangChain chat model); ``goldens`` (a list of dicts, a JSONL or a CSV
+    path) fills ``expected_output``; ``mode`` is ``"background"``, ``"deferred"`` or ``"off"``; ``store`` is a
+    contextjudge store or a path/URL. Other keyword arguments go to ``CaptureScorer``
+    (``judge_options``, ``max_queue``, ``concurrency``, ``on_result``, ``run_name``).
+
+    Pass ``emit_events=False`` to keep results out of LangChain's callbacks.
+    """
+
+    name = "contextjudge"
+    run_inline = True
+
+    def __init__(
+        self,
+        metrics: Any = None,
+        model: Any = None,
+        goldens: Any = None,
+        mode: str = "background",
+        store: Any = None,
+        *,
+        emit_events: bool = True,
+        scorer: CaptureScorer | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(_schema_format="original")
+        self._lock = threading.RLock()
+        self.scorer = scorer if scorer is not None else CaptureScorer(
+            metrics, model=model, goldens=goldens, mode=mode, store=store, **kwargs)  # type: ignore[arg-type]
+        self.scorer.on_result.append(self._emit_result)
+        self.emit_events = emit_events
+        self._ignored: set[UUID] = set()
+        self._targets: OrderedDict[str, _Target] = OrderedDict()
+        self._threads: dict[str, _ThreadLog] = {}
+
+    # ------------------------------------------------------------------------------------------ LangChain knobs
+    @property
+    def raise_error(self) -> bool:  # type: ignore[override]
+        """Always False: an error inside capture must never reach the user's chain."""
+        return False
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        return True  # our own result events are for the other handlers
+
+    def __repr__(self) -> str:
+        return f"ContextJudgeCallbackHandler(mode={self.scorer.mode!r}, cases={len(self.scorer.cases)})"
+
+    # ------------------------------------------------------------------------------------------ public access
+    @property
+    def mode(self) -> str:
+        return self.scorer.mode
+
+    @property
+    def results(self) -> list[tuple[CapturedCase, MetricResult]]:
+        """Every (captured case, metric result) pair scored so far."""
+        return self.scorer.results
+
+    @property
+    def test_cases(self) -> list[Any]:
+        """The test cases captured so far (conversations join at ``flush()``)."""
+        return self.scorer.test_cases
+
+    @property
+    def cases(self) -> list[CapturedCase]:
+        """The captured cases with their source, ids, metadata and results."""
+        with self.scorer._lock:  # noqa: SLF001 - a snapshot under the scorer's own lock
+            return list(self.scorer.cases)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Close the open conversations, then wait until every captured case is scored."""
+        self.submit_conversations()
+        return self.scorer.flush(timeout)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """Async ``flush``: waits without blocking the event loop."""
+        self.submit_conversations()
+        return await self.scorer.aflush(timeout)
+
+    def score_deferred(self, **kwargs: Any) -> Any:
+        """Score now the cases kept in "deferred"/"off" mode; returns the ``EvaluationResult``."""
+        self.submit_conversations()
+        return self.scorer.score_deferred(**kwargs)
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Flush, then stop the scoring worker."""
+        self.submit_conversations()
+        self.scorer.close(timeout)
+
+    def submit_conversations(self) -> list[CapturedCase]:
+        """Turn each thread with new turns into a ConversationalTestCase (the whole thread so far) and submit it."""
+        out: list[CapturedCase] = []
+        with self._lock:
+            todo = [(tid, log) for tid, log in self._threads.items() if len(log.turns) > log.submitted]
+            for _, log in todo:
+                log.submitted = len(log.turns)
+            snapshot = [(tid, sorted(log.turns, key=lambda t: t[0]), list(log.golden_ids)) for tid, log in todo]
+        for tid, entries, golden_ids in snapshot:
+            try:
+                turns = [t for _, _, ts in entries for t in ts]
+                case_id = uuid.uuid4().hex
+                root_ids = [rid for _, rid, _ in entries]
+                tc = ConversationalTestCase(turns=turns, name=f"thread:{tid}", id=case_id,
+                                            additional_metadata={"thread_id": tid, "root_run_ids": root_ids})
+                captured = CapturedCase(test_case=tc, source=f"thread:{tid}", case_id=case_id,
+                                        root_run_id=root_ids[-1], metadata={"thread_id": tid,
+                                                                            "root_run_ids": root_ids})
+                self.scorer.submit(captured)
+                out.append(captured)
+            except Exception:  # noqa: BLE001 - capture never breaks the app
+                logger.exception("contextjudge: could not build the conversation for thread %s", tid)
+        return out
+
+    # ------------------------------------------------------------------------------------------ run bookkeeping
+    def _start(self, run_id: UUID, parent_run_id: UUID | None, tags: list[str] | None,
+               start: Callable[[], Any]) -> Any:
+        try:
+            with self._lock:
+                if (tags and JUDGE_TAG in tags) or (parent_run_id is not None and parent_run_id in self._ignored):
+                    self._ignored.add(run_id)
+                    return None
+                run = start()
+                if parent_run_id is not None and run is not None:
+                    self._note_target(run, parent_run_id)
+                return run
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: capture failed on a run start; the run goes on uncaptured")
+            return None
+
+    def _finish(self, run_id: UUID, finish: Callable[[], Any]) -> Any:
+        try:
+            with self._lock:
+                if run_id in self._ignored:
+                    self._ignored.discard(run_id)
+                    return None
+                if str(run_id) not in self.run_map:
+                    return None  # started before this handler was attached
+                run = finish()
+                self.order_map.pop(run_id, None)
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: capture failed on a run end; the run goes on uncaptured")
+            return None
+        if run is not None and not run.parent_run_id:
+            self._capture_root(run)  # outside the lock: the tree is complete and only this thread holds it
+        return run
+
+    def _note_target(self, run: Any, parent_run_id: UUID) -> None:
+        """Remember which handlers the root run was called with, for sending results back later.
+
+        LangChain does not show a handler the callback manager, but a child run starts inside its parent's child
+        config, whose callback manager carries the root's inheritable handlers.
+        """
+        root_id = str(run.trace_id)
+        if root_id in self._targets:
+            return
+        config = var_child_runnable_config.get()
+        manager = config.get("callbacks") if config else None
+        if not isinstance(manager, BaseCallbackManager) or manager.parent_run_id != parent_run_id:
+            return
+        self._targets[root_id] = _Target(list(manager.inheritable_handlers), list(manager.inheritable_tags),
+                                         dict(manager.inheritable_metadata))
+        while len(self._targets) > _MAX_TARGETS:
+            self._targets.popitem(last=False)
+
+    def _persist_run(self, run: Any) -> None:
+        """Required by BaseTracer; the work happens in ``_capture_root``, after the tracer's lock is released."""
+
+    # ------------------------------------------------------------------------------------------ assembly
+    def _capture_root(self, root: Any) -> None:
+        try:
+            self._assemble_root(root)
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: could not assemble test cases from LangChain run %s", root.id)
+
+    def _assemble_root(self, root: Any) -> None:
+        found = retrievals(root)
+        root_id = str(root.id)
+        runs = [r for r, _ in walk(root)]
+        golden_id = None
+        for r in runs:
+            gid = (r.extra or {}).get("metadata", {}).get("golden_id")
+            if gid is not None:
+                golden_id = str(gid)
+                break
+        for item in found:
+            captured = CapturedCase(test_case=item.case, source=item.name, root_run_id=root_id,
+                                    metadata=dict(item.case.additional_metadata or {}), golden_id=golden_id)
+            item.case.id = captured.case_id
+            self.scorer.submit(captured)
+        thread_id = thread_id_of(runs)
+        if thread_id is not None and root.run_type not in ("llm", "chat_model"):
+            self._add_turn(thread_id, root, found, golden_id)
+
+    def _add_turn(self, thread_id: str, root: Any, found: list[Any], golden_id: str | None) -> None:
+        question = question_of(root.inputs) or (found[0].query if found else None)
+        answer = text_of_output(root.outputs) if not root.error else None
+        if answer is None and found:
+            answer = found[0].case.actual_output
+        if not question or answer is None:
+            return
+        nodes = [n for item in found for n in (item.case.retrieval_context or [])]
+        expected = next((i.case.expected_output for i in found if i.case.expected_output), None)
+        if expected is None and len(self.scorer.goldens):
+            g = self.scorer.goldens.match(question, golden_id)
+            expected = g.expected_output if g is not None else None
+        turns = [Turn(role="user", content=question),
+                 Turn(role="assistant", content=answer, retrieval_context=nodes or None, expected_output=expected,
+                      additional_metadata={"root_run_id": str(root.id)})]
+        with self._lock:
+            log = self._threads.setdefault(thread_id, _ThreadLog())
+            log.turns.append((root.start_time, str(root.id), turns))
+            if golden_id:
+                log.golden_ids.append(golden_id)
+
+    # ------------------------------------------------------------------------------------------ results back
+    def _emit_result(self, case: CapturedCase, result: MetricResult) -> None:
+        if not self.emit_events or case.root_run_id is None:
+            return
+        with self._lock:
+            target = self._targets.get(case.root_run_id)
+        if target is None:
+            return
+        handlers = [h for h in target.handlers if not isinstance(h, ContextJudgeCallbackHandler)]
+        if not handlers:
+            return
+        root_uuid = UUID(case.root_run_id)
+        payload = {
+            "metric": result.name,
+            "score": result.score,
+            "success": result.success,
+            "threshold": result.threshold,
+            "reason": result.reason,
+            "error": result.error,
+            "test_case_id": case.case_id,
+            "root_run_id": case.root_run_id,
+            "source": case.source,
+            "input": getattr(case.test_case, "input", None),
+        }
+        manager = CallbackManager(handlers=handlers, inheritable_handlers=handlers, parent_run_id=root_uuid,
+                                  tags=list(target.tags), inheritable_tags=list(target.tags),
+                                  metadata=dict(target.metadata), inheritable_metadata=dict(target.metadata))
+        # The root has ended by the time a score exists, so the event goes through a manager parented on the root
+        # run; this is also what dispatch_custom_event does inside an open run (run_id = the enclosing run).
+        manager.on_custom_event(METRIC_RESULT_EVENT, payload, run_id=root_uuid)
+
+    # ------------------------------------------------------------------------------------------ callbacks
+    def on_chat_model_start(self, serialized: Any, messages: list[list[Any]], *, run_id: UUID,
+                            tags: list[str] | None = None, parent_run_id: UUID | None = None,
+                            metadata: dict[str, Any] | None = None, name: str | None = None, **kwargs: Any) -> Any:
+        # Recorded as an LLM run with the prompt as text: cheaper than serialising every message, and the
+        # prompt text is what tells which generation consumed which documents.
+        from langchain_core.messages import get_buffer_string  # noqa: PLC0415
+
+        return self._start(run_id, parent_run_id, tags, lambda: BaseTracer.on_llm_start(
+            self, serialized, [get_buffer_string(m) for m in messages], run_id=run_id, tags=tags,
+            parent_run_id=parent_run_id, metadata=metadata, name=name, **kwargs))
+
+    def on_llm_start(self, serialized: Any, prompts: list[str], *, run_id: UUID, tags: list[str] | None = None,
+                     parent_run_id: UUID | None = None, metadata: dict[str, Any] | None = None,
+                     name: str | None = None, **kwargs: Any) -> Any:
+        return self._start(run_id, parent_run_id, tags, lambda: BaseTracer.on_llm_start(
+            self, serialized, prompts, run_id=run_id, tags=tags, parent_run_id=parent_run_id, metadata=metadata,
+            name=name, **kwargs))
+
+    def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        return None  # tokens add nothing a test case needs; the end event carries the whole text
+
+    def on_retry(self, retry_state: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        return None
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+        def finish() -> Any:
+            run = self._get_run(run_id, run_type={"llm", "chat_model"})
+            run.outputs = {"generations": [[{"text": getattr(g, "text", "") or ""} for g in batch]
+                                           for batch in response.generations]}
+            run.end_time = _now()
+            self._end_trace(run)
+            self._on_llm_end(run)
+            return run
+
+        return self._finish(run_id, finish)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
+        return self._finish(run_id, lambda: BaseTracer.on_llm_error(self, error, run_id=run_id, **kwargs))
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, tags: list[str] | None = None,
+                       parent_run_id: UUID | None = None, metadata: dict[str, Any] | None = None,
+                       run_type: str | None = None, name: str | None = None, **kwargs: Any) -> Any:
+        return self._start(run_id, parent_run_id, tags, lambda: BaseTracer.on_chain_start(
+            self, serialized, inputs, run_id=run_id, tags=tags, parent_run_id=parent_run_id, metadata=metadata,
+            run_type=run_type, name=name, **kwargs))
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, inputs: Any = None, **kwargs: Any) -> Any:
+        return self._finish(run_id, lambda: BaseTracer.on_chain_end(self, outputs, run_id=run_id, inputs=inputs,
+                                                                    **kwargs))
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, inputs: Any = None, **kwargs: Any) -> Any:
+        return self._finish(run_id, lambda: BaseTracer.on_chain_error(self, error, run_id=run_id, inputs=inputs,
+                                                                      **kwargs))
+
+    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID, tags: list[str] | None = None,
+                      parent_run_id: UUID | None = None, metadata: dict[str, Any] | None = None,
+                      name: str | None = None, inputs: Any = None, **kwargs: Any) -> Any:
+        return self._start(run_id, parent_run_id, tags, lambda: BaseTracer.on_tool_start(
+            self, serialized, input_str, run_id=run_id, tags=tags, parent_run_id=parent_run_id, metadata=metadata,
+            name=name, inputs=inputs, **kwargs))
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+        return self._finish(run_id, lambda: BaseTracer.on_tool_end(self, output, run_id=run_id, **kwargs))
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
+        return self._finish(run_id, lambda: BaseTracer.on_tool_error(self, error, run_id=run_id, **kwargs))
+
+    def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None,
+                           tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
+                           name: str | None = None, **kwargs: Any) -> Any:
+        return self._start(run_id, parent_run_id, tags, lambda: BaseTracer.on_retriever_start(
+            self, serialized, query, run_id=run_id, parent_run_id=parent_run_id, tags=tags, metadata=metadata,
+            name=name, **kwargs))
+
+    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+        return self._finish(run_id, lambda: BaseTracer.on_retriever_end(self, documents, run_id=run_id, **kwargs))
+
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
+        return self._finish(run_id, lambda: BaseTracer.on_retriever_error(self, error, run_id=run_id, **kwargs))
+
+
+def _now() -> Any:
+    from datetime import datetime, timezone  # noqa: PLC0415
+
+    return datetime.now(timezone.utc)

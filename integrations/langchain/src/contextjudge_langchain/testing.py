@@ -1,0 +1,124 @@
+"""Deterministic, offline stand-ins for the parts of a RAG app: embeddings and a chat model.
+
+They let the demo, the tests and the benchmark build a real LCEL RAG chain with no model download and no network.
+Neither is a language model: ``BagOfWordsEmbeddings`` hashes words into a vector, and ``ExtractiveChatModel``
+answers by quoting the context sentences that share the most words with the question.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from typing import Any, Iterator
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+__all__ = ["BagOfWordsEmbeddings", "ExtractiveChatModel", "STOPWORDS", "tokens"]
+
+STOPWORDS = frozenset(
+    "a an and are as at be by can do does for from get gets has have how i if in is it its me my of on or our "
+    "the their there this to up we what when where which who will with you your do i'm any much many should "
+    "would could after before also than then them they these those been being into per each every not no "
+    "yes was were".split()
+)
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ations", "ation", "ing", "ies", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def tokens(text: str, *, stopwords: bool = True, stem: bool = True) -> list[str]:
+    """Lower-cased words, without stop words and lightly stemmed (each step can be turned off)."""
+    words = _WORD.findall(text.lower())
+    if stopwords:
+        words = [w for w in words if w not in STOPWORDS]
+    if stem:
+        words = [_stem(w) for w in words]
+    return words
+
+
+class BagOfWordsEmbeddings(Embeddings):
+    """Hashed bag-of-words vectors: texts that share words are close. Deterministic; no model, no numpy.
+
+    ``dim`` is the number of hash buckets (small values make unrelated words collide); ``stopwords`` and ``stem``
+    switch the clean-up of ``tokens`` on or off. Turning them off, with a small ``dim``, gives a deliberately weak
+    retriever.
+    """
+
+    def __init__(self, dim: int = 1024, *, stopwords: bool = True, stem: bool = True) -> None:
+        self.dim = dim
+        self.stopwords = stopwords
+        self.stem = stem
+
+    def _embed(self, text: str) -> list[float]:
+        vec = [0.0] * self.dim
+        for w in tokens(text, stopwords=self.stopwords, stem=self.stem):
+            vec[zlib.crc32(w.encode()) % self.dim] += 1.0
+        norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+        return [v / norm for v in vec]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._embed(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embed(text)
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+class ExtractiveChatModel(BaseChatModel):
+    """An offline chat model that answers by quoting context sentences. Not a language model.
+
+    It reads the last message, takes the text after ``question_marker`` as the question and the text between
+    ``context_marker`` and the question as the context, and answers with the ``max_sentences`` context sentences
+    that share the most words with the question (in context order). With no overlap it says it does not know.
+    Streams word by word, so it also exercises streaming.
+    """
+
+    context_marker: str = "Context:"
+    question_marker: str = "Question:"
+    max_sentences: int = 2
+
+    @property
+    def _llm_type(self) -> str:
+        return "contextjudge-extractive"
+
+    def answer(self, prompt: str) -> str:
+        q_at = prompt.rfind(self.question_marker)
+        question = prompt[q_at + len(self.question_marker):] if q_at >= 0 else prompt
+        c_at = prompt.find(self.context_marker)
+        context = prompt[c_at + len(self.context_marker): q_at if q_at > c_at else None] if c_at >= 0 else ""
+        q_words = set(tokens(question))
+        sentences = [s.strip() for s in _SENTENCE.split(" ".join(context.split())) if s.strip()]
+        scored = [(len(q_words & set(tokens(s))), i, s) for i, s in enumerate(sentences)]
+        best = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], x[1]))[: self.max_sentences]
+        if not best:
+            return "I could not find this in the documents I was given."
+        return " ".join(s for _, _, s in sorted(best, key=lambda x: x[1]))
+
+    def _prompt(self, messages: list[BaseMessage]) -> str:
+        last = messages[-1].content if messages else ""
+        return last if isinstance(last, str) else str(last)
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.answer(self._prompt(messages))))])
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        words = self.answer(self._prompt(messages)).split(" ")
+        for i, word in enumerate(words):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word if i == 0 else " " + word))
+            if run_manager is not None:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk

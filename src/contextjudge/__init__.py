@@ -7,6 +7,7 @@
     result = evaluate([case], [ContextualPrecisionMetric(model="local")])
 """
 
+from ._assert import assert_test
 from ._judge import JUDGE_TAG, RunContext
 from ._models import resolve_model
 from ._result import EvaluationResult, MetricResult, TestResult, Usage
@@ -47,6 +48,7 @@ __all__ = [
     "Turn",
     "Usage",
     "aevaluate",
+    "assert_test",
     "evaluate",
     "resolve_model",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 import time
 import uuid
@@ -57,8 +58,25 @@ def case_key(index: int, test_case: Any) -> str:
 
 
 def _metric_config(metric: Any) -> dict[str, Any]:
-    return {"class": type(metric).__name__, "threshold": getattr(metric, "threshold", None),
-            "strict_mode": getattr(metric, "strict_mode", None)}
+    return {"class": type(metric).__name__, "name": getattr(metric, "name", None),
+            "threshold": getattr(metric, "threshold", None), "strict_mode": getattr(metric, "strict_mode", None),
+            "template": getattr(getattr(metric, "evaluation_template", None), "__qualname__", None)}
+
+
+def _judges(metrics: Sequence[Any]) -> list[dict[str, Any]]:
+    """Which judges score this run (name and identity), for the store; a judge that cannot load is left out."""
+    from ._models import judge_identity, judge_name  # noqa: PLC0415
+
+    out: list[dict[str, Any]] = []
+    for m in metrics:
+        try:
+            model = m.model
+            entry = {"name": judge_name(model), "identity": judge_identity(model)}
+        except Exception:  # noqa: BLE001 - the metric reports its own judge failure when it runs
+            continue
+        if entry not in out:
+            out.append(entry)
+    return out
 
 
 class _Progress:
@@ -157,7 +175,7 @@ async def aevaluate(
                 f"test_cases[{i}] is a {type(tc).__name__}; pass LLMTestCase or ConversationalTestCase objects.",
                 field=f"test_cases[{i}]")
     recorder = store
-    if isinstance(store, str):
+    if isinstance(store, (str, os.PathLike)):
         from .store import open_store  # noqa: PLC0415 - optional module, loaded when asked for
 
         recorder = open_store(store)
@@ -167,7 +185,10 @@ async def aevaluate(
     ctx.on_call.append(progress.on_call)
     done: dict[tuple[str, str], MetricResult] = {}
     if recorder is not None:
+        from . import __version__  # noqa: PLC0415
+
         run_id = recorder.begin_run(run_id, {"name": run_name, "metrics": [_metric_config(m) for m in metrics],
+                                             "judges": _judges(metrics), "contextjudge": __version__,
                                              "cases": len(cases)})
         done = recorder.completed_results(run_id)
         ctx.on_call.append(lambda ev: recorder.save_judge_call(run_id, ev))

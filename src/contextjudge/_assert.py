@@ -1,0 +1,99 @@
+"""``assert_test``: fail a test when a retrieval metric scores below its threshold.
+
+    from contextjudge import assert_test
+    from contextjudge.metrics import ContextualPrecisionMetric
+
+    def test_refund_question():
+        assert_test(LLMTestCase(...), [ContextualPrecisionMetric(threshold=0.7)])
+
+Inside pytest with the contextjudge plugin options (``--contextjudge-model``, ``--contextjudge-store``), metrics
+built without a model use the configured judge and results are written to the configured store.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from typing import Any, Sequence
+
+from ._result import EvaluationResult, MetricResult
+from ._runner import evaluate
+from ._testcase import ConversationalTestCase, LLMTestCase
+from .errors import ContextJudgeError
+
+__all__ = ["assert_test", "format_failures"]
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def format_failures(failures: Sequence[MetricResult]) -> str:
+    """One line per failing metric: its score against its threshold, and why."""
+    lines = []
+    for m in failures:
+        if m.error:
+            lines.append(f"  - {m.name}: error (threshold {_fmt(m.threshold)}): {m.error}")
+        else:
+            op = "!=" if m.strict_mode else "<"
+            lines.append(f"  - {m.name}: score {_fmt(m.score)} {op} threshold {_fmt(m.threshold)}"
+                         + (f": {m.reason}" if m.reason else ""))
+    return "\n".join(lines)
+
+
+def _with_model(metrics: Sequence[Any], model: Any) -> list[Any]:
+    """Copies of the metrics built without a model, given ``model``; the caller's objects are left untouched."""
+    out = []
+    for m in metrics:
+        if model is not None and getattr(m, "_model_arg", "set") is None:
+            m = copy.copy(m)
+            m._model_arg = model  # noqa: SLF001
+            m._model = None  # noqa: SLF001
+        out.append(m)
+    return out
+
+
+def assert_test(
+    test_case: LLMTestCase | ConversationalTestCase,
+    metrics: Sequence[Any],
+    *,
+    store: Any = None,
+    run_id: str | None = None,
+    model: Any = None,
+    **evaluate_kwargs: Any,
+) -> EvaluationResult:
+    """Score ``test_case`` with ``metrics`` and raise ``AssertionError`` unless every metric passes.
+
+    The message lists each failing metric's score, threshold and reason (or its error). ``model`` is used by metrics
+    built without one. ``store``/``run_id`` keep the results. Under pytest with the contextjudge plugin configured,
+    ``model`` and ``store`` default to ``--contextjudge-model`` and ``--contextjudge-store``. Returns the
+    ``EvaluationResult`` when everything passes.
+    """
+    if not metrics:
+        raise ContextJudgeError("assert_test() needs at least one metric, e.g. [ContextualPrecisionMetric()].")
+    session = _pytest_session()
+    if session is not None:
+        if model is None:
+            model = session.model_arg
+        if store is None and session.store_target:
+            store = session.store
+            run_id = run_id or session.run_id
+    evaluate_kwargs.setdefault("show_progress", False)
+    result = evaluate([test_case], _with_model(metrics, model), store=store, run_id=run_id, **evaluate_kwargs)
+    if session is not None:
+        session.record(result)
+    tr = result.test_results[0]
+    failures = [m for m in tr.metrics_data if not m.success]
+    if tr.error and not tr.metrics_data:
+        raise AssertionError(f"contextjudge: the test case could not be scored: {tr.error}")
+    if failures:
+        what = getattr(test_case, "name", None) or getattr(test_case, "input", None) or "conversation"
+        shown = what if len(what) <= 80 else what[:77] + "..."
+        raise AssertionError(f"{len(failures)} of {len(tr.metrics_data)} metrics failed for {shown!r}:\n"
+                             + format_failures(failures))
+    return result
+
+
+def _pytest_session() -> Any:
+    plugin = sys.modules.get("contextjudge.pytest_plugin")  # loaded by pytest only; never imported from here
+    return None if plugin is None else plugin.current_session()

@@ -1,0 +1,176 @@
+"""The contextjudge pytest plugin: judge options, fixtures, and a results store for ``assert_test``.
+
+Registered through the ``pytest11`` entry point and inert until used: it only adds options and fixtures, and opens
+nothing until a test asks for a fixture or calls ``assert_test``.
+
+Options (also settable in the ini file as ``contextjudge_model`` / ``contextjudge_store``):
+
+- ``--contextjudge-model MODEL``: the judge for metrics built without a model (``local``, ``fake``, an OpenAI model
+  name, ``provider:model``). ``fake`` is the scripted offline ``FakeJudge``, handy for wiring tests.
+- ``--contextjudge-store PATH_OR_URL``: keep every ``assert_test`` result in this store, as one run per session.
+- ``--contextjudge-run-id ID``: the run id in the store (default: a new one per session).
+
+Fixtures: ``contextjudge_judge`` (the configured judge model), ``contextjudge_store`` (the open store, or None),
+``contextjudge`` (both, plus ``assert_test`` bound to them).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+
+import pytest
+
+__all__ = ["ContextJudgeSession", "current_session"]
+
+# pytest forces one registry per process: the configured session, which assert_test reads; guarded by a lock
+_lock = threading.Lock()
+_sessions: list["ContextJudgeSession"] = []
+
+
+def current_session() -> "ContextJudgeSession | None":
+    """The configured session of the running pytest, or None outside pytest."""
+    with _lock:
+        return _sessions[-1] if _sessions else None
+
+
+class ContextJudgeSession:
+    """What the options configure: the judge, the store and the run id; everything is opened on first use."""
+
+    def __init__(self, model_arg: str | None, store_target: str | None, run_id: str | None) -> None:
+        self.model_arg_text = model_arg
+        self.store_target = store_target
+        self._run_id = run_id
+        self._judge: Any = None
+        self._store: Any = None
+        self._lock = threading.Lock()
+        self.cases = 0
+        self.failed = 0
+
+    @property
+    def model_arg(self) -> Any:
+        """What metrics built without a model receive (a chat model for ``fake``, else the string)."""
+        if self.model_arg_text and self.model_arg_text.strip().lower() == "fake":
+            return self.judge
+        return self.model_arg_text
+
+    @property
+    def judge(self) -> Any:
+        with self._lock:
+            if self._judge is None:
+                text = (self.model_arg_text or "").strip()
+                if text.lower() == "fake":
+                    from .testing import FakeJudge  # noqa: PLC0415
+
+                    self._judge = FakeJudge()
+                else:
+                    from ._models import resolve_model  # noqa: PLC0415
+
+                    self._judge = resolve_model(text or None)
+            return self._judge
+
+    @property
+    def store(self) -> Any:
+        with self._lock:
+            if self._store is None and self.store_target:
+                from .store import open_store  # noqa: PLC0415
+
+                self._store = open_store(self.store_target)
+                self._run_id = self._store.begin_run(self._run_id, {"name": "pytest", "mode": "pytest"})
+            return self._store
+
+    @property
+    def run_id(self) -> str | None:
+        if self.store_target:
+            _ = self.store
+        return self._run_id
+
+    def record(self, result: Any) -> None:
+        with self._lock:
+            self.cases += len(result.test_results)
+            self.failed += sum(not tr.success for tr in result.test_results)
+
+    def assert_test(self, test_case: Any, metrics: Sequence[Any], **kwargs: Any) -> Any:
+        """``contextjudge.assert_test`` with this session's judge and store."""
+        from ._assert import assert_test  # noqa: PLC0415
+
+        return assert_test(test_case, metrics, **kwargs)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("contextjudge", "contextjudge: judge retrieval quality in tests")
+    group.addoption("--contextjudge-model", dest="contextjudge_model", default=None, metavar="MODEL",
+                    help="judge for metrics built without a model: local, fake, an OpenAI model name or "
+                         "provider:model (default: CONTEXTJUDGE_MODEL, else OpenAI with a key, else local)")
+    group.addoption("--contextjudge-store", dest="contextjudge_store", default=None, metavar="PATH_OR_URL",
+                    help="keep assert_test results in this store (SQLite path or SQLAlchemy URL), one run per session")
+    group.addoption("--contextjudge-run-id", dest="contextjudge_run_id", default=None, metavar="ID",
+                    help="run id for --contextjudge-store (default: a new run per session)")
+    parser.addini("contextjudge_model", "default for --contextjudge-model", default=None)
+    parser.addini("contextjudge_store", "default for --contextjudge-store", default=None)
+
+
+def _option(config: pytest.Config, name: str) -> str | None:
+    value = config.getoption(name, default=None)
+    if value:
+        return value
+    try:
+        ini = config.getini(name)
+    except ValueError:
+        return None
+    return ini or None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    session = ContextJudgeSession(_option(config, "contextjudge_model"), _option(config, "contextjudge_store"),
+                                  config.getoption("contextjudge_run_id", default=None))
+    config.stash[_KEY] = session
+    with _lock:
+        _sessions.append(session)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_KEY, None)
+    if session is None:
+        return
+    session.close()
+    with _lock:
+        if session in _sessions:
+            _sessions.remove(session)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    session = config.stash.get(_KEY, None)
+    if session is None or session.cases == 0:
+        return  # inert unless a test used contextjudge
+    line = f"contextjudge: {session.cases} test case(s) scored, {session.failed} below threshold"
+    if session.store_target:
+        line += f"; results in run {session.run_id} of {session.store_target}"
+    terminalreporter.write_line(line)
+
+
+_KEY = pytest.StashKey[ContextJudgeSession]()
+
+
+@pytest.fixture(scope="session")
+def contextjudge(request: pytest.FixtureRequest) -> ContextJudgeSession:
+    """The configured contextjudge session: ``.judge``, ``.store``, ``.run_id`` and ``.assert_test(case, metrics)``."""
+    return request.config.stash[_KEY]
+
+
+@pytest.fixture(scope="session")
+def contextjudge_judge(contextjudge: ContextJudgeSession) -> Any:
+    """The judge chat model chosen with ``--contextjudge-model`` (pass it as ``model=`` to metrics)."""
+    return contextjudge.judge
+
+
+@pytest.fixture(scope="session")
+def contextjudge_store(contextjudge: ContextJudgeSession) -> Any:
+    """The results store chosen with ``--contextjudge-store``, or None."""
+    return contextjudge.store

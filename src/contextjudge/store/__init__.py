@@ -1,0 +1,13 @@
+"""The results store: keep runs, cases, nodes, verdicts, metric results and judge usage in SQLite or PostgreSQL.
+
+    from contextjudge.store import open_store
+    store = open_store("results.db")                          # SQLite file (created when missing)
+    store = open_store("postgresql+psycopg://me@db/evals")    # PostgreSQL (pip install 'contextjudge[postgres]')
+    result = evaluate(cases, metrics, store=store, run_id="nightly-42")   # resumable: rerun with the same id
+    store.load_run("nightly-42")                               # back as an EvaluationResult
+"""
+
+from ._schema import SCHEMA_VERSION
+from ._store import DEFAULT_STORE_PATH, ResultsStore, RunInfo, StoredCase, open_store
+
+__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "ResultsStore", "RunInfo", "StoredCase", "open_store"]

@@ -1,0 +1,140 @@
+"""The results store's schema: one set of SQLAlchemy Core tables that SQLite and PostgreSQL both hold.
+
+Bump ``SCHEMA_VERSION`` whenever a table changes, and teach ``_migrate`` in ``_store.py`` the step from the previous
+version. JSON payloads are stored as text so that every backend reads them the same way.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+__all__ = ["SCHEMA_VERSION", "cases", "judge_calls", "meta", "metadata", "nodes", "results", "runs", "verdict_cache",
+           "verdicts"]
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+# key/value facts about the store itself, e.g. schema_version
+meta = Table(
+    "cj_meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+runs = Table(
+    "cj_runs", metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("name", Text),
+    Column("status", String(16), nullable=False),          # running | finished
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("finished_at", Float),
+    Column("fingerprint", String(64)),                      # hash of the code/config that produced the run
+    Column("judges", Text),                                 # JSON list of {name, identity}
+    Column("config", Text),                                 # JSON
+    Column("summary", Text),                                # JSON, written by end_run
+)
+
+cases = Table(
+    "cj_cases", metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("case_key", String(255), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("kind", String(16), nullable=False),             # llm | conversational
+    Column("name", Text),
+    Column("input", Text),
+    Column("actual_output", Text),
+    Column("expected_output", Text),
+    Column("fingerprint", String(64)),
+    Column("data", Text, nullable=False),                   # the whole test case, JSON
+    Column("created_at", Float, nullable=False),
+    ForeignKeyConstraint(["run_id"], ["cj_runs.run_id"], ondelete="CASCADE"),
+)
+
+# the ranked retrieval of each case (turn 0 for a single-turn case; the turn's position for a conversation)
+nodes = Table(
+    "cj_nodes", metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("case_key", String(255), primary_key=True),
+    Column("turn", Integer, primary_key=True),
+    Column("rank", Integer, primary_key=True),
+    Column("node_id", Text),
+    Column("text", Text, nullable=False),
+    Column("score", Float),
+    Column("node_metadata", Text),
+    ForeignKeyConstraint(["run_id", "case_key"], ["cj_cases.run_id", "cj_cases.case_key"], ondelete="CASCADE"),
+)
+
+results = Table(
+    "cj_results", metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("case_key", String(255), primary_key=True),
+    Column("metric", String(128), primary_key=True),
+    Column("score", Float),
+    Column("threshold", Float, nullable=False),
+    Column("success", Boolean, nullable=False),
+    Column("strict_mode", Boolean, nullable=False),
+    Column("reason", Text),
+    Column("error", Text),
+    Column("error_type", String(128)),
+    Column("evaluation_model", Text),
+    Column("verbose_logs", Text),
+    Column("usage", Text),                                  # JSON
+    Column("details", Text),                                # JSON
+    Column("created_at", Float, nullable=False),
+    ForeignKeyConstraint(["run_id"], ["cj_runs.run_id"], ondelete="CASCADE"),
+)
+
+verdicts = Table(
+    "cj_verdicts", metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("case_key", String(255), primary_key=True),
+    Column("metric", String(128), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("item_id", Text),
+    Column("rank", Integer),
+    Column("statement", Text),
+    Column("verdict", String(32)),
+    Column("reason", Text),
+    Column("data", Text, nullable=False),                   # the verdict dict, JSON
+    ForeignKeyConstraint(["run_id", "case_key", "metric"],
+                         ["cj_results.run_id", "cj_results.case_key", "cj_results.metric"], ondelete="CASCADE"),
+)
+
+judge_calls = Table(
+    "cj_judge_calls", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(128), nullable=False),
+    Column("judge", Text),
+    Column("task", String(64)),
+    Column("metric", String(128)),
+    Column("method", String(32)),
+    Column("cached", Boolean, nullable=False),
+    Column("input_tokens", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("cost", Float),
+    Column("created_at", Float, nullable=False),
+    ForeignKeyConstraint(["run_id"], ["cj_runs.run_id"], ondelete="CASCADE"),
+)
+Index("ix_cj_judge_calls_run", judge_calls.c.run_id)
+
+# the judge-verdict cache shared by every run that uses this store
+verdict_cache = Table(
+    "cj_verdict_cache", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)

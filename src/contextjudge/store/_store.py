@@ -1,0 +1,613 @@
+"""The results store: runs, test cases, ranked nodes, verdicts, metric results and judge usage, in SQL.
+
+One implementation on SQLAlchemy Core serves SQLite (a file path; the embedded default) and PostgreSQL (a URL such
+as ``postgresql+psycopg://user@host/db``). Every write is one transaction, so a process killed at any moment leaves
+only whole cases and whole results behind, and a run started again with the same id resumes where it stopped.
+The store is also the judge-verdict cache across runs. It is safe to use from several threads at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlalchemy import and_, create_engine, delete, event, func, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+
+from .._result import EvaluationResult, MetricResult, TestResult, Usage
+from .._testcase import ConversationalTestCase, LLMTestCase
+from ..errors import StoreError
+from . import _schema as S
+
+__all__ = ["DEFAULT_STORE_PATH", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
+
+logger = logging.getLogger("contextjudge")
+
+DEFAULT_STORE_PATH = ".contextjudge/results.db"
+# runs that many callers add to (capture, pytest): differing configurations there are expected
+_SHARED_MODES = ("background", "deferred", "off", "pytest")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=_json_default, sort_keys=True)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    return str(obj)
+
+
+def _loads(text: str | None, default: Any = None) -> Any:
+    if text is None or text == "":
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+@dataclass
+class RunInfo:
+    """One run as the store knows it."""
+
+    run_id: str
+    name: str | None
+    status: str
+    created_at: float
+    finished_at: float | None
+    fingerprint: str | None
+    judges: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    cases: int = 0
+    results: int = 0
+
+
+@dataclass
+class StoredCase:
+    """A test case read back from the store, with its key and position in the run."""
+
+    case_key: str
+    position: int
+    test_case: LLMTestCase | ConversationalTestCase
+    scored: int = 0
+
+
+def _case_to_json(tc: Any) -> tuple[str, str]:
+    kind = "conversational" if isinstance(tc, ConversationalTestCase) else "llm"
+    if hasattr(tc, "model_dump"):
+        try:
+            data = tc.model_dump(mode="json")
+        except Exception:  # noqa: BLE001 - arbitrary metadata objects are kept as their text
+            data = json.loads(json.dumps(tc.model_dump(), default=str))
+    else:  # pragma: no cover - the runner only hands us test cases
+        data = {"input": str(tc)}
+    return kind, json.dumps(data, default=str)
+
+
+def _case_from_json(kind: str, data: str, key: str) -> LLMTestCase | ConversationalTestCase:
+    raw = json.loads(data)
+    cls = ConversationalTestCase if kind == "conversational" else LLMTestCase
+    tc = cls(**raw)
+    if not tc.id:
+        # the key is the case's identity in this store: results written later (``contextjudge score``) land on it
+        tc.id = key
+    return tc
+
+
+def _usage_from(value: Any) -> Usage:
+    if isinstance(value, Usage):
+        return value
+    if isinstance(value, dict):
+        known = {k: value[k] for k in ("calls", "cache_hits", "input_tokens", "output_tokens", "seconds", "cost")
+                 if k in value}
+        return Usage(**known)
+    return Usage()
+
+
+def _to_url(target: str) -> str:
+    """A SQLAlchemy URL for a path or URL, defaulting PostgreSQL to the psycopg (3) driver."""
+    if "://" in target:
+        for plain in ("postgresql://", "postgres://"):
+            if target.startswith(plain):
+                return "postgresql+psycopg://" + target[len(plain):]
+        return target
+    path = Path(target).expanduser()
+    if path.exists() and path.is_dir():
+        raise StoreError(f"store path {str(path)!r} is a directory: pass a file path such as "
+                         f"{str(path / 'results.db')!r}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder for the store {str(path)!r}: {exc}. Pass a writable path.") \
+            from exc
+    return f"sqlite:///{path.resolve()}"
+
+
+class ResultsStore:
+    """A results store on one SQL database. Create it with ``open_store(path_or_url)``."""
+
+    def __init__(self, target: str, *, echo: bool = False) -> None:
+        self.target = target
+        self.url = _to_url(target)
+        self.is_sqlite = self.url.startswith("sqlite")
+        # SQLite allows one writer at a time: serialise our own writers instead of meeting "database is locked"
+        self._write_lock = threading.RLock()
+        try:
+            if self.is_sqlite:
+                self.engine: Engine = create_engine(self.url, echo=echo,
+                                                    connect_args={"timeout": 60, "check_same_thread": False})
+                event.listen(self.engine, "connect", _sqlite_pragmas)
+            else:
+                self.engine = create_engine(self.url, echo=echo, pool_pre_ping=True)
+        except ImportError as exc:
+            raise StoreError(f"the store URL {_redact(self.url)!r} needs a database driver that is not installed "
+                             f"({exc}). For PostgreSQL: pip install 'contextjudge[postgres]'.") from exc
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot use the store {_redact(self.url)!r}: {exc}. Pass a file path for SQLite or a "
+                             "SQLAlchemy URL such as postgresql+psycopg://user@host/db.") from exc
+        self._setup()
+
+    def __repr__(self) -> str:
+        return f"ResultsStore({_redact(self.url)!r})"
+
+    # ------------------------------------------------------------------------------------------ plumbing
+    def _setup(self) -> None:
+        try:
+            for attempt in range(3):
+                try:
+                    with self._write_lock:
+                        S.metadata.create_all(self.engine, checkfirst=True)
+                    break
+                except (OperationalError, IntegrityError):
+                    if attempt == 2:  # another process may be creating the same tables right now
+                        raise
+                    time.sleep(0.2)
+            with self._begin() as conn:
+                row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).first()
+                if row is None:
+                    self._insert_ignore(conn, S.meta, {"key": "schema_version", "value": str(S.SCHEMA_VERSION)},
+                                        ["key"])
+                    version = S.SCHEMA_VERSION
+                else:
+                    version = int(row[0])
+        except StoreError:
+            raise
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot open the store {_redact(self.url)!r}: {_short(exc)}. Check the path or URL, "
+                             "that the database server is running, and that you may write to it.") from exc
+        if version > S.SCHEMA_VERSION:
+            raise StoreError(f"the store {_redact(self.url)!r} has schema version {version}, newer than this "
+                             f"contextjudge understands ({S.SCHEMA_VERSION}): upgrade contextjudge.")
+        if version < S.SCHEMA_VERSION:  # pragma: no cover - no older schema exists yet
+            self._migrate(version)
+        self.schema_version = S.SCHEMA_VERSION
+
+    def _migrate(self, version: int) -> None:  # pragma: no cover - no older schema exists yet
+        raise StoreError(f"the store has schema version {version} and no migration to {S.SCHEMA_VERSION} exists.")
+
+    class _Txn:
+        def __init__(self, store: "ResultsStore", write: bool) -> None:
+            self.store, self.write = store, write
+
+        def __enter__(self) -> Connection:
+            if self.write and self.store.is_sqlite:
+                self.store._write_lock.acquire()  # noqa: SLF001
+            try:
+                self.cm = self.store.engine.begin()
+                return self.cm.__enter__()
+            except BaseException:
+                if self.write and self.store.is_sqlite:
+                    self.store._write_lock.release()  # noqa: SLF001
+                raise
+
+        def __exit__(self, *exc: Any) -> None:
+            try:
+                self.cm.__exit__(*exc)
+            finally:
+                if self.write and self.store.is_sqlite:
+                    self.store._write_lock.release()  # noqa: SLF001
+
+    def _begin(self, write: bool = True) -> "ResultsStore._Txn":
+        """One transaction: committed when the block ends, rolled back when it raises."""
+        return ResultsStore._Txn(self, write)
+
+    def _dialect_insert(self, table: Any) -> Any:
+        name = self.engine.dialect.name
+        if name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert  # noqa: PLC0415
+
+            return pg_insert(table)
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert  # noqa: PLC0415
+
+            return sqlite_insert(table)
+        return None
+
+    def _insert_ignore(self, conn: Connection, table: Any, row: dict[str, Any], keys: list[str]) -> None:
+        stmt = self._dialect_insert(table)
+        if stmt is not None:
+            conn.execute(stmt.values(**row).on_conflict_do_nothing(index_elements=keys))
+            return
+        cond = and_(*(table.c[k] == row[k] for k in keys))  # pragma: no cover - other dialects
+        if conn.execute(select(func.count()).select_from(table).where(cond)).scalar() == 0:  # pragma: no cover
+            conn.execute(insert(table).values(**row))
+
+    def _upsert(self, conn: Connection, table: Any, row: dict[str, Any], keys: list[str]) -> None:
+        stmt = self._dialect_insert(table)
+        if stmt is not None:
+            stmt = stmt.values(**row)
+            changes = {k: stmt.excluded[k] for k in row if k not in keys}
+            conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=changes))
+            return
+        cond = and_(*(table.c[k] == row[k] for k in keys))  # pragma: no cover - other dialects
+        conn.execute(delete(table).where(cond))  # pragma: no cover
+        conn.execute(insert(table).values(**row))  # pragma: no cover
+
+    def _guard(self, what: str) -> "_Guard":
+        return _Guard(self, what)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.engine.dispose()
+
+    def __enter__(self) -> "ResultsStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------------------ the runner's protocol
+    def begin_run(self, run_id: str | None, config: dict[str, Any]) -> str:
+        """Start a run, or resume it when ``run_id`` is already in the store. Returns the run id."""
+        config = dict(config or {})
+        fingerprint = config.pop("fingerprint", None) or _fingerprint(config)
+        judges = config.get("judges") or []
+        now = time.time()
+        with self._guard("start a run"), self._begin() as conn:
+            if run_id is not None:
+                row = conn.execute(select(S.runs.c.fingerprint, S.runs.c.config)
+                                   .where(S.runs.c.run_id == run_id)).first()
+                if row is not None:
+                    old_cfg = _loads(row.config, {}) or {}
+                    if (row.fingerprint and row.fingerprint != fingerprint
+                            and old_cfg.get("mode") not in _SHARED_MODES and config.get("mode") not in _SHARED_MODES):
+                        logger.warning("contextjudge: resuming run %s with a different configuration than it was "
+                                       "started with (metrics, thresholds or judge changed); results from both are "
+                                       "kept side by side. Use a new run id to keep them apart.", run_id)
+                    conn.execute(update(S.runs).where(S.runs.c.run_id == run_id)
+                                 .values(status="running", updated_at=now))
+                    logger.info("contextjudge: resuming run %s", run_id)
+                    return run_id
+            new_id = run_id or f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}-{uuid.uuid4().hex[:6]}"
+            conn.execute(insert(S.runs).values(
+                run_id=new_id, name=config.get("name"), status="running", created_at=now, updated_at=now,
+                finished_at=None, fingerprint=fingerprint, judges=_dumps(judges), config=_dumps(config),
+                summary=None))
+        return new_id
+
+    def completed_results(self, run_id: str) -> dict[tuple[str, str], MetricResult]:
+        """The results of ``run_id`` that need no rescoring (those without an error), by (case key, metric name)."""
+        out = {}
+        for (key, metric), result in self._results(run_id).items():
+            if result.error is None:
+                out[(key, metric)] = result
+        return out
+
+    def save_case(self, run_id: str, key: str, index: int, test_case: Any) -> None:
+        """Keep a test case and its ranked nodes (once: saving the same key again changes nothing)."""
+        kind, data = _case_to_json(test_case)
+        fp = test_case.fingerprint() if hasattr(test_case, "fingerprint") else None
+        row = {"run_id": run_id, "case_key": key, "position": int(index), "kind": kind,
+               "name": getattr(test_case, "name", None), "input": _case_input(test_case),
+               "actual_output": getattr(test_case, "actual_output", None),
+               "expected_output": getattr(test_case, "expected_output", None) or
+               getattr(test_case, "expected_outcome", None), "fingerprint": fp, "data": data,
+               "created_at": time.time()}
+        node_rows = []
+        for turn, retrieval in _retrievals(test_case):
+            for rank, node in enumerate(retrieval, start=1):
+                node_rows.append({"run_id": run_id, "case_key": key, "turn": turn, "rank": rank,
+                                  "node_id": node.id, "text": node.text, "score": node.score,
+                                  "node_metadata": _dumps(node.metadata or {})})
+        with self._guard("save a test case"), self._begin() as conn:
+            exists = conn.execute(select(S.cases.c.case_key).where(
+                and_(S.cases.c.run_id == run_id, S.cases.c.case_key == key))).first()
+            if exists is not None:
+                return
+            self._insert_ignore(conn, S.cases, row, ["run_id", "case_key"])
+            for nr in node_rows:
+                self._insert_ignore(conn, S.nodes, nr, ["run_id", "case_key", "turn", "rank"])
+
+    def save_result(self, run_id: str, key: str, result: MetricResult) -> None:
+        """Keep one metric result with its verdicts, replacing an earlier result of the same metric on this case."""
+        row = {"run_id": run_id, "case_key": key, "metric": result.name, "score": result.score,
+               "threshold": float(result.threshold), "success": bool(result.success),
+               "strict_mode": bool(result.strict_mode), "reason": result.reason, "error": result.error,
+               "error_type": result.error_type, "evaluation_model": result.evaluation_model,
+               "verbose_logs": result.verbose_logs, "usage": _dumps(result.usage.to_dict()),
+               "details": _dumps(result.details or {}), "created_at": time.time()}
+        vrows = []
+        for pos, v in enumerate(result.verdicts or []):
+            v = v if isinstance(v, dict) else {"value": v}
+            rank = v.get("rank")
+            vrows.append({"run_id": run_id, "case_key": key, "metric": result.name, "position": pos,
+                          "item_id": None if v.get("id") is None else str(v.get("id")),
+                          "rank": rank if isinstance(rank, int) else None,
+                          "statement": v.get("statement"), "verdict": None if v.get("verdict") is None
+                          else str(v.get("verdict")), "reason": v.get("reason"), "data": _dumps(v)})
+        with self._guard("save a metric result"), self._begin() as conn:
+            cond = and_(S.verdicts.c.run_id == run_id, S.verdicts.c.case_key == key, S.verdicts.c.metric == result.name)
+            conn.execute(delete(S.verdicts).where(cond))
+            self._upsert(conn, S.results, row, ["run_id", "case_key", "metric"])
+            if vrows:
+                conn.execute(insert(S.verdicts), vrows)
+
+    def save_judge_call(self, run_id: str, event: dict[str, Any]) -> None:
+        """Keep one judge call's usage: tokens, seconds, whether the cache answered it."""
+        u = _usage_from(event.get("usage"))
+        row = {"run_id": run_id, "judge": event.get("judge"), "task": event.get("task"),
+               "metric": event.get("metric"), "method": event.get("method"), "cached": bool(event.get("cached")),
+               "input_tokens": int(u.input_tokens), "output_tokens": int(u.output_tokens),
+               "seconds": float(u.seconds), "cost": u.cost, "created_at": time.time()}
+        with self._guard("save a judge call"), self._begin() as conn:
+            conn.execute(insert(S.judge_calls).values(**row))
+
+    def end_run(self, run_id: str, summary: dict[str, Any]) -> None:
+        """Mark ``run_id`` finished and keep its summary."""
+        now = time.time()
+        with self._guard("finish a run"), self._begin() as conn:
+            conn.execute(update(S.runs).where(S.runs.c.run_id == run_id).values(
+                status="finished", finished_at=now, updated_at=now, summary=_dumps(summary or {})))
+
+    def get_verdict(self, key: str) -> dict[str, Any] | None:
+        """A cached judge answer, or None."""
+        with self._guard("read the verdict cache"), self._begin(write=False) as conn:
+            row = conn.execute(select(S.verdict_cache.c.value).where(S.verdict_cache.c.key == key)).first()
+        return None if row is None else _loads(row[0])
+
+    def put_verdict(self, key: str, value: dict[str, Any]) -> None:
+        """Cache a judge answer for every later run that uses this store."""
+        with self._guard("write the verdict cache"), self._begin() as conn:
+            self._insert_ignore(conn, S.verdict_cache, {"key": key, "value": _dumps(value),
+                                                        "created_at": time.time()}, ["key"])
+
+    # ------------------------------------------------------------------------------------------ reading back
+    def list_runs(self) -> list[RunInfo]:
+        """Every run, newest first, with how many cases and results it holds."""
+        with self._guard("list runs"), self._begin(write=False) as conn:
+            n_cases = dict(conn.execute(select(S.cases.c.run_id, func.count()).group_by(S.cases.c.run_id)).all())
+            n_results = dict(conn.execute(select(S.results.c.run_id, func.count())
+                                          .group_by(S.results.c.run_id)).all())
+            rows = conn.execute(select(S.runs).order_by(S.runs.c.created_at.desc(), S.runs.c.run_id.desc())).all()
+        return [RunInfo(run_id=r.run_id, name=r.name, status=r.status, created_at=r.created_at,
+                        finished_at=r.finished_at, fingerprint=r.fingerprint, judges=_loads(r.judges, []) or [],
+                        config=_loads(r.config, {}) or {}, summary=_loads(r.summary, {}) or {},
+                        cases=int(n_cases.get(r.run_id, 0)), results=int(n_results.get(r.run_id, 0)))
+                for r in rows]
+
+    def run_info(self, run_id: str) -> RunInfo:
+        for info in self.list_runs():
+            if info.run_id == run_id:
+                return info
+        raise StoreError(f"no run {run_id!r} in {self}.")
+
+    def resolve_run(self, ref: str | None = None) -> str:
+        """A run id from ``ref``: an id, a unique id prefix, a run name (its latest run), or None/"latest"."""
+        runs = self.list_runs()
+        if not runs:
+            raise StoreError(f"the store {_redact(self.url)!r} holds no runs yet: run `contextjudge eval` or "
+                             "evaluate(..., store=...) first, or check the --store path.")
+        if ref is None or ref == "latest":
+            return runs[0].run_id
+        for r in runs:
+            if r.run_id == ref:
+                return r.run_id
+        named = [r for r in runs if r.name == ref]
+        if named:
+            return named[0].run_id
+        prefixed = [r for r in runs if r.run_id.startswith(ref)]
+        if len(prefixed) == 1:
+            return prefixed[0].run_id
+        shown = ", ".join(r.run_id for r in runs[:5]) + (" ..." if len(runs) > 5 else "")
+        if len(prefixed) > 1:
+            raise StoreError(f"run {ref!r} is ambiguous ({len(prefixed)} runs start with it): give more of the id. "
+                             f"Runs: {shown}")
+        raise StoreError(f"no run {ref!r} in the store; `contextjudge runs --store ...` lists them. Latest: {shown}")
+
+    def load_cases(self, run_id: str) -> list[StoredCase]:
+        """The test cases of ``run_id`` in their order, with how many metric results each has."""
+        with self._guard("read test cases"), self._begin(write=False) as conn:
+            counts = dict(conn.execute(select(S.results.c.case_key, func.count()).where(S.results.c.run_id == run_id)
+                                       .group_by(S.results.c.case_key)).all())
+            rows = conn.execute(select(S.cases).where(S.cases.c.run_id == run_id)
+                                .order_by(S.cases.c.position, S.cases.c.created_at)).all()
+        return [StoredCase(case_key=r.case_key, position=r.position,
+                           test_case=_case_from_json(r.kind, r.data, r.case_key),
+                           scored=int(counts.get(r.case_key, 0))) for r in rows]
+
+    def unscored_cases(self, run_id: str) -> list[StoredCase]:
+        """Cases that have no metric result yet, e.g. captured in deferred mode."""
+        return [c for c in self.load_cases(run_id) if c.scored == 0]
+
+    def _results(self, run_id: str) -> dict[tuple[str, str], MetricResult]:
+        with self._guard("read results"), self._begin(write=False) as conn:
+            rows = conn.execute(select(S.results).where(S.results.c.run_id == run_id)).all()
+            vrows = conn.execute(select(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.data)
+                                 .where(S.verdicts.c.run_id == run_id)
+                                 .order_by(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.position)).all()
+        by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for vr in vrows:
+            by.setdefault((vr.case_key, vr.metric), []).append(_loads(vr.data, {}))
+        out = {}
+        for r in rows:
+            out[(r.case_key, r.metric)] = MetricResult(
+                name=r.metric, score=r.score, threshold=r.threshold, success=bool(r.success), reason=r.reason,
+                strict_mode=bool(r.strict_mode), error=r.error, error_type=r.error_type,
+                verdicts=by.get((r.case_key, r.metric), []), verbose_logs=r.verbose_logs,
+                usage=_usage_from(_loads(r.usage, {})), evaluation_model=r.evaluation_model,
+                details=_loads(r.details, {}) or {})
+        return out
+
+    def usage(self, run_id: str) -> Usage:
+        """Judge usage of ``run_id`` summed over its calls."""
+        with self._guard("read judge usage"), self._begin(write=False) as conn:
+            row = conn.execute(select(
+                func.count(), func.coalesce(func.sum(S.judge_calls.c.input_tokens), 0),
+                func.coalesce(func.sum(S.judge_calls.c.output_tokens), 0),
+                func.coalesce(func.sum(S.judge_calls.c.seconds), 0.0),
+                func.sum(S.judge_calls.c.cost),
+            ).where(and_(S.judge_calls.c.run_id == run_id, S.judge_calls.c.cached.is_(False)))).one()
+            hits = conn.execute(select(func.count()).where(
+                and_(S.judge_calls.c.run_id == run_id, S.judge_calls.c.cached.is_(True)))).scalar()
+        return Usage(calls=int(row[0]), cache_hits=int(hits or 0), input_tokens=int(row[1]),
+                     output_tokens=int(row[2]), seconds=float(row[3]), cost=None if row[4] is None else float(row[4]))
+
+    def judge_calls(self, run_id: str) -> list[dict[str, Any]]:
+        """Every judge call of ``run_id``, in order."""
+        with self._guard("read judge calls"), self._begin(write=False) as conn:
+            rows = conn.execute(select(S.judge_calls).where(S.judge_calls.c.run_id == run_id)
+                                .order_by(S.judge_calls.c.id)).all()
+        return [dict(r._mapping) for r in rows]
+
+    def load_run(self, run_id: str | None = None) -> EvaluationResult:
+        """A stored run as an ``EvaluationResult`` (cases in order, with their results and verdicts)."""
+        run_id = self.resolve_run(run_id)
+        info = self.run_info(run_id)
+        results = self._results(run_id)
+        order: dict[str, int] = {}
+        for (key, metric), _ in results.items():
+            order.setdefault(metric, len(order))
+        metric_order = _metric_order(info, list(order))
+        trs = []
+        for i, sc in enumerate(self.load_cases(run_id)):
+            mine = [r for (k, _), r in results.items() if k == sc.case_key]
+            mine.sort(key=lambda r: metric_order.get(r.name, 99))
+            trs.append(TestResult(index=i, name=getattr(sc.test_case, "name", None), test_case=sc.test_case,
+                                  metrics_data=mine))
+        return EvaluationResult(test_results=trs, usage=self.usage(run_id), run_id=run_id,
+                                duration_seconds=float(info.summary.get("duration_seconds") or 0.0))
+
+    def iter_records(self, run_id: str) -> Iterator[dict[str, Any]]:
+        """One flat record per (case, metric) of ``run_id``, for export."""
+        res = self.load_run(run_id)
+        for tr in res.test_results:
+            tc = tr.test_case
+            for m in tr.metrics_data or [None]:
+                rec = {"run_id": run_id, "case_key": tc.id, "case_index": tr.index, "case_name": tr.name,
+                       "input": _case_input(tc)}
+                if m is None:
+                    rec.update({"metric": None, "score": None})
+                else:
+                    rec.update({"metric": m.name, "score": m.score, "threshold": m.threshold, "success": m.success,
+                                "reason": m.reason, "error": m.error, "evaluation_model": m.evaluation_model,
+                                "judge_calls": m.usage.calls, "input_tokens": m.usage.input_tokens,
+                                "output_tokens": m.usage.output_tokens})
+                yield rec
+
+
+class _Guard:
+    """Turns database errors into a ``StoreError`` that says what failed and what to check."""
+
+    def __init__(self, store: ResultsStore, what: str) -> None:
+        self.store, self.what = store, what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is not None and isinstance(exc, SQLAlchemyError):
+            raise StoreError(f"could not {self.what} in the store {_redact(self.store.url)!r}: {_short(exc)}. "
+                             "Check that the database is reachable and writable.") from exc
+        return False
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    try:
+        # WAL: readers never block the writer; NORMAL sync keeps every commit across a killed process
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=60000")
+    finally:
+        cur.close()
+
+
+def _short(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def _redact(url: str) -> str:
+    """The URL without its password."""
+    if "://" not in url or "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+
+
+def _fingerprint(config: dict[str, Any]) -> str:
+    stable = {k: v for k, v in config.items() if k not in ("name", "cases")}
+    return hashlib.sha256(_dumps(stable).encode()).hexdigest()[:16]
+
+
+def _case_input(tc: Any) -> str | None:
+    if isinstance(tc, ConversationalTestCase):
+        users = [t.content for t in tc.turns if t.role == "user"]
+        return users[-1] if users else None
+    return getattr(tc, "input", None)
+
+
+def _retrievals(tc: Any) -> list[tuple[int, list[Any]]]:
+    if isinstance(tc, ConversationalTestCase):
+        return [(i, t.retrieval_context) for i, t in enumerate(tc.turns) if t.retrieval_context]
+    rc = getattr(tc, "retrieval_context", None)
+    return [(0, rc)] if rc else []
+
+
+def _metric_order(info: RunInfo, seen: list[str]) -> dict[str, int]:
+    names: list[str] = []
+    for m in info.config.get("metrics") or []:
+        n = m.get("name") if isinstance(m, dict) else None
+        if n and n not in names:
+            names.append(n)
+    for n in seen:
+        if n not in names:
+            names.append(n)
+    return {n: i for i, n in enumerate(names)}
+
+
+def open_store(target: Any = None) -> ResultsStore:
+    """Open (creating when needed) the results store at ``target``.
+
+    ``target`` is a file path (SQLite), a SQLAlchemy URL (``postgresql+psycopg://user@host/db``; a plain
+    ``postgresql://`` URL uses psycopg too), an open ``ResultsStore`` (returned as is), or ``"default"`` for
+    ``.contextjudge/results.db`` under the current directory. Nothing is written anywhere you did not name.
+    """
+    if isinstance(target, ResultsStore):
+        return target
+    if target is None or target is True:
+        raise StoreError("open_store() needs a path or URL; pass 'default' for .contextjudge/results.db.")
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if not isinstance(target, str) or not target.strip():
+        raise StoreError(f"a store is a file path or a database URL, not {target!r}.")
+    target = target.strip()
+    if target == "default":
+        target = DEFAULT_STORE_PATH
+    return ResultsStore(target)

@@ -1,0 +1,329 @@
+"""The results store, on both backends: SQLite (a file) and PostgreSQL (a server this module starts itself).
+
+PostgreSQL comes from Debian's postgresql package. The session fixture starts a throwaway cluster on loopback (as
+the ``postgres`` user when the tests run as root) and removes it afterwards. Set ``CONTEXTJUDGE_TEST_PG_URL`` to use
+a server you already run instead. The PostgreSQL half is skipped, with the reason, only where no server can start.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+
+import pytest
+
+from contextjudge import ConversationalTestCase, LLMTestCase, MetricResult, RetrievedNode, Turn, Usage, evaluate
+from contextjudge.errors import StoreError
+from contextjudge.metrics import (
+    ContextualPrecisionMetric,
+    ContextualRecallMetric,
+    ContextualRelevancyMetric,
+    ContextUtilizationMetric,
+    TurnContextualRelevancyMetric,
+)
+from contextjudge.store import SCHEMA_VERSION, ResultsStore, open_store
+from contextjudge.testing import FakeJudge
+
+
+# ---------------------------------------------------------------------------------------------- PostgreSQL server
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pg_bin() -> str | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    if found:
+        return os.path.dirname(found[-1])
+    initdb = shutil.which("initdb")
+    return os.path.dirname(initdb) if initdb else None
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    url = os.environ.get("CONTEXTJUDGE_TEST_PG_URL")
+    if url:
+        yield url
+        return
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("PostgreSQL tests need psycopg: pip install 'contextjudge[postgres]'")
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql), so the PostgreSQL store tests "
+                    "cannot run; set CONTEXTJUDGE_TEST_PG_URL to use an existing server")
+    prefix: list[str] = []
+    owner = None
+    if os.geteuid() == 0:  # initdb refuses to run as root: use the postgres account the Debian package made
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user to run the PostgreSQL server as")
+        prefix = ["runuser", "-u", "postgres", "--"] if shutil.which("runuser") else ["su", "postgres", "-c"]
+    data = tempfile.mkdtemp(prefix="contextjudge-pg-")
+    if owner is not None:
+        os.chown(data, owner.pw_uid, owner.pw_gid)
+    os.chmod(data, 0o700)
+    port = _free_port()
+    log = os.path.join(data, "server.log")
+
+    def run(args: list[str]) -> subprocess.CompletedProcess:
+        cmd = prefix + args if prefix[:1] != ["su"] else prefix + [" ".join(args)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    init = run([f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"])
+    if init.returncode != 0:
+        shutil.rmtree(data, ignore_errors=True)
+        pytest.skip(f"PostgreSQL could not be initialised here (initdb: {init.stderr.strip()[:300]})")
+    start = run([f"{bindir}/pg_ctl", "-D", data, "-l", log, "-w", "-t", "60", "-o",
+                 f"-h 127.0.0.1 -p {port} -k {data} -F", "start"])
+    if start.returncode != 0:
+        detail = open(log).read()[-300:] if os.path.exists(log) else start.stderr
+        shutil.rmtree(data, ignore_errors=True)
+        pytest.skip(f"PostgreSQL could not start here: {detail.strip()}")
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        run([f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"])
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        s = open_store(str(tmp_path / "results.db"))
+    else:
+        url = request.getfixturevalue("pg_url")
+        s = open_store(url)
+        _wipe(s)
+    yield s
+    s.close()
+
+
+def _wipe(s: ResultsStore) -> None:
+    from contextjudge.store import _schema as S
+
+    with s.engine.begin() as conn:
+        for t in reversed(S.metadata.sorted_tables):
+            if t.name != "cj_meta":
+                conn.execute(t.delete())
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _cases(n: int = 4) -> list[LLMTestCase]:
+    return [LLMTestCase(input=f"What is the capital of France? ({i})", actual_output="Paris is the capital.",
+                        expected_output="Paris is the capital of France. Bananas are yellow.",
+                        retrieval_context=[RetrievedNode("Paris is the capital of France.", id="doc-1", score=0.91,
+                                                         metadata={"source": "wiki"}),
+                                           "Berlin is the capital of Germany."]) for i in range(n)]
+
+
+def _metrics(judge):
+    return [ContextualPrecisionMetric(model=judge), ContextualRecallMetric(model=judge),
+            ContextualRelevancyMetric(model=judge), ContextUtilizationMetric(model=judge)]
+
+
+# ---------------------------------------------------------------------------------------------- tests
+def test_evaluate_writes_runs_cases_nodes_verdicts_results_and_usage(store):
+    judge = FakeJudge()
+    result = evaluate(_cases(), _metrics(judge), store=store, run_id="run-a", run_name="baseline")
+    info = store.run_info("run-a")
+    assert info.status == "finished" and info.name == "baseline"
+    assert info.cases == 4 and info.results == 16
+    assert info.fingerprint and info.judges == [{"name": "fake-judge", "identity": info.judges[0]["identity"]}]
+    assert info.summary["summary"]["Contextual Precision"]["mean"] == pytest.approx(result.mean("Contextual Precision"))
+
+    back = store.load_run("run-a")
+    assert len(back) == 4
+    for orig, got in zip(result.test_results, back.test_results):
+        assert got.test_case.input == orig.test_case.input
+        assert got.test_case.retrieval_context[0].id == "doc-1"
+        assert got.test_case.retrieval_context[0].metadata == {"source": "wiki"}
+        for m in orig.metrics_data:
+            g = got.metric(m.name)
+            assert (g.score, g.success, g.reason, g.threshold) == (m.score, m.success, m.reason, m.threshold)
+            assert g.verdicts == m.verdicts
+            assert g.details == m.details
+    calls = store.judge_calls("run-a")
+    assert len(calls) == len(judge.calls) and all(c["input_tokens"] > 0 for c in calls)
+    assert store.usage("run-a").calls == len(judge.calls)
+
+    from contextjudge.store import _schema as S
+    with store.engine.connect() as conn:
+        nodes = conn.execute(S.nodes.select().where(S.nodes.c.run_id == "run-a")).all()
+        verdicts = conn.execute(S.verdicts.select().where(S.verdicts.c.run_id == "run-a")).all()
+    assert len(nodes) == 8 and {n.rank for n in nodes} == {1, 2}
+    assert any(v.statement == "Bananas are yellow." and v.verdict == "no" for v in verdicts)
+
+
+def test_rerun_with_same_id_scores_nothing_again_and_reuses_cached_verdicts(store):
+    judge = FakeJudge()
+    evaluate(_cases(), _metrics(judge), store=store, run_id="r")
+    n = len(judge.calls)
+    again = evaluate(_cases(), _metrics(judge), store=store, run_id="r")
+    assert len(judge.calls) == n
+    assert store.run_info("r").results == 16
+    assert len(again) == 4 and all(len(tr.metrics_data) == 4 for tr in again)
+    # a new run on the same store asks nothing either: the store is the verdict cache across runs
+    other = evaluate(_cases(), _metrics(judge), store=store, run_id="r2")
+    assert len(judge.calls) == n
+    assert other.usage.cache_hits > 0
+
+
+def test_errored_results_are_rescored_on_resume(store):
+    from contextjudge._retry import JudgeOptions
+    from contextjudge.testing import JudgeHTTPError
+
+    judge = FakeJudge(failures=[JudgeHTTPError(401)])
+    m = ContextualPrecisionMetric(model=judge)
+    first = evaluate(_cases(1), [m], store=store, run_id="e", judge_options=JudgeOptions(max_attempts=1))
+    assert first.test_results[0].metrics_data[0].error
+    assert store.completed_results("e") == {}
+    second = evaluate(_cases(1), [m], store=store, run_id="e")
+    assert second.test_results[0].metrics_data[0].error is None
+    [res] = store.load_run("e").test_results[0].metrics_data
+    assert res.error is None and res.score is not None
+
+
+def test_conversational_cases_round_trip(store):
+    conv = ConversationalTestCase(turns=[
+        Turn(role="user", content="Tell me about the Eiffel Tower."),
+        Turn(role="assistant", content="It is in Paris.", retrieval_context=["The Eiffel Tower is in Paris."]),
+        Turn(role="user", content="When was it completed?"),
+        Turn(role="assistant", content="In 1889.", retrieval_context=["The Eiffel Tower was completed in 1889.",
+                                                                      "Bananas are yellow."]),
+    ], name="tower chat")
+    evaluate([conv], [TurnContextualRelevancyMetric(model=FakeJudge())], store=store, run_id="c")
+    [tr] = store.load_run("c").test_results
+    assert isinstance(tr.test_case, ConversationalTestCase) and tr.test_case.name == "tower chat"
+    assert tr.test_case.turns[3].retrieval_context[1].text == "Bananas are yellow."
+    assert tr.metrics_data[0].name == "Turn Contextual Relevancy"
+
+
+def test_protocol_calls_from_many_threads(store):
+    run = store.begin_run(None, {"name": "threads"})
+    tc = _cases(1)[0]
+    errors = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(15):
+                key = f"t{t}-{i}"
+                store.save_case(run, key, t * 100 + i, tc)
+                store.save_result(run, key, MetricResult(name="Contextual Precision", score=0.5, threshold=0.5,
+                                                         success=True, verdicts=[{"rank": 1, "verdict": "yes"}]))
+                store.save_judge_call(run, {"judge": "j", "task": "node_usefulness", "metric": "m",
+                                            "cached": False, "usage": Usage(calls=1, input_tokens=3)})
+                store.put_verdict(f"k{i}", {"verdicts": {"n1": {"verdict": "yes"}}})
+                assert store.get_verdict(f"k{i}") is not None
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert store.run_info(run).cases == 90 and store.run_info(run).results == 90
+    assert len(store.judge_calls(run)) == 90
+
+
+def test_save_result_replaces_the_earlier_result_and_its_verdicts(store):
+    run = store.begin_run("x", {})
+    store.save_case(run, "k", 0, _cases(1)[0])
+    store.save_case(run, "k", 0, _cases(1)[0])  # idempotent
+    first = MetricResult(name="M", score=0.0, threshold=0.5, success=False, error="boom",
+                         verdicts=[{"rank": 1}, {"rank": 2}])
+    store.save_result(run, "k", first)
+    store.save_result(run, "k", MetricResult(name="M", score=1.0, threshold=0.5, success=True,
+                                             verdicts=[{"rank": 1, "verdict": "yes"}]))
+    got = store.completed_results(run)[("k", "M")]
+    assert got.score == 1.0 and got.verdicts == [{"rank": 1, "verdict": "yes"}]
+    assert store.run_info(run).cases == 1
+
+
+def test_resolve_run_by_latest_name_and_prefix(store):
+    a = store.begin_run(None, {"name": "nightly"})
+    b = store.begin_run("release-2", {"name": "release"})
+    assert store.resolve_run(None) == b
+    assert store.resolve_run("latest") == b
+    assert store.resolve_run("nightly") == a
+    assert store.resolve_run("release-") == b
+    with pytest.raises(StoreError, match="no run 'nope'"):
+        store.resolve_run("nope")
+
+
+def test_schema_is_versioned(store):
+    from sqlalchemy import select, update
+
+    from contextjudge.store import _schema as S
+    with store.engine.connect() as conn:
+        assert conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar() == \
+            str(SCHEMA_VERSION)
+    with store.engine.begin() as conn:
+        conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION + 1)))
+    try:
+        with pytest.raises(StoreError, match="newer than this contextjudge"):
+            ResultsStore(store.target)
+    finally:
+        with store.engine.begin() as conn:
+            conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
+
+
+def test_a_failed_write_is_rolled_back_whole(store):
+    run = store.begin_run("tx", {})
+    bad = MetricResult(name="M", score=0.5, threshold=0.5, success=True, verdicts=[{"rank": 1}])
+    # a crash after the result row is written but before its verdicts are must leave no trace of either
+    original = store._upsert
+
+    def upsert_then_fail(conn, table, row, keys):
+        original(conn, table, row, keys)
+        raise RuntimeError("simulated crash mid-transaction")
+
+    store._upsert = upsert_then_fail
+    with pytest.raises(RuntimeError):
+        store.save_result(run, "k", bad)
+    store._upsert = original
+    assert store.completed_results(run) == {}
+
+
+def test_open_store_errors_say_what_to_do(tmp_path):
+    with pytest.raises(StoreError, match="is a directory"):
+        open_store(str(tmp_path))
+    with pytest.raises(StoreError, match="default"):
+        open_store(None)
+    with pytest.raises(StoreError, match="cannot open the store|cannot use the store"):
+        open_store("postgresql+psycopg://nobody@127.0.0.1:1/none")
+
+
+def test_default_store_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = open_store("default")
+    assert (tmp_path / ".contextjudge" / "results.db").exists()
+    s.close()
+
+
+def test_capture_scorer_writes_deferred_cases_to_the_store(tmp_path):
+    from contextjudge.capture import CapturedCase, CaptureScorer
+
+    s = open_store(str(tmp_path / "cap.db"))
+    scorer = CaptureScorer(metrics=[ContextualPrecisionMetric(model=FakeJudge())], mode="deferred", store=s,
+                           goldens=[{"input": "What is the capital of France? (0)",
+                                     "expected_output": "Paris is the capital of France."}])
+    for tc in _cases(2):
+        tc.expected_output = None
+        scorer.submit(CapturedCase(test_case=tc, source="test"))
+    run = scorer.run_id
+    todo = s.unscored_cases(run)
+    assert len(todo) == 2
+    assert todo[0].test_case.expected_output == "Paris is the capital of France."
+    assert todo[0].test_case.id == todo[0].case_key

@@ -1,0 +1,500 @@
+"""The capture engine: span and event handlers on LlamaIndex's root dispatcher that turn queries into test cases.
+
+One span handler and one event handler are added to the root dispatcher (idempotently) while anything needs them:
+the global ``instrument()`` or a live engine wrapper. The outermost query, chat or retrieval span opens a *unit*;
+every span beneath it maps to that unit, so events are grouped by span ancestry, never by time or thread, and
+concurrent ``aquery`` calls never mix. The handlers only record (a dict lookup and an append under a lock) and
+return; the unit is finalized when its outermost span exits, or when a streaming response is exhausted, and the
+assembled record goes to a *sink* (the global capture, or a wrapper), which hands a test case to a ``CaptureScorer``.
+
+Everything here runs inside LlamaIndex calls, so every failure is logged and contained.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, Iterator
+
+from contextjudge import JUDGE_TAG, RetrievedNode
+
+try:  # the instrumentation package split out of llama-index-core in 0.12
+    from llama_index_instrumentation.event_handlers import BaseEventHandler
+    from llama_index_instrumentation.span_handlers import BaseSpanHandler
+except ImportError:  # pragma: no cover - older cores
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler  # type: ignore[no-redef]
+    from llama_index.core.instrumentation.span_handlers import BaseSpanHandler  # type: ignore[no-redef]
+
+from pydantic import PrivateAttr
+
+__all__ = ["Record", "Router", "Sink", "current_sink", "router"]
+
+logger = logging.getLogger("contextjudge")
+
+# The sink an engine wrapper routes its own calls to; set only for the duration of a wrapper call.
+current_sink: contextvars.ContextVar["Sink | None"] = contextvars.ContextVar("contextjudge_llama_index_sink",
+                                                                            default=None)
+
+_METHODS = {
+    "query": frozenset({"query", "aquery"}),
+    "retrieve": frozenset({"retrieve", "aretrieve"}),
+    "chat": frozenset({"chat", "achat", "stream_chat", "astream_chat"}),
+}
+_BASES = {"BaseQueryEngine": "query", "BaseRetriever": "retrieve", "BaseChatEngine": "chat"}
+_WRITERS = frozenset({"write_response_to_history", "awrite_response_to_history"})
+_UUID_SUFFIX = 37  # "-" + str(uuid4())
+_SCORER_THREAD = "contextjudge-scorer"
+_GOLDEN_TAGS = ("contextjudge.golden_id", "golden_id")
+GOLDEN_INDEX_TAG = "contextjudge.golden_index"
+
+
+def _method_of(span_id: str) -> str:
+    return span_id[:-_UUID_SUFFIX].rpartition(".")[2]
+
+
+def _snapshot(nodes: Any) -> list[tuple[str, str | None, float | None, dict[str, Any]]]:
+    """(text, id, score, metadata) of each NodeWithScore, copied now: later postprocessors may mutate them."""
+    out = []
+    for n in nodes or ():
+        inner = getattr(n, "node", n)
+        try:
+            text = inner.get_content()
+        except Exception:  # noqa: BLE001 - an exotic node type; fall back to its text attribute
+            text = str(getattr(inner, "text", ""))
+        meta = getattr(inner, "metadata", None)
+        out.append((text, getattr(inner, "node_id", None), getattr(n, "score", None), dict(meta) if meta else {}))
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+def to_nodes(snap: list[tuple[str, str | None, float | None, dict[str, Any]]]) -> list[RetrievedNode]:
+    """RetrievedNodes (rank = list order) from a snapshot of NodeWithScores."""
+    return [RetrievedNode(text, id=nid, score=None if score is None else float(score),
+                          metadata={str(k): _jsonable(v) for k, v in meta.items()})
+            for text, nid, score, meta in snap]
+
+
+def _query_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return getattr(value, "query_str", None) or str(value)
+
+
+@dataclass
+class Record:
+    """What one outermost query, chat or retrieval call did, assembled from its spans and events."""
+
+    kind: str  # "query" | "chat" | "retrieve"
+    span_id: str
+    engine: str
+    input: str | None
+    started: float = field(default_factory=time.time)
+    retrievals: list[tuple[str | None, list]] = field(default_factory=list)  # top-level retrievals, in order
+    nested_retrievals: int = 0
+    reranks: list[list] = field(default_factory=list)
+    output: str | None = None
+    final: list | None = None  # the nodes handed to the LLM (response.source_nodes), when the response has them
+    streamed: bool = False
+    stream_completed: bool = True
+    latency_ms: float | None = None
+    golden_id: str | None = None
+    golden_index: int | None = None
+
+    @property
+    def retrieval_query(self) -> str | None:
+        """The question the (first) retrieval ran with: the rewritten standalone question in condense modes."""
+        return self.retrievals[0][0] if self.retrievals else None
+
+    @property
+    def retrieved(self) -> list | None:
+        """The retriever's ranking: the top-level retrieval, or all of them in order when there were several."""
+        if not self.retrievals:
+            return None
+        if len(self.retrievals) == 1:
+            return self.retrievals[0][1]
+        seen, out = set(), []
+        for _, snap in self.retrievals:
+            for item in snap:
+                key = item[1] or item[0]
+                if key not in seen:
+                    seen.add(key)
+                    out.append(item)
+        return out
+
+    def contexts(self) -> tuple[list[RetrievedNode] | None, dict[str, Any]]:
+        """The retrieval_context to score (the list that went to the LLM) and metadata describing the rankings."""
+        retrieved = self.retrieved
+        final = self.final if self.final else retrieved
+        meta: dict[str, Any] = {}
+        if final is None:
+            return None, meta
+        if retrieved is not None and [i[1] for i in retrieved] != [i[1] for i in final]:
+            meta["reranked"] = True
+            meta["retriever_ranking"] = [n.model_dump() for n in to_nodes(retrieved)]
+            meta["final_ranking_ids"] = [i[1] for i in final]
+        if self.reranks:
+            meta["reranker_rankings"] = [[i[1] for i in snap] for snap in self.reranks]
+        if len(self.retrievals) > 1:
+            meta["retrievals"] = [{"query": q, "ids": [i[1] for i in snap]} for q, snap in self.retrievals]
+        if self.nested_retrievals:
+            meta["nested_retrievals"] = self.nested_retrievals
+        return to_nodes(final), meta
+
+    def base_metadata(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {"source": "llama_index", "kind": self.kind, "engine": self.engine,
+                                "span_id": self.span_id}
+        if self.latency_ms is not None:
+            meta["latency_ms"] = round(self.latency_ms, 3)
+        if self.streamed:
+            meta["streamed"] = True
+            meta["stream_completed"] = self.stream_completed
+        return meta
+
+
+class Sink:
+    """Where finished records go: the global capture or an engine wrapper."""
+
+    def deliver(self, record: Record) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _Unit:
+    __slots__ = ("record", "sink", "t0", "done")
+
+    def __init__(self, record: Record, sink: Sink) -> None:
+        self.record = record
+        self.sink = sink
+        self.t0 = time.perf_counter()
+        self.done = False
+
+
+class _SpanHandler(BaseSpanHandler[Any]):
+    """Forwards span enter/exit/drop to the router; keeps no spans of its own (``open_spans`` stays empty)."""
+
+    _router: "Router" = PrivateAttr()
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ContextJudgeSpanHandler"
+
+    def span_enter(self, id_: str, bound_args: Any, instance: Any = None, parent_id: str | None = None,
+                   tags: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        try:
+            self._router.enter(id_, bound_args, instance, parent_id, tags)
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: llama_index span handler failed on enter")
+
+    def span_exit(self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any) -> None:
+        try:
+            self._router.exit(id_, instance, result)
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: llama_index span handler failed on exit")
+
+    def span_drop(self, id_: str, bound_args: Any, instance: Any = None, err: BaseException | None = None,
+                  **kwargs: Any) -> None:
+        try:
+            self._router.drop(id_, instance, err)
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: llama_index span handler failed on drop")
+
+    def new_span(self, id_: str, bound_args: Any, instance: Any = None, parent_span_id: str | None = None,
+                 tags: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        return None
+
+    def prepare_to_exit_span(self, id_: str, bound_args: Any, instance: Any = None, result: Any = None,
+                             **kwargs: Any) -> None:
+        return None
+
+    def prepare_to_drop_span(self, id_: str, bound_args: Any, instance: Any = None,
+                             err: BaseException | None = None, **kwargs: Any) -> None:
+        return None
+
+
+class _EventHandler(BaseEventHandler):
+    """Records retrieval and rerank events under the unit their span belongs to."""
+
+    _router: "Router" = PrivateAttr()
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ContextJudgeEventHandler"
+
+    def handle(self, event: Any, **kwargs: Any) -> None:
+        try:
+            self._router.event(event)
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: llama_index event handler failed")
+
+
+class Router:
+    """Owns the two root-dispatcher handlers and routes spans and events to units and units to sinks.
+
+    A process has one router (LlamaIndex's root dispatcher is process-global); its state is guarded by a lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._spans: dict[str, tuple[_Unit, bool, bool]] = {}  # span id -> (unit, is retrieval span, under one)
+        self._streams: dict[int, tuple[_Unit, Any]] = {}  # id(StreamingAgentChatResponse) -> unit awaiting its end
+        self._kinds: dict[type, str | None] = {}
+        self._users = 0
+        self.global_sink: Sink | None = None
+        self._span_handler: _SpanHandler | None = None
+        self._event_handler: _EventHandler | None = None
+
+    # ------------------------------------------------------------------------------------------ install
+    @property
+    def installed(self) -> bool:
+        return self._span_handler is not None
+
+    def acquire(self) -> None:
+        """One more user (the global capture or a wrapper) needs the handlers; install them on the first."""
+        with self._lock:
+            self._users += 1
+            if self._span_handler is None:
+                self._install()
+
+    def release(self) -> None:
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            if self._users == 0 and self._span_handler is not None:
+                self._uninstall()
+
+    def _install(self) -> None:
+        from llama_index.core.instrumentation import get_dispatcher  # noqa: PLC0415
+
+        sh, eh = _SpanHandler(), _EventHandler()
+        sh._router = self  # noqa: SLF001
+        eh._router = self  # noqa: SLF001
+        root = get_dispatcher()
+        # Remove handlers a previous router left behind (e.g. a module reload), then add ours once.
+        root.span_handlers = [h for h in root.span_handlers if not isinstance(h, _SpanHandler)
+                              and type(h).__name__ != "ContextJudgeSpanHandler"] + [sh]
+        root.event_handlers = [h for h in root.event_handlers if not isinstance(h, _EventHandler)
+                               and type(h).__name__ != "ContextJudgeEventHandler"] + [eh]
+        self._span_handler, self._event_handler = sh, eh
+
+    def _uninstall(self) -> None:
+        from llama_index.core.instrumentation import get_dispatcher  # noqa: PLC0415
+
+        root = get_dispatcher()
+        root.span_handlers = [h for h in root.span_handlers if h is not self._span_handler]
+        root.event_handlers = [h for h in root.event_handlers if h is not self._event_handler]
+        self._span_handler = self._event_handler = None
+        self._spans.clear()
+        self._streams.clear()
+
+    # ------------------------------------------------------------------------------------------ spans
+    def _kind(self, instance: Any, span_id: str) -> str | None:
+        if instance is None:
+            return None
+        cls = type(instance)
+        kind = self._kinds.get(cls, "?")
+        if kind == "?":
+            kind = None
+            if not getattr(cls, "_contextjudge_transparent", False):
+                for c in cls.__mro__:
+                    k = _BASES.get(c.__name__)
+                    if k is not None and c.__module__.startswith("llama_index."):
+                        kind = k
+                        break
+            self._kinds[cls] = kind
+        if kind is None or _method_of(span_id) not in _METHODS[kind]:
+            return None
+        return kind
+
+    def enter(self, id_: str, bound_args: Any, instance: Any, parent_id: str | None,
+              tags: dict[str, Any] | None) -> None:
+        parent = self._spans.get(parent_id) if parent_id is not None else None
+        if parent is not None:
+            is_ret = instance is not None and self._kind(instance, id_) == "retrieve"
+            with self._lock:
+                self._spans[id_] = (parent[0], is_ret, parent[1] or parent[2])
+            return
+        kind = self._kind(instance, id_)
+        if kind is None:
+            return
+        sink = current_sink.get() or self.global_sink
+        if sink is None:
+            return
+        if tags and (JUDGE_TAG in tags or "contextjudge.judge" in tags):
+            return  # a judge's own LlamaIndex traffic is never a test case
+        if threading.current_thread().name == _SCORER_THREAD:
+            return
+        args = getattr(bound_args, "arguments", {}) or {}
+        first = args.get("message", args.get("str_or_query_bundle"))
+        if first is None and args:
+            first = next(iter(args.values()))
+        record = Record(kind=kind, span_id=id_, engine=type(instance).__name__, input=_query_text(first))
+        if tags:
+            gid = next((tags[k] for k in _GOLDEN_TAGS if tags.get(k) is not None), None)
+            record.golden_id = None if gid is None else str(gid)
+            idx = tags.get(GOLDEN_INDEX_TAG)
+            record.golden_index = idx if isinstance(idx, int) else None
+        with self._lock:
+            self._spans[id_] = (_Unit(record, sink), kind == "retrieve", False)
+
+    def exit(self, id_: str, instance: Any, result: Any) -> None:
+        with self._lock:
+            entry = self._spans.pop(id_, None)
+        if self._streams and instance is not None and _method_of(id_) in _WRITERS:
+            with self._lock:
+                waiting = self._streams.pop(id(instance), None)
+            if waiting is not None:
+                unit, response = waiting
+                self._finish(unit, getattr(response, "response", None), getattr(response, "source_nodes", None))
+        if entry is None:
+            return
+        unit = entry[0]
+        if unit.record.span_id != id_:
+            return
+        self._root_exit(unit, result)
+
+    def drop(self, id_: str, instance: Any, err: BaseException | None) -> None:
+        with self._lock:
+            entry = self._spans.pop(id_, None)
+            waiting = self._streams.pop(id(instance), None) if self._streams and instance is not None else None
+        if waiting is not None:  # the stream failed while being written: that call produced no answer
+            self._discard(waiting[0], err)
+        if entry is not None and entry[0].record.span_id == id_:
+            self._discard(entry[0], err)
+
+    def _discard(self, unit: _Unit, err: BaseException | None) -> None:
+        unit.done = True
+        self._forget(unit)
+        logger.debug("contextjudge: %s %s raised %r; no test case captured", unit.record.engine,
+                     unit.record.kind, err)
+
+    def _forget(self, unit: _Unit) -> None:
+        with self._lock:
+            stale = [k for k, v in self._spans.items() if v[0] is unit]
+            for k in stale:
+                del self._spans[k]
+
+    # ------------------------------------------------------------------------------------------ events
+    def event(self, event: Any) -> None:
+        name = type(event).__name__
+        if name == "RetrievalEndEvent":
+            entry = self._spans.get(event.span_id) if event.span_id else None
+            if entry is None:
+                return
+            unit, _, nested = entry
+            if nested:
+                unit.record.nested_retrievals += 1
+                return
+            snap = _snapshot(event.nodes)
+            with self._lock:
+                unit.record.retrievals.append((_query_text(event.str_or_query_bundle), snap))
+        elif name == "ReRankEndEvent":
+            entry = self._spans.get(event.span_id) if event.span_id else None
+            if entry is not None:
+                snap = _snapshot(event.nodes)
+                with self._lock:
+                    entry[0].record.reranks.append(snap)
+
+    # ------------------------------------------------------------------------------------------ finishing
+    def _root_exit(self, unit: _Unit, result: Any) -> None:
+        record = unit.record
+        if record.kind == "retrieve":
+            self._finish(unit, None, None)
+            return
+        cls_name = type(result).__name__
+        if cls_name == "StreamingResponse" and getattr(result, "response_gen", None) is not None:
+            record.streamed = True
+            result.response_gen = _wrap_gen(result.response_gen,
+                                            lambda text, done: self._stream_done(unit, result, text, done))
+            self._forget(unit)
+            return
+        if cls_name == "AsyncStreamingResponse" and getattr(result, "response_gen", None) is not None:
+            record.streamed = True
+            result.response_gen = _wrap_agen(result.response_gen,
+                                             lambda text, done: self._stream_done(unit, result, text, done))
+            self._forget(unit)
+            return
+        if cls_name == "StreamingAgentChatResponse":
+            record.streamed = True
+            with self._lock:
+                if not getattr(result, "is_done", False):
+                    self._streams[id(result)] = (unit, result)
+                    return
+            self._finish(unit, getattr(result, "response", None), getattr(result, "source_nodes", None))
+            return
+        self._finish(unit, _response_text(result), getattr(result, "source_nodes", None))
+
+    def _stream_done(self, unit: _Unit, response: Any, text: str, completed: bool) -> None:
+        try:
+            unit.record.stream_completed = completed
+            self._finish(unit, text, getattr(response, "source_nodes", None))
+        except Exception:  # noqa: BLE001 - runs inside the user's iteration of the stream
+            logger.exception("contextjudge: could not finish a streamed llama_index response")
+
+    def _finish(self, unit: _Unit, output: Any, source_nodes: Any) -> None:
+        if unit.done:
+            return
+        unit.done = True
+        record = unit.record
+        record.latency_ms = (time.perf_counter() - unit.t0) * 1000.0
+        record.output = None if output is None else str(output)
+        if source_nodes:
+            record.final = _snapshot(source_nodes)
+        self._forget(unit)
+        try:
+            unit.sink.deliver(record)
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: could not turn a llama_index %s into a test case", record.kind)
+
+
+def _response_text(result: Any) -> str | None:
+    if result is None:
+        return None
+    resp = getattr(result, "response", None)
+    if isinstance(resp, str):
+        return resp
+    if resp is not None:
+        dump = getattr(resp, "model_dump_json", None)
+        return dump() if callable(dump) else str(resp)
+    if isinstance(result, str):
+        return result
+    return None
+
+
+def _wrap_gen(gen: Iterator[str], on_done: Callable[[str, bool], None]) -> Iterator[str]:
+    """Yield what ``gen`` yields; when it ends (or is closed), report the text it produced."""
+    parts: list[str] = []
+    completed = False
+    try:
+        for token in gen:
+            parts.append(token)
+            yield token
+        completed = True
+    finally:
+        on_done("".join(parts), completed)
+
+
+async def _wrap_agen(agen: AsyncIterator[str], on_done: Callable[[str, bool], None]) -> AsyncIterator[str]:
+    parts: list[str] = []
+    completed = False
+    try:
+        async for token in agen:
+            parts.append(token)
+            yield token
+        completed = True
+    finally:
+        on_done("".join(parts), completed)
+
+
+router = Router()

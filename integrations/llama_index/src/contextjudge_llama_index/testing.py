@@ -1,0 +1,203 @@
+"""Offline LlamaIndex components for tests, examples and benchmarks: no network, no model files, deterministic.
+
+- ``KeywordEmbedding``: a hashing bag-of-words embedding, so that ``VectorStoreIndex`` ranks by shared words
+  (``MockEmbedding`` returns a constant vector, which makes every similarity tie).
+- ``ExtractiveLLM``: a ``CustomLLM`` that answers with the context sentence sharing the most words with the question,
+  and rewrites follow-up questions into standalone ones for the condense chat modes.
+- ``ReverseReranker`` and ``KeywordReranker``: node postprocessors that change the retriever's order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.llms.custom import CustomLLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from pydantic import Field
+
+__all__ = ["ExtractiveLLM", "KeywordEmbedding", "KeywordReranker", "ReverseReranker", "content_words"]
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an and are as at be by can do does did for from get gets got has have how i if in is it its many may me much "
+    "my of on or our so than that the their them there these they this to us was we what when where which who why "
+    "will with would you your about after any also all".split()
+)
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased content words of ``text``, with a crude plural fold ("days" -> "day")."""
+    out = []
+    for w in _WORD.findall((text or "").lower()):
+        if w in _STOP or len(w) < 2:
+            continue
+        if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+            w = w[:-1]
+        out.append(w)
+    return out
+
+
+class KeywordEmbedding(BaseEmbedding):
+    """A deterministic hashing bag-of-words embedding: cosine similarity grows with shared content words."""
+
+    dim: int = Field(default=512, description="Number of hash buckets.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "KeywordEmbedding"
+
+    def _embed(self, text: str) -> list[float]:
+        vec = [0.0] * self.dim
+        for w in content_words(text):
+            vec[zlib.crc32(w.encode()) % self.dim] += 1.0
+        norm = math.sqrt(sum(v * v for v in vec))
+        if norm == 0:
+            vec[0] = 1e-6
+            return vec
+        return [v / norm for v in vec]
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._embed(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._embed(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._embed(text)
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        return self._embed(text)
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _best_sentence(question: str, context: str) -> str:
+    want = set(content_words(question))
+    best, best_score = "", 0
+    for line in context.splitlines():
+        for sent in _SENTENCE.split(line.strip()):
+            sent = sent.strip()
+            if not sent or ":" in sent[:25] and sent.split(":", 1)[0].strip() in ("file_path", "doc_id", "title"):
+                continue
+            score = len(want & set(content_words(sent)))
+            if score > best_score:
+                best, best_score = sent, score
+    return best or "I don't know."
+
+
+class ExtractiveLLM(CustomLLM):
+    """An offline LLM: answers with the best-matching context sentence; rewrites follow-ups as standalone questions.
+
+    It understands LlamaIndex's default question-answering, condense and context-chat prompts. ``delay`` (seconds)
+    simulates a model's latency.
+    """
+
+    delay: float = 0.0
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ExtractiveLLM"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="extractive-offline", is_chat_model=False)
+
+    def answer(self, prompt: str) -> str:
+        """The completion for ``prompt``."""
+        condensed = self._condense(prompt)
+        if condensed is not None:
+            return condensed
+        question, context = self._split(prompt)
+        return _best_sentence(question, context)
+
+    @staticmethod
+    def _condense(prompt: str) -> str | None:
+        m = re.search(r"Follow Up Input:\s*(.*?)\s*\n?\s*Standalone question:", prompt, re.S) or re.search(
+            r"<Follow Up Message>\s*(.*?)\s*<Standalone question>", prompt, re.S)
+        if not m:
+            return None
+        follow_up = m.group(1).strip()
+        history = prompt[: m.start()]
+        users = re.findall(r"(?:^|\n)\s*(?:user|Human):\s*(.*)", history)
+        if not users:
+            return follow_up
+        extra = [w for w in content_words(users[-1]) if w not in set(content_words(follow_up))]
+        return f"{follow_up.rstrip('?')} ({' '.join(extra)})?" if extra else follow_up
+
+    @staticmethod
+    def _split(prompt: str) -> tuple[str, str]:
+        m = re.search(r"Query:\s*(.*?)\s*\nAnswer:", prompt, re.S)
+        if m:
+            ctx = re.search(r"-{5,}\n(.*?)\n-{5,}", prompt, re.S)
+            return m.group(1), ctx.group(1) if ctx else prompt[: m.start()]
+        users = list(re.finditer(r"(?:^|\n)user:\s*(.*)", prompt))
+        if users:
+            question = users[-1].group(1)
+            ctx = re.search(r"context:\s*\n(.*?)\n\s*Instruction:", prompt, re.S)
+            return question, ctx.group(1) if ctx else prompt[: users[-1].start()]
+        return prompt, prompt
+
+    def _sleep(self) -> None:
+        if self.delay:
+            import time  # noqa: PLC0415
+
+            time.sleep(self.delay)
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self._sleep()
+        return CompletionResponse(text=self.answer(prompt))
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        self._sleep()
+        text = self.answer(prompt)
+
+        def gen() -> CompletionResponseGen:
+            acc = ""
+            for i, word in enumerate(text.split(" ")):
+                delta = word if i == 0 else " " + word
+                acc += delta
+                yield CompletionResponse(text=acc, delta=delta)
+
+        return gen()
+
+
+class ReverseReranker(BaseNodePostprocessor):
+    """Reverses the retriever's order (a stand-in for a reranker that disagrees with the retriever)."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ReverseReranker"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+                           ) -> list[NodeWithScore]:
+        return list(reversed(nodes))
+
+
+class KeywordReranker(BaseNodePostprocessor):
+    """Reorders nodes by the number of the query's content words they contain; keeps the best ``top_n``."""
+
+    top_n: int = 3
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "KeywordReranker"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+                           ) -> list[NodeWithScore]:
+        want = set(content_words(query_bundle.query_str if query_bundle else ""))
+
+        def key(n: NodeWithScore) -> int:
+            return -len(want & set(content_words(n.node.get_content())))
+
+        ranked = sorted(nodes, key=key)[: self.top_n]
+        return [NodeWithScore(node=n.node, score=float(-key(n))) for n in ranked]

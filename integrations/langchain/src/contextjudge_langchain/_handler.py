@@ -26,7 +26,7 @@ from langchain_core.tracers.base import BaseTracer
 from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
 from contextjudge.capture import CaptureScorer, CapturedCase
 
-from ._assemble import question_of, retrievals, text_of_output, thread_id_of, walk
+from ._assemble import THREAD_KEYS, question_of, retrievals, text_of_output, thread_id_of, walk
 
 __all__ = ["METRIC_RESULT_EVENT", "ContextJudgeCallbackHandler"]
 
@@ -45,6 +45,7 @@ class _Target:
     handlers: list[Any]
     tags: list[str]
     metadata: dict[str, Any]
+    thread_id: str | None = None  # from config["configurable"], which LangChain keeps out of run metadata
 
 
 @dataclass
@@ -216,8 +217,11 @@ class ContextJudgeCallbackHandler(BaseTracer):
         manager = config.get("callbacks") if config else None
         if not isinstance(manager, BaseCallbackManager) or manager.parent_run_id != parent_run_id:
             return
+        configurable = config.get("configurable") or {}
+        thread = next((str(configurable[k]) for k in THREAD_KEYS
+                       if isinstance(configurable.get(k), (str, int)) and str(configurable[k])), None)
         self._targets[root_id] = _Target(list(manager.inheritable_handlers), list(manager.inheritable_tags),
-                                         dict(manager.inheritable_metadata))
+                                         dict(manager.inheritable_metadata), thread)
         while len(self._targets) > _MAX_TARGETS:
             self._targets.popitem(last=False)
 
@@ -247,6 +251,10 @@ class ContextJudgeCallbackHandler(BaseTracer):
             item.case.id = captured.case_id
             self.scorer.submit(captured)
         thread_id = thread_id_of(runs)
+        if thread_id is None:
+            with self._lock:
+                target = self._targets.get(root_id)
+            thread_id = target.thread_id if target is not None else None
         if thread_id is not None and root.run_type not in ("llm", "chat_model"):
             self._add_turn(thread_id, root, found, golden_id)
 

@@ -20,7 +20,12 @@ from contextjudge_langchain import ContextJudgeCallbackHandler
 from contextjudge_langchain import _handler as handler_module
 from contextjudge_langchain.testing import ExtractiveChatModel
 
-from conftest import PROMPT, fmt
+PROMPT = ChatPromptTemplate.from_messages(
+    [("human", "Answer from the context only.\nContext:\n{context}\n\nQuestion: {question}")])
+
+
+def fmt(docs: list[Document]) -> str:
+    return "\n\n".join(d.page_content for d in docs)
 
 
 def off() -> ContextJudgeCallbackHandler:

@@ -285,8 +285,8 @@ def test_a_failed_write_is_rolled_back_whole(store):
     # a crash after the result row is written but before its verdicts are must leave no trace of either
     original = store._upsert
 
-    def upsert_then_fail(conn, table, row, keys):
-        original(conn, table, row, keys)
+    def upsert_then_fail(conn, row):
+        original(conn, row)
         raise RuntimeError("simulated crash mid-transaction")
 
     store._upsert = upsert_then_fail

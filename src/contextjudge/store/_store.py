@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from sqlalchemy import and_, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import and_, bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
@@ -194,6 +194,29 @@ class ResultsStore:
         if version < S.SCHEMA_VERSION:  # pragma: no cover - no older schema exists yet
             self._migrate(version)
         self.schema_version = S.SCHEMA_VERSION
+        self._q = self._statements()
+
+    def _statements(self) -> dict[str, Any]:
+        """Every write statement, built once with bind parameters so SQLAlchemy compiles each only once."""
+        def ignore(table: Any, keys: list[str]) -> Any:
+            return self._dialect_insert(table).on_conflict_do_nothing(index_elements=keys)
+
+        res_keys = ["run_id", "case_key", "metric"]
+        ins = self._dialect_insert(S.results)
+        upsert = ins.on_conflict_do_update(
+            index_elements=res_keys, set_={c.name: ins.excluded[c.name] for c in S.results.c if c.name not in res_keys})
+        return {
+            "case": ignore(S.cases, ["run_id", "case_key"]),
+            "node": ignore(S.nodes, ["run_id", "case_key", "turn", "rank"]),
+            "result": upsert,
+            "verdicts_delete": delete(S.verdicts).where(and_(
+                S.verdicts.c.run_id == bindparam("b_run"), S.verdicts.c.case_key == bindparam("b_key"),
+                S.verdicts.c.metric == bindparam("b_metric"))),
+            "verdict": insert(S.verdicts),
+            "call": insert(S.judge_calls),
+            "cache_get": select(S.verdict_cache.c.value).where(S.verdict_cache.c.key == bindparam("b_key")),
+            "cache_put": ignore(S.verdict_cache, ["key"]),
+        }
 
     def _migrate(self, version: int) -> None:  # pragma: no cover - no older schema exists yet
         raise StoreError(f"the store has schema version {version} and no migration to {S.SCHEMA_VERSION} exists.")
@@ -234,27 +257,14 @@ class ResultsStore:
             from sqlalchemy.dialects.sqlite import insert as sqlite_insert  # noqa: PLC0415
 
             return sqlite_insert(table)
-        return None
+        raise StoreError(f"the store supports SQLite and PostgreSQL, not {name!r}: pass a file path or a "
+                         "postgresql+psycopg:// URL.")
 
     def _insert_ignore(self, conn: Connection, table: Any, row: dict[str, Any], keys: list[str]) -> None:
-        stmt = self._dialect_insert(table)
-        if stmt is not None:
-            conn.execute(stmt.values(**row).on_conflict_do_nothing(index_elements=keys))
-            return
-        cond = and_(*(table.c[k] == row[k] for k in keys))  # pragma: no cover - other dialects
-        if conn.execute(select(func.count()).select_from(table).where(cond)).scalar() == 0:  # pragma: no cover
-            conn.execute(insert(table).values(**row))
+        conn.execute(self._dialect_insert(table).values(**row).on_conflict_do_nothing(index_elements=keys))
 
-    def _upsert(self, conn: Connection, table: Any, row: dict[str, Any], keys: list[str]) -> None:
-        stmt = self._dialect_insert(table)
-        if stmt is not None:
-            stmt = stmt.values(**row)
-            changes = {k: stmt.excluded[k] for k in row if k not in keys}
-            conn.execute(stmt.on_conflict_do_update(index_elements=keys, set_=changes))
-            return
-        cond = and_(*(table.c[k] == row[k] for k in keys))  # pragma: no cover - other dialects
-        conn.execute(delete(table).where(cond))  # pragma: no cover
-        conn.execute(insert(table).values(**row))  # pragma: no cover
+    def _upsert(self, conn: Connection, row: dict[str, Any]) -> None:
+        conn.execute(self._q["result"], row)
 
     def _guard(self, what: str) -> "_Guard":
         return _Guard(self, what)
@@ -323,13 +333,9 @@ class ResultsStore:
                                   "node_id": node.id, "text": node.text, "score": node.score,
                                   "node_metadata": _dumps(node.metadata or {})})
         with self._guard("save a test case"), self._begin() as conn:
-            exists = conn.execute(select(S.cases.c.case_key).where(
-                and_(S.cases.c.run_id == run_id, S.cases.c.case_key == key))).first()
-            if exists is not None:
-                return
-            self._insert_ignore(conn, S.cases, row, ["run_id", "case_key"])
-            for nr in node_rows:
-                self._insert_ignore(conn, S.nodes, nr, ["run_id", "case_key", "turn", "rank"])
+            conn.execute(self._q["case"], row)
+            if node_rows:
+                conn.execute(self._q["node"], node_rows)
 
     def save_result(self, run_id: str, key: str, result: MetricResult) -> None:
         """Keep one metric result with its verdicts, replacing an earlier result of the same metric on this case."""
@@ -349,11 +355,10 @@ class ResultsStore:
                           "statement": v.get("statement"), "verdict": None if v.get("verdict") is None
                           else str(v.get("verdict")), "reason": v.get("reason"), "data": _dumps(v)})
         with self._guard("save a metric result"), self._begin() as conn:
-            cond = and_(S.verdicts.c.run_id == run_id, S.verdicts.c.case_key == key, S.verdicts.c.metric == result.name)
-            conn.execute(delete(S.verdicts).where(cond))
-            self._upsert(conn, S.results, row, ["run_id", "case_key", "metric"])
+            conn.execute(self._q["verdicts_delete"], {"b_run": run_id, "b_key": key, "b_metric": result.name})
+            self._upsert(conn, row)
             if vrows:
-                conn.execute(insert(S.verdicts), vrows)
+                conn.execute(self._q["verdict"], vrows)
 
     def save_judge_call(self, run_id: str, event: dict[str, Any]) -> None:
         """Keep one judge call's usage: tokens, seconds, whether the cache answered it."""
@@ -363,7 +368,7 @@ class ResultsStore:
                "input_tokens": int(u.input_tokens), "output_tokens": int(u.output_tokens),
                "seconds": float(u.seconds), "cost": u.cost, "created_at": time.time()}
         with self._guard("save a judge call"), self._begin() as conn:
-            conn.execute(insert(S.judge_calls).values(**row))
+            conn.execute(self._q["call"], row)
 
     def end_run(self, run_id: str, summary: dict[str, Any]) -> None:
         """Mark ``run_id`` finished and keep its summary."""
@@ -375,14 +380,13 @@ class ResultsStore:
     def get_verdict(self, key: str) -> dict[str, Any] | None:
         """A cached judge answer, or None."""
         with self._guard("read the verdict cache"), self._begin(write=False) as conn:
-            row = conn.execute(select(S.verdict_cache.c.value).where(S.verdict_cache.c.key == key)).first()
+            row = conn.execute(self._q["cache_get"], {"b_key": key}).first()
         return None if row is None else _loads(row[0])
 
     def put_verdict(self, key: str, value: dict[str, Any]) -> None:
         """Cache a judge answer for every later run that uses this store."""
         with self._guard("write the verdict cache"), self._begin() as conn:
-            self._insert_ignore(conn, S.verdict_cache, {"key": key, "value": _dumps(value),
-                                                        "created_at": time.time()}, ["key"])
+            conn.execute(self._q["cache_put"], {"key": key, "value": _dumps(value), "created_at": time.time()})
 
     # ------------------------------------------------------------------------------------------ reading back
     def list_runs(self) -> list[RunInfo]:

@@ -182,7 +182,7 @@ class _Unit:
         self.done = False
 
 
-class _SpanHandler(BaseSpanHandler[Any]):
+class ContextJudgeSpanHandler(BaseSpanHandler[Any]):
     """Forwards span enter/exit/drop to the router; keeps no spans of its own (``open_spans`` stays empty)."""
 
     _router: "Router" = PrivateAttr()
@@ -224,7 +224,7 @@ class _SpanHandler(BaseSpanHandler[Any]):
         return None
 
 
-class _EventHandler(BaseEventHandler):
+class ContextJudgeEventHandler(BaseEventHandler):
     """Records retrieval and rerank events under the unit their span belongs to."""
 
     _router: "Router" = PrivateAttr()
@@ -253,8 +253,8 @@ class Router:
         self._kinds: dict[type, str | None] = {}
         self._users = 0
         self.global_sink: Sink | None = None
-        self._span_handler: _SpanHandler | None = None
-        self._event_handler: _EventHandler | None = None
+        self._span_handler: ContextJudgeSpanHandler | None = None
+        self._event_handler: ContextJudgeEventHandler | None = None
 
     # ------------------------------------------------------------------------------------------ install
     @property
@@ -277,15 +277,13 @@ class Router:
     def _install(self) -> None:
         from llama_index.core.instrumentation import get_dispatcher  # noqa: PLC0415
 
-        sh, eh = _SpanHandler(), _EventHandler()
+        sh, eh = ContextJudgeSpanHandler(), ContextJudgeEventHandler()
         sh._router = self  # noqa: SLF001
         eh._router = self  # noqa: SLF001
         root = get_dispatcher()
         # Remove handlers a previous router left behind (e.g. a module reload), then add ours once.
-        root.span_handlers = [h for h in root.span_handlers if not isinstance(h, _SpanHandler)
-                              and type(h).__name__ != "ContextJudgeSpanHandler"] + [sh]
-        root.event_handlers = [h for h in root.event_handlers if not isinstance(h, _EventHandler)
-                               and type(h).__name__ != "ContextJudgeEventHandler"] + [eh]
+        root.span_handlers = [h for h in root.span_handlers if type(h).__name__ != "ContextJudgeSpanHandler"] + [sh]
+        root.event_handlers = [h for h in root.event_handlers if type(h).__name__ != "ContextJudgeEventHandler"] + [eh]
         self._span_handler, self._event_handler = sh, eh
 
     def _uninstall(self) -> None:

@@ -9,13 +9,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 import re
 import zlib
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
+from llama_index.core.base.llms.types import (
+    CompletionResponse,
+    CompletionResponseAsyncGen,
+    CompletionResponseGen,
+    LLMMetadata,
+)
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -67,6 +74,7 @@ class KeywordEmbedding(BaseEmbedding):
         return self._embed(query)
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
+        await asyncio.sleep(0)  # let concurrent queries interleave, as a remote embedding would
         return self._embed(query)
 
     def _get_text_embedding(self, text: str) -> list[float]:
@@ -79,13 +87,18 @@ class KeywordEmbedding(BaseEmbedding):
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
+_METADATA_LINE = re.compile(r"^\s*[\w.-]+:\s*\S+(\s+\S+){0,3}\s*$")  # "topic: vacation", as LlamaIndex prints metadata
+
+
 def _best_sentence(question: str, context: str) -> str:
     want = set(content_words(question))
     best, best_score = "", 0
     for line in context.splitlines():
+        if _METADATA_LINE.match(line):
+            continue
         for sent in _SENTENCE.split(line.strip()):
             sent = sent.strip()
-            if not sent or ":" in sent[:25] and sent.split(":", 1)[0].strip() in ("file_path", "doc_id", "title"):
+            if not sent:
                 continue
             score = len(want & set(content_words(sent)))
             if score > best_score:
@@ -97,7 +110,7 @@ class ExtractiveLLM(CustomLLM):
     """An offline LLM: answers with the best-matching context sentence; rewrites follow-ups as standalone questions.
 
     It understands LlamaIndex's default question-answering, condense and context-chat prompts. ``delay`` (seconds)
-    simulates a model's latency.
+    simulates a model's latency (``asyncio.sleep`` on the async paths, so concurrent calls interleave).
     """
 
     delay: float = 0.0
@@ -147,8 +160,6 @@ class ExtractiveLLM(CustomLLM):
 
     def _sleep(self) -> None:
         if self.delay:
-            import time  # noqa: PLC0415
-
             time.sleep(self.delay)
 
     @llm_completion_callback()
@@ -166,6 +177,27 @@ class ExtractiveLLM(CustomLLM):
             for i, word in enumerate(text.split(" ")):
                 delta = word if i == 0 else " " + word
                 acc += delta
+                yield CompletionResponse(text=acc, delta=delta)
+
+        return gen()
+
+    @llm_completion_callback()
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        await asyncio.sleep(self.delay)
+        return CompletionResponse(text=self.answer(prompt))
+
+    @llm_completion_callback()
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any
+                               ) -> CompletionResponseAsyncGen:
+        await asyncio.sleep(self.delay)
+        text = self.answer(prompt)
+
+        async def gen() -> CompletionResponseAsyncGen:
+            acc = ""
+            for i, word in enumerate(text.split(" ")):
+                delta = word if i == 0 else " " + word
+                acc += delta
+                await asyncio.sleep(0)
                 yield CompletionResponse(text=acc, delta=delta)
 
         return gen()

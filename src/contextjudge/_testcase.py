@@ -3,6 +3,10 @@
 ``LLMTestCase`` is one question with its ranked retrieval; ``ConversationalTestCase`` is a conversation whose
 assistant turns may each carry their own retrieval. ``RetrievedNode`` is one ranked item of a retrieval; plain
 strings are accepted wherever a node is and become nodes. Ranks are the list order.
+
+Images (``contextjudge.multimodal.MLLMImage``) may appear inside any text field as f-string tokens, as the items of
+a list given for a text field (DeepEval's multimodal list form), as separate ``retrieval_context`` items, or as a
+``RetrievedNode(text, images=[...])``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import InvalidTestCaseError
+from .multimodal import IMAGE_ALTS_KEY, IMAGES_KEY, MLLMImage, find_images, join_images, to_image
 
 __all__ = ["ConversationalTestCase", "LLMTestCase", "RetrievedNode", "Turn"]
 
@@ -31,6 +36,9 @@ class RetrievedNode(BaseModel):
     def __init__(self, text: str | None = None, /, **data: Any) -> None:
         if text is not None:
             data["text"] = text
+        images = data.pop("images", None)
+        if images:
+            data["metadata"] = _with_images(data.get("metadata"), images)
         try:
             super().__init__(**data)
         except ValidationError as exc:
@@ -43,6 +51,49 @@ class RetrievedNode(BaseModel):
 
     def __str__(self) -> str:
         return self.text
+
+    def images_from_metadata(self) -> list[MLLMImage]:
+        """The images attached to this node in its metadata (``images=`` or capture), as ``MLLMImage`` objects."""
+        srcs = self.metadata.get(IMAGES_KEY) if self.metadata else None
+        if not isinstance(srcs, list) or not srcs:
+            return []
+        alts = self.metadata.get(IMAGE_ALTS_KEY) or []
+        out = []
+        for i, src in enumerate(srcs):
+            img = to_image(src)
+            alt = alts[i] if i < len(alts) else None
+            if alt and not img.alt:
+                img.alt = alt
+            out.append(img)
+        return out
+
+    @property
+    def images(self) -> list[MLLMImage]:
+        """Every image of this node: those in its metadata, then those written into its text."""
+        return [*self.images_from_metadata(), *find_images(self.text)]
+
+
+def _with_images(metadata: Any, images: Any) -> dict[str, Any]:
+    """``metadata`` plus ``images`` under the keys the metrics read (URLs or data URLs, and their alt texts)."""
+    if not isinstance(images, (list, tuple)):
+        images = [images]
+    try:
+        imgs = [to_image(i) for i in images]
+    except ValueError as exc:
+        raise InvalidTestCaseError(f"RetrievedNode.images: {exc}", field="images") from None
+    meta = dict(metadata or {})
+    srcs = list(meta.get(IMAGES_KEY) or [])
+    alts = list(meta.get(IMAGE_ALTS_KEY) or [None] * len(srcs))
+    srcs += [i.src for i in imgs]
+    alts += [i.alt for i in imgs]
+    meta[IMAGES_KEY] = srcs
+    if any(alts):
+        meta[IMAGE_ALTS_KEY] = alts
+    return meta
+
+
+def _is_image(value: Any) -> bool:
+    return isinstance(value, MLLMImage)
 
 
 def _friendly(exc: ValidationError, owner: str) -> InvalidTestCaseError:
@@ -80,6 +131,8 @@ def _to_nodes(value: Any, field: str) -> list[RetrievedNode] | None:
     for i, item in enumerate(value):
         if isinstance(item, RetrievedNode):
             nodes.append(item)
+        elif _is_image(item):  # an image on its own: a node with no text of its own (its alt text travels with it)
+            nodes.append(RetrievedNode("", images=[item]))
         elif isinstance(item, str):
             nodes.append(RetrievedNode(item))
         elif isinstance(item, dict) and "text" in item:
@@ -108,6 +161,11 @@ class _Base(BaseModel):
 
 
 def _check_text(v: Any, field: str, *, required: bool) -> Any:
+    if _is_image(v):
+        return str(v)
+    if isinstance(v, (list, tuple)) and any(_is_image(p) for p in v) and \
+            all(isinstance(p, str) or _is_image(p) for p in v):
+        return " ".join(str(p) for p in v)  # DeepEval's multimodal list form: text and images in order
     if v is None:
         if required:
             raise InvalidTestCaseError(f"{field} is required: pass a non-empty string.", field=field)
@@ -133,7 +191,7 @@ class LLMTestCase(_Base):
     @field_validator("input", mode="before")
     @classmethod
     def _input(cls, v: Any) -> Any:
-        _check_text(v, "input", required=True)
+        v = _check_text(v, "input", required=True)
         if not v.strip():
             raise InvalidTestCaseError("input is empty: pass the user's question as a non-empty string.", field="input")
         return v
@@ -152,7 +210,9 @@ class LLMTestCase(_Base):
     @classmethod
     def _context(cls, v: Any) -> Any:
         nodes = _to_nodes(v, "context")
-        return None if nodes is None else [n.text for n in nodes]
+        if nodes is None:
+            return None
+        return [join_images(n.text, n.images_from_metadata()) for n in nodes]
 
     def fingerprint(self) -> str:
         """A stable hash of the judged content, used to recognise the same case across runs."""

@@ -85,6 +85,8 @@ class FakeJudge(BaseChatModel):
     model_name: str = "fake-judge"
     delay: float = 0.0
     """Seconds each call takes (to exercise timeouts and concurrency)."""
+    supports_images: bool = False
+    """Whether metrics may send this judge images (a multimodal judge); each call records them in ``images``."""
 
     _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -148,7 +150,7 @@ class FakeJudge(BaseChatModel):
             self._calls.append({"task": request.task if request else None, "method": method,
                                 "ids": [i.id for i in request.items] if request else [], "prompt": prompt,
                                 "metric": request.metric if request else None, "messages": messages,
-                                "tags": list(tags or [])})
+                                "tags": list(tags or []), "images": _image_blocks(messages)})
         failure = self._next_failure()
         if failure is not None:
             raise failure
@@ -203,6 +205,15 @@ class FakeJudge(BaseChatModel):
     def count(self, task: str | None = None) -> int:
         """How many calls were made (of ``task``, when given)."""
         return sum(1 for c in self._calls if task is None or c["task"] == task)
+
+
+def _image_blocks(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    """The image content blocks of ``messages`` (LangChain standard ``image`` or OpenAI-style ``image_url``)."""
+    out = []
+    for m in messages:
+        if isinstance(m.content, list):
+            out += [b for b in m.content if isinstance(b, dict) and b.get("type") in ("image", "image_url")]
+    return out
 
 
 def _iter(x: Iterable[Any] | None) -> list[Any]:

@@ -14,7 +14,9 @@ from .._protocol import Item
 from .._result import MetricResult, Usage
 from .._retry import JudgeOptions
 from .._testcase import ConversationalTestCase, LLMTestCase, RetrievedNode
-from ..errors import ContextJudgeError, InvalidTestCaseError, JudgeError, MissingTestCaseParamsError
+from ..errors import ContextJudgeError, InvalidTestCaseError, JudgeError, JudgeUnavailableError, \
+    MissingTestCaseParamsError
+from ..multimodal import ImageRequests, judge_supports_images, judge_view
 
 __all__ = ["BaseMetric", "Outcome"]
 
@@ -52,6 +54,9 @@ class BaseMetric:
     ``verbose_mode`` (verdicts to ``verbose_logs`` and the ``contextjudge`` logger), ``evaluation_template``.
     ``llm_reason=True`` asks the judge for a written summary (one extra call); by default the reason is composed
     from the verdicts for free. ``judge_options`` tunes retries, timeouts, concurrency and request size.
+    ``judge_supports_images`` says whether the judge can be sent images (None: decided by
+    ``contextjudge.multimodal.judge_supports_images``); a case with images and a text-only judge is refused before
+    any call.
     """
 
     name: ClassVar[str] = "Metric"
@@ -72,6 +77,7 @@ class BaseMetric:
         *,
         llm_reason: bool = False,
         judge_options: JudgeOptions | None = None,
+        judge_supports_images: bool | None = None,
     ) -> None:
         if not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) <= 1.0:
             raise ValueError(f"{self.name}: threshold must be a number between 0 and 1, got {threshold!r}.")
@@ -85,6 +91,7 @@ class BaseMetric:
         self.evaluation_template = evaluation_template or self.default_template
         self.llm_reason = llm_reason
         self.judge_options = judge_options
+        self.judge_supports_images = judge_supports_images
         # last result of measure(), for standalone use only
         self.score: float | None = None
         self.reason: str | None = None
@@ -138,10 +145,29 @@ class BaseMetric:
             ctx = RunContext(options=self.judge_options or RunContext().options)
         return ctx
 
+    def _check_images(self, found: list[tuple[str, str, Any]]) -> bool:
+        """True when this metric will send images; raises when its judge cannot take them (before any call)."""
+        used = {"input", "retrieval_context", "context", *self.required_params}
+        relevant = [(where, img) for field, where, img in found if self.conversational or field in used]
+        if not relevant:
+            return False
+        if judge_supports_images(self.model, self.judge_supports_images):
+            return True
+        spots = sorted(dict.fromkeys(where for where, _ in relevant), key=lambda w: "retrieval_context" not in w)
+        shown = ", ".join(spots[:3]) + (f" and {len(spots) - 3} more" if len(spots) > 3 else "")
+        raise JudgeUnavailableError(
+            f"{self.name}: the judge {judge_name(self.model)!r} cannot take images, but this case has images in "
+            f"{shown}. Use a vision-capable judge (for example model='gpt-4.1-mini'), pass "
+            "judge_supports_images=True to the metric if this judge can read images, or use model='local', which "
+            "judges the text and alt text around images.")
+
     async def _run(self, test_case: Any) -> MetricResult:
         self.check(test_case)
-        client = JudgeClient(self.model, self.evaluation_template, self._context())
-        outcome = await self._compute(test_case, client)
+        view, found = judge_view(test_case)
+        client: Any = JudgeClient(self.model, self.evaluation_template, self._context())
+        if found and self._check_images(found):
+            client = ImageRequests(client)
+        outcome = await self._compute(view, client)
         return await self._finish(outcome, client)
 
     async def _finish(self, outcome: Outcome, client: JudgeClient) -> MetricResult:

@@ -1,0 +1,630 @@
+"""Images in test cases: ``MLLMImage``, the placeholder token it leaves in f-strings, and how judges receive images.
+
+Write an image into any text field the way DeepEval users do::
+
+    LLMTestCase(input=f"Which landmark is this? {MLLMImage(url='https://example.com/tower.jpg')}", ...)
+
+``str(image)`` (and so an f-string) gives a placeholder token, ``[[contextjudge:image:...]]``, that carries the
+image itself (its URL or data URL, and its alt text), so a string keeps its images wherever it goes: through
+pydantic, the results store, pickling or a copy. ``split_images(text)`` finds the tokens again and returns the text
+with readable markers (``[image 1]``, ``[image 1: alt text]``) and the images.
+
+An image can also be a separate ``retrieval_context`` item, or a ``RetrievedNode(text, images=[...])``; capture
+integrations turn image documents into such nodes with ``node_from_image_metadata`` and
+``node_from_llama_image_node``.
+
+How judges get images: every metric replaces the tokens in what it sends with markers and attaches the images to
+the judge request, so a multimodal LangChain chat model receives them as image content blocks. A judge that cannot
+take images is refused before any call (see ``judge_supports_images`` for the rule). The embedded judge takes image
+requests but reads only text: it judges the text around an image and its alt text or caption.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import mimetypes
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable
+from urllib.parse import unquote, urlparse
+
+__all__ = [
+    "IMAGES_KEY",
+    "IMAGE_ALTS_KEY",
+    "MLLMImage",
+    "find_images",
+    "has_images",
+    "image_from_metadata",
+    "judge_supports_images",
+    "marker_alt_texts",
+    "node_from_image_metadata",
+    "node_from_llama_image_node",
+    "split_images",
+    "text_judge_note",
+]
+
+logger = logging.getLogger("contextjudge")
+
+IMAGES_KEY = "_contextjudge_images"
+"""RetrievedNode metadata key: the node's images, as URLs or data URLs (what ``Item.images`` carries)."""
+IMAGE_ALTS_KEY = "_contextjudge_image_alts"
+"""RetrievedNode metadata key: the alt text or caption of each image in ``IMAGES_KEY`` (same order; may be None)."""
+
+_TOKEN = re.compile(r"\[\[contextjudge:image:([A-Za-z0-9_\-]+=*)\]\]")
+# The readable marker that replaces a token in judge prompts: [image 1], [image Q2], [image 1: alt text].
+_MARKER = re.compile(r"\[image (?:[A-Z]?\d+)(?:: ([^\]\n]*))?\]")
+_SCHEMES = ("http://", "https://", "data:")
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"BM", "image/bmp"),
+    (b"II*\x00", "image/tiff"),
+    (b"MM\x00*", "image/tiff"),
+)
+_IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".svg", ".heic", ".avif"}
+
+
+def _sniff(data: bytes) -> str | None:
+    for magic, mime in _MAGIC:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    head = data[:256].lstrip().lower()
+    if head.startswith(b"<svg") or (head.startswith(b"<?xml") and b"<svg" in data[:1024].lower()):
+        return "image/svg+xml"
+    return None
+
+
+def _looks_like_base64_image(text: str) -> bytes | None:
+    if len(text) < 16 or any(c.isspace() for c in text[:64]):
+        return None
+    try:
+        raw = base64.b64decode(text[:344] + "=" * (-len(text[:344]) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if _sniff(raw) else None
+
+
+class MLLMImage:
+    """An image in a test case: an http(s) URL, a local file, or base64 data.
+
+    ``MLLMImage(url="https://.../a.png")`` keeps the URL (it is never fetched here; the judge receives the URL).
+    ``MLLMImage(url="./a.png", local=True)`` (or any existing file path, or a ``file://`` URL) reads the file and
+    becomes a base64 data URL. ``MLLMImage(url="data:image/png;base64,...")``, ``MLLMImage(data=b"...")`` or
+    ``MLLMImage(data="<base64>", mime_type="image/png")`` take the bytes directly. ``alt`` (or ``caption``) is the
+    image's text description: a text-only judge reads it, and the marker shows it.
+
+    ``str(image)`` is the placeholder token to use inside f-strings.
+    """
+
+    __slots__ = ("alt", "local", "mime_type", "path", "src", "url")
+
+    def __init__(self, url: str | os.PathLike[str] | None = None, local: bool = False, *,
+                 data: bytes | str | None = None, mime_type: str | None = None, alt: str | None = None,
+                 caption: str | None = None, dataBase64: str | None = None,  # noqa: N803 - DeepEval's spelling
+                 mimeType: str | None = None) -> None:  # noqa: N803
+        mime_type = mime_type or mimeType
+        if data is None and dataBase64 is not None:
+            data = dataBase64
+        self.alt: str | None = (alt if alt is not None else caption) or None
+        self.path: str | None = None
+        self.local = False
+        if data is not None:
+            if url is not None:
+                raise ValueError("MLLMImage: pass either url= or data=, not both.")
+            self.url = None
+            self.src, self.mime_type = _data_url(data, mime_type)
+            return
+        if url is None:
+            raise ValueError("MLLMImage needs url= (an http(s) URL, a data URL or a local file path) or data= "
+                             "(bytes or base64).")
+        text = os.fspath(url)
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"MLLMImage: url must be a non-empty string or path, got {url!r}.")
+        text = text.strip()
+        self.url = text
+        lower = text.lower()
+        if lower.startswith("file://"):
+            local, text = True, unquote(urlparse(text).path)
+        if not local and lower.startswith(_SCHEMES):
+            self.src = text
+            self.mime_type = mime_type or _mime_of_url(text)
+            return
+        if not local and not Path(text).expanduser().exists():
+            raw = _looks_like_base64_image(text)
+            if raw is not None:  # bare base64 of an image
+                self.url = None
+                self.src, self.mime_type = _data_url(text, mime_type or _sniff(raw))
+                return
+            raise ValueError(
+                f"MLLMImage: {text[:80]!r} is not an http(s) URL, a data URL, base64 image data or an existing "
+                "file. Pass a full URL, or a path to a file that exists (with local=True).")
+        path = Path(text).expanduser()
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"MLLMImage: cannot read the local image {str(path)!r} ({exc}). Check the path.") \
+                from exc
+        self.local = True
+        self.path = str(path)
+        self.mime_type = mime_type or _sniff(raw) or mimetypes.guess_type(path.name)[0] or "image/png"
+        self.src = f"data:{self.mime_type};base64,{base64.b64encode(raw).decode('ascii')}"
+
+    # ----------------------------------------------------------------------------------------- conversions
+    @property
+    def token(self) -> str:
+        """The placeholder token that stands for this image inside a string."""
+        payload: dict[str, str] = {"s": self.src}
+        if self.alt:
+            payload["a"] = self.alt
+        if self.path:
+            payload["p"] = self.path
+        if self.mime_type:
+            payload["m"] = self.mime_type
+        raw = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return f"[[contextjudge:image:{base64.urlsafe_b64encode(raw).decode('ascii')}]]"
+
+    @classmethod
+    def from_token(cls, token: str) -> "MLLMImage":
+        """The image a placeholder token stands for."""
+        m = _TOKEN.fullmatch(token.strip())
+        if not m:
+            raise ValueError("not a contextjudge image token")
+        return _decode(m.group(1))
+
+    @property
+    def is_data(self) -> bool:
+        """True when the image travels as base64 data (a local file or bytes), not as a URL to fetch."""
+        return self.src.startswith("data:")
+
+    @property
+    def base64(self) -> str | None:
+        """The base64 data of a data-URL image, else None."""
+        if not self.is_data:
+            return None
+        return self.src.partition(",")[2]
+
+    def to_content_block(self, style: str = "standard") -> dict[str, Any]:
+        """This image as a LangChain content block.
+
+        ``"standard"`` is LangChain 1.x's provider-agnostic block (``{"type": "image", "url": ...}`` or
+        ``{"type": "image", "base64": ..., "mime_type": ...}``); ``"openai"`` is the Chat Completions form
+        (``{"type": "image_url", "image_url": {"url": ...}}``), which LangChain also accepts for most providers.
+        """
+        if style == "openai":
+            return {"type": "image_url", "image_url": {"url": self.src}}
+        if self.is_data:
+            return {"type": "image", "base64": self.base64 or "", "mime_type": self.mime_type or "image/png"}
+        return {"type": "image", "url": self.src}
+
+    def marker(self, label: str = "1") -> str:
+        """The readable stand-in for this image in a judge prompt: ``[image 1]`` or ``[image 1: alt text]``."""
+        alt = " ".join((self.alt or "").replace("]", ")").split())
+        return f"[image {label}: {alt}]" if alt else f"[image {label}]"
+
+    def __str__(self) -> str:
+        return self.token
+
+    def __format__(self, spec: str) -> str:
+        return format(self.token, spec)
+
+    def __repr__(self) -> str:
+        shown = self.path or self.url or (self.src[:40] + "...")
+        if self.url and len(self.url) > 80:
+            shown = self.url[:77] + "..."
+        return f"MLLMImage({shown!r}{', local=True' if self.local else ''}{f', alt={self.alt!r}' if self.alt else ''})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MLLMImage) and (self.src, self.alt) == (other.src, other.alt)
+
+    def __hash__(self) -> int:
+        return hash((self.src, self.alt))
+
+    def __reduce__(self):  # pickles by its token, so no file is read again
+        return (MLLMImage.from_token, (self.token,))
+
+
+def _mime_of_url(url: str) -> str | None:
+    if url.lower().startswith("data:"):
+        return url[5:].split(";", 1)[0].split(",", 1)[0] or None
+    return mimetypes.guess_type(urlparse(url).path)[0]
+
+
+def _data_url(data: bytes | str, mime_type: str | None) -> tuple[str, str]:
+    if isinstance(data, str):
+        if data.startswith("data:"):
+            return data, mime_type or _mime_of_url(data) or "image/png"
+        try:
+            raw = base64.b64decode(data + "=" * (-len(data) % 4), validate=False)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"MLLMImage: data= is not valid base64 ({exc}).") from exc
+        mime = mime_type or _sniff(raw) or "image/png"
+        return f"data:{mime};base64,{data}", mime
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        raw = bytes(data)
+        mime = mime_type or _sniff(raw) or "image/png"
+        return f"data:{mime};base64,{base64.b64encode(raw).decode('ascii')}", mime
+    raise ValueError(f"MLLMImage: data= must be bytes or a base64 string, not {type(data).__name__}.")
+
+
+def _decode(payload: str) -> MLLMImage:
+    obj = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode("utf-8"))
+    img = MLLMImage.__new__(MLLMImage)
+    img.src = obj["s"]
+    img.alt = obj.get("a")
+    img.path = obj.get("p")
+    img.mime_type = obj.get("m")
+    img.local = img.path is not None
+    img.url = None if img.src.startswith("data:") else img.src
+    return img
+
+
+# ------------------------------------------------------------------------------------------------- finding images
+def has_images(text: Any) -> bool:
+    """True when ``text`` is a string that holds at least one image token."""
+    return isinstance(text, str) and "[[contextjudge:image:" in text and _TOKEN.search(text) is not None
+
+
+def find_images(text: str) -> list[MLLMImage]:
+    """The images whose tokens appear in ``text``, in order."""
+    if not has_images(text):
+        return []
+    return [_decode(m.group(1)) for m in _TOKEN.finditer(text)]
+
+
+def split_images(text: str, *, prefix: str = "", start: int = 1) -> tuple[str, list[MLLMImage]]:
+    """Replace each image token in ``text`` by a readable marker and return ``(text_with_markers, images)``.
+
+    Markers are numbered from ``start`` with an optional ``prefix``: ``[image 1]``, ``[image Q1: alt text]``.
+    Text without tokens comes back unchanged with an empty list.
+    """
+    if not has_images(text):
+        return text, []
+    images: list[MLLMImage] = []
+
+    def repl(m: re.Match[str]) -> str:
+        img = _decode(m.group(1))
+        images.append(img)
+        return img.marker(f"{prefix}{start + len(images) - 1}")
+
+    return _TOKEN.sub(repl, text), images
+
+
+def join_images(text: str, images: Iterable[MLLMImage]) -> str:
+    """``text`` followed by the tokens of ``images``, each on its own line (so each becomes its own sentence)."""
+    tokens = [img.token for img in images]
+    if not tokens:
+        return text
+    return "\n".join([text, *tokens]) if text else "\n".join(tokens)
+
+
+def to_image(value: Any) -> MLLMImage:
+    """An ``MLLMImage`` from an ``MLLMImage``, a token, a URL/data URL/path string or a LangChain image block."""
+    if isinstance(value, MLLMImage):
+        return value
+    if isinstance(value, str) and value.startswith("[[contextjudge:image:"):
+        return MLLMImage.from_token(value)
+    if isinstance(value, dict):
+        if value.get("type") == "image_url":
+            url = value.get("image_url")
+            return MLLMImage(url=url.get("url") if isinstance(url, dict) else url)
+        if value.get("type") == "image":
+            if value.get("base64"):
+                return MLLMImage(data=value["base64"], mime_type=value.get("mime_type"))
+            if value.get("url"):
+                return MLLMImage(url=value["url"])
+    if isinstance(value, (str, os.PathLike)):
+        return MLLMImage(url=value)
+    raise ValueError(f"not an image: {type(value).__name__}. Pass MLLMImage(...) objects or image URLs.")
+
+
+def marker_alt_texts(text: str) -> list[str]:
+    """The alt texts written in the image markers of a judge prompt's text (``[image 1: alt]`` gives ``alt``)."""
+    return [m.group(1).strip() for m in _MARKER.finditer(text or "") if m.group(1) and m.group(1).strip()]
+
+
+def text_judge_note(text: str, images: int) -> str | None:
+    """What a judge that reads only text should add to its reason about an item's images, or None when none.
+
+    For the embedded judge: it judged the text around the image, plus the alt text or caption when there is one.
+    """
+    alts = marker_alt_texts(text)
+    if not images and not _MARKER.search(text or ""):
+        return None
+    if alts:
+        shown = "; ".join(f"'{a}'" for a in alts[:3])
+        return f"The image was not seen; it was judged by its alt text/caption ({shown}) and the text around it."
+    return "The image was not seen and has no alt text or caption; only the text around it was judged."
+
+
+# ------------------------------------------------------------------------------------------------ capture helpers
+_URL_KEYS = ("image_url", "img_url", "image_uri", "image_link")
+_PATH_KEYS = ("image_path", "img_path", "image_file", "image_filepath")
+_DATA_KEYS = ("image_base64", "image_b64", "img_base64", "image_data")
+_MIME_KEYS = ("image_mime_type", "image_mimetype", "mime_type", "mimetype")
+_ALT_KEYS = ("alt_text", "alt", "image_alt", "caption", "image_caption", "image_description")
+_GENERIC_KEYS = ("image", "source", "file_path", "path", "url")
+
+
+def _is_image_ref(value: str) -> bool:
+    low = value.lower()
+    if low.startswith("data:image/"):
+        return True
+    return Path(urlparse(value).path if low.startswith(("http://", "https://", "file://")) else value).suffix.lower() \
+        in _IMAGE_EXTENSIONS
+
+
+def image_from_metadata(metadata: dict[str, Any] | None) -> MLLMImage | None:
+    """The image a document's metadata points to, or None.
+
+    Looks at, in order: base64 data (``image_base64``, ...), URLs (``image_url``, ...), paths (``image_path``, ...),
+    then ``image``/``source``/``file_path``/``path``/``url`` when they name an image file or data URL. The MIME type
+    comes from ``image_mime_type``/``mime_type`` and the alt text from ``alt_text``/``alt``/``caption``. Never
+    raises: a pointer that cannot be read is logged and skipped.
+    """
+    if not metadata:
+        return None
+    mime = next((metadata[k] for k in _MIME_KEYS if isinstance(metadata.get(k), str)), None)
+    if mime and not mime.startswith("image/"):
+        mime = None
+    alt = next((metadata[k] for k in _ALT_KEYS if isinstance(metadata.get(k), str) and metadata[k].strip()), None)
+    candidates: list[tuple[str, Any]] = []
+    candidates += [("data", metadata[k]) for k in _DATA_KEYS if metadata.get(k)]
+    candidates += [("url", metadata[k]) for k in _URL_KEYS + _PATH_KEYS if metadata.get(k)]
+    candidates += [("url", metadata[k]) for k in _GENERIC_KEYS
+                   if isinstance(metadata.get(k), str) and _is_image_ref(metadata[k])]
+    for kind, value in candidates:
+        try:
+            if isinstance(value, MLLMImage):
+                img = value
+            elif kind == "data":
+                img = MLLMImage(data=value, mime_type=mime)
+            else:
+                img = MLLMImage(url=os.fspath(value), mime_type=mime)
+        except (ValueError, TypeError) as exc:
+            logger.debug("contextjudge: image pointer %r in metadata skipped: %s", str(value)[:80], exc)
+            continue
+        if alt and not img.alt:
+            img.alt = alt
+        return img
+    return None
+
+
+def node_from_image_metadata(text: str | None, metadata: dict[str, Any] | None = None, *, id: Any = None,
+                             score: float | None = None):
+    """A ``RetrievedNode`` for a retrieved document; an image node when its metadata points to an image.
+
+    For capture integrations: call it for each LangChain ``Document`` (``doc.page_content, doc.metadata``). A
+    document whose metadata has no image pointer becomes a plain text node, so it is safe to call for every one.
+    """
+    from ._testcase import RetrievedNode  # noqa: PLC0415 - the test-case module imports this one
+
+    meta = dict(metadata or {})
+    img = image_from_metadata(meta)
+    if score is None and isinstance(meta.get("score"), (int, float)):
+        score = float(meta["score"])
+    return RetrievedNode(text or "", id=id, score=score, metadata=meta, images=[img] if img else None)
+
+
+def node_from_llama_image_node(node: Any, score: float | None = None):
+    """A ``RetrievedNode`` for a LlamaIndex node, keeping its image when it is an ``ImageNode``.
+
+    Duck-typed (no LlamaIndex import): reads ``image`` (base64), ``image_url``, ``image_path``, ``image_mimetype``
+    or a newer node's ``image_resource``, with the node's text as the caption. A node without an image becomes a
+    plain text node. Never raises on an unreadable image: it is logged and the text is kept.
+    """
+    from ._testcase import RetrievedNode  # noqa: PLC0415
+
+    text = ""
+    try:
+        text = node.get_content() if hasattr(node, "get_content") else str(getattr(node, "text", "") or "")
+    except Exception:  # noqa: BLE001 - a node that cannot render its content keeps its raw text
+        text = str(getattr(node, "text", "") or "")
+    meta = dict(getattr(node, "metadata", None) or {})
+    node_id = getattr(node, "node_id", None) or getattr(node, "id_", None)
+    ptr: dict[str, Any] = {}
+    res = getattr(node, "image_resource", None)
+    if res is not None:
+        ptr = {"image_base64": _resource_data(getattr(res, "data", None)), "image_url": getattr(res, "url", None),
+               "image_path": getattr(res, "path", None), "image_mime_type": getattr(res, "mimetype", None)}
+    else:
+        ptr = {"image_base64": getattr(node, "image", None), "image_url": getattr(node, "image_url", None),
+               "image_path": getattr(node, "image_path", None),
+               "image_mime_type": getattr(node, "image_mimetype", None)}
+    ptr = {k: (str(v) if k in ("image_url", "image_path") and v is not None else v) for k, v in ptr.items() if v}
+    for k in _ALT_KEYS:
+        if isinstance(meta.get(k), str):
+            ptr.setdefault(k, meta[k])
+    img = image_from_metadata(ptr)
+    if img is not None and not img.alt and text.strip():
+        img.alt = " ".join(text.split())[:300]
+    return RetrievedNode(text, id=node_id, score=score, metadata=meta, images=[img] if img else None)
+
+
+def _resource_data(data: Any) -> Any:
+    if isinstance(data, (bytes, bytearray)):
+        try:  # LlamaIndex keeps media data base64-encoded as bytes
+            return bytes(data).decode("ascii")
+        except UnicodeDecodeError:
+            return bytes(data)
+    return data
+
+
+# ---------------------------------------------------------------------------------------------- judge capability
+# Name patterns of chat models that take image input, for judges whose LangChain profile does not say.
+_VISION_NAMES = re.compile(
+    r"gpt-4o|gpt-4\.1|gpt-4\.5|gpt-4-turbo|gpt-4-vision|gpt-5|chatgpt-4o|(?:^|[^a-z])o1(?!-mini)|(?:^|[^a-z])o3"
+    r"|o4-mini|claude-3|claude-(?:sonnet|opus|haiku)-4|claude-.*-4|gemini|llava|bakllava|-vl|vl-|vision|pixtral"
+    r"|gemma3|gemma-3|minicpm-v|moondream|llama-?4|mistral-small-?3\.[12]|mistral-medium|qwen2\.5vl|qwen3-vl|phi-4-multimodal",
+    re.I,
+)
+
+
+def _model_names(model: Any) -> list[str]:
+    names = []
+    for attr in ("model_name", "model", "model_id", "deployment_name"):
+        v = getattr(model, attr, None)
+        if isinstance(v, str) and v:
+            names.append(v)
+    return names
+
+
+def judge_supports_images(model: Any, override: bool | None = None) -> bool:
+    """Whether ``model`` can be sent images. The rule, first answer wins:
+
+    1. ``override`` (the metric's ``judge_supports_images=`` option), when not None;
+    2. the judge's own ``supports_images`` attribute, when it is a bool (``FakeJudge``, the embedded judge, or
+       your own subclass);
+    3. the judge's LangChain model profile, ``model.profile["image_inputs"]`` (langchain-core 1.1+, filled in by
+       provider packages such as langchain-openai);
+    4. a known vision-capable model name (gpt-4o, gpt-4.1, gpt-5, o1/o3/o4-mini, claude-3 and 4, gemini, llava,
+       qwen-vl, pixtral, gemma3, llama4, ...);
+    5. otherwise False: an unknown judge is treated as text-only, and the metric says how to override that.
+    """
+    if override is not None:
+        return bool(override)
+    own = getattr(model, "supports_images", None)
+    if isinstance(own, bool):
+        return own
+    profile = getattr(model, "profile", None)
+    if isinstance(profile, dict) and isinstance(profile.get("image_inputs"), bool):
+        return profile["image_inputs"]
+    return any(_VISION_NAMES.search(n) for n in _model_names(model))
+
+
+# ---------------------------------------------------------------------------------------------- judge requests
+def judge_view(test_case: Any) -> tuple[Any, list[tuple[str, str, MLLMImage]]]:
+    """The test case as the metrics send it to a judge, and where its images are.
+
+    Nodes whose images travel in metadata (``RetrievedNode(images=...)``, capture) get their image tokens appended
+    to their text on lines of their own, so every metric (relevancy too, which judges sentences) sees them in
+    place. Returns ``(view, [(field, where, image)])``: ``field`` is the test-case field ("input",
+    "retrieval_context", "turns", ...) and ``where`` names the spot for error messages, e.g.
+    "retrieval_context rank 2 (node id 'doc-7')". A case without images comes back as it is, with ``[]``.
+    """
+    from ._testcase import ConversationalTestCase, LLMTestCase  # noqa: PLC0415
+
+    found: list[tuple[str, str, MLLMImage]] = []
+    if isinstance(test_case, LLMTestCase):
+        for f in ("input", "actual_output", "expected_output"):
+            found += [(f, f, img) for img in find_images(getattr(test_case, f) or "")]
+        for k, text in enumerate(test_case.context or [], start=1):
+            found += [("context", f"context[{k - 1}]", img) for img in find_images(text)]
+        nodes, changed = _view_nodes(test_case.retrieval_context, "retrieval_context", found)
+        if changed:
+            test_case = test_case.model_copy(update={"retrieval_context": nodes})
+        return test_case, found
+    if isinstance(test_case, ConversationalTestCase):
+        turns = []
+        any_changed = False
+        for i, turn in enumerate(test_case.turns):
+            found += [("turns", f"turns[{i}].content", img) for img in find_images(turn.content)]
+            found += [("turns", f"turns[{i}].expected_output", img) for img in find_images(turn.expected_output or "")]
+            nodes, changed = _view_nodes(turn.retrieval_context, f"turns[{i}].retrieval_context", found)
+            any_changed |= changed
+            turns.append(turn.model_copy(update={"retrieval_context": nodes}) if changed else turn)
+        found += [("expected_outcome", "expected_outcome", img) for img in find_images(test_case.expected_outcome or "")]
+        if any_changed:
+            test_case = test_case.model_copy(update={"turns": turns})
+        return test_case, found
+    return test_case, found
+
+
+def _view_nodes(nodes: Any, field: str, found: list[tuple[str, str, MLLMImage]]) -> tuple[Any, bool]:
+    if not nodes:
+        return nodes, False
+    out = []
+    changed = False
+    top = field.split("[")[0] if "." not in field else "turns"
+    for k, node in enumerate(nodes, start=1):
+        where = f"{field} rank {k}" + (f" (node id {node.id!r})" if node.id else "")
+        meta_imgs = node.images_from_metadata()
+        found += [(top, where, img) for img in find_images(node.text)]
+        found += [(top, where, img) for img in meta_imgs]
+        if meta_imgs:
+            meta = {k2: v for k2, v in node.metadata.items() if k2 not in (IMAGES_KEY, IMAGE_ALTS_KEY)}
+            node = node.model_copy(update={"text": join_images(node.text, meta_imgs), "metadata": meta})
+            changed = True
+        out.append(node)
+    return out, changed
+
+
+def prepare_request(request: Any) -> Any:
+    """A judge request with every image token replaced by a marker and the image attached for the judge.
+
+    Tokens in an item's text (a node, a sentence of a node, a statement of the reference) become that item's
+    images. Images of the question, the reference answer, the answer and the earlier conversation become evidence
+    items (ids ``image.q1``, ``image.r1``, ...) in the request's context, for the tasks whose prompts do not list the
+    context as retrieved nodes (node usefulness, sentence relevance, rubric); for statement support only their
+    markers (with alt text) remain, so they are never mistaken for retrieved nodes.
+    """
+    from ._protocol import Item  # noqa: PLC0415
+
+    update: dict[str, Any] = {}
+
+    def items_of(items: list[Any]) -> list[Any] | None:
+        out, changed = [], False
+        for it in items:
+            text, imgs = split_images(it.text)
+            if imgs:
+                it = it.model_copy(update={"text": text, "images": [*it.images, *(i.src for i in imgs)]})
+                changed = True
+            out.append(it)
+        return out if changed else None
+
+    for name in ("items", "context"):
+        new = items_of(getattr(request, name))
+        if new is not None:
+            update[name] = new
+    extra: list[Any] = []
+
+    def field_images(value: str | None, label: str, where: str) -> str | None:
+        if not value:
+            return value
+        text, imgs = split_images(value, prefix=label)
+        for n, img in enumerate(imgs, start=1):
+            extra.append(Item(id=f"image.{label.lower()}{n}", text=f"{img.marker(f'{label}{n}')} (from {where})",
+                              images=[img.src]))
+        return text
+
+    if has_images(request.input):
+        update["input"] = field_images(request.input, "Q", "the question")
+    if has_images(request.reference):
+        update["reference"] = field_images(request.reference, "R", "the reference answer")
+    if has_images(request.answer):
+        update["answer"] = field_images(request.answer, "A", "the answer")
+    if any(has_images(t.get("content")) for t in request.history):
+        history = []
+        for t in request.history:
+            if has_images(t.get("content")):
+                before = len(extra)
+                text, imgs = split_images(t["content"], prefix="H", start=before + 1)
+                for n, img in enumerate(imgs, start=before + 1):
+                    extra.append(Item(id=f"image.h{n}", text=f"{img.marker(f'H{n}')} (from the earlier conversation)",
+                                      images=[img.src]))
+                t = {**t, "content": text}
+            history.append(t)
+        update["history"] = history
+    if extra and request.task != "statement_support":
+        update["context"] = [*update.get("context", request.context), *extra]
+    return request.model_copy(update=update) if update else request
+
+
+class ImageRequests:
+    """Wraps a judge client so every request it asks goes through ``prepare_request`` first."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    async def ask(self, request: Any, build: Any) -> Any:
+        return await self._client.ask(prepare_request(request), build)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)

@@ -1,0 +1,72 @@
+"""The HTML report of a run, optionally compared with another: one self-contained file that loads nothing.
+
+    from contextjudge.report import write_report
+    write_report("report.html", result)                                  # an EvaluationResult
+    write_report("report.html", store="results.db", run="latest", compare="nightly-41")
+
+Per metric: the score distribution (inline SVG), the mean with a 95% bootstrap interval, and the pass rate. Per case:
+the ranked nodes coloured by verdict, with the judge's reasons and recall's unsupported statements. Compared with a
+baseline run: the paired difference per metric with its interval, and the cases that changed most.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .._result import EvaluationResult
+from ._html import RunView, render_html
+from ._stats import Interval, bootstrap_mean, paired_difference
+
+__all__ = ["Interval", "RunView", "bootstrap_mean", "paired_difference", "render_report", "run_view",
+           "write_report"]
+
+
+def run_view(store: Any, run: str | None = None) -> RunView:
+    """A stored run, ready to report (``run`` is an id, a name, a unique prefix, or None for the latest)."""
+    from ..store import ResultsStore, open_store  # noqa: PLC0415
+
+    s = open_store(store)
+    try:
+        run_id = s.resolve_run(run)
+        info = s.run_info(run_id)
+        return RunView(result=s.load_run(run_id), run_id=run_id, name=info.name, created_at=info.created_at,
+                       judges=info.judges, store=s.target)
+    finally:
+        if not isinstance(store, ResultsStore):
+            s.close()
+
+
+def _as_view(x: Any, store: Any) -> RunView | None:
+    if x is None:
+        return None
+    if isinstance(x, RunView):
+        return x
+    if isinstance(x, EvaluationResult):
+        return RunView(result=x, run_id=x.run_id)
+    if store is None:
+        raise TypeError("pass an EvaluationResult, or a run id together with store=...")
+    return run_view(store, x)
+
+
+def render_report(result: Any = None, *, store: Any = None, run: str | None = None, compare: Any = None,
+                  title: str | None = None) -> str:
+    """The report as an HTML string: of ``result`` (an EvaluationResult) or of ``run`` in ``store``.
+
+    ``compare`` is the baseline: an EvaluationResult, or a run id/name in ``store``.
+    """
+    if result is None:
+        if store is None:
+            raise TypeError("render_report() needs an EvaluationResult or store=... (and optionally run=...)")
+        current = run_view(store, run)
+    else:
+        current = _as_view(result, store)
+    return render_html(current, _as_view(compare, store), title=title)
+
+
+def write_report(path: str | os.PathLike, result: Any = None, **kwargs: Any) -> str:
+    """Write the report to ``path`` (see ``render_report`` for the arguments); returns the path."""
+    text = render_report(result, **kwargs)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return os.fspath(path)

@@ -164,6 +164,7 @@ async def aevaluate(
     skip_on_missing_params: bool = False,
     raise_exceptions: bool = False,
     context: RunContext | None = None,
+    run_config: dict[str, Any] | None = None,
 ) -> EvaluationResult:
     """Score every test case with every applicable metric. See ``evaluate`` for the parameters."""
     cases = list(test_cases)
@@ -187,7 +188,8 @@ async def aevaluate(
     if recorder is not None:
         from . import __version__  # noqa: PLC0415
 
-        run_id = recorder.begin_run(run_id, {"name": run_name, "metrics": [_metric_config(m) for m in metrics],
+        run_id = recorder.begin_run(run_id, {**(run_config or {}), "name": run_name,
+                                             "metrics": [_metric_config(m) for m in metrics],
                                              "judges": _judges(metrics), "contextjudge": __version__,
                                              "cases": len(cases)})
         done = recorder.completed_results(run_id)
@@ -235,8 +237,8 @@ def evaluate(
     Works from plain scripts, from inside a running event loop (a Jupyter cell, a FastAPI handler) and from threads.
     Keyword arguments: ``max_concurrency`` (cases in flight, default 16), ``judge_options`` (retries, timeouts,
     judge calls in flight per model), ``show_progress`` (default: when stderr is a terminal), ``store`` (a results
-    store or its path/URL), ``run_id`` (resume that run), ``run_name``, ``skip_on_missing_params``,
-    ``raise_exceptions`` (default False: failures are recorded per case).
+    store or its path/URL), ``run_id`` (resume that run), ``run_name``, ``run_config`` (extra facts kept with the
+    run in the store, such as the app and its code version), ``skip_on_missing_params``, ``raise_exceptions`` (default False: failures are recorded per case).
     """
     if test_cases is None or metrics is None:
         raise ContextJudgeError("evaluate() needs test_cases=[...] and metrics=[...].")

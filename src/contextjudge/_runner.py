@@ -238,7 +238,8 @@ def evaluate(
     Keyword arguments: ``max_concurrency`` (cases in flight, default 16), ``judge_options`` (retries, timeouts,
     judge calls in flight per model), ``show_progress`` (default: when stderr is a terminal), ``store`` (a results
     store or its path/URL), ``run_id`` (resume that run), ``run_name``, ``run_config`` (extra facts kept with the
-    run in the store, such as the app and its code version), ``skip_on_missing_params``, ``raise_exceptions`` (default False: failures are recorded per case).
+    run in the store, such as the app and its code version), ``skip_on_missing_params``, ``raise_exceptions``
+    (default False: failures are recorded per case).
     """
     if test_cases is None or metrics is None:
         raise ContextJudgeError("evaluate() needs test_cases=[...] and metrics=[...].")

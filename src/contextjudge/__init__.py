@@ -24,6 +24,9 @@ from .errors import (
     MissingTestCaseParamsError,
     StoreError,
 )
+from .goldens import Golden
+from .multimodal import MLLMImage
+from .tracing import observe, update_current_span, update_current_trace
 
 __version__ = "0.1.0"
 
@@ -33,12 +36,14 @@ __all__ = [
     "ContextJudgeError",
     "ConversationalTestCase",
     "EvaluationResult",
+    "Golden",
     "InvalidTestCaseError",
     "JudgeError",
     "JudgeOptions",
     "JudgeOutputError",
     "JudgeUnavailableError",
     "LLMTestCase",
+    "MLLMImage",
     "MetricResult",
     "MissingTestCaseParamsError",
     "RetrievedNode",
@@ -50,5 +55,8 @@ __all__ = [
     "aevaluate",
     "assert_test",
     "evaluate",
+    "observe",
     "resolve_model",
+    "update_current_span",
+    "update_current_trace",
 ]

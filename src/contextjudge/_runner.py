@@ -152,9 +152,11 @@ async def _score_case(index: int, tc: Any, metrics: Sequence[Any], *, run_id: st
 
 
 async def aevaluate(
-    test_cases: Iterable[LLMTestCase | ConversationalTestCase],
-    metrics: Sequence[Any],
+    test_cases: Iterable[LLMTestCase | ConversationalTestCase] | None = None,
+    metrics: Sequence[Any] | None = None,
     *,
+    observed_callback: Any = None,
+    goldens: Any = None,
     max_concurrency: int = 16,
     judge_options: JudgeOptions | None = None,
     show_progress: bool | None = None,
@@ -167,7 +169,25 @@ async def aevaluate(
     run_config: dict[str, Any] | None = None,
 ) -> EvaluationResult:
     """Score every test case with every applicable metric. See ``evaluate`` for the parameters."""
-    cases = list(test_cases)
+    case_metrics: list[Sequence[Any]] | None = None
+    failed: list[TestResult] = []
+    if observed_callback is not None:
+        from .tracing import observed_cases, run_traces  # noqa: PLC0415 - component-level evaluation
+
+        traces = await run_traces(observed_callback, goldens, max_concurrency=max_concurrency)
+        observed = observed_cases(traces, metrics)
+        ok = [o for o in observed if o.test_case is not None]
+        failed = [TestResult(index=-1, name=o.name, test_case=None, error=o.error) for o in observed if o.test_case is None]
+        cases = [*(list(test_cases) if test_cases is not None else []), *(o.test_case for o in ok)]
+        case_metrics = [list(metrics or [])] * (len(cases) - len(ok)) + [o.metrics for o in ok]
+        metrics = list(dict.fromkeys([*(metrics or []), *(m for o in observed for m in o.metrics)]))
+        if not metrics:
+            raise ContextJudgeError("evaluate(observed_callback=...) found no metrics: pass metrics= to "
+                                    "@observe(metrics=[...]) on the components to score, or metrics=[...] to evaluate.")
+    else:
+        if test_cases is None:
+            raise ContextJudgeError("evaluate() needs test_cases=[...] (or observed_callback=app with goldens=[...]).")
+        cases = list(test_cases)
     if not metrics:
         raise ContextJudgeError("evaluate() needs at least one metric, e.g. metrics=[ContextualPrecisionMetric()].")
     for i, tc in enumerate(cases):
@@ -202,7 +222,7 @@ async def aevaluate(
     async def guarded(i: int, tc: Any) -> TestResult:
         async with limit:
             try:
-                return await _score_case(i, tc, metrics, run_id=run_id, recorder=recorder, done=done,
+                return await _score_case(i, tc, metrics if case_metrics is None else case_metrics[i], run_id=run_id, recorder=recorder, done=done,
                                          skip_on_missing_params=skip_on_missing_params,
                                          raise_exceptions=raise_exceptions)
             finally:
@@ -213,6 +233,9 @@ async def aevaluate(
             results = await asyncio.gather(*(guarded(i, tc) for i, tc in enumerate(cases)))
     finally:
         progress.close()
+    results = [*results, *failed]
+    for k, tr in enumerate(failed, start=len(cases)):
+        tr.index = k
     usage = Usage()
     for tr in results:
         for m in tr.metrics_data:
@@ -240,7 +263,14 @@ def evaluate(
     store or its path/URL), ``run_id`` (resume that run), ``run_name``, ``run_config`` (extra facts kept with the
     run in the store, such as the app and its code version), ``skip_on_missing_params``, ``raise_exceptions``
     (default False: failures are recorded per case).
+
+    Component-level evaluation: ``evaluate(observed_callback=app, goldens=[Golden(input=..., ...)])`` calls
+    ``app(golden.input)`` once per golden and scores every ``@observe`` span that carries metrics (see
+    ``contextjudge.tracing``); ``metrics=`` then also scores one end-to-end test case per trace. Spans that cannot
+    become a test case, and goldens on which the app raised, are recorded as results with ``error`` set.
     """
-    if test_cases is None or metrics is None:
-        raise ContextJudgeError("evaluate() needs test_cases=[...] and metrics=[...].")
+    observed = kwargs.get("observed_callback") is not None
+    if not observed and (test_cases is None or metrics is None):
+        raise ContextJudgeError("evaluate() needs test_cases=[...] and metrics=[...] (or observed_callback=app "
+                                "with goldens=[...]).")
     return run_sync(aevaluate(test_cases, metrics, **kwargs))

@@ -1,6 +1,7 @@
 """DeepEval's spelling of the contextjudge API: ``from contextjudge.compat.deepeval import evaluate, ...``.
 
-The submodules ``test_case`` and ``metrics`` mirror ``deepeval.test_case`` and ``deepeval.metrics``, so
+The submodules ``test_case``, ``metrics``, ``tracing`` and ``dataset`` mirror ``deepeval.test_case``,
+``deepeval.metrics``, ``deepeval.tracing`` and ``deepeval.dataset``, so
 ``from contextjudge.compat.deepeval.metrics import ContextualPrecisionMetric`` works too. Test cases accept
 DeepEval's extra fields (tools_called, chatbot_role, ...) and ignore them. ``evaluate`` accepts DeepEval's
 config objects (async_config, display_config, ...) and maps what applies.
@@ -14,16 +15,19 @@ from ..._result import EvaluationResult
 from ..._runner import evaluate as _evaluate
 from .metrics import *  # noqa: F403
 from .metrics import __all__ as _metric_names
-from .test_case import ConversationalTestCase, LLMTestCase, LLMTestCaseParams, Turn
+from .dataset import Golden
+from .test_case import ConversationalTestCase, LLMTestCase, LLMTestCaseParams, MLLMImage, Turn
+from .tracing import observe, update_current_span, update_current_trace
 
-__all__ = ["ConversationalTestCase", "LLMTestCase", "LLMTestCaseParams", "Turn", "assert_test", "evaluate",
-           *_metric_names]
+__all__ = ["ConversationalTestCase", "Golden", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "Turn",
+           "assert_test", "evaluate", "observe", "update_current_span", "update_current_trace", *_metric_names]
 
 
-def evaluate(test_cases: list[Any], metrics: list[Any], *, async_config: Any = None, display_config: Any = None,
-             error_config: Any = None, cache_config: Any = None, hyperparameters: Any = None,
+def evaluate(test_cases: list[Any] | None = None, metrics: list[Any] | None = None, *, async_config: Any = None,
+             display_config: Any = None, error_config: Any = None, cache_config: Any = None, hyperparameters: Any = None,
              identifier: Any = None, **kwargs: Any) -> EvaluationResult:
-    """DeepEval's ``evaluate(test_cases=, metrics=)``; its config objects are read where they apply."""
+    """DeepEval's ``evaluate(test_cases=, metrics=)``, or ``evaluate(observed_callback=app, goldens=[...])`` for
+    component-level evaluation; its config objects are read where they apply."""
     if async_config is not None and getattr(async_config, "max_concurrent", None):
         kwargs.setdefault("max_concurrency", async_config.max_concurrent)
     if display_config is not None and getattr(display_config, "show_indicator", None) is False:

@@ -7,8 +7,9 @@ from enum import Enum
 from pydantic import ConfigDict
 
 from ... import _testcase
+from ...multimodal import MLLMImage
 
-__all__ = ["ConversationalTestCase", "LLMTestCase", "LLMTestCaseParams", "Turn"]
+__all__ = ["ConversationalTestCase", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "Turn"]
 
 
 class LLMTestCase(_testcase.LLMTestCase):

@@ -123,7 +123,7 @@ def test_judge_calls_are_not_captured(chain, judge):
     finally:
         uninstrument()
     assert [c.source for c in handler.cases] == ["policy_retriever"]
-    assert len(handler.results) == 1 and not handler._ignored and not handler.run_map  # noqa: SLF001
+    assert len(handler.results) == 1 and not handler._ignored and not handler._runs  # noqa: SLF001
 
 
 def test_app_adapter_runs_goldens(chain, goldens):

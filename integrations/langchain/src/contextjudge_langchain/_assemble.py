@@ -26,6 +26,32 @@ _OUTPUT_KEYS = ("answer", "output", "result", "response", "text", "content")
 _SCORE_KEYS = ("score", "relevance_score", "similarity_score", "similarity", "_score", "distance")
 
 
+class RunRecord:
+    """What the handler keeps of one LangChain run: enough to assemble test cases, and cheap to make."""
+
+    __slots__ = ("id", "parent_run_id", "root_id", "run_type", "name", "inputs", "tags", "metadata", "start",
+                 "end", "outputs", "error", "child_runs")
+
+    def __init__(self, id: Any, parent_run_id: Any, root_id: Any, run_type: str, name: str, inputs: Any,
+                 tags: list[str] | None, metadata: dict[str, Any] | None, start: int) -> None:
+        self.id = id
+        self.parent_run_id = parent_run_id
+        self.root_id = root_id
+        self.run_type = run_type
+        self.name = name
+        self.inputs = inputs
+        self.tags = tags
+        self.metadata = metadata or {}
+        self.start = start
+        self.end: int | None = None
+        self.outputs: Any = None
+        self.error: str | None = None
+        self.child_runs: list[RunRecord] = []
+
+    def __repr__(self) -> str:
+        return f"RunRecord({self.run_type}:{self.name} {self.id})"
+
+
 @dataclass
 class Retrieval:
     """One top-level retriever run inside a root, made ready to become a test case."""
@@ -47,13 +73,12 @@ def walk(root: Any) -> list[tuple[Any, tuple[Any, ...]]]:
         out.append((run, ancestors))
         for child in getattr(run, "child_runs", None) or ():
             stack.append((child, ancestors + (run,)))
-    out.sort(key=lambda pair: pair[0].dotted_order or "")
+    out.sort(key=lambda pair: pair[0].start)
     return out
 
 
 def metadata_of(run: Any) -> dict[str, Any]:
-    extra = getattr(run, "extra", None) or {}
-    return extra.get("metadata") or {}
+    return run.metadata or {}
 
 
 def thread_id_of(runs: Iterable[Any]) -> str | None:
@@ -138,6 +163,8 @@ def llm_text(run: Any) -> str | None:
 def _prompt_text(run: Any) -> str:
     inputs = run.inputs or {}
     prompts = inputs.get("prompts")
+    if hasattr(prompts, "render"):
+        prompts = prompts.render()
     if isinstance(prompts, list):
         return "\n".join(p for p in prompts if isinstance(p, str))
     return str(inputs.get("messages", ""))
@@ -178,8 +205,7 @@ def _snippets(docs: list[Any]) -> list[str]:
 
 def _consumer(retriever: Any, docs: list[Any], llms: list[tuple[Any, tuple[Any, ...]]]) -> Any:
     after = [run for run, ancestors in llms
-             if retriever not in ancestors and retriever.end_time is not None
-             and run.start_time >= retriever.end_time]
+             if retriever not in ancestors and retriever.end is not None and run.start > retriever.end]
     if not after:
         return None
     snippets = _snippets(docs)
@@ -231,7 +257,7 @@ def retrievals(root: Any) -> list[Retrieval]:
         if diagnostics:
             meta["sub_retrievals"] = diagnostics
         if root.error:
-            meta["root_error"] = root.error.splitlines()[0][:300]
+            meta["root_error"] = root.error[:300]
         for key in ("golden_id", *THREAD_KEYS):
             if key in root_meta:
                 meta[key] = root_meta[key]

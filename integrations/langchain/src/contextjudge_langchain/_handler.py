@@ -5,12 +5,13 @@ tree, and when a root run ends it assembles one test case per retrieval (see ``_
 ``contextjudge.capture.CaptureScorer``, which fills expected outputs from goldens and scores, keeps or stores them
 according to the mode. Each score then goes back into LangChain as the custom event ``contextjudge/metric_result``.
 
-The handler never changes what the app sees: every callback runs under a lock, inline, and any exception in it is
-logged on the ``contextjudge`` logger and swallowed.
+The handler never changes what the app sees: every callback only records, under a lock, inline; the judge runs on
+the scorer's worker; and any exception in the handler is logged on the ``contextjudge`` logger and swallowed.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import uuid
@@ -26,7 +27,7 @@ from langchain_core.tracers.base import BaseTracer
 from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
 from contextjudge.capture import CaptureScorer, CapturedCase
 
-from ._assemble import THREAD_KEYS, question_of, retrievals, text_of_output, thread_id_of, walk
+from ._assemble import THREAD_KEYS, RunRecord, question_of, retrievals, text_of_output, thread_id_of, walk
 
 __all__ = ["METRIC_RESULT_EVENT", "ContextJudgeCallbackHandler"]
 
@@ -66,6 +67,10 @@ class ContextJudgeCallbackHandler(BaseTracer):
     (``judge_options``, ``max_queue``, ``concurrency``, ``on_result``, ``run_name``).
 
     Pass ``emit_events=False`` to keep results out of LangChain's callbacks.
+
+    It is a ``BaseTracer`` (so LangChain shares one instance across copied configs, as with its own tracers), but it
+    records runs as light ``RunRecord`` objects in its own locked map instead of LangSmith ``RunTree`` models:
+    building a RunTree per run cost more than the whole capture budget (about 65 us each, ten runs per RAG call).
     """
 
     name = "contextjudge"
@@ -90,6 +95,9 @@ class ContextJudgeCallbackHandler(BaseTracer):
         self.scorer.on_result.append(self._emit_result)
         self.emit_events = emit_events
         self._ignored: set[UUID] = set()
+        self._runs: dict[UUID, RunRecord] = {}
+        self._noted: set[UUID] = set()  # open roots whose target is known
+        self._clock = itertools.count()
         self._targets: OrderedDict[str, _Target] = OrderedDict()
         self._threads: dict[str, _ThreadLog] = {}
 
@@ -172,47 +180,50 @@ class ContextJudgeCallbackHandler(BaseTracer):
         return out
 
     # ------------------------------------------------------------------------------------------ run bookkeeping
-    def _start(self, run_id: UUID, parent_run_id: UUID | None, tags: list[str] | None,
-               start: Callable[[], Any]) -> Any:
+    def _open(self, run_type: str, run_id: UUID, parent_run_id: UUID | None, tags: list[str] | None,
+              metadata: dict[str, Any] | None, name: str | None, inputs: Any) -> None:
         try:
             with self._lock:
                 if (tags and JUDGE_TAG in tags) or (parent_run_id is not None and parent_run_id in self._ignored):
                     self._ignored.add(run_id)
-                    return None
-                run = start()
-                if parent_run_id is not None and run is not None:
-                    self._note_target(run, parent_run_id)
-                return run
+                    return
+                parent = self._runs.get(parent_run_id) if parent_run_id is not None else None
+                run = RunRecord(run_id, parent.id if parent is not None else None,
+                                parent.root_id if parent is not None else run_id, run_type, name or run_type,
+                                inputs, tags, metadata, next(self._clock))
+                self._runs[run_id] = run
+                if parent is not None:
+                    parent.child_runs.append(run)
+                    if run.root_id not in self._noted:
+                        self._note_target(run, parent_run_id)  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: capture failed on a run start; the run goes on uncaptured")
-            return None
 
-    def _finish(self, run_id: UUID, finish: Callable[[], Any]) -> Any:
+    def _close(self, run_id: UUID, outputs: Any = None, error: BaseException | None = None) -> None:
         try:
             with self._lock:
                 if run_id in self._ignored:
                     self._ignored.discard(run_id)
-                    return None
-                if str(run_id) not in self.run_map:
-                    return None  # started before this handler was attached
-                run = finish()
-                self.order_map.pop(run_id, None)
+                    return
+                run = self._runs.pop(run_id, None)
+                if run is None:
+                    return  # started before this handler was attached
+                run.outputs = outputs
+                run.error = None if error is None else f"{type(error).__name__}: {error}"
+                run.end = next(self._clock)
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: capture failed on a run end; the run goes on uncaptured")
-            return None
-        if run is not None and not run.parent_run_id:
+            return
+        if run.parent_run_id is None:
+            self._noted.discard(run.id)
             self._capture_root(run)  # outside the lock: the tree is complete and only this thread holds it
-        return run
 
-    def _note_target(self, run: Any, parent_run_id: UUID) -> None:
+    def _note_target(self, run: RunRecord, parent_run_id: UUID) -> None:
         """Remember which handlers the root run was called with, for sending results back later.
 
         LangChain does not show a handler the callback manager, but a child run starts inside its parent's child
         config, whose callback manager carries the root's inheritable handlers.
         """
-        root_id = str(run.trace_id)
-        if root_id in self._targets:
-            return
         config = var_child_runnable_config.get()
         manager = config.get("callbacks") if config else None
         if not isinstance(manager, BaseCallbackManager) or manager.parent_run_id != parent_run_id:
@@ -220,8 +231,10 @@ class ContextJudgeCallbackHandler(BaseTracer):
         configurable = config.get("configurable") or {}
         thread = next((str(configurable[k]) for k in THREAD_KEYS
                        if isinstance(configurable.get(k), (str, int)) and str(configurable[k])), None)
-        self._targets[root_id] = _Target(list(manager.inheritable_handlers), list(manager.inheritable_tags),
-                                         dict(manager.inheritable_metadata), thread)
+        self._noted.add(run.root_id)
+        self._targets[str(run.root_id)] = _Target(list(manager.inheritable_handlers),
+                                                  list(manager.inheritable_tags),
+                                                  dict(manager.inheritable_metadata), thread)
         while len(self._targets) > _MAX_TARGETS:
             self._targets.popitem(last=False)
 
@@ -241,7 +254,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         runs = [r for r, _ in walk(root)]
         golden_id = None
         for r in runs:
-            gid = (r.extra or {}).get("metadata", {}).get("golden_id")
+            gid = r.metadata.get("golden_id")
             if gid is not None:
                 golden_id = str(gid)
                 break
@@ -275,7 +288,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
                       additional_metadata={"root_run_id": str(root.id)})]
         with self._lock:
             log = self._threads.setdefault(thread_id, _ThreadLog())
-            log.turns.append((root.start_time, str(root.id), turns))
+            log.turns.append((root.start, str(root.id), turns))
             if golden_id:
                 log.golden_ids.append(golden_id)
 
@@ -311,23 +324,18 @@ class ContextJudgeCallbackHandler(BaseTracer):
         manager.on_custom_event(METRIC_RESULT_EVENT, payload, run_id=root_uuid)
 
     # ------------------------------------------------------------------------------------------ callbacks
+    # Each callback only records; nothing here may block or raise into the app.
     def on_chat_model_start(self, serialized: Any, messages: list[list[Any]], *, run_id: UUID,
-                            tags: list[str] | None = None, parent_run_id: UUID | None = None,
-                            metadata: dict[str, Any] | None = None, name: str | None = None, **kwargs: Any) -> Any:
-        # Recorded as an LLM run with the prompt as text: cheaper than serialising every message, and the
-        # prompt text is what tells which generation consumed which documents.
-        from langchain_core.messages import get_buffer_string  # noqa: PLC0415
+                            parent_run_id: UUID | None = None, tags: list[str] | None = None,
+                            metadata: dict[str, Any] | None = None, name: str | None = None, **kwargs: Any) -> None:
+        # The prompt is kept as text: it is what tells which generation consumed which documents.
+        self._open("llm", run_id, parent_run_id, tags, metadata, _name(serialized, name),
+                   {"prompts": _LazyPrompts(messages)})
 
-        return self._start(run_id, parent_run_id, tags, lambda: BaseTracer.on_llm_start(
-            self, serialized, [get_buffer_string(m) for m in messages], run_id=run_id, tags=tags,
-            parent_run_id=parent_run_id, metadata=metadata, name=name, **kwargs))
-
-    def on_llm_start(self, serialized: Any, prompts: list[str], *, run_id: UUID, tags: list[str] | None = None,
-                     parent_run_id: UUID | None = None, metadata: dict[str, Any] | None = None,
-                     name: str | None = None, **kwargs: Any) -> Any:
-        return self._start(run_id, parent_run_id, tags, lambda: BaseTracer.on_llm_start(
-            self, serialized, prompts, run_id=run_id, tags=tags, parent_run_id=parent_run_id, metadata=metadata,
-            name=name, **kwargs))
+    def on_llm_start(self, serialized: Any, prompts: list[str], *, run_id: UUID, parent_run_id: UUID | None = None,
+                     tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
+                     name: str | None = None, **kwargs: Any) -> None:
+        self._open("llm", run_id, parent_run_id, tags, metadata, _name(serialized, name), {"prompts": prompts})
 
     def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
         return None  # tokens add nothing a test case needs; the end event carries the whole text
@@ -335,64 +343,73 @@ class ContextJudgeCallbackHandler(BaseTracer):
     def on_retry(self, retry_state: Any, *, run_id: UUID, **kwargs: Any) -> None:
         return None
 
-    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-        def finish() -> Any:
-            run = self._get_run(run_id, run_type={"llm", "chat_model"})
-            run.outputs = {"generations": [[{"text": getattr(g, "text", "") or ""} for g in batch]
-                                           for batch in response.generations]}
-            run.end_time = _now()
-            self._end_trace(run)
-            self._on_llm_end(run)
-            return run
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id, {"generations": response.generations})
 
-        return self._finish(run_id, finish)
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id, error=error)
 
-    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
-        return self._finish(run_id, lambda: BaseTracer.on_llm_error(self, error, run_id=run_id, **kwargs))
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+                       tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
+                       run_type: str | None = None, name: str | None = None, **kwargs: Any) -> None:
+        self._open(run_type or "chain", run_id, parent_run_id, tags, metadata, _name(serialized, name), inputs)
 
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, tags: list[str] | None = None,
-                       parent_run_id: UUID | None = None, metadata: dict[str, Any] | None = None,
-                       run_type: str | None = None, name: str | None = None, **kwargs: Any) -> Any:
-        return self._start(run_id, parent_run_id, tags, lambda: BaseTracer.on_chain_start(
-            self, serialized, inputs, run_id=run_id, tags=tags, parent_run_id=parent_run_id, metadata=metadata,
-            run_type=run_type, name=name, **kwargs))
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, inputs: Any = None, **kwargs: Any) -> None:
+        self._close(run_id, outputs)
 
-    def on_chain_end(self, outputs: Any, *, run_id: UUID, inputs: Any = None, **kwargs: Any) -> Any:
-        return self._finish(run_id, lambda: BaseTracer.on_chain_end(self, outputs, run_id=run_id, inputs=inputs,
-                                                                    **kwargs))
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id, error=error)
 
-    def on_chain_error(self, error: BaseException, *, run_id: UUID, inputs: Any = None, **kwargs: Any) -> Any:
-        return self._finish(run_id, lambda: BaseTracer.on_chain_error(self, error, run_id=run_id, inputs=inputs,
-                                                                      **kwargs))
+    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID, parent_run_id: UUID | None = None,
+                      tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
+                      name: str | None = None, inputs: Any = None, **kwargs: Any) -> None:
+        self._open("tool", run_id, parent_run_id, tags, metadata, _name(serialized, name),
+                   inputs if inputs is not None else {"input": input_str})
 
-    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID, tags: list[str] | None = None,
-                      parent_run_id: UUID | None = None, metadata: dict[str, Any] | None = None,
-                      name: str | None = None, inputs: Any = None, **kwargs: Any) -> Any:
-        return self._start(run_id, parent_run_id, tags, lambda: BaseTracer.on_tool_start(
-            self, serialized, input_str, run_id=run_id, tags=tags, parent_run_id=parent_run_id, metadata=metadata,
-            name=name, inputs=inputs, **kwargs))
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id, {"output": output})
 
-    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-        return self._finish(run_id, lambda: BaseTracer.on_tool_end(self, output, run_id=run_id, **kwargs))
-
-    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
-        return self._finish(run_id, lambda: BaseTracer.on_tool_error(self, error, run_id=run_id, **kwargs))
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id, error=error)
 
     def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None,
                            tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
-                           name: str | None = None, **kwargs: Any) -> Any:
-        return self._start(run_id, parent_run_id, tags, lambda: BaseTracer.on_retriever_start(
-            self, serialized, query, run_id=run_id, parent_run_id=parent_run_id, tags=tags, metadata=metadata,
-            name=name, **kwargs))
+                           name: str | None = None, **kwargs: Any) -> None:
+        self._open("retriever", run_id, parent_run_id, tags, metadata, _name(serialized, name) or "Retriever",
+                   {"query": query})
 
-    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-        return self._finish(run_id, lambda: BaseTracer.on_retriever_end(self, documents, run_id=run_id, **kwargs))
+    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id, {"documents": documents})
 
-    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
-        return self._finish(run_id, lambda: BaseTracer.on_retriever_error(self, error, run_id=run_id, **kwargs))
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id, error=error)
 
 
-def _now() -> Any:
-    from datetime import datetime, timezone  # noqa: PLC0415
+def _name(serialized: Any, name: str | None) -> str | None:
+    """The run's name as LangChain's own tracers show it: the given name, else the serialized class name."""
+    if name:
+        return name
+    if isinstance(serialized, dict):
+        if serialized.get("name"):
+            return str(serialized["name"])
+        ids = serialized.get("id")
+        if isinstance(ids, list) and ids:
+            return str(ids[-1])
+    return None
 
-    return datetime.now(timezone.utc)
+
+class _LazyPrompts(list):
+    """A chat model's prompt as text, rendered only if the assembly needs it (most runs never are)."""
+
+    def __init__(self, messages: list[list[Any]]) -> None:
+        super().__init__()
+        self._messages = messages
+        self._rendered = False
+
+    def render(self) -> list[str]:
+        if not self._rendered:
+            from langchain_core.messages import get_buffer_string  # noqa: PLC0415
+
+            self.extend(get_buffer_string(m) for m in self._messages)
+            self._rendered = True
+        return list(self)

@@ -1,0 +1,130 @@
+"""How much latency capture adds to each call of an app, with scoring in the background.
+
+Each case builds a small RAG app with a fake model and an in-memory retriever (no network, no model download),
+then calls it N times without capture and N times with it, interleaved so that drift hits both sides alike, and
+reports the median per-call latency of each, the added milliseconds and the ratio. The target is at most 5%
+added, or at most 0.3 ms.
+
+    python benchmarks/capture_overhead.py            # every case, 1000 calls each
+    python benchmarks/capture_overhead.py -n 500 --case langchain
+
+To add a framework, write a function ``bench_<name>(n: int) -> Measurement`` below and add it to ``CASES``.
+The judge is contextjudge's FakeJudge: it answers in-process, so its CPU time competes with the app for the GIL,
+which a remote judge would not; the figure is therefore on the pessimistic side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+TARGET_RATIO = 0.05
+TARGET_MS = 0.3
+
+
+@dataclass
+class Measurement:
+    case: str
+    calls: int
+    baseline_ms: float
+    captured_ms: float
+    cases_captured: int
+    results_scored: int
+
+    @property
+    def added_ms(self) -> float:
+        return self.captured_ms - self.baseline_ms
+
+    @property
+    def ratio(self) -> float:
+        return self.added_ms / self.baseline_ms if self.baseline_ms else 0.0
+
+    @property
+    def within_target(self) -> bool:
+        return self.ratio <= TARGET_RATIO or self.added_ms <= TARGET_MS
+
+
+def interleaved_medians(plain: Callable[[int], object], captured: Callable[[int], object], n: int,
+                        warmup: int = 50) -> tuple[float, float]:
+    """Median milliseconds of ``plain(i)`` and ``captured(i)``, called alternately ``n`` times each."""
+    for i in range(warmup):
+        plain(i)
+        captured(i)
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(n):
+        first, second = (plain, captured) if i % 2 == 0 else (captured, plain)
+        t0 = time.perf_counter()
+        first(i)
+        t1 = time.perf_counter()
+        second(i)
+        t2 = time.perf_counter()
+        (a if first is plain else b).append(t1 - t0)
+        (b if first is plain else a).append(t2 - t1)
+    return statistics.median(a) * 1000, statistics.median(b) * 1000
+
+
+def bench_langchain(n: int) -> Measurement:
+    """An LCEL chain: in-memory vector retriever | prompt | offline chat model | parser; handler in background."""
+    import json as _json
+    from importlib.resources import files
+
+    from langchain_core.documents import Document
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import RunnablePassthrough
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.testing import FakeJudge
+    from contextjudge_langchain import ContextJudgeCallbackHandler
+    from contextjudge_langchain.testing import BagOfWordsEmbeddings, ExtractiveChatModel
+
+    corpus = files("contextjudge") / "data/demo_corpus"
+    docs = _json.loads((corpus / "docs.json").read_text("utf-8"))["documents"]
+    questions = [g["input"] for g in _json.loads((corpus / "goldens.json").read_text("utf-8"))["goldens"]]
+    store = InMemoryVectorStore(BagOfWordsEmbeddings(dim=256))
+    store.add_documents([Document(d["text"], id=d["id"], metadata={"title": d["title"]}) for d in docs])
+    prompt = ChatPromptTemplate.from_messages([("human", "Context:\n{context}\n\nQuestion: {question}")])
+    chain = ({"context": store.as_retriever(search_kwargs={"k": 3})
+              | (lambda ds: "\n\n".join(d.page_content for d in ds)),
+              "question": RunnablePassthrough()} | prompt | ExtractiveChatModel() | StrOutputParser())
+    handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=FakeJudge())], mode=__import__("os").environ.get("CJ_MODE", "background"))
+    config = {"callbacks": [handler]}
+
+    baseline, captured = interleaved_medians(lambda i: chain.invoke(questions[i % len(questions)]),
+                                             lambda i: chain.invoke(questions[i % len(questions)], config=config), n)
+    handler.flush(120)
+    return Measurement("langchain", n, baseline, captured, len(handler.cases), len(handler.results))
+
+
+CASES: dict[str, Callable[[int], Measurement]] = {
+    "langchain": bench_langchain,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--calls", type=int, default=1000, help="calls per side (at least 500 for a figure)")
+    parser.add_argument("--case", choices=sorted(CASES), action="append", help="run only these cases")
+    parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    args = parser.parse_args(argv)
+    rows = [CASES[name](args.calls) for name in (args.case or CASES)]
+    if args.json:
+        print(json.dumps([asdict(r) | {"added_ms": r.added_ms, "ratio": r.ratio} for r in rows], indent=2))
+    else:
+        print(f"{'case':<12} {'calls':>6} {'baseline ms':>12} {'captured ms':>12} {'added ms':>9} {'added %':>8}  target")
+        for r in rows:
+            print(f"{r.case:<12} {r.calls:>6} {r.baseline_ms:>12.3f} {r.captured_ms:>12.3f} {r.added_ms:>9.3f} "
+                  f"{r.ratio * 100:>7.1f}%  {'ok' if r.within_target else 'MISSED'} "
+                  f"(<= {TARGET_RATIO:.0%} or <= {TARGET_MS} ms; {r.cases_captured} cases, {r.results_scored} scores)")
+    return 0 if all(r.within_target for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,6 +10,7 @@ from llama_index.core.base.response.schema import Response
 from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine, StreamingAgentChatResponse
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.memory import ChatMemoryBuffer
 
 import contextjudge_llama_index as cj
 from contextjudge import ConversationalTestCase, LLMTestCase
@@ -132,8 +133,10 @@ def test_three_turn_chat_becomes_a_conversation_scored_by_turn_metrics(index, ll
 
 
 async def test_chat_wrapper_async_and_streaming_turns(index, llm, judge):
+    # ChatMemoryBuffer: the default Memory keeps an aiosqlite connection bound to this test's event loop
+    memory = ChatMemoryBuffer.from_defaults(token_limit=4000)
     chat = cj.EvaluatedChatEngine(index.as_chat_engine(chat_mode="condense_plus_context", llm=llm,
-                                                       similarity_top_k=2),
+                                                       similarity_top_k=2, memory=memory),
                                   metrics=[TurnContextualRelevancyMetric(model=judge)])
     r1 = await chat.achat(VACATION)
     assert type(r1) is AgentChatResponse

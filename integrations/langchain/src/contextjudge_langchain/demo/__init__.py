@@ -1,0 +1,313 @@
+"""``contextjudge demo``: the whole job, offline, on a small RAG app over a fictional company's policies.
+
+It builds a real LCEL RAG chain twice, with a weak and a good retriever, runs the 15 golden questions and a
+three-turn conversation through each with ``ContextJudgeCallbackHandler`` attached (no change to the chain),
+scores contextual precision, recall, relevancy and utilization plus turn relevancy, and prints which retriever
+wins and why. The judge is the embedded offline judge (``model="local"``) when it is installed, otherwise
+contextjudge's scripted FakeJudge, clearly labelled.
+
+Also runnable as ``python -m contextjudge_langchain.demo``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field
+from importlib.resources import files
+from typing import Any
+
+__all__ = ["main"]
+
+CORPUS = "data/demo_corpus"
+SINGLE_METRICS = ("Contextual Precision", "Contextual Recall", "Contextual Relevancy", "Context Utilization")
+
+
+def load_corpus() -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """The demo corpus shipped with contextjudge: documents, goldens and one conversation."""
+    root = files("contextjudge") / CORPUS
+    docs = json.loads((root / "docs.json").read_text("utf-8"))
+    goldens = json.loads((root / "goldens.json").read_text("utf-8"))["goldens"]
+    conversation = json.loads((root / "conversation.json").read_text("utf-8"))
+    return docs, goldens, conversation
+
+
+@dataclass
+class Config:
+    """One retriever configuration of the demo app."""
+
+    key: str
+    label: str
+    dim: int
+    stopwords: bool
+    stem: bool
+    k: int
+
+
+CONFIGS = (
+    Config("weak", "keyword bag-of-words: stop words kept, no stemming, 64 hash buckets, top 2",
+           dim=64, stopwords=False, stem=False, k=2),
+    Config("good", "bag-of-words without stop words, light stemming, 2048 hash buckets, top 3",
+           dim=2048, stopwords=True, stem=True, k=3),
+)
+
+
+@dataclass
+class Outcome:
+    config: Config
+    handler: Any
+    conversation: Any
+    seconds: float
+    hits: int = 0
+    questions: int = 0
+    scores: dict[str, list[float]] = field(default_factory=dict)
+    passes: dict[str, list[bool]] = field(default_factory=dict)
+
+
+def pick_judge(choice: str) -> tuple[Any, str, bool]:
+    """The judge model, a label saying what it is, and whether it is the real embedded judge."""
+    reason = ""
+    if choice in ("auto", "local"):
+        try:
+            from contextjudge import resolve_model  # noqa: PLC0415
+
+            return resolve_model("local"), "the embedded offline judge (model=\"local\")", True
+        except Exception as exc:  # noqa: BLE001 - fall back to the scripted judge, and say why
+            if choice == "local":
+                raise
+            reason = f" ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+    from contextjudge.testing import FakeJudge  # noqa: PLC0415
+
+    return (FakeJudge(default=scripted_verdict),
+            "FakeJudge with a scripted word-overlap rule, NOT a real judge: the embedded judge is not available"
+            + reason, False)
+
+
+def scripted_verdict(request: Any, item: Any) -> str:
+    """The fallback judge's rule: shared content words (stemmed), nothing smarter. Used only without the real judge."""
+    from ..testing import tokens  # noqa: PLC0415
+
+    words = set(tokens(item.text))
+    if request.task == "statement_support":
+        support = set().union(*(tokens(c.text) for c in request.context)) if request.context else set()
+        return "yes" if words and len(words & support) / len(words) >= 0.6 else "no"
+    target = set(tokens(request.input)) | set(tokens(request.reference or ""))
+    return "yes" if len(words & target) >= 2 else "no"
+
+
+def build_chain(docs: list[dict[str, Any]], config: Config) -> Any:
+    """retriever | format | prompt | offline chat model | parser, as a RAG app would be written in LCEL."""
+    from langchain_core.documents import Document  # noqa: PLC0415
+    from langchain_core.output_parsers import StrOutputParser  # noqa: PLC0415
+    from langchain_core.prompts import ChatPromptTemplate  # noqa: PLC0415
+    from langchain_core.runnables import RunnablePassthrough  # noqa: PLC0415
+    from langchain_core.vectorstores import InMemoryVectorStore  # noqa: PLC0415
+
+    from ..testing import BagOfWordsEmbeddings, ExtractiveChatModel  # noqa: PLC0415
+
+    store = InMemoryVectorStore(BagOfWordsEmbeddings(config.dim, stopwords=config.stopwords, stem=config.stem))
+    store.add_documents([Document(d["text"], id=d["id"], metadata={"title": d["title"], "category": d["category"]})
+                         for d in docs])
+    retriever = store.as_retriever(search_kwargs={"k": config.k}).with_config(run_name=f"{config.key}_retriever")
+    prompt = ChatPromptTemplate.from_messages([
+        ("system", "You answer employees' questions about Kestrel Harbor Instruments' policies."),
+        ("human", "Answer from the context only.\nContext:\n{context}\n\nQuestion: {question}"),
+    ])
+
+    def format_docs(documents: list[Any]) -> str:
+        return "\n\n".join(d.page_content for d in documents)
+
+    return ({"context": retriever | format_docs, "question": RunnablePassthrough()}
+            | prompt | ExtractiveChatModel() | StrOutputParser())
+
+
+def run_config(config: Config, docs: list[dict[str, Any]], goldens: list[dict[str, Any]],
+               conversation: dict[str, Any], judge: Any, concurrency: int) -> Outcome:
+    from contextjudge.metrics import (  # noqa: PLC0415
+        ContextualPrecisionMetric,
+        ContextualRecallMetric,
+        ContextualRelevancyMetric,
+        ContextUtilizationMetric,
+        TurnContextualRelevancyMetric,
+    )
+
+    from .. import ContextJudgeCallbackHandler  # noqa: PLC0415
+
+    started = time.perf_counter()
+    chain = build_chain(docs, config)
+    metrics = [ContextualPrecisionMetric(model=judge), ContextualRecallMetric(model=judge),
+               ContextualRelevancyMetric(model=judge), ContextUtilizationMetric(model=judge)]
+    handler = ContextJudgeCallbackHandler(metrics=metrics, goldens=goldens, mode="background",
+                                          concurrency=concurrency)
+    # The conversation gets its own handler with only the turn metric, so its turns are not scored twice.
+    conv_handler = ContextJudgeCallbackHandler(metrics=[TurnContextualRelevancyMetric(model=judge)],
+                                               goldens=conversation["turns"], mode="background")
+    chain.batch([g["input"] for g in goldens], config={"callbacks": [handler], "max_concurrency": concurrency})
+    thread_id = f"{conversation['thread_id']}-{config.key}"
+    for turn in conversation["turns"]:
+        chain.invoke(turn["input"], config={"callbacks": [conv_handler], "metadata": {"thread_id": thread_id}})
+    handler.flush()
+    conv_handler.flush()
+    outcome = Outcome(config, handler, conv_handler, time.perf_counter() - started)
+    relevant = {g["input"]: set(g["relevant_ids"]) for g in goldens}
+    for case in handler.cases:
+        ids = {n.id for n in case.test_case.retrieval_context or []}
+        outcome.questions += 1
+        outcome.hits += bool(ids & relevant.get(case.test_case.input, set()))
+    for case, result in handler.results:
+        if result.score is not None:
+            outcome.scores.setdefault(result.name, []).append(result.score)
+            outcome.passes.setdefault(result.name, []).append(bool(result.success))
+    return outcome
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def _fmt(x: float | None) -> str:
+    return "  n/a" if x is None else f"{x:5.2f}"
+
+
+def _conversation_score(outcome: Outcome) -> tuple[float | None, str]:
+    for _, result in outcome.conversation.results:
+        return result.score, result.reason or ""
+    return None, ""
+
+
+def worst_cases(outcome: Outcome, n: int) -> list[tuple[Any, Any]]:
+    """The n lowest-scoring (case, result) pairs, one per case."""
+    ranked = sorted(((c, r) for c, r in outcome.handler.results if r.score is not None),
+                    key=lambda cr: (cr[1].score, cr[1].name))
+    seen: set[str] = set()
+    out = []
+    for case, result in ranked:
+        if case.case_id in seen:
+            continue
+        seen.add(case.case_id)
+        out.append((case, result))
+        if len(out) == n:
+            break
+    return out
+
+
+def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: dict[str, Any],
+           n_goldens: int, seconds: float) -> str:
+    weak, good = outcomes
+    lines: list[str] = []
+    add = lines.append
+    wrap = textwrap.TextWrapper(width=100, initial_indent="       ", subsequent_indent="       ")
+    add("")
+    add("contextjudge demo: scoring the retrieval half of a LangChain RAG app, offline")
+    add("=" * 78)
+    add(f"Judge:  {judge_label}")
+    add(f"Corpus: {docs['company']} policies ({len(docs['documents'])} documents, fictional), "
+        f"{n_goldens} golden questions, one 3-turn conversation")
+    add("App:    LCEL chain {context: retriever | format, question} | prompt | ExtractiveChatModel | StrOutputParser")
+    add("        (ExtractiveChatModel is an offline stand-in that quotes the best-matching context sentences;")
+    add("        it is not an LLM.) Captured by ContextJudgeCallbackHandler in callbacks, with no change to the chain.")
+    add("")
+    for o in outcomes:
+        add(f"  {o.config.key:<5} retriever: {o.config.label}")
+    add("")
+    add(f"  {'metric (mean score, pass rate)':<40}{'weak':>16}{'good':>16}{'change':>9}")
+    wins = 0
+    compared = 0
+    for name in SINGLE_METRICS:
+        w, g = _mean(weak.scores.get(name, [])), _mean(good.scores.get(name, []))
+        wp, gp = _mean([float(x) for x in weak.passes.get(name, [])]), _mean([float(x) for x in
+                                                                          good.passes.get(name, [])])
+        delta = "" if w is None or g is None else f"{g - w:+.2f}"
+        if w is not None and g is not None:
+            compared += 1
+            wins += g > w
+        add(f"  {name:<40}{_fmt(w):>8} ({_pct(wp)}){_fmt(g):>9} ({_pct(gp)}){delta:>9}")
+    cw, cw_reason = _conversation_score(weak)
+    cg, cg_reason = _conversation_score(good)
+    if cw is not None and cg is not None:
+        compared += 1
+        wins += cg > cw
+    add(f"  {'Turn Contextual Relevancy (conversation)':<40}{_fmt(cw):>8}{'':>7}{_fmt(cg):>9}{'':>7}"
+        f"{'' if cw is None or cg is None else f'{cg - cw:+.2f}':>9}")
+    add(f"  {'answering document retrieved (labels)':<40}{f'{weak.hits}/{weak.questions}':>8}{'':>7}"
+        f"{f'{good.hits}/{good.questions}':>9}")
+    add("")
+    verdict = "wins" if wins == compared and compared else ("mostly wins" if wins * 2 > compared else "does not win")
+    add(f"Verdict: the good retriever {verdict} ({wins} of {compared} metrics higher).")
+    add("Why:")
+    for para in (
+        f"The weak retriever brought back the document that answers the question for {weak.hits} of "
+        f"{weak.questions} questions, the good one for {good.hits} of {good.questions} (checked against the "
+        "corpus' own labels, not by the judge).",
+        "Keeping stop words lets words like 'the', 'how' and 'do' drive the ranking, and 64 hash buckets make "
+        "unrelated words collide, so the weak retriever ranks off-topic policies first (lower precision and "
+        "relevancy) and misses the facts the expected answers need (lower recall); with top 2 instead of top 3 it "
+        "also has fewer chances to find them.",
+    ):
+        add(wrap.fill(para))
+    for o, n in ((weak, 3), (good, 2)):
+        add("")
+        add(f"Worst cases, {o.config.key} retriever:")
+        for i, (case, result) in enumerate(worst_cases(o, n), start=1):
+            tc = case.test_case
+            ids = ", ".join(node.id or "?" for node in tc.retrieval_context or [])
+            add(f"  {i}. {tc.input!r}")
+            add(f"     {result.name} {result.score:.2f}; retrieved [{ids}]")
+            add(wrap.fill(f"reason: {result.reason or '(none)'}"))
+    if cw_reason:
+        add("")
+        add("Conversation (thread id, 3 turns), weak retriever:")
+        add(wrap.fill(f"reason: {cw_reason}"))
+    add("")
+    total_scores = sum(len(o.handler.results) + len(o.conversation.results) for o in outcomes)
+    add(f"Scored {total_scores} metric results on {sum(len(o.handler.cases) for o in outcomes)} captured "
+        f"retrievals and 2 conversations in {seconds:.1f} s"
+        + ("" if real_judge else " (with the scripted FakeJudge: install contextjudge[local] for the real "
+                                  "embedded judge)") + ".")
+    add("Next: attach ContextJudgeCallbackHandler to your own chain, or run `contextjudge eval --app module:chain "
+        "--goldens goldens.jsonl`.")
+    return "\n".join(lines)
+
+
+def _pct(x: float | None) -> str:
+    return " n/a" if x is None else f"{x * 100:3.0f}%"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; returns 0 when it ran and the good retriever won, 1 otherwise."""
+    parser = argparse.ArgumentParser(prog="contextjudge demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--judge", choices=("auto", "local", "fake"), default="auto",
+                        help="auto: the embedded judge if installed, else the scripted FakeJudge (labelled)")
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N golden questions")
+    parser.add_argument("--concurrency", type=int, default=4, help="app calls and judge calls in flight")
+    parser.add_argument("--json", metavar="PATH", help="also write every case and score to this JSON file")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    docs, goldens, conversation = load_corpus()
+    if args.limit:
+        goldens = goldens[: args.limit]
+    judge, judge_label, real = pick_judge(args.judge)
+    print(f"contextjudge demo: judge = {judge_label}", file=sys.stderr)
+    outcomes = []
+    for config in CONFIGS:
+        outcome = run_config(config, docs["documents"], goldens, conversation, judge, args.concurrency)
+        print(f"  {config.key} retriever: {len(outcome.handler.cases)} retrievals captured and scored in "
+              f"{outcome.seconds:.1f} s", file=sys.stderr)
+        outcomes.append(outcome)
+    print(report(outcomes, judge_label, real, docs, len(goldens), time.perf_counter() - started))
+    if args.json:
+        dump = [{"config": o.config.key, "source": c.source, "input": getattr(c.test_case, "input", None),
+                 "retrieved": [n.id for n in getattr(c.test_case, "retrieval_context", None) or []],
+                 "results": [{"metric": r.name, "score": r.score, "success": r.success, "reason": r.reason}
+                             for r in c.results]}
+                for o in outcomes for c in o.handler.cases + o.conversation.cases]
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(dump, fh, indent=2)
+    weak, good = outcomes
+    won = all((_mean(good.scores.get(m, [])) or 0) >= (_mean(weak.scores.get(m, [])) or 0) for m in SINGLE_METRICS)
+    return 0 if won else 1

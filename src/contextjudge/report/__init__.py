@@ -15,11 +15,11 @@ import os
 from typing import Any
 
 from .._result import EvaluationResult
-from ._html import RunView, render_html
+from ._html import MetricChange, RunView, compare_runs, render_html
 from ._stats import Interval, bootstrap_mean, paired_difference
 
-__all__ = ["Interval", "RunView", "bootstrap_mean", "paired_difference", "render_report", "run_view",
-           "write_report"]
+__all__ = ["Interval", "MetricChange", "RunView", "bootstrap_mean", "compare_runs", "paired_difference",
+           "render_report", "run_view", "write_report"]
 
 
 def run_view(store: Any, run: str | None = None) -> RunView:

@@ -16,7 +16,7 @@ from .._result import EvaluationResult, MetricResult, TestResult
 from .._testcase import ConversationalTestCase
 from ._stats import Interval, bootstrap_mean, pair_key, paired_difference
 
-__all__ = ["RunView", "render_html"]
+__all__ = ["MetricChange", "RunView", "compare_runs", "render_html"]
 
 _NODE_METRICS = ("Contextual Precision", "Context Utilization", "Turn Contextual Precision")
 
@@ -225,9 +225,36 @@ def _score_of(tr: TestResult, name: str) -> float | None:
     return None
 
 
+@dataclass
+class MetricChange:
+    """One metric compared across two runs over their paired cases."""
+
+    metric: str
+    baseline_mean: float | None
+    current_mean: float | None
+    difference: Interval
+    reading: str  # "better", "worse" or "no clear change"
+
+
+def compare_runs(current: EvaluationResult, baseline: EvaluationResult) -> list[MetricChange]:
+    """Per metric: both means and the paired difference (current - baseline) with its 95% bootstrap interval."""
+    pairs = _pairs(current, baseline)
+    out = []
+    for name in _metric_names(current, baseline):
+        pv = [(sb, sc) for b, c in pairs.values()
+              if (sb := _score_of(b, name)) is not None and (sc := _score_of(c, name)) is not None]
+        iv = paired_difference(pv)
+        reading = ("better" if iv.low is not None and iv.low > 0 else
+                   "worse" if iv.high is not None and iv.high < 0 else "no clear change")
+        out.append(MetricChange(name, baseline.mean(name) if name in baseline.metric_names() else None,
+                                current.mean(name) if name in current.metric_names() else None, iv, reading))
+    return out
+
+
 def _compare_section(cur: RunView, base: RunView) -> str:
     pairs = _pairs(cur.result, base.result)
     names = _metric_names(cur.result, base.result)
+    by_metric = {c.metric: c for c in compare_runs(cur.result, base.result)}
     out = [f"<h2>Compared with {_e(base.run_id or 'baseline')}</h2>",
            f"<p class='meta'>{len(pairs)} case(s) appear in both runs (matched by test case id, else by input). "
            "The difference is this run minus the baseline, per paired case; the interval is a 95% bootstrap "
@@ -236,22 +263,14 @@ def _compare_section(cur: RunView, base: RunView) -> str:
            "<th>Paired difference</th><th>95% CI</th><th>Pairs</th><th></th><th>Reading</th></tr></thead><tbody>"]
     changes: list[tuple[float, str, str, float, float]] = []
     for name in names:
-        pv = []
         for key, (b, c) in pairs.items():
             sb, sc = _score_of(b, name), _score_of(c, name)
-            if sb is not None and sc is not None:
-                pv.append((sb, sc))
-                if sc != sb:
-                    changes.append((sc - sb, key, name, sb, sc))
-        iv = paired_difference(pv)
-        if iv.low is not None and iv.low > 0:
-            reading = "<span class='up'>better</span>"
-        elif iv.high is not None and iv.high < 0:
-            reading = "<span class='down'>worse</span>"
-        else:
-            reading = "no clear change"
-        mb = base.result.mean(name) if name in base.result.metric_names() else None
-        mc = cur.result.mean(name) if name in cur.result.metric_names() else None
+            if sb is not None and sc is not None and sc != sb:
+                changes.append((sc - sb, key, name, sb, sc))
+        ch = by_metric[name]
+        iv, mb, mc = ch.difference, ch.baseline_mean, ch.current_mean
+        reading = {"better": "<span class='up'>better</span>", "worse": "<span class='down'>worse</span>"}.get(
+            ch.reading, ch.reading)
         out.append(f"<tr><td>{_e(name)}</td><td class='num'>{_num(mb)}</td><td class='num'>{_num(mc)}</td>"
                    f"<td class='num'>{_signed(iv.estimate)}</td><td class='num'>{_ci(iv, True)}</td>"
                    f"<td class='num'>{iv.n}</td><td>{_diff_bar(iv)}</td><td>{reading}</td></tr>")

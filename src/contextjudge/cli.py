@@ -1,0 +1,706 @@
+"""The ``contextjudge`` command: evaluate an existing app, score deferred captures, report, compare and export.
+
+Every failure the user can fix prints one line that says what to do (no traceback unless ``--debug``). Exit codes:
+0 success, 1 a quality gate failed (a metric below its threshold, or a regression in ``compare``), 2 an error.
+Integrations add subcommands through the entry-point group ``contextjudge.commands`` (a ``main(argv) -> int``)
+and app runners through ``contextjudge.apps`` (an ``AppAdapter`` instance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+from importlib import metadata as importlib_metadata
+from typing import Any, Callable, Sequence
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
+
+# who ships the well-known subcommands, so a missing one can say what to install
+KNOWN_COMMANDS = {"demo": ("contextjudge-langchain", "the offline end-to-end tour on a LangChain RAG chain")}
+METRIC_ALIASES = {"precision": "contextual_precision", "recall": "contextual_recall",
+                  "relevancy": "contextual_relevancy", "utilization": "context_utilization",
+                  "turn_precision": "turn_contextual_precision", "turn_recall": "turn_contextual_recall",
+                  "turn_relevancy": "turn_contextual_relevancy", "rubric_recall": "rubric_context_recall"}
+DEFAULT_EVAL_METRICS = ("contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization")
+
+
+class UsageError(Exception):
+    """A mistake on the command line or in an input file; the message says what to fix."""
+
+
+def _err(msg: str) -> None:
+    print(f"contextjudge: error: {msg}", file=sys.stderr)
+
+
+def _info(msg: str, quiet: bool = False) -> None:
+    if not quiet:
+        print(msg, file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------------------------ entry points
+def _entry_points(group: str) -> list[Any]:
+    try:
+        return list(importlib_metadata.entry_points(group=group))
+    except Exception:  # noqa: BLE001 - a broken installed distribution must not break the CLI
+        return []
+
+
+def _plugin_commands() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for ep in _entry_points("contextjudge.commands"):
+        out.setdefault(ep.name, ep)
+    return out
+
+
+def _adapters() -> list[tuple[str, Any]]:
+    found = []
+    for ep in _entry_points("contextjudge.apps"):
+        try:
+            obj = ep.load()
+            found.append((ep.name, obj() if isinstance(obj, type) else obj))  # an instance, or its class
+        except Exception as exc:  # noqa: BLE001
+            logging.getLogger("contextjudge").warning("contextjudge: the app adapter %r (%s) could not be loaded: %s",
+                                                      ep.name, ep.value, exc)
+    return found
+
+
+# ------------------------------------------------------------------------------------------------ loading inputs
+def load_object(spec: str) -> Any:
+    """Import ``module:object`` (``object`` may be dotted; ``module:factory()`` calls a no-argument factory)."""
+    if ":" not in spec or spec.startswith(":") or spec.endswith(":"):
+        raise UsageError(f"--app {spec!r} is not module:object; write it like myapp.chain:rag_chain.")
+    mod_name, _, attr = spec.partition(":")
+    call = attr.endswith("()")
+    if call:
+        attr = attr[:-2]
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: the app usually lives in the current directory
+    try:
+        module = importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and mod_name.startswith(exc.name):
+            raise UsageError(f"cannot import module {mod_name!r} for --app: no module named {exc.name!r}. Run from "
+                             "the folder that contains it, or add that folder to PYTHONPATH.") from exc
+        raise UsageError(f"importing {mod_name!r} for --app failed: it needs the module {exc.name!r}, which is not "
+                         "installed. Install the app's dependencies.") from exc
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
+        raise UsageError(f"importing {mod_name!r} for --app raised {type(exc).__name__}: {exc}. Fix the module "
+                         "(rerun with --debug for the traceback).") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            names = sorted(n for n in dir(module) if not n.startswith("_"))[:12]
+            raise UsageError(f"module {mod_name!r} has no attribute {attr!r} for --app. It has: {', '.join(names)}")
+        obj = getattr(obj, part)
+    if call:
+        try:
+            obj = obj()
+        except Exception as exc:  # noqa: BLE001
+            raise UsageError(f"calling {spec} raised {type(exc).__name__}: {exc}.") from exc
+    return obj
+
+
+def _goldens(path: str) -> Any:
+    from .errors import ContextJudgeError  # noqa: PLC0415
+    from .goldens import load_goldens  # noqa: PLC0415
+
+    if not os.path.exists(path):
+        raise UsageError(f"goldens file {path!r} does not exist: check the --goldens path.")
+    try:
+        goldens = load_goldens(path)
+    except ContextJudgeError as exc:
+        raise UsageError(str(exc)) from exc
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise UsageError(f"{path}: cannot read it as a JSONL or CSV goldens file ({exc}).") from exc
+    if not len(goldens):
+        raise UsageError(f"goldens file {path!r} holds no goldens: add one JSON object per line with an 'input'.")
+    return goldens
+
+
+def _metric_keys(values: Sequence[str] | None, default: Sequence[str]) -> list[str]:
+    from .metrics import BY_KEY  # noqa: PLC0415
+
+    by_class = {cls.__name__.lower(): key for key, cls in BY_KEY.items()}
+    by_name = {cls.name.lower(): key for key, cls in BY_KEY.items()}
+    raw = [p.strip() for v in (values or []) for p in v.split(",") if p.strip()] or list(default)
+    keys = []
+    for item in raw:
+        low = item.lower().replace("-", "_")
+        key = (low if low in BY_KEY else METRIC_ALIASES.get(low) or by_class.get(low) or by_name.get(item.lower()))
+        if key is None:
+            raise UsageError(f"unknown metric {item!r}. Choose from: {', '.join(sorted(BY_KEY))} "
+                             f"(or {', '.join(sorted(METRIC_ALIASES))}).")
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
+def _thresholds(values: Sequence[str] | None, what: str) -> tuple[float | None, dict[str, float]]:
+    """``0.7`` (every metric) and ``contextual_precision=0.8`` (one metric) -> (default, per metric key)."""
+    default: float | None = None
+    per: dict[str, float] = {}
+    for v in values or []:
+        name, sep, num = v.rpartition("=")
+        try:
+            x = float(num)
+        except ValueError:
+            raise UsageError(f"{what} {v!r}: expected a number between 0 and 1, or metric=number.") from None
+        if not 0.0 <= x <= 1.0:
+            raise UsageError(f"{what} {v!r}: must be between 0 and 1.")
+        if sep:
+            per[_metric_keys([name], [])[0]] = x
+        else:
+            default = x
+    return default, per
+
+
+def _judge(model: str | None) -> Any:
+    from ._models import resolve_model  # noqa: PLC0415
+    from .errors import JudgeUnavailableError  # noqa: PLC0415
+
+    if model and model.strip().lower() == "fake":
+        from .testing import FakeJudge  # noqa: PLC0415
+
+        _info("judge: FakeJudge, the scripted test double (scores show the plumbing, not quality)")
+        return FakeJudge()
+    try:
+        return resolve_model(model)
+    except JudgeUnavailableError as exc:
+        raise UsageError(f"--model {model or '(default)'}: {exc}") from exc
+
+
+def _build_metrics(keys: list[str], judge: Any, threshold: float | None, per: dict[str, float]) -> list[Any]:
+    from .metrics import BY_KEY  # noqa: PLC0415
+
+    out = []
+    for key in keys:
+        t = per.get(key, threshold)
+        out.append(BY_KEY[key](model=judge) if t is None else BY_KEY[key](model=judge, threshold=t))
+    return out
+
+
+def _store(target: str | None) -> Any:
+    from .errors import StoreError  # noqa: PLC0415
+    from .store import DEFAULT_STORE_PATH, open_store  # noqa: PLC0415
+
+    target = target or os.environ.get("CONTEXTJUDGE_STORE") or DEFAULT_STORE_PATH
+    try:
+        return open_store(target)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _existing_store(target: str | None) -> Any:
+    """A store that must already exist (for commands that only read)."""
+    from .store import DEFAULT_STORE_PATH  # noqa: PLC0415
+
+    target = target or os.environ.get("CONTEXTJUDGE_STORE") or DEFAULT_STORE_PATH
+    if "://" not in target and not os.path.exists(target):
+        raise UsageError(f"no store at {target!r}: pass --store PATH (a results file written by `contextjudge eval` "
+                         "or evaluate(..., store=...)) or a database URL.")
+    return _store(target)
+
+
+def _resolve(store: Any, ref: str | None) -> str:
+    from .errors import StoreError  # noqa: PLC0415
+
+    try:
+        return store.resolve_run(ref)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _code_fingerprint(obj: Any) -> dict[str, Any]:
+    """Where the app's code lives and a hash of its module file, so runs of different code can be told apart."""
+    mod = sys.modules.get(getattr(obj, "__module__", "") or "")
+    out: dict[str, Any] = {"type": f"{type(obj).__module__}.{type(obj).__qualname__}"}
+    path = getattr(mod, "__file__", None)
+    if path and os.path.exists(path):
+        with open(path, "rb") as fh:
+            out["module_sha256"] = hashlib.sha256(fh.read()).hexdigest()[:16]
+        out["module_file"] = os.path.relpath(path) if not os.path.isabs(os.path.relpath(path)) else path
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ output
+def _gate(result: Any, metrics: list[Any], mean_min: dict[str, float], pass_min: dict[str, float]
+          ) -> list[str]:
+    failures = []
+    summary = result.summary()
+    for m in metrics:
+        s = summary.get(m.name)
+        if s is None:
+            continue
+        need_mean = mean_min.get(m.key)
+        if need_mean is not None and (s["mean"] is None or s["mean"] < need_mean):
+            failures.append(f"{m.name}: mean {_f(s['mean'])} < {need_mean:.3f}")
+        need_pass = pass_min.get(m.key)
+        if need_pass is not None and (s["pass_rate"] is None or s["pass_rate"] < need_pass):
+            failures.append(f"{m.name}: pass rate {_f(s['pass_rate'])} < {need_pass:.3f}")
+    return failures
+
+
+def _f(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _print_table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    print(line)
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+
+
+def _print_summary(result: Any, gate_mean: dict[str, float] | None = None,
+                   gate_pass: dict[str, float] | None = None, metrics: list[Any] | None = None) -> None:
+    from .report import bootstrap_mean  # noqa: PLC0415
+
+    keys = {m.name: m.key for m in metrics or []}
+    rows = []
+    for name, s in result.summary().items():
+        iv = bootstrap_mean([x for x in result.scores(name) if x is not None])
+        ci = "n/a" if iv.low is None else f"[{iv.low:.3f}, {iv.high:.3f}]"
+        thresholds = sorted({m.threshold for tr in result.test_results for m in tr.metrics_data if m.name == name})
+        gate = []
+        k = keys.get(name)
+        if k and gate_mean and k in gate_mean:
+            gate.append(f"mean>={gate_mean[k]:.2f}")
+        if k and gate_pass and k in gate_pass:
+            gate.append(f"pass>={gate_pass[k]:.2f}")
+        rows.append([name, _f(s["mean"]), ci, _f(s["pass_rate"]), str(s["scored"]), str(s["errors"]),
+                     ", ".join(f"{t:.2f}" for t in thresholds), " ".join(gate) or "-"])
+    if not rows:
+        print("no metric results")
+        return
+    _print_table(["metric", "mean", "95% CI", "pass rate", "scored", "errors", "threshold", "gate"], rows)
+    u = result.usage
+    print(f"\n{len(result)} case(s); judge calls {u.calls}, cache hits {u.cache_hits}, "
+          f"tokens {u.input_tokens + u.output_tokens}; run {result.run_id}")
+
+
+# ------------------------------------------------------------------------------------------------ commands
+def cmd_eval(args: argparse.Namespace) -> int:
+    goldens = _goldens(args.goldens)
+    keys = _metric_keys(args.metrics, DEFAULT_EVAL_METRICS)
+    threshold, per = _thresholds(args.threshold, "--threshold")
+    pass_default, pass_per = _thresholds(args.min_pass_rate, "--min-pass-rate")
+    store = _store(args.store)
+    app = load_object(args.app)
+    adapters = _adapters()
+    adapter = next(((n, a) for n, a in adapters if _safe_matches(a, app)), None)
+    if adapter is None:
+        installed = ", ".join(n for n, _ in adapters) or "none"
+        raise UsageError(f"no installed integration can run a {type(app).__module__}.{type(app).__name__} "
+                         f"(installed app adapters: {installed}). For a LangChain Runnable: pip install "
+                         "contextjudge-langchain; for a LlamaIndex query or chat engine: pip install "
+                         "contextjudge-llama-index.")
+    judge = _judge(args.model)
+    metrics = _build_metrics(keys, judge, threshold, per)
+    gate_mean = {k: per.get(k, threshold) for k in keys if per.get(k, threshold) is not None}
+    gate_pass = {k: pass_per.get(k, pass_default) for k in keys if pass_per.get(k, pass_default) is not None}
+
+    _info(f"running {len(goldens)} golden(s) through {args.app} with the {adapter[0]} adapter ...", args.quiet)
+    t0 = time.perf_counter()
+    captured = adapter[1].collect(app, goldens, concurrency=args.concurrency)
+    _info(f"captured {len(captured)} test case(s) in {time.perf_counter() - t0:.1f}s; scoring ...", args.quiet)
+    if not captured:
+        raise UsageError(f"running the goldens through {args.app} captured no retrieval: check that the app "
+                         "retrieves, and that the adapter supports it.")
+    test_cases = _with_golden_ids(captured)
+
+    from ._runner import evaluate  # noqa: PLC0415
+
+    result = evaluate(test_cases, metrics, store=store, run_id=args.run_id, run_name=args.name or args.app,
+                      max_concurrency=args.concurrency * 4, show_progress=_progress(args),
+                      skip_on_missing_params=True,
+                      run_config={"app": args.app, "goldens": os.path.abspath(args.goldens), "adapter": adapter[0],
+                                  "code": _code_fingerprint(app)})
+    _print_summary(result, gate_mean, gate_pass, metrics)
+    if args.report:
+        from .report import render_report  # noqa: PLC0415
+
+        _write(args.report, render_report(store=store, run=result.run_id))
+        print(f"report: {args.report}")
+    else:
+        print(f"report: contextjudge report {result.run_id} --store {store.target} -o report.html")
+    failures = _gate(result, metrics, gate_mean, gate_pass)
+    if failures:
+        print("FAILED: " + "; ".join(failures))
+        return EXIT_GATE
+    return EXIT_OK
+
+
+def _safe_matches(adapter: Any, app: Any) -> bool:
+    try:
+        return bool(adapter.matches(app))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _with_golden_ids(captured: list[Any]) -> list[Any]:
+    """Cases keyed by their golden's id when that is unique, so runs of different app versions pair up."""
+    gids = [c.golden_id for c in captured]
+    out = []
+    for c in captured:
+        tc = c.test_case
+        if not getattr(tc, "id", None) and c.golden_id and gids.count(c.golden_id) == 1:
+            tc.id = f"golden-{c.golden_id}"
+        out.append(tc)
+    return out
+
+
+def _progress(args: argparse.Namespace) -> bool | None:
+    if args.quiet or args.no_progress:
+        return False
+    return None
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    store = _existing_store(args.store)
+    run_id = _resolve(store, args.run)
+    todo = store.unscored_cases(run_id)
+    if not todo:
+        print(f"run {run_id}: nothing to score (every case already has results).")
+        return EXIT_OK
+    info = store.run_info(run_id)
+    default_keys = _config_metric_keys(info.config) or list(DEFAULT_EVAL_METRICS) + ["turn_contextual_relevancy"]
+    keys = _metric_keys(args.metrics, default_keys)
+    threshold, per = _thresholds(args.threshold, "--threshold")
+    metrics = _build_metrics(keys, _judge(args.model), threshold, per)
+    _info(f"scoring {len(todo)} deferred case(s) of run {run_id} with {', '.join(m.name for m in metrics)} ...",
+          args.quiet)
+    from ._runner import evaluate  # noqa: PLC0415
+
+    result = evaluate([c.test_case for c in todo], metrics, store=store, run_id=run_id,
+                      show_progress=_progress(args), skip_on_missing_params=True)
+    _print_summary(result, metrics=metrics)
+    return EXIT_OK
+
+
+def _config_metric_keys(config: dict[str, Any]) -> list[str]:
+    from .metrics import BY_KEY  # noqa: PLC0415
+
+    by_class = {cls.__name__: key for key, cls in BY_KEY.items()}
+    keys = []
+    for m in config.get("metrics") or []:
+        cls = m.get("class") if isinstance(m, dict) else m
+        if cls in by_class and by_class[cls] not in keys:
+            keys.append(by_class[cls])
+    return keys
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}. Pass a writable output path.") from exc
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import render_report  # noqa: PLC0415
+
+    store = _existing_store(args.store)
+    run_id = _resolve(store, args.run)
+    other = _resolve(store, args.compare) if args.compare else None
+    _info(f"rendering run {run_id}" + (f" against {other}" if other else "") + " ...", args.quiet)
+    _write(args.output, render_report(store=store, run=run_id, compare=other, title=args.title))
+    print(f"report: {args.output}")
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .report import compare_runs  # noqa: PLC0415
+
+    store = _existing_store(args.store)
+    base = _resolve(store, args.baseline)
+    cur = _resolve(store, args.run)
+    changes = compare_runs(store.load_run(cur), store.load_run(base))
+    rows, worse = [], []
+    for c in changes:
+        iv = c.difference
+        ci = "n/a" if iv.low is None else f"[{iv.low:+.3f}, {iv.high:+.3f}]"
+        diff = "n/a" if iv.estimate is None else f"{iv.estimate:+.3f}"
+        rows.append([c.metric, _f(c.baseline_mean), _f(c.current_mean), diff, ci, str(iv.n), c.reading])
+        if c.reading == "worse":
+            worse.append(c.metric)
+    print(f"{cur} compared with {base} (paired by test case id, else input; 95% bootstrap intervals)")
+    _print_table(["metric", "baseline", "this run", "difference", "95% CI", "pairs", "reading"], rows)
+    if args.output:
+        from .report import render_report  # noqa: PLC0415
+
+        _write(args.output, render_report(store=store, run=cur, compare=base))
+        print(f"report: {args.output}")
+    if args.fail_on_regression and worse:
+        print("FAILED: worse on " + ", ".join(worse))
+        return EXIT_GATE
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    store = _existing_store(args.store)
+    run_id = _resolve(store, args.run)
+    out: Any = sys.stdout
+    if args.output:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+            out = open(args.output, "w", encoding="utf-8", newline="")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}. Pass a writable -o path.") \
+                from exc
+    try:
+        if args.format == "jsonl":
+            res = store.load_run(run_id)
+            for tr in res.test_results:
+                row = tr.to_dict()
+                row["run_id"] = run_id
+                out.write(json.dumps(row, default=str) + "\n")
+        else:
+            fields = ["run_id", "case_key", "case_index", "case_name", "input", "metric", "score", "threshold",
+                      "success", "reason", "error", "evaluation_model", "judge_calls", "input_tokens",
+                      "output_tokens"]
+            w = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
+            w.writeheader()
+            for rec in store.iter_records(run_id):
+                w.writerow(rec)
+    except OSError as exc:
+        raise UsageError(f"cannot write the export: {exc}") from exc
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if args.output:
+        print(f"exported run {run_id} to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    store = _existing_store(args.store)
+    runs = store.list_runs()
+    if not runs:
+        print("no runs yet")
+        return EXIT_OK
+    rows = []
+    for r in runs:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.created_at))
+        judges = ", ".join(j.get("name", "?") for j in r.judges) or "-"
+        rows.append([r.run_id, r.name or "-", when, r.status, str(r.cases), str(r.results), judges])
+    _print_table(["run", "name", "created (UTC)", "status", "cases", "results", "judge"], rows)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------------ parser
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show tracebacks and debug logs")
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="print only results")
+
+
+def _store_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="PATH_OR_URL",
+                   help="results store: a SQLite file path or a SQLAlchemy URL such as postgresql+psycopg://u@h/db "
+                        "(default: $CONTEXTJUDGE_STORE, else .contextjudge/results.db)")
+
+
+def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    from . import __version__  # noqa: PLC0415
+
+    plugins = _plugin_commands() if plugins is None else plugins
+    parser = argparse.ArgumentParser(
+        prog="contextjudge",
+        description="Score the retrieval half of RAG apps: contextual precision, recall, relevancy and utilization.",
+        epilog="Exit codes: 0 ok, 1 a quality gate failed, 2 an error. `contextjudge COMMAND --help` for details.")
+    parser.add_argument("--version", action="version", version=f"contextjudge {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only results")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("eval", help="run goldens through an existing app, score, store, report; gate CI",
+                       description="Load an existing LangChain Runnable or LlamaIndex query/chat engine without "
+                                   "changing its code, run every golden through it with capture attached, score the "
+                                   "captured retrievals, store them, print a summary and write the report. Exits 1 "
+                                   "when a metric's mean or pass rate is below its threshold.")
+    p.add_argument("--app", required=True, metavar="MODULE:OBJECT",
+                   help="the app object, e.g. myapp.chain:rag_chain or myapp.engine:build_engine() (a factory)")
+    p.add_argument("--goldens", required=True, metavar="FILE",
+                   help="JSONL or CSV goldens: one {\"input\": ..., \"expected_output\": ...} per line/row")
+    p.add_argument("--metrics", nargs="+", metavar="METRIC",
+                   help="metrics to score, space or comma separated (default: contextual_precision "
+                        "contextual_recall contextual_relevancy context_utilization)")
+    p.add_argument("--model", help="judge: local (offline embedded judge), an OpenAI model name, provider:model, "
+                                   "or fake (scripted test double); default: $CONTEXTJUDGE_MODEL, else OpenAI with "
+                                   "OPENAI_API_KEY, else local")
+    _store_arg(p)
+    p.add_argument("--threshold", action="append", metavar="[METRIC=]VALUE",
+                   help="pass mark per case and minimum mean, for every metric (0.7) or one (contextual_recall=0.8); "
+                        "repeatable")
+    p.add_argument("--min-pass-rate", action="append", metavar="[METRIC=]VALUE",
+                   help="minimum share of cases that pass, for every metric or one; repeatable")
+    p.add_argument("--report", metavar="FILE", help="write the HTML report here")
+    p.add_argument("--run-id", help="run id in the store; an existing id resumes that run")
+    p.add_argument("--name", help="a name for the run (default: the --app value)")
+    p.add_argument("--concurrency", type=int, default=4, help="goldens run through the app at once (default 4)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _common(p)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("score", help="score cases captured in deferred mode",
+                       description="Score the cases of a stored run that have no results yet (captured with "
+                                   "mode='deferred'), and write the results into the same run.")
+    _store_arg(p)
+    p.add_argument("--run", help="run id or name (default: the latest run)")
+    p.add_argument("--metrics", nargs="+", metavar="METRIC", help="metrics (default: those the capture was given)")
+    p.add_argument("--model", help="judge (see `contextjudge eval --help`)")
+    p.add_argument("--threshold", action="append", metavar="[METRIC=]VALUE", help="pass mark per case")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _common(p)
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("report", help="write the HTML report of a run (optionally compared with another)",
+                       description="Write one self-contained HTML file: per metric the score distribution, the mean "
+                                   "with a 95%% bootstrap interval and the pass rate; per case the ranked nodes "
+                                   "coloured by verdict with the judge's reasons. With --compare, the paired "
+                                   "difference per metric and the cases that changed most.")
+    p.add_argument("run", nargs="?", help="run id, name or unique id prefix (default: the latest run)")
+    _store_arg(p)
+    p.add_argument("--compare", metavar="OTHER_RUN", help="baseline run to compare with")
+    p.add_argument("-o", "--output", default="report.html", help="output file (default: report.html)")
+    p.add_argument("--title", help="page title")
+    _common(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="paired differences between two runs, with confidence intervals",
+                       description="Print, per metric, the paired difference between RUN and BASELINE with its 95%% "
+                                   "bootstrap interval. Exits 1 with --fail-on-regression when a metric is worse.")
+    p.add_argument("baseline", help="baseline run id or name")
+    p.add_argument("run", nargs="?", help="run to compare (default: the latest run)")
+    _store_arg(p)
+    p.add_argument("-o", "--output", metavar="FILE", help="also write the HTML compare report")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when a metric's whole interval is below zero")
+    _common(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("export", help="export a run's results as JSONL or CSV",
+                       description="JSONL: one line per test case with all its metric results and verdicts. CSV: one "
+                                   "row per (case, metric).")
+    p.add_argument("run", nargs="?", help="run id or name (default: the latest run)")
+    _store_arg(p)
+    p.add_argument("--format", choices=["jsonl", "csv"], default="jsonl", help="output format (default jsonl)")
+    p.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
+    _common(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("runs", help="list the runs in a store", description="List the runs in a store, newest first.")
+    _store_arg(p)
+    _common(p)
+    p.set_defaults(func=cmd_runs)
+
+    for name, ep in sorted(plugins.items()):
+        dist = getattr(getattr(ep, "dist", None), "name", None)
+        p = sub.add_parser(name, help=f"(from {dist or ep.value})", add_help=False, prefix_chars="\0")
+        p.add_argument("argv", nargs=argparse.REMAINDER)
+        p.set_defaults(func=None, plugin=ep)
+    for name, (package, what) in KNOWN_COMMANDS.items():
+        if name not in plugins:
+            p = sub.add_parser(name, help=f"{what} (not installed: pip install {package})", add_help=False,
+                               prefix_chars="\0")
+            p.add_argument("argv", nargs=argparse.REMAINDER)
+            p.set_defaults(func=None, plugin=None, missing=(name, package))
+    return parser
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (so in-process callers that swap it keep working)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+def _configure_logging(debug: bool) -> tuple[logging.Logger, logging.Handler, int]:
+    """Show the library's warnings (and debug logs with --debug) on stderr while the command runs."""
+    log = logging.getLogger("contextjudge")
+    handler = _StderrHandler()
+    previous = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if debug else logging.WARNING)
+    return log, handler, previous
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``contextjudge`` command; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    log, handler, level = _configure_logging(debug)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        debug = bool(getattr(args, "debug", False)) or debug
+        args.quiet = bool(getattr(args, "quiet", False))
+        if args.command is None:
+            parser.print_help()
+            return EXIT_OK
+        if getattr(args, "missing", None):
+            name, package = args.missing
+            _err(f"`contextjudge {name}` is provided by {package}, which is not installed: pip install {package}")
+            return EXIT_ERROR
+        if getattr(args, "plugin", None) is not None:
+            return _run_plugin(args.plugin, args.argv)
+        return int(args.func(args))
+    except SystemExit as exc:  # argparse's own usage errors already printed one line
+        code = exc.code
+        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_ERROR)
+    except KeyboardInterrupt:
+        _err("interrupted; a stored run can be resumed with the same --run-id.")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one line unless --debug
+        if debug:
+            raise
+        _err(_explain(exc))
+        return EXIT_ERROR
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+def _explain(exc: BaseException) -> str:
+    from .errors import ContextJudgeError  # noqa: PLC0415
+
+    if isinstance(exc, (UsageError, ContextJudgeError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+
+
+def _run_plugin(ep: Any, argv: list[str]) -> int:
+    try:
+        func: Callable[[list[str]], int] = ep.load()
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(f"the command {ep.name!r} ({ep.value}) could not be loaded: {type(exc).__name__}: {exc}. "
+                         "Reinstall the package that provides it.") from exc
+    rc = func(list(argv))
+    return int(rc or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

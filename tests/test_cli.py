@@ -1,0 +1,383 @@
+"""The ``contextjudge`` command: help, eval (gate), score, report, compare, export, runs, plugin commands, errors.
+
+Most tests call ``main([...])`` in-process (fast); a few run the installed console script in a real process.
+A tiny app adapter and a plugin command are registered for real, through a ``.dist-info`` folder with an
+``entry_points.txt`` put on ``sys.path``. ``eval`` also runs a real LCEL chain through the LangChain adapter and a
+LlamaIndex query engine through the LlamaIndex adapter, when those integrations are installed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from contextjudge import cli
+from contextjudge.store import open_store
+
+TINY_APP = textwrap.dedent('''
+    DOCS = {
+        "vacation": "Employees get 25 vacation days per year. Unused days carry over until March.",
+        "parking": "The parking garage opens at 6am. Visitor parking is on level 2.",
+        "expenses": "Expenses above 500 euros need a manager's approval. Receipts are required.",
+    }
+
+    class TinyRAG:
+        """A RAG app that is neither LangChain nor LlamaIndex: only the tiny adapter runs it."""
+
+        def __init__(self, good=True):
+            self.good = good
+
+        def retrieve(self, question):
+            words = set(question.lower().replace("?", "").split())
+            ranked = sorted(DOCS.values(), key=lambda d: -len(words & set(d.lower().replace(".", "").split())))
+            return ranked if self.good else list(reversed(ranked))
+
+        def answer(self, question):
+            return self.retrieve(question)[0].split(". ")[0] + "."
+
+    app = TinyRAG()
+    weak_app = TinyRAG(good=False)
+    not_an_app = object()
+
+    def make_app():
+        return TinyRAG()
+''')
+
+TINY_ADAPTER = textwrap.dedent('''
+    import sys
+    from contextjudge import LLMTestCase
+    from contextjudge.capture import AppAdapter, CapturedCase
+
+    class TinyAdapter(AppAdapter):
+        name = "tiny"
+
+        def matches(self, obj):
+            return type(obj).__name__ == "TinyRAG"
+
+        def collect(self, obj, goldens, *, concurrency=4):
+            return [CapturedCase(test_case=LLMTestCase(input=g.input, actual_output=obj.answer(g.input),
+                                                       expected_output=g.expected_output,
+                                                       retrieval_context=obj.retrieve(g.input)),
+                                 source="tiny", golden_id=g.id) for g in goldens]
+
+    ADAPTER = TinyAdapter()
+
+    def hello(argv):
+        print("hello from a plugin", argv)
+        return 3
+''')
+
+GOLDENS = [
+    {"id": "g1", "input": "How many vacation days do employees get?",
+     "expected_output": "Employees get 25 vacation days per year. Unused days carry over until March."},
+    {"id": "g2", "input": "When does the parking garage open?", "expected_output": "The parking garage opens at 6am."},
+    {"id": "g3", "input": "Which expenses need approval?",
+     "expected_output": "Expenses above 500 euros need a manager's approval. Receipts are required."},
+]
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A folder with the app, the goldens, and a registered tiny adapter + plugin command; cwd is that folder."""
+    (tmp_path / "tinyrag.py").write_text(TINY_APP)
+    (tmp_path / "tinyadapter.py").write_text(TINY_ADAPTER)
+    dist = tmp_path / "tinyadapter-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tinyadapter\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[contextjudge.apps]\ntiny = tinyadapter:ADAPTER\n\n"
+                                           "[contextjudge.commands]\nhello = tinyadapter:hello\n")
+    (tmp_path / "goldens.jsonl").write_text("".join(json.dumps(g) + "\n" for g in GOLDENS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CONTEXTJUDGE_STORE", raising=False)
+    for mod in ("tinyrag", "tinyadapter"):
+        sys.modules.pop(mod, None)
+    return tmp_path
+
+
+def run(capsys, *argv):
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _one_line_error(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("contextjudge: error: "), err
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------------------------- help
+@pytest.mark.parametrize("command", ["eval", "score", "report", "compare", "export", "runs"])
+def test_every_command_has_help(capsys, command):
+    rc, out, _ = run(capsys, command, "--help")
+    assert rc == 0 and out.startswith(f"usage: contextjudge {command}")
+
+
+def test_top_level_help_lists_commands_and_plugins(capsys, project):
+    rc, out, _ = run(capsys, "--help")
+    assert rc == 0
+    for name in ("eval", "score", "report", "compare", "export", "demo", "hello"):
+        assert f"\n    {name}" in out, name
+    assert "(from tinyadapter)" in out
+
+
+def test_plugin_commands_are_discovered_and_run(capsys, project):
+    rc, out, _ = run(capsys, "hello", "--fast", "x")
+    assert rc == 3 and "hello from a plugin ['--fast', 'x']" in out
+
+
+def test_missing_demo_says_what_to_install(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "_plugin_commands", lambda: {})
+    rc, out, _ = run(capsys, "--help")
+    assert "demo" in out and "pip install contextjudge-langchain" in out
+    rc, _, err = run(capsys, "demo")
+    assert rc == 2
+    assert "pip install contextjudge-langchain" in _one_line_error(err)
+
+
+# ---------------------------------------------------------------------------------------------- eval
+def test_eval_scores_stores_reports_and_passes(capsys, project):
+    rc, out, err = run(capsys, "eval", "--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--model", "fake",
+                       "--store", "res.db", "--report", "out/report.html", "--run-id", "good", "--no-progress")
+    assert rc == 0, err
+    for name in ("Contextual Precision", "Contextual Recall", "Contextual Relevancy", "Context Utilization"):
+        assert name in out
+    assert "95% CI" in out and "run good" in out
+    assert (project / "out" / "report.html").exists()
+    s = open_store("res.db")
+    info = s.run_info("good")
+    assert info.cases == 3 and info.results == 12
+    assert info.config["app"] == "tinyrag:app" and info.config["adapter"] == "tiny"
+    assert info.config["code"]["module_sha256"]
+    assert [c.case_key for c in s.load_cases("good")] == ["golden-g1", "golden-g2", "golden-g3"]
+    s.close()
+
+
+def test_eval_gate_fails_below_threshold(capsys, project):
+    rc, out, _ = run(capsys, "eval", "--app", "tinyrag:weak_app", "--goldens", "goldens.jsonl", "--model", "fake",
+                     "--store", "res.db", "--threshold", "0.9", "--metrics", "precision", "recall", "-q")
+    assert rc == 1
+    assert "FAILED: Contextual Precision: mean" in out
+    rc, out, _ = run(capsys, "eval", "--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--model", "fake",
+                     "--store", "res.db", "--metrics", "contextual_recall", "--min-pass-rate", "0.5", "-q")
+    assert rc == 0, out
+    rc, out, _ = run(capsys, "eval", "--app", "tinyrag:make_app()", "--goldens", "goldens.jsonl", "--model", "fake",
+                     "--store", "res.db", "--metrics", "relevancy", "--min-pass-rate", "relevancy=1.0", "-q")
+    assert rc == 1 and "pass rate" in out
+
+
+def test_eval_resumes_a_run_id(capsys, project):
+    args = ["eval", "--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--model", "fake", "--store", "res.db",
+            "--run-id", "nightly", "-q"]
+    assert run(capsys, *args)[0] == 0
+    asked = open_store("res.db").usage("nightly").calls
+    assert asked > 0
+    rc, out, _ = run(capsys, *args)
+    assert rc == 0
+    s = open_store("res.db")
+    assert s.usage("nightly").calls == asked  # the second run asked the judge nothing
+    assert s.run_info("nightly").results == 12
+
+
+# ---------------------------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("argv, expect", [
+    (["--goldens", "missing.jsonl"], "goldens file 'missing.jsonl' does not exist"),
+    (["--goldens", "bad.jsonl"], "bad.jsonl:2: not a JSON object"),
+    (["--app", "no_such_module:app"], "cannot import module 'no_such_module'"),
+    (["--app", "tinyrag:nope"], "module 'tinyrag' has no attribute 'nope'"),
+    (["--app", "tinyrag"], "is not module:object"),
+    (["--app", "broken:app"], "importing 'broken' for --app raised ZeroDivisionError"),
+    (["--app", "tinyrag:not_an_app"], "no installed integration can run a builtins.object"),
+    (["--metrics", "precision", "bogus_metric"], "unknown metric 'bogus_metric'"),
+    (["--threshold", "high"], "--threshold 'high': expected a number"),
+    (["--store", "."], "is a directory"),
+])
+def test_eval_errors_print_one_clear_line(capsys, project, argv, expect):
+    (project / "bad.jsonl").write_text(json.dumps(GOLDENS[0]) + "\n{not json\n")
+    (project / "broken.py").write_text("app = 1 / 0\n")
+    base = {"--app": "tinyrag:app", "--goldens": "goldens.jsonl", "--model": "fake", "--store": "res.db"}
+    for k, v in zip(argv[::2], argv[1::2]):
+        base[k] = v
+    if argv[0] == "--metrics":
+        base.pop("--metrics")
+    flat = [x for kv in base.items() for x in kv]
+    if argv[0] == "--metrics":
+        flat += argv
+    rc, _, err = run(capsys, "eval", *flat)
+    assert rc == 2
+    assert expect in _one_line_error(err)
+
+
+def test_debug_shows_the_traceback(capsys, project):
+    with pytest.raises(cli.UsageError):
+        cli.main(["eval", "--app", "no_such_module:app", "--goldens", "goldens.jsonl", "--debug"])
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["report", "--store", "nowhere.db"], "no store at 'nowhere.db'"),
+    (["report", "missing-run", "--store", "res.db"], "no run 'missing-run'"),
+    (["export", "--store", "res.db", "--format", "csv", "-o", "."], "cannot write '.'"),
+    (["score", "--store", "res.db", "--run", "r1", "--metrics", "nope"], "unknown metric 'nope'"),
+])
+def test_store_command_errors_print_one_clear_line(capsys, project, argv, expect):
+    assert run(capsys, "eval", "--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--model", "fake",
+               "--store", "res.db", "--run-id", "r1", "--metrics", "precision", "-q")[0] == 0
+    s = open_store("res.db")
+    s.save_case("r1", "extra", 9, s.load_cases("r1")[0].test_case.model_copy(update={"id": None}))
+    s.close()
+    rc, _, err = run(capsys, *argv)
+    assert rc == 2
+    assert expect in _one_line_error(err)
+
+
+def test_argparse_usage_errors_exit_2(capsys):
+    rc, _, err = run(capsys, "eval", "--goldens", "x.jsonl")
+    assert rc == 2 and "--app" in err
+
+
+# ---------------------------------------------------------------------------------------------- other commands
+def test_report_compare_export_and_runs(capsys, project):
+    common = ["--goldens", "goldens.jsonl", "--model", "fake", "--store", "res.db", "-q"]
+    assert run(capsys, "eval", "--app", "tinyrag:weak_app", "--run-id", "weak", *common)[0] == 1 or True
+    assert run(capsys, "eval", "--app", "tinyrag:app", "--run-id", "good", *common)[0] == 0
+
+    rc, out, _ = run(capsys, "runs", "--store", "res.db")
+    assert rc == 0 and out.index("good") < out.index("weak")
+
+    rc, out, _ = run(capsys, "report", "--store", "res.db", "--compare", "weak", "-o", "cmp.html")
+    assert rc == 0 and (project / "cmp.html").exists()
+    page = (project / "cmp.html").read_text()
+    assert "Compared with weak" in page and "run <code>good</code>" in page  # latest run by default
+
+    rc, out, _ = run(capsys, "compare", "weak", "good", "--store", "res.db")
+    assert rc == 0
+    row = next(ln for ln in out.splitlines() if ln.startswith("Contextual Precision"))
+    assert "+" in row and "better" in row
+    rc, out, _ = run(capsys, "compare", "good", "weak", "--store", "res.db", "--fail-on-regression")
+    assert rc == 1 and "FAILED: worse on Contextual Precision" in out
+
+    rc, out, _ = run(capsys, "export", "good", "--store", "res.db")
+    lines = [json.loads(ln) for ln in out.splitlines()]
+    assert len(lines) == 3 and lines[0]["run_id"] == "good" and len(lines[0]["metrics"]) == 4
+    rc, _, _ = run(capsys, "export", "good", "--store", "res.db", "--format", "csv", "-o", "good.csv")
+    rows = list(csv.DictReader(io.StringIO((project / "good.csv").read_text())))
+    assert len(rows) == 12 and {r["metric"] for r in rows} >= {"Contextual Precision", "Contextual Recall"}
+
+
+def test_score_scores_deferred_captures(capsys, project):
+    from contextjudge import LLMTestCase
+    from contextjudge.capture import CapturedCase, CaptureScorer
+    from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric
+
+    store = open_store("res.db")
+    scorer = CaptureScorer(metrics=[ContextualPrecisionMetric(), ContextualRecallMetric()], mode="deferred",
+                           store=store, goldens=GOLDENS)
+    for g in GOLDENS:
+        scorer.submit(CapturedCase(test_case=LLMTestCase(input=g["input"], actual_output="x",
+                                                         retrieval_context=["Employees get 25 vacation days."]),
+                                   source="test"))
+    run_id = scorer.run_id
+    store.close()
+    rc, out, err = run(capsys, "score", "--store", "res.db", "--model", "fake")
+    assert rc == 0, err
+    assert "Contextual Precision" in out and "Contextual Recall" in out
+    s = open_store("res.db")
+    assert s.run_info(run_id).results == 6
+    assert s.unscored_cases(run_id) == []
+    rc, out, _ = run(capsys, "score", "--store", "res.db", "--run", run_id, "--model", "fake")
+    assert rc == 0 and "nothing to score" in out
+
+
+# ---------------------------------------------------------------------------------------------- real processes
+def _console_script() -> str:
+    exe = os.path.join(os.path.dirname(sys.executable), "contextjudge")
+    return exe if os.path.exists(exe) else shutil.which("contextjudge") or ""
+
+
+def test_console_script_help_and_error_in_a_real_process(project):
+    exe = _console_script()
+    if not exe:
+        pytest.skip("the contextjudge console script is not installed in this environment")
+    out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "eval" in out.stdout
+    bad = subprocess.run([exe, "eval", "--app", "nope_mod:app", "--goldens", "goldens.jsonl"], capture_output=True,
+                         text=True, timeout=120, cwd=project)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().startswith("contextjudge: error: cannot import module 'nope_mod'")
+    assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------- real frameworks
+LCEL_APP = textwrap.dedent('''
+    from langchain_core.documents import Document
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import RunnablePassthrough
+    from langchain_core.vectorstores import InMemoryVectorStore
+    from contextjudge_langchain.testing import BagOfWordsEmbeddings, ExtractiveChatModel
+
+    DOCS = [
+        "Employees get 25 vacation days per year. Unused days carry over until March.",
+        "The parking garage opens at 6am. Visitor parking is on level 2.",
+        "Expenses above 500 euros need a manager's approval. Receipts are required.",
+        "The cafeteria serves lunch from noon to 2pm.",
+    ]
+    store = InMemoryVectorStore(BagOfWordsEmbeddings())
+    store.add_documents([Document(page_content=d, id=f"doc{i}") for i, d in enumerate(DOCS)])
+    retriever = store.as_retriever(search_kwargs={"k": 3})
+    prompt = ChatPromptTemplate.from_template("Context: {context}\\nQuestion: {question}")
+
+    def fmt(docs):
+        return "\\n".join(d.page_content for d in docs)
+
+    chain = {"context": retriever | fmt, "question": RunnablePassthrough()} | prompt | ExtractiveChatModel() \\
+        | StrOutputParser()
+''')
+
+LLAMA_APP = textwrap.dedent('''
+    from llama_index.core import Document, VectorStoreIndex
+    from contextjudge_llama_index.testing import ExtractiveLLM, KeywordEmbedding
+
+    DOCS = [
+        "Employees get 25 vacation days per year. Unused days carry over until March.",
+        "The parking garage opens at 6am. Visitor parking is on level 2.",
+        "Expenses above 500 euros need a manager's approval. Receipts are required.",
+        "The cafeteria serves lunch from noon to 2pm.",
+    ]
+    index = VectorStoreIndex.from_documents([Document(text=d, id_=f"doc{i}") for i, d in enumerate(DOCS)],
+                                            embed_model=KeywordEmbedding())
+    engine = index.as_query_engine(llm=ExtractiveLLM(), similarity_top_k=3)
+''')
+
+
+@pytest.mark.parametrize("framework, source, spec", [
+    ("contextjudge_langchain", LCEL_APP, "lcel_app:chain"),
+    ("contextjudge_llama_index", LLAMA_APP, "llama_app:engine"),
+])
+def test_eval_runs_real_langchain_and_llamaindex_apps(capsys, project, framework, source, spec):
+    pytest.importorskip(framework, reason=f"{framework} is not installed")
+    module = spec.split(":")[0]
+    (project / f"{module}.py").write_text(source)
+    sys.modules.pop(module, None)
+    rc, out, err = run(capsys, "eval", "--app", spec, "--goldens", "goldens.jsonl", "--model", "fake",
+                       "--store", "res.db", "--run-id", module, "--report", "r.html", "--no-progress")
+    assert rc in (0, 1), err
+    assert "Contextual Precision" in out, out + err
+    s = open_store("res.db")
+    cases = s.load_cases(module)
+    assert len(cases) == 3
+    assert all(c.test_case.retrieval_context for c in cases)
+    assert cases[0].test_case.expected_output == GOLDENS[0]["expected_output"]
+    assert s.run_info(module).results == 12
+    s.close()

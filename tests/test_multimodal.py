@@ -37,6 +37,7 @@ from contextjudge.multimodal import (
     node_from_llama_image_node,
     split_images,
     text_judge_note,
+    text_without_markers,
 )
 from contextjudge.testing import FakeJudge
 
@@ -327,6 +328,8 @@ def test_text_judge_note_mentions_alt_text():
     assert "'the Eiffel Tower'" in text_judge_note("[image 1: the Eiffel Tower]", 1)
     assert "no alt text" in text_judge_note("[image 1]", 1)
     assert text_judge_note("no images here", 0) is None
+    assert text_without_markers("See [image 1: the Eiffel Tower] and [image 2] here.") == \
+        "See the Eiffel Tower and here."
 
 
 def test_images_are_kept_in_the_store(tmp_path):

@@ -177,7 +177,8 @@ async def aevaluate(
         traces = await run_traces(observed_callback, goldens, max_concurrency=max_concurrency)
         observed = observed_cases(traces, metrics)
         ok = [o for o in observed if o.test_case is not None]
-        failed = [TestResult(index=-1, name=o.name, test_case=None, error=o.error) for o in observed if o.test_case is None]
+        failed = [TestResult(index=-1, name=o.name, test_case=None, error=o.error)
+                  for o in observed if o.test_case is None]
         cases = [*(list(test_cases) if test_cases is not None else []), *(o.test_case for o in ok)]
         case_metrics = [list(metrics or [])] * (len(cases) - len(ok)) + [o.metrics for o in ok]
         metrics = list(dict.fromkeys([*(metrics or []), *(m for o in observed for m in o.metrics)]))
@@ -222,7 +223,8 @@ async def aevaluate(
     async def guarded(i: int, tc: Any) -> TestResult:
         async with limit:
             try:
-                return await _score_case(i, tc, metrics if case_metrics is None else case_metrics[i], run_id=run_id, recorder=recorder, done=done,
+                own = metrics if case_metrics is None else case_metrics[i]
+                return await _score_case(i, tc, own, run_id=run_id, recorder=recorder, done=done,
                                          skip_on_missing_params=skip_on_missing_params,
                                          raise_exceptions=raise_exceptions)
             finally:

@@ -45,6 +45,7 @@ __all__ = [
     "node_from_llama_image_node",
     "split_images",
     "text_judge_note",
+    "text_without_markers",
 ]
 
 logger = logging.getLogger("contextjudge")
@@ -330,6 +331,12 @@ def marker_alt_texts(text: str) -> list[str]:
     return [m.group(1).strip() for m in _MARKER.finditer(text or "") if m.group(1) and m.group(1).strip()]
 
 
+def text_without_markers(text: str) -> str:
+    """``text`` for a judge that reads only text: ``[image 1: alt]`` becomes ``alt``; ``[image 1]`` is dropped."""
+    out = _MARKER.sub(lambda m: (m.group(1) or "").strip(), text or "")
+    return " ".join(out.split())
+
+
 def text_judge_note(text: str, images: int) -> str | None:
     """What a judge that reads only text should add to its reason about an item's images, or None when none.
 
@@ -462,7 +469,8 @@ def _resource_data(data: Any) -> Any:
 _VISION_NAMES = re.compile(
     r"gpt-4o|gpt-4\.1|gpt-4\.5|gpt-4-turbo|gpt-4-vision|gpt-5|chatgpt-4o|(?:^|[^a-z])o1(?!-mini)|(?:^|[^a-z])o3"
     r"|o4-mini|claude-3|claude-(?:sonnet|opus|haiku)-4|claude-.*-4|gemini|llava|bakllava|-vl|vl-|vision|pixtral"
-    r"|gemma3|gemma-3|minicpm-v|moondream|llama-?4|mistral-small-?3\.[12]|mistral-medium|qwen2\.5vl|qwen3-vl|phi-4-multimodal",
+    r"|gemma3|gemma-3|minicpm-v|moondream|llama-?4|mistral-small-?3\.[12]|mistral-medium|qwen2\.5vl|qwen3-vl"
+    r"|phi-4-multimodal",
     re.I,
 )
 
@@ -530,7 +538,8 @@ def judge_view(test_case: Any) -> tuple[Any, list[tuple[str, str, MLLMImage]]]:
             nodes, changed = _view_nodes(turn.retrieval_context, f"turns[{i}].retrieval_context", found)
             any_changed |= changed
             turns.append(turn.model_copy(update={"retrieval_context": nodes}) if changed else turn)
-        found += [("expected_outcome", "expected_outcome", img) for img in find_images(test_case.expected_outcome or "")]
+        found += [("expected_outcome", "expected_outcome", img)
+                  for img in find_images(test_case.expected_outcome or "")]
         if any_changed:
             test_case = test_case.model_copy(update={"turns": turns})
         return test_case, found

@@ -154,7 +154,7 @@ class BaseMetric:
         if judge_supports_images(self.model, self.judge_supports_images):
             return True
         spots = sorted(dict.fromkeys(where for where, _ in relevant), key=lambda w: "retrieval_context" not in w)
-        shown = ", ".join(spots[:3]) + (f" and {len(spots) - 3} more" if len(spots) > 3 else "")
+        shown = ", ".join(spots[:3]) + (f" and {len(spots) - 3} more places" if len(spots) > 3 else "")
         raise JudgeUnavailableError(
             f"{self.name}: the judge {judge_name(self.model)!r} cannot take images, but this case has images in "
             f"{shown}. Use a vision-capable judge (for example model='gpt-4.1-mini'), pass "

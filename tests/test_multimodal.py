@@ -344,3 +344,19 @@ def test_images_are_kept_in_the_store(tmp_path):
     assert find_images(stored.input) == [img]
     assert stored.retrieval_context[1].images == [img]
     json.dumps(result.test_results[0].to_dict())  # serialisable
+
+
+def test_deepeval_older_multimodal_names():
+    from contextjudge.compat.deepeval import MLLMTestCase, MultimodalContextualPrecisionMetric
+
+    judge = FakeJudge(supports_images=True)
+    case = MLLMTestCase(
+        input=["Tell me about some landmarks in France"],
+        actual_output=["France is home to the Eiffel Tower in Paris.", tower()],
+        expected_output=["The Eiffel Tower is in Paris, France.", tower()],
+        retrieval_context=["The Eiffel Tower is a landmark in Paris, France.", tower()],
+    )
+    assert case.input == "Tell me about some landmarks in France" and find_images(case.expected_output) == [tower()]
+    metric = MultimodalContextualPrecisionMetric(model=judge)
+    metric.measure(case)
+    assert metric.score is not None and TOWER_URL in blocks_urls(judge.calls[0])

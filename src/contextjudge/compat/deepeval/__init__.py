@@ -16,11 +16,11 @@ from ..._runner import evaluate as _evaluate
 from .metrics import *  # noqa: F403
 from .metrics import __all__ as _metric_names
 from .dataset import Golden
-from .test_case import ConversationalTestCase, LLMTestCase, LLMTestCaseParams, MLLMImage, Turn
+from .test_case import ConversationalTestCase, LLMTestCase, LLMTestCaseParams, MLLMImage, MLLMTestCase, Turn
 from .tracing import observe, update_current_span, update_current_trace
 
-__all__ = ["ConversationalTestCase", "Golden", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "Turn",
-           "assert_test", "evaluate", "observe", "update_current_span", "update_current_trace", *_metric_names]
+__all__ = ["ConversationalTestCase", "Golden", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "MLLMTestCase",
+           "Turn", "assert_test", "evaluate", "observe", "update_current_span", "update_current_trace", *_metric_names]
 
 
 def evaluate(test_cases: list[Any] | None = None, metrics: list[Any] | None = None, *, async_config: Any = None,

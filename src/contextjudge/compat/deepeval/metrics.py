@@ -15,6 +15,11 @@ from ...metrics import (
     TurnContextualRelevancyTemplate,
 )
 
+# DeepEval's older multimodal metric names: the same metrics, since test cases take images directly.
+MultimodalContextualPrecisionMetric = ContextualPrecisionMetric
+MultimodalContextualRecallMetric = ContextualRecallMetric
+MultimodalContextualRelevancyMetric = ContextualRelevancyMetric
+
 __all__ = [
     "ContextualPrecisionMetric",
     "ContextualPrecisionTemplate",
@@ -22,6 +27,9 @@ __all__ = [
     "ContextualRecallTemplate",
     "ContextualRelevancyMetric",
     "ContextualRelevancyTemplate",
+    "MultimodalContextualPrecisionMetric",
+    "MultimodalContextualRecallMetric",
+    "MultimodalContextualRelevancyMetric",
     "TurnContextualPrecisionMetric",
     "TurnContextualPrecisionTemplate",
     "TurnContextualRecallMetric",

@@ -11,9 +11,12 @@ the scorer's worker; and any exception in the handler is logged on the ``context
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
+import queue
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -89,7 +92,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         **kwargs: Any,
     ) -> None:
         super().__init__(_schema_format="original")
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self.scorer = scorer if scorer is not None else CaptureScorer(
             metrics, model=model, goldens=goldens, mode=mode, store=store, **kwargs)  # type: ignore[arg-type]
         self.scorer.on_result.append(self._emit_result)
@@ -98,6 +101,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         self._runs: dict[UUID, RunRecord] = {}
         self._noted: set[UUID] = set()  # open roots whose target is known
         self._clock = itertools.count()
+        self._assembler = _Assembler(self._capture_root)
         self._targets: OrderedDict[str, _Target] = OrderedDict()
         self._threads: dict[str, _ThreadLog] = {}
 
@@ -122,41 +126,49 @@ class ContextJudgeCallbackHandler(BaseTracer):
     @property
     def results(self) -> list[tuple[CapturedCase, MetricResult]]:
         """Every (captured case, metric result) pair scored so far."""
+        self._assembler.wait()
         return self.scorer.results
 
     @property
     def test_cases(self) -> list[Any]:
         """The test cases captured so far (conversations join at ``flush()``)."""
+        self._assembler.wait()
         return self.scorer.test_cases
 
     @property
     def cases(self) -> list[CapturedCase]:
         """The captured cases with their source, ids, metadata and results."""
+        self._assembler.wait()
         with self.scorer._lock:  # noqa: SLF001 - a snapshot under the scorer's own lock
             return list(self.scorer.cases)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Close the open conversations, then wait until every captured case is scored."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._assembler.wait(timeout):
+            return False
         self.submit_conversations()
-        return self.scorer.flush(timeout)
+        return self.scorer.flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     async def aflush(self, timeout: float | None = None) -> bool:
         """Async ``flush``: waits without blocking the event loop."""
-        self.submit_conversations()
-        return await self.scorer.aflush(timeout)
+        return await asyncio.to_thread(self.flush, timeout)
 
     def score_deferred(self, **kwargs: Any) -> Any:
         """Score now the cases kept in "deferred"/"off" mode; returns the ``EvaluationResult``."""
+        self._assembler.wait()
         self.submit_conversations()
         return self.scorer.score_deferred(**kwargs)
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Flush, then stop the scoring worker."""
+        self._assembler.wait(timeout)
         self.submit_conversations()
         self.scorer.close(timeout)
 
     def submit_conversations(self) -> list[CapturedCase]:
         """Turn each thread with new turns into a ConversationalTestCase (the whole thread so far) and submit it."""
+        self._assembler.wait()
         out: list[CapturedCase] = []
         with self._lock:
             todo = [(tid, log) for tid, log in self._threads.items() if len(log.turns) > log.submitted]
@@ -211,12 +223,13 @@ class ContextJudgeCallbackHandler(BaseTracer):
                 run.outputs = outputs
                 run.error = None if error is None else f"{type(error).__name__}: {error}"
                 run.end = next(self._clock)
+                if run.parent_run_id is None:
+                    self._noted.discard(run_id)
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: capture failed on a run end; the run goes on uncaptured")
             return
         if run.parent_run_id is None:
-            self._noted.discard(run.id)
-            self._capture_root(run)  # outside the lock: the tree is complete and only this thread holds it
+            self._assembler.put(run)  # assembled on a worker: the tree is complete and no callback touches it again
 
     def _note_target(self, run: RunRecord, parent_run_id: UUID) -> None:
         """Remember which handlers the root run was called with, for sending results back later.
@@ -383,6 +396,53 @@ class ContextJudgeCallbackHandler(BaseTracer):
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._close(run_id, error=error)
+
+
+class _Assembler:
+    """Turns finished root runs into test cases on a worker thread, so the app's call returns without waiting.
+
+    The thread starts on demand and leaves after two idle seconds. ``wait()`` returns once everything queued is
+    assembled; the handler's accessors call it, so a case is visible as soon as its call has returned.
+    """
+
+    def __init__(self, work: Callable[[Any], None]) -> None:
+        self._work = work
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._cond = threading.Condition()
+        self._pending = 0
+        self._thread: threading.Thread | None = None
+
+    def put(self, root: Any) -> None:
+        with self._cond:
+            self._pending += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="contextjudge-assembler", daemon=True)
+                self._thread.start()
+        self._queue.put(root)
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                root = self._queue.get(timeout=2.0)
+            except queue.Empty:
+                with self._cond:
+                    if self._pending == 0:
+                        self._thread = None
+                        return
+                continue
+            try:
+                self._work(root)
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    if self._pending == 0:
+                        self._cond.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._thread is not None and threading.current_thread() is self._thread:
+            return True  # called from a result callback running here: nothing to wait for
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0, timeout)
 
 
 def _name(serialized: Any, name: str | None) -> str | None:

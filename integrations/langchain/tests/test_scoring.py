@@ -128,7 +128,7 @@ def test_judge_calls_are_not_captured(chain, judge):
 
 def test_app_adapter_runs_goldens(chain, goldens):
     [ep] = [e for e in entry_points(group="contextjudge.apps") if e.name == "langchain"]
-    adapter = ep.load()()
+    adapter = ep.load()
     assert isinstance(adapter, LangChainAppAdapter) and adapter.matches(chain) and not adapter.matches(object())
     cases = adapter.collect(chain, goldens, concurrency=4)
     assert len(cases) == len(goldens)

@@ -10,7 +10,7 @@ from contextjudge.goldens import Goldens, load_goldens
 
 from ._handler import ContextJudgeCallbackHandler
 
-__all__ = ["LangChainAppAdapter", "golden_input"]
+__all__ = ["LangChainAppAdapter", "adapter", "golden_input"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -67,3 +67,7 @@ class LangChainAppAdapter(AppAdapter):
                                type(out).__name__, out)
         handler.flush()
         return handler.cases
+
+
+adapter = LangChainAppAdapter()
+"""The instance registered under the ``contextjudge.apps`` entry point."""

@@ -277,10 +277,12 @@ class ContextJudgeCallbackHandler(BaseTracer):
             item.case.id = captured.case_id
             self.scorer.submit(captured)
         thread_id = thread_id_of(runs)
-        if thread_id is None:
-            with self._lock:
-                target = self._targets.get(root_id)
-            thread_id = target.thread_id if target is not None else None
+        with self._lock:
+            target = self._targets.get(root_id)
+            if thread_id is None and target is not None:
+                thread_id = target.thread_id
+            if not found and thread_id is None:
+                self._targets.pop(root_id, None)  # nothing will be scored for this run
         if thread_id is not None and root.run_type not in ("llm", "chat_model"):
             self._add_turn(thread_id, root, found, golden_id)
 

@@ -158,3 +158,18 @@ def test_golden_input_follows_the_input_schema(chain):
 def test_demo_command_is_registered():
     assert any(e.name == "demo" and e.value == "contextjudge_langchain.demo:main"
                for e in entry_points(group="contextjudge.commands"))
+
+
+def test_deferred_cases_go_to_the_store(chain, tmp_path, judge):
+    from contextjudge.store import open_store
+
+    path = str(tmp_path / "capture.db")
+    handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=judge)], mode="deferred",
+                                          store=path)
+    for q in ("Can I bring my dog to the office?", "How do I report a phishing email?"):
+        chain.invoke(q, config={"callbacks": [handler]})
+    handler.flush()
+    store = open_store(path)
+    run_id = handler.scorer.run_id
+    stored = store.load_cases(run_id)
+    assert len(stored) == 2 and len(store.unscored_cases(run_id)) == 2

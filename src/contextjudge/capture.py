@@ -232,6 +232,8 @@ class CaptureScorer:
         self._loop = asyncio.get_running_loop()
         self._queue = asyncio.Queue()
         ctx = RunContext(options=self.judge_options, cache=VerdictCache(backend=self.store))
+        if self.store is not None:
+            ctx.on_call.append(self._store_judge_call)
         sem = asyncio.Semaphore(self.concurrency)
         tasks: set[asyncio.Task] = set()
         self._ready.set()
@@ -246,6 +248,11 @@ class CaptureScorer:
                 task.add_done_callback(tasks.discard)
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _store_judge_call(self, event: dict[str, Any]) -> None:
+        """Keep each judge call's usage (tokens, seconds, cache hit) with the capture's run in the store."""
+        if self.store is not None and self._run_id is not None:
+            self.store.save_judge_call(self._run_id, event)
 
     async def _score_guarded(self, case: CapturedCase, sem: asyncio.Semaphore) -> None:
         try:

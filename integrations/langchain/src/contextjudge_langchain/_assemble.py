@@ -195,11 +195,12 @@ def _jsonable(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _snippets(docs: list[Any]) -> list[str]:
+    """The start of each document's text, to look for in prompts (documents are usually pasted in verbatim)."""
     out = []
     for d in docs:
-        text = " ".join((getattr(d, "page_content", None) or "").split())
+        text = (getattr(d, "page_content", None) or "").strip()
         if len(text) >= 12:
-            out.append(text[:80])
+            out.append(text[:60])
     return out
 
 
@@ -211,7 +212,7 @@ def _consumer(retriever: Any, docs: list[Any], llms: list[tuple[Any, tuple[Any, 
     snippets = _snippets(docs)
     if snippets:
         for run in after:
-            prompt = " ".join(_prompt_text(run).split())
+            prompt = _prompt_text(run)
             if any(s in prompt for s in snippets):
                 return run
     return after[0]

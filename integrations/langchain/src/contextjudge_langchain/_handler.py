@@ -252,7 +252,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
             self._targets.popitem(last=False)
 
     def _persist_run(self, run: Any) -> None:
-        """Required by BaseTracer; the work happens in ``_capture_root``, after the tracer's lock is released."""
+        """Required by BaseTracer; unused: finished roots go to ``_capture_root`` on the assembler thread."""
 
     # ------------------------------------------------------------------------------------------ assembly
     def _capture_root(self, root: Any) -> None:

@@ -91,7 +91,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         scorer: CaptureScorer | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(_schema_format="original")
+        super().__init__()
         self._lock = threading.Lock()
         self.scorer = scorer if scorer is not None else CaptureScorer(
             metrics, model=model, goldens=goldens, mode=mode, store=store, **kwargs)  # type: ignore[arg-type]

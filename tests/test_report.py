@@ -202,4 +202,5 @@ def test_the_browser_check_would_catch_a_script_that_ran(tmp_path, chromium):
     page.write_text(f"<!DOCTYPE html><html><head><title>ok</title></head><body><p>{IMG_PAYLOAD}</p>"
                     f"<p>{SCRIPT_PAYLOAD}</p></body></html>")
     dom = _chrome(chromium, tmp_path, "--dump-dom", page.as_uri()).stdout
-    assert "data-pwned" in re.search(r"<body[^>]*>", dom).group(0) and "PWNED" in re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
+    assert "data-pwned" in re.search(r"<body[^>]*>", dom).group(0)
+    assert "PWNED" in re.search(r"<title>(.*?)</title>", dom, re.S).group(1)

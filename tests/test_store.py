@@ -53,7 +53,7 @@ def pg_url():
         yield url
         return
     try:
-        import psycopg  # noqa: F401
+        import psycopg  # noqa: F401 - only whether it is installed
     except ImportError:
         pytest.skip("PostgreSQL tests need psycopg: pip install 'contextjudge[postgres]'")
     bindir = _pg_bin()

@@ -123,7 +123,7 @@ def _diff_bar(iv: Interval) -> str:
     sx = lambda v: mid + max(-1.0, min(1.0, v)) * 100  # noqa: E731
     parts = [f'<svg class="cj-diff" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
              f'viewBox="0 0 {w} {h}" role="img" aria-label="paired difference">',
-             f'<line x1="10" y1="13" x2="210" y2="13" stroke="#bbb"/>',
+             '<line x1="10" y1="13" x2="210" y2="13" stroke="#bbb"/>',
              f'<line x1="{mid}" y1="3" x2="{mid}" y2="23" stroke="#555"/>']
     if iv.low is not None and iv.high is not None:
         parts.append(f'<line x1="{sx(iv.low):.1f}" y1="13" x2="{sx(iv.high):.1f}" y2="13" stroke="#3b6fd8" '

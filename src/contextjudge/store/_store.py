@@ -8,6 +8,7 @@ The store is also the judge-verdict cache across runs. It is safe to use from se
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -221,31 +222,12 @@ class ResultsStore:
     def _migrate(self, version: int) -> None:  # pragma: no cover - no older schema exists yet
         raise StoreError(f"the store has schema version {version} and no migration to {S.SCHEMA_VERSION} exists.")
 
-    class _Txn:
-        def __init__(self, store: "ResultsStore", write: bool) -> None:
-            self.store, self.write = store, write
-
-        def __enter__(self) -> Connection:
-            if self.write and self.store.is_sqlite:
-                self.store._write_lock.acquire()  # noqa: SLF001
-            try:
-                self.cm = self.store.engine.begin()
-                return self.cm.__enter__()
-            except BaseException:
-                if self.write and self.store.is_sqlite:
-                    self.store._write_lock.release()  # noqa: SLF001
-                raise
-
-        def __exit__(self, *exc: Any) -> None:
-            try:
-                self.cm.__exit__(*exc)
-            finally:
-                if self.write and self.store.is_sqlite:
-                    self.store._write_lock.release()  # noqa: SLF001
-
-    def _begin(self, write: bool = True) -> "ResultsStore._Txn":
+    @contextlib.contextmanager
+    def _begin(self, write: bool = True) -> Iterator[Connection]:
         """One transaction: committed when the block ends, rolled back when it raises."""
-        return ResultsStore._Txn(self, write)
+        serial = self._write_lock if (write and self.is_sqlite) else contextlib.nullcontext()
+        with serial, self.engine.begin() as conn:
+            yield conn
 
     def _dialect_insert(self, table: Any) -> Any:
         name = self.engine.dialect.name

@@ -204,3 +204,24 @@ def test_the_browser_check_would_catch_a_script_that_ran(tmp_path, chromium):
     dom = _chrome(chromium, tmp_path, "--dump-dom", page.as_uri()).stdout
     assert "data-pwned" in re.search(r"<body[^>]*>", dom).group(0)
     assert "PWNED" in re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
+
+
+def test_conversations_and_errors_render(tmp_path):
+    from contextjudge import ConversationalTestCase, Turn
+    from contextjudge.metrics import TurnContextualPrecisionMetric, TurnContextualRecallMetric
+
+    conv = ConversationalTestCase(turns=[
+        Turn(role="user", content="Tell me about vacation."),
+        Turn(role="assistant", content="You get 25 days.", retrieval_context=[DOCS["vacation"], DOCS["parking"]],
+             expected_output="Employees get 25 vacation days per year."),
+        Turn(role="user", content="And <b>unused</b> days?"),
+        Turn(role="assistant", content="They carry over.", retrieval_context=[DOCS["parking"], DOCS["vacation"]],
+             expected_output="Unused days carry over until March."),
+    ], name="vacation chat")
+    judge = FakeJudge()
+    res = evaluate([conv, _cases(True)[0]], [TurnContextualPrecisionMetric(model=judge),
+                                             TurnContextualRecallMetric(model=judge)])
+    page = render_report(res)
+    assert "vacation chat" in page and "&lt;b&gt;unused&lt;/b&gt;" in page
+    assert page.count("class=\"cj-nodes\"") == 3  # one per assistant turn with retrieval, one for the other case
+    assert "no metric applies" in page  # the single-turn case got no turn metric, and says so

@@ -103,8 +103,59 @@ def bench_langchain(n: int) -> Measurement:
     return Measurement("langchain", n, baseline, captured, len(handler.cases), len(handler.results))
 
 
+def bench_llama_index(n: int) -> Measurement:
+    """A VectorStoreIndex query engine (keyword embedding, offline extractive LLM); instrument() in background.
+
+    The capture handlers are attached to the root dispatcher only around the captured calls (attaching and
+    detaching is counted on the captured side), so the baseline runs with no contextjudge handler at all.
+    """
+    import json as _json
+    from importlib.resources import files
+
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.schema import TextNode
+
+    import contextjudge_llama_index as cj
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.testing import FakeJudge
+    from contextjudge_llama_index.testing import ExtractiveLLM, KeywordEmbedding
+
+    corpus = files("contextjudge") / "data/demo_corpus"
+    docs = _json.loads((corpus / "docs.json").read_text("utf-8"))["documents"]
+    questions = [g["input"] for g in _json.loads((corpus / "goldens.json").read_text("utf-8"))["goldens"]]
+    index = VectorStoreIndex([TextNode(text=d["text"], id_=d["id"], metadata={"title": d["title"]}) for d in docs],
+                             embed_model=KeywordEmbedding())
+    engine = index.as_query_engine(llm=ExtractiveLLM(), similarity_top_k=3)
+    env = __import__("os").environ  # CJ_JUDGE_DELAY: seconds per judge call, to mimic a remote judge
+    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=FakeJudge(delay=float(env.get("CJ_JUDGE_DELAY", 0))))],
+                           mode=env.get("CJ_MODE", "background"))
+    root = get_dispatcher()
+    ours = ([h for h in root.span_handlers if type(h).__name__ == "ContextJudgeSpanHandler"],
+            [h for h in root.event_handlers if type(h).__name__ == "ContextJudgeEventHandler"])
+    plain_handlers = ([h for h in root.span_handlers if h not in ours[0]],
+                      [h for h in root.event_handlers if h not in ours[1]])
+    root.span_handlers, root.event_handlers = list(plain_handlers[0]), list(plain_handlers[1])
+
+    def captured(i: int) -> object:
+        root.span_handlers, root.event_handlers = plain_handlers[0] + ours[0], plain_handlers[1] + ours[1]
+        try:
+            return engine.query(questions[i % len(questions)])
+        finally:
+            root.span_handlers, root.event_handlers = list(plain_handlers[0]), list(plain_handlers[1])
+
+    try:
+        baseline, captured_ms = interleaved_medians(lambda i: engine.query(questions[i % len(questions)]),
+                                                    captured, n)
+        scorer.flush(300)
+    finally:
+        cj.uninstrument()
+    return Measurement("llama_index", n, baseline, captured_ms, len(scorer.cases), len(scorer.results))
+
+
 CASES: dict[str, Callable[[int], Measurement]] = {
     "langchain": bench_langchain,
+    "llama_index": bench_llama_index,
 }
 
 

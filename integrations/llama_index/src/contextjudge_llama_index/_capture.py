@@ -28,7 +28,6 @@ except ImportError:  # pragma: no cover - older cores
     from llama_index.core.instrumentation.event_handlers import BaseEventHandler  # type: ignore[no-redef]
     from llama_index.core.instrumentation.span_handlers import BaseSpanHandler  # type: ignore[no-redef]
 
-from pydantic import PrivateAttr
 
 __all__ = ["Record", "Router", "Sink", "current_sink", "router"]
 
@@ -173,19 +172,22 @@ class Sink:
 
 
 class _Unit:
-    __slots__ = ("record", "sink", "t0", "done")
+    __slots__ = ("record", "sink", "t0", "done", "span_ids")
 
     def __init__(self, record: Record, sink: Sink) -> None:
         self.record = record
         self.sink = sink
         self.t0 = time.perf_counter()
         self.done = False
+        self.span_ids = [record.span_id]
 
 
 class ContextJudgeSpanHandler(BaseSpanHandler[Any]):
-    """Forwards span enter/exit/drop to the router; keeps no spans of its own (``open_spans`` stays empty)."""
+    """Forwards span enter/exit/drop to the router; keeps no spans of its own (``open_spans`` stays empty).
 
-    _router: "Router" = PrivateAttr()
+    It reaches the process's one router as a module global: a pydantic private attribute costs a slow
+    ``__getattr__`` on every one of the dozens of spans a query opens.
+    """
 
     @classmethod
     def class_name(cls) -> str:
@@ -194,20 +196,20 @@ class ContextJudgeSpanHandler(BaseSpanHandler[Any]):
     def span_enter(self, id_: str, bound_args: Any, instance: Any = None, parent_id: str | None = None,
                    tags: dict[str, Any] | None = None, **kwargs: Any) -> None:
         try:
-            self._router.enter(id_, bound_args, instance, parent_id, tags)
+            router.enter(id_, bound_args, instance, parent_id, tags)
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: llama_index span handler failed on enter")
 
     def span_exit(self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any) -> None:
         try:
-            self._router.exit(id_, instance, result)
+            router.exit(id_, instance, result)
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: llama_index span handler failed on exit")
 
     def span_drop(self, id_: str, bound_args: Any, instance: Any = None, err: BaseException | None = None,
                   **kwargs: Any) -> None:
         try:
-            self._router.drop(id_, instance, err)
+            router.drop(id_, instance, err)
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: llama_index span handler failed on drop")
 
@@ -227,15 +229,13 @@ class ContextJudgeSpanHandler(BaseSpanHandler[Any]):
 class ContextJudgeEventHandler(BaseEventHandler):
     """Records retrieval and rerank events under the unit their span belongs to."""
 
-    _router: "Router" = PrivateAttr()
-
     @classmethod
     def class_name(cls) -> str:
         return "ContextJudgeEventHandler"
 
     def handle(self, event: Any, **kwargs: Any) -> None:
         try:
-            self._router.event(event)
+            router.event(event)
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: llama_index event handler failed")
 
@@ -247,7 +247,7 @@ class Router:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._spans: dict[str, tuple[_Unit, bool, bool]] = {}  # span id -> (unit, is retrieval span, under one)
         self._streams: dict[int, tuple[_Unit, Any]] = {}  # id(StreamingAgentChatResponse) -> unit awaiting its end
         self._kinds: dict[type, str | None] = {}
@@ -278,8 +278,6 @@ class Router:
         from llama_index.core.instrumentation import get_dispatcher  # noqa: PLC0415
 
         sh, eh = ContextJudgeSpanHandler(), ContextJudgeEventHandler()
-        sh._router = self  # noqa: SLF001
-        eh._router = self  # noqa: SLF001
         root = get_dispatcher()
         # Remove handlers a previous router left behind (e.g. a module reload), then add ours once.
         root.span_handlers = [h for h in root.span_handlers if type(h).__name__ != "ContextJudgeSpanHandler"] + [sh]
@@ -319,9 +317,11 @@ class Router:
               tags: dict[str, Any] | None) -> None:
         parent = self._spans.get(parent_id) if parent_id is not None else None
         if parent is not None:
-            is_ret = instance is not None and self._kind(instance, id_) == "retrieve"
-            with self._lock:
-                self._spans[id_] = (parent[0], is_ret, parent[1] or parent[2])
+            # single dict operations are atomic: the lock guards compound updates only
+            unit = parent[0]
+            self._spans[id_] = (unit, instance is not None and self._kind(instance, id_) == "retrieve",
+                                parent[1] or parent[2])
+            unit.span_ids.append(id_)
             return
         kind = self._kind(instance, id_)
         if kind is None:
@@ -343,12 +343,10 @@ class Router:
             record.golden_id = None if gid is None else str(gid)
             idx = tags.get(GOLDEN_INDEX_TAG)
             record.golden_index = idx if isinstance(idx, int) else None
-        with self._lock:
-            self._spans[id_] = (_Unit(record, sink), kind == "retrieve", False)
+        self._spans[id_] = (_Unit(record, sink), kind == "retrieve", False)
 
     def exit(self, id_: str, instance: Any, result: Any) -> None:
-        with self._lock:
-            entry = self._spans.pop(id_, None)
+        entry = self._spans.pop(id_, None)
         if self._streams and instance is not None and _method_of(id_) in _WRITERS:
             with self._lock:
                 waiting = self._streams.pop(id(instance), None)
@@ -378,10 +376,9 @@ class Router:
                      unit.record.kind, err)
 
     def _forget(self, unit: _Unit) -> None:
-        with self._lock:
-            stale = [k for k, v in self._spans.items() if v[0] is unit]
-            for k in stale:
-                del self._spans[k]
+        """Drop the unit's spans that are still open (a stream's writer, a span that never closed)."""
+        for k in unit.span_ids:
+            self._spans.pop(k, None)
 
     # ------------------------------------------------------------------------------------------ events
     def event(self, event: Any) -> None:

@@ -310,3 +310,47 @@ def test_uninstrument_stops_capture(index, llm, judge):
     engine.query(QUESTIONS["remote"])
     assert len(scorer.cases) == 1
     assert cj.get_scorer() is None and cj.flush(1)
+
+
+def test_results_are_written_to_the_store(index, llm, judge, tmp_path):
+    from contextjudge.store import open_store
+
+    path = str(tmp_path / "capture.db")
+    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], store=path)
+    index.as_query_engine(llm=llm, similarity_top_k=2).query(QUESTIONS["vacation"])
+    assert scorer.flush(10)
+    cj.uninstrument()
+    scorer.store.close()
+    store = open_store(path)
+    try:
+        run = store.resolve_run()
+        [stored] = store.load_cases(run)
+        assert stored.test_case.input == QUESTIONS["vacation"]
+        assert [n.id for n in stored.test_case.retrieval_context] == [
+            n.id for n in scorer.cases[0].test_case.retrieval_context]
+        [result] = store.completed_results(run).values()
+        assert result.name == "Contextual Relevancy"
+    finally:
+        store.close()
+
+
+def test_rerank_events_from_a_reranker_are_recorded(index, llm):
+    from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
+
+    dispatcher = get_dispatcher("tests.reranker")
+
+    class EventfulReranker(ReverseReranker):
+        """Emits ReRank events like LlamaIndex's model rerankers do."""
+
+        def _postprocess_nodes(self, nodes, query_bundle=None):
+            dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=2, model_name="reverse"))
+            out = list(reversed(nodes))[:2]
+            dispatcher.event(ReRankEndEvent(nodes=out))
+            return out
+
+    scorer = cj.instrument(metrics=[], mode="off")
+    response = index.as_query_engine(llm=llm, similarity_top_k=3,
+                                     node_postprocessors=[EventfulReranker()]).query(QUESTIONS["remote"])
+    meta = scorer.cases[0].test_case.additional_metadata
+    assert meta["reranker_rankings"] == [[n.node.node_id for n in response.source_nodes]]
+    assert len(meta["retriever_ranking"]) == 3

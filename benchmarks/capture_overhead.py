@@ -128,8 +128,8 @@ def bench_llama_index(n: int) -> Measurement:
                              embed_model=KeywordEmbedding())
     engine = index.as_query_engine(llm=ExtractiveLLM(), similarity_top_k=3)
     env = __import__("os").environ  # CJ_JUDGE_DELAY: seconds per judge call, to mimic a remote judge
-    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=FakeJudge(delay=float(env.get("CJ_JUDGE_DELAY", 0))))],
-                           mode=env.get("CJ_MODE", "background"))
+    judge = FakeJudge(delay=float(env.get("CJ_JUDGE_DELAY", 0)))
+    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode=env.get("CJ_MODE", "background"))
     root = get_dispatcher()
     ours = ([h for h in root.span_handlers if type(h).__name__ == "ContextJudgeSpanHandler"],
             [h for h in root.event_handlers if type(h).__name__ == "ContextJudgeEventHandler"])

@@ -124,7 +124,8 @@ def test_streaming_query_is_finalized_when_the_stream_is_exhausted(index, llm, j
     assert len(tokens) > 1
     assert scorer.flush(10)
     [case] = scorer.cases
-    assert case.test_case.actual_output == "".join(tokens) == "Expense reports must be filed within 30 days of purchase."
+    expected = "Expense reports must be filed within 30 days of purchase."
+    assert case.test_case.actual_output == "".join(tokens) == expected
     assert case.test_case.additional_metadata["streamed"] is True
     assert case.test_case.additional_metadata["stream_completed"] is True
     assert [n.id for n in case.test_case.retrieval_context] == [n.node.node_id for n in response.source_nodes]

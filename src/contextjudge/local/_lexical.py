@@ -1,0 +1,67 @@
+"""Lexical evidence for the embedded judge: content words, their overlap, and answer-string occurrence."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+__all__ = ["answer_occurs", "content_tokens", "normalize", "token_recall"]
+
+# Function words carry no evidence of relevance. A short fixed list keeps the judge language-light and deterministic.
+_STOPWORDS = frozenset("""
+a about above after again against all also am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers herself
+him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or
+other our ours ourselves out over own same she should so some such than that the their theirs them themselves then
+there these they this those through to too under until up very was we were what when where which while who whom why
+will with would you your yours yourself yourselves s t d ll m re ve y one many much get got may might must shall
+us using use used like well also would
+""".split())
+
+_NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_YES_NO = frozenset({"yes", "no", "true", "false"})
+
+
+@lru_cache(maxsize=100_000)
+def normalize(text: str) -> str:
+    """Lower case, accents and punctuation removed, single spaces."""
+    text = unicodedata.normalize("NFKD", text or "")
+    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
+    return " ".join(_NON_WORD.sub(" ", text).replace("_", " ").split())
+
+
+def _stem(tok: str) -> str:
+    # Plural and possessive "s" only: enough to match "batteries"/"battery"-like pairs is not the aim, only "cars"/"car".
+    if len(tok) > 3 and tok.endswith("s") and not tok.endswith("ss"):
+        return tok[:-1]
+    return tok
+
+
+@lru_cache(maxsize=100_000)
+def content_tokens(text: str) -> frozenset[str]:
+    """The content words of ``text`` (normalized, stop words dropped, plural s stripped)."""
+    return frozenset(_stem(t) for t in normalize(text).split() if t not in _STOPWORDS and (len(t) > 1 or t.isdigit()))
+
+
+def token_recall(needle: frozenset[str], haystack: frozenset[str]) -> float:
+    """Share of ``needle``'s content words that occur in ``haystack`` (0 when ``needle`` has none)."""
+    if not needle:
+        return 0.0
+    return len(needle & haystack) / len(needle)
+
+
+def answer_occurs(answer: str | None, text: str, max_words: int = 10) -> bool:
+    """True when a short answer string occurs in ``text`` as whole words (articles and punctuation ignored).
+
+    Only short answers count (a long answer is a paraphrase, not a string to find), and yes/no answers never do.
+    """
+    if not answer:
+        return False
+    a = _ARTICLES.sub(" ", normalize(answer))
+    a = " ".join(a.split())
+    if not a or a in _YES_NO or len(a.split()) > max_words or (len(a) < 2 and not a.isdigit()):
+        return False
+    t = " " + normalize(text) + " "
+    return f" {a} " in t or f" {a} " in " " + " ".join(_ARTICLES.sub(" ", t).split()) + " "

@@ -1,0 +1,229 @@
+"""The embedded judge's evidence and its calibrated combination: from a JudgeRequest to verdicts with confidences.
+
+Evidence per item (all deterministic):
+- semantic: cosine between e5 "query:" vectors (the question, or the question with the reference) and the "passage:"
+  vector of the node (its first ``embed_chars`` characters; see LocalJudge for why it is truncated);
+- lexical: the share of the question's (or statement's, or reference's) content words found in the text, and whether
+  a short reference answer occurs in it verbatim.
+A logistic model per task turns the evidence into the confidence that the answer is yes; the verdict is yes at
+confidence >= 0.5. The weights are fitted on the development data (see CALIBRATION below).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._protocol import Item, JudgeRequest
+from .._text import split_sentences
+from ._embeddings import EmbeddingCache
+from ._lexical import answer_occurs, content_tokens, token_recall
+
+__all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer"]
+
+# Logistic weights, feature order as in the *_FEATURES tuples. Fitted by benchmarks/calibrate_local.py (L2-regularised
+# logistic regression, Newton steps, features as computed below) on the development files of ../shared/data only.
+CALIBRATION_VERSION = "2026-11-21.0"
+CALIBRATION: dict[str, list[float]] = {
+    # node_usefulness with a reference: bias, cos(question), cos(question + reference), short answer occurs,
+    # reference word recall, question word recall
+    "node_ref": [-20.0, 10.0, 15.0, 2.0, 2.0, 2.0],
+    # node_usefulness without a reference, and sentence_relevance: bias, cos(question), question word recall
+    "node_noref": [-22.0, 25.0, 2.0],
+    # statement_support: bias, cos(statement, node), statement word recall in node
+    "support": [-20.0, 20.0, 6.0],
+}
+NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall")
+NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall")
+SUPPORT_FEATURES = ("bias", "cos_s", "s_recall")
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
+
+
+def _short(text: str, n: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _round(x: float) -> float:
+    # Rounded so that last-bit differences in vector maths never change a cached or compared verdict.
+    return float(round(float(x), 4))
+
+
+@dataclass
+class Scorer:
+    cache: EmbeddingCache
+    embed_chars: int = 256
+
+    # ------------------------------------------------------------------------------------------- text units
+    def embed_text(self, text: str) -> str:
+        """The part of a node that is embedded: its first ``embed_chars`` characters, cut at a word boundary."""
+        text = " ".join(text.split())
+        if self.embed_chars and len(text) > self.embed_chars:
+            cut = text.rfind(" ", 0, self.embed_chars)
+            text = text[: cut if cut > self.embed_chars // 2 else self.embed_chars]
+        return text
+
+    @staticmethod
+    def query_text(req: JudgeRequest) -> str:
+        """The question, preceded by the previous user turn when there is a conversation (resolves "and its price?")."""
+        prev = [h.get("content", "") for h in req.history if h.get("role") == "user"]
+        return f"{prev[-1]} {req.input}" if prev else req.input
+
+    def _passages(self, texts: list[str]) -> np.ndarray:
+        return self.cache.vectors([self.embed_text(t) for t in texts], "passage")
+
+    # ------------------------------------------------------------------------------------------- features
+    def node_features(self, req: JudgeRequest, texts: list[str]) -> tuple[np.ndarray, dict[str, Any]]:
+        """Feature rows for ``texts`` judged against the request's question (and reference when there is one)."""
+        q = self.query_text(req)
+        queries = [q] + ([f"{q} {req.reference}"] if req.reference else [])
+        qv = self.cache.vectors(queries, "query")
+        pv = self._passages(texts)
+        cos_q = pv @ qv[0]
+        qtok = content_tokens(q)
+        ttok = [content_tokens(t) for t in texts]
+        q_rec = np.array([token_recall(qtok, t) for t in ttok])
+        info: dict[str, Any] = {"cos_q": cos_q, "q_recall": q_rec, "qtok": qtok}
+        if not req.reference:
+            return np.column_stack([np.ones(len(texts)), cos_q, q_rec]), info
+        cos_qr = pv @ qv[1]
+        rtok = content_tokens(req.reference)
+        occ = np.array([1.0 if answer_occurs(req.reference, t) else 0.0 for t in texts])
+        r_rec = np.array([token_recall(rtok, t) for t in ttok])
+        info.update(cos_qr=cos_qr, answer_occurs=occ, ref_recall=r_rec, rtok=rtok)
+        return np.column_stack([np.ones(len(texts)), cos_q, cos_qr, occ, r_rec, q_rec]), info
+
+    def support_features(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(cos, word recall) matrices of shape (statements, nodes)."""
+        sv = self.cache.vectors(statements, "query")
+        pv = self._passages(nodes)
+        cos = sv @ pv.T
+        ntok = [content_tokens(n) for n in nodes]
+        rec = np.array([[token_recall(content_tokens(s), t) for t in ntok] for s in statements]).reshape(cos.shape)
+        return cos, rec
+
+    # ------------------------------------------------------------------------------------------- tasks
+    def answer(self, req: JudgeRequest) -> dict[str, Any]:
+        if req.task == "node_usefulness":
+            return {"verdicts": self._node_usefulness(req)}
+        if req.task == "sentence_relevance":
+            return {"verdicts": self._sentence_relevance(req)}
+        if req.task == "statement_support":
+            return {"verdicts": self._statement_support(req)}
+        if req.task == "rubric_recall":
+            return self._rubric(req)
+        raise ValueError(f"unknown task {req.task!r}")
+
+    def _node_usefulness(self, req: JudgeRequest) -> list[dict[str, Any]]:
+        if not req.items:
+            return []
+        texts = [it.text for it in req.items]
+        x, info = self.node_features(req, texts)
+        w = np.array(CALIBRATION["node_ref" if req.reference else "node_noref"])
+        conf = _sigmoid(x @ w)
+        target = {"actual_output": "the actual output", "expected_output": "the expected output"}.get(
+            req.reference_kind or "", "the expected outcome") if req.reference else "the input"
+        out = []
+        for i, it in enumerate(req.items):
+            c = _round(conf[i])
+            yes = c >= 0.5
+            parts = [f"similarity to the question {info['cos_q'][i]:.2f}"]
+            if req.reference:
+                parts.append(f"to question + reference {info['cos_qr'][i]:.2f}")
+                if info["answer_occurs"][i]:
+                    parts.append(f"the answer '{_short(req.reference, 40)}' occurs in it")
+                else:
+                    parts.append(f"{info['ref_recall'][i]:.0%} of the reference's words occur")
+            parts.append(f"{info['q_recall'][i]:.0%} of the question's words occur")
+            best = self._best_sentence(it.text, info["qtok"] | info.get("rtok", frozenset()))
+            reason = (f"{'Useful' if yes else 'Not useful'} for {target} (confidence {c:.2f}): "
+                      + ", ".join(parts) + (f"; best-matching sentence: '{_short(best)}'" if best else "") + ".")
+            out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c})
+        return out
+
+    @staticmethod
+    def _best_sentence(text: str, words: frozenset[str]) -> str:
+        best, score = "", -1.0
+        for s in split_sentences(text)[:50]:
+            sc = len(content_tokens(s) & words)
+            if sc > score:
+                best, score = s, sc
+        return best
+
+    def _sentence_relevance(self, req: JudgeRequest) -> list[dict[str, Any]]:
+        if not req.items:
+            return []
+        # Each sentence is judged with its node's similarity (one vector per node, shared with the node verdicts of
+        # the other metrics through the cache) and its own overlap with the question's words.
+        parents: dict[str, list[Item]] = {}
+        for it in req.items:
+            parents.setdefault(it.parent or it.id, []).append(it)
+        pids = list(parents)
+        node_texts = [" ".join(s.text for s in parents[p]) for p in pids]
+        q = self.query_text(req)
+        qv = self.cache.vectors([q], "query")[0]
+        pv = self._passages(node_texts)
+        cos_by_parent = dict(zip(pids, (pv @ qv).tolist()))
+        qtok = content_tokens(q)
+        w = np.array(CALIBRATION["node_noref"])
+        out = []
+        for it in req.items:
+            cos = cos_by_parent[it.parent or it.id]
+            rec = token_recall(qtok, content_tokens(it.text))
+            c = _round(_sigmoid(np.array([1.0, cos, rec]) @ w))
+            yes = c >= 0.5
+            shared = sorted(qtok & content_tokens(it.text))[:6]
+            reason = (f"{'Relevant' if yes else 'Not relevant'} to the input (confidence {c:.2f}): its node's "
+                      f"similarity to the question is {cos:.2f}; it shares {len(shared)} of the question's "
+                      f"{len(qtok)} content words" + (f" ({', '.join(shared)})" if shared else "") + ".")
+            out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c})
+        return out
+
+    def _support_conf(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cos, rec = self.support_features(statements, nodes)
+        w = CALIBRATION["support"]
+        conf = _sigmoid(w[0] + w[1] * cos + w[2] * rec)
+        return conf, cos, rec
+
+    def _statement_support(self, req: JudgeRequest) -> list[dict[str, Any]]:
+        if not req.items:
+            return []
+        if not req.context:
+            return [{"id": it.id, "verdict": "no", "reason": "There is no context to support it.", "confidence": 0.0,
+                     "node_ids": []} for it in req.items]
+        conf, cos, rec = self._support_conf([it.text for it in req.items], [c.text for c in req.context])
+        out = []
+        for i, it in enumerate(req.items):
+            j = int(np.argmax(conf[i]))
+            c = _round(conf[i, j])
+            yes = c >= 0.5
+            ids = [req.context[k].id for k in range(len(req.context)) if conf[i, k] >= 0.5] if yes else []
+            best = req.context[j]
+            reason = (f"{'Supported' if yes else 'Not supported'} (confidence {c:.2f}): best node {best.id}, "
+                      f"similarity {cos[i, j]:.2f}, {rec[i, j]:.0%} of the statement's words occur in it; closest "
+                      f"sentence: '{_short(self._best_sentence(best.text, content_tokens(it.text)))}'.")
+            out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c,
+                        "node_ids": ids})
+        return out
+
+    def _rubric(self, req: JudgeRequest) -> dict[str, Any]:
+        # How much of the reference the answer covers: the mean support of the reference's sentences by the answer.
+        statements = split_sentences(req.reference or "")
+        answer = req.answer or ""
+        if not statements or not answer.strip():
+            return {"score": 0.0, "reason": "There is no reference or no answer to compare."}
+        conf, cos, rec = self._support_conf(statements, [answer])
+        score = _round(float(np.mean(conf[:, 0])))
+        covered = int(np.sum(conf[:, 0] >= 0.5))
+        return {"score": score, "reason": f"The answer covers {covered} of the reference's {len(statements)} "
+                f"sentences (mean word recall {float(np.mean(rec)):.0%}, mean similarity {float(np.mean(cos)):.2f})."}
+
+
+def approx_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))

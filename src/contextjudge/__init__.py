@@ -5,58 +5,84 @@
 
     case = LLMTestCase(input="...", actual_output="...", expected_output="...", retrieval_context=["...", "..."])
     result = evaluate([case], [ContextualPrecisionMetric(model="local")])
+
+Names are loaded on first use, so ``import contextjudge`` (and the pytest plugin, which every pytest session of
+an environment with contextjudge installed loads) stays cheap.
 """
 
-from ._assert import assert_test
-from ._judge import JUDGE_TAG, RunContext
-from ._models import resolve_model
-from ._result import EvaluationResult, MetricResult, TestResult, Usage
-from ._retry import JudgeOptions
-from ._runner import aevaluate, evaluate
-from ._testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
-from .errors import (
-    CaptureError,
-    ContextJudgeError,
-    InvalidTestCaseError,
-    JudgeError,
-    JudgeOutputError,
-    JudgeUnavailableError,
-    MissingTestCaseParamsError,
-    StoreError,
-)
-from .goldens import Golden
-from .multimodal import MLLMImage
-from .tracing import observe, update_current_span, update_current_trace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "JUDGE_TAG",
-    "CaptureError",
-    "ContextJudgeError",
-    "ConversationalTestCase",
-    "EvaluationResult",
-    "Golden",
-    "InvalidTestCaseError",
-    "JudgeError",
-    "JudgeOptions",
-    "JudgeOutputError",
-    "JudgeUnavailableError",
-    "LLMTestCase",
-    "MLLMImage",
-    "MetricResult",
-    "MissingTestCaseParamsError",
-    "RetrievedNode",
-    "RunContext",
-    "StoreError",
-    "TestResult",
-    "Turn",
-    "Usage",
-    "aevaluate",
-    "assert_test",
-    "evaluate",
-    "observe",
-    "resolve_model",
-    "update_current_span",
-    "update_current_trace",
-]
+# public name -> the private module that defines it
+_EXPORTS = {
+    "JUDGE_TAG": "._judge",
+    "RunContext": "._judge",
+    "resolve_model": "._models",
+    "EvaluationResult": "._result",
+    "MetricResult": "._result",
+    "TestResult": "._result",
+    "Usage": "._result",
+    "JudgeOptions": "._retry",
+    "aevaluate": "._runner",
+    "evaluate": "._runner",
+    "ConversationalTestCase": "._testcase",
+    "LLMTestCase": "._testcase",
+    "RetrievedNode": "._testcase",
+    "Turn": "._testcase",
+    "CaptureError": ".errors",
+    "ContextJudgeError": ".errors",
+    "InvalidTestCaseError": ".errors",
+    "JudgeError": ".errors",
+    "JudgeOutputError": ".errors",
+    "JudgeUnavailableError": ".errors",
+    "MissingTestCaseParamsError": ".errors",
+    "StoreError": ".errors",
+    "Golden": ".goldens",
+    "MLLMImage": ".multimodal",
+    "assert_test": "._assert",
+    "observe": ".tracing",
+    "update_current_span": ".tracing",
+    "update_current_trace": ".tracing",
+}
+
+__all__ = sorted(_EXPORTS, key=lambda n: (not n.isupper(), not n[0].isupper(), n))
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'contextjudge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from ._assert import assert_test
+    from ._judge import JUDGE_TAG, RunContext
+    from ._models import resolve_model
+    from ._result import EvaluationResult, MetricResult, TestResult, Usage
+    from ._retry import JudgeOptions
+    from ._runner import aevaluate, evaluate
+    from ._testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
+    from .errors import (
+        CaptureError,
+        ContextJudgeError,
+        InvalidTestCaseError,
+        JudgeError,
+        JudgeOutputError,
+        JudgeUnavailableError,
+        MissingTestCaseParamsError,
+        StoreError,
+    )
+    from .goldens import Golden
+    from .multimodal import MLLMImage
+    from .tracing import observe, update_current_span, update_current_trace

@@ -7,6 +7,7 @@ added, or at most 0.3 ms.
 
     python benchmarks/capture_overhead.py            # every case, 1000 calls each
     python benchmarks/capture_overhead.py -n 500 --case langchain
+    python benchmarks/capture_overhead.py --mode off  # capture only, no scoring (sets CJ_MODE for every case)
 
 To add a framework, write a function ``bench_<name>(n: int) -> Measurement`` below and add it to ``CASES``.
 The judge is contextjudge's FakeJudge: it answers in-process, so its CPU time competes with the app for the GIL,
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -35,6 +37,8 @@ class Measurement:
     captured_ms: float
     cases_captured: int
     results_scored: int
+    floor_ms: float | None = None
+    """Latency added by a do-nothing callback/event handler in the same harness: the framework's own cost."""
 
     @property
     def added_ms(self) -> float:
@@ -94,13 +98,27 @@ def bench_langchain(n: int) -> Measurement:
     chain = ({"context": store.as_retriever(search_kwargs={"k": 3})
               | (lambda ds: "\n\n".join(d.page_content for d in ds)),
               "question": RunnablePassthrough()} | prompt | ExtractiveChatModel() | StrOutputParser())
-    handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=FakeJudge())], mode=__import__("os").environ.get("CJ_MODE", "background"))
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class DoNothing(BaseCallbackHandler):
+        run_inline = True
+
+        def on_chat_model_start(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=FakeJudge())],
+                                          mode=os.environ.get("CJ_MODE", "background"))
     config = {"callbacks": [handler]}
 
-    baseline, captured = interleaved_medians(lambda i: chain.invoke(questions[i % len(questions)]),
-                                             lambda i: chain.invoke(questions[i % len(questions)], config=config), n)
+    def ask(i: int, cfg: dict | None = None) -> object:
+        return chain.invoke(questions[i % len(questions)], config=cfg)
+
+    baseline, captured = interleaved_medians(ask, lambda i: ask(i, config), n)
     handler.flush(120)
-    return Measurement("langchain", n, baseline, captured, len(handler.cases), len(handler.results))
+    noop = {"callbacks": [DoNothing()]}
+    floor_base, floor = interleaved_medians(ask, lambda i: ask(i, noop), n)
+    return Measurement("langchain", n, baseline, captured, len(handler.cases), len(handler.results),
+                       floor_ms=floor - floor_base)
 
 
 def bench_llama_index(n: int) -> Measurement:
@@ -137,19 +155,32 @@ def bench_llama_index(n: int) -> Measurement:
                       [h for h in root.event_handlers if h not in ours[1]])
     root.span_handlers, root.event_handlers = list(plain_handlers[0]), list(plain_handlers[1])
 
+    cpu: dict[str, list[float]] = {"plain": [], "captured": []}  # this thread's CPU: immune to other processes
+
+    def plain(i: int) -> object:
+        t0 = time.thread_time()
+        try:
+            return engine.query(questions[i % len(questions)])
+        finally:
+            cpu["plain"].append(time.thread_time() - t0)
+
     def captured(i: int) -> object:
+        t0 = time.thread_time()
         root.span_handlers, root.event_handlers = plain_handlers[0] + ours[0], plain_handlers[1] + ours[1]
         try:
             return engine.query(questions[i % len(questions)])
         finally:
             root.span_handlers, root.event_handlers = list(plain_handlers[0]), list(plain_handlers[1])
+            cpu["captured"].append(time.thread_time() - t0)
 
     try:
-        baseline, captured_ms = interleaved_medians(lambda i: engine.query(questions[i % len(questions)]),
-                                                    captured, n)
+        baseline, captured_ms = interleaved_medians(plain, captured, n)
         scorer.flush(300)
     finally:
         cj.uninstrument()
+    a, b = (statistics.median(cpu[k][50:]) * 1000 for k in ("plain", "captured"))  # 50: the warm-up calls
+    print(f"llama_index: request-thread CPU per call {a:.3f} ms plain, {b:.3f} ms captured: "
+          f"{b - a:+.3f} ms ({(b - a) / a:+.1%})", file=sys.stderr)
     return Measurement("llama_index", n, baseline, captured_ms, len(scorer.cases), len(scorer.results))
 
 
@@ -163,8 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--calls", type=int, default=1000, help="calls per side (at least 500 for a figure)")
     parser.add_argument("--case", choices=sorted(CASES), action="append", help="run only these cases")
+    parser.add_argument("--mode", choices=("background", "deferred", "off"), default=None,
+                        help="scoring mode of the captured side (default: $CJ_MODE, else background)")
     parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
     args = parser.parse_args(argv)
+    if args.mode:
+        os.environ["CJ_MODE"] = args.mode
     rows = [CASES[name](args.calls) for name in (args.case or CASES)]
     if args.json:
         print(json.dumps([asdict(r) | {"added_ms": r.added_ms, "ratio": r.ratio} for r in rows], indent=2))
@@ -174,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r.case:<12} {r.calls:>6} {r.baseline_ms:>12.3f} {r.captured_ms:>12.3f} {r.added_ms:>9.3f} "
                   f"{r.ratio * 100:>7.1f}%  {'ok' if r.within_target else 'MISSED'} "
                   f"(<= {TARGET_RATIO:.0%} or <= {TARGET_MS} ms; {r.cases_captured} cases, {r.results_scored} scores)")
+            if r.floor_ms is not None:
+                print(f"{'':<12} a do-nothing handler adds {r.floor_ms:.3f} ms in the same harness (the framework's "
+                      "own cost of calling any handler)")
     return 0 if all(r.within_target for r in rows) else 1
 
 

@@ -97,9 +97,9 @@ class ContextJudgeCallbackHandler(BaseTracer):
             metrics, model=model, goldens=goldens, mode=mode, store=store, **kwargs)  # type: ignore[arg-type]
         self.scorer.on_result.append(self._emit_result)
         self.emit_events = emit_events
-        self._ignored: set[UUID] = set()
-        self._runs: dict[UUID, RunRecord] = {}
-        self._noted: set[UUID] = set()  # open roots whose target is known
+        self._ignored: set[int] = set()  # judge runs and their children, by UUID.int
+        self._runs: dict[int, RunRecord] = {}  # open runs, by UUID.int
+        self._noted: set[int] = set()  # open roots whose target is known
         self._clock = itertools.count()
         self._assembler = _Assembler(self._capture_root)
         self._targets: OrderedDict[str, _Target] = OrderedDict()
@@ -192,39 +192,51 @@ class ContextJudgeCallbackHandler(BaseTracer):
         return out
 
     # ------------------------------------------------------------------------------------------ run bookkeeping
+    # Run ids are keyed by ``UUID.int``: hashing a UUID runs Python code, and this path runs for every run.
     def _open(self, run_type: str, run_id: UUID, parent_run_id: UUID | None, tags: list[str] | None,
               metadata: dict[str, Any] | None, name: str | None, inputs: Any) -> None:
         try:
+            key = run_id.int
             with self._lock:
-                if (tags and JUDGE_TAG in tags) or (parent_run_id is not None and parent_run_id in self._ignored):
-                    self._ignored.add(run_id)
+                if parent_run_id is None:
+                    if tags and JUDGE_TAG in tags:
+                        self._ignored.add(key)
+                        return
+                    self._runs[key] = RunRecord(run_id, None, run_id, run_type, name or run_type, inputs, tags,
+                                                metadata, next(self._clock))
                     return
-                parent = self._runs.get(parent_run_id) if parent_run_id is not None else None
-                run = RunRecord(run_id, parent.id if parent is not None else None,
-                                parent.root_id if parent is not None else run_id, run_type, name or run_type,
-                                inputs, tags, metadata, next(self._clock))
-                self._runs[run_id] = run
-                if parent is not None:
+                parent_key = parent_run_id.int
+                if parent_key in self._ignored or (tags and JUDGE_TAG in tags):
+                    self._ignored.add(key)
+                    return
+                parent = self._runs.get(parent_key)
+                if parent is None:  # its parent was never seen (e.g. a LangSmith @traceable): a root
+                    run = RunRecord(run_id, None, run_id, run_type, name or run_type, inputs, tags, metadata,
+                                    next(self._clock))
+                else:
+                    run = RunRecord(run_id, parent.id, parent.root_id, run_type, name or run_type, inputs, tags,
+                                    metadata, next(self._clock))
                     parent.child_runs.append(run)
-                    if run.root_id not in self._noted:
-                        self._note_target(run, parent_run_id)  # type: ignore[arg-type]
+                self._runs[key] = run
+                if parent is not None and run.root_id.int not in self._noted:
+                    self._note_target(run, parent_run_id)
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: capture failed on a run start; the run goes on uncaptured")
 
     def _close(self, run_id: UUID, outputs: Any = None, error: BaseException | None = None) -> None:
         try:
+            key = run_id.int
             with self._lock:
-                if run_id in self._ignored:
-                    self._ignored.discard(run_id)
-                    return
-                run = self._runs.pop(run_id, None)
+                run = self._runs.pop(key, None)
                 if run is None:
-                    return  # started before this handler was attached
+                    self._ignored.discard(key)  # a judge run, or one started before this handler was attached
+                    return
                 run.outputs = outputs
-                run.error = None if error is None else f"{type(error).__name__}: {error}"
+                if error is not None:
+                    run.error = f"{type(error).__name__}: {error}"
                 run.end = next(self._clock)
                 if run.parent_run_id is None:
-                    self._noted.discard(run_id)
+                    self._noted.discard(key)
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: capture failed on a run end; the run goes on uncaptured")
             return
@@ -244,7 +256,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         configurable = config.get("configurable") or {}
         thread = next((str(configurable[k]) for k in THREAD_KEYS
                        if isinstance(configurable.get(k), (str, int)) and str(configurable[k])), None)
-        self._noted.add(run.root_id)
+        self._noted.add(run.root_id.int)
         self._targets[str(run.root_id)] = _Target(list(manager.inheritable_handlers),
                                                   list(manager.inheritable_tags),
                                                   dict(manager.inheritable_metadata), thread)

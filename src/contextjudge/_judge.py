@@ -363,20 +363,21 @@ class JudgeClient:
                              "usage": usage, "method": method})
             text = _content_text(raw_msg)
             parsed = None
+            judged = _judged_text(request)
             if isinstance(result, dict) and result.get("parsed") is not None:
                 obj = result["parsed"]
                 data = obj.model_dump() if hasattr(obj, "model_dump") else obj
-                parsed = parse_answer(data, task=request.task, ids=ids)
+                parsed = parse_answer(data, task=request.task, ids=ids, data=judged)
             if parsed is None and isinstance(result, dict) and not text:
                 # valid tool calls carry parsed args; invalid ones (broken JSON) carry the raw argument string
                 for tc in getattr(raw_msg, "tool_calls", None) or []:
-                    parsed = parse_answer(tc.get("args"), task=request.task, ids=ids) or parsed
+                    parsed = parse_answer(tc.get("args"), task=request.task, ids=ids, data=judged) or parsed
                 for tc in getattr(raw_msg, "invalid_tool_calls", None) or []:
                     if parsed is None and tc.get("args"):
-                        parsed = parse_answer(str(tc["args"]), task=request.task, ids=ids)
+                        parsed = parse_answer(str(tc["args"]), task=request.task, ids=ids, data=judged)
                         text = text or str(tc["args"])
             if parsed is None:
-                parsed = parse_answer(text, task=request.task, ids=ids)
+                parsed = parse_answer(text, task=request.task, ids=ids, data=judged)
             return parsed, method, text
         raise JudgeUnavailableError(
             f"The judge {self.name!r} supported none of the ways to answer (structured output, function calling, "
@@ -449,6 +450,13 @@ class JudgeClient:
                 raise _MethodUnsupported(f"{method}: {exc}") from exc
             raise JudgeError(f"The judge {self.name!r} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
         raise JudgeError("unreachable")  # pragma: no cover
+
+
+def _judged_text(request: JudgeRequest) -> list[str]:
+    """The data of a request, whose quoted JSON the parser must never take for the judge's answer."""
+    return [request.input, request.reference or "", request.answer or "",
+            *(it.text for it in request.items), *(it.text for it in request.context),
+            *(t.get("content", "") for t in request.history)]
 
 
 def _recover_answer(exc: BaseException) -> AIMessage | None:

@@ -190,14 +190,38 @@ def _verdict_list(value: Any) -> list[Any] | None:
     return None
 
 
-def parse_answer(text: str | Any, *, task: str, ids: list[str]) -> dict[str, Any] | None:
+def _canonical(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _quoted_from_data(data: list[str] | None) -> set[str]:
+    """Canonical forms of every JSON value inside the judged data (nodes, statements, the question)."""
+    out: set[str] = set()
+    for text in data or []:
+        if text and ("{" in text or "[" in text):
+            out.update(_canonical(c) for c in extract_json_candidates(text))
+    return out
+
+
+def parse_answer(text: str | Any, *, task: str, ids: list[str], data: list[str] | None = None
+                 ) -> dict[str, Any] | None:
     """Find the judge's answer in ``text``.
 
     For verdict tasks, returns ``{"verdicts": {id: {verdict, reason, node_ids, confidence}}, "unknown": [...],
-    "invalid": [...]}``, taking the last candidate that names at least one requested id. For the rubric,
-    ``{"score": float, "reason": str}``. None when nothing usable is found.
+    "invalid": [...]}``, taking the candidate that covers the most requested ids (the last one on a tie). For the
+    rubric, ``{"score": float, "reason": str}``. None when nothing usable is found.
+
+    ``data`` is the text that was judged (nodes, statements, the question). A JSON value that is a verbatim copy of
+    one inside that data is never taken for the answer: a judge that quotes a node holding fake verdicts does not
+    give those verdicts.
     """
     candidates = [text] if isinstance(text, (dict, list)) else extract_json_candidates(str(text or ""))
+    quoted = _quoted_from_data(data)
+    if quoted:
+        candidates = [c for c in candidates if _canonical(c) not in quoted]
     if task == "rubric_recall":
         for cand in reversed(candidates):
             if isinstance(cand, dict):

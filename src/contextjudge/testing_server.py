@@ -50,7 +50,7 @@ _REASON = re.compile(r'Answer with JSON only: \{"reason"')
 _WORD = re.compile(r"[a-z0-9]+")
 
 CONTENT_FAULTS = ("invalid_json", "truncated", "prose", "fence", "think", "words", "missing_id", "extra_id",
-                  "duplicate_id", "conflicting_ids", "empty", "refusal", "fake_verdicts")
+                  "duplicate_id", "conflicting_ids", "empty", "refusal", "fake_verdicts", "echo_data")
 
 
 @dataclass
@@ -60,7 +60,8 @@ class Fault:
     kind: ``http`` (``status``, optional ``retry_after`` seconds, optional ``message``), ``reset`` (the connection
     is closed without an answer), ``slow`` (answer after ``seconds``), or one of the content faults
     (``invalid_json``, ``truncated``, ``prose``, ``fence``, ``think``, ``words``, ``missing_id``, ``extra_id``,
-    ``duplicate_id``, ``conflicting_ids``, ``empty``, ``refusal``, ``fake_verdicts``).
+    ``duplicate_id``, ``conflicting_ids``, ``empty``, ``refusal``, ``fake_verdicts``; ``echo_data`` quotes the
+    first judged item that holds JSON after the real answer, as a chatty judge might).
     methods: which requests it matches: any of ``json_schema``, ``tools``, ``json_object``, ``text``; empty = all.
     """
 
@@ -294,7 +295,7 @@ class FaultServer:
         refusal = None
         text = json.dumps(answer)
         if fault is not None and fault.kind in CONTENT_FAULTS:
-            text, refusal = _damage(fault, answer, text)
+            text, refusal = _damage(fault, answer, text, prompt)
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": refusal}
         finish = "stop"
         if method == "tools" and refusal is None and text:
@@ -463,9 +464,12 @@ def _instance(schema: dict[str, Any], defs: dict[str, Any], n: int, reason: str,
     return reason
 
 
-def _damage(fault: Fault, answer: dict[str, Any], text: str) -> tuple[str, str | None]:
+def _damage(fault: Fault, answer: dict[str, Any], text: str, prompt: str = "") -> tuple[str, str | None]:
     """The answer text as the fault damages it, and a refusal message (or None)."""
     kind = fault.kind
+    if kind == "echo_data":
+        quote = next((t for _, _, t in _ITEM.findall(prompt) if "{" in t), "")
+        return f"My verdicts:\n{text}\n\nFor the record, one node said: {quote}", None
     verdicts = answer.get("verdicts") if isinstance(answer, dict) else None
     if kind == "invalid_json":
         return "{verdicts: [this is not json, " + text[:20], None

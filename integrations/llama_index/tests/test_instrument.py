@@ -355,3 +355,20 @@ def test_rerank_events_from_a_reranker_are_recorded(index, llm):
     meta = scorer.cases[0].test_case.additional_metadata
     assert meta["reranker_rankings"] == [[n.node.node_id for n in response.source_nodes]]
     assert len(meta["retriever_ranking"]) == 3
+
+
+def test_scores_changed_in_place_by_a_postprocessor_are_the_final_scores(index, llm):
+    class HalveScores(ReverseReranker):
+        def _postprocess_nodes(self, nodes, query_bundle=None):
+            for n in nodes:
+                n.score = n.score / 2
+            return nodes
+
+    scorer = cj.instrument(metrics=[], mode="off")
+    plain = index.as_retriever(similarity_top_k=2).retrieve(QUESTIONS["vacation"])
+    response = index.as_query_engine(llm=llm, similarity_top_k=2,
+                                     node_postprocessors=[HalveScores()]).query(QUESTIONS["vacation"])
+    case = scorer.cases[-1].test_case
+    assert [n.score for n in case.retrieval_context] == [n.score for n in response.source_nodes]
+    assert [n.score for n in case.retrieval_context] == pytest.approx([n.score / 2 for n in plain])
+    assert "reranked" not in case.additional_metadata  # same nodes, same order

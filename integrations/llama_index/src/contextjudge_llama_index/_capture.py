@@ -79,9 +79,14 @@ def _jsonable(value: Any) -> Any:
 
 
 def to_nodes(snap: list[tuple[str, str | None, float | None, dict[str, Any]]]) -> list[RetrievedNode]:
-    """RetrievedNodes (rank = list order) from a snapshot of NodeWithScores."""
-    return [RetrievedNode(text, id=nid, score=None if score is None else float(score),
-                          metadata={str(k): _jsonable(v) for k, v in meta.items()})
+    """RetrievedNodes (rank = list order) from a snapshot of NodeWithScores.
+
+    Built with ``model_construct``: every field is already of its declared type here, and validation would be
+    the largest single cost on the request path.
+    """
+    return [RetrievedNode.model_construct(text=str(text), id=None if nid is None else str(nid),
+                                          score=None if score is None else float(score),
+                                          metadata={str(k): _jsonable(v) for k, v in meta.items()})
             for text, nid, score, meta in snap]
 
 
@@ -112,6 +117,7 @@ class Record:
     latency_ms: float | None = None
     golden_id: str | None = None
     golden_index: int | None = None
+    retrieved_objects: list | None = None  # the retriever's NodeWithScores, to spot a list no postprocessor touched
 
     @property
     def retrieval_query(self) -> str | None:
@@ -394,6 +400,7 @@ class Router:
             snap = _snapshot(event.nodes)
             with self._lock:
                 unit.record.retrievals.append((_query_text(event.str_or_query_bundle), snap))
+                unit.record.retrieved_objects = list(event.nodes)  # held, so no object id can be reused
         elif name == "ReRankEndEvent":
             entry = self._spans.get(event.span_id) if event.span_id else None
             if entry is not None:
@@ -445,7 +452,14 @@ class Router:
         record.latency_ms = (time.perf_counter() - unit.t0) * 1000.0
         record.output = None if output is None else str(output)
         if source_nodes:
-            record.final = _snapshot(source_nodes)
+            objs = record.retrieved_objects
+            snap = record.retrievals[0][1] if len(record.retrievals) == 1 else None
+            if (snap is not None and objs is not None and len(objs) == len(source_nodes)
+                    and all(a is b and t[2] == b.score for a, b, t in zip(objs, source_nodes, snap))):
+                record.final = record.retrievals[0][1]  # untouched by postprocessors: the same list, same order
+            else:
+                record.final = _snapshot(source_nodes)
+        record.retrieved_objects = None
         self._forget(unit)
         try:
             unit.sink.deliver(record)

@@ -25,6 +25,7 @@ __all__ = ["main"]
 
 CORPUS = "data/demo_corpus"
 SINGLE_METRICS = ("Contextual Precision", "Contextual Recall", "Contextual Relevancy", "Context Utilization")
+TURN_METRICS = ("Turn Contextual Precision", "Turn Contextual Recall", "Turn Contextual Relevancy")
 
 
 def load_corpus() -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
@@ -51,8 +52,8 @@ class Config:
 CONFIGS = (
     Config("weak", "keyword bag-of-words: stop words kept, no stemming, 64 hash buckets, top 2",
            dim=64, stopwords=False, stem=False, k=2),
-    Config("good", "bag-of-words without stop words, light stemming, 2048 hash buckets, top 3",
-           dim=2048, stopwords=True, stem=True, k=3),
+    Config("good", "bag-of-words without stop words, light stemming, 2048 hash buckets, top 2",
+           dim=2048, stopwords=True, stem=True, k=2),
 )
 
 
@@ -132,6 +133,8 @@ def run_config(config: Config, docs: list[dict[str, Any]], goldens: list[dict[st
         ContextualRecallMetric,
         ContextualRelevancyMetric,
         ContextUtilizationMetric,
+        TurnContextualPrecisionMetric,
+        TurnContextualRecallMetric,
         TurnContextualRelevancyMetric,
     )
 
@@ -143,8 +146,10 @@ def run_config(config: Config, docs: list[dict[str, Any]], goldens: list[dict[st
                ContextualRelevancyMetric(model=judge), ContextUtilizationMetric(model=judge)]
     handler = ContextJudgeCallbackHandler(metrics=metrics, goldens=goldens, mode="background",
                                           concurrency=concurrency)
-    # The conversation gets its own handler with only the turn metric, so its turns are not scored twice.
-    conv_handler = ContextJudgeCallbackHandler(metrics=[TurnContextualRelevancyMetric(model=judge)],
+    # The conversation gets its own handler with only the turn metrics, so its turns are not scored twice.
+    turn_metrics = [TurnContextualPrecisionMetric(model=judge), TurnContextualRecallMetric(model=judge),
+                    TurnContextualRelevancyMetric(model=judge)]
+    conv_handler = ContextJudgeCallbackHandler(metrics=turn_metrics,
                                                goldens=conversation["turns"], mode="background")
     chain.batch([g["input"] for g in goldens], config={"callbacks": [handler], "max_concurrency": concurrency})
     thread_id = f"{conversation['thread_id']}-{config.key}"
@@ -173,9 +178,10 @@ def _fmt(x: float | None) -> str:
     return "  n/a" if x is None else f"{x:5.2f}"
 
 
-def _conversation_score(outcome: Outcome) -> tuple[float | None, str]:
+def _conversation_score(outcome: Outcome, name: str) -> tuple[float | None, str]:
     for _, result in outcome.conversation.results:
-        return result.score, result.reason or ""
+        if result.name == name:
+            return result.score, result.reason or ""
     return None, ""
 
 
@@ -217,6 +223,7 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
     add(f"  {'metric (mean score, pass rate)':<40}{'weak':>16}{'good':>16}{'change':>9}")
     wins = 0
     compared = 0
+    losses: list[str] = []
     for name in SINGLE_METRICS:
         w, g = _mean(weak.scores.get(name, [])), _mean(good.scores.get(name, []))
         wp, gp = _mean([float(x) for x in weak.passes.get(name, [])]), _mean([float(x) for x in
@@ -225,19 +232,27 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
         if w is not None and g is not None:
             compared += 1
             wins += g > w
+            if g < w:
+                losses.append(f"{name} ({g:.2f} vs {w:.2f})")
         add(f"  {name:<40}{_fmt(w):>8} ({_pct(wp)}){_fmt(g):>9} ({_pct(gp)}){delta:>9}")
-    cw, cw_reason = _conversation_score(weak)
-    cg, cg_reason = _conversation_score(good)
-    if cw is not None and cg is not None:
-        compared += 1
-        wins += cg > cw
-    add(f"  {'Turn Contextual Relevancy (conversation)':<40}{_fmt(cw):>8}{'':>7}{_fmt(cg):>9}{'':>7}"
-        f"{'' if cw is None or cg is None else f'{cg - cw:+.2f}':>9}")
+    for name in TURN_METRICS:
+        cw, _ = _conversation_score(weak, name)
+        cg, _ = _conversation_score(good, name)
+        if cw is not None and cg is not None:
+            compared += 1
+            wins += cg > cw
+            if cg < cw:
+                losses.append(f"{name} on the conversation ({cg:.2f} vs {cw:.2f})")
+        add(f"  {name + ' (conv.)':<40}{_fmt(cw):>8}{'':>7}{_fmt(cg):>9}{'':>7}"
+            f"{'' if cw is None or cg is None else f'{cg - cw:+.2f}':>9}")
     add(f"  {'answering document retrieved (labels)':<40}{f'{weak.hits}/{weak.questions}':>8}{'':>7}"
         f"{f'{good.hits}/{good.questions}':>9}")
     add("")
     verdict = "wins" if wins == compared and compared else ("mostly wins" if wins * 2 > compared else "does not win")
     add(f"Verdict: the good retriever {verdict} ({wins} of {compared} metrics higher).")
+    if losses:
+        add(textwrap.fill("Where it scored lower: " + "; ".join(losses) + ".", width=100, initial_indent="  ",
+                          subsequent_indent="  "))
     add("Why:")
     for para in (
         f"The weak retriever brought back the document that answers the question for {weak.hits} of "
@@ -245,8 +260,8 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
         "corpus' own labels, not by the judge).",
         "Keeping stop words lets words like 'the', 'how' and 'do' drive the ranking, and 64 hash buckets make "
         "unrelated words collide, so the weak retriever ranks off-topic policies first (lower precision and "
-        "relevancy) and misses the facts the expected answers need (lower recall); with top 2 instead of top 3 it "
-        "also has fewer chances to find them.",
+        "relevancy) and misses the facts the expected answers need (lower recall). Both return their top 2 "
+        "documents to the same prompt and model: only the ranking differs.",
     ):
         add(wrap.fill(para))
     for o, n in ((weak, 3), (good, 2)):
@@ -258,10 +273,11 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
             add(f"  {i}. {tc.input!r}")
             add(f"     {result.name} {result.score:.2f}; retrieved [{ids}]")
             add(wrap.fill(f"reason: {result.reason or '(none)'}"))
-    if cw_reason:
+    conv = sorted((r for _, r in weak.conversation.results if r.score is not None), key=lambda r: r.score)
+    if conv:
         add("")
-        add("Conversation (thread id, 3 turns), weak retriever:")
-        add(wrap.fill(f"reason: {cw_reason}"))
+        add(f"Conversation (one thread id, 3 turns), weak retriever, lowest: {conv[0].name} {conv[0].score:.2f}")
+        add(wrap.fill(f"reason: {conv[0].reason or '(none)'}"))
     add("")
     total_scores = sum(len(o.handler.results) + len(o.conversation.results) for o in outcomes)
     add(f"Scored {total_scores} metric results on {sum(len(o.handler.cases) for o in outcomes)} captured "

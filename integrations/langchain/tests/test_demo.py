@@ -30,3 +30,13 @@ def test_demo_with_the_scripted_judge(capsys, tmp_path):
     dump = json.loads(out_json.read_text())
     assert {d["config"] for d in dump} == {"weak", "good"}
     assert sum(1 for d in dump if d["source"].startswith("thread:")) == 2
+
+
+def test_demo_on_the_embedded_judge(capsys):
+    import pytest
+
+    pytest.importorskip("contextjudge.local")
+    assert main(["--judge", "local", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "embedded offline judge" in out and "NOT a real judge" not in out
+    assert "Verdict: the good retriever" in out

@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps([asdict(r) | {"added_ms": r.added_ms, "ratio": r.ratio} for r in rows], indent=2))
     else:
-        print(f"{'case':<12} {'calls':>6} {'baseline ms':>12} {'captured ms':>12} {'added ms':>9} {'added %':>8}  target")
+        print(f"{'case':<12} {'calls':>6} {'baseline ms':>12} {'captured ms':>12} {'added ms':>9} {'added %':>8}  "
+              "target")
         for r in rows:
             print(f"{r.case:<12} {r.calls:>6} {r.baseline_ms:>12.3f} {r.captured_ms:>12.3f} {r.added_ms:>9.3f} "
                   f"{r.ratio * 100:>7.1f}%  {'ok' if r.within_target else 'MISSED'} "

@@ -25,7 +25,8 @@ def test_demo_with_the_scripted_judge(capsys, tmp_path):
     assert "NOT a real judge" in out.out and "NOT a real judge" in out.err
     assert "the good retriever wins" in out.out
     for name in ("Contextual Precision", "Contextual Recall", "Contextual Relevancy", "Context Utilization",
-                 "Turn Contextual Relevancy (conv.)", "Turn Contextual Recall (conv.)", "Worst cases, weak retriever", "reason:"):
+                 "Turn Contextual Relevancy (conv.)", "Turn Contextual Recall (conv.)", "Worst cases, weak retriever",
+                 "reason:"):
         assert name in out.out
     dump = json.loads(out_json.read_text())
     assert {d["config"] for d in dump} == {"weak", "good"}

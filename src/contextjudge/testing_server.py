@@ -379,13 +379,14 @@ def _message_text(m: dict[str, Any]) -> str:
 
 
 def _embedded_schema(prompt: str) -> dict[str, Any] | None:
-    """A JSON schema written into the prompt (some libraries put the output schema in the text)."""
+    """The outermost JSON schema written into the prompt (some libraries put the output schema in the text)."""
     idx = prompt.find('"properties"')
     if idx < 0:
         return None
+    best = None
     start = prompt.rfind("{", 0, idx)
     while start >= 0:
-        depth = 0
+        depth, end = 0, -1
         for j in range(start, len(prompt)):
             c = prompt[j]
             if c == "{":
@@ -393,22 +394,29 @@ def _embedded_schema(prompt: str) -> dict[str, Any] | None:
             elif c == "}":
                 depth -= 1
                 if depth == 0:
-                    try:
-                        obj = json.loads(prompt[start:j + 1])
-                    except ValueError:
-                        break
-                    if isinstance(obj, dict) and "properties" in obj:
-                        return obj
+                    end = j
                     break
+        if end > idx:
+            try:
+                obj = json.loads(prompt[start:end + 1])
+            except ValueError:
+                obj = None
+            if isinstance(obj, dict) and "properties" in obj:
+                best = obj
         start = prompt.rfind("{", 0, start)
-    return None
+    return best
 
 
 def _guess_count(prompt: str, default: int) -> int:
-    """How many verdicts a prompt wants: an explicit "(N documents)"-style count, else the number of listed contexts."""
+    """How many verdicts a prompt wants: an explicit "(N documents)"-style count, one per sentence of an expected
+    output the prompt asks about sentence by sentence, else the number of listed contexts."""
     m = re.search(r"\((\d+) (?:documents?|nodes?|contexts?|statements?)\)", prompt)
     if m:
         return max(1, min(int(m.group(1)), 200))
+    if re.search(r"each sentence", prompt, re.I):
+        m = re.search(r"Expected Output:\s*\n(.+?)\n\s*\n", prompt, re.S)
+        if m:
+            return max(1, min(len(re.findall(r"[.!?](?:\s|$)", m.group(1).strip() + " ")), 200))
     m = re.search(r"[Rr]etrieval [Cc]ontexts?:\s*\n?(\[.*?\])\s*\n", prompt, re.S)
     if m:
         try:
@@ -416,7 +424,7 @@ def _guess_count(prompt: str, default: int) -> int:
             if isinstance(val, list) and val:
                 return min(len(val), 200)
         except ValueError:
-            pass
+            return max(1, min(m.group(1).count("', '") + 1, 200))
     return default
 
 

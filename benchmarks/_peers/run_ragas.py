@@ -1,0 +1,60 @@
+"""Run Ragas' context metrics on benchmark cases (executed inside Ragas' own venv).
+
+Usage: python run_ragas.py CASES.json OUT.json --base-url URL
+[--metrics precision_ref,precision_noref,recall]. Telemetry is off. Writes a JSON summary.
+"""
+
+import argparse
+import json
+import math
+import os
+import resource
+import sys
+import time
+import warnings
+
+os.environ["RAGAS_DO_NOT_TRACK"] = "true"  # the string "true": "1" does not switch it off
+os.environ.setdefault("OPENAI_API_KEY", "sk-fake")
+warnings.filterwarnings("ignore")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases")
+    ap.add_argument("out")
+    ap.add_argument("--base-url", required=True)
+    ap.add_argument("--metrics", default="precision_ref,precision_noref,recall")
+    ap.add_argument("--model", default="gpt-4o-mini")
+    args = ap.parse_args()
+
+    from langchain_openai import ChatOpenAI
+    from ragas import EvaluationDataset, SingleTurnSample, evaluate
+    from ragas.llms import LangchainLLMWrapper
+    from ragas.metrics import LLMContextPrecisionWithoutReference, LLMContextPrecisionWithReference, LLMContextRecall
+
+    rows = json.load(open(args.cases))
+    samples = [SingleTurnSample(user_input=r["input"], response=r["actual_output"], reference=r["expected_output"],
+                                retrieved_contexts=r["retrieval_context"]) for r in rows]
+    llm = LangchainLLMWrapper(ChatOpenAI(model=args.model, base_url=args.base_url, api_key="sk-fake"))
+    classes = {"precision_ref": LLMContextPrecisionWithReference, "precision_noref": LLMContextPrecisionWithoutReference,
+               "recall": LLMContextRecall}
+    metrics = [classes[m]() for m in args.metrics.split(",")]
+    t0 = time.perf_counter()
+    result = evaluate(EvaluationDataset(samples=samples), metrics=metrics, llm=llm)  # default RunConfig
+    elapsed = time.perf_counter() - t0
+    scores, errors = 0, 0
+    for row in result.scores:
+        for v in row.values():
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                errors += 1
+            else:
+                scores += 1
+    expected = len(samples) * len(metrics)
+    json.dump({"tool": "ragas", "elapsed": elapsed, "cases": len(samples), "metrics": len(metrics),
+               "scores": scores, "n_errors": errors, "errors": ["NaN score"] * min(errors, 5),
+               "missing": expected - scores - errors,
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}, open(args.out, "w"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

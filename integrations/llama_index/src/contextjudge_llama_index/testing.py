@@ -33,22 +33,30 @@ __all__ = ["ExtractiveLLM", "KeywordEmbedding", "KeywordReranker", "ReverseReran
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
-    "a an and are as at be by can do does did for from get gets got has have how i if in is it its many may me much "
+    "a am an and are as at be by can do does did for from get gets got has have how i if in is it its many may me much "
     "my of on or our so than that the their them there these they this to us was we what when where which who why "
     "will with would you your about after any also all".split()
 )
 
 
+def _stem(w: str) -> str:
+    """A crude suffix fold, enough for keyword matching: "days" -> "day", "travelling" -> "travel"."""
+    for suffix in ("ing", "ed"):
+        if len(w) > len(suffix) + 3 and w.endswith(suffix):
+            w = w[: -len(suffix)]
+            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls":
+                w = w[:-1]
+            elif len(w) > 3 and w.endswith("ll"):
+                w = w[:-1]
+            return w
+    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    return w
+
+
 def content_words(text: str) -> list[str]:
-    """Lower-cased content words of ``text``, with a crude plural fold ("days" -> "day")."""
-    out = []
-    for w in _WORD.findall((text or "").lower()):
-        if w in _STOP or len(w) < 2:
-            continue
-        if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
-            w = w[:-1]
-        out.append(w)
-    return out
+    """Lower-cased content words of ``text``, stop words dropped, suffixes folded ("days" -> "day")."""
+    return [_stem(w) for w in _WORD.findall((text or "").lower()) if w not in _STOP and len(w) > 1]
 
 
 class KeywordEmbedding(BaseEmbedding):

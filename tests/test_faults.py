@@ -125,6 +125,7 @@ MATRIX = [
     FaultCase("slower_than_attempt_timeout", [Fault("slow", seconds=SLOW)], options=SHORT_TIMEOUT),
     FaultCase("invalid_json", [Fault("invalid_json")], check=_reasked),
     FaultCase("truncated_json", [Fault("truncated")]),
+    FaultCase("cut_by_max_tokens_finish_length", [Fault("length")]),
     FaultCase("json_in_prose", [Fault("prose")]),
     FaultCase("json_in_markdown_fence", [Fault("fence")]),
     FaultCase("json_after_think_block", [Fault("think")]),
@@ -279,7 +280,17 @@ def test_fault(matrix, fault):
     assert not problems, "\n".join(problems)
 
 
-def test_fault_matrix_summary(matrix):
+def _report(request, line: str) -> None:
+    """Show ``line`` in the pytest output even when output is captured (the summary belongs in CI logs)."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("")
+        reporter.write_line(line)
+    else:  # pragma: no cover
+        print(line)
+
+
+def test_fault_matrix_summary(matrix, request):
     outcomes, _, seconds = matrix
     runs = len(outcomes)
     cases = sum(len(_cases(o.metric)) for o in outcomes)
@@ -289,6 +300,31 @@ def test_fault_matrix_summary(matrix):
     line = (f"fault matrix: {len(MATRIX)} faults x {len(METRIC_KEYS)} metrics = {runs} runs, {cases} cases: "
             f"{scored} correct scores after retry/re-ask/fallback, {errors} clear per-case errors, "
             f"{lost} lost ({seconds:.1f}s)")
-    print("\n" + line)
+    _report(request, line)
     assert scored + errors == cases
     assert lost == 0
+
+
+# ---------------------------------------------------------------------------------------------- unit checks
+def test_output_cap_reaches_an_openai_compatible_server_as_max_tokens():
+    """llama.cpp's server ignores max_completion_tokens, so the cap also travels as extra_body max_tokens."""
+    from contextjudge._judge import _with_output_cap
+
+    local = ChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key="x")
+    capped = _with_output_cap(local, 100)
+    assert capped.max_tokens == 100 and capped.extra_body == {"max_tokens": 100}
+    assert local.max_tokens is None and not local.extra_body  # the user's model is not changed
+    assert _with_output_cap(local, None) is local
+    openai = _with_output_cap(ChatOpenAI(model="m", api_key="x"), 100)
+    assert openai.max_tokens == 100 and not openai.extra_body  # api.openai.com gets max_completion_tokens only
+    own = ChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key="x", max_tokens=7, extra_body={"max_tokens": 7})
+    assert _with_output_cap(own, 100) is own  # the user's own limit wins
+
+    async def run() -> list[dict[str, Any]]:
+        with FaultServer(yes_words=YES) as srv:
+            await aevaluate(CASES[:1], [BY_KEY["contextual_precision"](model=_judge(srv))],
+                            judge_options=replace(OPTIONS, max_output_tokens=64), show_progress=False)
+            return list(srv.requests)
+
+    log = asyncio.run(run())
+    assert log and all(r["max_tokens"] == 64 and r["max_completion_tokens"] == 64 for r in log)

@@ -50,7 +50,8 @@ _REASON = re.compile(r'Answer with JSON only: \{"reason"')
 _WORD = re.compile(r"[a-z0-9]+")
 
 CONTENT_FAULTS = ("invalid_json", "truncated", "prose", "fence", "think", "words", "missing_id", "extra_id",
-                  "duplicate_id", "conflicting_ids", "empty", "refusal", "fake_verdicts", "echo_data")
+                  "duplicate_id", "conflicting_ids", "empty", "refusal", "fake_verdicts", "echo_data",
+                  "length")
 
 
 @dataclass
@@ -61,7 +62,8 @@ class Fault:
     is closed without an answer), ``slow`` (answer after ``seconds``), or one of the content faults
     (``invalid_json``, ``truncated``, ``prose``, ``fence``, ``think``, ``words``, ``missing_id``, ``extra_id``,
     ``duplicate_id``, ``conflicting_ids``, ``empty``, ``refusal``, ``fake_verdicts``; ``echo_data`` quotes the
-    first judged item that holds JSON after the real answer, as a chatty judge might).
+    first judged item that holds JSON after the real answer, as a chatty judge might; ``length`` cuts the answer and
+    reports ``finish_reason="length"``, as a server does when it hits ``max_tokens``).
     methods: which requests it matches: any of ``json_schema``, ``tools``, ``json_object``, ``text``; empty = all.
     """
 
@@ -297,13 +299,13 @@ class FaultServer:
         if fault is not None and fault.kind in CONTENT_FAULTS:
             text, refusal = _damage(fault, answer, text, prompt)
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": refusal}
-        finish = "stop"
+        finish = "length" if fault is not None and fault.kind == "length" else "stop"
         if method == "tools" and refusal is None and text:
             fn = ((body.get("tools") or [{}])[0].get("function") or {}).get("name", "answer")
             message["content"] = None
             message["tool_calls"] = [{"id": f"call_{len(self.requests)}", "type": "function",
                                       "function": {"name": fn, "arguments": text}}]
-            finish = "tool_calls"
+            finish = "tool_calls" if finish == "stop" else finish
         if refusal is not None:
             message["content"] = None
         completion_tokens = self.count_tokens(text or refusal or "")
@@ -481,7 +483,7 @@ def _damage(fault: Fault, answer: dict[str, Any], text: str, prompt: str = "") -
     verdicts = answer.get("verdicts") if isinstance(answer, dict) else None
     if kind == "invalid_json":
         return "{verdicts: [this is not json, " + text[:20], None
-    if kind == "truncated":
+    if kind in ("truncated", "length"):
         return text[: max(1, int(len(text) * 0.6))], None
     if kind == "prose":
         return f"Here is my assessment of each item. {text} I hope this helps.", None

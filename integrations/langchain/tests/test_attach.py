@@ -85,3 +85,17 @@ def test_instrument_replaces_previous(chain):
     finally:
         uninstrument()
     assert len(first.cases) == 0 and len(second.cases) == 1
+
+
+def test_hooks_are_registered_once(chain):
+    from langchain_core.tracers.context import _configure_hooks
+
+    from contextjudge_langchain import _attach
+
+    for _ in range(3):
+        with capture(metrics=[], mode="off"):
+            chain.invoke(Q)
+        instrument(metrics=[], mode="off")
+        uninstrument()
+    ours = [h for h in _configure_hooks if h[0] in (_attach._capture_var, _attach._process_slot)]
+    assert len(ours) == 2

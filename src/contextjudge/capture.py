@@ -96,6 +96,7 @@ class CaptureScorer:
         store: Any = None,
         judge_options: JudgeOptions | None = None,
         max_queue: int = 10_000,
+        max_kept: int | None = 10_000,
         concurrency: int = 4,
         on_result: ResultCallback | None = None,
         run_name: str | None = None,
@@ -120,6 +121,9 @@ class CaptureScorer:
         self.on_result: list[ResultCallback] = [on_result] if on_result else []
         self.run_name = run_name or f"capture-{time.strftime('%Y%m%d-%H%M%S')}"
         self.cases: list[CapturedCase] = []
+        self.max_kept = max_kept
+        self.evicted = 0
+        self._seen = 0
         self.dropped = 0
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -180,6 +184,8 @@ class CaptureScorer:
             self.apply_golden(case)
             with self._lock:
                 self.cases.append(case)
+                self._seen += 1
+                self._evict()
             self._store_case(case)
             if self.mode != "background":
                 return
@@ -200,6 +206,24 @@ class CaptureScorer:
                 self._pending = max(0, self._pending - 1) if self.mode == "background" else self._pending
                 self._idle.notify_all()
 
+    def _evict(self) -> None:
+        """Keep memory bounded in long-lived processes: forget the oldest cases that are safe to forget.
+
+        A case is safe to forget once it is scored, or at once when a store keeps it. Unscored cases without a
+        store are never dropped here (the scoring queue has its own bound). Called with the lock held.
+        """
+        if self.max_kept is None or len(self.cases) <= self.max_kept:
+            return
+        excess = len(self.cases) - self.max_kept
+        keep: list[CapturedCase] = []
+        for c in self.cases:
+            if excess > 0 and (c.results or self.store is not None):
+                excess -= 1
+                self.evicted += 1
+                continue
+            keep.append(c)
+        self.cases = keep
+
     def _store_case(self, case: CapturedCase) -> None:
         if self.store is None:
             return
@@ -209,7 +233,7 @@ class CaptureScorer:
                     if self._run_id is None:
                         self._run_id = self.store.begin_run(None, {"name": self.run_name, "mode": self.mode,
                                                                     "metrics": [type(m).__name__ for m in self.metrics]})
-            self.store.save_case(self._run_id, case.case_id, len(self.cases) - 1, case.test_case)
+            self.store.save_case(self._run_id, case.case_id, self._seen - 1, case.test_case)
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: could not write a captured case to the store")
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from contextjudge import LLMTestCase, RetrievedNode
+from contextjudge.multimodal import node_from_image_metadata
 
 THREAD_KEYS = ("thread_id", "session_id", "conversation_id")
 _QUESTION_KEYS = ("question", "input", "query", "user_input", "q", "prompt")
@@ -184,7 +185,8 @@ def node_of(doc: Any) -> RetrievedNode:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             score = float(value)
             break
-    return RetrievedNode(text, id=str(doc_id), score=score, metadata=_jsonable(meta))
+    # a document whose metadata points to an image (image_url, image_path, ...) becomes an image node
+    return node_from_image_metadata(text, _jsonable(meta), id=str(doc_id), score=score)
 
 
 def _jsonable(meta: dict[str, Any]) -> dict[str, Any]:

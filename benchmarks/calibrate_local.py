@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from _gold import DiskCachedEmbeddings, load, roc_auc  # noqa: E402
+from agreement import DiskCachedEmbeddings, load, roc_auc  # noqa: E402
 
 from contextjudge._protocol import Item, JudgeRequest  # noqa: E402
 from contextjudge._text import split_sentences  # noqa: E402

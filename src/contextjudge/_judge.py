@@ -21,11 +21,12 @@ from typing import Any, Callable, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, ConfigDict, Field
 from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt, stop_after_delay
 
 from ._models import judge_identity, judge_name
 from ._parsing import parse_answer
-from ._protocol import REQUEST_KEY, Item, JudgeRequest, RubricAnswer, VerdictList
+from ._protocol import REQUEST_KEY, Item, JudgeRequest
 from ._result import Usage
 from ._retry import JudgeOptions, backoff_seconds, classify, status_of
 from .errors import JudgeError, JudgeOutputError, JudgeUnavailableError
@@ -135,6 +136,53 @@ class Answer:
 
     def to_cache(self) -> dict[str, Any]:
         return {"verdicts": self.verdicts, "score": self.score, "reason": self.reason}
+
+
+# The answer schemas sent for structured output. They are deliberately bare (no descriptions, no optional
+# fields a task does not use): the prompt already explains every field, and a provider bills the schema as prompt
+# tokens on every call. Every field is required, because LangChain sends pydantic schemas with "strict": true and
+# OpenAI's strict mode rejects a schema whose properties are not all required (an HTTP 400 on every first call).
+# The parser reads any answer leniently anyway; these only steer the judge.
+# No docstrings: a model's docstring becomes the schema's (billed) description.
+def _strict_schema(schema: dict[str, Any]) -> None:
+    """Every property required, no defaults: what strict structured output accepts, at the fewest tokens."""
+    props = schema.get("properties") or {}
+    for prop in props.values():
+        prop.pop("default", None)
+        prop.pop("title", None)
+    schema["required"] = list(props)
+
+
+# Validation stays lenient (defaults, free-form verdict words) because a judge's near-miss answer is still
+# worth reading; the schema sent to the judge is strict and steers it to "yes"/"no".
+class _Verdict(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_strict_schema)
+    id: str
+    verdict: str = Field(json_schema_extra={"enum": ["yes", "no"]})
+    reason: str = ""
+
+
+class _SupportVerdict(_Verdict):
+    node_ids: list[str] = Field(default_factory=list)
+
+
+class Verdicts(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_strict_schema)
+    verdicts: list[_Verdict]
+
+
+class SupportVerdicts(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_strict_schema)
+    verdicts: list[_SupportVerdict]
+
+
+class Rubric(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_strict_schema)
+    score: float
+    reason: str = ""
+
+
+_ANSWER_SCHEMAS: dict[str, type[BaseModel]] = {"rubric_recall": Rubric, "statement_support": SupportVerdicts}
 
 
 class _MethodUnsupported(Exception):
@@ -387,7 +435,7 @@ class JudgeClient:
         """One request with retries. Returns an AIMessage (text) or LangChain's include_raw dict."""
         opts = self.ctx.options
         request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
-        schema = RubricAnswer if request_dump.get("task") == "rubric_recall" else VerdictList
+        schema = _ANSWER_SCHEMAS.get(request_dump.get("task"), Verdicts)
         if method == "text":
             runnable = self.model
         else:
@@ -484,6 +532,9 @@ def _recover_answer(exc: BaseException) -> AIMessage | None:
                 pin, pout = int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
                 meta = {"input_tokens": pin, "output_tokens": pout, "total_tokens": pin + pout}
             return AIMessage(content=str(text), usage_metadata=meta) if meta else AIMessage(content=str(text))
+        body = _response_body(getattr(cur, "response", None))
+        if body is not None:
+            return body
         llm_output = getattr(cur, "llm_output", None)
         if isinstance(llm_output, str):
             return AIMessage(content=llm_output)
@@ -493,13 +544,35 @@ def _recover_answer(exc: BaseException) -> AIMessage | None:
                 first = errors()[0]
             except Exception:  # noqa: BLE001
                 first = {}
-            if isinstance(first.get("input"), str):
-                return AIMessage(content=first["input"])
+            if first.get("type") == "json_invalid" and isinstance(first.get("input"), str):
+                return AIMessage(content=first["input"])  # the whole answer, which is not JSON
         doc = getattr(cur, "doc", None)
         if isinstance(cur, json.JSONDecodeError) and isinstance(doc, str):
             return AIMessage(content=doc)
         cur = cur.__cause__ or cur.__context__
     return None
+
+
+def _response_body(response: Any) -> AIMessage | None:
+    """The answer in an HTTP chat-completions response (LangChain attaches it to errors raised after the call)."""
+    if response is None or getattr(response, "status_code", None) != 200 or not callable(getattr(response, "json", None)):
+        return None
+    try:
+        data = response.json()
+        message = data["choices"][0]["message"]
+    except Exception:  # noqa: BLE001 - not a chat completion, or a streamed body
+        return None
+    text = message.get("content") or ""
+    if not text:
+        for tc in message.get("tool_calls") or []:
+            text = (tc.get("function") or {}).get("arguments") or text
+    text = text or message.get("refusal") or ""
+    usage = data.get("usage") or {}
+    pin, pout = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    if pin or pout:
+        return AIMessage(content=str(text), usage_metadata={"input_tokens": pin, "output_tokens": pout,
+                                                            "total_tokens": pin + pout})
+    return AIMessage(content=str(text))
 
 
 def _with_output_cap(model: BaseChatModel, limit: int | None) -> BaseChatModel:

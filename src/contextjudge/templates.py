@@ -52,6 +52,30 @@ def _items(tag: str, items: list[Item]) -> str:
     return "\n".join(out)
 
 
+_LABEL = re.compile(r"\[(?=\s*n\d+\.s\d+\s*\])")
+
+
+def _sentences_by_node(items: list[Item]) -> str:
+    """Sentences grouped under their node, one line each, labelled "[n1.s2]": about 4 tokens of markup a sentence
+    where a tag per sentence costs about 15. A label-like "[n1.s2]" inside the data is defused like a tag."""
+    out: list[str] = []
+    current: str | None = None
+    for it in items:
+        parent = it.parent or it.id.split(".")[0]
+        if parent != current:
+            if current is not None:
+                out.append("</node>")
+            out.append(f'<node id="{parent}">')
+            current = parent
+        text = _LABEL.sub("(", " ".join(_data(it.text).split()))
+        if it.images:
+            text += "".join(f" [image {i + 1} attached]" for i in range(len(it.images)))
+        out.append(f"[{it.id}] {text}")
+    if current is not None:
+        out.append("</node>")
+    return "\n".join(out)
+
+
 def _history(request: JudgeRequest) -> str:
     if not request.history:
         return ""
@@ -122,7 +146,8 @@ class BaseTemplate:
     def sentence_relevance(request: JudgeRequest) -> str:
         return (
             f"{_history(request)}<question>\n{_data(request.input)}\n</question>\n\n"
-            f"Sentences of the retrieved nodes (each tagged with its node):\n{_items('sentence', request.items)}\n\n"
+            "Retrieved nodes, one sentence a line, each sentence labelled with its id:\n"
+            f"{_sentences_by_node(request.items)}\n\n"
             "For each sentence, decide whether it is relevant to the question: it contains information that helps "
             "answer it. Background that does not bear on the question is not relevant.\n\n"
             f"{_verdict_format([i.id for i in request.items])}"

@@ -7,7 +7,7 @@ test session. It uses only the standard library.
 
 How it answers:
 
-* A contextjudge judge prompt (ids listed in the prompt, items in ``<node>``/``<statement>``/``<sentence>`` tags)
+* A contextjudge judge prompt (ids listed in the prompt, items in ``<node>``/``<statement>`` tags or labelled lines)
   gets one verdict per requested id, decided by ``verdict`` (a function of the item text; by default "yes" when the
   item text contains one of ``yes_words``). Rubric prompts get ``{"score": rubric_score}``.
 * Any other prompt gets a JSON answer built from the requested structure: the ``json_schema`` response format, the
@@ -45,6 +45,7 @@ MAX_SLEEP = 30.0
 
 _IDS_LINE = re.compile(r"Give exactly one verdict for each of these ids, and no others: ([^\n]+?)\. A verdict")
 _ITEM = re.compile(r'<(node|statement|sentence) id="([^"]+)"[^>]*>\n(.*?)\n</\1>', re.S)
+_LABELLED = re.compile(r"^\[(n\d+\.s\d+)\] (.*)$", re.M)
 _RUBRIC = re.compile(r'Answer with JSON only: \{"score"')
 _REASON = re.compile(r'Answer with JSON only: \{"reason"')
 _WORD = re.compile(r"[a-z0-9]+")
@@ -220,6 +221,8 @@ class FaultServer:
             texts[iid] = text
             if tag == "node":
                 node_ids.append(iid)
+        for iid, text in _LABELLED.findall(prompt):  # sentences labelled "[n1.s2] ..." inside their node
+            texts[iid] = text
         verdicts = []
         for iid in ids:
             v = self.decide(texts.get(iid, ""))
@@ -415,6 +418,10 @@ def _guess_count(prompt: str, default: int) -> int:
     m = re.search(r"\((\d+) (?:documents?|nodes?|contexts?|statements?)\)", prompt)
     if m:
         return max(1, min(int(m.group(1)), 200))
+    if re.search(r"extract statements|statements? found in the context", prompt, re.I):
+        found = re.findall(r"\nContext:\s*\n(.+?)\n\s*\n", prompt, re.S)
+        if found:  # one statement a sentence, as a judge asked to extract statements would give
+            return max(1, min(len(re.findall(r"[.!?](?:\s|$)", found[-1].strip() + " ")), 200))
     if re.search(r"each sentence", prompt, re.I):
         m = re.search(r"Expected Output:\s*\n(.+?)\n\s*\n", prompt, re.S)
         if m:
@@ -478,7 +485,8 @@ def _damage(fault: Fault, answer: dict[str, Any], text: str, prompt: str = "") -
     """The answer text as the fault damages it, and a refusal message (or None)."""
     kind = fault.kind
     if kind == "echo_data":
-        quote = next((t for _, _, t in _ITEM.findall(prompt) if "{" in t), "")
+        texts = [t for _, _, t in _ITEM.findall(prompt)] + [t for _, t in _LABELLED.findall(prompt)]
+        quote = next((t for t in texts if "{" in t and "[n" not in t), "")
         return f"My verdicts:\n{text}\n\nFor the record, one node said: {quote}", None
     verdicts = answer.get("verdicts") if isinstance(answer, dict) else None
     if kind == "invalid_json":

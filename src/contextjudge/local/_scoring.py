@@ -24,25 +24,59 @@ from ._lexical import answer_occurs, content_tokens, token_recall
 
 __all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer"]
 
-# Logistic weights, feature order as in the *_FEATURES tuples. Fitted by benchmarks/calibrate_local.py (L2-regularised
-# logistic regression, Newton steps, features as computed below) on the development files of ../shared/data only.
-CALIBRATION_VERSION = "2026-11-21.0"
+# Logistic weights, feature order as in the *_FEATURES tuples. Fitted by benchmarks/calibrate_local.py on the
+# development files of ../shared/data only (HotpotQA first 200 questions, TREC DL all 68, ClapNQ all 143, MTRAG first
+# 150 turns), embed_chars=256: L2-regularised (1e-3) logistic regression by Newton's method, each data set weighted
+# equally, gold labels as described in that script. "/abs" variants leave out the relative cosine and judge requests
+# with fewer than MIN_NODES_RELATIVE nodes. Few, simple features on purpose: a held-out half checks these figures.
+CALIBRATION_VERSION = "2026-11-21.1"
 CALIBRATION: dict[str, list[float]] = {
-    # node_usefulness with a reference: bias, cos(question), cos(question + reference), short answer occurs,
-    # reference word recall, question word recall
-    "node_ref": [-20.0, 10.0, 15.0, 2.0, 2.0, 2.0],
-    # node_usefulness without a reference, and sentence_relevance: bias, cos(question), question word recall
-    "node_noref": [-22.0, 25.0, 2.0],
-    # statement_support: bias, cos(statement, node), statement word recall in node
-    "support": [-20.0, 20.0, 6.0],
+    # node_usefulness with a reference: bias, cos(question), cos(question + reference), that cosine minus its mean
+    # over the request's nodes, short answer occurs, reference word recall, question word recall.
+    # A short reference (a factoid answer, <= SHORT_REFERENCE_WORDS words) and a long one (a written answer) differ:
+    # only a short one can be looked up verbatim, so each has its own weights.
+    "node_short": [-7.579, 4.897, 0.275, 54.562, 2.428, 0.137, 0.725],  # HotpotQA
+    "node_short/abs": [-39.855, -0.913, 45.940, 2.583, -0.058, 0.070],
+    "node_long": [-38.185, 11.950, 26.052, 61.383, 0.000, 13.499, 10.544],  # ClapNQ, MTRAG
+    "node_long/abs": [-63.577, 14.632, 53.844, 0.000, 17.268, 7.895],
+    # node_usefulness without a reference, and sentence_relevance: bias, cos(question), cos minus its mean over the
+    # request's nodes, question word recall (of the sentence, for sentence_relevance). All four data sets.
+    "node_noref": [-5.075, 3.669, 59.116, 1.758],
+    "node_noref/abs": [-20.912, 23.755, 0.549],
+    # statement_support: bias, cos(statement, node), statement word recall in node. ClapNQ, MTRAG.
+    "support": [-35.558, 43.174, 4.909],
 }
-NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall")
-NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall")
+NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "cos_rel", "answer_occurs", "ref_recall", "q_recall")
+NODE_NOREF_FEATURES = ("bias", "cos_q", "cos_rel", "q_recall")
+SHORT_REFERENCE_WORDS = 10
+# The relative cosine needs a few nodes to compare with; below this many it is 0.
+MIN_NODES_RELATIVE = 3
 SUPPORT_FEATURES = ("bias", "cos_s", "s_recall")
+
+
+def node_model(reference: str | None) -> str:
+    """Which weights judge a node: no reference, a short (factoid) reference, or a long one."""
+    if not reference:
+        return "node_noref"
+    return "node_short" if len(reference.split()) <= SHORT_REFERENCE_WORDS else "node_long"
+
+
+def _combine(x: np.ndarray, model: str, rel_col: int) -> np.ndarray:
+    """The logit of each row of ``x`` under ``model``; too few rows to compare means the absolute variant."""
+    if len(x) < MIN_NODES_RELATIVE:
+        return np.delete(x, rel_col, axis=1) @ np.array(CALIBRATION[model + "/abs"])
+    return x @ np.array(CALIBRATION[model])
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
+
+
+def _relative(cos: np.ndarray) -> np.ndarray:
+    """How much closer than the request's average node each node is (like a reader comparing the retrieved nodes)."""
+    if len(cos) < MIN_NODES_RELATIVE:
+        return np.zeros(len(cos))
+    return cos - float(np.mean(cos))
 
 
 def _short(text: str, n: int = 80) -> str:
@@ -91,13 +125,16 @@ class Scorer:
         q_rec = np.array([token_recall(qtok, t) for t in ttok])
         info: dict[str, Any] = {"cos_q": cos_q, "q_recall": q_rec, "qtok": qtok}
         if not req.reference:
-            return np.column_stack([np.ones(len(texts)), cos_q, q_rec]), info
+            rel = _relative(cos_q)
+            info["cos_rel"] = rel
+            return np.column_stack([np.ones(len(texts)), cos_q, rel, q_rec]), info
         cos_qr = pv @ qv[1]
+        rel = _relative(cos_qr)
         rtok = content_tokens(req.reference)
         occ = np.array([1.0 if answer_occurs(req.reference, t) else 0.0 for t in texts])
         r_rec = np.array([token_recall(rtok, t) for t in ttok])
-        info.update(cos_qr=cos_qr, answer_occurs=occ, ref_recall=r_rec, rtok=rtok)
-        return np.column_stack([np.ones(len(texts)), cos_q, cos_qr, occ, r_rec, q_rec]), info
+        info.update(cos_qr=cos_qr, cos_rel=rel, answer_occurs=occ, ref_recall=r_rec, rtok=rtok)
+        return np.column_stack([np.ones(len(texts)), cos_q, cos_qr, rel, occ, r_rec, q_rec]), info
 
     def support_features(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(cos, word recall) matrices of shape (statements, nodes)."""
@@ -125,8 +162,7 @@ class Scorer:
             return []
         texts = [it.text for it in req.items]
         x, info = self.node_features(req, texts)
-        w = np.array(CALIBRATION["node_ref" if req.reference else "node_noref"])
-        conf = _sigmoid(x @ w)
+        conf = _sigmoid(_combine(x, node_model(req.reference), rel_col=3 if req.reference else 2))
         target = {"actual_output": "the actual output", "expected_output": "the expected output"}.get(
             req.reference_kind or "", "the expected outcome") if req.reference else "the input"
         out = []
@@ -136,6 +172,9 @@ class Scorer:
             parts = [f"similarity to the question {info['cos_q'][i]:.2f}"]
             if req.reference:
                 parts.append(f"to question + reference {info['cos_qr'][i]:.2f}")
+            if len(texts) >= MIN_NODES_RELATIVE:
+                parts.append(f"{info['cos_rel'][i]:+.2f} against the average node")
+            if req.reference:
                 if info["answer_occurs"][i]:
                     parts.append(f"the answer '{_short(req.reference, 40)}' occurs in it")
                 else:
@@ -169,19 +208,25 @@ class Scorer:
         q = self.query_text(req)
         qv = self.cache.vectors([q], "query")[0]
         pv = self._passages(node_texts)
-        cos_by_parent = dict(zip(pids, (pv @ qv).tolist()))
+        cos = pv @ qv
+        cos_by_parent = dict(zip(pids, cos.tolist()))
+        rel_by_parent = dict(zip(pids, _relative(cos).tolist()))
         qtok = content_tokens(q)
+        x = np.array([[1.0, cos_by_parent[it.parent or it.id], rel_by_parent[it.parent or it.id],
+                       token_recall(qtok, content_tokens(it.text))] for it in req.items])
         w = np.array(CALIBRATION["node_noref"])
+        if len(pids) < MIN_NODES_RELATIVE:
+            x, w = np.delete(x, 2, axis=1), np.array(CALIBRATION["node_noref/abs"])
+        confs = _sigmoid(x @ w)
         out = []
-        for it in req.items:
+        for i, it in enumerate(req.items):
             cos = cos_by_parent[it.parent or it.id]
-            rec = token_recall(qtok, content_tokens(it.text))
-            c = _round(_sigmoid(np.array([1.0, cos, rec]) @ w))
+            c = _round(confs[i])
             yes = c >= 0.5
-            shared = sorted(qtok & content_tokens(it.text))[:6]
+            shared = sorted(qtok & content_tokens(it.text))
             reason = (f"{'Relevant' if yes else 'Not relevant'} to the input (confidence {c:.2f}): its node's "
                       f"similarity to the question is {cos:.2f}; it shares {len(shared)} of the question's "
-                      f"{len(qtok)} content words" + (f" ({', '.join(shared)})" if shared else "") + ".")
+                      f"{len(qtok)} content words" + (f" ({', '.join(shared[:6])})" if shared else "") + ".")
             out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c})
         return out
 

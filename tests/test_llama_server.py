@@ -41,8 +41,8 @@ def _missing() -> str | None:
         try:
             if importlib.util.find_spec(mod) is None:
                 return f"{mod} is not installed ({how})"
-        except (ImportError, ValueError):
-            return f"{mod} is not installed ({how})"
+        except Exception as exc:  # noqa: BLE001 - a broken build (e.g. the shared library fails to load) skips too
+            return f"{mod} cannot be imported ({type(exc).__name__}: {exc}; {how})"
     return None
 
 

@@ -319,7 +319,8 @@ def test_output_cap_reaches_an_openai_compatible_server_as_max_tokens():
     assert _with_output_cap(local, None) is local
     openai = _with_output_cap(ChatOpenAI(model="m", api_key="x"), 100)
     assert openai.max_tokens == 100 and not openai.extra_body  # api.openai.com gets max_completion_tokens only
-    own = ChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key="x", max_tokens=7, extra_body={"max_tokens": 7})
+    own = ChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key="x", max_tokens=7,
+                     extra_body={"max_tokens": 7})
     assert _with_output_cap(own, 100) is own  # the user's own limit wins
 
     async def run() -> list[dict[str, Any]]:

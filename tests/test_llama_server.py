@@ -142,7 +142,8 @@ def test_every_metric_against_llama_cpp_server(llama_server, request):
     # the answer-length cap reached the server (it ignores max_completion_tokens; extra_body max_tokens works)
     assert res.usage.calls > 0
     assert res.usage.output_tokens <= res.usage.calls * (MAX_OUTPUT + 8)
-    summary = (f"llama.cpp server (SmolLM2-135M): {len(keys)} metrics, {scored} scores, {errors} clear per-case errors, "
+    summary = (f"llama.cpp server (SmolLM2-135M): {len(keys)} metrics, {scored} scores, "
+               f"{errors} clear per-case errors, "
                f"{res.usage.calls} judge calls, method {sorted(working)}, {seconds:.1f}s")
     capman = request.config.pluginmanager.get_plugin("capturemanager")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")

@@ -36,8 +36,8 @@ def main() -> None:
     samples = [SingleTurnSample(user_input=r["input"], response=r["actual_output"], reference=r["expected_output"],
                                 retrieved_contexts=r["retrieval_context"]) for r in rows]
     llm = LangchainLLMWrapper(ChatOpenAI(model=args.model, base_url=args.base_url, api_key="sk-fake"))
-    classes = {"precision_ref": LLMContextPrecisionWithReference, "precision_noref": LLMContextPrecisionWithoutReference,
-               "recall": LLMContextRecall}
+    classes = {"precision_ref": LLMContextPrecisionWithReference,
+               "precision_noref": LLMContextPrecisionWithoutReference, "recall": LLMContextRecall}
     metrics = [classes[m]() for m in args.metrics.split(",")]
     t0 = time.perf_counter()
     result = evaluate(EvaluationDataset(samples=samples), metrics=metrics, llm=llm)  # default RunConfig

@@ -547,7 +547,8 @@ def _recover_answer(exc: BaseException) -> AIMessage | None:
             usage = getattr(completion, "usage", None)
             meta = None
             if usage is not None:
-                pin, pout = int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+                pin = int(getattr(usage, "prompt_tokens", 0) or 0)
+                pout = int(getattr(usage, "completion_tokens", 0) or 0)
                 meta = {"input_tokens": pin, "output_tokens": pout, "total_tokens": pin + pout}
             return AIMessage(content=str(text), usage_metadata=meta) if meta else AIMessage(content=str(text))
         body = _response_body(getattr(cur, "response", None))
@@ -573,7 +574,7 @@ def _recover_answer(exc: BaseException) -> AIMessage | None:
 
 def _response_body(response: Any) -> AIMessage | None:
     """The answer in an HTTP chat-completions response (LangChain attaches it to errors raised after the call)."""
-    if response is None or getattr(response, "status_code", None) != 200 or not callable(getattr(response, "json", None)):
+    if getattr(response, "status_code", None) != 200 or not callable(getattr(response, "json", None)):
         return None
     try:
         data = response.json()

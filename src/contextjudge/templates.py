@@ -177,7 +177,8 @@ class BaseTemplate:
     @staticmethod
     def generate_reason(metric: str, score: float, composed_reason: str) -> str:
         return (
-            f"The {metric} of a retrieval scored {score:.2f}. These are the verdict notes:\n{_data(composed_reason)}\n\n"
+            f"The {metric} of a retrieval scored {score:.2f}. These are the verdict notes:\n"
+            f"{_data(composed_reason)}\n\n"
             "Write two sentences for an engineer explaining why the score is not higher and what to fix. "
             'Answer with JSON only: {"reason": "..."}'
         )

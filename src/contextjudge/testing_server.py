@@ -533,7 +533,8 @@ def _sse(payload: dict[str, Any]) -> bytes:
     if msg.get("tool_calls"):
         delta = {"role": "assistant", "tool_calls": [{"index": 0, **msg["tool_calls"][0]}]}
     chunks = [
-        {**payload, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**payload, "object": "chat.completion.chunk",
+         "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
         {**payload, "object": "chat.completion.chunk",
          "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
     ]

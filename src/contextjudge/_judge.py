@@ -379,10 +379,15 @@ class JudgeClient:
 
     def _messages(self, request: JudgeRequest, prompt: str) -> list[Any]:
         kwargs = {REQUEST_KEY: request.model_dump(mode="json")}
-        images = [u for it in (*request.items, *request.context) for u in it.images]
-        if images:
+        labelled = [(it.id, u) for it in (*request.items, *request.context) for u in it.images]
+        if labelled:
+            from .multimodal import to_image  # noqa: PLC0415 - only requests with images need it
+
+            # LangChain's provider-agnostic image blocks, each after a label naming the item it belongs to
             content: list[Any] = [{"type": "text", "text": prompt}]
-            content += [{"type": "image_url", "image_url": {"url": u}} for u in images]
+            for item_id, url in labelled:
+                content.append({"type": "text", "text": f"Image attached to {item_id}:"})
+                content.append(to_image(url).to_content_block("standard"))
             human = HumanMessage(content=content, additional_kwargs=kwargs)
         else:
             human = HumanMessage(content=prompt, additional_kwargs=kwargs)

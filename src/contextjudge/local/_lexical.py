@@ -33,7 +33,7 @@ def normalize(text: str) -> str:
 
 
 def _stem(tok: str) -> str:
-    # Plural and possessive "s" only: enough to match "batteries"/"battery"-like pairs is not the aim, only "cars"/"car".
+    # Plural "s" only ("cars" -> "car"); real stemming would tie the judge to one language.
     if len(tok) > 3 and tok.endswith("s") and not tok.endswith("ss"):
         return tok[:-1]
     return tok

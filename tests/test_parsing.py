@@ -73,3 +73,10 @@ def test_split_sentences_is_deterministic_and_careful():
         "New line"]
     assert split_sentences("") == [] and split_sentences("   ") == []
     assert split_sentences("One sentence without a stop") == ["One sentence without a stop"]
+
+
+def test_truncated_answer_with_escaped_quotes_in_a_reason():
+    text = ('{"verdicts": [{"id": "n1", "verdict": "yes", "reason": "it says \\"Paris\\" twice"}, '
+            '{"id": "n2", "verdict": "no", "reason": "cut')
+    got = parse_answer(text, task="node_usefulness", ids=IDS)
+    assert list(got["verdicts"]) == ["n1"] and got["verdicts"]["n1"]["reason"] == 'it says "Paris" twice'

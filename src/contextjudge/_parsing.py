@@ -110,12 +110,13 @@ def _balanced_objects(text: str) -> list[str]:
     return spans
 
 
-def _close_truncated(text: str) -> str:
-    """Close the brackets and string a truncated JSON answer left open, dropping a dangling partial item."""
+def _scan(text: str) -> tuple[list[str], bool, int]:
+    """Walk JSON-ish text: the closers still owed, whether a string is open, and where the last complete element
+    of the innermost open array ends."""
     stack: list[str] = []
     quote = False
-    i = 0
     last_complete = 0
+    i = 0
     while i < len(text):
         c = text[i]
         if quote:
@@ -134,22 +135,17 @@ def _close_truncated(text: str) -> str:
             if stack and stack[-1] == "]":
                 last_complete = i + 1
         i += 1
+    return stack, quote, last_complete
+
+
+def _close_truncated(text: str) -> str:
+    """Close the brackets and string a truncated JSON answer left open, dropping a dangling partial item."""
+    stack, quote, last_complete = _scan(text)
     if not stack and not quote:
         return text
     # cut back to the last complete element inside the outermost array, then close everything
     body = text[:last_complete] if last_complete else text
-    stack = []
-    quote = False
-    for c in body:
-        if quote:
-            if c == '"':
-                quote = False
-        elif c == '"':
-            quote = True
-        elif c in "{[":
-            stack.append("}" if c == "{" else "]")
-        elif c in "}]" and stack:
-            stack.pop()
+    stack, quote, _ = _scan(body)
     body = body.rstrip().rstrip(",")
     return body + ('"' if quote else "") + "".join(reversed(stack))
 

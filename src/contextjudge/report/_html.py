@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from .._result import EvaluationResult, MetricResult, TestResult
 from .._testcase import ConversationalTestCase
 from ._stats import Interval, bootstrap_mean, pair_key, paired_difference
+from ..multimodal import has_images, split_images
 
 __all__ = ["MetricChange", "RunView", "compare_runs", "render_html"]
 
@@ -34,7 +35,10 @@ class RunView:
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    text = "" if value is None else str(value)
+    if has_images(text):  # show "[image 1: alt]" rather than the (possibly huge) token that carries the image
+        text = split_images(text)[0]
+    return html.escape(text, quote=True)
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -294,7 +298,10 @@ def _compare_section(cur: RunView, base: RunView) -> str:
 
 
 def _short(text: str | None, n: int = 110) -> str:
-    t = " ".join((text or "").split())
+    t = text or ""
+    if has_images(t):  # cut the readable form, never a token that carries an image
+        t = split_images(t)[0]
+    t = " ".join(t.split())
     return t if len(t) <= n else t[: n - 1] + "…"
 
 

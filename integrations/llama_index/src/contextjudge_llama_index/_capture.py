@@ -5,7 +5,11 @@ the global ``instrument()`` or a live engine wrapper. The outermost query, chat 
 every span beneath it maps to that unit, so events are grouped by span ancestry, never by time or thread, and
 concurrent ``aquery`` calls never mix. The handlers only record (a dict lookup and an append under a lock) and
 return; the unit is finalized when its outermost span exits, or when a streaming response is exhausted, and the
-assembled record goes to a *sink* (the global capture, or a wrapper), which hands a test case to a ``CaptureScorer``.
+record goes to a *sink* (the global capture, or a wrapper), which hands it to a ``CaptureScorer``.
+
+On the request path only cheap copies are made, of what could change later (each node's text, id, score and
+metadata, when the retrieval ends and when the call returns); the test case is assembled from them later, on the
+scorer's worker thread or when first read (``_results.LazyCase``).
 
 Everything here runs inside LlamaIndex calls, so every failure is logged and contained.
 """
@@ -69,8 +73,16 @@ def _image_fields(cls: type) -> tuple[str, ...]:
     return found
 
 
-def _snapshot(nodes: Any) -> list[tuple[str, str | None, float | None, dict[str, Any]]]:
-    """(text, id, score, metadata) of each NodeWithScore, copied now: later postprocessors may mutate them."""
+Snapshot = list[tuple[str, "str | None", "float | None", dict[str, Any], Any]]
+"""(text, id, score, metadata, image node or None) per NodeWithScore, as it was when the snapshot was taken."""
+
+
+def _snapshot(nodes: Any) -> Snapshot:
+    """Copy now what later postprocessors (or the app) may change in place: each node's text, id, score and metadata.
+
+    Only cheap copies happen here, on the request path; turning them into ``RetrievedNode`` objects (and reading an
+    image node's image, which may mean reading a file) waits until the test case is assembled (``to_nodes``).
+    """
     out = []
     for n in nodes or ():
         inner = getattr(n, "node", n)
@@ -80,12 +92,24 @@ def _snapshot(nodes: Any) -> list[tuple[str, str | None, float | None, dict[str,
             text = str(getattr(inner, "text", ""))
         meta = getattr(inner, "metadata", None)
         meta = dict(meta) if meta else {}
+        image = None
         fields = _image_fields(type(inner))
         if fields and any(getattr(inner, a, None) for a in fields):
-            # an ImageNode: keep its image (as metadata the judge client turns into image blocks)
-            meta = node_from_llama_image_node(inner).metadata
-        out.append((text, getattr(inner, "node_id", None), getattr(n, "score", None), meta))
+            image = _freeze_image_node(inner, meta)
+        out.append((text, getattr(inner, "node_id", None), getattr(n, "score", None), meta, image))
     return out
+
+
+def _freeze_image_node(node: Any, meta: dict[str, Any]) -> Any:
+    """A shallow copy of an ImageNode (and of its image resource) that later changes to the node do not reach."""
+    try:
+        update: dict[str, Any] = {"metadata": meta}
+        res = getattr(node, "image_resource", None)
+        if res is not None and hasattr(res, "model_copy"):
+            update["image_resource"] = res.model_copy()
+        return node.model_copy(update=update)
+    except Exception:  # noqa: BLE001 - not a pydantic node: read it when assembling, as it is then
+        return node
 
 
 def _jsonable(value: Any) -> Any:
@@ -98,16 +122,20 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def to_nodes(snap: list[tuple[str, str | None, float | None, dict[str, Any]]]) -> list[RetrievedNode]:
+def to_nodes(snap: Snapshot) -> list[RetrievedNode]:
     """RetrievedNodes (rank = list order) from a snapshot of NodeWithScores.
 
-    Built with ``model_construct``: every field is already of its declared type here, and validation would be
-    the largest single cost on the request path.
+    Built with ``model_construct``: every field is already of its declared type here, and validation would only
+    cost time. An image node's image is read here (into the metadata the judge client turns into image blocks).
     """
-    return [RetrievedNode.model_construct(text=str(text), id=None if nid is None else str(nid),
-                                          score=None if score is None else float(score),
-                                          metadata={str(k): _jsonable(v) for k, v in meta.items()})
-            for text, nid, score, meta in snap]
+    out = []
+    for text, nid, score, meta, image in snap:
+        if image is not None:
+            meta = node_from_llama_image_node(image).metadata
+        out.append(RetrievedNode.model_construct(text=str(text), id=None if nid is None else str(nid),
+                                                 score=None if score is None else float(score),
+                                                 metadata={str(k): _jsonable(v) for k, v in meta.items()}))
+    return out
 
 
 def _query_text(value: Any) -> str | None:
@@ -345,8 +373,11 @@ class Router:
         if parent is not None:
             # single dict operations are atomic: the lock guards compound updates only
             unit = parent[0]
-            self._spans[id_] = (unit, instance is not None and self._kind(instance, id_) == "retrieve",
-                                parent[1] or parent[2])
+            retrieval = False
+            # most spans (LLMs, synthesizers, splitters) belong to classes already known to be none of ours
+            if instance is not None and self._kinds.get(type(instance), "?") is not None:
+                retrieval = self._kind(instance, id_) == "retrieve"
+            self._spans[id_] = (unit, retrieval, parent[1] or parent[2])
             unit.span_ids.append(id_)
             return
         kind = self._kind(instance, id_)

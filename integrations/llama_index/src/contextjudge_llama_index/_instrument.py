@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from contextjudge.capture import CaptureScorer, Mode
 
 from ._capture import router
-from ._results import CaseSink, emit_result
+from ._results import CaseSink, LlamaIndexScorer, emit_result
 
 __all__ = ["aflush", "flush", "get_scorer", "instrument", "is_instrumented", "uninstrument"]
 
@@ -36,7 +36,7 @@ def instrument(
     Calling it again replaces the configuration; it returns the ``CaptureScorer`` that receives the cases (its
     ``flush()``, ``results`` and ``test_cases`` are what tests and scripts read).
     """
-    scorer = CaptureScorer(metrics, model=model, goldens=goldens, mode=mode, store=store, **scorer_options)
+    scorer = LlamaIndexScorer(metrics, model=model, goldens=goldens, mode=mode, store=store, **scorer_options)
     scorer.on_result.append(emit_result)
     with _lock:
         first = router.global_sink is None

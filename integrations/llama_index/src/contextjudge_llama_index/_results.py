@@ -8,13 +8,17 @@ attaches the score to the query it belongs to, and a user's own event handler re
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import logging
 import threading
+import time
+import uuid
 from typing import Any
 
 from contextjudge import ConversationalTestCase, LLMTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureScorer
+from contextjudge.errors import CaptureError
 
 try:
     from llama_index_instrumentation.base import BaseEvent
@@ -25,8 +29,8 @@ except ImportError:  # pragma: no cover - older cores
 
 from ._capture import Record, Sink
 
-__all__ = ["CaseSink", "ChatSession", "ContextJudgeResultEvent", "conversation_case", "emit_result",
-           "record_to_case"]
+__all__ = ["CaseSink", "ChatSession", "ContextJudgeResultEvent", "LazyCase", "LlamaIndexScorer", "conversation_case",
+           "emit_result", "record_to_case"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -115,14 +119,192 @@ def conversation_case(records: list[Record], session_id: str, engine: str) -> Ca
                         metadata={"query_span_id": span_ids[-1], "session_id": session_id, "span_ids": span_ids})
 
 
+_ASSEMBLY_LOCK = threading.RLock()  # guards every LazyCase's one-time assembly (re-entrant: see LazyCase)
+
+
+class LazyCase(CapturedCase):
+    """A captured call whose ``LLMTestCase`` is assembled on first use, off the request path.
+
+    The request path only creates this object and hands it to the scorer: the record it holds was snapshotted while
+    the call ran (node texts, ids, scores and metadata copied as they were). ``test_case``, ``metadata`` and
+    ``golden_id`` assemble it on first access, once, under a lock: on the scorer's worker thread in background
+    mode, else on whichever thread first reads the case. Goldens are matched at assembly, before anyone sees the
+    test case. If assembly fails, the failure is logged, the case leaves its scorer, and reading it raises
+    ``CaptureError``. Copied or pickled, it becomes a plain ``CapturedCase``.
+    """
+
+    def __init__(self, record: Record, scorer: CaptureScorer | None = None) -> None:
+        # Not CapturedCase.__init__: its three assembled fields are the properties below.
+        self.source = "llama_index"
+        self._case_id: str | None = None  # a uuid4 costs a system call: drawn on first read
+        self.root_run_id = record.span_id
+        self.results: list[MetricResult] = []
+        self.captured_at = time.time()
+        self._record: Record | None = record
+        self._scorer = scorer
+        self._fields: list[Any] | None = None  # [test_case, metadata, golden_id] once assembled
+        self._ready = False
+        self._failed = False
+
+    # ------------------------------------------------------------------------------------------ assembly
+    @property
+    def assembled(self) -> bool:
+        """Whether the test case has been assembled (successfully or not)."""
+        return self._ready or self._failed
+
+    def assemble(self) -> bool:
+        """Assemble now if not done yet; False when assembly failed (logged once)."""
+        try:
+            self._assembled()
+        except CaptureError:
+            return False
+        return True
+
+    def _assembled(self) -> list[Any]:
+        if self._ready:
+            return self._fields  # type: ignore[return-value]
+        with _ASSEMBLY_LOCK:
+            # The assembling thread comes back here through apply_golden: it gets the fields being filled in.
+            if self._fields is None:
+                if self._failed:
+                    raise CaptureError("contextjudge could not assemble this captured llama_index call (logged).")
+                self._assemble()
+            return self._fields
+
+    def _assemble(self) -> None:
+        record, scorer = self._record, self._scorer
+        try:
+            assert record is not None
+            built = record_to_case(record)
+            self._fields = [built.test_case, built.metadata, built.golden_id]
+            if scorer is not None:
+                CaptureScorer.apply_golden(scorer, self)  # the base method: LlamaIndexScorer skips unassembled cases
+        except Exception as exc:  # noqa: BLE001 - a bug or an exotic node must not reach the app or the scorer
+            self._fields = None
+            self._failed = True
+            logger.exception("contextjudge: could not turn a llama_index %s into a test case",
+                             getattr(record, "kind", "call"))
+            if scorer is not None:
+                _remove(scorer, self)
+            raise CaptureError("contextjudge could not assemble this captured llama_index call (logged).") from exc
+        finally:
+            self._record = self._scorer = None
+        self._ready = True
+
+    # ------------------------------------------------------------------------------------------ fields
+    @property  # type: ignore[override]
+    def case_id(self) -> str:
+        if self._case_id is None:
+            with _ASSEMBLY_LOCK:
+                if self._case_id is None:
+                    self._case_id = uuid.uuid4().hex
+        return self._case_id
+
+    @case_id.setter
+    def case_id(self, value: str) -> None:
+        self._case_id = value
+
+    @property  # type: ignore[override]
+    def test_case(self) -> LLMTestCase:
+        return self._assembled()[0]
+
+    @test_case.setter
+    def test_case(self, value: LLMTestCase) -> None:
+        self._assembled()[0] = value
+
+    @property  # type: ignore[override]
+    def metadata(self) -> dict[str, Any]:
+        return self._assembled()[1]
+
+    @metadata.setter
+    def metadata(self, value: dict[str, Any]) -> None:
+        self._assembled()[1] = value
+
+    @property  # type: ignore[override]
+    def golden_id(self) -> str | None:
+        return self._assembled()[2]
+
+    @golden_id.setter
+    def golden_id(self, value: str | None) -> None:
+        self._assembled()[2] = value
+
+    def __repr__(self) -> str:
+        if not self.assemble():
+            return f"LazyCase(case_id={self.case_id!r}, not assembled: capture failed)"
+        return CapturedCase.__repr__(self)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, CapturedCase) or not self.assemble():
+            return False
+        if isinstance(other, LazyCase) and not other.assemble():
+            return False
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in dataclasses.fields(CapturedCase))
+
+    __hash__ = None  # type: ignore[assignment] - like CapturedCase: mutable, compared by value
+
+    def __reduce__(self) -> Any:
+        return CapturedCase, tuple(getattr(self, f.name) for f in dataclasses.fields(CapturedCase))
+
+
+def _remove(scorer: CaptureScorer, case: CapturedCase) -> None:
+    """Take a case whose assembly failed out of its scorer (never waiting long: never under the scorer's lock)."""
+    lock = scorer._lock  # noqa: SLF001 - the scorer's own list, changed under its own lock
+    if not lock.acquire(timeout=1.0):  # pragma: no cover - only if a caller held the scorer's lock while reading
+        logger.warning("contextjudge: could not drop a captured case that failed to assemble")
+        return
+    try:
+        scorer.cases = [c for c in scorer.cases if c is not case]
+    finally:
+        lock.release()
+
+
+class LlamaIndexScorer(CaptureScorer):
+    """The ``CaptureScorer`` LlamaIndex capture hands its cases to: the same API, for ``LazyCase`` submissions.
+
+    ``submit`` stays cheap for a ``LazyCase``: its goldens are matched when it is assembled, not on the request
+    path; scoring assembles it on the worker thread; ``test_cases`` and ``score_deferred`` assemble what is pending
+    first, leaving out any case that failed to assemble.
+    """
+
+    def apply_golden(self, case: CapturedCase) -> None:
+        if isinstance(case, LazyCase) and not case.assembled:
+            return  # matched when it is assembled
+        super().apply_golden(case)
+
+    def assemble_pending(self) -> None:
+        """Assemble every captured case not assembled yet, here and now (outside the scorer's lock)."""
+        with self._lock:
+            todo = [c for c in self.cases if isinstance(c, LazyCase) and not c.assembled]
+        for case in todo:
+            case.assemble()
+
+    @property
+    def test_cases(self) -> list[Any]:
+        with self._lock:
+            cases = list(self.cases)
+        # assembled outside the lock: a case that fails to assemble takes itself out of ``cases``
+        return [c.test_case for c in cases if not isinstance(c, LazyCase) or c.assemble()]
+
+    async def score_case(self, case: CapturedCase) -> list[MetricResult]:
+        if isinstance(case, LazyCase) and not case.assemble():
+            return []  # logged and dropped by the case itself
+        return await super().score_case(case)
+
+    def score_deferred(self, **kwargs: Any) -> Any:
+        self.assemble_pending()
+        return super().score_deferred(**kwargs)
+
+
 class CaseSink(Sink):
-    """Each finished call becomes one ``LLMTestCase`` handed to a scorer."""
+    """Each finished call becomes one ``LLMTestCase`` handed to a scorer (assembled later: see ``LazyCase``)."""
 
     def __init__(self, scorer: CaptureScorer) -> None:
         self.scorer = scorer
 
     def deliver(self, record: Record) -> None:
-        self.scorer.submit(record_to_case(record))
+        self.scorer.submit(LazyCase(record, self.scorer))
 
 
 class ChatSession(Sink):

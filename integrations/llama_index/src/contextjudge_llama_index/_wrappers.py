@@ -17,14 +17,14 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.chat_engine.types import BaseChatEngine
 
 from ._capture import Sink, current_sink, router
-from ._results import CaseSink, ChatSession, emit_result
+from ._results import CaseSink, ChatSession, LlamaIndexScorer, emit_result
 
 __all__ = ["EvaluatedChatEngine", "EvaluatedQueryEngine"]
 
 
 def _make_scorer(metrics: Any, model: Any, goldens: Any, mode: Mode, store: Any, options: dict[str, Any]
                  ) -> CaptureScorer:
-    scorer = CaptureScorer(metrics, model=model, goldens=goldens, mode=mode, store=store, **options)
+    scorer = LlamaIndexScorer(metrics, model=model, goldens=goldens, mode=mode, store=store, **options)
     scorer.on_result.append(emit_result)
     return scorer
 

@@ -1,0 +1,157 @@
+"""Test cases are assembled off the request path, from what the call's nodes were when it ran."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import pickle
+import threading
+
+import pytest
+
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import ImageNode, NodeWithScore, TextNode
+
+import contextjudge_llama_index as cj
+from contextjudge.capture import CapturedCase
+from contextjudge.errors import CaptureError
+from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
+from contextjudge_llama_index import _capture, _results
+
+QUESTION = "How many vacation days do employees get?"
+
+
+class FreshRetriever(BaseRetriever):
+    """Three new nodes on every call, so a test may change them without touching any other test's data."""
+
+    def _retrieve(self, query_bundle):
+        texts = ["Employees get 25 vacation days per year.", "Contractors invoice monthly.",
+                 "The office opens at 8am."]
+        return [NodeWithScore(node=TextNode(text=t, id_=f"n{i}", metadata={"rank": i}), score=1.0 - i / 10)
+                for i, t in enumerate(texts)]
+
+
+class RewriteAndReverse(BaseNodePostprocessor):
+    """Changes the retrieved nodes in place (text, metadata, score), then reverses them, as some postprocessors do."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RewriteAndReverse"
+
+    def _postprocess_nodes(self, nodes, query_bundle=None):
+        for n in nodes:
+            n.node.set_content(n.node.get_content() + " (rewritten)")
+            n.node.metadata["rank"] = "changed"
+            n.score = 0.0
+        return list(reversed(nodes))
+
+
+def _counting_assembly(monkeypatch) -> list[str]:
+    """Record the thread each test case is assembled on."""
+    threads: list[str] = []
+    real = _results.record_to_case
+
+    def counted(record):
+        threads.append(threading.current_thread().name)
+        return real(record)
+
+    monkeypatch.setattr(_results, "record_to_case", counted)
+    return threads
+
+
+def test_nodes_changed_after_retrieval_are_recorded_as_retrieved(llm):
+    scorer = cj.instrument(metrics=[], mode="off")
+    engine = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm, node_postprocessors=[RewriteAndReverse()])
+    response = engine.query(QUESTION)
+    for n in response.source_nodes:  # the app changes the nodes after the call: the case keeps them as they were
+        n.node.set_content("changed by the app")
+        n.node.metadata["rank"] = "app"
+        n.score = -1.0
+
+    [case] = scorer.cases
+    tc = case.test_case  # assembled only now
+    retrieved = tc.additional_metadata["retriever_ranking"]
+    assert [n["id"] for n in retrieved] == ["n0", "n1", "n2"]
+    assert retrieved[0]["text"] == "Employees get 25 vacation days per year."
+    assert [n["metadata"] for n in retrieved] == [{"rank": 0}, {"rank": 1}, {"rank": 2}]
+    assert [n["score"] for n in retrieved] == [1.0, 0.9, 0.8]
+    assert tc.additional_metadata["reranked"] is True
+    # the list that went to the LLM: as the postprocessor left it, not as the app changed it afterwards
+    assert [n.id for n in tc.retrieval_context] == ["n2", "n1", "n0"]
+    assert tc.retrieval_context[2].text == "Employees get 25 vacation days per year. (rewritten)"
+    assert {n.metadata["rank"] for n in tc.retrieval_context} == {"changed"}
+    assert {n.score for n in tc.retrieval_context} == {0.0}
+
+
+def test_assembly_happens_off_the_request_path_once(llm, monkeypatch):
+    threads = _counting_assembly(monkeypatch)
+    scorer = cj.instrument(metrics=[], mode="off",
+                           goldens=[{"id": "g-1", "input": QUESTION, "expected_output": "25 vacation days a year."}])
+    engine = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm)
+    engine.query(QUESTION)
+    [case] = scorer.cases
+    assert threads == [], "nothing is assembled while the app's call runs"
+    assert case.test_case.expected_output == "25 vacation days a year."  # goldens matched at assembly
+    assert case.golden_id == "g-1"
+    assert scorer.test_cases[0] is case.test_case
+    assert threads == [threading.current_thread().name], "assembled once, by the first reader"
+
+
+def test_background_mode_assembles_on_the_scorer_thread(llm, judge, monkeypatch):
+    threads = _counting_assembly(monkeypatch)
+    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge), ContextualPrecisionMetric(model=judge)],
+                           goldens=[{"input": QUESTION, "expected_output": "25 vacation days a year."}])
+    engine = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm)
+    engine.query(QUESTION)
+    assert scorer.flush(10)
+    assert threads == ["contextjudge-scorer"]
+    [case] = scorer.cases
+    assert {r.name for r in case.results} == {"Contextual Relevancy", "Contextual Precision"}  # golden applied
+    assert case.test_case.expected_output == "25 vacation days a year."
+
+
+def test_image_node_changed_after_the_call_keeps_its_image(llm):
+    image = ImageNode(text="The Eiffel Tower at night.", image_url="https://example.com/e.jpg", id_="img-1")
+
+    class OnePhoto(BaseRetriever):
+        def _retrieve(self, query_bundle):
+            return [NodeWithScore(node=image, score=0.9)]
+
+    scorer = cj.instrument(metrics=[], mode="off")
+    RetrieverQueryEngine.from_args(OnePhoto(), llm=llm).query("Which landmark is in the photo?")
+    image.image_url = "https://example.com/other.jpg"
+    image.metadata["caption"] = "changed"
+    [node] = scorer.test_cases[0].retrieval_context
+    assert node.images and "https://example.com/e.jpg" in str(node.images[0].url)
+    assert "caption" not in node.metadata
+
+
+def test_a_captured_case_copies_and_pickles_as_a_plain_captured_case(llm):
+    scorer = cj.instrument(metrics=[], mode="off")
+    RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm).query(QUESTION)
+    [case] = scorer.cases
+    for other in (copy.copy(case), pickle.loads(pickle.dumps(case))):
+        assert type(other) is CapturedCase
+        assert other == case and case == other
+        assert other.case_id == case.case_id and other.test_case.input == QUESTION
+    assert "test_case=LLMTestCase(" in repr(case)
+
+
+def test_a_case_that_fails_to_assemble_is_logged_and_dropped_when_read(llm, monkeypatch, caplog):
+    def boom(*args, **kwargs):
+        raise RuntimeError("injected assembly failure")
+
+    monkeypatch.setattr(_capture, "to_nodes", boom)
+    scorer = cj.instrument(metrics=[], mode="off")
+    response = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm).query(QUESTION)
+    assert str(response) == "Employees get 25 vacation days per year."
+    [case] = scorer.cases
+    with caplog.at_level(logging.ERROR, logger="contextjudge"):
+        assert scorer.test_cases == []
+    assert "injected assembly failure" in caplog.text
+    assert scorer.cases == []
+    assert "capture failed" in repr(case)
+    with pytest.raises(CaptureError):
+        case.test_case

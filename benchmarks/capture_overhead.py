@@ -181,15 +181,17 @@ def bench_llama_index(n: int) -> Measurement:
             root.span_handlers, root.event_handlers = list(plain_handlers[0]), list(plain_handlers[1])
             cpu["captured"].append(time.thread_time() - t0)
 
+    means: list[tuple[float, float]] = []
     try:
-        baseline, captured_ms = interleaved_medians(plain, captured, n)
+        baseline, captured_ms = interleaved_medians(plain, captured, n, means=means)
         scorer.flush(300)
     finally:
         cj.uninstrument()
     a, b = (statistics.median(cpu[k][50:]) * 1000 for k in ("plain", "captured"))  # 50: the warm-up calls
     print(f"llama_index: request-thread CPU per call {a:.3f} ms plain, {b:.3f} ms captured: "
           f"{b - a:+.3f} ms ({(b - a) / a:+.1%})", file=sys.stderr)
-    return Measurement("llama_index", n, baseline, captured_ms, len(scorer.cases), len(scorer.results))
+    return Measurement("llama_index", n, baseline, captured_ms, len(scorer.cases), len(scorer.results),
+                       mean_added_ms=means[0][1] - means[0][0])
 
 
 CASES: dict[str, Callable[[int], Measurement]] = {

@@ -49,6 +49,7 @@ _METHODS = {
 }
 _BASES = {"BaseQueryEngine": "query", "BaseRetriever": "retrieve", "BaseChatEngine": "chat"}
 _WRITERS = frozenset({"write_response_to_history", "awrite_response_to_history"})
+_RECORDED_EVENTS = frozenset({"RetrievalEndEvent", "ReRankEndEvent"})  # what Router.event looks at
 _UUID_SUFFIX = 37  # "-" + str(uuid4())
 _SCORER_THREAD = "contextjudge-scorer"
 _GOLDEN_TAGS = ("contextjudge.golden_id", "golden_id")
@@ -288,6 +289,8 @@ class ContextJudgeEventHandler(BaseEventHandler):
         return "ContextJudgeEventHandler"
 
     def handle(self, event: Any, **kwargs: Any) -> None:
+        if type(event).__name__ not in _RECORDED_EVENTS:
+            return  # most of a query's events: nothing to record, so not even a call
         try:
             router.event(event)
         except Exception:  # noqa: BLE001

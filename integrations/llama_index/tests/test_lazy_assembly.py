@@ -155,3 +155,24 @@ def test_a_case_that_fails_to_assemble_is_logged_and_dropped_when_read(llm, monk
     assert "capture failed" in repr(case)
     with pytest.raises(CaptureError):
         case.test_case
+
+
+def test_text_replaced_in_place_by_a_postprocessor_is_what_is_scored(llm):
+    """A sentence-window postprocessor swaps each node's text for its window, in place: the LLM sees the window."""
+
+    class Window(BaseNodePostprocessor):
+        @classmethod
+        def class_name(cls) -> str:
+            return "Window"
+
+        def _postprocess_nodes(self, nodes, query_bundle=None):
+            for n in nodes:
+                n.node.set_content(f"Before. {n.node.get_content()} After.")
+            return nodes
+
+    scorer = cj.instrument(metrics=[], mode="off")
+    response = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm, node_postprocessors=[Window()]).query(QUESTION)
+    tc = scorer.test_cases[0]
+    assert [n.text for n in tc.retrieval_context] == [n.node.get_content() for n in response.source_nodes]
+    assert tc.retrieval_context[0].text == "Before. Employees get 25 vacation days per year. After."
+    assert [n.id for n in tc.retrieval_context] == ["n0", "n1", "n2"]

@@ -87,10 +87,7 @@ def _snapshot(nodes: Any) -> Snapshot:
     out = []
     for n in nodes or ():
         inner = getattr(n, "node", n)
-        try:
-            text = inner.get_content()
-        except Exception:  # noqa: BLE001 - an exotic node type; fall back to its text attribute
-            text = str(getattr(inner, "text", ""))
+        text = _text_of(inner)
         meta = getattr(inner, "metadata", None)
         meta = dict(meta) if meta else {}
         image = None
@@ -99,6 +96,13 @@ def _snapshot(nodes: Any) -> Snapshot:
             image = _freeze_image_node(inner, meta)
         out.append((text, getattr(inner, "node_id", None), getattr(n, "score", None), meta, image))
     return out
+
+
+def _text_of(node: Any) -> str:
+    try:
+        return node.get_content()
+    except Exception:  # noqa: BLE001 - an exotic node type; fall back to its text attribute
+        return str(getattr(node, "text", ""))
 
 
 def _freeze_image_node(node: Any, meta: dict[str, Any]) -> Any:
@@ -509,8 +513,11 @@ class Router:
             objs = record.retrieved_objects
             snap = record.retrievals[0][1] if len(record.retrievals) == 1 else None
             if (snap is not None and objs is not None and len(objs) == len(source_nodes)
-                    and all(a is b and t[2] == b.score for a, b, t in zip(objs, source_nodes, snap))):
-                record.final = record.retrievals[0][1]  # untouched by postprocessors: the same list, same order
+                    and all(a is b and t[2] == b.score and t[0] == _text_of(getattr(b, "node", b))
+                            for a, b, t in zip(objs, source_nodes, snap))):
+                # untouched by postprocessors: the same nodes in the same order, with the same scores and texts
+                # (a sentence-window postprocessor swaps each node's text in place: then the new text is scored)
+                record.final = record.retrievals[0][1]
             else:
                 record.final = _snapshot(source_nodes)
         record.retrieved_objects = None

@@ -100,6 +100,7 @@ class CaptureScorer:
         concurrency: int = 4,
         on_result: ResultCallback | None = None,
         run_name: str | None = None,
+        handoff_delay: float = 0.0,
     ) -> None:
         if mode not in ("background", "deferred", "off"):
             raise ValueError(f"mode must be 'background', 'deferred' or 'off', not {mode!r}.")
@@ -128,6 +129,10 @@ class CaptureScorer:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._pending = 0
+        # background mode: > 0 hands cases to the worker in batches, at most this many seconds after the first one
+        # (one wake-up of the worker per batch: the app's thread is interrupted less often); flush() does not wait
+        self.handoff_delay = max(0.0, handoff_delay)
+        self._handoff: list[CapturedCase] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue | None = None
         self._thread: threading.Thread | None = None
@@ -199,7 +204,14 @@ class CaptureScorer:
                 self._pending += 1
             self._ensure_worker()
             assert self._loop is not None and self._queue is not None
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, case)
+            if self.handoff_delay <= 0:
+                self._loop.call_soon_threadsafe(self._queue.put_nowait, case)
+                return
+            with self._lock:
+                self._handoff.append(case)
+                first = len(self._handoff) == 1
+            if first:
+                self._loop.call_soon_threadsafe(self._loop.call_later, self.handoff_delay, self._hand_off)
         except Exception:  # noqa: BLE001 - capture never breaks the app
             logger.exception("contextjudge: could not take a captured case")
             with self._lock:
@@ -248,6 +260,13 @@ class CaptureScorer:
             self._thread = threading.Thread(target=self._thread_main, name="contextjudge-scorer", daemon=True)
             self._thread.start()
         self._ready.wait()
+
+    def _hand_off(self) -> None:
+        """On the worker's loop: queue the cases batched by ``handoff_delay``."""
+        with self._lock:
+            cases, self._handoff = self._handoff, []
+        for case in cases:
+            self._queue.put_nowait(case)  # type: ignore[union-attr]
 
     def _thread_main(self) -> None:
         asyncio.run(self._worker())
@@ -330,6 +349,11 @@ class CaptureScorer:
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every submitted case is scored. Returns False if ``timeout`` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self._handoff and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._hand_off)  # a batch waiting for its delay: hand it over now
+            except RuntimeError:  # pragma: no cover - the worker's loop is closed
+                pass
         with self._lock:
             while self._pending > 0:
                 remaining = None if deadline is None else deadline - time.monotonic()

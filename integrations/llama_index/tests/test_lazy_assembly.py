@@ -19,6 +19,7 @@ from contextjudge.capture import CapturedCase
 from contextjudge.errors import CaptureError
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge_llama_index import _capture, _results
+from contextjudge_llama_index._results import LlamaIndexScorer
 
 QUESTION = "How many vacation days do employees get?"
 
@@ -176,3 +177,22 @@ def test_text_replaced_in_place_by_a_postprocessor_is_what_is_scored(llm):
     assert [n.text for n in tc.retrieval_context] == [n.node.get_content() for n in response.source_nodes]
     assert tc.retrieval_context[0].text == "Before. Employees get 25 vacation days per year. After."
     assert [n.id for n in tc.retrieval_context] == ["n0", "n1", "n2"]
+
+
+def test_background_cases_reach_the_worker_in_one_batch_and_flush_does_not_wait_for_it(llm, judge, monkeypatch):
+    handoffs: list[int] = []
+    real = LlamaIndexScorer._hand_off
+
+    def counted(self):
+        handoffs.append(len(self._handoff))
+        real(self)
+
+    monkeypatch.setattr(LlamaIndexScorer, "_hand_off", counted)
+    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], handoff_delay=60.0)
+    engine = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm)
+    for _ in range(5):
+        engine.query(QUESTION)
+    assert len(scorer.cases) == 5 and handoffs == []  # kept at once; the worker not woken yet
+    assert scorer.flush(10), "flush hands the batch over without waiting for its delay"
+    assert handoffs == [5]
+    assert all(c.results for c in scorer.cases)

@@ -265,8 +265,12 @@ class LlamaIndexScorer(CaptureScorer):
 
     ``submit`` stays cheap for a ``LazyCase``: its goldens are matched when it is assembled, not on the request
     path; scoring assembles it on the worker thread; ``test_cases`` and ``score_deferred`` assemble what is pending
-    first, leaving out any case that failed to assemble.
+    first, leaving out any case that failed to assemble. In background mode, cases reach the worker in batches
+    (``handoff_delay``, 50 ms by default), so the worker interrupts the app's thread once a batch, not once a query.
     """
+
+    def __init__(self, *args: Any, handoff_delay: float = 0.05, **kwargs: Any) -> None:
+        super().__init__(*args, handoff_delay=handoff_delay, **kwargs)
 
     def apply_golden(self, case: CapturedCase) -> None:
         if isinstance(case, LazyCase) and not case.assembled:

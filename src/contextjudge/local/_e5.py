@@ -17,10 +17,11 @@ count, offset, bytes). dtype 0 is float32, 1 is Q4_0: blocks of 32 weights, an f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -128,12 +129,18 @@ class E5Model:
     padded batch (memory: about 10 KB of activations a token).
     """
 
-    def __init__(self, path: str | None = None, max_batch_tokens: int = 4096) -> None:
+    def __init__(self, path: str | None = None, max_batch_tokens: int = 1024, threads: int | None = None) -> None:
         self.path = path or default_model_path()
         self.max_batch_tokens = max_batch_tokens
         self._lock = threading.Lock()
-        self._threads = max(1, min(os.cpu_count() or 1, 8))
-        self._pool = ThreadPoolExecutor(max_workers=max(1, self._threads - 1), thread_name_prefix="contextjudge-e5")
+        self._threads = max(1, threads if threads is not None else min(os.cpu_count() or 1, 8))
+        self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="contextjudge-e5")
+        try:
+            from threadpoolctl import ThreadpoolController  # noqa: PLC0415 - optional, see _blas_single_threaded
+
+            self._controller: Any = ThreadpoolController()
+        except Exception:  # noqa: BLE001 - not installed, or cannot inspect this process's libraries
+            self._controller = None
         self._load(self.path)
 
     # --------------------------------------------------------------------------------------------- loading
@@ -202,10 +209,12 @@ class E5Model:
         self._layers = []
         for i in range(self.NL):
             pre = f"l{i}."
+            # The attention scale 1/sqrt(head size) is folded into the query weights and bias.
+            scale = np.float32(1.0 / np.sqrt(H // self.NH))
             self._layers.append(_Layer(
                 wqkv=np.ascontiguousarray(np.concatenate(
-                    [w(pre + "q.w", H, H), w(pre + "k.w", H, H), w(pre + "v.w", H, H)], axis=1)),
-                bqkv=np.concatenate([f(pre + "q.b"), f(pre + "k.b"), f(pre + "v.b")]),
+                    [w(pre + "q.w", H, H) * scale, w(pre + "k.w", H, H), w(pre + "v.w", H, H)], axis=1)),
+                bqkv=np.concatenate([f(pre + "q.b") * scale, f(pre + "k.b"), f(pre + "v.b")]),
                 wo=w(pre + "ao.w", H, H), bo=f(pre + "ao.b"), ln1=(f(pre + "aln.w"), f(pre + "aln.b")),
                 wi=w(pre + "fi.w", FF, H), bi=f(pre + "fi.b"), wf=w(pre + "fo.w", H, FF), bf=f(pre + "fo.b"),
                 ln2=(f(pre + "oln.w"), f(pre + "oln.b"))))
@@ -229,35 +238,50 @@ class E5Model:
             for a in range(0, max(len(ids), 1), span):
                 windows.append((i, [self.bos, *ids[a:a + span], self.eos]))
         windows.sort(key=lambda w: len(w[1]))
+        parallel = self._threads > 1 and self._controller is not None and len(windows) > 1
+        # Padded batches of similar lengths, small enough to stay in cache, and at least one per thread.
+        budget = self.max_batch_tokens
+        if parallel:
+            total = sum(len(ids) for _, ids in windows)
+            budget = min(budget, -(-total // self._threads))
+        batches = []
         start = 0
-        with self._lock:
-            while start < len(windows):
-                end = start + 1
-                while end < len(windows) and (end - start + 1) * len(windows[end][1]) <= self.max_batch_tokens:
-                    end += 1
-                batch = windows[start:end]
-                pooled = self._forward([ids for _, ids in batch])
-                for (i, ids), vec in zip(batch, pooled):
-                    k = max(len(ids) - 2, 1)
-                    out[i] += k * vec
-                    weight[i] += k
-                start = end
+        while start < len(windows):
+            end = start + 1
+            while end < len(windows) and (end - start + 1) * len(windows[end][1]) <= budget:
+                end += 1
+            batches.append(windows[start:end])
+            start = end
+        with self._lock, self._blas_single_threaded():
+            if parallel and len(batches) > 1:
+                pooled = list(self._pool.map(lambda b: self._forward([ids for _, ids in b]), batches))
+            else:
+                pooled = [self._forward([ids for _, ids in b]) for b in batches]
+        for batch, vecs in zip(batches, pooled):
+            for (i, ids), vec in zip(batch, vecs):
+                k = max(len(ids) - 2, 1)
+                out[i] += k * vec
+                weight[i] += k
         out /= np.maximum(weight, 1.0)[:, None]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return (out / np.where(norms > 1e-12, norms, 1.0)).astype(np.float32)
 
-    def _par(self, fn: Any, n: int, *arrays: np.ndarray) -> None:
-        """Run ``fn(*slices)`` over row chunks of ``arrays`` on the worker threads (numpy's element-wise operations
-        use one core; its matrix products already use them all)."""
-        k = min(self._threads, n)
-        if k <= 1:
-            fn(*arrays)
+    @contextlib.contextmanager
+    def _blas_single_threaded(self) -> Iterator[None]:
+        """numpy's BLAS on one thread while this model runs, its batches in parallel on our own threads instead.
+
+        Element-wise numpy work runs on one core, and BLAS's idle workers spin between matrix products, so
+        BLAS-level threading leaves a core half-used, and on a busy machine its per-product synchronisation makes a
+        short text cost 5 times more. Batch-level threads keep every core on whole batches: about 20% faster on 2
+        idle cores, no spinning, and each text's vector no longer depends on how BLAS splits the work. The limit is process-wide while an encode call runs (threadpoolctl);
+        other threads' matrix products in that time run on one core. Without threadpoolctl, BLAS keeps its threads
+        and batches run one at a time.
+        """
+        if self._controller is None:
+            yield
             return
-        bounds = [n * j // k for j in range(k + 1)]
-        futs = [self._pool.submit(fn, *(a[bounds[j]:bounds[j + 1]] for a in arrays)) for j in range(1, k)]
-        fn(*(a[bounds[0]:bounds[1]] for a in arrays))
-        for f in futs:
-            f.result()
+        with self._controller.limit(limits=1, user_api="blas"):
+            yield
 
     def _forward(self, seqs: list[list[int]]) -> np.ndarray:
         """Mean-pooled (not yet normalised) last hidden states of a batch of token id lists."""
@@ -272,41 +296,32 @@ class E5Model:
         x += np.tile(self._pos[:L], (B, 1))
         x += self._type0
         eps = self.eps
-        self._par(lambda xs: _layer_norm(xs, *self._eln, eps), B * L, x)
-        bias = np.where(mask, 0.0, -1e9).astype(np.float32)[:, None, None, :]  # (B, 1, 1, L)
-        scale = np.float32(1.0 / np.sqrt(hd))
-        ctx = np.empty((B, L, H), dtype=np.float32)
-
-        def attend(qkv: np.ndarray, bias: np.ndarray, ctx: np.ndarray, bq: np.ndarray) -> None:
-            qkv += bq
-            b = qkv.shape[0]
-            t = qkv.reshape(b, L, 3, NH, hd).transpose(2, 0, 3, 1, 4)  # (3, b, NH, L, hd)
-            att = np.matmul(t[0], t[1].transpose(0, 1, 3, 2))  # (b, NH, L, L)
-            att *= scale
-            att += bias
+        _layer_norm(x, *self._eln, eps)
+        # Padding keys get -1e9 before the softmax; a batch of equal lengths needs no mask.
+        bias = None if mask.all() else np.where(mask, 0.0, -1e9).astype(np.float32)[:, None, None, :]  # (B,1,1,L)
+        for ly in self._layers:
+            qkv = x @ ly.wqkv
+            qkv += ly.bqkv
+            t = qkv.reshape(B, L, 3, NH, hd).transpose(2, 0, 3, 1, 4)  # (3, B, NH, L, hd)
+            att = np.matmul(t[0], t[1].transpose(0, 1, 3, 2))  # (B, NH, L, L), already scaled
+            if bias is not None:
+                att += bias
             att -= att.max(axis=-1, keepdims=True)
             np.exp(att, out=att)
-            att /= att.sum(axis=-1, keepdims=True)
-            ctx[...] = np.matmul(att, t[2]).transpose(0, 2, 1, 3).reshape(b, L, H)
-
-        def residual_norm(xs: np.ndarray, ys: np.ndarray, b: np.ndarray, ln: tuple[np.ndarray, np.ndarray]) -> None:
-            xs += ys
-            xs += b
-            _layer_norm(xs, ln[0], ln[1], eps)
-
-        def bias_gelu(ms: np.ndarray, b: np.ndarray) -> None:
-            ms += b
-            _gelu(ms)
-
-        for ly in self._layers:
-            qkv = (x @ ly.wqkv).reshape(B, L, 3 * H)
-            self._par(lambda q, bi, c, ly=ly: attend(q, bi, c, ly.bqkv), B, qkv, bias, ctx)
-            ao = ctx.reshape(B * L, H) @ ly.wo
-            self._par(lambda xs, ys, ly=ly: residual_norm(xs, ys, ly.bo, ly.ln1), B * L, x, ao)
+            ctx = np.matmul(att, t[2])  # (B, NH, L, hd): normalising here touches hd values a row, not L
+            ctx /= att.sum(axis=-1, keepdims=True)
+            ao = ctx.transpose(0, 2, 1, 3).reshape(B * L, H) @ ly.wo
+            x += ao
+            x += ly.bo
+            _layer_norm(x, *ly.ln1, eps)
             mid = x @ ly.wi
-            self._par(lambda ms, ly=ly: bias_gelu(ms, ly.bi), B * L, mid)
+            mid += ly.bi
+            with np.errstate(over="ignore"):  # exp(-2u) is inf for very negative inputs: x / inf = -0, as it should
+                _gelu(mid)
             fo = mid @ ly.wf
-            self._par(lambda xs, ys, ly=ly: residual_norm(xs, ys, ly.bf, ly.ln2), B * L, x, fo)
+            x += fo
+            x += ly.bf
+            _layer_norm(x, *ly.ln2, eps)
         x = x.reshape(B, L, H)
         m = mask[:, :, None].astype(np.float32)
         return (x * m).sum(axis=1) / m.sum(axis=1)
@@ -321,17 +336,17 @@ def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> None
     x += b
 
 
-_C1 = np.float32(np.sqrt(2.0 / np.pi))
-_C2 = np.float32(0.044715 * np.sqrt(2.0 / np.pi))
+_C1 = np.float32(-2.0 * np.sqrt(2.0 / np.pi))
+_C2 = np.float32(-2.0 * 0.044715 * np.sqrt(2.0 / np.pi))
 
 
 def _gelu(x: np.ndarray) -> None:
-    """GELU in place, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    """GELU in place, tanh form 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), computed as the equal
+    x / (1 + exp(-2u)) (one operation fewer)."""
     t = x * x
     t *= _C2
     t += _C1
     t *= x
-    np.tanh(t, out=t)
+    np.exp(t, out=t)
     t += 1.0
-    t *= 0.5
-    x *= t
+    x /= t

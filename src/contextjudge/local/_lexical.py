@@ -6,7 +6,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["answer_occurs", "content_tokens", "normalize", "token_recall"]
+__all__ = ["answer_occurs", "content_tokens", "lead_phrase", "lead_tokens", "normalize", "token_recall"]
 
 # Function words carry no evidence of relevance. A short fixed list keeps the judge language-light and deterministic.
 _STOPWORDS = frozenset("""
@@ -22,6 +22,8 @@ us using use used like well also would
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _YES_NO = frozenset({"yes", "no", "true", "false"})
+# Where a node's lead phrase (what it is about: "Harvey Lawrence Pekar (October 8, 1939 - ...) was an ...") ends.
+_LEAD_END = re.compile(r"\s(?:is|was|are|were|has|had|refers?|may refer)\s|[(,;:]|\s[-\u2013\u2014]\s")
 
 
 @lru_cache(maxsize=100_000)
@@ -65,3 +67,17 @@ def answer_occurs(answer: str | None, text: str, max_words: int = 10) -> bool:
         return False
     t = " " + normalize(text) + " "
     return f" {a} " in t or f" {a} " in " " + " ".join(_ARTICLES.sub(" ", t).split()) + " "
+
+
+def lead_phrase(text: str) -> str:
+    """A text's lead phrase: its subject, up to the first "is/was/..." or bracket or comma (encyclopedic and product
+    text usually opens with what it is about). Empty when there is no such phrase within the first 100 characters."""
+    head = text.strip()[:100]
+    m = _LEAD_END.search(head)
+    return head[: m.start()].strip() if m else ""
+
+
+@lru_cache(maxsize=100_000)
+def lead_tokens(text: str) -> frozenset[str]:
+    """The content words of ``lead_phrase(text)``."""
+    return content_tokens(lead_phrase(text))

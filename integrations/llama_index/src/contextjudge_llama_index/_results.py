@@ -14,7 +14,6 @@ import logging
 import threading
 import time
 import uuid
-import weakref
 from typing import Any
 
 from contextjudge import ConversationalTestCase, LLMTestCase, MetricResult, Turn
@@ -142,8 +141,7 @@ class LazyCase(CapturedCase):
         self.results: list[MetricResult] = []
         self.captured_at = time.time()
         self._record: Record | None = record
-        # weak: the scorer keeps its cases, and a cycle would leave unread cases (and their scorer) to the cyclic GC
-        self._scorer = None if scorer is None else weakref.ref(scorer)
+        self._scorer = scorer
         self._fields: list[Any] | None = None  # [test_case, metadata, golden_id] once assembled
         self._ready = False
         self._failed = False
@@ -174,7 +172,7 @@ class LazyCase(CapturedCase):
             return self._fields
 
     def _assemble(self) -> None:
-        record, scorer = self._record, (self._scorer() if self._scorer is not None else None)
+        record, scorer = self._record, self._scorer
         try:
             assert record is not None
             built = record_to_case(record)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import logging
 import pickle
 import threading
@@ -196,3 +197,13 @@ def test_background_cases_reach_the_worker_in_one_batch_and_flush_does_not_wait_
     assert scorer.flush(10), "flush hands the batch over without waiting for its delay"
     assert handoffs == [5]
     assert all(c.results for c in scorer.cases)
+
+
+def test_a_case_read_after_its_scorer_is_dropped_still_gets_its_golden(llm):
+    scorer = cj.instrument(metrics=[], mode="off", goldens=[{"input": QUESTION, "expected_output": "25 days."}])
+    RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm).query(QUESTION)
+    cases = scorer.cases
+    cj.uninstrument()
+    del scorer
+    gc.collect()
+    assert cases[0].test_case.expected_output == "25 days."

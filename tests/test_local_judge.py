@@ -294,3 +294,25 @@ def test_numpy_engine_rejects_a_file_that_is_not_a_model(tmp_path):
     bad.write_bytes(b"not a model at all")
     with pytest.raises(ValueError, match="not an e5 model file"):
         E5Model(str(bad))
+
+
+def test_lead_phrase_is_what_a_node_is_about():
+    from contextjudge.local._lexical import lead_phrase, lead_tokens
+
+    assert lead_phrase("Harvey Lawrence Pekar ( ; October 8, 1939 - July 12, 2010) was an American writer.") == \
+        "Harvey Lawrence Pekar"
+    assert lead_phrase("Kiss and Tell is a 1945 American comedy film.") == "Kiss and Tell"
+    assert lead_tokens("Kiss and Tell is a 1945 American comedy film.") == {"kiss", "tell"}
+    assert lead_phrase("no subject marker anywhere in these few words") == ""
+
+
+def test_node_reason_names_the_subject_the_question_names():
+    judge = LocalJudge(embeddings=BagOfWords())
+    req = JudgeRequest(task="node_usefulness", input="When was Harvey Pekar born?", reference="1939",
+                       reference_kind="expected_output",
+                       items=[Item(id="n1", text="Harvey Pekar (October 8, 1939 - 2010) was an American writer."),
+                              Item(id="n2", text="Bananas are yellow fruit."),
+                              Item(id="n3", text="The river flows to the sea.")])
+    verdicts = {v["id"]: v for v in _ask(judge, req)["verdicts"]}
+    assert "it is about 'Harvey Pekar', which the question names" in verdicts["n1"]["reason"]
+    assert "which the question names" not in verdicts["n2"]["reason"]

@@ -215,6 +215,7 @@ class CaptureScorer:
         except Exception:  # noqa: BLE001 - capture never breaks the app
             logger.exception("contextjudge: could not take a captured case")
             with self._lock:
+                self._handoff = [c for c in self._handoff if c is not case]  # not handed over: counted out below
                 self._pending = max(0, self._pending - 1) if self.mode == "background" else self._pending
                 self._idle.notify_all()
 

@@ -18,6 +18,7 @@ count, offset, bytes). dtype 0 is float32, 1 is Q4_0: blocks of 32 weights, an f
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import struct
 import threading
@@ -79,6 +80,8 @@ class _Tokenizer:
         self.max_len = max(len(p) for p in self.vocab)
         self._norm = {chr(cp): out for cp, out in norm.items()}
         self._trans = str.maketrans(self._norm)
+        self._words_independent = not any(_META in p[1:] for p in self.vocab)
+        self._word = functools.lru_cache(maxsize=200_000)(self._segment)
 
     def normalize(self, text: str) -> str:
         text = text.translate(self._trans)
@@ -89,8 +92,24 @@ class _Tokenizer:
         return text.replace(" ", _META)
 
     def encode(self, text: str) -> list[int]:
-        """Content token ids of ``text`` (no <s> or </s>)."""
+        """Content token ids of ``text`` (no <s> or </s>).
+
+        No piece of this vocabulary has the metaspace anywhere but first (checked at load), so every metaspace starts
+        a piece, the best segmentation of the text is the best segmentation of each word in turn, and words (which
+        repeat a lot) are segmented once each."""
         s = self.normalize(text)
+        if not self._words_independent:
+            return self._segment(s)
+        ids: list[int] = []
+        head, *words = s.split(_META)
+        if head:
+            ids += self._segment(head)
+        for w in words:
+            ids += self._word(_META + w)
+        return ids
+
+    def _segment(self, s: str) -> list[int]:
+        """The best-scoring segmentation of ``s`` (Viterbi over the unigram pieces; unknown characters alone)."""
         n = len(s)
         vocab, max_len, unk_score = self.vocab, self.max_len, self.unk_score
         best = [-1e30] * (n + 1)
@@ -227,14 +246,18 @@ class E5Model:
     def token_count(self, text: str, is_query: bool = False) -> int:
         return len(self.tokenize(text, is_query)) + 2
 
-    def encode(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:
+    def encode(self, texts: Sequence[str], is_query: bool | Sequence[bool] = False) -> np.ndarray:
+        """``is_query``: one flag for all texts, or one per text (queries and passages in the same batches)."""
         texts = list(texts)
+        flags = [is_query] * len(texts) if isinstance(is_query, bool) else list(is_query)
+        if len(flags) != len(texts):
+            raise ValueError(f"{len(flags)} is_query flags for {len(texts)} texts")
         out = np.zeros((len(texts), self.H), dtype=np.float64)
         weight = np.zeros(len(texts))
         windows: list[tuple[int, list[int]]] = []  # (text index, token ids with <s> and </s>)
         span = self.MAXP - 2
         for i, t in enumerate(texts):
-            ids = self.tokenize(t, is_query)
+            ids = self.tokenize(t, bool(flags[i]))
             for a in range(0, max(len(ids), 1), span):
                 windows.append((i, [self.bos, *ids[a:a + span], self.eos]))
         windows.sort(key=lambda w: len(w[1]))

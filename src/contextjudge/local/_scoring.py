@@ -115,6 +115,10 @@ class Scorer:
         prev = [h.get("content", "") for h in req.history if h.get("role") == "user"]
         return f"{prev[-1]} {req.input}" if prev else req.input
 
+    def _prefetch(self, queries: list[str], passages: list[str]) -> None:
+        """Embed what a task needs in one go (queries and passages share batches)."""
+        self.cache.ensure([("query", q) for q in queries] + [("passage", self.embed_text(t)) for t in passages])
+
     def _passages(self, texts: list[str]) -> np.ndarray:
         return self.cache.vectors([self.embed_text(t) for t in texts], "passage")
 
@@ -123,6 +127,7 @@ class Scorer:
         """Feature rows for ``texts`` judged against the request's question (and reference when there is one)."""
         q = self.query_text(req)
         queries = [q] + ([f"{q} {req.reference}"] if req.reference else [])
+        self._prefetch(queries, texts)
         qv = self.cache.vectors(queries, "query")
         pv = self._passages(texts)
         cos_q = pv @ qv[0]
@@ -146,6 +151,7 @@ class Scorer:
 
     def support_features(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(cos, word recall) matrices of shape (statements, nodes)."""
+        self._prefetch(statements, nodes)
         sv = self.cache.vectors(statements, "query")
         pv = self._passages(nodes)
         cos = sv @ pv.T
@@ -216,6 +222,7 @@ class Scorer:
         pids = list(parents)
         node_texts = [" ".join(s.text for s in parents[p]) for p in pids]
         q = self.query_text(req)
+        self._prefetch([q], node_texts)
         qv = self.cache.vectors([q], "query")[0]
         pv = self._passages(node_texts)
         cos = pv @ qv

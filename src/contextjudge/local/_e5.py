@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import struct
 import threading
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+logger = logging.getLogger("contextjudge")
 
 __all__ = ["E5Model", "default_model_path"]
 
@@ -166,8 +169,12 @@ class E5Model:
             from threadpoolctl import ThreadpoolController  # noqa: PLC0415 - optional, see _blas_single_threaded
 
             self._controller: Any = ThreadpoolController()
-        except Exception:  # noqa: BLE001 - not installed, or cannot inspect this process's libraries
+        except Exception as exc:  # noqa: BLE001 - not installed, or cannot inspect this process's libraries
             self._controller = None
+            if self._threads > 1:
+                logger.warning("contextjudge: the embedded judge runs its batches one at a time, about half as fast "
+                               "on 2 cores, because threadpoolctl is unavailable (%s). Install it with: "
+                               "pip install 'contextjudge[local]'  (or: pip install threadpoolctl)", exc)
         self._load(self.path)
 
     # --------------------------------------------------------------------------------------------- loading

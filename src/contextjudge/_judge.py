@@ -89,11 +89,15 @@ class RunContext:
     # alive in the value, so an id is never reused while its entry exists.
     _runnables: dict[tuple[Any, ...], tuple[Any, Any]] = field(default_factory=dict)
 
-    def semaphore(self, identity: str) -> asyncio.Semaphore:
+    def semaphore(self, identity: str, model: Any = None) -> asyncio.Semaphore:
+        """Judge calls in flight per model: ``JudgeOptions.max_concurrency``, or more when the model asks for it
+        (``contextjudge_min_concurrency``: the embedded judge has no rate limit, and the calls it has waiting are
+        embedded together)."""
         key = (identity, id(asyncio.get_running_loop()))
         sem = self._semaphores.get(key)
         if sem is None:
-            sem = self._semaphores[key] = asyncio.Semaphore(self.options.max_concurrency)
+            n = max(self.options.max_concurrency, int(getattr(model, "contextjudge_min_concurrency", 0) or 0))
+            sem = self._semaphores[key] = asyncio.Semaphore(n)
         return sem
 
     def record(self, event: dict[str, Any]) -> None:
@@ -301,7 +305,7 @@ class JudgeClient:
         """A plain prompt and its text answer (for the opt-in LLM-written reason)."""
         messages = [SystemMessage(self.template.system()), HumanMessage(prompt)]
         t0 = time.perf_counter()
-        async with self.ctx.semaphore(self.identity):
+        async with self.ctx.semaphore(self.identity, self.model):
             msg = await self._invoke("text", messages)
         usage = _usage_of(msg, time.perf_counter() - t0)
         self.ctx.usage.add(usage)
@@ -408,7 +412,7 @@ class JudgeClient:
         for method in self._methods():
             t0 = time.perf_counter()
             try:
-                async with self.ctx.semaphore(self.identity):
+                async with self.ctx.semaphore(self.identity, self.model):
                     result = await self._invoke(method, messages)
             except _MethodUnsupported as exc:
                 logger.debug("contextjudge: %s does not support %s (%s); trying the next method",

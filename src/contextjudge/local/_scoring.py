@@ -115,12 +115,18 @@ class Scorer:
         prev = [h.get("content", "") for h in req.history if h.get("role") == "user"]
         return f"{prev[-1]} {req.input}" if prev else req.input
 
-    def _prefetch(self, queries: list[str], passages: list[str]) -> None:
-        """Embed what a task needs in one go (queries and passages share batches)."""
-        self.cache.ensure([("query", q) for q in queries] + [("passage", self.embed_text(t)) for t in passages])
+    def _vectors(self, queries: list[str], passages: list[str],
+                 ahead: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Unit vectors of ``queries`` and ``passages`` (each cut by ``embed_text``), embedded in one go so queries and
+        passages share batches; ``ahead`` are queries a later request will need, embedded in the same batch."""
+        qkeys = [("query", q) for q in queries]
+        pkeys = [("passage", self.embed_text(t)) for t in passages]
+        found = self.cache.ensure(qkeys + pkeys + [("query", q) for q in ahead or []])
 
-    def _passages(self, texts: list[str]) -> np.ndarray:
-        return self.cache.vectors([self.embed_text(t) for t in texts], "passage")
+        def stack(keys: list[tuple[str, str]]) -> np.ndarray:
+            return np.stack([found[k] for k in keys]) if keys else np.zeros((0, 1), dtype=np.float32)
+
+        return stack(qkeys), stack(pkeys)
 
     # ------------------------------------------------------------------------------------------- features
     def node_features(self, req: JudgeRequest, texts: list[str]) -> tuple[np.ndarray, dict[str, Any]]:
@@ -130,9 +136,7 @@ class Scorer:
         # The expected output's sentences are what ContextualRecall asks about next (statement_support): embedding
         # them in this batch saves the model a round for a few short texts.
         ahead = split_sentences(req.reference) if req.reference and req.reference_kind == "expected_output" else []
-        self._prefetch(queries + ahead, texts)
-        qv = self.cache.vectors(queries, "query")
-        pv = self._passages(texts)
+        qv, pv = self._vectors(queries, texts, ahead)
         cos_q = pv @ qv[0]
         qtok = content_tokens(q)
         ttok = [content_tokens(t) for t in texts]
@@ -154,9 +158,7 @@ class Scorer:
 
     def support_features(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(cos, word recall) matrices of shape (statements, nodes)."""
-        self._prefetch(statements, nodes)
-        sv = self.cache.vectors(statements, "query")
-        pv = self._passages(nodes)
+        sv, pv = self._vectors(statements, nodes)
         cos = sv @ pv.T
         ntok = [content_tokens(n) for n in nodes]
         rec = np.array([[token_recall(content_tokens(s), t) for t in ntok] for s in statements]).reshape(cos.shape)
@@ -225,9 +227,8 @@ class Scorer:
         pids = list(parents)
         node_texts = [" ".join(s.text for s in parents[p]) for p in pids]
         q = self.query_text(req)
-        self._prefetch([q], node_texts)
-        qv = self.cache.vectors([q], "query")[0]
-        pv = self._passages(node_texts)
+        qvs, pv = self._vectors([q], node_texts)
+        qv = qvs[0]
         cos = pv @ qv
         cos_by_parent = dict(zip(pids, cos.tolist()))
         rel_by_parent = dict(zip(pids, _relative(cos).tolist()))

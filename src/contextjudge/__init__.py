@@ -38,9 +38,11 @@ _EXPORTS = {
     "InvalidTestCaseError": ".errors",
     "JudgeError": ".errors",
     "JudgeOutputError": ".errors",
+    "JudgeResponseError": ".errors",
     "JudgeUnavailableError": ".errors",
     "MissingTestCaseParamsError": ".errors",
     "StoreError": ".errors",
+    "SyncCallOnLoopError": ".errors",
     "Golden": ".goldens",
     "MLLMImage": ".multimodal",
     "assert_test": "._assert",
@@ -79,9 +81,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         InvalidTestCaseError,
         JudgeError,
         JudgeOutputError,
+        JudgeResponseError,
         JudgeUnavailableError,
         MissingTestCaseParamsError,
         StoreError,
+        SyncCallOnLoopError,
     )
     from .goldens import Golden
     from .multimodal import MLLMImage

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import hashlib
 import json
 import logging
+import re
 import sys
+import threading
 import time
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableBinding
 from pydantic import BaseModel, ConfigDict, Field
 from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt, stop_after_delay
 
@@ -28,9 +34,10 @@ from ._parsing import parse_answer
 from ._protocol import REQUEST_KEY, Item, JudgeRequest
 from ._result import Usage
 from ._retry import JudgeOptions, backoff_seconds, classify, status_of
-from .errors import JudgeError, JudgeOutputError, JudgeUnavailableError
+from .errors import JudgeError, JudgeOutputError, JudgeResponseError, JudgeUnavailableError
 
-__all__ = ["JUDGE_TAG", "Answer", "JudgeClient", "RunContext", "VerdictCache", "current_run_context", "use_run_context"]
+__all__ = ["JUDGE_TAG", "Answer", "JudgeClient", "RunContext", "VerdictCache", "current_run_context", "in_judge_call",
+           "use_run_context"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -84,6 +91,7 @@ class RunContext:
     _semaphores: dict[tuple[str, int], asyncio.Semaphore] = field(default_factory=dict)
     _methods: dict[str, str] = field(default_factory=dict)
     _inflight: dict[str, asyncio.Future] = field(default_factory=dict)
+    _probes: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
     # Built once per run and judge, not per call: LangChain's with_structured_output converts the schema and builds
     # a parser chain each time, and the answer-length cap copies the model. Keyed by id(model) with the model kept
     # alive in the value, so an id is never reused while its entry exists.
@@ -99,6 +107,16 @@ class RunContext:
             n = max(self.options.max_concurrency, int(getattr(model, "contextjudge_min_concurrency", 0) or 0))
             sem = self._semaphores[key] = asyncio.Semaphore(n)
         return sem
+
+    def probe(self, identity: str) -> tuple[asyncio.Future, bool]:
+        """The probe of a judge's structured-output method on this loop, and whether the caller runs it (the first
+        caller does; it sets the future's result when done, found or not)."""
+        key = (identity, id(asyncio.get_running_loop()))
+        fut = self._probes.get(key)
+        if fut is not None:
+            return fut, False
+        fut = self._probes[key] = asyncio.get_running_loop().create_future()
+        return fut, True
 
     def record(self, event: dict[str, Any]) -> None:
         for hook in self.on_call:
@@ -265,14 +283,14 @@ class JudgeClient:
         self.template = template
         self.ctx = ctx or current_run_context() or RunContext()
         self.native = bool(getattr(model, "contextjudge_native", False))
-        limit = self.ctx.options.max_output_tokens
-        key = ("capped", id(model), limit)
-        hit = self.ctx._runnables.get(key)  # noqa: SLF001
-        if hit is None:
-            hit = self.ctx._runnables[key] = (model, _with_output_cap(model, limit))  # noqa: SLF001
-        self.model = hit[1]
-        self.identity = judge_identity(self.model)
+        self._judge = _judge_of(model, self.ctx.options.max_output_tokens)
+        self.identity = self._judge.identity
         self.name = judge_name(model)
+
+    @property
+    def model(self) -> BaseChatModel:
+        """The judge copy for the running loop (see ``_JudgeCopies``), or the capped model outside a loop."""
+        return self._judge.for_loop()
 
     # ----------------------------------------------------------------------------------------------- public
     async def ask(self, request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
@@ -396,20 +414,34 @@ class JudgeClient:
             human = HumanMessage(content=prompt, additional_kwargs=kwargs)
         return [SystemMessage(self.template.system()), human]
 
-    def _methods(self) -> list[str]:
-        if self.native:
-            return ["text"]
-        known = self.ctx._methods.get(self.identity)  # noqa: SLF001
-        if known:
-            return list(METHODS[METHODS.index(known):])
-        return list(METHODS)
-
     async def _call_and_parse(self, request: JudgeRequest, prompt: str, total: Usage
                               ) -> tuple[dict[str, Any] | None, str, str]:
+        """One answer to ``prompt``, read by the parser, with the structured-output method this judge supports.
+
+        While a judge's method is not yet known, the first call probes the methods in turn and concurrent first
+        calls wait for it, instead of each trying every method; once that probe has ended, calls go ahead."""
         messages = self._messages(request, prompt)
+        if self.native:
+            return await self._try_methods(["text"], request, messages, total)
+        known = self.ctx._methods.get(self.identity)  # noqa: SLF001
+        if known is None:
+            fut, owner = self.ctx.probe(self.identity)
+            if owner:
+                try:
+                    return await self._try_methods(list(METHODS), request, messages, total)
+                finally:
+                    fut.set_result(None)
+            if not fut.done():
+                await asyncio.shield(fut)
+            known = self.ctx._methods.get(self.identity)  # noqa: SLF001
+        methods = list(METHODS[METHODS.index(known):]) if known else list(METHODS)
+        return await self._try_methods(methods, request, messages, total)
+
+    async def _try_methods(self, methods: list[str], request: JudgeRequest, messages: list[Any], total: Usage
+                           ) -> tuple[dict[str, Any] | None, str, str]:
         ids = [it.id for it in request.items]
         last_exc: BaseException | None = None
-        for method in self._methods():
+        for method in methods:
             t0 = time.perf_counter()
             try:
                 async with self.ctx.semaphore(self.identity, self.model):
@@ -433,7 +465,7 @@ class JudgeClient:
                 obj = result["parsed"]
                 data = obj.model_dump() if hasattr(obj, "model_dump") else obj
                 parsed = parse_answer(data, task=request.task, ids=ids, data=judged)
-            if parsed is None and isinstance(result, dict) and not text:
+            if parsed is None and not text:
                 # valid tool calls carry parsed args; invalid ones (broken JSON) carry the raw argument string
                 for tc in getattr(raw_msg, "tool_calls", None) or []:
                     parsed = parse_answer(tc.get("args"), task=request.task, ids=ids, data=judged) or parsed
@@ -449,33 +481,61 @@ class JudgeClient:
             f"JSON mode, plain text): {last_exc}. Check that it is a chat model that returns text.")
 
     def _structured(self, method: str, schema: type[BaseModel]) -> Any:
-        key = ("structured", id(self.model), method, schema)
+        """The runnable that asks ``method``: the model bound to that method's request options, so the answer comes
+        back as the raw message and our own parser reads it. LangChain's ``with_structured_output`` chains a parser
+        (and with ``include_raw`` a map of runnables) after the model, which costs about a third of a call's CPU;
+        where a model's structured output is not such a chain, it is used whole with ``include_raw``."""
+        model = self.model
+        key = ("structured", id(model), method, schema)
         hit = self.ctx._runnables.get(key)  # noqa: SLF001
         if hit is not None:
             return hit[1]
+        kwargs: dict[str, Any] = {"method": method}
         try:
-            runnable = self.model.with_structured_output(schema, method=method, include_raw=True)
+            chain = model.with_structured_output(schema, **kwargs)
         except (NotImplementedError, TypeError, ValueError) as exc:
             if method != "function_calling":
                 raise _MethodUnsupported(f"{method}: {exc}") from exc
-            try:  # LangChain's base implementation takes no method= and always uses tool calling
-                runnable = self.model.with_structured_output(schema, include_raw=True)
+            kwargs = {}  # LangChain's base implementation takes no method= and always uses tool calling
+            try:
+                chain = model.with_structured_output(schema)
             except (NotImplementedError, TypeError, ValueError) as exc2:
                 raise _MethodUnsupported(f"{method}: {exc2}") from exc2
-        self.ctx._runnables[key] = (self.model, runnable)  # noqa: SLF001
+        first = getattr(chain, "first", None)
+        if isinstance(first, RunnableBinding) and first.bound is model:
+            runnable = first
+        else:
+            runnable = model.with_structured_output(schema, include_raw=True, **kwargs)
+        self.ctx._runnables[key] = (model, runnable)  # noqa: SLF001
         return runnable
 
     async def _invoke(self, method: str, messages: list[Any]) -> Any:
-        """One request with retries. Returns an AIMessage (text) or LangChain's include_raw dict."""
+        """One request with retries. Returns an AIMessage, or LangChain's include_raw dict for a model whose
+        structured output is not a bound model (see ``_structured``)."""
         opts = self.ctx.options
         request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
         schema = _ANSWER_SCHEMAS.get(request_dump.get("task"), Verdicts)
-        if method == "text":
-            runnable = self.model
-        else:
-            runnable = self._structured(method, schema)
+        runnable = self.model if method == "text" else self._structured(method, schema)
         config = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
                   "metadata": {"contextjudge": "judge"}}
+
+        async def attempt_once() -> Any:
+            try:
+                return await _isolated(runnable.ainvoke(messages, config=config), opts.attempt_timeout)
+            except JudgeError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - sorted here, raised again below
+                recovered = _recover_answer(exc) if method != "text" else None
+                if recovered is not None:
+                    # The server answered, but the SDK's own parsing of the structured answer failed (invalid or
+                    # truncated JSON, prose around it, finish_reason "length"): read it with our tolerant parser.
+                    logger.info("contextjudge: judge %s answered %s output its SDK could not parse (%s); reading "
+                                "the raw text instead", self.name, method, type(exc).__name__)
+                    return recovered
+                odd = _odd_response(exc)
+                if odd is not None:
+                    raise odd from exc
+                raise
 
         def _retryable(exc: BaseException) -> bool:
             return classify(exc) == "transient" and not _is_method_rejection(exc, method)
@@ -497,10 +557,16 @@ class JudgeClient:
         try:
             async for attempt in retrying:
                 with attempt:
-                    return await _isolated(runnable.ainvoke(messages, config=config), opts.attempt_timeout)
+                    return await attempt_once()
         except RetryError as exc:
             inner = exc.last_attempt.exception()
             n = exc.last_attempt.attempt_number
+            odd = _find_cause(inner, JudgeResponseError)
+            if odd is not None:
+                raise JudgeUnavailableError(
+                    f"The judge {self.name!r} answered {n} attempt(s) with something that is not a chat completion: "
+                    f"{odd}. Check base_url (a proxy or login page may stand in front of the server) and that the "
+                    "server speaks the OpenAI chat-completions API.", status_code=200) from inner
             raise JudgeUnavailableError(
                 f"The judge {self.name!r} kept failing after {n} attempts "
                 f"({type(inner).__name__}: {str(inner)[:200]}). It may be overloaded or down; try again later, "
@@ -508,13 +574,6 @@ class JudgeClient:
         except JudgeError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this one boundary
-            recovered = _recover_answer(exc) if method != "text" else None
-            if recovered is not None:
-                # The server answered, but the SDK's own parsing of the structured answer failed (invalid or
-                # truncated JSON, prose around it, finish_reason "length"): read it with our tolerant parser.
-                logger.info("contextjudge: judge %s answered %s output its SDK could not parse (%s); reading the "
-                            "raw text instead", self.name, method, type(exc).__name__)
-                return recovered
             if _is_method_rejection(exc, method):
                 raise _MethodUnsupported(f"{method}: {str(exc)[:200]}") from exc
             kind = classify(exc)
@@ -524,6 +583,31 @@ class JudgeClient:
                 raise _MethodUnsupported(f"{method}: {exc}") from exc
             raise JudgeError(f"The judge {self.name!r} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
         raise JudgeError("unreachable")  # pragma: no cover
+
+
+def _find_cause(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kind):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _odd_response(exc: BaseException) -> JudgeResponseError | None:
+    """A judge call that failed because of what the server sent back, as a (transient) ``JudgeResponseError``.
+
+    OpenAI's SDK client of ours raises it from its response hook (wrapped by the SDK as a connection error); other
+    providers' SDKs and LangChain fail on an unreadable body with ``IndexError`` (no choices), ``KeyError``,
+    ``AttributeError``, ``TypeError``, or a ``ValueError`` about the response."""
+    found = _find_cause(exc, JudgeResponseError)
+    if found is not None:
+        return found  # type: ignore[return-value]
+    if isinstance(exc, (IndexError, KeyError, AttributeError, TypeError)) or (
+            isinstance(exc, ValueError) and "response" in str(exc).lower()):
+        return JudgeResponseError(f"its response could not be read ({type(exc).__name__}: {str(exc)[:300]})")
+    return None
 
 
 def _judged_text(request: JudgeRequest) -> list[str]:
@@ -602,6 +686,118 @@ def _response_body(response: Any) -> AIMessage | None:
     return AIMessage(content=str(text))
 
 
+class _JudgeCopies:
+    """One judge model as contextjudge calls it: answer length capped (part of its identity), the provider SDK's own
+    retries off, and, for clients bound to an event loop, one client per loop.
+
+    Our retry policy (``_retry``) is the only one: with the SDK retrying too, a persistent 503 at
+    ``max_attempts=3`` made 9 requests. Copying a ChatOpenAI with ``max_retries=0`` is not enough, because the copy
+    keeps the SDK client already built with the old setting; so the SDK client is rebuilt with ``max_retries=0``
+    and, unless the user gave their own ``http_async_client``, a fresh HTTP client for each event loop. That also
+    keeps a judge valid on the user's own loop (``await aevaluate()`` in FastAPI or a pytest-asyncio test) after it
+    was used on contextjudge's loop: langchain-openai caches one HTTP client per base URL, bound to the first loop.
+    """
+
+    def __init__(self, model: BaseChatModel, limit: int | None) -> None:
+        self.original = model
+        self.capped = _with_output_cap(model, limit)
+        self.identity = judge_identity(self.capped)
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, BaseChatModel] = (
+            weakref.WeakKeyDictionary())
+        self._lock = threading.Lock()
+
+    def for_loop(self) -> BaseChatModel:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return self.capped
+        hit = self._per_loop.get(loop)
+        if hit is None:
+            with self._lock:
+                hit = self._per_loop.get(loop)
+                if hit is None:
+                    hit = self._per_loop[loop] = _without_sdk_retries(self.capped)
+        return hit
+
+
+_COPIES: "OrderedDict[tuple[int, int | None], _JudgeCopies]" = OrderedDict()
+_COPIES_LOCK = threading.Lock()
+_COPIES_MAX = 64
+
+
+def _judge_of(model: BaseChatModel, limit: int | None) -> _JudgeCopies:
+    """The process-wide judge copies of ``model`` (kept for the most recent 64 models: a copy holds its HTTP
+    connections, which later runs reuse)."""
+    key = (id(model), limit)
+    with _COPIES_LOCK:
+        hit = _COPIES.get(key)
+        if hit is not None and hit.original is model:
+            _COPIES.move_to_end(key)
+            return hit
+    made = _JudgeCopies(model, limit)
+    with _COPIES_LOCK:
+        hit = _COPIES.get(key)
+        if hit is not None and hit.original is model:
+            return hit
+        _COPIES[key] = made
+        while len(_COPIES) > _COPIES_MAX:
+            _COPIES.popitem(last=False)
+    return made
+
+
+def _without_sdk_retries(model: BaseChatModel) -> BaseChatModel:
+    """A copy of ``model`` whose provider SDK never retries (and, for OpenAI's SDK, with a new HTTP client that
+    reports a 200 answer that is not a completion). Providers with neither a ``max_retries`` field nor an OpenAI
+    SDK client are used as they are: their SDK's own retry setting, if any, adds to ours (see the README)."""
+    fields = getattr(type(model), "model_fields", {})
+    root = getattr(model, "root_async_client", None)
+    try:
+        if root is not None and callable(getattr(root, "with_options", None)):  # langchain-openai's chat models
+            options: dict[str, Any] = {"max_retries": 0}
+            if getattr(model, "http_async_client", None) is None:
+                options["http_client"] = _new_openai_http_client(root)
+            new_root = root.with_options(**options)
+            update: dict[str, Any] = {"root_async_client": new_root, "async_client": new_root.chat.completions}
+            if "max_retries" in fields:
+                update["max_retries"] = 0
+            return model.model_copy(update=update)
+        if "max_retries" in fields:
+            copy = model.model_copy(update={"max_retries": 0})
+            # SDK clients built lazily (functools.cached_property, as ChatAnthropic's) were copied along with the
+            # instance dict: drop them so the copy builds its own, with no retries and bound to this loop
+            for name in list(vars(copy)):
+                if isinstance(getattr(type(copy), name, None), functools.cached_property):
+                    vars(copy).pop(name, None)
+            return copy
+    except Exception:  # noqa: BLE001 - a model that cannot be copied keeps its own setting
+        logger.debug("contextjudge: could not turn off the SDK retries of %s", type(model).__name__, exc_info=True)
+    return model
+
+
+def _new_openai_http_client(root: Any) -> Any:
+    """A new HTTP client for OpenAI's SDK, like its default one, whose response hook turns a 200 answer that is
+    not a chat completion (an HTML page from a proxy, an empty ``choices`` list) into a ``JudgeResponseError``."""
+    import openai  # noqa: PLC0415 - only reached for langchain-openai models, so the SDK is installed
+
+    async def check(response: Any) -> None:
+        if response.status_code != 200 or getattr(response.request, "method", "POST") != "POST":
+            return
+        ctype = response.headers.get("content-type", "")
+        if "event-stream" in ctype:
+            return
+        await response.aread()
+        body = response.content
+        if "json" not in ctype or _EMPTY_CHOICES.search(body[:4096]) or not body.strip():
+            raise JudgeResponseError(
+                "the server answered HTTP 200, but not with a chat completion "
+                f"(content-type {ctype or 'none'!r}): {body[:300].decode('utf-8', 'replace')!r}")
+
+    return openai.DefaultAsyncHttpxClient(event_hooks={"response": [check]})
+
+
+_EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
+
+
 def _with_output_cap(model: BaseChatModel, limit: int | None) -> BaseChatModel:
     """``model`` with its answer length capped at ``limit`` tokens, where the model allows it (see JudgeOptions)."""
     if not limit:
@@ -625,26 +821,53 @@ def _with_output_cap(model: BaseChatModel, limit: int | None) -> BaseChatModel:
         return model
 
 
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "json mode", "tool", "function", "structured",
+                 "schema", "not supported", "unsupported", "not implemented")
+_NOT_FORMAT_WORDS = ("context length", "context_length", "maximum context", "too many tokens", "too long",
+                     "max_tokens", "prompt is too", "reduce the length")
+
+
 def _is_method_rejection(exc: BaseException, method: str) -> bool:
-    """A structured-output request the server does not support: move on to the next method, do not retry."""
+    """A structured-output request the server does not support: move on to the next method, do not retry.
+
+    Only a rejection that is about the request format counts: a 400 for a prompt over the context window, say,
+    fails at once, since every other method would send the same prompt."""
     if method == "text":
         return False
     if isinstance(exc, NotImplementedError):
         return True
     status = status_of(exc)
+    if status is None:
+        return False
     text = str(exc).lower()
-    mentions = any(w in text for w in ("response_format", "json_schema", "json_object", "tool", "function",
-                                       "structured", "not supported", "unsupported"))
-    if status in (400, 404, 415, 422):
-        return True
-    return status is not None and status >= 500 and mentions
+    if any(w in text for w in _NOT_FORMAT_WORDS):
+        return False
+    mentions = any(w in text for w in _FORMAT_WORDS)
+    if status in (400, 404, 415, 422) or status >= 500:
+        return mentions
+    return False
+
+
+_IN_JUDGE: contextvars.ContextVar[bool] = contextvars.ContextVar("contextjudge_in_judge", default=False)
+
+
+def in_judge_call() -> bool:
+    """True in code a judge call runs (and the threads and tasks it starts with its context): capture integrations
+    use it to never record a judge's own framework traffic as a test case."""
+    return _IN_JUDGE.get()
+
+
+def _judge_context() -> contextvars.Context:
+    ctx = contextvars.Context()
+    ctx.run(_IN_JUDGE.set, True)
+    return ctx
 
 
 async def _isolated(coro: Any, timeout: float) -> Any:
     """Run a judge call with no inherited LangChain context, so the user's tracers never see it."""
     loop = asyncio.get_running_loop()
     if sys.version_info >= (3, 11):
-        task = loop.create_task(coro, context=contextvars.Context())
+        task = loop.create_task(coro, context=_judge_context())
     else:  # pragma: no cover - 3.10 cannot start a task in an empty context
         task = loop.create_task(coro)
     try:

@@ -71,8 +71,10 @@ def _names(exc: BaseException) -> str:
 
 def classify(exc: BaseException) -> str:
     """One of "transient", "auth", "bad_request", "other"."""
-    status = status_of(exc)
     names = _names(exc)
+    if "judgeresponseerror" in names:  # an answer that is not a completion: a proxy's page, a hiccup upstream
+        return "transient"
+    status = status_of(exc)
     if status is not None:
         if status in (408, 409, 425, 429) or status >= 500:
             return "transient"

@@ -16,6 +16,8 @@ capture never breaks the user's app.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import logging
 import threading
 import time
@@ -23,16 +25,19 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
-from ._judge import RunContext, VerdictCache, use_run_context
+from ._aio import submit
+from ._judge import RunContext, VerdictCache, in_judge_call, use_run_context
 from ._result import EvaluationResult, MetricResult
 from ._retry import JudgeOptions
 from ._testcase import ConversationalTestCase, LLMTestCase
 from .errors import InvalidTestCaseError, MissingTestCaseParamsError
 from .goldens import Goldens, load_goldens
 
-__all__ = ["AppAdapter", "CaptureScorer", "CapturedCase", "Mode", "default_metrics"]
+__all__ = ["AppAdapter", "CaptureScorer", "CapturedCase", "Mode", "default_metrics", "in_judge_call"]
 
 logger = logging.getLogger("contextjudge")
+
+_live_workers: set[concurrent.futures.Future] = set()
 
 Mode = Literal["background", "deferred", "off"]
 ResultCallback = Callable[["CapturedCase", MetricResult], None]
@@ -135,8 +140,7 @@ class CaptureScorer:
         self._handoff: list[CapturedCase] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
+        self._worker_future: concurrent.futures.Future | None = None  # the worker task, on the shared loop
         self._run_id: str | None = None
         self._skip_noted: set[tuple[str, str]] = set()
 
@@ -252,15 +256,21 @@ class CaptureScorer:
 
     # ----------------------------------------------------------------------------------------------- worker
     def _ensure_worker(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
+        """Start the scoring task on the process-wide loop (``_aio``), where provider clients stay valid."""
+        fut = self._worker_future
+        if fut is not None and not fut.done():
             return
         with self._lock:
-            if self._thread is not None and self._thread.is_alive():
+            fut = self._worker_future
+            if fut is not None and not fut.done():
                 return
-            self._ready.clear()
-            self._thread = threading.Thread(target=self._thread_main, name="contextjudge-scorer", daemon=True)
-            self._thread.start()
-        self._ready.wait()
+            ready = threading.Event()
+            fut = self._worker_future = submit(self._worker(ready), context=contextvars.Context())
+            # Held until the worker ends (close()), as the worker thread of old was: a scorer dropped without
+            # close() keeps scoring what it was given instead of being collected with its cases mid-queue.
+            _live_workers.add(fut)
+            fut.add_done_callback(_live_workers.discard)
+        ready.wait()
 
     def _hand_off(self) -> None:
         """On the worker's loop: queue the cases batched by ``handoff_delay``."""
@@ -269,10 +279,7 @@ class CaptureScorer:
         for case in cases:
             self._queue.put_nowait(case)  # type: ignore[union-attr]
 
-    def _thread_main(self) -> None:
-        asyncio.run(self._worker())
-
-    async def _worker(self) -> None:
+    async def _worker(self, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._queue = asyncio.Queue()
         ctx = RunContext(options=self.judge_options, cache=VerdictCache(backend=self.store))
@@ -280,18 +287,20 @@ class CaptureScorer:
             ctx.on_call.append(self._store_judge_call)
         sem = asyncio.Semaphore(self.concurrency)
         tasks: set[asyncio.Task] = set()
-        self._ready.set()
-        with use_run_context(ctx):
-            while True:
-                case = await self._queue.get()
-                if case is None:
-                    break
-                await sem.acquire()
-                task = asyncio.create_task(self._score_guarded(case, sem))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            if tasks:
-                await asyncio.gather(*tasks, return_exceptions=True)
+        ready.set()
+        # This task runs in a context of its own (see _ensure_worker), so the run context is set and never reset:
+        # a scorer dropped without close() lets its waiting task be collected without a reset in a foreign context.
+        use_run_context(ctx).__enter__()
+        while True:
+            case = await self._queue.get()
+            if case is None:
+                break
+            await sem.acquire()
+            task = asyncio.create_task(self._score_guarded(case, sem))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def _store_judge_call(self, event: dict[str, Any]) -> None:
         """Keep each judge call's usage (tokens, seconds, cache hit) with the capture's run in the store."""
@@ -385,12 +394,14 @@ class CaptureScorer:
         return result
 
     def close(self, timeout: float | None = 30.0) -> None:
-        """Flush, then stop the worker thread."""
+        """Flush, then stop the scoring task (``timeout`` bounds both together)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         self.flush(timeout)
-        if self._thread is not None and self._loop is not None and self._queue is not None:
+        fut = self._worker_future
+        if fut is not None and self._loop is not None and self._queue is not None:
             try:
                 self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
-                self._thread.join(timeout)
-            except RuntimeError:
+                fut.result(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - the loop is closed, or the worker did not stop in time
                 pass
-        self._thread = None
+        self._worker_future = None

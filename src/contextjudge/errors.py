@@ -5,10 +5,13 @@
     ├── MissingTestCaseParamsError    a metric needs a field the test case does not have
     ├── JudgeError                    the judge could not produce a usable verdict
     │   ├── JudgeOutputError          the judge answered, but not in a form we can use (after re-asks)
+    │   ├── JudgeResponseError        the server answered, but not with a completion (an HTML page, no
+    │   │                             choices); transient: retried, and named in the error that ends them
     │   └── JudgeUnavailableError     the judge cannot be reached or refuses us (auth, bad request,
     │                                 retries exhausted, deadline passed, not installed)
     ├── StoreError                    the results store cannot be opened, read or written
-    └── CaptureError                  a capture integration could not assemble a test case
+    ├── CaptureError                  a capture integration could not assemble a test case
+    └── SyncCallOnLoopError           a sync call made from contextjudge's own event loop (also a RuntimeError)
 
 Every message says what to do about it. Third-party errors are translated at one boundary
 (the judge client) and chained with ``raise ... from exc``.
@@ -22,9 +25,11 @@ __all__ = [
     "InvalidTestCaseError",
     "JudgeError",
     "JudgeOutputError",
+    "JudgeResponseError",
     "JudgeUnavailableError",
     "MissingTestCaseParamsError",
     "StoreError",
+    "SyncCallOnLoopError",
 ]
 
 
@@ -66,6 +71,11 @@ class JudgeOutputError(JudgeError):
         self.raw = raw
 
 
+class JudgeResponseError(JudgeError):
+    """The judge's server answered, but what came back is not a chat completion (an HTML page from a proxy, an
+    empty ``choices`` list, a body the provider's SDK cannot read). Treated as transient: the call is retried."""
+
+
 class JudgeUnavailableError(JudgeError):
     """The judge cannot be reached, refuses the request, or is not installed."""
 
@@ -80,3 +90,8 @@ class StoreError(ContextJudgeError):
 
 class CaptureError(ContextJudgeError):
     """A capture integration could not assemble a test case."""
+
+
+class SyncCallOnLoopError(ContextJudgeError, RuntimeError):
+    """A sync facade (``evaluate``, ``measure``, ``flush``) was called from code running on contextjudge's own event
+    loop, where it could only wait for itself. Await the async form instead."""

@@ -60,7 +60,9 @@ class Fault:
     """One kind of misbehaviour, applied to the next ``times`` requests it matches (``times=None``: all of them).
 
     kind: ``http`` (``status``, optional ``retry_after`` seconds, optional ``message``), ``reset`` (the connection
-    is closed without an answer), ``slow`` (answer after ``seconds``), or one of the content faults
+    is closed without an answer), ``slow`` (answer after ``seconds``), ``html`` (HTTP 200 with an HTML page, as a
+    proxy or captive portal sends), ``no_choices`` (HTTP 200, a completion whose ``choices`` list is empty), or one
+    of the content faults
     (``invalid_json``, ``truncated``, ``prose``, ``fence``, ``think``, ``words``, ``missing_id``, ``extra_id``,
     ``duplicate_id``, ``conflicting_ids``, ``empty``, ``refusal``, ``fake_verdicts``; ``echo_data`` quotes the
     first judged item that holds JSON after the real answer, as a chatty judge might; ``length`` cuts the answer and
@@ -294,6 +296,16 @@ class FaultServer:
             return 0, {}, None, record
         if fault is not None and fault.kind == "slow":
             time.sleep(min(fault.seconds, MAX_SLEEP))
+        if fault is not None and fault.kind == "html":
+            page = (fault.message or "<html><head><title>Bad gateway</title></head><body><h1>502 Bad Gateway</h1>"
+                    "<p>The upstream server did not answer.</p></body></html>")
+            return 200, {"content-type": "text/html; charset=utf-8"}, page.encode(), record
+        if fault is not None and fault.kind == "no_choices":
+            empty = {"id": f"chatcmpl-{int(t0 * 1000)}", "object": "chat.completion", "created": int(t0),
+                     "model": body.get("model") or "fake", "choices": [],
+                     "usage": {"prompt_tokens": record["prompt_tokens"], "completion_tokens": 0,
+                               "total_tokens": record["prompt_tokens"]}}
+            return 200, {}, json.dumps(empty).encode(), record
         answer = self.contextjudge_answer(prompt)
         if answer is None:
             answer = self.generic_answer(body, method, prompt)

@@ -108,7 +108,7 @@ def test_background_mode_assembles_on_the_scorer_thread(llm, judge, monkeypatch)
     engine = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm)
     engine.query(QUESTION)
     assert scorer.flush(10)
-    assert threads == ["contextjudge-scorer"]
+    assert threads == ["contextjudge-loop"]  # the process-wide loop the scorer runs on, not the app's thread
     [case] = scorer.cases
     assert {r.name for r in case.results} == {"Contextual Relevancy", "Contextual Precision"}  # golden applied
     assert case.test_case.expected_output == "25 vacation days a year."

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Iterator
 
 from contextjudge import JUDGE_TAG, RetrievedNode
+from contextjudge.capture import in_judge_call
 from contextjudge.multimodal import node_from_llama_image_node
 
 try:  # the instrumentation package split out of llama-index-core in 0.12
@@ -51,7 +52,6 @@ _BASES = {"BaseQueryEngine": "query", "BaseRetriever": "retrieve", "BaseChatEngi
 _WRITERS = frozenset({"write_response_to_history", "awrite_response_to_history"})
 _RECORDED_EVENTS = frozenset({"RetrievalEndEvent", "ReRankEndEvent"})  # what Router.event looks at
 _UUID_SUFFIX = 37  # "-" + str(uuid4())
-_SCORER_THREAD = "contextjudge-scorer"
 _GOLDEN_TAGS = ("contextjudge.golden_id", "golden_id")
 GOLDEN_INDEX_TAG = "contextjudge.golden_index"
 
@@ -395,8 +395,8 @@ class Router:
             return
         if tags and (JUDGE_TAG in tags or "contextjudge.judge" in tags):
             return  # a judge's own LlamaIndex traffic is never a test case
-        if threading.current_thread().name == _SCORER_THREAD:
-            return
+        if in_judge_call():
+            return  # the same, for judge traffic that carries no tag: the judge call's context says so
         args = getattr(bound_args, "arguments", {}) or {}
         first = args.get("message", args.get("str_or_query_bundle"))
         if first is None and args:

@@ -1,0 +1,237 @@
+"""The judge path as a user meets it: a real ``ChatOpenAI`` against a real HTTP server on loopback, called again and
+again, from plain code, from threads, from inside a running loop and from the user's own loop.
+
+Every sync facade runs on one process-wide loop (``contextjudge._aio``); langchain-openai caches one async HTTP
+client per base URL bound to the loop that first used it, so anything that ran ``asyncio.run`` per call broke on the
+second call ("Event loop is closed"). Each test here would have failed that way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+pytest.importorskip("langchain_openai")
+pytest_plugins = ["pytester"]
+
+from langchain_openai import ChatOpenAI  # noqa: E402
+
+from contextjudge import (  # noqa: E402
+    JudgeOptions,
+    LLMTestCase,
+    SyncCallOnLoopError,
+    aevaluate,
+    assert_test,
+    evaluate,
+)
+from contextjudge._aio import run_sync, submit  # noqa: E402
+from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric  # noqa: E402
+from contextjudge.testing_server import Fault, FaultServer  # noqa: E402
+
+YES = ["leave", "vacation"]
+# precision: [useful, not] -> 1.0 and [not, useful] -> 0.5; relevancy: one relevant sentence of two -> 0.5
+CASES = [
+    LLMTestCase(input=f"How much leave do I get? ({i})", actual_output="20 days.", expected_output="20 days of leave.",
+                retrieval_context=["Staff get 20 days of leave.", "The cafeteria opens at 8."] if i % 2 == 0
+                else ["The cafeteria opens at 8.", "Staff get 20 days of vacation."])
+    for i in range(6)
+]
+EXPECTED = {("Contextual Precision", 0): 1.0, ("Contextual Precision", 1): 0.5,
+            ("Contextual Relevancy", 0): 0.5, ("Contextual Relevancy", 1): 0.5}
+FAST = JudgeOptions(max_attempts=3, attempt_timeout=15.0, deadline=60.0, backoff_initial=0.01, backoff_max=0.05)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FaultServer(yes_words=YES) as srv:
+        yield srv
+
+
+@pytest.fixture()
+def judge(server):
+    server.reset()
+    return ChatOpenAI(model="judge-model", base_url=server.url, api_key="sk-test", temperature=0)
+
+
+def _metrics(judge):
+    return [ContextualPrecisionMetric(model=judge), ContextualRelevancyMetric(model=judge)]
+
+
+def _check(result, n: int = len(CASES)) -> None:
+    assert len(result.test_results) == n
+    for i, tr in enumerate(result.test_results):
+        for m in tr.metrics_data:
+            assert m.error is None, m.error
+            assert m.score == pytest.approx(EXPECTED[(m.name, i % 2)]), (i, m.name, m.reason)
+
+
+def test_evaluate_three_times_in_a_row(judge, server):
+    for _ in range(3):
+        _check(evaluate(CASES, _metrics(judge), show_progress=False))
+    assert server.calls() > 0
+
+
+def test_measure_three_times(judge):
+    metric = ContextualPrecisionMetric(model=judge)
+    for i in range(3):
+        case = CASES[i]
+        metric.measure(case)
+        assert metric.error is None, metric.error
+        assert metric.score == pytest.approx(EXPECTED[("Contextual Precision", i % 2)])
+
+
+def test_assert_test_twice(judge):
+    for case in CASES[:2]:
+        assert_test(case, [ContextualPrecisionMetric(model=judge, threshold=0.4)])
+
+
+def test_evaluate_from_several_threads_at_once(judge):
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            _check(evaluate(CASES, _metrics(judge), show_progress=False))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+
+
+async def test_sync_evaluate_inside_a_running_loop_then_await_on_the_users_loop(judge):
+    # a notebook cell or a FastAPI handler calling the sync facade: it blocks this loop and works
+    _check(evaluate(CASES, _metrics(judge), show_progress=False))
+    # the same judge awaited on the user's own loop gets a client bound to this loop, not the shared one
+    _check(await aevaluate(CASES, _metrics(judge), show_progress=False))
+    _check(await aevaluate(CASES, _metrics(judge), show_progress=False))
+    _check(evaluate(CASES, _metrics(judge), show_progress=False))
+
+
+async def test_user_loops_one_after_another(judge):
+    # pytest-asyncio gives each test its own loop; a second loop in the same process must work too
+    _check(await aevaluate(CASES[:2], _metrics(judge), show_progress=False), 2)
+
+
+def test_asyncio_run_per_call_in_user_code(judge):
+    # the user's own asyncio.run per call (a script's pattern): each new loop gets its own client
+    for _ in range(3):
+        _check(asyncio.run(aevaluate(CASES, _metrics(judge), show_progress=False)))
+
+
+def test_sync_facade_on_the_shared_loop_fails_clearly_instead_of_deadlocking(judge):
+    async def inner() -> None:
+        evaluate(CASES[:1], _metrics(judge), show_progress=False)
+
+    with pytest.raises(SyncCallOnLoopError, match="Await the async form"):
+        submit(inner()).result(30)
+    assert run_sync(asyncio.sleep(0, "still fine")) == "still fine"  # the loop survived
+
+
+def test_html_page_with_status_200_is_retried_then_scored(judge, server):
+    server.reset([Fault("html", times=1)])
+    metric = ContextualPrecisionMetric(model=judge)
+    result = evaluate(CASES[:1], [metric], show_progress=False, judge_options=FAST)
+    assert result.test_results[0].metrics_data[0].score == 1.0
+    assert server.calls() == 2
+
+
+@pytest.mark.parametrize("kind, shown", [("html", "502 Bad Gateway"), ("no_choices", "choices")])
+def test_persistent_odd_200_is_a_clear_error_saying_what_came_back(judge, server, kind, shown):
+    server.reset([Fault(kind, times=None)])
+    result = evaluate(CASES[:1], [ContextualPrecisionMetric(model=judge)], show_progress=False, judge_options=FAST)
+    m = result.test_results[0].metrics_data[0]
+    assert m.score is None and m.error_type == "JudgeUnavailableError"
+    assert "not a chat completion" in m.error and shown in m.error
+    assert "AttributeError" not in m.error and "IndexError" not in m.error
+    assert server.calls() == FAST.max_attempts
+
+
+def test_persistent_503_makes_exactly_max_attempts_requests(judge, server):
+    server.reset([Fault("http", status=503, times=None)])
+    judge_with_sdk_retries = judge.model_copy(update={"max_retries": 5})  # the user's own setting is overridden
+    result = evaluate(CASES[:1], [ContextualPrecisionMetric(model=judge_with_sdk_retries)], show_progress=False,
+                      judge_options=FAST)
+    m = result.test_results[0].metrics_data[0]
+    assert m.error_type == "JudgeUnavailableError" and f"after {FAST.max_attempts} attempts" in m.error
+    assert server.calls() == FAST.max_attempts
+
+
+def test_concurrent_first_calls_wait_for_one_probe(judge, server):
+    # a server that rejects json_schema (as llama.cpp's does, with a 500 about response_format)
+    server.reset([Fault("http", status=500, times=None, methods=("json_schema",),
+                        message="Unsupported response_format type json_schema")])
+    result = evaluate(CASES, _metrics(judge), show_progress=False, judge_options=FAST)
+    _check(result)
+    methods = [r["method"] for r in server.requests]
+    assert methods.count("json_schema") == 1, methods
+    assert set(methods[1:]) == {"tools"}
+
+
+def test_context_too_long_fails_at_once_instead_of_trying_every_method(judge, server):
+    server.reset([Fault("http", status=400, times=None,
+                        message="This model's maximum context length is 8192 tokens. Please reduce the length.")])
+    result = evaluate(CASES[:1], [ContextualPrecisionMetric(model=judge)], show_progress=False, judge_options=FAST)
+    m = result.test_results[0].metrics_data[0]
+    assert m.error_type == "JudgeUnavailableError" and "maximum context length" in m.error
+    assert server.calls() == 1
+
+
+def test_interpreter_exits_cleanly_after_sync_calls(server):
+    server.reset()
+    script = textwrap.dedent(f"""
+        from langchain_openai import ChatOpenAI
+        from contextjudge import LLMTestCase, evaluate
+        from contextjudge.metrics import ContextualPrecisionMetric
+        judge = ChatOpenAI(model="m", base_url={server.url!r}, api_key="k")
+        case = LLMTestCase(input="leave?", expected_output="20 days of leave", retrieval_context=["leave: 20 days"])
+        for _ in range(2):
+            r = evaluate([case], [ContextualPrecisionMetric(model=judge)], show_progress=False)
+            assert r.test_results[0].metrics_data[0].score == 1.0, r
+        print("done")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "done"
+    for bad in ("Event loop is closed", "Task was destroyed", "Traceback"):
+        assert bad not in proc.stderr, proc.stderr
+
+
+def test_assert_test_in_a_pytest_session(pytester, server):
+    server.reset()
+    pytester.makeini("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_gate=textwrap.dedent(f"""
+        import pytest
+        from langchain_openai import ChatOpenAI
+        from contextjudge import LLMTestCase, assert_test
+        from contextjudge.metrics import ContextualPrecisionMetric
+
+        JUDGE = ChatOpenAI(model="m", base_url={server.url!r}, api_key="k")
+        GOOD = LLMTestCase(input="leave?", expected_output="20 days of leave",
+                           retrieval_context=["leave: 20 days", "the cafeteria"])
+        BAD = LLMTestCase(input="leave?", expected_output="20 days of leave",
+                          retrieval_context=["the cafeteria", "the parking lot", "leave: 20 days"])
+
+        @pytest.mark.parametrize("i", range(3))
+        def test_good(i):
+            assert_test(GOOD, [ContextualPrecisionMetric(model=JUDGE, threshold=0.9)])
+
+        def test_bad():
+            assert_test(BAD, [ContextualPrecisionMetric(model=JUDGE, threshold=0.9)])
+
+        async def test_good_from_a_coroutine():
+            assert_test(GOOD, [ContextualPrecisionMetric(model=JUDGE, threshold=0.9)])
+    """))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, failed=1)
+    out = result.stdout.str()
+    assert "Event loop is closed" not in out and "different event loop" not in out
+    assert "0.333" in out  # the bad case fails on its score, not on an error

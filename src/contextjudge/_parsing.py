@@ -154,6 +154,14 @@ def extract_json_candidates(text: str) -> list[Any]:
     """All JSON values found in ``text``: whole text, fenced blocks, then bracketed spans, repaired if truncated."""
     if text is None:
         return []
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+        # The usual answer: one JSON value and nothing else. Its bracketed spans would be itself, so there is
+        # nothing more to find (and scanning them costs more than the rest of reading the answer).
+        try:
+            return [json.loads(stripped)]
+        except ValueError:
+            pass
     cleaned = _THINK.sub(" ", text)
     cleaned = _UNCLOSED_THINK.sub(" ", cleaned) if "</think" not in cleaned.lower() else cleaned
     sources: list[str] = [cleaned]
@@ -166,9 +174,9 @@ def extract_json_candidates(text: str) -> list[Any]:
             if not key or key in seen:
                 continue
             seen.add(key)
-            for attempt in (key, _close_truncated(key)):
+            for repair in (False, True):  # the repair scans the text: only when the text as it is fails
                 try:
-                    found.append(_loads(attempt))
+                    found.append(_loads(_close_truncated(key) if repair else key))
                     break
                 except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                     continue

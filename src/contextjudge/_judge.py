@@ -243,7 +243,7 @@ def _content_text(msg: Any) -> str:
 def _hash(*parts: Any) -> str:
     h = hashlib.sha256()
     for p in parts:
-        h.update(json.dumps(p, sort_keys=True, default=str).encode())
+        h.update(p.encode() if isinstance(p, str) else json.dumps(p, sort_keys=True, default=str).encode())
         h.update(b"\x00")
     return h.hexdigest()
 
@@ -285,7 +285,7 @@ class JudgeClient:
         self.native = bool(getattr(model, "contextjudge_native", False))
         self._judge = _judge_of(model, self.ctx.options.max_output_tokens)
         self.identity = self._judge.identity
-        self.name = judge_name(model)
+        self.name = self._judge.name
 
     @property
     def model(self) -> BaseChatModel:
@@ -300,9 +300,9 @@ class JudgeClient:
         budget = self.ctx.options.token_budget
         item_chunks = _split_by_budget(request.items, budget)
         ctx_chunks = _split_by_budget(request.context, budget) if request.context else [[]]
+        if len(item_chunks) == 1 and len(ctx_chunks) == 1:
+            return await self._ask_cached(request, build)  # the whole request fits: no copy
         subs = [_sub_request(request, ic, cc) for ic in item_chunks for cc in ctx_chunks]
-        if len(subs) == 1:
-            return await self._ask_cached(subs[0], build)
         answers = await asyncio.gather(*(self._ask_cached(s, build) for s in subs))
         merged = Answer(method=answers[0].method)
         for ans in answers:
@@ -332,7 +332,8 @@ class JudgeClient:
     # ----------------------------------------------------------------------------------------------- cache
     async def _ask_cached(self, request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
         prompt = build(request)
-        key = _hash(self.identity, prompt, request.model_dump(mode="json", exclude={"metric", "reference_kind"}))
+        dump = request.model_dump(mode="json")
+        key = _hash(self.identity, prompt, {k: v for k, v in dump.items() if k not in ("metric", "reference_kind")})
         hit = self.ctx.cache.get(key)
         if hit is not None:
             return self._from_cache(hit, request)
@@ -345,7 +346,7 @@ class JudgeClient:
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self.ctx._inflight[key] = fut  # noqa: SLF001
         try:
-            answer = await self._ask_fresh(request, prompt, build)
+            answer = await self._ask_fresh(request, prompt, build, dump)
             self.ctx.cache.put(key, answer.to_cache())
             return answer
         finally:
@@ -362,10 +363,11 @@ class JudgeClient:
                       reason=hit.get("reason") or "", usage=usage, method="cache")
 
     # ----------------------------------------------------------------------------------------------- asking
-    async def _ask_fresh(self, request: JudgeRequest, prompt: str, build: Callable[[JudgeRequest], str]) -> Answer:
+    async def _ask_fresh(self, request: JudgeRequest, prompt: str, build: Callable[[JudgeRequest], str],
+                         dump: dict[str, Any] | None = None) -> Answer:
         ids = [it.id for it in request.items]
         total = Usage()
-        parsed, method, raw = await self._call_and_parse(request, prompt, total)
+        parsed, method, raw = await self._call_and_parse(request, prompt, total, dump)
         if request.task == "rubric_recall":
             if parsed is None:
                 parsed, method, raw = await self._call_and_parse(
@@ -398,8 +400,8 @@ class JudgeClient:
                 "request holds fewer items.", raw=raw)
         return Answer(verdicts=verdicts, usage=total, method=method)
 
-    def _messages(self, request: JudgeRequest, prompt: str) -> list[Any]:
-        kwargs = {REQUEST_KEY: request.model_dump(mode="json")}
+    def _messages(self, request: JudgeRequest, prompt: str, dump: dict[str, Any] | None = None) -> list[Any]:
+        kwargs = {REQUEST_KEY: request.model_dump(mode="json") if dump is None else dump}
         labelled = [(it.id, u) for it in (*request.items, *request.context) for u in it.images]
         if labelled:
             from .multimodal import to_image  # noqa: PLC0415 - only requests with images need it
@@ -414,13 +416,13 @@ class JudgeClient:
             human = HumanMessage(content=prompt, additional_kwargs=kwargs)
         return [SystemMessage(self.template.system()), human]
 
-    async def _call_and_parse(self, request: JudgeRequest, prompt: str, total: Usage
-                              ) -> tuple[dict[str, Any] | None, str, str]:
+    async def _call_and_parse(self, request: JudgeRequest, prompt: str, total: Usage,
+                              dump: dict[str, Any] | None = None) -> tuple[dict[str, Any] | None, str, str]:
         """One answer to ``prompt``, read by the parser, with the structured-output method this judge supports.
 
         While a judge's method is not yet known, the first call probes the methods in turn and concurrent first
         calls wait for it, instead of each trying every method; once that probe has ended, calls go ahead."""
-        messages = self._messages(request, prompt)
+        messages = self._messages(request, prompt, dump)
         if self.native:
             return await self._try_methods(["text"], request, messages, total)
         known = self.ctx._methods.get(self.identity)  # noqa: SLF001
@@ -495,7 +497,8 @@ class JudgeClient:
             # schema and re-validates the request and answer on every call (about 1.5x a plain call's CPU). The
             # same request body goes out through extra_body on the plain path; our parser reads the answer.
             fmt = {"type": "json_object"} if method == "json_mode" else _openai_response_format(schema)
-            runnable = model.bind(extra_body={**(getattr(model, "extra_body", None) or {}), "response_format": fmt})
+            runnable = _DirectCall(model, {"extra_body": {**(getattr(model, "extra_body", None) or {}),
+                                                          "response_format": fmt}})
             self.ctx._runnables[key] = (model, runnable)  # noqa: SLF001
             return runnable
         kwargs: dict[str, Any] = {"method": method}
@@ -511,7 +514,7 @@ class JudgeClient:
                 raise _MethodUnsupported(f"{method}: {exc2}") from exc2
         first = getattr(chain, "first", None)
         if isinstance(first, RunnableBinding) and first.bound is model:
-            runnable = first
+            runnable = _DirectCall(model, first.kwargs) if _is_openai_sdk_model(model) else first
         else:
             runnable = model.with_structured_output(schema, include_raw=True, **kwargs)
         self.ctx._runnables[key] = (model, runnable)  # noqa: SLF001
@@ -523,7 +526,10 @@ class JudgeClient:
         opts = self.ctx.options
         request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
         schema = _ANSWER_SCHEMAS.get(request_dump.get("task"), Verdicts)
-        runnable = self.model if method == "text" else self._structured(method, schema)
+        if method == "text":
+            runnable = _DirectCall(self.model, {}) if _is_openai_sdk_model(self.model) else self.model
+        else:
+            runnable = self._structured(method, schema)
         config = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
                   "metadata": {"contextjudge": "judge"}}
 
@@ -710,6 +716,7 @@ class _JudgeCopies:
         self.original = model
         self.capped = _with_output_cap(model, limit)
         self.identity = judge_identity(self.capped)
+        self.name = judge_name(model)
         self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, BaseChatModel] = (
             weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
@@ -751,6 +758,30 @@ def _judge_of(model: BaseChatModel, limit: int | None) -> _JudgeCopies:
         while len(_COPIES) > _COPIES_MAX:
             _COPIES.popitem(last=False)
     return made
+
+
+class _DirectCall:
+    """A langchain-openai model called the way a judge call needs: straight to its ``_agenerate`` with the request
+    options, honouring its ``rate_limiter``.
+
+    LangChain's run machinery around a chat model (callback managers, tracers, its response cache, run ids) costs
+    about half a millisecond of CPU a call, and a judge call must trigger none of it: judge traffic is never traced
+    into the user's app, and verdicts have our own cache. ``_agenerate`` is the method every LangChain chat model
+    implements; for langchain-openai it builds the request, calls the SDK and reads usage as ``ainvoke`` would.
+    """
+
+    __slots__ = ("kwargs", "model")
+
+    def __init__(self, model: BaseChatModel, kwargs: dict[str, Any]) -> None:
+        self.model = model
+        self.kwargs = {k: v for k, v in kwargs.items() if not k.startswith("ls_")}  # LangSmith-only hints
+
+    async def ainvoke(self, messages: list[Any], config: Any = None) -> AIMessage:
+        limiter = getattr(self.model, "rate_limiter", None)
+        if limiter is not None:
+            await limiter.aacquire(blocking=True)
+        result = await self.model._agenerate(messages, **self.kwargs)  # noqa: SLF001 - see the class docstring
+        return result.generations[0].message
 
 
 def _is_openai_sdk_model(model: Any) -> bool:
@@ -906,11 +937,21 @@ async def _isolated(coro: Any, timeout: float) -> Any:
     """Run a judge call with no inherited LangChain context, so the user's tracers never see it."""
     loop = asyncio.get_running_loop()
     if sys.version_info >= (3, 11):
-        task = loop.create_task(coro, context=_judge_context())
-    else:  # pragma: no cover - 3.10 cannot start a task in an empty context
-        task = loop.create_task(coro)
-    try:
+        async def bounded() -> Any:
+            async with asyncio.timeout(timeout):
+                return await coro
+
+        task = loop.create_task(bounded(), context=_judge_context())
+        try:
+            return await task
+        except asyncio.TimeoutError as exc:
+            raise TimeoutError(f"judge call took longer than {timeout:.0f}s") from exc
+        finally:
+            if not task.done():  # our caller was cancelled: the judge call goes too
+                task.cancel()
+    task = loop.create_task(coro)  # pragma: no cover - 3.10 cannot start a task in an empty context
+    try:  # pragma: no cover
         return await asyncio.wait_for(task, timeout=timeout)
-    except asyncio.TimeoutError as exc:
+    except asyncio.TimeoutError as exc:  # pragma: no cover
         raise TimeoutError(f"judge call took longer than {timeout:.0f}s") from exc
 

@@ -9,9 +9,14 @@ IDS = ["n1", "n2"]
 
 
 @pytest.mark.parametrize("word, expected", [
-    ("yes", "yes"), ("Yes.", "yes"), ("YES", "yes"), (True, "yes"), ("true", "yes"), ("relevant", "yes"),
+    ("yes", "yes"), ("Yes.", "yes"), ("YES", "yes"), (True, "yes"), ("true", "yes"), ("TRUE", "yes"),
+    ("relevant", "yes"), ('"yes"', "yes"), ("**Yes**", "yes"), (" yes! ", "yes"),
     ("no", "no"), ("No.", "no"), ("FALSE", "no"), (False, "no"), ("irrelevant", "no"), ("not relevant", "no"),
-    ("Yes - it mentions Paris", "yes"), ("maybe", None), (None, None),
+    # mixed answers, hedges, null-like strings and numbers are no verdict: re-asked, then a per-case error
+    ("Yes - it mentions Paris", None), ("Yes, partially", None), ("no idea", None), ("not sure", None),
+    ("unsure", None), ("maybe", None), ("partially", None), ("unclear", None), ("N/A", None), ("null", None),
+    ("none", None), ("None", None), ("", None), ("   ", None), (None, None), (1, None), (0, None), (0.7, None),
+    ("y", None), ("n", None), ("supported", None), (["yes"], None),
 ])
 def test_normalize_verdict(word, expected):
     assert normalize_verdict(word) == expected

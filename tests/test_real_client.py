@@ -235,3 +235,29 @@ def test_assert_test_in_a_pytest_session(pytester, server):
     out = result.stdout.str()
     assert "Event loop is closed" not in out and "different event loop" not in out
     assert "0.333" in out  # the bad case fails on its score, not on an error
+
+
+HEDGES = ["not sure", "unsure", "maybe", "partially", "unclear", "N/A", "null", "none", "", "Yes, partially",
+          "no idea", "1"]
+
+
+@pytest.mark.parametrize("hedge", HEDGES)
+def test_a_judge_that_hedges_is_reasked_then_a_clear_error_never_a_wrong_score(judge, server, hedge):
+    # every verdict of every answer is the hedge: the re-ask hedges too, so the case errors, naming the judge
+    server.reset([Fault("words", times=None, word_yes=hedge, word_no=hedge)])
+    result = evaluate(CASES[:2], [ContextualPrecisionMetric(model=judge), ContextualRelevancyMetric(model=judge)],
+                      show_progress=False, judge_options=FAST)
+    for tr in result.test_results:
+        for m in tr.metrics_data:
+            assert m.score is None and m.error_type == "JudgeOutputError", (hedge, m.name, m.score, m.reason)
+            assert "no usable verdict" in m.error
+    # one call and one re-ask per metric and case
+    assert server.calls() == 2 * 2 * 2
+
+
+def test_a_judge_that_hedges_once_is_reasked_and_scored(judge, server):
+    server.reset([Fault("words", times=1, word_yes="not sure", word_no="maybe")])
+    result = evaluate(CASES[:1], [ContextualPrecisionMetric(model=judge)], show_progress=False, judge_options=FAST)
+    m = result.test_results[0].metrics_data[0]
+    assert m.error is None and m.score == 1.0
+    assert server.calls() == 2

@@ -20,30 +20,27 @@ _UNCLOSED_THINK = re.compile(r"<think(?:ing)?>.*", re.S | re.I)
 _FENCE = re.compile(r"```(?:json|JSON|javascript|js)?\s*(.*?)```", re.S)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
-_YES = {"yes", "y", "true", "1", "relevant", "useful", "supported", "support", "supports", "correct", "attributable",
-        "present", "found", "pass"}
-_NO = {"no", "n", "false", "0", "irrelevant", "not relevant", "not useful", "unsupported", "not supported",
-       "incorrect", "not attributable", "absent", "not found", "fail", "none", "null"}
+# The only verdict words taken (any case, with trailing punctuation or quotes): the prompts ask for "yes" or "no",
+# JSON booleans and "true"/"false" say the same, and a relevance question may be answered "relevant"/"irrelevant".
+# Anything else is no verdict: hedges ("not sure", "maybe", "partially", "unclear", "N/A"), null-like strings
+# ("null", "none", ""), numbers, and mixed answers ("Yes, partially", "no idea", "Yes - it mentions Paris"). Such an
+# id is re-asked, then becomes a clear per-case error; reading "not sure" as its first word "no" would be a silent
+# wrong score.
+_YES = {"yes", "true", "relevant"}
+_NO = {"no", "false", "irrelevant", "not relevant"}
+_EDGES = " \t\r\n.!\"'`*"
 
 
 def normalize_verdict(value: Any) -> str | None:
-    """Map a judge's verdict word to "yes" or "no"; None when it is neither."""
+    """Map a judge's verdict to "yes" or "no"; None when it is not an unambiguous yes or no (see ``_YES``)."""
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        return "yes" if value >= 0.5 else "no"
     if not isinstance(value, str):
-        return None
-    word = value.strip().strip(".!\"'`*").strip().lower()
-    word = re.sub(r"\s+", " ", word)
+        return None  # numbers, null, lists: a verdict is a word
+    word = " ".join(value.strip(_EDGES).lower().split())
     if word in _YES:
         return "yes"
     if word in _NO:
-        return "no"
-    first = re.split(r"[\s,.;:–—-]+", word, maxsplit=1)[0]
-    if first in {"yes", "true", "relevant", "supported", "useful"}:
-        return "yes"
-    if first in {"no", "false", "irrelevant", "unsupported", "not"}:
         return "no"
     return None
 

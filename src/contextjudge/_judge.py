@@ -625,10 +625,23 @@ def _odd_response(exc: BaseException) -> JudgeResponseError | None:
 
 
 def _judged_text(request: JudgeRequest) -> list[str]:
-    """The data of a request, whose quoted JSON the parser must never take for the judge's answer."""
-    return [request.input, request.reference or "", request.answer or "",
-            *(it.text for it in request.items), *(it.text for it in request.context),
-            *(t.get("content", "") for t in request.history)]
+    """The data of a request, whose quoted JSON the parser must never take for the judge's answer.
+
+    Each piece on its own, each node whole (a relevancy request holds a node as separate sentences, and JSON spread
+    over two sentences or lines of a node is still the node's), and everything together (JSON spread across
+    nodes). The parser only looks further into texts that hold a bracket."""
+    pieces = [request.input, request.reference or "", request.answer or "",
+              *(it.text for it in request.items), *(it.text for it in request.context),
+              *(t.get("content", "") for t in request.history)]
+    nodes: dict[str, list[str]] = {}
+    for it in (*request.items, *request.context):
+        if it.parent:
+            nodes.setdefault(it.parent, []).append(it.text)
+    joined = [" ".join(texts) for texts in nodes.values() if len(texts) > 1]
+    bracketed = [p for p in pieces if "{" in p or "[" in p]
+    if len(bracketed) > 1:
+        joined.append(" ".join(bracketed))
+    return pieces + joined
 
 
 def _recover_answer(exc: BaseException) -> AIMessage | None:

@@ -31,12 +31,20 @@ __all__ = [
     "TurnContextualRelevancyTemplate",
 ]
 
-_TAG = re.compile(r"</?\s*(node|statement|sentence|question|reference|answer|history|turn)\b", re.I)
+_TAG = re.compile(r"<\s*/?\s*(node|statement|sentence|question|reference|answer|history|turn)\b", re.I)
+# Invisible format characters (zero-width spaces and joiners, word joiner, BOM, soft hyphen) carry nothing a judge
+# needs and can hide a tag ("</\u200bnode>"); full-width and small brackets and slashes read as the ASCII ones.
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\u2061\u2062\u2063\u2064"))
+_LOOKALIKE = str.maketrans({"\uff1c": "<", "\ufe64": "<", "\u2039": "<", "\uff0f": "/", "\u2215": "/"})
 
 
 def _data(text: str) -> str:
-    """Neutralise tag-like text inside data so a node cannot close its own delimiter."""
-    return _TAG.sub(lambda m: m.group(0).replace("<", "&lt;"), text or "")
+    """Neutralise tag-like text inside data so a node cannot close its own delimiter, whatever spaces, invisible
+    characters or look-alike brackets it hides the tag with."""
+    text = (text or "").translate(_INVISIBLE)
+    if not text.isascii():
+        text = text.translate(_LOOKALIKE)
+    return _TAG.sub(lambda m: "&lt;" + m.group(0)[1:], text) if "<" in text else text
 
 
 def _items(tag: str, items: list[Item]) -> str:

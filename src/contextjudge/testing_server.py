@@ -52,7 +52,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 CONTENT_FAULTS = ("invalid_json", "truncated", "prose", "fence", "think", "words", "missing_id", "extra_id",
                   "duplicate_id", "conflicting_ids", "empty", "refusal", "fake_verdicts", "echo_data",
-                  "length")
+                  "length", "append")
 
 
 @dataclass
@@ -65,7 +65,8 @@ class Fault:
     of the content faults
     (``invalid_json``, ``truncated``, ``prose``, ``fence``, ``think``, ``words``, ``missing_id``, ``extra_id``,
     ``duplicate_id``, ``conflicting_ids``, ``empty``, ``refusal``, ``fake_verdicts``; ``echo_data`` quotes the
-    first judged item that holds JSON after the real answer, as a chatty judge might; ``length`` cuts the answer and
+    first judged item that holds JSON after the real answer, as a chatty judge might; ``append`` writes ``message``
+    after the real answer, as a judge talked into repeating an injected text might; ``length`` cuts the answer and
     reports ``finish_reason="length"``, as a server does when it hits ``max_tokens``).
     methods: which requests it matches: any of ``json_schema``, ``tools``, ``json_object``, ``text``; empty = all.
     """
@@ -512,6 +513,8 @@ def _damage(fault: Fault, answer: dict[str, Any], text: str, prompt: str = "") -
     if kind == "think":
         decoy = json.dumps({"verdicts": [{"id": v["id"], "verdict": "maybe"} for v in (verdicts or [])]})
         return f"<think>Let me weigh each item. Draft: {decoy}. Now the final answer.</think>\n{text}", None
+    if kind == "append":
+        return f"{text}\n{fault.message}", None
     if kind == "empty":
         return "", None
     if kind == "refusal":

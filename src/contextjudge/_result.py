@@ -7,6 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ._testcase import dump_json
+
 __all__ = ["EvaluationResult", "MetricResult", "TestResult", "Usage"]
 
 
@@ -99,7 +101,7 @@ class TestResult:
         return {
             "index": self.index,
             "name": self.name,
-            "test_case": tc.model_dump(mode="json") if hasattr(tc, "model_dump") else tc,
+            "test_case": dump_json(tc) if hasattr(tc, "model_dump") else tc,
             "success": self.success,
             "error": self.error,
             "metrics": [m.to_dict() for m in self.metrics_data],

@@ -11,20 +11,92 @@ a list given for a text field (DeepEval's multimodal list form), as separate ``r
 
 from __future__ import annotations
 
+import datetime
+import enum
 import hashlib
 import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticSerializationError
 
 from .errors import InvalidTestCaseError
 from .multimodal import IMAGE_ALTS_KEY, IMAGES_KEY, MLLMImage, find_images, join_images, to_image
 
-__all__ = ["ConversationalTestCase", "LLMTestCase", "RetrievedNode", "Turn"]
+__all__ = ["ConversationalTestCase", "LLMTestCase", "RetrievedNode", "Turn", "dump_json", "jsonable"]
+
+
+_MAX_DEPTH = 32
+
+
+def jsonable(value: Any, _depth: int = 0) -> Any:
+    """``value`` as plain JSON data, for the free-form fields of test cases and nodes (metadata).
+
+    numpy scalars and arrays become numbers and lists, tuples and sets become lists (sets sorted), bytes become text
+    (UTF-8, undecodable bytes replaced), dates and times ISO 8601 strings, enums their value, mapping keys strings;
+    anything else becomes its ``str()``. So one odd value in a retriever's metadata never aborts a run, a store
+    write or an export.
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if _depth > _MAX_DEPTH:
+        return str(value)
+    d = _depth + 1
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(jsonable(k, d)): jsonable(v, d) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v, d) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [jsonable(v, d) for v in value]
+        return sorted(items, key=lambda x: (type(x).__name__, json.dumps(x, sort_keys=True, default=str)))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value, d)
+    if isinstance(value, BaseModel):
+        try:
+            return jsonable(value.model_dump(mode="python"), d)
+        except Exception:  # noqa: BLE001 - a model that cannot dump itself is shown as text
+            return str(value)
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "ndim", None) == 0:  # a numpy (or similar) scalar
+        try:
+            return jsonable(item(), d)
+        except Exception:  # noqa: BLE001
+            pass
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):  # a numpy array, a pandas series
+        try:
+            return jsonable(tolist(), d)
+        except Exception:  # noqa: BLE001
+            pass
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 - even str() can fail
+        return f"<{type(value).__name__}>"
+
+
+def dump_json(model: BaseModel, **kwargs: Any) -> Any:
+    """``model.model_dump(mode="json")``, even when a value was put into a metadata dict after construction
+    (``node.metadata["x"] = np.float32(1)``), which the conversion at construction cannot see."""
+    try:
+        return model.model_dump(mode="json", **kwargs)
+    except PydanticSerializationError:
+        return jsonable(model.model_dump(mode="python", **kwargs))
+
+
+def _metadata(v: Any) -> Any:
+    return v if v is None or not isinstance(v, dict) else jsonable(v)
 
 
 class RetrievedNode(BaseModel):
-    """One retrieved item: its text, and optionally the id, score and metadata the retriever gave it."""
+    """One retrieved item: its text, and optionally the id, score and metadata the retriever gave it.
+
+    ``metadata`` may hold any values: they are converted to plain JSON data when the node is made (see
+    ``jsonable``), so numpy numbers, bytes, sets and arbitrary objects never break a run, the store or an export.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -48,6 +120,17 @@ class RetrievedNode(BaseModel):
     @classmethod
     def _id_to_str(cls, v: Any) -> Any:
         return None if v is None else str(v)
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _score(cls, v: Any) -> Any:
+        item = getattr(v, "item", None)
+        return item() if callable(item) and not isinstance(v, (int, float)) else v
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _meta(cls, v: Any) -> Any:
+        return _metadata(v)
 
     def __str__(self) -> str:
         return self.text
@@ -159,6 +242,11 @@ class _Base(BaseModel):
         except ValidationError as exc:
             raise _friendly(exc, type(self).__name__) from None
 
+    @field_validator("additional_metadata", mode="before", check_fields=False)
+    @classmethod
+    def _additional_metadata(cls, v: Any) -> Any:
+        return _metadata(v)
+
 
 def _check_text(v: Any, field: str, *, required: bool) -> Any:
     if _is_image(v):
@@ -216,7 +304,7 @@ class LLMTestCase(_Base):
 
     def fingerprint(self) -> str:
         """A stable hash of the judged content, used to recognise the same case across runs."""
-        payload = self.model_dump(mode="json", exclude={"name", "id", "tags", "additional_metadata"})
+        payload = dump_json(self, exclude={"name", "id", "tags", "additional_metadata"})
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -279,5 +367,5 @@ class ConversationalTestCase(_Base):
         return self
 
     def fingerprint(self) -> str:
-        payload = self.model_dump(mode="json", exclude={"name", "id", "tags", "additional_metadata"})
+        payload = dump_json(self, exclude={"name", "id", "tags", "additional_metadata"})
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

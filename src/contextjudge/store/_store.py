@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from .._result import EvaluationResult, MetricResult, TestResult, Usage
-from .._testcase import ConversationalTestCase, LLMTestCase
+from .._testcase import ConversationalTestCase, LLMTestCase, dump_json, jsonable
 from ..errors import StoreError
 from . import _schema as S
 
@@ -46,8 +46,8 @@ def _json_default(obj: Any) -> Any:
     if hasattr(obj, "to_dict"):
         return obj.to_dict()
     if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode="json")
-    return str(obj)
+        return dump_json(obj)
+    return jsonable(obj)
 
 
 def _loads(text: str | None, default: Any = None) -> Any:
@@ -90,7 +90,7 @@ def _case_to_json(tc: Any) -> tuple[str, str]:
     kind = "conversational" if isinstance(tc, ConversationalTestCase) else "llm"
     if hasattr(tc, "model_dump"):
         try:
-            data = tc.model_dump(mode="json")
+            data = dump_json(tc)
         except Exception:  # noqa: BLE001 - arbitrary metadata objects are kept as their text
             data = json.loads(json.dumps(tc.model_dump(), default=str))
     else:  # pragma: no cover - the runner only hands us test cases

@@ -43,9 +43,9 @@ logger = logging.getLogger("contextjudge")
 MAX_BODY = 8 * 1024 * 1024
 MAX_SLEEP = 30.0
 
-_IDS_LINE = re.compile(r"Give exactly one verdict for each of these ids, and no others: ([^\n]+?)\. A verdict")
-_ITEM = re.compile(r'<(node|statement|sentence) id="([^"]+)"[^>]*>\n(.*?)\n</\1>', re.S)
-_LABELLED = re.compile(r"^\[(n\d+\.s\d+)\] (.*)$", re.M)
+_VERDICT_ASK = re.compile(r'"yes" or "no" for each id \(')
+_ITEM = re.compile(r"<([ns]\d+)>(.*?)</\1>", re.S)
+_LABELLED = re.compile(r"^(n\d+\.s\d+) (.*)$", re.M)
 _RUBRIC = re.compile(r'Answer with JSON only: \{"score"')
 _REASON = re.compile(r'Answer with JSON only: \{"reason"')
 _WORD = re.compile(r"[a-z0-9]+")
@@ -211,21 +211,23 @@ class FaultServer:
         """The answer to a contextjudge judge prompt, or None when ``prompt`` is not one."""
         if _RUBRIC.search(prompt):
             return {"score": self.rubric_score, "reason": self.reason}
-        m = _IDS_LINE.search(prompt)
-        if not m:
+        if not _VERDICT_ASK.search(prompt):
             if _REASON.search(prompt):
                 return {"reason": self.reason}
             return None
-        ids = [s.strip() for s in m.group(1).split(",") if s.strip()]
-        # The judged items are the last tagged element with each id (statements come after the context nodes).
+        # The judged items: sentences labelled "n1.s2 ..." (relevance), else the statements, else the nodes; the
+        # last tagged element with an id holds its text (statements come after the context nodes).
         texts: dict[str, str] = {}
         node_ids = []
-        for tag, iid, text in _ITEM.findall(prompt):
+        for iid, text in _ITEM.findall(prompt):
             texts[iid] = text
-            if tag == "node":
+            if iid.startswith("n") and iid not in node_ids:
                 node_ids.append(iid)
-        for iid, text in _LABELLED.findall(prompt):  # sentences labelled "[n1.s2] ..." inside their node
+        labelled = _LABELLED.findall(prompt)
+        for iid, text in labelled:
             texts[iid] = text
+        statements = [i for i in texts if i.startswith("s")]
+        ids = [i for i, _ in labelled] if labelled else statements or node_ids
         verdicts = []
         for iid in ids:
             v = self.decide(texts.get(iid, ""))
@@ -270,7 +272,8 @@ class FaultServer:
                                   "status": 200, "stream": bool(body.get("stream")),
                                   "max_tokens": body.get("max_tokens"),
                                   "max_completion_tokens": body.get("max_completion_tokens")}
-        record["prompt_tokens"] = self._prompt_tokens(body)
+        record["message_tokens"], record["schema_tokens"] = self._prompt_parts(body)
+        record["prompt_tokens"] = record["message_tokens"] + record["schema_tokens"]
         record["prompt_hash"] = hash(prompt)
         if self.keep_prompts:
             record["prompt"] = prompt
@@ -338,15 +341,22 @@ class FaultServer:
         return 200, {}, json.dumps(payload).encode(), record
 
     def _prompt_tokens(self, body: dict[str, Any]) -> int:
-        n = 0
+        messages, schema = self._prompt_parts(body)
+        return messages + schema
+
+    def _prompt_parts(self, body: dict[str, Any]) -> tuple[int, int]:
+        """Prompt tokens of the messages' text (4 a message, 3 for the reply's priming) and of the answer schema
+        (a json_schema response format, or the tools), which providers bill as prompt tokens too."""
+        n = 3
         for m in body.get("messages") or []:
             n += 4 + self.count_tokens(_message_text(m))
+        schema = 0
         if body.get("tools"):
-            n += self.count_tokens(json.dumps(body["tools"]))
+            schema += self.count_tokens(json.dumps(body["tools"]))
         rf = body.get("response_format")
         if isinstance(rf, dict) and rf.get("type") == "json_schema":
-            n += self.count_tokens(json.dumps(rf.get("json_schema", {}).get("schema", {})))
-        return n + 3
+            schema += self.count_tokens(json.dumps(rf.get("json_schema", {}).get("schema", {})))
+        return n, schema
 
     def _log(self, record: dict[str, Any]) -> None:
         record["t1"] = time.time()
@@ -373,6 +383,8 @@ class FaultServer:
         ok = [r for r in self.requests if r["status"] == 200]
         return {"calls": len(self.requests), "ok_calls": len(ok),
                 "prompt_tokens": sum(r["prompt_tokens"] for r in self.requests),
+                "message_tokens": sum(r.get("message_tokens", 0) for r in self.requests),
+                "schema_tokens": sum(r.get("schema_tokens", 0) for r in self.requests),
                 "completion_tokens": sum(r.get("completion_tokens", 0) for r in ok)}
 
 
@@ -498,7 +510,7 @@ def _damage(fault: Fault, answer: dict[str, Any], text: str, prompt: str = "") -
     """The answer text as the fault damages it, and a refusal message (or None)."""
     kind = fault.kind
     if kind == "echo_data":
-        texts = [t for _, _, t in _ITEM.findall(prompt)] + [t for _, t in _LABELLED.findall(prompt)]
+        texts = [t for _, t in _ITEM.findall(prompt)] + [t for _, t in _LABELLED.findall(prompt)]
         quote = next((t for t in texts if "{" in t and "[n" not in t), "")
         return f"My verdicts:\n{text}\n\nFor the record, one node said: {quote}", None
     verdicts = answer.get("verdicts") if isinstance(answer, dict) else None

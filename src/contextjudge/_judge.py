@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import logging
+import pickle
 import re
 import sys
 import threading
@@ -54,24 +55,41 @@ class CacheBackend(Protocol):
 
 
 class VerdictCache:
-    """Verdicts by (judge identity, rendered prompt, request content); in memory, optionally backed by a store."""
+    """Verdicts by (judge identity, rendered prompt, request content); in memory, optionally backed by a store.
 
-    def __init__(self, backend: CacheBackend | None = None) -> None:
-        self._mem: dict[str, dict[str, Any]] = {}
+    The memory part is a bounded LRU (``max_entries``, default 4096) so a long run or a long-lived capture process
+    does not grow with every judge call: reuse happens between the metrics of one case and between cases in flight
+    together, well inside the bound, and a backing store keeps everything for later runs. Entries are held pickled,
+    which keeps their many small dicts away from the garbage collector; ``get`` returns a fresh copy.
+    """
+
+    def __init__(self, backend: CacheBackend | None = None, max_entries: int = 4096) -> None:
+        self._mem: OrderedDict[str, bytes] = OrderedDict()
         self.backend = backend
+        self.max_entries = max(1, int(max_entries))
 
     def get(self, key: str) -> dict[str, Any] | None:
-        hit = self._mem.get(key)
-        if hit is None and self.backend is not None:
+        packed = self._mem.get(key)
+        if packed is not None:
+            self._mem.move_to_end(key)
+            return pickle.loads(packed)  # noqa: S301 - our own bytes
+        if self.backend is not None:
             hit = self.backend.get_verdict(key)
             if hit is not None:
-                self._mem[key] = hit
-        return hit
+                self._remember(key, hit)
+            return hit
+        return None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        self._mem[key] = value
+        self._remember(key, value)
         if self.backend is not None:
             self.backend.put_verdict(key, value)
+
+    def _remember(self, key: str, value: dict[str, Any]) -> None:
+        self._mem[key] = pickle.dumps(value, 5)
+        self._mem.move_to_end(key)
+        while len(self._mem) > self.max_entries:
+            self._mem.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._mem)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
+import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ._testcase import dump_json
 
-__all__ = ["EvaluationResult", "MetricResult", "TestResult", "Usage"]
+__all__ = ["EvaluationResult", "MetricResult", "Tally", "TestResult", "Usage"]
 
 
 @dataclass
@@ -74,6 +76,46 @@ class MetricResult:
         return d
 
 
+# ``verdicts`` and ``details`` are most of a result's size (a relevancy result holds one verdict per sentence of
+# every node, with the sentence), and a long run keeps every result. They are held packed, pickled and compressed,
+# which also keeps thousands of small dicts away from the garbage collector, and each read unpacks a fresh copy:
+# to change them, assign a new value. Pickle, not JSON, so that values keep their types (details may have int keys).
+_EMPTY = b""
+
+
+def _pack(value: Any) -> bytes:
+    if not value:
+        return _EMPTY
+    raw = pickle.dumps(value, 5)
+    return b"z" + zlib.compress(raw, 6) if len(raw) > 256 else b"p" + raw
+
+
+def _unpack(blob: bytes, empty: Any) -> Any:
+    if not blob:
+        return empty
+    if blob[:1] == b"z":
+        return pickle.loads(zlib.decompress(blob[1:]))  # noqa: S301 - our own bytes, never the user's input
+    return pickle.loads(blob[1:])  # noqa: S301
+
+
+def _packed_field(name: str, empty: Any) -> property:
+    slot = f"_{name}_packed"
+
+    def get(self: Any) -> Any:
+        return _unpack(self.__dict__.get(slot, _EMPTY), empty() if callable(empty) else empty)
+
+    def set_(self: Any, value: Any) -> None:
+        if isinstance(value, property):  # the dataclass default seen through the class attribute
+            value = None
+        self.__dict__[slot] = _pack(value if value is not None else empty())
+
+    return property(get, set_, doc=f"The result's {name} (stored packed; each read returns a fresh copy).")
+
+
+MetricResult.verdicts = _packed_field("verdicts", list)  # type: ignore[assignment]
+MetricResult.details = _packed_field("details", dict)  # type: ignore[assignment]
+
+
 @dataclass
 class TestResult:
     """All metric results for one test case."""
@@ -108,22 +150,62 @@ class TestResult:
         }
 
 
+class Tally:
+    """Running per-metric totals of a run, for a run that does not keep its per-case results."""
+
+    def __init__(self) -> None:
+        self.cases = 0
+        self.metrics: dict[str, list[float]] = {}  # name -> [rows, scored, score sum, passed, errors]
+
+    def add(self, tr: "TestResult") -> None:
+        self.cases += 1
+        for m in tr.metrics_data:
+            row = self.metrics.setdefault(m.name, [0, 0, 0.0, 0, 0])
+            row[0] += 1
+            if m.score is not None:
+                row[1] += 1
+                row[2] += m.score
+            row[3] += bool(m.success)
+            row[4] += m.error is not None
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        return {name: {"mean": total / scored if scored else None, "pass_rate": passed / rows if rows else None,
+                       "scored": int(scored), "errors": int(errors)}
+                for name, (rows, scored, total, passed, errors) in self.metrics.items()}
+
+
 @dataclass
 class EvaluationResult:
-    """The result of ``evaluate()``: one ``TestResult`` per test case, in input order, and usage totals."""
+    """The result of ``evaluate()``: one ``TestResult`` per test case, in input order, and usage totals.
+
+    A run with ``keep_results=False`` has no ``test_results``; its ``summary()``, ``mean()``, ``pass_rate()`` and
+    ``metric_names()`` come from running totals (``tally``), and ``len()`` is the number of cases scored.
+    ``callback_errors`` counts the cases on which the ``on_result`` callback raised.
+    """
 
     test_results: list[TestResult]
     usage: Usage = field(default_factory=Usage)
     run_id: str | None = None
     duration_seconds: float = 0.0
+    tally: Tally | None = field(default=None, repr=False, compare=False)
+    callback_errors: int = 0
 
     def __iter__(self):
         return iter(self.test_results)
 
     def __len__(self) -> int:
-        return len(self.test_results)
+        return self.tally.cases if self.tally is not None else len(self.test_results)
+
+    def _need_results(self, what: str) -> None:
+        if self.tally is not None:
+            from .errors import ContextJudgeError  # noqa: PLC0415
+
+            raise ContextJudgeError(f"{what} needs the per-case results, and this run did not keep them "
+                                    "(keep_results=False): read them in on_result=, or from the store.")
 
     def metric_names(self) -> list[str]:
+        if self.tally is not None:
+            return list(self.tally.metrics)
         names: list[str] = []
         for tr in self.test_results:
             for m in tr.metrics_data:
@@ -132,6 +214,7 @@ class EvaluationResult:
         return names
 
     def scores(self, metric: str) -> list[float | None]:
+        self._need_results("scores()")
         out = []
         for tr in self.test_results:
             hit = [m.score for m in tr.metrics_data if m.name == metric]
@@ -139,15 +222,21 @@ class EvaluationResult:
         return out
 
     def mean(self, metric: str) -> float | None:
+        if self.tally is not None:
+            return self.tally.summary().get(metric, {}).get("mean")
         vals = [s for s in self.scores(metric) if s is not None]
         return sum(vals) / len(vals) if vals else None
 
     def pass_rate(self, metric: str) -> float | None:
+        if self.tally is not None:
+            return self.tally.summary().get(metric, {}).get("pass_rate")
         rows = [m for tr in self.test_results for m in tr.metrics_data if m.name == metric]
         return sum(m.success for m in rows) / len(rows) if rows else None
 
     def summary(self) -> dict[str, dict[str, Any]]:
         """Per metric: mean score, pass rate, how many cases were scored and how many errored."""
+        if self.tally is not None:
+            return self.tally.summary()
         out: dict[str, dict[str, Any]] = {}
         for name in self.metric_names():
             rows = [m for tr in self.test_results for m in tr.metrics_data if m.name == name]
@@ -161,6 +250,7 @@ class EvaluationResult:
 
     def to_records(self) -> list[dict[str, Any]]:
         """One flat record per (test case, metric)."""
+        self._need_results("to_records()")
         rows = []
         for tr in self.test_results:
             tc = tr.test_case
@@ -184,6 +274,7 @@ class EvaluationResult:
 
     def to_jsonl(self, path: str | None = None) -> str:
         """One JSON line per test case (with all its metric results). Writes to ``path`` when given."""
+        self._need_results("to_jsonl()")
         text = "".join(json.dumps(tr.to_dict(), default=str) + "\n" for tr in self.test_results)
         if path is not None:
             with open(path, "w", encoding="utf-8") as fh:
@@ -192,5 +283,5 @@ class EvaluationResult:
 
     def __repr__(self) -> str:
         parts = [f"{n}={v['mean']:.3f}" if v["mean"] is not None else f"{n}=n/a" for n, v in self.summary().items()]
-        return f"EvaluationResult({len(self.test_results)} cases; {', '.join(parts)})"
+        return f"EvaluationResult({len(self)} cases; {', '.join(parts)})"
 

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import logging
 import os
 import sys
 import time
 import uuid
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from ._aio import run_sync
 from ._judge import RunContext, VerdictCache, use_run_context
-from ._result import EvaluationResult, MetricResult, TestResult, Usage
+from ._result import EvaluationResult, MetricResult, Tally, TestResult, Usage
 from ._retry import JudgeOptions
 from ._testcase import ConversationalTestCase, LLMTestCase
 from .errors import ContextJudgeError, InvalidTestCaseError, MissingTestCaseParamsError
@@ -168,6 +169,8 @@ async def aevaluate(
     raise_exceptions: bool = False,
     context: RunContext | None = None,
     run_config: dict[str, Any] | None = None,
+    on_result: Callable[[TestResult], Any] | None = None,
+    keep_results: bool = True,
 ) -> EvaluationResult:
     """Score every test case with every applicable metric. See ``evaluate`` for the parameters."""
     case_metrics: list[Sequence[Any]] | None = None
@@ -189,14 +192,19 @@ async def aevaluate(
     else:
         if test_cases is None:
             raise ContextJudgeError("evaluate() needs test_cases=[...] (or observed_callback=app with goldens=[...]).")
-        cases = list(test_cases)
+        cases = test_cases
     if not metrics:
         raise ContextJudgeError("evaluate() needs at least one metric, e.g. metrics=[ContextualPrecisionMetric()].")
-    for i, tc in enumerate(cases):
-        if not isinstance(tc, (LLMTestCase, ConversationalTestCase)):
-            raise InvalidTestCaseError(
-                f"test_cases[{i}] is a {type(tc).__name__}; pass LLMTestCase or ConversationalTestCase objects.",
-                field=f"test_cases[{i}]")
+    if isinstance(cases, (LLMTestCase, ConversationalTestCase)):
+        raise ContextJudgeError("evaluate(test_cases=...) takes an iterable of test cases, got one test case: pass "
+                                "test_cases=[case] (or use metric.measure(case)).")
+    if isinstance(cases, (str, bytes, dict)) or not hasattr(cases, "__iter__"):
+        raise ContextJudgeError(f"evaluate(test_cases=...) takes a list or another iterable of test cases, got a "
+                                f"{type(cases).__name__}.")
+    sized = hasattr(cases, "__len__") and hasattr(cases, "__getitem__")
+    if sized:  # a list is checked whole before any judge call; a generator is checked case by case as it is read
+        for i, tc in enumerate(cases):
+            _check_case(i, tc)
     recorder = store
     if isinstance(store, (str, os.PathLike)):
         from .store import open_store  # noqa: PLC0415 - optional module, loaded when asked for
@@ -204,7 +212,7 @@ async def aevaluate(
         recorder = open_store(store)
     opts = judge_options or JudgeOptions()
     ctx = context or RunContext(options=opts, cache=VerdictCache(backend=recorder))
-    progress = _Progress(len(cases), show_progress)
+    progress = _Progress(len(cases) if sized else None, show_progress)
     ctx.on_call.append(progress.on_call)
     done: dict[tuple[str, str], MetricResult] = {}
     if recorder is not None:
@@ -213,45 +221,95 @@ async def aevaluate(
         run_id = recorder.begin_run(run_id, {**(run_config or {}), "name": run_name,
                                              "metrics": [_metric_config(m) for m in metrics],
                                              "judges": _judges(metrics), "contextjudge": __version__,
-                                             "cases": len(cases)})
+                                             "cases": len(cases) if sized else None})
         done = recorder.completed_results(run_id)
         ctx.on_call.append(lambda ev: recorder.save_judge_call(run_id, ev))
     elif run_id is None:
         run_id = uuid.uuid4().hex[:12]
-    limit = asyncio.Semaphore(max(1, max_concurrency))
     t0 = time.perf_counter()
+    # A fixed pool of workers pulls cases one at a time: memory and scheduling stay flat however many cases there
+    # are (one task per case, all created up front, held every case's coroutine until its turn), and a generator of
+    # cases is read only as fast as it is scored.
+    source = iter(enumerate(cases))
+    slots: list[TestResult | None] = []
+    tally = Tally()
+    callback_errors = [0]
 
-    async def guarded(i: int, tc: Any) -> TestResult:
-        async with limit:
+    async def deliver(tr: TestResult) -> None:
+        tally.add(tr)
+        if keep_results:
+            slots[tr.index] = tr
+        if on_result is not None:
             try:
+                out = on_result(tr)
+                if inspect.isawaitable(out):
+                    await out
+            except Exception:  # noqa: BLE001 - the user's sink failing never stops the run
+                callback_errors[0] += 1
+                logger.exception("contextjudge: on_result failed on case %s; the run goes on", tr.index)
+
+    async def worker() -> None:
+        while True:
+            try:
+                i, tc = next(source)
+            except StopIteration:
+                return
+            if keep_results:
+                slots.append(None)
+            try:
+                if not sized:
+                    try:
+                        _check_case(i, tc)
+                    except InvalidTestCaseError as exc:
+                        await deliver(TestResult(index=i, name=None, test_case=tc, error=str(exc)))
+                        continue
                 own = metrics if case_metrics is None else case_metrics[i]
-                return await _score_case(i, tc, own, run_id=run_id, recorder=recorder, done=done,
-                                         skip_on_missing_params=skip_on_missing_params,
-                                         raise_exceptions=raise_exceptions)
+                tr = await _score_case(i, tc, own, run_id=run_id, recorder=recorder, done=done,
+                                       skip_on_missing_params=skip_on_missing_params,
+                                       raise_exceptions=raise_exceptions)
+                await deliver(tr)
             finally:
                 progress.case_done()
 
     usage_before = copy.copy(ctx.usage)
     try:
         with use_run_context(ctx):
-            results = await asyncio.gather(*(guarded(i, tc) for i, tc in enumerate(cases)))
+            workers = [asyncio.ensure_future(worker()) for _ in range(max(1, max_concurrency))]
+            try:
+                await asyncio.gather(*workers)
+            except BaseException:
+                for w in workers:  # raise_exceptions=True, or the caller cancelled: stop the other workers too
+                    w.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+                raise
     finally:
         progress.close()
-    results = [*results, *failed]
-    for k, tr in enumerate(failed, start=len(cases)):
+    n_cases = len(slots) if keep_results else tally.cases
+    for k, tr in enumerate(failed, start=n_cases):
         tr.index = k
+        if keep_results:
+            slots.append(None)
+        await deliver(tr)
     # the run's usage is the judge work this run did: results resumed from the store cost nothing now
     usage = Usage(calls=ctx.usage.calls - usage_before.calls,
                   cache_hits=ctx.usage.cache_hits - usage_before.cache_hits,
                   input_tokens=ctx.usage.input_tokens - usage_before.input_tokens,
                   output_tokens=ctx.usage.output_tokens - usage_before.output_tokens,
                   seconds=ctx.usage.seconds - usage_before.seconds)
-    result = EvaluationResult(test_results=list(results), usage=usage, run_id=run_id,
-                              duration_seconds=time.perf_counter() - t0)
+    result = EvaluationResult(test_results=[tr for tr in slots if tr is not None], usage=usage, run_id=run_id,
+                              duration_seconds=time.perf_counter() - t0,
+                              tally=None if keep_results else tally, callback_errors=callback_errors[0])
     if recorder is not None:
         recorder.end_run(run_id, {"summary": result.summary(), "usage": usage.to_dict(),
                                   "duration_seconds": result.duration_seconds})
     return result
+
+
+def _check_case(i: int, tc: Any) -> None:
+    if not isinstance(tc, (LLMTestCase, ConversationalTestCase)):
+        raise InvalidTestCaseError(
+            f"test_cases[{i}] is a {type(tc).__name__}; pass LLMTestCase or ConversationalTestCase objects.",
+            field=f"test_cases[{i}]")
 
 
 def evaluate(
@@ -267,6 +325,13 @@ def evaluate(
     store or its path/URL), ``run_id`` (resume that run), ``run_name``, ``run_config`` (extra facts kept with the
     run in the store, such as the app and its code version), ``skip_on_missing_params``, ``raise_exceptions``
     (default False: failures are recorded per case).
+
+    Long runs: ``test_cases`` may be any iterable, a generator included; it is read as cases are scored, never
+    all at once. ``on_result`` (a function or coroutine function) gets each ``TestResult`` as soon as it is
+    scored, in completion order (``TestResult.index`` is its position in the input); a failing callback is logged
+    and the run goes on. ``keep_results=False`` keeps no per-case results in memory (the returned result has
+    the run's summary, means, pass rates and usage, and no ``test_results``): with ``on_result`` or a ``store``,
+    a million cases never need to fit in memory.
 
     Component-level evaluation: ``evaluate(observed_callback=app, goldens=[Golden(input=..., ...)])`` calls
     ``app(golden.input)`` once per golden and scores every ``@observe`` span that carries metrics (see

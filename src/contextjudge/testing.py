@@ -87,6 +87,8 @@ class FakeJudge(BaseChatModel):
     """Seconds each call takes (to exercise timeouts and concurrency)."""
     supports_images: bool = False
     """Whether metrics may send this judge images (a multimodal judge); each call records them in ``images``."""
+    record_calls: bool = True
+    """Keep every call in ``calls``; turn off for long runs, where the record would grow with every call."""
 
     _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -147,10 +149,11 @@ class FakeJudge(BaseChatModel):
                 break
         prompt = "\n".join(str(m.content) for m in messages)
         with self._lock:
-            self._calls.append({"task": request.task if request else None, "method": method,
-                                "ids": [i.id for i in request.items] if request else [], "prompt": prompt,
-                                "metric": request.metric if request else None, "messages": messages,
-                                "tags": list(tags or []), "images": _image_blocks(messages)})
+            if self.record_calls:
+                self._calls.append({"task": request.task if request else None, "method": method,
+                    "ids": [i.id for i in request.items] if request else [], "prompt": prompt,
+                    "metric": request.metric if request else None, "messages": messages,
+                    "tags": list(tags or []), "images": _image_blocks(messages)})
         failure = self._next_failure()
         if failure is not None:
             raise failure

@@ -297,3 +297,14 @@ def test_a_node_cannot_close_its_tag_however_it_hides_it(judge, server, closer):
     # the only closing tags are the two the template wrote, one per node
     assert re.findall(r"<\s*/\s*(n\d+|node)\s*>", prompt, re.I) == ["n1", "n2"], prompt
     assert "\u200b" not in prompt and "\u200d" not in prompt and "\uff1c" not in prompt
+
+
+def test_a_generator_streamed_through_a_real_client_twice(judge, server):
+    """A long-run user: cases from a generator, results to a callback, nothing kept; twice in one process."""
+    for _ in range(2):
+        got: list = []
+        res = evaluate((c for c in CASES), _metrics(judge), judge_options=FAST, show_progress=False,
+                       keep_results=False, on_result=got.append)
+        assert len(res) == len(CASES) and res.test_results == []
+        _check(type(res)(test_results=sorted(got, key=lambda tr: tr.index)))
+        assert res.mean("Contextual Precision") == pytest.approx(0.75)

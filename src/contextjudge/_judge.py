@@ -297,11 +297,15 @@ def _explain_unavailable(exc: BaseException, name: str, kind: str) -> JudgeUnava
 class JudgeClient:
     """Asks one judge model one kind of question, with every safeguard. Cheap to create; state is in the run."""
 
-    def __init__(self, model: BaseChatModel, template: Any, ctx: RunContext | None = None) -> None:
+    def __init__(self, model: BaseChatModel, template: Any, ctx: RunContext | None = None,
+                 options: JudgeOptions | None = None) -> None:
         self.template = template
         self.ctx = ctx or current_run_context() or RunContext()
+        # A metric's own options (token budget, retries, timeouts, answer cap) win over the run's for its calls;
+        # calls in flight are counted per judge model across the run, so concurrency is the run's.
+        self.options = options or self.ctx.options
         self.native = bool(getattr(model, "contextjudge_native", False))
-        self._judge = _judge_of(model, self.ctx.options.max_output_tokens)
+        self._judge = _judge_of(model, self.options.max_output_tokens)
         self.identity = self._judge.identity
         self.name = self._judge.name
 
@@ -315,7 +319,7 @@ class JudgeClient:
         """Ask ``request`` (split by the token budget when large) and merge the answers."""
         if request.task == "rubric_recall":
             return await self._ask_cached(request, build)
-        budget = self.ctx.options.token_budget
+        budget = self.options.token_budget
         item_chunks = _split_by_budget(request.items, budget)
         ctx_chunks = _split_by_budget(request.context, budget) if request.context else [[]]
         if len(item_chunks) == 1 and len(ctx_chunks) == 1:
@@ -541,7 +545,7 @@ class JudgeClient:
     async def _invoke(self, method: str, messages: list[Any]) -> Any:
         """One request with retries. Returns an AIMessage, or LangChain's include_raw dict for a model whose
         structured output is not a bound model (see ``_structured``)."""
-        opts = self.ctx.options
+        opts = self.options
         request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
         schema = _ANSWER_SCHEMAS.get(request_dump.get("task"), Verdicts)
         if method == "text":

@@ -164,7 +164,7 @@ class BaseMetric:
     async def _run(self, test_case: Any) -> MetricResult:
         self.check(test_case)
         view, found = judge_view(test_case)
-        client: Any = JudgeClient(self.model, self.evaluation_template, self._context())
+        client: Any = JudgeClient(self.model, self.evaluation_template, self._context(), options=self.judge_options)
         if found and self._check_images(found):
             client = ImageRequests(client)
         outcome = await self._compute(view, client)

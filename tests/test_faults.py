@@ -254,6 +254,7 @@ def matrix():
     return _run_matrix()
 
 
+@pytest.mark.slow
 def test_fault_free_scores_match_the_fake_judge(matrix):
     """The server's scripted judge and FakeJudge with the same rules agree, so the baseline is the right score."""
     _, baseline, _ = matrix
@@ -271,6 +272,7 @@ def test_fault_free_scores_match_the_fake_judge(matrix):
     assert any(0.0 < s < 1.0 for s in baseline["contextual_precision"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", [fc.name for fc in MATRIX])
 def test_fault(matrix, fault):
     outcomes, _, _ = matrix
@@ -292,6 +294,7 @@ def _report(request, line: str) -> None:
         reporter.write_line(line)
 
 
+@pytest.mark.slow
 def test_fault_matrix_summary(matrix, request):
     outcomes, _, seconds = matrix
     runs = len(outcomes)

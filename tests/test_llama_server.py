@@ -111,6 +111,7 @@ CONVERSATION = ConversationalTestCase(turns=[
 ], expected_outcome="The user learns that Paris is the capital of France.")
 
 
+@pytest.mark.slow
 def test_every_metric_against_llama_cpp_server(llama_server, request):
     from langchain_openai import ChatOpenAI
 

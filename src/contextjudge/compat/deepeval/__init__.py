@@ -19,8 +19,9 @@ from .dataset import Golden
 from .test_case import ConversationalTestCase, LLMTestCase, LLMTestCaseParams, MLLMImage, MLLMTestCase, Turn
 from .tracing import observe, update_current_span, update_current_trace
 
-__all__ = ["ConversationalTestCase", "Golden", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "MLLMTestCase",
-           "Turn", "assert_test", "evaluate", "observe", "update_current_span", "update_current_trace", *_metric_names]
+__all__ = sorted(["ConversationalTestCase", "Golden", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "MLLMTestCase",
+                  "Turn", "assert_test", "evaluate", "observe", "update_current_span", "update_current_trace",
+                  *_metric_names])
 
 
 def evaluate(test_cases: list[Any] | None = None, metrics: list[Any] | None = None, *, async_config: Any = None,

@@ -4,6 +4,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import contextjudge
 import contextjudge.metrics
 
@@ -112,3 +114,59 @@ def test_resolve_model_strings(monkeypatch):
     assert resolve_model(None).model_name == "gpt-4.1-mini"
     monkeypatch.setenv("CONTEXTJUDGE_MODEL", "gpt-4o-mini")
     assert resolve_model(None).model_name == "gpt-4o-mini"
+
+
+def _fake_langchain(monkeypatch, behaviour):
+    """A stand-in ``langchain.chat_models`` whose ``init_chat_model`` does ``behaviour(name)``."""
+    import types
+
+    calls = []
+    pkg, sub = types.ModuleType("langchain"), types.ModuleType("langchain.chat_models")
+
+    def init_chat_model(name, **kwargs):
+        calls.append(name)
+        return behaviour(name)
+
+    sub.init_chat_model = init_chat_model
+    pkg.chat_models = sub
+    monkeypatch.setitem(sys.modules, "langchain", pkg)
+    monkeypatch.setitem(sys.modules, "langchain.chat_models", sub)
+    return calls
+
+
+def test_provider_model_strings_go_to_init_chat_model(monkeypatch):
+    from contextjudge import resolve_model
+    from contextjudge.testing import FakeJudge
+
+    made = FakeJudge(model_name="claude-judge")
+    calls = _fake_langchain(monkeypatch, lambda name: made)
+    assert resolve_model("anthropic:claude-sonnet") is made
+    assert resolve_model("  ollama:llama3  ") is made
+    assert calls == ["anthropic:claude-sonnet", "ollama:llama3"]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    m = resolve_model("OpenAI:gpt-4.1-mini")  # openai never needs init_chat_model
+    assert type(m).__name__ == "ChatOpenAI" and m.model_name == "gpt-4.1-mini" and len(calls) == 2
+
+
+def test_provider_model_strings_fail_clearly(monkeypatch):
+    from contextjudge import JudgeUnavailableError, resolve_model
+
+    def missing(name):
+        raise ImportError("Unable to import langchain_anthropic. Please install with `pip install -U langchain-anthropic`")
+
+    _fake_langchain(monkeypatch, missing)
+    with pytest.raises(JudgeUnavailableError, match="langchain-anthropic"):
+        resolve_model("anthropic:claude-sonnet")
+
+    def unknown(name):
+        raise ValueError("Unsupported model_provider='nosuch'")
+
+    _fake_langchain(monkeypatch, unknown)
+    with pytest.raises(JudgeUnavailableError, match="nosuch"):
+        resolve_model("nosuch:model")
+    with pytest.raises(JudgeUnavailableError, match="OPENAI_API_KEY"):  # no key: a clear error, not the SDK's
+        resolve_model("gpt-4.1-mini")
+    monkeypatch.setitem(sys.modules, "langchain", None)  # not installed at all
+    monkeypatch.setitem(sys.modules, "langchain.chat_models", None)
+    with pytest.raises(JudgeUnavailableError, match="pip install langchain langchain-anthropic"):
+        resolve_model("anthropic:claude-sonnet")

@@ -40,7 +40,13 @@ def _openai(name: str) -> BaseChatModel:
             "pip install 'contextjudge[openai]'. Or pass any LangChain chat model object as model=, "
             "or model='local' for the offline embedded judge."
         ) from exc
-    return ChatOpenAI(model=name, temperature=0)
+    try:
+        return ChatOpenAI(model=name, temperature=0)
+    except Exception as exc:  # noqa: BLE001 - the SDK refuses to build a client without credentials
+        raise JudgeUnavailableError(
+            f"model={name!r} means an OpenAI chat model, which could not be created: {exc} Set OPENAI_API_KEY, "
+            "pass ChatOpenAI(api_key=..., base_url=...) as model=, or model='local' for the offline embedded judge."
+        ) from exc
 
 
 def resolve_model(model: Any = None) -> BaseChatModel:
@@ -74,9 +80,23 @@ def resolve_model(model: Any = None) -> BaseChatModel:
             except ImportError as exc:
                 raise JudgeUnavailableError(
                     f"model={name!r}: provider {provider!r} needs the 'langchain' package (init_chat_model) and that "
-                    f"provider's integration. Or pass a LangChain chat model object as model=."
+                    f"provider's integration (pip install langchain langchain-{provider.lower()}). Or pass a "
+                    "LangChain chat model object as model=."
                 ) from exc
-            return init_chat_model(name)
+            try:
+                return init_chat_model(name)
+            except ImportError as exc:  # the provider's integration package is missing
+                raise JudgeUnavailableError(
+                    f"model={name!r}: the {provider!r} provider's LangChain integration is not installed ({exc}). "
+                    f"Install it (for example pip install langchain-{provider.lower()}), or pass a LangChain chat "
+                    "model object as model=."
+                ) from exc
+            except ValueError as exc:  # a provider init_chat_model does not know, or a bad name
+                raise JudgeUnavailableError(
+                    f"model={name!r}: LangChain's init_chat_model could not make a chat model from it ({exc}). Use "
+                    "'provider:model' with a provider it supports (openai, anthropic, ollama, ...), or pass a "
+                    "LangChain chat model object as model=."
+                ) from exc
         return _openai(name)
     raise TypeError(
         f"model must be a LangChain chat model, a model name string, 'local' or None, not {type(model).__name__}. "

@@ -26,15 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = [
-    "REQUEST_KEY",
-    "Item",
-    "JudgeRequest",
-    "RubricAnswer",
-    "Verdict",
-    "VerdictList",
-    "Task",
-]
+__all__ = ["REQUEST_KEY", "Item", "JudgeRequest", "Task", "request_from_message_kwargs"]
 
 REQUEST_KEY = "contextjudge_request"
 PROTOCOL_VERSION = 1
@@ -70,36 +62,6 @@ class JudgeRequest(BaseModel):
     answer: str | None = None
     items: list[Item] = Field(default_factory=list)
     context: list[Item] = Field(default_factory=list)
-
-    def answer_schema(self) -> type[BaseModel]:
-        return RubricAnswer if self.task == "rubric_recall" else VerdictList
-
-
-class Verdict(BaseModel):
-    """A judge's verdict on one item. ``verdict`` is normalised to "yes" or "no" by the parser."""
-
-    id: str = Field(description="The id of the item this verdict is about, exactly as given.")
-    verdict: str = Field(description='"yes" or "no".')
-    reason: str = Field(default="", description="One short sentence on why.")
-    node_ids: list[str] = Field(
-        default_factory=list, description="statement_support only: ids of the context nodes that support it."
-    )
-    confidence: float | None = Field(
-        default=None, description="Optional: the judge's confidence that the answer is yes, 0.0 to 1.0."
-    )
-
-
-class VerdictList(BaseModel):
-    """The answer to a verdict request: one verdict per item id."""
-
-    verdicts: list[Verdict]
-
-
-class RubricAnswer(BaseModel):
-    """The answer to a rubric request."""
-
-    score: float = Field(description="0.0 to 1.0 on the anchored scale.")
-    reason: str = Field(default="", description="One or two sentences on why.")
 
 
 def request_from_message_kwargs(kwargs: dict[str, Any]) -> JudgeRequest | None:

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 import uuid
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ._aio import run_sync
 from ._judge import RunContext, VerdictCache, use_run_context
@@ -25,29 +25,9 @@ from ._retry import JudgeOptions
 from ._testcase import ConversationalTestCase, LLMTestCase
 from .errors import ContextJudgeError, InvalidTestCaseError, MissingTestCaseParamsError
 
-__all__ = ["RunRecorder", "aevaluate", "case_key", "evaluate"]
+__all__ = ["aevaluate", "case_key", "evaluate"]
 
 logger = logging.getLogger("contextjudge")
-
-
-class RunRecorder(Protocol):
-    """What the runner needs from a results store (``contextjudge.store`` implements it)."""
-
-    def begin_run(self, run_id: str | None, config: dict[str, Any]) -> str: ...
-
-    def completed_results(self, run_id: str) -> dict[tuple[str, str], MetricResult]: ...
-
-    def save_case(self, run_id: str, key: str, index: int, test_case: Any) -> None: ...
-
-    def save_result(self, run_id: str, key: str, result: MetricResult) -> None: ...
-
-    def save_judge_call(self, run_id: str, event: dict[str, Any]) -> None: ...
-
-    def end_run(self, run_id: str, summary: dict[str, Any]) -> None: ...
-
-    def get_verdict(self, key: str) -> dict[str, Any] | None: ...
-
-    def put_verdict(self, key: str, value: dict[str, Any]) -> None: ...
 
 
 def case_key(index: int, test_case: Any) -> str:

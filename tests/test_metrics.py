@@ -6,6 +6,7 @@ import pytest
 
 from contextjudge import (
     ConversationalTestCase,
+    InvalidTestCaseError,
     JudgeOptions,
     JudgeOutputError,
     JudgeUnavailableError,
@@ -329,3 +330,27 @@ def test_turn_precision_needs_expected_outcome():
 def test_single_turn_metric_rejects_a_conversation_clearly():
     res = evaluate([conversation()], [ContextualPrecisionMetric(model=FakeJudge())], show_progress=False)
     assert res.test_results[0].error and "no metric applies" in res.test_results[0].error
+
+
+@pytest.mark.parametrize("cls", [TurnContextualRelevancyMetric, TurnContextualPrecisionMetric,
+                                 TurnContextualRecallMetric])
+def test_an_assistant_turn_with_no_user_question_is_a_clear_per_case_error_never_a_score(cls):
+    judge = FakeJudge(default="yes")
+    orphan = ConversationalTestCase(turns=[
+        Turn(role="assistant", content="Welcome! Paris is lovely.", retrieval_context=["Paris is in France."]),
+        Turn(role="user", content="What is the capital of France?"),
+        Turn(role="assistant", content="Paris.", retrieval_context=["Paris is the capital of France."]),
+    ], expected_outcome="Paris is the capital of France.")
+    res = evaluate([orphan], [cls(model=judge)], show_progress=False)
+    [m] = res.test_results[0].metrics_data
+    assert m.score is None and m.error_type == "InvalidTestCaseError"
+    assert "turns[0]" in m.error and "add the user message" in m.error
+    assert judge.count() == 0  # refused before any judge call
+    far = ConversationalTestCase(turns=[
+        Turn(role="user", content="What is the capital of France?"),
+        Turn(role="assistant", content="One moment."),
+        Turn(role="assistant", content="Paris.", retrieval_context=["Paris is the capital of France."]),
+    ], expected_outcome="Paris is the capital of France.")
+    with pytest.raises(InvalidTestCaseError, match="raise window_size"):
+        cls(model=judge, window_size=2).measure(far)
+    assert cls(model=judge, window_size=3).measure(far) is not None

@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 from .._judge import JudgeClient
 from .._result import Usage
 from .._testcase import ConversationalTestCase, Turn
-from ..errors import MissingTestCaseParamsError
+from ..errors import InvalidTestCaseError, MissingTestCaseParamsError
 from ..templates import TurnContextualPrecisionTemplate, TurnContextualRecallTemplate, TurnContextualRelevancyTemplate
 from ._base import BaseMetric, Outcome
 from ._cores import node_usefulness, sentence_relevance, statement_support
@@ -40,6 +40,15 @@ class _TurnMetric(BaseMetric):
         judged = [i for i, t in enumerate(test_case.turns) if t.role == "assistant" and t.retrieval_context is not None]
         if not judged:
             raise MissingTestCaseParamsError(self.name, ["turns[].retrieval_context"])
+        for i in judged:
+            if not self._window(test_case.turns, i)[0]:
+                before = any(t.role == "user" and t.content for t in test_case.turns[:i])
+                hint = (f"the last user turn is more than window_size={self.window_size} turns back: raise "
+                        "window_size" if before else "add the user message this turn answers before it")
+                raise InvalidTestCaseError(
+                    f"{self.name}: turns[{i}] is an assistant turn with retrieval_context but no user question in "
+                    f"its window, so there is nothing to judge its retrieval against; {hint}.",
+                    field=f"turns[{i}]")
         if self.needs_reference and not test_case.expected_outcome:
             lacking = [i for i in judged if not test_case.turns[i].expected_output]
             if lacking:
@@ -63,9 +72,7 @@ class _TurnMetric(BaseMetric):
         skipped = [i for i, t in enumerate(case.turns) if t.role == "assistant" and t.retrieval_context is None]
         jobs: list[Callable[[], Awaitable[Outcome]]] = []
         for i in targets:
-            query, history = self._window(case.turns, i)
-            if not query:
-                query = case.turns[i].content
+            query, history = self._window(case.turns, i)  # check() made sure each has a user question
             jobs.append(lambda i=i, q=query, h=history: self._turn(client, case, i, q, h))
         if self.async_mode:
             outcomes = await asyncio.gather(*(j() for j in jobs))

@@ -327,3 +327,35 @@ def test_capture_scorer_writes_deferred_cases_to_the_store(tmp_path):
     assert len(todo) == 2
     assert todo[0].test_case.expected_output == "Paris is the capital of France."
     assert todo[0].test_case.id == todo[0].case_key
+
+
+_RACER = """
+import sys, time
+from contextjudge.store import open_store
+url, go, n = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+s = open_store(url)
+while time.time() < go:
+    time.sleep(0.001)
+for i in range(n):
+    s.begin_run(f"race-{i}", {"name": "race", "metrics": ["m"]})
+print("ok")
+"""
+
+
+def test_two_processes_starting_the_same_run_ids_both_get_the_run(store):
+    """Two CI shards, or a worker and its restart, start the same run ids at the same moment: no UNIQUE failure."""
+    import sys
+    import time
+
+    url = store.engine.url.render_as_string(hide_password=False)
+    if store.is_sqlite:
+        url = store.engine.url.database
+    go = time.time() + 2.0
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, url, str(go), "40"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0 and out.strip() == "ok", err[-2000:]
+    assert {f"race-{i}" for i in range(40)} <= {r.run_id for r in store.list_runs()}
+    for i in (0, 39):
+        assert store.load_run(f"race-{i}").run_id == f"race-{i}"

@@ -284,10 +284,12 @@ class ResultsStore:
                     logger.info("contextjudge: resuming run %s", run_id)
                     return run_id
             new_id = run_id or f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}-{uuid.uuid4().hex[:6]}"
-            conn.execute(insert(S.runs).values(
-                run_id=new_id, name=config.get("name"), status="running", created_at=now, updated_at=now,
-                finished_at=None, fingerprint=fingerprint, judges=_dumps(judges), config=_dumps(config),
-                summary=None))
+            # insert-or-nothing: another process may start the same run id between the look-up and here (two CI
+            # shards, a restarted worker); it then simply joins the run that the other one created
+            self._insert_ignore(conn, S.runs, {
+                "run_id": new_id, "name": config.get("name"), "status": "running", "created_at": now,
+                "updated_at": now, "finished_at": None, "fingerprint": fingerprint, "judges": _dumps(judges),
+                "config": _dumps(config), "summary": None}, ["run_id"])
         return new_id
 
     def completed_results(self, run_id: str) -> dict[tuple[str, str], MetricResult]:

@@ -83,18 +83,25 @@ class MetricResult:
 _EMPTY = b""
 
 
+_ZMIN = 1024  # smaller blobs stay plain pickle: compressing them saves little and costs a deflate state each
+_WBITS = -12  # raw deflate with a 4 KB window and a small hash: about 32 KB of state per call, not 256 KB
+
+
 def _pack(value: Any) -> bytes:
     if not value:
         return _EMPTY
     raw = pickle.dumps(value, 5)
-    return b"z" + zlib.compress(raw, 6) if len(raw) > 256 else b"p" + raw
+    if len(raw) <= _ZMIN:
+        return b"p" + raw
+    z = zlib.compressobj(6, zlib.DEFLATED, _WBITS, 5)
+    return b"z" + z.compress(raw) + z.flush()
 
 
 def _unpack(blob: bytes, empty: Any) -> Any:
     if not blob:
         return empty
     if blob[:1] == b"z":
-        return pickle.loads(zlib.decompress(blob[1:]))  # noqa: S301 - our own bytes, never the user's input
+        return pickle.loads(zlib.decompress(blob[1:], _WBITS))  # noqa: S301 - our own bytes, never the user's input
     return pickle.loads(blob[1:])  # noqa: S301
 
 

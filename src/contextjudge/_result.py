@@ -7,7 +7,7 @@ import math
 import pickle
 import zlib
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ._testcase import dump_json
 
@@ -105,16 +105,14 @@ def _unpack(blob: bytes, empty: Any) -> Any:
     return pickle.loads(blob[1:])  # noqa: S301
 
 
-def _packed_field(name: str, empty: Any) -> property:
+def _packed_field(name: str, empty: Callable[[], Any]) -> property:
     slot = f"_{name}_packed"
 
     def get(self: Any) -> Any:
-        return _unpack(self.__dict__.get(slot, _EMPTY), empty() if callable(empty) else empty)
+        return _unpack(self.__dict__.get(slot, _EMPTY), empty())
 
     def set_(self: Any, value: Any) -> None:
-        if isinstance(value, property):  # the dataclass default seen through the class attribute
-            value = None
-        self.__dict__[slot] = _pack(value if value is not None else empty())
+        self.__dict__[slot] = _pack(value)  # None and empty values pack to nothing
 
     return property(get, set_, doc=f"The result's {name} (stored packed; each read returns a fresh copy).")
 

@@ -207,9 +207,9 @@ async def aevaluate(
     elif run_id is None:
         run_id = uuid.uuid4().hex[:12]
     t0 = time.perf_counter()
-    # A fixed pool of workers pulls cases one at a time: memory and scheduling stay flat however many cases there
-    # are (one task per case, all created up front, held every case's coroutine until its turn), and a generator of
-    # cases is read only as fast as it is scored.
+    # A fixed pool of max_concurrency workers pulls cases one at a time, so nothing is created per case up front
+    # (a task per case would hold every case's coroutine until its turn) and a generator of cases is read only as
+    # fast as it is scored.
     source = iter(enumerate(cases))
     slots: list[TestResult | None] = []
     tally = Tally()

@@ -26,9 +26,9 @@ class NetworkBlocked(OSError):
 
 def check_host(host: object) -> None:
     """Raise ``NetworkBlocked`` unless ``host`` is a loopback address or name (or a Unix socket path)."""
-    if host is None or isinstance(host, (bytes, bytearray)):
-        host = (host or b"").decode() if host is not None else ""
-    name = str(host).strip("[]").split("%")[0].lower()
+    if isinstance(host, (bytes, bytearray)):
+        host = host.decode()
+    name = str(host or "").strip("[]").split("%")[0].lower()
     if name in LOOPBACK_NAMES:
         return
     try:

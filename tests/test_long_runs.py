@@ -10,7 +10,8 @@ import pytest
 from contextjudge import ContextJudgeError, LLMTestCase, aevaluate, evaluate
 from contextjudge._judge import VerdictCache
 from contextjudge._result import MetricResult
-from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric
+from contextjudge.metrics import (ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric,
+                                  ContextUtilizationMetric)
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
 
@@ -177,10 +178,27 @@ def test_the_verdict_cache_is_a_bounded_lru_of_copies():
 
 def test_metrics_still_share_verdicts_through_the_bounded_cache():
     judge = FakeJudge()
-    from contextjudge.metrics import ContextUtilizationMetric
-
     same = LLMTestCase(input="q about Paris", actual_output="Paris fact.", expected_output="Paris fact.",
                        retrieval_context=["Paris fact.", "noise"])
-    evaluate([same] * 1, [ContextualPrecisionMetric(model=judge), ContextUtilizationMetric(model=judge)],
+    evaluate([same], [ContextualPrecisionMetric(model=judge), ContextUtilizationMetric(model=judge)],
              show_progress=False)
     assert judge.count("node_usefulness") == 1
+
+
+def test_a_hit_from_the_backing_store_is_a_copy_too():
+    class Backend:
+        def __init__(self):
+            self.data = {"k": {"verdicts": {"n1": {"verdict": "yes"}}}}
+
+        def get_verdict(self, key):
+            return self.data.get(key)
+
+        def put_verdict(self, key, value):
+            self.data[key] = value
+
+    backend = Backend()
+    cache = VerdictCache(backend=backend)
+    got = cache.get("k")
+    got["verdicts"]["n1"]["verdict"] = "changed"
+    assert backend.data["k"]["verdicts"]["n1"]["verdict"] == "yes"
+    assert cache.get("k")["verdicts"]["n1"]["verdict"] == "yes"

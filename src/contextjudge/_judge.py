@@ -76,8 +76,7 @@ class VerdictCache:
         if self.backend is not None:
             hit = self.backend.get_verdict(key)
             if hit is not None:
-                self._remember(key, hit)
-            return hit
+                return pickle.loads(self._remember(key, hit))  # noqa: S301 - a copy, whatever the backend keeps
         return None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
@@ -85,11 +84,12 @@ class VerdictCache:
         if self.backend is not None:
             self.backend.put_verdict(key, value)
 
-    def _remember(self, key: str, value: dict[str, Any]) -> None:
-        self._mem[key] = pickle.dumps(value, 5)
+    def _remember(self, key: str, value: dict[str, Any]) -> bytes:
+        packed = self._mem[key] = pickle.dumps(value, 5)
         self._mem.move_to_end(key)
         while len(self._mem) > self.max_entries:
             self._mem.popitem(last=False)
+        return packed
 
     def __len__(self) -> int:
         return len(self._mem)
@@ -381,8 +381,9 @@ class JudgeClient:
         self.ctx.usage.add(usage)
         self.ctx.record({"judge": self.name, "task": request.task, "metric": request.metric, "cached": True,
                          "usage": usage})
-        return Answer(verdicts={k: dict(v) for k, v in (hit.get("verdicts") or {}).items()}, score=hit.get("score"),
-                      reason=hit.get("reason") or "", usage=usage, method="cache")
+        # the cache hands out a fresh copy of every hit, so the answer may own it
+        return Answer(verdicts=hit.get("verdicts") or {}, score=hit.get("score"), reason=hit.get("reason") or "",
+                      usage=usage, method="cache")
 
     # ----------------------------------------------------------------------------------------------- asking
     async def _ask_fresh(self, request: JudgeRequest, prompt: str, build: Callable[[JudgeRequest], str],

@@ -81,8 +81,6 @@ class MetricResult:
 # which also keeps thousands of small dicts away from the garbage collector, and each read unpacks a fresh copy:
 # to change them, assign a new value. Pickle, not JSON, so that values keep their types (details may have int keys).
 _EMPTY = b""
-
-
 _ZMIN = 1024  # smaller blobs stay plain pickle: compressing them saves little and costs a deflate state each
 _WBITS = -12  # raw deflate with a 4 KB window and a small hash: about 32 KB of state per call, not 256 KB
 

@@ -151,9 +151,9 @@ class FakeJudge(BaseChatModel):
         with self._lock:
             if self.record_calls:
                 self._calls.append({"task": request.task if request else None, "method": method,
-                    "ids": [i.id for i in request.items] if request else [], "prompt": prompt,
-                    "metric": request.metric if request else None, "messages": messages,
-                    "tags": list(tags or []), "images": _image_blocks(messages)})
+                                    "ids": [i.id for i in request.items] if request else [], "prompt": prompt,
+                                    "metric": request.metric if request else None, "messages": messages,
+                                    "tags": list(tags or []), "images": _image_blocks(messages)})
         failure = self._next_failure()
         if failure is not None:
             raise failure

@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from .errors import JudgeUnavailableError
+from .errors import ConfigurationTypeError, JudgeUnavailableError
 
 __all__ = ["judge_identity", "judge_name", "resolve_model"]
 
@@ -98,7 +98,7 @@ def resolve_model(model: Any = None) -> BaseChatModel:
                     "LangChain chat model object as model=."
                 ) from exc
         return _openai(name)
-    raise TypeError(
+    raise ConfigurationTypeError(
         f"model must be a LangChain chat model, a model name string, 'local' or None, not {type(model).__name__}. "
         "Wrap other clients in a LangChain BaseChatModel."
     )

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from ._testcase import dump_json
+from .errors import ConfigurationError, MetricNotFoundError
 
 __all__ = ["EvaluationResult", "MetricResult", "Tally", "TestResult", "Usage"]
 
@@ -68,7 +69,8 @@ class MetricResult:
 
     def __post_init__(self) -> None:
         if self.score is not None and (not isinstance(self.score, (int, float)) or math.isnan(self.score)):
-            raise ValueError(f"{self.name}: a score must be a number in [0, 1], got {self.score!r}")
+            raise ConfigurationError(f"{self.name}: a score must be a number in [0, 1], got {self.score!r}. Pass "
+                                     "score=None with error=... when the metric could not score the case.")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -139,7 +141,7 @@ class TestResult:
         for m in self.metrics_data:
             if m.name == name:
                 return m
-        raise KeyError(f"no result for metric {name!r}; have {[m.name for m in self.metrics_data]}")
+        raise MetricNotFoundError(f"no result for metric {name!r}; use one of {[m.name for m in self.metrics_data]}")
 
     def to_dict(self) -> dict[str, Any]:
         tc = self.test_case

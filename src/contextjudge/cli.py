@@ -20,6 +20,8 @@ import time
 from importlib import metadata as importlib_metadata
 from typing import Any, Callable, Sequence
 
+from .errors import ContextJudgeError, UsageError
+
 __all__ = ["main"]
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
@@ -31,10 +33,6 @@ METRIC_ALIASES = {"precision": "contextual_precision", "recall": "contextual_rec
                   "turn_precision": "turn_contextual_precision", "turn_recall": "turn_contextual_recall",
                   "turn_relevancy": "turn_contextual_relevancy", "rubric_recall": "rubric_context_recall"}
 DEFAULT_EVAL_METRICS = ("contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization")
-
-
-class UsageError(Exception):
-    """A mistake on the command line or in an input file; the message says what to fix."""
 
 
 def _err(msg: str) -> None:
@@ -110,7 +108,6 @@ def load_object(spec: str) -> Any:
 
 
 def _goldens(path: str) -> Any:
-    from .errors import ContextJudgeError  # noqa: PLC0415
     from .goldens import load_goldens  # noqa: PLC0415
 
     if not os.path.exists(path):
@@ -698,9 +695,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _explain(exc: BaseException) -> str:
-    from .errors import ContextJudgeError  # noqa: PLC0415
-
-    if isinstance(exc, (UsageError, ContextJudgeError)):
+    if isinstance(exc, ContextJudgeError):  # UsageError included: its message says what to fix
         return str(exc)
     return f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
 

@@ -1,6 +1,11 @@
 """The one error hierarchy of contextjudge.
 
     ContextJudgeError                 base of everything raised on purpose
+    ├── ConfigurationError            an argument to a contextjudge function or class has the wrong value
+    │   │                             (also a ValueError)
+    │   └── ConfigurationTypeError    ... or the wrong type (also a TypeError)
+    ├── UsageError                    a mistake on the ``contextjudge`` command line or in a file it reads
+    ├── MetricNotFoundError           a result was asked for a metric it does not hold (also a KeyError)
     ├── InvalidTestCaseError          a test case field has the wrong type or value (also a ValueError)
     ├── MissingTestCaseParamsError    a metric needs a field the test case does not have
     ├── JudgeError                    the judge could not produce a usable verdict
@@ -14,27 +19,54 @@
     └── SyncCallOnLoopError           a sync call made from contextjudge's own event loop (also a RuntimeError)
 
 Every message says what to do about it. Third-party errors are translated at one boundary
-(the judge client) and chained with ``raise ... from exc``.
+(the judge client) and chained with ``raise ... from exc``. Where an error stands for one of Python's own
+(``ValueError``, ``TypeError``, ``KeyError``), it subclasses it too, so ``except ValueError`` keeps working.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "CaptureError",
+    "ConfigurationError",
+    "ConfigurationTypeError",
     "ContextJudgeError",
     "InvalidTestCaseError",
     "JudgeError",
     "JudgeOutputError",
     "JudgeResponseError",
     "JudgeUnavailableError",
+    "MetricNotFoundError",
     "MissingTestCaseParamsError",
     "StoreError",
     "SyncCallOnLoopError",
+    "UsageError",
 ]
 
 
 class ContextJudgeError(Exception):
     """Base class of every error contextjudge raises on purpose."""
+
+
+class ConfigurationError(ContextJudgeError, ValueError):
+    """An argument to a contextjudge function or class has the wrong value. The message names the argument and
+    what to pass instead."""
+
+
+class ConfigurationTypeError(ConfigurationError, TypeError):
+    """An argument to a contextjudge function or class has the wrong type. The message names the argument and what
+    to pass instead."""
+
+
+class UsageError(ContextJudgeError):
+    """A mistake on the ``contextjudge`` command line or in a file it reads. The command prints the message (it says
+    what to fix) and exits with its usage exit code."""
+
+
+class MetricNotFoundError(ContextJudgeError, KeyError):
+    """A result was asked for a metric it does not hold. The message lists the metrics it has."""
+
+    def __str__(self) -> str:  # KeyError would show the message quoted, as a repr
+        return str(self.args[0]) if self.args else ""
 
 
 class InvalidTestCaseError(ContextJudgeError, ValueError):

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import unquote, urlparse
 
+from .errors import ConfigurationError
+
 __all__ = [
     "IMAGES_KEY",
     "IMAGE_ALTS_KEY",
@@ -119,16 +121,16 @@ class MLLMImage:
         self.local = False
         if data is not None:
             if url is not None:
-                raise ValueError("MLLMImage: pass either url= or data=, not both.")
+                raise ConfigurationError("MLLMImage: pass either url= or data=, not both.")
             self.url = None
             self.src, self.mime_type = _data_url(data, mime_type)
             return
         if url is None:
-            raise ValueError("MLLMImage needs url= (an http(s) URL, a data URL or a local file path) or data= "
-                             "(bytes or base64).")
+            raise ConfigurationError("MLLMImage needs url= (an http(s) URL, a data URL or a local file path) or "
+                                     "data= (bytes or base64).")
         text = os.fspath(url)
         if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"MLLMImage: url must be a non-empty string or path, got {url!r}.")
+            raise ConfigurationError(f"MLLMImage: url must be a non-empty string or path, got {url!r}.")
         text = text.strip()
         self.url = text
         lower = text.lower()
@@ -144,15 +146,15 @@ class MLLMImage:
                 self.url = None
                 self.src, self.mime_type = _data_url(text, mime_type or _sniff(raw))
                 return
-            raise ValueError(
+            raise ConfigurationError(
                 f"MLLMImage: {text[:80]!r} is not an http(s) URL, a data URL, base64 image data or an existing "
                 "file. Pass a full URL, or a path to a file that exists (with local=True).")
         path = Path(text).expanduser()
         try:
             raw = path.read_bytes()
         except OSError as exc:
-            raise ValueError(f"MLLMImage: cannot read the local image {str(path)!r} ({exc}). Check the path.") \
-                from exc
+            raise ConfigurationError(f"MLLMImage: cannot read the local image {str(path)!r} ({exc}). Check the "
+                                     "path.") from exc
         self.local = True
         self.path = str(path)
         self.mime_type = mime_type or _sniff(raw) or mimetypes.guess_type(path.name)[0] or "image/png"
@@ -177,7 +179,8 @@ class MLLMImage:
         """The image a placeholder token stands for."""
         m = _TOKEN.fullmatch(token.strip())
         if not m:
-            raise ValueError("not a contextjudge image token")
+            raise ConfigurationError(f"{token[:80]!r} is not a contextjudge image token: pass the text of "
+                                     "str(image) (it starts with '[[contextjudge:image:').")
         return _decode(m.group(1))
 
     @property
@@ -245,14 +248,15 @@ def _data_url(data: bytes | str, mime_type: str | None) -> tuple[str, str]:
         try:
             raw = base64.b64decode(data + "=" * (-len(data) % 4), validate=False)
         except (binascii.Error, ValueError) as exc:
-            raise ValueError(f"MLLMImage: data= is not valid base64 ({exc}).") from exc
+            raise ConfigurationError(f"MLLMImage: data= is not valid base64 ({exc}). Pass the image's bytes, or "
+                                     "their base64 text.") from exc
         mime = mime_type or _sniff(raw) or "image/png"
         return f"data:{mime};base64,{data}", mime
     if isinstance(data, (bytes, bytearray, memoryview)):
         raw = bytes(data)
         mime = mime_type or _sniff(raw) or "image/png"
         return f"data:{mime};base64,{base64.b64encode(raw).decode('ascii')}", mime
-    raise ValueError(f"MLLMImage: data= must be bytes or a base64 string, not {type(data).__name__}.")
+    raise ConfigurationError(f"MLLMImage: data= must be bytes or a base64 string, not {type(data).__name__}.")
 
 
 def _decode(payload: str) -> MLLMImage:
@@ -323,7 +327,7 @@ def to_image(value: Any) -> MLLMImage:
                 return MLLMImage(url=value["url"])
     if isinstance(value, (str, os.PathLike)):
         return MLLMImage(url=value)
-    raise ValueError(f"not an image: {type(value).__name__}. Pass MLLMImage(...) objects or image URLs.")
+    raise ConfigurationError(f"not an image: {type(value).__name__}. Pass MLLMImage(...) objects or image URLs.")
 
 
 def marker_alt_texts(text: str) -> list[str]:

@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TextIO
 
+from .errors import ConfigurationError
+
 __all__ = ["Answers", "Recommendation", "main", "recommend"]
 
 EXIT_OK, EXIT_ERROR = 0, 2
@@ -53,7 +55,7 @@ _JUDGE = {"llm": "llm", "openai": "llm", "anthropic": "llm", "ollama": "llm", "a
           "local": "local", "offline": "local", "embedded": "local", "none": "local", "no": "local"}
 
 
-class AnswerError(ValueError):
+class AnswerError(ConfigurationError):
     """An answer that cannot be understood; the message says which values are accepted."""
 
 

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 from .._result import EvaluationResult
 from .._runner import evaluate as _evaluate
 from .._testcase import LLMTestCase
-from ..errors import ContextJudgeError
+from ..errors import ContextJudgeError, MetricNotFoundError
 from ..metrics import ContextualPrecisionMetric, ContextualRecallMetric, ContextUtilizationMetric
 
 __all__ = [
@@ -146,7 +146,7 @@ class RagasResult:
 
     def __getitem__(self, name: str) -> list[float | None]:
         if name not in self._names:
-            raise KeyError(f"no metric {name!r} in this result; have {self._names}")
+            raise MetricNotFoundError(f"no metric {name!r} in this result; use one of {self._names}")
         return [s[name] for s in self.scores]
 
     def mean(self, name: str) -> float | None:

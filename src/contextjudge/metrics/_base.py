@@ -14,7 +14,7 @@ from .._protocol import Item
 from .._result import MetricResult, Usage
 from .._retry import JudgeOptions
 from .._testcase import ConversationalTestCase, LLMTestCase, RetrievedNode
-from ..errors import ContextJudgeError, InvalidTestCaseError, JudgeError, JudgeUnavailableError, \
+from ..errors import ConfigurationError, ContextJudgeError, InvalidTestCaseError, JudgeError, JudgeUnavailableError, \
     MissingTestCaseParamsError
 from ..multimodal import ImageRequests, judge_supports_images, judge_view
 
@@ -80,7 +80,8 @@ class BaseMetric:
         judge_supports_images: bool | None = None,
     ) -> None:
         if not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) <= 1.0:
-            raise ValueError(f"{self.name}: threshold must be a number between 0 and 1, got {threshold!r}.")
+            raise ConfigurationError(f"{self.name}: threshold must be a number between 0 and 1, got {threshold!r}. "
+                                     "Pass e.g. threshold=0.5.")
         self.threshold = 1.0 if strict_mode else float(threshold)
         self._model_arg = model
         self._model = None

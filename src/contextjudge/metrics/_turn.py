@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 from .._judge import JudgeClient
 from .._result import Usage
 from .._testcase import ConversationalTestCase, Turn
-from ..errors import InvalidTestCaseError, MissingTestCaseParamsError
+from ..errors import ConfigurationError, InvalidTestCaseError, MissingTestCaseParamsError
 from ..templates import TurnContextualPrecisionTemplate, TurnContextualRecallTemplate, TurnContextualRelevancyTemplate
 from ._base import BaseMetric, Outcome
 from ._cores import node_usefulness, sentence_relevance, statement_support
@@ -32,7 +32,8 @@ class _TurnMetric(BaseMetric):
         super().__init__(threshold, model, include_reason, strict_mode, async_mode, verbose_mode,
                          evaluation_template, **kwargs)
         if not isinstance(window_size, int) or window_size < 1:
-            raise ValueError(f"{self.name}: window_size must be a positive integer, got {window_size!r}.")
+            raise ConfigurationError(f"{self.name}: window_size must be a positive integer (the number of turns "
+                                     f"judged together), got {window_size!r}. Pass e.g. window_size=10.")
         self.window_size = window_size
 
     def check(self, test_case: Any) -> None:

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from .._result import EvaluationResult
+from ..errors import ConfigurationTypeError
 from ._html import MetricChange, RunView, compare_runs, render_html
 from ._stats import Interval, bootstrap_mean, paired_difference
 
@@ -45,7 +46,8 @@ def _as_view(x: Any, store: Any) -> RunView | None:
     if isinstance(x, EvaluationResult):
         return RunView(result=x, run_id=x.run_id)
     if store is None:
-        raise TypeError("pass an EvaluationResult, or a run id together with store=...")
+        raise ConfigurationTypeError(f"got {type(x).__name__} {x!r} without store=...: pass an EvaluationResult, "
+                                     "or a run id together with store=...")
     return run_view(store, x)
 
 
@@ -57,7 +59,8 @@ def render_report(result: Any = None, *, store: Any = None, run: str | None = No
     """
     if result is None:
         if store is None:
-            raise TypeError("render_report() needs an EvaluationResult or store=... (and optionally run=...)")
+            raise ConfigurationTypeError("render_report() needs an EvaluationResult, or store=... (and optionally "
+                                         "run=...): pass one of them.")
         current = run_view(store, run)
     else:
         current = _as_view(result, store)

@@ -347,27 +347,18 @@ def _safe_matches(adapter: Any, app: Any) -> bool:
 
 def _with_golden_ids(captured: list[Any]) -> list[Any]:
     """Cases keyed by their golden's id when that is unique, so runs of different app versions pair up."""
-    def gid(c: Any) -> str | None:
-        meta = getattr(c.test_case, "additional_metadata", None) or {}
-        found = c.golden_id or (c.metadata or {}).get("golden_id") or meta.get("golden_id")
-        return None if found is None else str(found)
+    from .identity import golden_id_of, is_generated_id  # noqa: PLC0415
 
-    gids = [gid(c) for c in captured]
+    gids = [golden_id_of(c) for c in captured]
     out = []
     for c, g in zip(captured, gids):
         tc = c.test_case
         own = getattr(tc, "id", None)
-        generated = own is None or own in (c.case_id, c.root_run_id) or _looks_generated(str(own))
+        generated = own is None or own in (c.case_id, c.root_run_id) or is_generated_id(own)
         if g and generated and gids.count(g) == 1:
             tc.id = f"golden-{g}"
         out.append(tc)
     return out
-
-
-def _looks_generated(value: str) -> bool:
-    """A run or case id made by a framework (a UUID), not one a user chose."""
-    hexed = value.replace("-", "")
-    return len(hexed) == 32 and all(ch in "0123456789abcdef" for ch in hexed.lower())
 
 
 def _progress(args: argparse.Namespace) -> bool | None:

@@ -2,7 +2,8 @@
 
 Capture fills a test case's ``expected_output`` from the golden whose input matches the captured input (after
 normalising case, white space and punctuation), or whose id is passed in the run's metadata
-(``metadata={"golden_id": ...}``). ``load_goldens`` reads a list of dicts, a JSONL file or a CSV file.
+(``metadata={"golden_id": ...}``); ``contextjudge.identity.match_golden`` holds those rules, and ``Goldens.match`` is
+the look-up it uses. ``load_goldens`` reads a list of dicts, a JSONL file or a CSV file.
 """
 
 from __future__ import annotations

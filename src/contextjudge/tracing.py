@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TypeVar
 
 from .goldens import Golden, load_goldens
+from .identity import GOLDEN_ID_KEY
 
 __all__ = ["Golden", "Span", "Trace", "current_span", "observe", "update_current_span", "update_current_trace"]
 
@@ -444,7 +445,7 @@ def _meta(trace: Trace, span: Span | None) -> dict[str, Any]:
     if trace.golden is not None:
         meta["golden_input"] = trace.golden.input
         if trace.golden.id:
-            meta["golden_id"] = trace.golden.id
+            meta[GOLDEN_ID_KEY] = trace.golden.id
     if span is not None:
         meta.update({"span": span.name, "span_path": span.path, "span_type": span.type})
         if span.error:

@@ -6,15 +6,13 @@ Resampling uses a fixed seed, so the same run always gets the same interval.
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..goldens import normalize_input
+from ..identity import is_generated_id
 
 __all__ = ["Interval", "bootstrap_mean", "pair_key", "paired_difference"]
-
-_AUTO_KEY = re.compile(r"^(\d+-[0-9a-f]{16}|[0-9a-f]{32})$")
 
 
 @dataclass
@@ -52,7 +50,7 @@ def bootstrap_mean(values: Sequence[float], *, confidence: float = 0.95, seed: i
 def pair_key(test_case: Any, seen: dict[str, int]) -> str:
     """How a case is recognised in another run: its own id, else its input (numbered when it repeats)."""
     own = getattr(test_case, "id", None)
-    if own and not _AUTO_KEY.match(str(own)):
+    if own and not is_generated_id(own):
         base = f"id:{own}"
     else:
         text = getattr(test_case, "input", None)

@@ -15,7 +15,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -27,6 +26,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from .._result import EvaluationResult, MetricResult, TestResult, Usage
 from .._testcase import ConversationalTestCase, LLMTestCase, dump_json, jsonable
 from ..errors import StoreError
+from ..identity import new_run_id
 from . import _schema as S
 
 __all__ = ["DEFAULT_STORE_PATH", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
@@ -283,7 +283,7 @@ class ResultsStore:
                                  .values(status="running", updated_at=now))
                     logger.info("contextjudge: resuming run %s", run_id)
                     return run_id
-            new_id = run_id or f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}-{uuid.uuid4().hex[:6]}"
+            new_id = run_id or new_run_id(now)
             # insert-or-nothing: another process may start the same run id between the look-up and here (two CI
             # shards, a restarted worker); it then simply joins the run that the other one created
             self._insert_ignore(conn, S.runs, {

@@ -1,0 +1,147 @@
+"""Identity: how a case is keyed in a run, how it finds its golden, and how contextjudge makes the ids it needs.
+
+One place for rules that the runner, the store, capture, tracing, the CLI and the report must agree on:
+
+- ``case_key(index, test_case)``: a case's key within a run, its own ``id`` when it has one.
+- ``is_generated_id(value)``: whether an id is one of those contextjudge (or a framework) made up, rather than one a
+  user chose; such ids differ from run to run, so runs are paired by input instead.
+- ``GOLDEN_ID_KEY`` and ``golden_id_of``: where a case carries the id of its golden, in any accepted spelling.
+- ``match_golden``: fill a test case's expected output (a conversation's turns and expected outcome) from goldens.
+- ``new_case_id()`` and ``new_run_id()``: the ids contextjudge generates.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .goldens import Goldens
+
+__all__ = ["GOLDEN_ID_ALIASES", "GOLDEN_ID_KEY", "case_key", "golden_id_of", "is_generated_id", "match_golden",
+           "new_case_id", "new_run_id"]
+
+GOLDEN_ID_KEY = "golden_id"
+"""The metadata key that names a case's golden: ``config={"metadata": {"golden_id": ...}}``, a test case's
+``additional_metadata``, a captured case's ``metadata``."""
+
+GOLDEN_ID_ALIASES: tuple[str, ...] = ("contextjudge.golden_id",)
+"""Other spellings read (never written) for the same thing: LlamaIndex tags are namespaced."""
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+# ------------------------------------------------------------------------------------------------ case keys
+def case_key(index: int, test_case: Any) -> str:
+    """The key of a case within a run: its own id when it has one, else its position and content hash."""
+    own = getattr(test_case, "id", None)
+    if own:
+        return str(own)
+    fp = test_case.fingerprint() if hasattr(test_case, "fingerprint") else str(index)
+    return f"{index}-{fp}"
+
+
+def _is_hex(text: str, n: int) -> bool:
+    return len(text) == n and all(ch in _HEX for ch in text)
+
+
+def is_generated_id(value: Any) -> bool:
+    """True for an id no user chose: a ``case_key`` made of position and fingerprint, a ``new_case_id()``, or a UUID
+    (a framework's run id). Such an id names a case in one run only."""
+    if value is None:
+        return False
+    text = str(value)
+    position, sep, fp = text.partition("-")
+    if sep and position.isascii() and position.isdigit() and _is_hex(fp, 16):
+        return True
+    if len(text) == 36 and all(text[i] == "-" for i in (8, 13, 18, 23)):
+        text = text.replace("-", "")
+    return _is_hex(text, 32)
+
+
+# ------------------------------------------------------------------------------------------------ generated ids
+def new_case_id() -> str:
+    """A fresh id for a captured case: 32 hex digits."""
+    return uuid.uuid4().hex
+
+
+def new_run_id(now: float | None = None) -> str:
+    """A fresh run id, sortable by start time (UTC): ``20240601-120000-a1b2c3``."""
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}-{uuid.uuid4().hex[:6]}"
+
+
+# ------------------------------------------------------------------------------------------------ goldens
+def _present(value: Any) -> bool:
+    return value is not None and value != ""
+
+
+def golden_id_of(source: Any) -> str | None:
+    """The golden id ``source`` carries, as text, or None.
+
+    ``source`` is a metadata mapping (``golden_id`` or an alias such as ``contextjudge.golden_id``), or an object:
+    its own ``golden_id`` attribute first, then its ``metadata``, its ``additional_metadata``, and its
+    ``test_case``'s (a captured case).
+    """
+    if source is None:
+        return None
+    if isinstance(source, Mapping):
+        for key in (GOLDEN_ID_KEY, *GOLDEN_ID_ALIASES):
+            if _present(source.get(key)):
+                return str(source[key])
+        return None
+    own = getattr(source, "golden_id", None)
+    if _present(own):
+        return str(own)
+    for attr in ("metadata", "additional_metadata"):
+        meta = getattr(source, attr, None)
+        if isinstance(meta, Mapping) and (found := golden_id_of(meta)) is not None:
+            return found
+    inner = getattr(source, "test_case", None)
+    if inner is not None and inner is not source:
+        return golden_id_of(inner)
+    return None
+
+
+def match_golden(goldens: Goldens | None, test_case: Any, *, golden_id: Any = None,
+                 fallback_input: Any = None) -> str | None:
+    """Fill ``test_case`` in place from its golden and return that golden's id (None when none matched or it has
+    no id). Fields already set are kept.
+
+    A single-turn case matches the golden named ``golden_id``, else the one whose input matches its ``input``, else
+    (when given) ``fallback_input``, such as a chain's raw input; its ``expected_output`` is filled. In a
+    conversation, each assistant turn without ``expected_output`` takes it from the golden matching the user turn
+    before it, and ``expected_outcome`` comes from the golden named ``golden_id`` (its expected outcome, else its
+    expected output); the id returned is that golden's.
+    """
+    from ._testcase import ConversationalTestCase, LLMTestCase  # noqa: PLC0415 - keep this module light
+
+    if goldens is None or not len(goldens):
+        return None
+    if isinstance(test_case, LLMTestCase):
+        g = goldens.match(test_case.input, golden_id)
+        if g is None and _present(fallback_input):
+            g = goldens.match(str(fallback_input), golden_id)
+        if g is None:
+            return None
+        if test_case.expected_output is None and g.expected_output:
+            test_case.expected_output = g.expected_output
+        return g.id
+    if isinstance(test_case, ConversationalTestCase):
+        turns = test_case.turns
+        for i, turn in enumerate(turns):
+            if turn.role != "assistant" or turn.expected_output is not None:
+                continue
+            prev = next((t for t in reversed(turns[:i]) if t.role == "user"), None)
+            g = goldens.match(prev.content if prev else None)
+            if g is not None and g.expected_output:
+                turn.expected_output = g.expected_output
+        named = goldens.match(None, golden_id) if golden_id is not None else None
+        if named is None:
+            return None
+        if test_case.expected_outcome is None and any(t.role == "user" for t in turns):
+            if named.expected_outcome or named.expected_output:
+                test_case.expected_outcome = named.expected_outcome or named.expected_output
+        return named.id
+    return None

@@ -1,0 +1,137 @@
+"""Identity: case keys, generated ids, golden ids and golden matching, and per-node metrics found by attribute."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from types import SimpleNamespace
+
+from contextjudge import ConversationalTestCase, LLMTestCase, Turn
+from contextjudge.goldens import Golden, Goldens
+from contextjudge.identity import (
+    GOLDEN_ID_ALIASES,
+    GOLDEN_ID_KEY,
+    case_key,
+    golden_id_of,
+    is_generated_id,
+    match_golden,
+    new_case_id,
+    new_run_id,
+)
+from contextjudge.report._stats import pair_key
+
+RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
+
+
+# ---------------------------------------------------------------------------------------------- case keys and ids
+def test_a_case_is_keyed_by_its_own_id_else_by_position_and_content():
+    own = LLMTestCase(input="q", id="faq-17")
+    assert case_key(3, own) == "faq-17"
+    anon = LLMTestCase(input="q", actual_output="a")
+    key = case_key(3, anon)
+    assert key == f"3-{anon.fingerprint()}"
+    assert case_key(3, anon.model_copy(update={"name": "renamed"})) == key  # the name is not content
+
+
+def test_generated_ids_are_told_from_chosen_ones():
+    anon = LLMTestCase(input="q")
+    for made in (case_key(0, anon), case_key(41, anon), new_case_id(), str(uuid.uuid4()), uuid.uuid4().hex.upper()):
+        assert is_generated_id(made), made
+    for chosen in ("faq-17", "golden-g1", "12-deadbeef", "x-0123456789abcdef", "0123456789abcdef", None, ""):
+        assert not is_generated_id(chosen), chosen
+
+
+def test_new_ids_have_their_formats():
+    assert re.fullmatch(r"[0-9a-f]{32}", new_case_id()) and new_case_id() != new_case_id()
+    assert new_run_id(0).startswith("19700101-000000-") and RUN_ID.match(new_run_id(0))
+    assert RUN_ID.match(new_run_id()) and new_run_id()[:8] == time.strftime("%Y%m%d", time.gmtime())
+
+
+def test_the_store_names_new_runs_with_new_run_id(tmp_path):
+    from contextjudge.store import open_store
+
+    s = open_store(str(tmp_path / "r.db"))
+    try:
+        assert RUN_ID.match(s.begin_run(None, {"name": "x"}))
+        assert s.begin_run("mine", {"name": "y"}) == "mine"
+    finally:
+        s.close()
+
+
+def test_the_report_pairs_generated_keys_by_input_and_chosen_ids_by_id():
+    stored = LLMTestCase(input="What is the PTO policy?")
+    stored.id = case_key(4, stored)  # how the store hands back a case that had no id of its own
+    assert pair_key(stored, {}) == "in:what is the pto policy"
+    assert pair_key(LLMTestCase(input="x", id=new_case_id()), {}) == "in:x"
+    assert pair_key(LLMTestCase(input="x", id="faq-17"), {}) == "id:faq-17"
+
+
+# ---------------------------------------------------------------------------------------------- golden ids
+def test_golden_id_of_reads_every_accepted_spelling():
+    assert GOLDEN_ID_KEY == "golden_id" and "contextjudge.golden_id" in GOLDEN_ID_ALIASES
+    assert golden_id_of({"golden_id": "g1"}) == "g1"
+    assert golden_id_of({"contextjudge.golden_id": 7}) == "7"
+    assert golden_id_of({"golden_id": "g1", "contextjudge.golden_id": "g2"}) == "g1"
+    assert golden_id_of({"golden_id": ""}) is None and golden_id_of({}) is None and golden_id_of(None) is None
+    tc = LLMTestCase(input="q", additional_metadata={"contextjudge.golden_id": "g3"})
+    assert golden_id_of(tc) == "g3"
+    captured = SimpleNamespace(golden_id=None, metadata={}, test_case=tc)
+    assert golden_id_of(captured) == "g3"  # from the test case's metadata
+    captured.metadata = {"golden_id": "g4"}
+    assert golden_id_of(captured) == "g4"
+    captured.golden_id = "g5"
+    assert golden_id_of(captured) == "g5"
+
+
+def test_the_cli_keys_captured_cases_by_a_golden_id_given_under_the_alias():
+    from contextjudge.cli import _with_golden_ids
+
+    cases = [SimpleNamespace(test_case=LLMTestCase(input=f"q{i}", id=new_case_id()), case_id=None, root_run_id=None,
+                             golden_id=None, metadata={"contextjudge.golden_id": f"g{i}"}) for i in range(2)]
+    cases.append(SimpleNamespace(test_case=LLMTestCase(input="own", id="mine"), case_id=None, root_run_id=None,
+                                 golden_id="g9", metadata={}))
+    assert [tc.id for tc in _with_golden_ids(cases)] == ["golden-g0", "golden-g1", "mine"]
+
+
+# ---------------------------------------------------------------------------------------------- golden matching
+GOLDENS = Goldens([
+    Golden(input="What's the PTO policy?", expected_output="25 days a year.", id="pto"),
+    Golden(input="Where do I park?", expected_output="Level 2."),
+    Golden(input="Plan my trip", expected_output="A plan.", expected_outcome="A booked trip.", id="trip"),
+    Golden(input="Summarise", expected_output="A summary.", id="sum"),
+])
+
+
+def test_match_golden_fills_a_single_turn_case_by_input_id_or_fallback():
+    tc = LLMTestCase(input="whats the pto policy")
+    assert match_golden(GOLDENS, tc) == "pto" and tc.expected_output == "25 days a year."
+    by_id = LLMTestCase(input="something else")
+    assert match_golden(GOLDENS, by_id, golden_id="pto") == "pto" and by_id.expected_output == "25 days a year."
+    chain = LLMTestCase(input="rewritten: parking?")
+    assert match_golden(GOLDENS, chain, fallback_input="Where do I park") is None  # matched, but it has no id
+    assert chain.expected_output == "Level 2."
+    kept = LLMTestCase(input="What's the PTO policy?", expected_output="mine")
+    assert match_golden(GOLDENS, kept) == "pto" and kept.expected_output == "mine"
+    lost = LLMTestCase(input="unknown")
+    assert match_golden(GOLDENS, lost, golden_id="nope") is None and lost.expected_output is None
+    assert match_golden(Goldens(), LLMTestCase(input="What's the PTO policy?")) is None
+    assert match_golden(None, LLMTestCase(input="What's the PTO policy?")) is None
+
+
+def test_match_golden_fills_a_conversation_per_turn_and_its_outcome_by_id():
+    conv = ConversationalTestCase(turns=[
+        Turn(role="user", content="What's the PTO policy?"),
+        Turn(role="assistant", content="25."),
+        Turn(role="user", content="where do i park"),
+        Turn(role="assistant", content="L2.", expected_output="mine"),
+        Turn(role="user", content="anything else?"),
+        Turn(role="assistant", content="No."),
+    ])
+    assert match_golden(GOLDENS, conv, golden_id="trip") == "trip"
+    assert [t.expected_output for t in conv.turns if t.role == "assistant"] == ["25 days a year.", "mine", None]
+    assert conv.expected_outcome == "A booked trip."
+    other = ConversationalTestCase(turns=[Turn(role="user", content="hi"), Turn(role="assistant", content="hello")])
+    assert match_golden(GOLDENS, other, golden_id="sum") == "sum" and other.expected_outcome == "A summary."
+    alone = ConversationalTestCase(turns=[Turn(role="user", content="hi"), Turn(role="assistant", content="hello")])
+    assert match_golden(GOLDENS, alone) is None and alone.expected_outcome is None

@@ -7,7 +7,7 @@ import time
 import uuid
 from types import SimpleNamespace
 
-from contextjudge import ConversationalTestCase, LLMTestCase, Turn
+from contextjudge import ConversationalTestCase, EvaluationResult, LLMTestCase, MetricResult, TestResult, Turn, evaluate
 from contextjudge.goldens import Golden, Goldens
 from contextjudge.identity import (
     GOLDEN_ID_ALIASES,
@@ -19,7 +19,11 @@ from contextjudge.identity import (
     new_case_id,
     new_run_id,
 )
+from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric
+from contextjudge.metrics._base import BaseMetric, Outcome
+from contextjudge.report import render_report
 from contextjudge.report._stats import pair_key
+from contextjudge.testing import FakeJudge
 
 RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
 
@@ -135,3 +139,53 @@ def test_match_golden_fills_a_conversation_per_turn_and_its_outcome_by_id():
     assert match_golden(GOLDENS, other, golden_id="sum") == "sum" and other.expected_outcome == "A summary."
     alone = ConversationalTestCase(turns=[Turn(role="user", content="hi"), Turn(role="assistant", content="hello")])
     assert match_golden(GOLDENS, alone) is None and alone.expected_outcome is None
+
+
+# ---------------------------------------------------------------------------------------------- per-node metrics
+class MyPrecision(ContextualPrecisionMetric):
+    name = "Retriever ordering"
+
+
+class RankNotes(BaseMetric):
+    """A metric whose verdicts carry ranks but are not judgements of the nodes."""
+
+    name = "Rank notes"
+    key = "rank_notes"
+    required_params = ("input", "retrieval_context")
+
+    async def _compute(self, tc, client):
+        notes = [{"rank": k, "verdict": "yes", "reason": "noted"} for k in range(1, len(tc.retrieval_context) + 1)]
+        return Outcome(1.0, notes, "noted", judged=False)
+
+
+def _case() -> LLMTestCase:
+    return LLMTestCase(input="How many vacation days?", expected_output="25 vacation days.",
+                       retrieval_context=["Employees get 25 vacation days.", "The garage opens at 6am."])
+
+
+def test_node_metrics_are_known_by_attribute_not_by_name(tmp_path):
+    assert ContextualPrecisionMetric.judges_nodes and MyPrecision.judges_nodes
+    assert not ContextualRecallMetric.judges_nodes and not RankNotes.judges_nodes
+    judge = FakeJudge()
+    db = str(tmp_path / "r.db")
+    res = evaluate([_case()], [RankNotes(model=judge), MyPrecision(model=judge)], store=db, run_id="r1",
+                   show_progress=False)
+    assert res.test_results[0].metric("Retriever ordering").details["per_node"] is True
+    assert "per_node" not in res.test_results[0].metric("Rank notes").details
+    for page in (render_report(res), render_report(store=db, run="r1")):
+        table = page[page.index('class="cj-nodes"'):]
+        table = table[: table.index("</table>")]
+        assert "<th>Retriever ordering</th>" in table and "Rank notes" not in table
+        assert "class='v-yes'" in table and "class='v-no'" in table  # coloured by the custom-named metric
+
+
+def test_results_stored_before_the_flag_fall_back_to_the_built_in_metric_of_that_name():
+    verdicts = [{"rank": 1, "id": "n1", "verdict": "yes", "reason": "useful"},
+                {"rank": 2, "id": "n2", "verdict": "no", "reason": "not"}]
+    old = [MetricResult(name="Contextual Precision", score=1.0, threshold=0.5, success=True, verdicts=verdicts),
+           MetricResult(name="Unknown ranks", score=1.0, threshold=0.5, success=True, verdicts=verdicts)]
+    page = render_report(EvaluationResult(test_results=[TestResult(index=0, name="c", test_case=_case(),
+                                                                   metrics_data=old)]))
+    table = page[page.index('class="cj-nodes"'):]
+    table = table[: table.index("</table>")]
+    assert "<th>Contextual Precision</th>" in table and "Unknown ranks" not in table

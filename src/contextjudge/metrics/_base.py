@@ -22,6 +22,8 @@ __all__ = ["BaseMetric", "Outcome"]
 
 logger = logging.getLogger("contextjudge")
 
+PER_NODE = "per_node"  # the key in MetricResult.details that says the verdicts are one per retrieved node
+
 
 class Outcome:
     """What a metric computed, before thresholds and reasons are applied."""
@@ -64,6 +66,9 @@ class BaseMetric:
     default_template: ClassVar[Any] = None
     required_params: ClassVar[tuple[str, ...]] = ()
     conversational: ClassVar[bool] = False
+    # True when the verdicts are one per retrieved node (in rank order); recorded in each result's details under
+    # PER_NODE, so that the report, which sees results and not classes, lays them out per node
+    judges_nodes: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -185,7 +190,8 @@ class BaseMetric:
         return MetricResult(
             name=self.name, score=score, threshold=self.threshold, success=score >= self.threshold,
             reason=reason, strict_mode=self.strict_mode, verdicts=outcome.verdicts, verbose_logs=verbose,
-            usage=outcome.usage, evaluation_model=client.name, details=outcome.details,
+            usage=outcome.usage, evaluation_model=client.name,
+            details={**outcome.details, PER_NODE: True} if self.judges_nodes else outcome.details,
         )
 
     async def _llm_reason(self, client: JudgeClient, score: float, outcome: Outcome) -> str:

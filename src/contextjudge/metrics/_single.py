@@ -29,6 +29,7 @@ class ContextualPrecisionMetric(BaseMetric):
 
     name = "Contextual Precision"
     key = "contextual_precision"
+    judges_nodes = True
     default_template = ContextualPrecisionTemplate
     required_params = ("input", "expected_output", "retrieval_context")
 
@@ -42,6 +43,7 @@ class ContextUtilizationMetric(BaseMetric):
 
     name = "Context Utilization"
     key = "context_utilization"
+    judges_nodes = True
     default_template = ContextUtilizationTemplate
     required_params = ("input", "actual_output", "retrieval_context")
 

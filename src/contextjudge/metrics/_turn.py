@@ -117,6 +117,7 @@ class TurnContextualPrecisionMetric(_TurnMetric):
 
     name = "Turn Contextual Precision"
     key = "turn_contextual_precision"
+    judges_nodes = True
     default_template = TurnContextualPrecisionTemplate
     required_params = ("turns",)
     needs_reference = True

@@ -8,6 +8,7 @@ Charts are inline SVG drawn here.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import html
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -18,8 +19,6 @@ from ._stats import Interval, bootstrap_mean, pair_key, paired_difference
 from ..multimodal import has_images, split_images
 
 __all__ = ["MetricChange", "RunView", "compare_runs", "render_html"]
-
-_NODE_METRICS = ("Contextual Precision", "Context Utilization", "Turn Contextual Precision")
 
 
 @dataclass
@@ -312,11 +311,29 @@ def _case_input(tc: Any) -> str:
     return getattr(tc, "input", "") or ""
 
 
+@functools.cache
+def _builtin_judges_nodes() -> dict[str, bool]:
+    from ..metrics import BY_KEY  # noqa: PLC0415 - loaded on first use, as the package loads its names
+
+    return {cls.name: cls.judges_nodes for cls in BY_KEY.values()}
+
+
+def _judges_nodes(m: MetricResult) -> bool:
+    """Whether ``m``'s verdicts are one per retrieved node, as its metric recorded when it scored (for results
+    stored before metrics recorded it, the built-in metric of that name says)."""
+    from ..metrics._base import PER_NODE  # noqa: PLC0415
+
+    flag = (m.details or {}).get(PER_NODE)
+    if flag is not None:
+        return bool(flag)
+    return _builtin_judges_nodes().get(m.name, False)
+
+
 def _node_table(nodes: list[Any], by_rank: dict[str, dict[int, dict[str, Any]]],
                 relevancy: dict[int, list[dict[str, Any]]], node_metrics: list[str]) -> str:
     if not nodes:
         return "<p class='small'>No retrieval context.</p>"
-    colour_metric = next((m for m in _NODE_METRICS if m in node_metrics), None)
+    colour_metric = node_metrics[0] if node_metrics else None  # the first per-node metric, in the run's order
     head = "".join(f"<th>{_e(m)}</th>" for m in node_metrics)
     out = [f'<table class="cj-nodes"><thead><tr><th>Rank</th><th>Node</th>{head}'
            + ("<th>Relevant sentences</th>" if relevancy else "") + "</tr></thead><tbody>"]
@@ -383,6 +400,7 @@ def _retrieval_block(nodes: list[Any], metrics: list[MetricResult], turn: int | 
     relevancy: dict[int, list[dict[str, Any]]] = {}
     node_metrics: list[str] = []
     for m in metrics:
+        per_node = _judges_nodes(m)
         for v in m.verdicts:
             if not isinstance(v, dict) or not isinstance(v.get("rank"), int):
                 continue
@@ -390,7 +408,7 @@ def _retrieval_block(nodes: list[Any], metrics: list[MetricResult], turn: int | 
                 continue
             if "statement" in v:  # relevancy: one verdict per sentence of a node
                 relevancy.setdefault(v["rank"], []).append(v)
-            else:
+            elif per_node:
                 by_rank.setdefault(m.name, {})[v["rank"]] = v
                 if m.name not in node_metrics:
                     node_metrics.append(m.name)

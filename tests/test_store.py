@@ -272,11 +272,55 @@ def test_schema_is_versioned(store):
     with store.engine.begin() as conn:
         conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION + 1)))
     try:
-        with pytest.raises(StoreError, match="newer than this contextjudge"):
+        with pytest.raises(StoreError, match="a newer contextjudge or another program made it"):
             ResultsStore(store.target)
     finally:
         with store.engine.begin() as conn:
             conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
+
+
+def _sqlite_file(path, *statements):
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    for sql in statements:
+        conn.execute(sql)
+    conn.commit()
+    conn.close()
+    return str(path)
+
+
+def test_a_store_made_by_another_program_or_version_says_so(tmp_path):
+    # a table with our name and other columns: another program (or another version) made this database
+    foreign = _sqlite_file(tmp_path / "foreign.db", "CREATE TABLE cj_runs (id INTEGER PRIMARY KEY, label TEXT)")
+    with pytest.raises(StoreError) as info:
+        open_store(foreign)
+    msg = str(info.value)
+    assert "'cj_runs'" in msg and "another version of contextjudge or another program" in msg
+    assert "missing config, created_at," in msg and "unexpected id, label" in msg
+    assert "Pass a new path" in msg and "cannot open" not in msg
+
+    # our meta table, recording a schema version from the future, or one that is not a version at all
+    for value in (str(SCHEMA_VERSION + 7), "v2-beta"):
+        path = _sqlite_file(tmp_path / f"meta-{value}.db",
+                            "CREATE TABLE cj_meta (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)",
+                            f"INSERT INTO cj_meta VALUES ('schema_version', '{value}')")
+        with pytest.raises(StoreError) as info:
+            open_store(path)
+        msg = str(info.value)
+        assert f"schema version '{value}'" in msg and "a newer contextjudge or another program made it" in msg
+        assert "pass a new path" in msg and "cannot open" not in msg
+
+    # not a database at all
+    (tmp_path / "notes.db").write_text("these are my notes, not a database\n" * 200)
+    with pytest.raises(StoreError, match="not a SQLite database: another program made it. Pass a new path"):
+        open_store(str(tmp_path / "notes.db"))
+
+    # an application's own database, with tables of its own names, is fine: ours sit beside them
+    shared = _sqlite_file(tmp_path / "app.db", "CREATE TABLE runs (id INTEGER PRIMARY KEY, label TEXT)")
+    s = open_store(shared)
+    assert s.schema_version == SCHEMA_VERSION
+    s.close()
 
 
 def test_a_failed_write_is_rolled_back_whole(store):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from sqlalchemy import and_, bindparam, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import and_, bindparam, create_engine, delete, event, func, insert, inspect, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
@@ -167,6 +167,7 @@ class ResultsStore:
     # ------------------------------------------------------------------------------------------ plumbing
     def _setup(self) -> None:
         try:
+            self._check_foreign_tables()
             for attempt in range(3):
                 try:
                     with self._write_lock:
@@ -181,21 +182,48 @@ class ResultsStore:
                 if row is None:
                     self._insert_ignore(conn, S.meta, {"key": "schema_version", "value": str(S.SCHEMA_VERSION)},
                                         ["key"])
-                    version = S.SCHEMA_VERSION
+                    recorded: Any = S.SCHEMA_VERSION
                 else:
-                    version = int(row[0])
+                    recorded = row[0]
+                version = _schema_version(recorded)
         except StoreError:
             raise
         except SQLAlchemyError as exc:
+            if "file is not a database" in _short(exc):
+                raise StoreError(f"the store {_redact(self.url)!r} is a file but not a SQLite database: another "
+                                 "program made it. Pass a new path for the store.") from exc
             raise StoreError(f"cannot open the store {_redact(self.url)!r}: {_short(exc)}. Check the path or URL, "
                              "that the database server is running, and that you may write to it.") from exc
-        if version > S.SCHEMA_VERSION:
-            raise StoreError(f"the store {_redact(self.url)!r} has schema version {version}, newer than this "
-                             f"contextjudge understands ({S.SCHEMA_VERSION}): upgrade contextjudge.")
+        if version is None or version > S.SCHEMA_VERSION:
+            raise StoreError(f"the store {_redact(self.url)!r} records schema version {recorded!r}, which this "
+                             f"contextjudge (schema version {S.SCHEMA_VERSION}) does not know: a newer contextjudge "
+                             "or another program made it. Upgrade contextjudge to read it, or pass a new path (or "
+                             "another database) for this version's store.")
         if version < S.SCHEMA_VERSION:  # pragma: no cover - no older schema exists yet
             self._migrate(version)
         self.schema_version = S.SCHEMA_VERSION
         self._q = self._statements()
+
+    def _check_foreign_tables(self) -> None:
+        """Refuse a database whose tables carry our names but not our columns: another version of contextjudge or
+        another program made them, and writing into them would fail later, or mix two formats. (When
+        ``SCHEMA_VERSION`` is bumped, a store of the older version must reach ``_migrate`` before this check.)"""
+        found = inspect(self.engine)
+        existing = set(found.get_table_names())
+        for table in S.metadata.sorted_tables:
+            if table.name not in existing:
+                continue
+            have = {c["name"] for c in found.get_columns(table.name)}
+            want = {c.name for c in table.columns}
+            if have == want:
+                continue
+            diff = "; ".join(part for part in (
+                f"missing {', '.join(sorted(want - have))}" if want - have else "",
+                f"unexpected {', '.join(sorted(have - want))}" if have - want else "") if part)
+            raise StoreError(f"the store {_redact(self.url)!r} has a table {table.name!r} whose columns are not "
+                             f"this contextjudge's ({diff}): another version of contextjudge or another program made "
+                             "it. Pass a new path (or another database) for the store; or, if nothing in it is "
+                             "needed, delete the file (or drop its cj_* tables) and run again.")
 
     def _statements(self) -> dict[str, Any]:
         """Every write statement, built once with bind parameters so SQLAlchemy compiles each only once."""
@@ -532,6 +560,14 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
         cur.execute("PRAGMA busy_timeout=60000")
     finally:
         cur.close()
+
+
+def _schema_version(value: Any) -> int | None:
+    """The schema version a store records, or None when it is not one (another program wrote the meta table)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _short(exc: BaseException) -> str:

@@ -92,7 +92,7 @@ show("2. with capture(...)", session)  # leaving the block waited for the scores
 
 # 3. For the whole process, e.g. in a service's startup code; here capture only, scored later in one go.
 process_handler = instrument(metrics=metrics() + [TurnContextualRelevancyMetric(model=judge)], goldens=goldens,
-                             mode="deferred")
+                             mode="deferred", max_kept=None)  # this short script keeps every case in memory
 for golden in goldens[4:6]:  # runs sharing a thread id also form one conversation, scored by the turn metric
     chain.invoke(golden["input"], config={"metadata": {"thread_id": "user-42"}})
 uninstrument()

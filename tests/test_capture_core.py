@@ -1,6 +1,10 @@
 """The framework-agnostic capture scorer: modes, goldens, bounded memory."""
 
-from contextjudge import LLMTestCase
+import logging
+
+import pytest
+
+from contextjudge import ConfigurationError, LLMTestCase
 from contextjudge.capture import CapturedCase, CaptureScorer
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge.testing import FakeJudge
@@ -27,20 +31,35 @@ def test_background_scores_and_goldens_fill_expected_output():
 
 def test_memory_stays_bounded_for_scored_cases():
     scorer = CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(), max_kept=5)
-    for i in range(20):
+    for i in range(25):
         scorer.submit(_case(i))
-    scorer.flush(10)
-    for i in range(20, 25):
-        scorer.submit(_case(i))
-    scorer.flush(10)
-    assert len(scorer.cases) <= 10 and scorer.evicted >= 10
+        scorer.flush(10)  # a judge that keeps up: scored cases are forgotten first, nothing unscored is dropped
+    assert len(scorer.cases) <= 5 and scorer.evicted >= 20 and scorer.dropped == 0
     scorer.close()
 
 
-def test_off_mode_keeps_unscored_cases_without_a_store():
+def test_off_mode_without_a_store_needs_max_kept():
+    with pytest.raises(ConfigurationError, match="max_kept"):
+        CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(), mode="off")
+    with pytest.raises(ValueError, match="store="):  # the error still is a ValueError, as before
+        CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(), mode="deferred")
+
+
+def test_off_mode_with_max_kept_drops_the_oldest_and_counts_them(caplog):
     scorer = CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(), mode="off", max_kept=2)
-    for i in range(4):
-        scorer.submit(_case(i))
-    assert len(scorer.cases) == 4  # never dropped before they are scored or stored
+    with caplog.at_level(logging.WARNING, logger="contextjudge"):
+        for i in range(4):
+            scorer.submit(_case(i))
+    assert [c.test_case.input[-2] for c in scorer.cases] == ["2", "3"] and scorer.dropped == 2
+    assert sum("dropping its oldest unscored cases" in r.message for r in caplog.records) == 1
     result = scorer.score_deferred(show_progress=False)
-    assert len(result) == 4 and all(c.results for c in scorer.cases)
+    assert len(result) == 2 and all(c.results for c in scorer.cases)
+    scorer.close()
+
+
+def test_off_mode_with_unbounded_max_kept_keeps_everything():
+    scorer = CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(), mode="off", max_kept=None)
+    for i in range(30):
+        scorer.submit(_case(i))
+    assert len(scorer.cases) == 30 and scorer.dropped == 0
+    scorer.close()

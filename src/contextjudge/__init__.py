@@ -27,8 +27,8 @@ _EXPORTS = {
     "TestResult": "._result",
     "Usage": "._result",
     "JudgeOptions": "._retry",
-    "aevaluate": "._runner",
-    "evaluate": "._runner",
+    "aevaluate": ".engine.evaluate",
+    "evaluate": ".engine.evaluate",
     "ConversationalTestCase": "._testcase",
     "LLMTestCase": "._testcase",
     "RetrievedNode": "._testcase",
@@ -49,7 +49,7 @@ _EXPORTS = {
     "UsageError": ".errors",
     "Golden": ".goldens",
     "MLLMImage": ".multimodal",
-    "assert_test": "._assert",
+    "assert_test": ".engine.assertions",
     "observe": ".tracing",
     "update_current_span": ".tracing",
     "update_current_trace": ".tracing",
@@ -72,12 +72,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from ._assert import assert_test
+    from .engine.assertions import assert_test
     from ._judge import JUDGE_TAG, RunContext
     from ._models import resolve_model
     from ._result import EvaluationResult, MetricResult, TestResult, Usage
     from ._retry import JudgeOptions
-    from ._runner import aevaluate, evaluate
+    from .engine.evaluate import aevaluate, evaluate
     from ._testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
     from .errors import (
         CaptureError,

@@ -22,7 +22,7 @@ from .errors import SyncCallOnLoopError
 
 T = TypeVar("T")
 
-__all__ = ["loop_thread", "run_sync", "shared_loop", "submit"]
+__all__ = ["before_shutdown", "loop_thread", "run_sync", "shared_loop", "submit"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -74,7 +74,15 @@ class _LoopThread:
             loop.close()
 
     def shutdown(self, timeout: float = 5.0) -> None:
-        """Cancel what still runs, stop the loop and wait for its thread (at most ``timeout`` seconds)."""
+        """Cancel what still runs, stop the loop and wait for its thread (at most ``timeout`` seconds).
+
+        The ``before_shutdown`` hooks run first (capture sessions hand over and store their cases at exit, which
+        needs the loop), whichever of their ``atexit`` registrations and the loop's came first."""
+        for hook in list(_BEFORE):
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - never fail the interpreter's exit
+                logger.exception("contextjudge: an exit hook failed")
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = None
@@ -101,6 +109,13 @@ class _LoopThread:
 
 
 _LOOP = _LoopThread()
+_BEFORE: list[Any] = []
+
+
+def before_shutdown(hook: Any) -> None:
+    """Run ``hook()`` before the shared loop stops at interpreter exit (it must be safe to call twice)."""
+    if hook not in _BEFORE:
+        _BEFORE.append(hook)
 
 
 def shared_loop() -> asyncio.AbstractEventLoop:

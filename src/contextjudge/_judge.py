@@ -106,6 +106,10 @@ class RunContext:
     cache: VerdictCache = field(default_factory=VerdictCache)
     usage: Usage = field(default_factory=Usage)
     on_call: list[CallHook] = field(default_factory=list)
+    # The run's judge for metrics built without a model (``model=`` of evaluate, capture or the pytest plugin):
+    # held here, so the user's metric objects are never changed. Resolved once, on first use.
+    default_model: Any = None
+    _default_resolved: Any = None
     _semaphores: dict[tuple[str, int], asyncio.Semaphore] = field(default_factory=dict)
     _methods: dict[str, str] = field(default_factory=dict)
     _inflight: dict[str, asyncio.Future] = field(default_factory=dict)
@@ -125,6 +129,17 @@ class RunContext:
             n = max(self.options.max_concurrency, int(getattr(model, "contextjudge_min_concurrency", 0) or 0))
             sem = self._semaphores[key] = asyncio.Semaphore(n)
         return sem
+
+    def judge_for(self, metric: Any) -> Any:
+        """The judge model ``metric`` uses in this run: its own, else the run's default, else the global default."""
+        if getattr(metric, "_model_arg", "own") is None and self.default_model is not None:
+            resolved = self._default_resolved
+            if resolved is None or resolved[0] is not self.default_model:
+                from ._models import resolve_model  # noqa: PLC0415
+
+                resolved = self._default_resolved = (self.default_model, resolve_model(self.default_model))
+            return resolved[1]
+        return metric.model
 
     def probe(self, identity: str) -> tuple[asyncio.Future, bool]:
         """The probe of a judge's structured-output method on this loop, and whether the caller runs it (the first

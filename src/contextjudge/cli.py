@@ -316,7 +316,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                          "retrieves, and that the adapter supports it.")
     test_cases = _with_golden_ids(captured)
 
-    from ._runner import evaluate  # noqa: PLC0415
+    from .engine.evaluate import evaluate  # noqa: PLC0415
 
     result = evaluate(test_cases, metrics, store=store, run_id=args.run_id, run_name=args.name or args.app,
                       max_concurrency=args.concurrency * 4, show_progress=_progress(args),
@@ -381,7 +381,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     metrics = _build_metrics(keys, _judge(args.model), threshold, per)
     _info(f"scoring {len(todo)} deferred case(s) of run {run_id} with {', '.join(m.name for m in metrics)} ...",
           args.quiet)
-    from ._runner import evaluate  # noqa: PLC0415
+    from .engine.evaluate import evaluate  # noqa: PLC0415
 
     result = evaluate([c.test_case for c in todo], metrics, store=store, run_id=run_id,
                       show_progress=_progress(args), skip_on_missing_params=True)

@@ -42,8 +42,8 @@ class ContextJudgeSession:
         self.store_target = store_target
         self._run_id = run_id
         self._judge: Any = None
-        self._store: Any = None
-        self._lock = threading.Lock()
+        self._run: Any = None
+        self._lock = threading.RLock()
         self.cases = 0
         self.failed = 0
 
@@ -70,19 +70,26 @@ class ContextJudgeSession:
             return self._judge
 
     @property
-    def store(self) -> Any:
+    def run(self) -> Any:
+        """The session's run in the store (begun on first use, ended when pytest ends), or None without a store."""
         with self._lock:
-            if self._store is None and self.store_target:
-                from .store import open_store  # noqa: PLC0415
+            if self._run is None and self.store_target:
+                from .engine.run import Run  # noqa: PLC0415
 
-                self._store = open_store(self.store_target)
-                self._run_id = self._store.begin_run(self._run_id, {"name": "pytest", "mode": "pytest"})
-            return self._store
+                self._run = Run(store=self.store_target, run_id=self._run_id, name="pytest",
+                                config={"mode": "pytest"})
+                self._run_id = self._run.begin()
+            return self._run
+
+    @property
+    def store(self) -> Any:
+        run = self.run
+        return None if run is None else run.store
 
     @property
     def run_id(self) -> str | None:
         if self.store_target:
-            _ = self.store
+            _ = self.run
         return self._run_id
 
     def record(self, result: Any) -> None:
@@ -92,15 +99,16 @@ class ContextJudgeSession:
 
     def assert_test(self, test_case: Any, metrics: Sequence[Any], **kwargs: Any) -> Any:
         """``contextjudge.assert_test`` with this session's judge and store."""
-        from ._assert import assert_test  # noqa: PLC0415
+        from .engine.assertions import assert_test  # noqa: PLC0415
 
         return assert_test(test_case, metrics, **kwargs)
 
     def close(self) -> None:
         with self._lock:
-            if self._store is not None:
-                self._store.close()
-                self._store = None
+            run, self._run = self._run, None
+        if run is not None:
+            run.end({"cases": self.cases, "failed": self.failed, "usage": run.context.usage.to_dict()})
+            run.store.close()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -29,7 +29,7 @@ def fmt(docs: list[Document]) -> str:
 
 
 def off() -> ContextJudgeCallbackHandler:
-    return ContextJudgeCallbackHandler(metrics=[], mode="off")
+    return ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
 
 
 def test_two_retrievers_one_case_each(store):
@@ -126,7 +126,7 @@ def test_bare_retriever_and_dict_input(retriever, chain):
 
 
 def test_goldens_by_input_and_by_id(chain, goldens):
-    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", goldens=goldens)
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None, goldens=goldens)
     chain.invoke("how MANY days of paid time off do full-time employees get each year", config={"callbacks": [handler]})
     chain.invoke("Something phrased differently", config={"callbacks": [handler], "metadata": {"golden_id": "g15"}})
     chain.invoke("A question with no golden", config={"callbacks": [handler]})
@@ -141,7 +141,7 @@ def test_goldens_from_jsonl(chain, goldens, tmp_path):
 
     path = tmp_path / "goldens.jsonl"
     path.write_text("\n".join(json.dumps(g) for g in goldens), encoding="utf-8")
-    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", goldens=str(path))
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None, goldens=str(path))
     chain.invoke(goldens[3]["input"], config={"callbacks": [handler]})
     assert handler.cases[0].test_case.expected_output == goldens[3]["expected_output"]
 

@@ -56,7 +56,7 @@ async def test_capture_block_async(chain, judge):
 
 
 def test_capture_with_existing_handler(chain):
-    handler = ContextJudgeCallbackHandler(metrics=[], mode="off")
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
     with capture(handler=handler) as session:
         chain.invoke(Q, config={"callbacks": [handler]})  # attached twice: still one case
     assert session is handler and len(handler.cases) == 1
@@ -65,7 +65,7 @@ def test_capture_with_existing_handler(chain):
 
 
 def test_instrument_whole_process(chain, judge):
-    handler = instrument(metrics=[ContextualPrecisionMetric(model=judge)], mode="deferred")
+    handler = instrument(metrics=[ContextualPrecisionMetric(model=judge)], mode="deferred", max_kept=None)
     try:
         out = chain.invoke(Q)
         chain.invoke("Can I bring my dog to the office?")
@@ -78,8 +78,8 @@ def test_instrument_whole_process(chain, judge):
 
 
 def test_instrument_replaces_previous(chain):
-    first = instrument(metrics=[], mode="off")
-    second = instrument(metrics=[], mode="off")
+    first = instrument(metrics=[], mode="off", max_kept=None)
+    second = instrument(metrics=[], mode="off", max_kept=None)
     try:
         chain.invoke(Q)
     finally:
@@ -93,9 +93,9 @@ def test_hooks_are_registered_once(chain):
     from contextjudge_langchain import _attach
 
     for _ in range(3):
-        with capture(metrics=[], mode="off"):
+        with capture(metrics=[], mode="off", max_kept=None):
             chain.invoke(Q)
-        instrument(metrics=[], mode="off")
+        instrument(metrics=[], mode="off", max_kept=None)
         uninstrument()
     ours = [h for h in _configure_hooks if h[0] in (_attach._capture_var, _attach._process_slot)]
     assert len(ours) == 2

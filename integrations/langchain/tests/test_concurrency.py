@@ -37,14 +37,14 @@ async def test_abatch_50_concurrent(chain, retriever, goldens, judge):
 
 
 def test_batch_threads(chain, retriever, goldens):
-    handler = ContextJudgeCallbackHandler(metrics=[], mode="off")
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
     qs = questions(goldens, 40)
     outs = chain.batch(qs, config={"callbacks": [handler], "max_concurrency": 16})
     check_unmixed(handler, qs, outs, retriever)
 
 
 def test_plain_threads(chain, retriever, goldens):
-    handler = ContextJudgeCallbackHandler(metrics=[], mode="off")
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
     qs = questions(goldens, 40)
     with ThreadPoolExecutor(8) as pool:
         outs = list(pool.map(lambda q: chain.invoke(q, config={"callbacks": [handler]}), qs))
@@ -52,14 +52,14 @@ def test_plain_threads(chain, retriever, goldens):
 
 
 async def test_asyncio_tasks(chain, retriever, goldens):
-    handler = ContextJudgeCallbackHandler(metrics=[], mode="off")
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
     qs = questions(goldens, 30)
     outs = await asyncio.gather(*(chain.ainvoke(q, config={"callbacks": [handler]}) for q in qs))
     check_unmixed(handler, qs, outs, retriever)
 
 
 def test_stream(chain, retriever):
-    handler = ContextJudgeCallbackHandler(metrics=[], mode="off")
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
     q = "Can I bring my dog to the office?"
     chunks = list(chain.stream(q, config={"callbacks": [handler]}))
     assert len(chunks) > 3
@@ -67,7 +67,7 @@ def test_stream(chain, retriever):
 
 
 async def test_astream(chain, retriever):
-    handler = ContextJudgeCallbackHandler(metrics=[], mode="off")
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
     q = "How do I report a phishing email?"
     chunks = [c async for c in chain.astream(q, config={"callbacks": [handler]})]
     assert len(chunks) > 3
@@ -75,7 +75,7 @@ async def test_astream(chain, retriever):
 
 
 async def test_astream_events(chain, retriever):
-    handler = ContextJudgeCallbackHandler(metrics=[], mode="off")
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
     q = "How much does the on-call rotation pay?"
     events = [e async for e in chain.astream_events(q, version="v2", config={"callbacks": [handler]})]
     out = next(e["data"]["output"] for e in reversed(events) if e["event"] == "on_chain_end")

@@ -16,7 +16,7 @@ class PhotoRetriever(BaseRetriever):
 
 
 def test_image_documents_become_image_nodes():
-    handler = ContextJudgeCallbackHandler(model=FakeJudge(), mode="off")
+    handler = ContextJudgeCallbackHandler(model=FakeJudge(), mode="off", max_kept=None)
     chain = PhotoRetriever() | RunnableLambda(lambda docs: docs[0].page_content)
     chain.invoke("Which landmark is this?", config={"callbacks": [handler]})
     handler.flush()

@@ -81,7 +81,8 @@ def test_no_events_when_disabled(chain, judge):
 
 def test_deferred_and_off_modes_score_nothing_until_asked(chain, judge):
     for mode in ("deferred", "off"):
-        handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=judge)], mode=mode)
+        handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=judge)], mode=mode,
+                                              max_kept=None)
         chain.invoke("Can I bring my dog to the office?", config={"callbacks": [handler]})
         assert handler.flush(5) and handler.results == [] and len(handler.test_cases) == 1
         assert judge.count() == 0
@@ -108,7 +109,7 @@ def test_background_mode_does_not_wait_for_the_judge(chain, judge):
 def test_judge_calls_are_not_captured(chain, judge):
     case = LLMTestCase(input="Can I bring my dog?", actual_output="Fridays only.", expected_output="Fridays.",
                        retrieval_context=["Dogs are welcome on Fridays only."])
-    with capture(metrics=[], mode="off") as session:
+    with capture(metrics=[], mode="off", max_kept=None) as session:
         evaluate([case], four(judge), show_progress=False)
         chain.invoke("Can I bring my dog to the office?")
     assert judge.count() > 0
@@ -123,7 +124,7 @@ def test_judge_calls_are_not_captured(chain, judge):
     finally:
         uninstrument()
     assert [c.source for c in handler.cases] == ["policy_retriever"]
-    assert len(handler.results) == 1 and not handler._ignored and not handler._runs  # noqa: SLF001
+    assert len(handler.results) == 1 and not handler.handler._ignored and not handler.handler._runs  # noqa: SLF001
 
 
 def test_app_adapter_runs_goldens(chain, goldens):

@@ -28,13 +28,13 @@ def test_entry_point_is_registered_and_matches_llama_index_objects(index, llm):
     assert adapter.matches(index.as_query_engine(llm=llm))
     assert adapter.matches(index.as_chat_engine(chat_mode="context", llm=llm))
     assert adapter.matches(index.as_retriever())
-    assert adapter.matches(cj.EvaluatedQueryEngine(index.as_query_engine(llm=llm), metrics=[], mode="off"))
+    assert adapter.matches(cj.EvaluatedQueryEngine(index.as_query_engine(llm=llm), metrics=[], mode="off", max_kept=None))
     assert not adapter.matches(object())
     assert not adapter.matches(lambda q: q)
 
 
 def test_collect_runs_every_golden_through_a_query_engine(index, llm, judge):
-    global_scorer = cj.instrument(metrics=[], mode="off")
+    global_scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     engine = index.as_query_engine(llm=llm, similarity_top_k=2)
     cases = _adapter().collect(engine, load_goldens(GOLDENS), concurrency=3)
     assert [c.test_case.input for c in cases] == [g["input"] for g in GOLDENS]

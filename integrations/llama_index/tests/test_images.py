@@ -17,7 +17,7 @@ class PhotoRetriever(BaseRetriever):
 
 
 def test_image_nodes_keep_their_images(judge, llm):
-    scorer = cj.instrument(model=judge, mode="off")
+    scorer = cj.instrument(model=judge, mode="off", max_kept=None)
     engine = RetrieverQueryEngine.from_args(PhotoRetriever(), llm=llm)
     engine.query("Which landmark is in the photo?")
     scorer.flush()

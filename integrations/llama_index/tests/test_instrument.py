@@ -70,7 +70,7 @@ def test_every_query_becomes_a_test_case(index, llm, judge):
 
 
 def test_retriever_and_chat_engine_calls_are_captured_too(index, llm, judge):
-    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode="off")
+    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode="off", max_kept=None)
     nodes = index.as_retriever(similarity_top_k=2).retrieve(QUESTIONS["expenses"])
     chat = index.as_chat_engine(chat_mode="condense_plus_context", llm=llm, similarity_top_k=2)
     chat.chat(QUESTIONS["vacation"])
@@ -106,7 +106,7 @@ def test_reranker_changing_the_order_keeps_both_rankings(index, llm, judge):
 
 
 def test_keyword_reranker_that_drops_nodes(index, llm, judge):
-    scorer = cj.instrument(mode="off", metrics=[])
+    scorer = cj.instrument(mode="off", max_kept=None, metrics=[])
     engine = index.as_query_engine(llm=llm, similarity_top_k=4, node_postprocessors=[KeywordReranker(top_n=1)])
     engine.query(QUESTIONS["security"])
     case = scorer.cases[-1].test_case
@@ -133,7 +133,7 @@ def test_streaming_query_is_finalized_when_the_stream_is_exhausted(index, llm, j
 
 
 async def test_async_streaming_query(index, llm, judge):
-    scorer = cj.instrument(metrics=[], mode="off")
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     engine = index.as_query_engine(llm=llm, similarity_top_k=2, streaming=True)
     response = await engine.aquery(QUESTIONS["office"])
     text = "".join([t async for t in response.async_response_gen()])
@@ -242,7 +242,7 @@ def test_app_exceptions_are_unchanged_and_produce_no_case(index, judge):
 
 
 def test_modes_deferred_and_off(index, llm, judge):
-    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode="deferred")
+    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode="deferred", max_kept=None)
     engine = index.as_query_engine(llm=llm, similarity_top_k=2)
     engine.query(QUESTIONS["office"])
     assert len(scorer.cases) == 1 and scorer.results == [] and judge.calls == []
@@ -250,7 +250,7 @@ def test_modes_deferred_and_off(index, llm, judge):
     assert result.test_results[0].metrics_data[0].score is not None
     assert len(scorer.results) == 1
 
-    off = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode="off")
+    off = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode="off", max_kept=None)
     calls = len(judge.calls)
     engine.query(QUESTIONS["remote"])
     assert off.flush(5)
@@ -305,7 +305,7 @@ def test_judge_traffic_is_never_captured(index, llm):
 
 
 def test_uninstrument_stops_capture(index, llm, judge):
-    scorer = cj.instrument(metrics=[], mode="off")
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     engine = index.as_query_engine(llm=llm, similarity_top_k=2)
     engine.query(QUESTIONS["office"])
     assert cj.uninstrument() is scorer
@@ -350,7 +350,7 @@ def test_rerank_events_from_a_reranker_are_recorded(index, llm):
             dispatcher.event(ReRankEndEvent(nodes=out))
             return out
 
-    scorer = cj.instrument(metrics=[], mode="off")
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     response = index.as_query_engine(llm=llm, similarity_top_k=3,
                                      node_postprocessors=[EventfulReranker()]).query(QUESTIONS["remote"])
     meta = scorer.cases[0].test_case.additional_metadata
@@ -365,7 +365,7 @@ def test_scores_changed_in_place_by_a_postprocessor_are_the_final_scores(index, 
                 n.score = n.score / 2
             return nodes
 
-    scorer = cj.instrument(metrics=[], mode="off")
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     plain = index.as_retriever(similarity_top_k=2).retrieve(QUESTIONS["vacation"])
     response = index.as_query_engine(llm=llm, similarity_top_k=2,
                                      node_postprocessors=[HalveScores()]).query(QUESTIONS["vacation"])

@@ -20,7 +20,7 @@ from contextjudge.capture import CapturedCase
 from contextjudge.errors import CaptureError
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge_llama_index import _capture, _results
-from contextjudge_llama_index._results import LlamaIndexScorer
+from contextjudge.capture import CaptureSession
 
 QUESTION = "How many vacation days do employees get?"
 
@@ -64,7 +64,7 @@ def _counting_assembly(monkeypatch) -> list[str]:
 
 
 def test_nodes_changed_after_retrieval_are_recorded_as_retrieved(llm):
-    scorer = cj.instrument(metrics=[], mode="off")
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     engine = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm, node_postprocessors=[RewriteAndReverse()])
     response = engine.query(QUESTION)
     for n in response.source_nodes:  # the app changes the nodes after the call: the case keeps them as they were
@@ -89,7 +89,7 @@ def test_nodes_changed_after_retrieval_are_recorded_as_retrieved(llm):
 
 def test_assembly_happens_off_the_request_path_once(llm, monkeypatch):
     threads = _counting_assembly(monkeypatch)
-    scorer = cj.instrument(metrics=[], mode="off",
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None,
                            goldens=[{"id": "g-1", "input": QUESTION, "expected_output": "25 vacation days a year."}])
     engine = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm)
     engine.query(QUESTION)
@@ -121,7 +121,7 @@ def test_image_node_changed_after_the_call_keeps_its_image(llm):
         def _retrieve(self, query_bundle):
             return [NodeWithScore(node=image, score=0.9)]
 
-    scorer = cj.instrument(metrics=[], mode="off")
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     RetrieverQueryEngine.from_args(OnePhoto(), llm=llm).query("Which landmark is in the photo?")
     image.image_url = "https://example.com/other.jpg"
     image.metadata["caption"] = "changed"
@@ -131,7 +131,7 @@ def test_image_node_changed_after_the_call_keeps_its_image(llm):
 
 
 def test_a_captured_case_copies_and_pickles_as_a_plain_captured_case(llm):
-    scorer = cj.instrument(metrics=[], mode="off")
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm).query(QUESTION)
     [case] = scorer.cases
     for other in (copy.copy(case), pickle.loads(pickle.dumps(case))):
@@ -146,7 +146,7 @@ def test_a_case_that_fails_to_assemble_is_logged_and_dropped_when_read(llm, monk
         raise RuntimeError("injected assembly failure")
 
     monkeypatch.setattr(_capture, "to_nodes", boom)
-    scorer = cj.instrument(metrics=[], mode="off")
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     response = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm).query(QUESTION)
     assert str(response) == "Employees get 25 vacation days per year."
     [case] = scorer.cases
@@ -172,7 +172,7 @@ def test_text_replaced_in_place_by_a_postprocessor_is_what_is_scored(llm):
                 n.node.set_content(f"Before. {n.node.get_content()} After.")
             return nodes
 
-    scorer = cj.instrument(metrics=[], mode="off")
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     response = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm, node_postprocessors=[Window()]).query(QUESTION)
     tc = scorer.test_cases[0]
     assert [n.text for n in tc.retrieval_context] == [n.node.get_content() for n in response.source_nodes]
@@ -181,26 +181,26 @@ def test_text_replaced_in_place_by_a_postprocessor_is_what_is_scored(llm):
 
 
 def test_background_cases_reach_the_worker_in_one_batch_and_flush_does_not_wait_for_it(llm, judge, monkeypatch):
-    handoffs: list[int] = []
-    real = LlamaIndexScorer._hand_off
+    wakes: list[int] = []
+    real = CaptureSession._schedule_wake
 
     def counted(self):
-        handoffs.append(len(self._handoff))
+        wakes.append(len(self._queue))
         real(self)
 
-    monkeypatch.setattr(LlamaIndexScorer, "_hand_off", counted)
+    monkeypatch.setattr(CaptureSession, "_schedule_wake", counted)
     scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], handoff_delay=60.0)
     engine = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm)
     for _ in range(5):
         engine.query(QUESTION)
-    assert len(scorer.cases) == 5 and handoffs == []  # kept at once; the worker not woken yet
+    # kept at once; the worker's wake-up scheduled once, for the whole batch, 60 s out
+    assert len(scorer.cases) == 5 and wakes == [1] and scorer.pending == 5
     assert scorer.flush(10), "flush hands the batch over without waiting for its delay"
-    assert handoffs == [5]
     assert all(c.results for c in scorer.cases)
 
 
 def test_a_case_read_after_its_scorer_is_dropped_still_gets_its_golden(llm):
-    scorer = cj.instrument(metrics=[], mode="off", goldens=[{"input": QUESTION, "expected_output": "25 days."}])
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None, goldens=[{"input": QUESTION, "expected_output": "25 days."}])
     RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm).query(QUESTION)
     cases = scorer.cases
     cj.uninstrument()

@@ -68,9 +68,9 @@ async def test_query_engine_wrapper_async_and_reranked(index, llm, judge):
 
 
 def test_wrapper_takes_its_calls_even_when_global_capture_is_on(index, llm, judge):
-    global_scorer = cj.instrument(metrics=[], mode="off")
+    global_scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     engine = index.as_query_engine(llm=llm, similarity_top_k=2)
-    wrapped = cj.EvaluatedQueryEngine(engine, metrics=[], mode="off")
+    wrapped = cj.EvaluatedQueryEngine(engine, metrics=[], mode="off", max_kept=None)
     wrapped.query(VACATION)
     engine.query(FOLLOW_UP)
     assert [c.test_case.input for c in wrapped.cases] == [VACATION]
@@ -79,11 +79,11 @@ def test_wrapper_takes_its_calls_even_when_global_capture_is_on(index, llm, judg
 
 def test_wrapper_detaches_from_the_dispatcher_when_closed_or_collected(index, llm):
     engine = index.as_query_engine(llm=llm, similarity_top_k=2)
-    wrapped = cj.EvaluatedQueryEngine(engine, metrics=[], mode="off")
+    wrapped = cj.EvaluatedQueryEngine(engine, metrics=[], mode="off", max_kept=None)
     assert len(_ours()) == 1
     wrapped.close()
     assert _ours() == []
-    cj.EvaluatedQueryEngine(engine, metrics=[], mode="off")
+    cj.EvaluatedQueryEngine(engine, metrics=[], mode="off", max_kept=None)
     gc.collect()
     assert _ours() == []
 
@@ -159,7 +159,7 @@ async def test_chat_wrapper_async_and_streaming_turns(index, llm, judge):
 
 def test_condense_question_mode_records_the_standalone_question(index, llm, judge):
     chat = cj.EvaluatedChatEngine(index.as_chat_engine(chat_mode="condense_question", llm=llm,
-                                                       similarity_top_k=2), metrics=[], mode="off")
+                                                       similarity_top_k=2), metrics=[], mode="off", max_kept=None)
     chat.chat(VACATION)
     chat.chat(FOLLOW_UP)
     turns = chat.conversation.turns
@@ -198,7 +198,7 @@ def test_chat_wrapper_survives_a_failure_inside_capture(index, llm, judge, monke
 
 
 def test_global_capture_of_a_chat_engine_makes_single_turn_cases(index, llm, judge):
-    scorer = cj.instrument(metrics=[], mode="off")
+    scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     engine = index.as_chat_engine(chat_mode="context", llm=llm, similarity_top_k=2)
     engine.chat(VACATION)
     [case] = scorer.cases

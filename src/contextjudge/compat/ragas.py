@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from .._result import EvaluationResult
-from .._runner import evaluate as _evaluate
+from ..engine.evaluate import evaluate as _evaluate
 from .._testcase import LLMTestCase
 from ..errors import ContextJudgeError, MetricNotFoundError
 from ..metrics import ContextualPrecisionMetric, ContextualRecallMetric, ContextUtilizationMetric

@@ -118,7 +118,12 @@ class BaseMetric:
 
     @property
     def evaluation_model(self) -> str:
-        return judge_name(self.model)
+        return judge_name(self._judge_model())
+
+    def _judge_model(self) -> Any:
+        """The judge this metric uses now: its own model, or the current run's default when it was built without."""
+        ctx = current_run_context()
+        return ctx.judge_for(self) if ctx is not None else self.model
 
     @property
     def __name__(self) -> str:  # DeepEval users read metric.__name__
@@ -157,12 +162,13 @@ class BaseMetric:
         relevant = [(where, img) for field, where, img in found if self.conversational or field in used]
         if not relevant:
             return False
-        if judge_supports_images(self.model, self.judge_supports_images):
+        model = self._judge_model()
+        if judge_supports_images(model, self.judge_supports_images):
             return True
         spots = sorted(dict.fromkeys(where for where, _ in relevant), key=lambda w: "retrieval_context" not in w)
         shown = ", ".join(spots[:3]) + (f" and {len(spots) - 3} more places" if len(spots) > 3 else "")
         raise JudgeUnavailableError(
-            f"{self.name}: the judge {judge_name(self.model)!r} cannot take images, but this case has images in "
+            f"{self.name}: the judge {judge_name(model)!r} cannot take images, but this case has images in "
             f"{shown}. Use a vision-capable judge (for example model='gpt-4.1-mini'), pass "
             "judge_supports_images=True to the metric if this judge can read images, or use model='local', which "
             "judges the text and alt text around images.")
@@ -170,7 +176,8 @@ class BaseMetric:
     async def _run(self, test_case: Any) -> MetricResult:
         self.check(test_case)
         view, found = judge_view(test_case)
-        client: Any = JudgeClient(self.model, self.evaluation_template, self._context(), options=self.judge_options)
+        ctx = self._context()
+        client: Any = JudgeClient(ctx.judge_for(self), self.evaluation_template, ctx, options=self.judge_options)
         if found and self._check_images(found):
             client = ImageRequests(client)
         outcome = await self._compute(view, client)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -293,7 +294,9 @@ class ResultsStore:
     def begin_run(self, run_id: str | None, config: dict[str, Any]) -> str:
         """Start a run, or resume it when ``run_id`` is already in the store. Returns the run id."""
         config = dict(config or {})
-        fingerprint = config.pop("fingerprint", None) or _fingerprint(config)
+        config["owner"] = {"host": socket.gethostname(), "pid": os.getpid()}  # for mark_interrupted after a crash
+        fingerprint = config.pop("fingerprint", None) or _fingerprint(
+            {k: v for k, v in config.items() if k not in ("owner", "cases")})
         judges = config.get("judges") or []
         now = time.time()
         with self._guard("start a run"), self._begin() as conn:
@@ -307,8 +310,9 @@ class ResultsStore:
                         logger.warning("contextjudge: resuming run %s with a different configuration than it was "
                                        "started with (metrics, thresholds or judge changed); results from both are "
                                        "kept side by side. Use a new run id to keep them apart.", run_id)
-                    conn.execute(update(S.runs).where(S.runs.c.run_id == run_id)
-                                 .values(status="running", updated_at=now))
+                    conn.execute(update(S.runs).where(S.runs.c.run_id == run_id).values(
+                        status="running", updated_at=now, finished_at=None,
+                        config=_dumps({**old_cfg, "owner": config["owner"]})))
                     logger.info("contextjudge: resuming run %s", run_id)
                     return run_id
             new_id = run_id or new_run_id(now)
@@ -382,12 +386,33 @@ class ResultsStore:
         with self._guard("save a judge call"), self._begin() as conn:
             conn.execute(self._q["call"], row)
 
-    def end_run(self, run_id: str, summary: dict[str, Any]) -> None:
-        """Mark ``run_id`` finished and keep its summary."""
+    def end_run(self, run_id: str, summary: dict[str, Any], status: str = "finished") -> None:
+        """Mark ``run_id`` ended (``finished``, or ``interrupted`` when it stopped early) and keep its summary."""
         now = time.time()
         with self._guard("finish a run"), self._begin() as conn:
             conn.execute(update(S.runs).where(S.runs.c.run_id == run_id).values(
-                status="finished", finished_at=now, updated_at=now, summary=_dumps(summary or {})))
+                status=status, finished_at=now, updated_at=now, summary=_dumps(summary or {})))
+
+    def mark_interrupted(self) -> list[str]:
+        """Mark as ``interrupted`` every run still ``running`` whose process, on this machine, is gone (a crash, a
+        kill); returns their ids. Runs of other machines are left as they are: their processes cannot be seen."""
+        host = socket.gethostname()
+        with self._guard("read runs"), self._begin(write=False) as conn:
+            rows = conn.execute(select(S.runs.c.run_id, S.runs.c.config).where(S.runs.c.status == "running")).all()
+        gone = []
+        for row in rows:
+            owner = (_loads(row.config, {}) or {}).get("owner") or {}
+            if owner.get("host") == host and isinstance(owner.get("pid"), int) and not _alive(owner["pid"]):
+                gone.append(row.run_id)
+        if gone:
+            now = time.time()
+            with self._guard("mark interrupted runs"), self._begin() as conn:
+                conn.execute(update(S.runs).where(S.runs.c.run_id.in_(gone), S.runs.c.status == "running").values(
+                    status="interrupted", finished_at=now, updated_at=now))
+            logger.warning("contextjudge: %d run(s) were left running by a process that is gone; marked "
+                           "interrupted: %s (`contextjudge score --run ID` finishes their unscored cases).",
+                           len(gone), ", ".join(gone))
+        return gone
 
     def get_verdict(self, key: str) -> dict[str, Any] | None:
         """A cached judge answer, or None."""
@@ -562,6 +587,19 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
         cur.close()
 
 
+def _alive(pid: int) -> bool:
+    """Whether a process with this id runs on this machine (a signal-0 probe)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # it exists (another user's), or the probe is not allowed here: assume alive
+    return True
+
+
 def _schema_version(value: Any) -> int | None:
     """The schema version a store records, or None when it is not one (another program wrote the meta table)."""
     try:
@@ -634,4 +672,9 @@ def open_store(target: Any = None) -> ResultsStore:
     target = target.strip()
     if target == "default":
         target = DEFAULT_STORE_PATH
-    return ResultsStore(target)
+    store = ResultsStore(target)
+    try:
+        store.mark_interrupted()  # runs left "running" by a crashed process end here, as interrupted
+    except Exception:  # noqa: BLE001 - a read-only store, or another process marking them at the same time
+        logger.debug("contextjudge: could not check for interrupted runs", exc_info=True)
+    return store

@@ -54,7 +54,8 @@ class LangChainAppAdapter(AppAdapter):
 
     def collect(self, obj: Any, goldens: Any, *, concurrency: int = 4) -> list[CapturedCase]:
         gs: Goldens = load_goldens(goldens)
-        handler = ContextJudgeCallbackHandler(metrics=[], goldens=gs, mode="off", emit_events=False)
+        handler = ContextJudgeCallbackHandler(metrics=[], goldens=gs, mode="off", emit_events=False,
+                                              max_kept=None)  # the goldens bound what is captured
         items = list(gs)
         inputs = [golden_input(obj, g.input) for g in items]
         configs = [{"callbacks": [handler], "metadata": {"golden_id": g.id} if g.id else {},
@@ -66,7 +67,9 @@ class LangChainAppAdapter(AppAdapter):
                 logger.warning("contextjudge: the app raised on golden %r: %s: %s", g.id or g.input,
                                type(out).__name__, out)
         handler.flush()
-        return handler.cases
+        cases = handler.cases
+        handler.close()
+        return cases
 
 
 adapter = LangChainAppAdapter()

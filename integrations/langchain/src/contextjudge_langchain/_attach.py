@@ -14,6 +14,9 @@ from typing import Any
 
 from langchain_core.tracers.context import register_configure_hook
 
+from contextjudge.capture import CaptureSession
+from contextjudge.errors import ConfigurationTypeError
+
 from ._handler import ContextJudgeCallbackHandler
 
 __all__ = ["capture", "current_handler", "instrument", "uninstrument"]
@@ -57,7 +60,8 @@ def _make_handler(handler: ContextJudgeCallbackHandler | None, args: tuple[Any, 
                   kwargs: dict[str, Any]) -> ContextJudgeCallbackHandler:
     if handler is not None:
         if args or kwargs:
-            raise TypeError("pass either handler= or the handler's arguments, not both")
+            raise ConfigurationTypeError("pass either handler= or the handler's arguments (metrics, model, mode...), "
+                                         "not both.")
         return handler
     return ContextJudgeCallbackHandler(*args, **kwargs)
 
@@ -104,23 +108,25 @@ class capture:  # noqa: N801 - used like a function: `with capture(...) as sessi
 
 
 def instrument(*args: Any, handler: ContextJudgeCallbackHandler | None = None,
-               **kwargs: Any) -> ContextJudgeCallbackHandler:
-    """Capture every LangChain run in this process from now on; returns the handler (for results and flush).
+               **kwargs: Any) -> CaptureSession:
+    """Capture every LangChain run in this process from now on; returns the ``CaptureSession`` (results, flush,
+    close), the same kind of object LlamaIndex's ``instrument()`` returns. Its ``handler`` is the callback handler.
 
     Takes the handler's arguments, or ``handler=`` an existing one. Calling it again replaces the handler.
     """
     _ensure_hooks()
     new = _make_handler(handler, args, kwargs)
     _process_slot.swap(new)
-    return new
+    return new.session
 
 
-def uninstrument() -> ContextJudgeCallbackHandler | None:
-    """Stop the process-wide capture; returns the handler that was installed, if any (its results stay there)."""
+def uninstrument() -> CaptureSession | None:
+    """Stop the process-wide capture; returns the session that was installed, if any (its results stay there)."""
     old = _process_slot.swap(None)
     if old is not None:
         old.submit_conversations()
-    return old
+        return old.session
+    return None
 
 
 def current_handler() -> ContextJudgeCallbackHandler | None:

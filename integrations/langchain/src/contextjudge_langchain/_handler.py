@@ -2,11 +2,11 @@
 
 ``ContextJudgeCallbackHandler`` is a ``BaseTracer``: LangChain hands it every run of a chain, it keeps the run
 tree, and when a root run ends it assembles one test case per retrieval (see ``_assemble``). It hands them to a
-``contextjudge.capture.CaptureScorer``, which fills expected outputs from goldens and scores, keeps or stores them
+``contextjudge.capture.CaptureSession``, which fills expected outputs from goldens and scores, keeps or stores them
 according to the mode. Each score then goes back into LangChain as the custom event ``contextjudge/metric_result``.
 
 The handler never changes what the app sees: every callback only records, under a lock, inline; the judge runs on
-the scorer's worker; and any exception in the handler is logged on the ``contextjudge`` logger and swallowed.
+the session's worker; and any exception in the handler is logged on the ``contextjudge`` logger and swallowed.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tracers.base import BaseTracer
 
 from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
-from contextjudge.capture import CaptureScorer, CapturedCase
+from contextjudge.capture import CapturedCase, CaptureSession, result_event
+from contextjudge.identity import golden_id_of
 
 from ._assemble import THREAD_KEYS, RunRecord, question_of, retrievals, text_of_output, thread_id_of, walk
 
@@ -65,8 +66,10 @@ class ContextJudgeCallbackHandler(BaseTracer):
     (``instrument(...)``). ``metrics`` defaults to the four single-turn metrics plus turn relevancy; ``model`` is
     the judge (``"local"``, a model name, or a LangChain chat model); ``goldens`` (a list of dicts, a JSONL or a CSV
     path) fills ``expected_output``; ``mode`` is ``"background"``, ``"deferred"`` or ``"off"``; ``store`` is a
-    contextjudge store or a path/URL. Other keyword arguments go to ``CaptureScorer``
-    (``judge_options``, ``max_queue``, ``concurrency``, ``on_result``, ``run_name``).
+    contextjudge store or a path/URL. Other keyword arguments go to ``CaptureSession``
+    (``judge_options``, ``max_queue``, ``max_kept``, ``concurrency``, ``on_result``, ``run_name``).
+    ``session`` (also ``scorer``, its older name) is the ``CaptureSession`` the cases go to; ``instrument()``
+    returns it, as LlamaIndex's ``instrument()`` does.
 
     Pass ``emit_events=False`` to keep results out of LangChain's callbacks.
 
@@ -87,14 +90,20 @@ class ContextJudgeCallbackHandler(BaseTracer):
         store: Any = None,
         *,
         emit_events: bool = True,
-        scorer: CaptureScorer | None = None,
+        scorer: CaptureSession | None = None,
+        session: CaptureSession | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
         self._lock = threading.Lock()
-        self.scorer = scorer if scorer is not None else CaptureScorer(
+        session = session if session is not None else scorer
+        self.session = session if session is not None else CaptureSession(
             metrics, model=model, goldens=goldens, mode=mode, store=store, **kwargs)  # type: ignore[arg-type]
-        self.scorer.on_result.append(self._emit_result)
+        self.scorer = self.session  # the older name, kept for one release
+        self.session.on_result.append(self._emit_result)
+        self.session.add_drain(self._hand_over)
+        self.session.add_sync(self._assembler_wait)
+        self.session._legacy_owner = self  # noqa: SLF001 - old handler attributes on the session, for one release
         self.emit_events = emit_events
         self._ignored: set[int] = set()  # judge runs and their children, by UUID.int
         self._runs: dict[int, RunRecord] = {}  # open runs, by UUID.int
@@ -138,16 +147,19 @@ class ContextJudgeCallbackHandler(BaseTracer):
     def cases(self) -> list[CapturedCase]:
         """The captured cases with their source, ids, metadata and results."""
         self._assembler.wait()
-        with self.scorer._lock:  # noqa: SLF001 - a snapshot under the scorer's own lock
-            return list(self.scorer.cases)
+        return self.scorer.kept()
+
+    def _assembler_wait(self) -> None:
+        self._assembler.wait()
+
+    def _hand_over(self, timeout: float | None) -> None:
+        """The session's drain: assemble the finished roots, then submit the open conversations."""
+        if self._assembler.wait(timeout):
+            self.submit_conversations()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Close the open conversations, then wait until every captured case is scored."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not self._assembler.wait(timeout):
-            return False
-        self.submit_conversations()
-        return self.scorer.flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return self.scorer.flush(timeout)
 
     async def aflush(self, timeout: float | None = None) -> bool:
         """Async ``flush``: waits without blocking the event loop."""
@@ -159,11 +171,9 @@ class ContextJudgeCallbackHandler(BaseTracer):
         self.submit_conversations()
         return self.scorer.score_deferred(**kwargs)
 
-    def close(self, timeout: float | None = 30.0) -> None:
-        """Flush, then stop the scoring worker."""
-        self._assembler.wait(timeout)
-        self.submit_conversations()
-        self.scorer.close(timeout)
+    def close(self, timeout: float | None = 30.0) -> bool:
+        """Hand over, flush, stop the scoring worker and end the run; ``timeout`` bounds it all, once."""
+        return self.scorer.close(timeout)
 
     def submit_conversations(self) -> list[CapturedCase]:
         """Turn each thread with new turns into a ConversationalTestCase (the whole thread so far) and submit it."""
@@ -278,7 +288,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         runs = [r for r, _ in walk(root)]
         golden_id = None
         for r in runs:
-            gid = r.metadata.get("golden_id")
+            gid = golden_id_of(r.metadata)
             if gid is not None:
                 golden_id = str(gid)
                 break
@@ -330,18 +340,10 @@ class ContextJudgeCallbackHandler(BaseTracer):
         if not handlers:
             return
         root_uuid = UUID(case.root_run_id)
-        payload = {
-            "metric": result.name,
-            "score": result.score,
-            "success": result.success,
-            "threshold": result.threshold,
-            "reason": result.reason,
-            "error": result.error,
-            "test_case_id": case.case_id,
-            "root_run_id": case.root_run_id,
-            "source": case.source,
-            "input": getattr(case.test_case, "input", None),
-        }
+        payload = result_event(case, result, run_id=self.scorer.run_id)
+        # the keys of 0.1, beside the shared ones for one release (see the changelog)
+        payload["test_case_id"] = case.case_id
+        payload["root_run_id"] = case.root_run_id
         manager = CallbackManager(handlers=handlers, inheritable_handlers=handlers, parent_run_id=root_uuid,
                                   tags=list(target.tags), inheritable_tags=list(target.tags),
                                   metadata=dict(target.metadata), inheritable_metadata=dict(target.metadata))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._adapter import LlamaIndexAppAdapter
-    from ._instrument import aflush, flush, get_scorer, instrument, is_instrumented, uninstrument
+    from ._instrument import aflush, flush, get_scorer, get_session, instrument, is_instrumented, uninstrument
     from ._results import ContextJudgeResultEvent
     from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine
 
@@ -29,6 +29,7 @@ __all__ = [
     "aflush",
     "flush",
     "get_scorer",
+    "get_session",
     "instrument",
     "is_instrumented",
     "uninstrument",
@@ -42,6 +43,7 @@ _WHERE = {
     "aflush": "._instrument",
     "flush": "._instrument",
     "get_scorer": "._instrument",
+    "get_session": "._instrument",
     "instrument": "._instrument",
     "is_instrumented": "._instrument",
     "uninstrument": "._instrument",

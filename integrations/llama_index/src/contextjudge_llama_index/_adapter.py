@@ -46,7 +46,9 @@ class LlamaIndexAppAdapter(AppAdapter):
         from llama_index.core.instrumentation.dispatcher import instrument_tags  # noqa: PLC0415
 
         from ._capture import GOLDEN_INDEX_TAG, current_sink, router  # noqa: PLC0415
-        from ._results import CaseSink, LlamaIndexScorer  # noqa: PLC0415
+        from contextjudge.capture import CaptureSession  # noqa: PLC0415
+
+        from ._results import CaseSink  # noqa: PLC0415
         from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine  # noqa: PLC0415
 
         goldens = load_goldens(goldens)
@@ -55,7 +57,7 @@ class LlamaIndexAppAdapter(AppAdapter):
         kind = _kind(obj)
         if kind is None:
             raise TypeError(f"{type(obj).__name__} is not a LlamaIndex query engine, chat engine or retriever.")
-        scorer = LlamaIndexScorer(metrics=[], goldens=goldens, mode="off")
+        scorer = CaptureSession(metrics=[], goldens=goldens, mode="off", max_kept=None)  # bounded by the goldens
         sink = CaseSink(scorer)
 
         def run(i: int) -> None:
@@ -89,8 +91,9 @@ class LlamaIndexAppAdapter(AppAdapter):
                     list(pool.map(run, indices))
         finally:
             router.release()
-        scorer.assemble_pending()  # here, after the runs: a case that fails to assemble leaves scorer.cases
-        return sorted(scorer.cases, key=lambda c: c.metadata.get("golden_index", 1 << 30))
+        cases = scorer.ready_cases()  # assembled here, after the runs: a case that fails to assemble is left out
+        scorer.close()
+        return sorted(cases, key=lambda c: c.metadata.get("golden_index", 1 << 30))
 
 
 adapter = LlamaIndexAppAdapter()

@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 
 from contextjudge import JUDGE_TAG, RetrievedNode
 from contextjudge.capture import in_judge_call
+from contextjudge.identity import golden_id_of
 from contextjudge.multimodal import node_from_llama_image_node
 
 try:  # the instrumentation package split out of llama-index-core in 0.12
@@ -52,7 +53,6 @@ _BASES = {"BaseQueryEngine": "query", "BaseRetriever": "retrieve", "BaseChatEngi
 _WRITERS = frozenset({"write_response_to_history", "awrite_response_to_history"})
 _RECORDED_EVENTS = frozenset({"RetrievalEndEvent", "ReRankEndEvent"})  # what Router.event looks at
 _UUID_SUFFIX = 37  # "-" + str(uuid4())
-_GOLDEN_TAGS = ("contextjudge.golden_id", "golden_id")
 GOLDEN_INDEX_TAG = "contextjudge.golden_index"
 
 
@@ -403,8 +403,7 @@ class Router:
             first = next(iter(args.values()))
         record = Record(kind=kind, span_id=id_, engine=type(instance).__name__, input=_query_text(first))
         if tags:
-            gid = next((tags[k] for k in _GOLDEN_TAGS if tags.get(k) is not None), None)
-            record.golden_id = None if gid is None else str(gid)
+            record.golden_id = golden_id_of(tags)
             idx = tags.get(GOLDEN_INDEX_TAG)
             record.golden_index = idx if isinstance(idx, int) else None
         self._spans[id_] = (_Unit(record, sink), kind == "retrieve", False)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 from typing import Any, Sequence
 
-from contextjudge.capture import CaptureScorer, Mode
+import functools
+
+from contextjudge.capture import CaptureSession, Mode
 
 from ._capture import router
-from ._results import CaseSink, LlamaIndexScorer, emit_result
+from ._results import CaseSink, emit_result
 
-__all__ = ["aflush", "flush", "get_scorer", "instrument", "is_instrumented", "uninstrument"]
+__all__ = ["aflush", "flush", "get_scorer", "get_session", "instrument", "is_instrumented", "make_session",
+           "uninstrument"]
 
 # LlamaIndex's root dispatcher is process-global, so the global capture is too; this lock guards its swap.
 _lock = threading.Lock()
@@ -23,7 +26,7 @@ def instrument(
     mode: Mode = "background",
     store: Any = None,
     **scorer_options: Any,
-) -> CaptureScorer:
+) -> CaptureSession:
     """Capture every LlamaIndex query, retrieval and chat call in this process as a test case, and score it.
 
     Adds one span handler and one event handler to LlamaIndex's root dispatcher (once, however often this is
@@ -33,11 +36,11 @@ def instrument(
     (capture only). Results are sent back as ``ContextJudgeResultEvent`` through the dispatcher and written to
     ``store`` when one is given.
 
-    Calling it again replaces the configuration; it returns the ``CaptureScorer`` that receives the cases (its
-    ``flush()``, ``results`` and ``test_cases`` are what tests and scripts read).
+    Calling it again replaces the configuration; it returns the ``CaptureSession`` that receives the cases (its
+    ``flush()``, ``close()``, ``results`` and ``test_cases`` are what tests and scripts read), the same kind of
+    object LangChain's ``instrument()`` returns.
     """
-    scorer = LlamaIndexScorer(metrics, model=model, goldens=goldens, mode=mode, store=store, **scorer_options)
-    scorer.on_result.append(emit_result)
+    scorer = make_session(metrics, model, goldens, mode, store, scorer_options)
     with _lock:
         first = router.global_sink is None
         router.global_sink = CaseSink(scorer)
@@ -46,7 +49,17 @@ def instrument(
     return scorer
 
 
-def uninstrument() -> CaptureScorer | None:
+def make_session(metrics: Any, model: Any, goldens: Any, mode: Mode, store: Any, options: dict[str, Any]
+                 ) -> CaptureSession:
+    """A capture session with LlamaIndex's result events attached. Cases reach a background worker in batches
+    (``handoff_delay``, 50 ms by default): the worker interrupts the app's thread once a batch, not once a query."""
+    options.setdefault("handoff_delay", 0.05)
+    session = CaptureSession(metrics, model=model, goldens=goldens, mode=mode, store=store, **options)
+    session.on_result.append(functools.partial(emit_result, session=session))
+    return session
+
+
+def uninstrument() -> CaptureSession | None:
     """Stop the global capture; the handlers leave the root dispatcher once no engine wrapper needs them.
 
     Returns the scorer that was receiving cases (scoring already queued goes on; call its ``flush()`` to wait).
@@ -64,19 +77,22 @@ def is_instrumented() -> bool:
     return router.global_sink is not None
 
 
-def get_scorer() -> CaptureScorer | None:
-    """The scorer of the global capture, or None when it is off."""
+def get_session() -> CaptureSession | None:
+    """The session of the global capture, or None when it is off."""
     sink = router.global_sink
     return sink.scorer if isinstance(sink, CaseSink) else None
 
 
+get_scorer = get_session  # the name before 0.2, kept for one release
+
+
 def flush(timeout: float | None = None) -> bool:
     """Wait until every case captured globally is scored; False if ``timeout`` passed first."""
-    scorer = get_scorer()
+    scorer = get_session()
     return True if scorer is None else scorer.flush(timeout)
 
 
 async def aflush(timeout: float | None = None) -> bool:
     """Async form of ``flush``."""
-    scorer = get_scorer()
+    scorer = get_session()
     return True if scorer is None else await scorer.aflush(timeout)

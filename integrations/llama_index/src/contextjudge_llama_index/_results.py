@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 from contextjudge import ConversationalTestCase, LLMTestCase, MetricResult, Turn
-from contextjudge.capture import CapturedCase, CaptureScorer
+from contextjudge.capture import CapturedCase, CaptureSession, result_event
 from contextjudge.errors import CaptureError
 
 try:
@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - older cores
 
 from ._capture import Record, Sink
 
-__all__ = ["CaseSink", "ChatSession", "ContextJudgeResultEvent", "LazyCase", "LlamaIndexScorer", "conversation_case",
+__all__ = ["CaseSink", "ChatSession", "ContextJudgeResultEvent", "LazyCase", "conversation_case",
            "emit_result", "record_to_case"]
 
 logger = logging.getLogger("contextjudge")
@@ -40,8 +40,10 @@ DISPATCHER_NAME = "contextjudge_llama_index"
 class ContextJudgeResultEvent(BaseEvent):
     """One metric's result on one captured query or conversation, sent back through LlamaIndex's dispatcher.
 
-    ``query_span_id`` is the span of the query (or of the conversation's last chat call) that was scored; the
-    event's own ``span_id`` is a short report span whose parent is that span.
+    Its fields are the payload every framework reports a result with (``contextjudge.capture.result_event``):
+    ``origin_id`` is the span of the query (or of the conversation's last chat call) that was scored; the event's
+    own ``span_id`` is a short report span whose parent is that span. ``query_span_id`` is ``origin_id``'s name
+    in 0.1, kept for one release.
     """
 
     metric: str
@@ -50,9 +52,14 @@ class ContextJudgeResultEvent(BaseEvent):
     success: bool = False
     reason: str | None = None
     error: str | None = None
+    error_type: str | None = None
     case_id: str
+    origin_id: str | None = None
+    source: str | None = None
+    golden_id: str | None = None
+    run_id: str | None = None
     query_span_id: str | None = None
-    input: str | None = None
+    input: Any = None
     evaluation_model: str | None = None
 
     @classmethod
@@ -133,7 +140,7 @@ class LazyCase(CapturedCase):
     ``CaptureError``. Copied or pickled, it becomes a plain ``CapturedCase``.
     """
 
-    def __init__(self, record: Record, scorer: CaptureScorer | None = None) -> None:
+    def __init__(self, record: Record) -> None:
         # Not CapturedCase.__init__: its three assembled fields are the properties below.
         self.source = "llama_index"
         self._case_id: str | None = None  # a uuid4 costs a system call: drawn on first read
@@ -141,7 +148,7 @@ class LazyCase(CapturedCase):
         self.results: list[MetricResult] = []
         self.captured_at = time.time()
         self._record: Record | None = record
-        self._scorer = scorer
+        self._callbacks: list[Any] = []  # when_assembled callbacks (the session's golden matching)
         self._fields: list[Any] | None = None  # [test_case, metadata, golden_id] once assembled
         self._ready = False
         self._failed = False
@@ -164,31 +171,39 @@ class LazyCase(CapturedCase):
         if self._ready:
             return self._fields  # type: ignore[return-value]
         with _ASSEMBLY_LOCK:
-            # The assembling thread comes back here through apply_golden: it gets the fields being filled in.
             if self._fields is None:
                 if self._failed:
                     raise CaptureError("contextjudge could not assemble this captured llama_index call (logged).")
                 self._assemble()
             return self._fields
 
+    def when_assembled(self, callback: Any) -> None:
+        with _ASSEMBLY_LOCK:
+            if not self._ready and not self._failed:
+                self._callbacks.append(callback)
+                return
+        if self._ready:
+            callback(self)
+
     def _assemble(self) -> None:
-        record, scorer = self._record, self._scorer
+        record = self._record
         try:
             assert record is not None
             built = record_to_case(record)
             self._fields = [built.test_case, built.metadata, built.golden_id]
-            if scorer is not None:
-                CaptureScorer.apply_golden(scorer, self)  # the base method: LlamaIndexScorer skips unassembled cases
-        except Exception as exc:  # noqa: BLE001 - a bug or an exotic node must not reach the app or the scorer
+            # The callbacks read the fields being filled in: this thread holds the (re-entrant) assembly lock.
+            callbacks, self._callbacks = self._callbacks, []
+            for callback in callbacks:
+                callback(self)
+        except Exception as exc:  # noqa: BLE001 - a bug or an exotic node must not reach the app or the session
             self._fields = None
             self._failed = True
             logger.exception("contextjudge: could not turn a llama_index %s into a test case",
                              getattr(record, "kind", "call"))
-            if scorer is not None:
-                _remove(scorer, self)
             raise CaptureError("contextjudge could not assemble this captured llama_index call (logged).") from exc
         finally:
-            self._record = self._scorer = None
+            self._record = None
+            self._callbacks = []
         self._ready = True
 
     # ------------------------------------------------------------------------------------------ fields
@@ -248,73 +263,20 @@ class LazyCase(CapturedCase):
         return CapturedCase, tuple(getattr(self, f.name) for f in dataclasses.fields(CapturedCase))
 
 
-def _remove(scorer: CaptureScorer, case: CapturedCase) -> None:
-    """Take a case whose assembly failed out of its scorer (never waiting long: never under the scorer's lock)."""
-    lock = scorer._lock  # noqa: SLF001 - the scorer's own list, changed under its own lock
-    if not lock.acquire(timeout=1.0):  # pragma: no cover - only if a caller held the scorer's lock while reading
-        logger.warning("contextjudge: could not drop a captured case that failed to assemble")
-        return
-    try:
-        scorer.cases = [c for c in scorer.cases if c is not case]
-    finally:
-        lock.release()
-
-
-class LlamaIndexScorer(CaptureScorer):
-    """The ``CaptureScorer`` LlamaIndex capture hands its cases to: the same API, for ``LazyCase`` submissions.
-
-    ``submit`` stays cheap for a ``LazyCase``: its goldens are matched when it is assembled, not on the request
-    path; scoring assembles it on the worker thread; ``test_cases`` and ``score_deferred`` assemble what is pending
-    first, leaving out any case that failed to assemble. In background mode, cases reach the worker in batches
-    (``handoff_delay``, 50 ms by default), so the worker interrupts the app's thread once a batch, not once a query.
-    """
-
-    def __init__(self, *args: Any, handoff_delay: float = 0.05, **kwargs: Any) -> None:
-        super().__init__(*args, handoff_delay=handoff_delay, **kwargs)
-
-    def apply_golden(self, case: CapturedCase) -> None:
-        if isinstance(case, LazyCase) and not case.assembled:
-            return  # matched when it is assembled
-        super().apply_golden(case)
-
-    def assemble_pending(self) -> None:
-        """Assemble every captured case not assembled yet, here and now (outside the scorer's lock)."""
-        with self._lock:
-            todo = [c for c in self.cases if isinstance(c, LazyCase) and not c.assembled]
-        for case in todo:
-            case.assemble()
-
-    @property
-    def test_cases(self) -> list[Any]:
-        with self._lock:
-            cases = list(self.cases)
-        # assembled outside the lock: a case that fails to assemble takes itself out of ``cases``
-        return [c.test_case for c in cases if not isinstance(c, LazyCase) or c.assemble()]
-
-    async def score_case(self, case: CapturedCase) -> list[MetricResult]:
-        if isinstance(case, LazyCase) and not case.assemble():
-            return []  # logged and dropped by the case itself
-        return await super().score_case(case)
-
-    def score_deferred(self, **kwargs: Any) -> Any:
-        self.assemble_pending()
-        return super().score_deferred(**kwargs)
-
-
 class CaseSink(Sink):
-    """Each finished call becomes one ``LLMTestCase`` handed to a scorer (assembled later: see ``LazyCase``)."""
+    """Each finished call becomes one ``LLMTestCase`` handed to a session (assembled later: see ``LazyCase``)."""
 
-    def __init__(self, scorer: CaptureScorer) -> None:
+    def __init__(self, scorer: CaptureSession) -> None:
         self.scorer = scorer
 
     def deliver(self, record: Record) -> None:
-        self.scorer.submit(LazyCase(record, self.scorer))
+        self.scorer.submit(LazyCase(record))
 
 
 class ChatSession(Sink):
     """Collects one chat session's calls; ``end()`` turns them into one conversation for the scorer."""
 
-    def __init__(self, scorer: CaptureScorer, session_id: str, engine: str) -> None:
+    def __init__(self, scorer: CaptureSession, session_id: str, engine: str) -> None:
         self.scorer = scorer
         self.session_id = session_id
         self.engine = engine
@@ -365,15 +327,12 @@ def _report_in_context(query_span_id: str | None, fields: dict[str, Any]) -> Non
     _reporter()(fields)
 
 
-def emit_result(case: CapturedCase, result: MetricResult) -> None:
+def emit_result(case: CapturedCase, result: MetricResult, session: CaptureSession | None = None) -> None:
     """Send ``result`` through LlamaIndex's dispatcher, in a span whose parent is the scored query's span."""
     try:
         span = case.metadata.get("query_span_id")
-        tc = case.test_case
-        fields = {"metric": result.name, "score": result.score, "threshold": result.threshold,
-                  "success": result.success, "reason": result.reason, "error": result.error,
-                  "case_id": case.case_id, "query_span_id": span,
-                  "input": getattr(tc, "input", None), "evaluation_model": getattr(result, "evaluation_model", None)}
+        fields = result_event(case, result, run_id=None if session is None else session.run_id)
+        fields["query_span_id"] = span  # the key of 0.1, beside origin_id for one release (see the changelog)
         # A fresh context: no span or tags of whatever thread happens to deliver the result leak into the report.
         contextvars.Context().run(_report_in_context, span, fields)
     except Exception:  # noqa: BLE001

@@ -12,21 +12,15 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from contextjudge.capture import CapturedCase, CaptureScorer, Mode
+from contextjudge.capture import CapturedCase, CaptureSession, Mode
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.chat_engine.types import BaseChatEngine
 
 from ._capture import Sink, current_sink, router
-from ._results import CaseSink, ChatSession, LlamaIndexScorer, emit_result
+from ._instrument import make_session
+from ._results import CaseSink, ChatSession
 
 __all__ = ["EvaluatedChatEngine", "EvaluatedQueryEngine"]
-
-
-def _make_scorer(metrics: Any, model: Any, goldens: Any, mode: Mode, store: Any, options: dict[str, Any]
-                 ) -> CaptureScorer:
-    scorer = LlamaIndexScorer(metrics, model=model, goldens=goldens, mode=mode, store=store, **options)
-    scorer.on_result.append(emit_result)
-    return scorer
 
 
 @contextmanager
@@ -41,7 +35,7 @@ def _routed(sink: Sink) -> Iterator[None]:
 class _ScorerAccess:
     """What both wrappers expose about their captured cases."""
 
-    scorer: CaptureScorer
+    scorer: CaptureSession
 
     @property
     def results(self) -> list[Any]:
@@ -77,7 +71,7 @@ class EvaluatedQueryEngine(_ScorerAccess, BaseQueryEngine):
                  goldens: Any = None, mode: Mode = "background", store: Any = None, **scorer_options: Any) -> None:
         self._engine = query_engine
         super().__init__(callback_manager=getattr(query_engine, "callback_manager", None))
-        self.scorer = _make_scorer(metrics, model, goldens, mode, store, scorer_options)
+        self.scorer = make_session(metrics, model, goldens, mode, store, scorer_options)
         self._sink = CaseSink(self.scorer)
         router.acquire()
         self._release = weakref.finalize(self, router.release)
@@ -149,7 +143,7 @@ class EvaluatedChatEngine(_ScorerAccess, BaseChatEngine):
     def __init__(self, chat_engine: Any, metrics: Sequence[Any] | None = None, *, model: Any = None,
                  goldens: Any = None, mode: Mode = "background", store: Any = None, **scorer_options: Any) -> None:
         self._engine = chat_engine
-        self.scorer = _make_scorer(metrics, model, goldens, mode, store, scorer_options)
+        self.scorer = make_session(metrics, model, goldens, mode, store, scorer_options)
         self._session = self._new_session()
         router.acquire()
         self._release = weakref.finalize(self, router.release)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._result import EvaluationResult
-from ..._runner import evaluate as _evaluate
+from ...engine.evaluate import evaluate as _evaluate
 from .metrics import *  # noqa: F403
 from .metrics import __all__ as _metric_names
 from .dataset import Golden
@@ -43,6 +43,6 @@ def evaluate(test_cases: list[Any] | None = None, metrics: list[Any] | None = No
 
 def assert_test(test_case: Any, metrics: list[Any], **kwargs: Any) -> None:
     """DeepEval's ``assert_test``: raises AssertionError listing each failing metric."""
-    from ..._assert import assert_test as _assert  # noqa: PLC0415 - lives with the pytest tooling
+    from ...engine.assertions import assert_test as _assert  # noqa: PLC0415 - lives with the pytest tooling
 
     _assert(test_case, metrics, **kwargs)

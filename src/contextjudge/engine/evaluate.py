@@ -12,18 +12,18 @@ import asyncio
 import copy
 import inspect
 import logging
-import os
 import sys
 import time
-import uuid
 from typing import Any, Callable, Iterable, Sequence
 
-from ._aio import run_sync
-from ._judge import RunContext, VerdictCache, use_run_context
-from ._result import EvaluationResult, MetricResult, Tally, TestResult, Usage
-from ._retry import JudgeOptions
-from ._testcase import ConversationalTestCase, LLMTestCase
-from .errors import ContextJudgeError, InvalidTestCaseError, MissingTestCaseParamsError
+from .._aio import run_sync
+from .._judge import RunContext, use_run_context
+from .._result import EvaluationResult, Tally, TestResult, Usage
+from .._retry import JudgeOptions
+from .._testcase import ConversationalTestCase, LLMTestCase
+from ..errors import ContextJudgeError, InvalidTestCaseError
+from .run import Run
+from .score import score_case
 
 __all__ = ["aevaluate", "case_key", "evaluate"]
 
@@ -31,34 +31,10 @@ logger = logging.getLogger("contextjudge")
 
 
 def case_key(index: int, test_case: Any) -> str:
-    """The key of a case within a run: its own id when it has one, else its position and content hash."""
-    own = getattr(test_case, "id", None)
-    if own:
-        return str(own)
-    fp = test_case.fingerprint() if hasattr(test_case, "fingerprint") else str(index)
-    return f"{index}-{fp}"
+    """The key of a case within a run (see ``contextjudge.identity.case_key``)."""
+    from ..identity import case_key as _key  # noqa: PLC0415
 
-
-def _metric_config(metric: Any) -> dict[str, Any]:
-    return {"class": type(metric).__name__, "name": getattr(metric, "name", None),
-            "threshold": getattr(metric, "threshold", None), "strict_mode": getattr(metric, "strict_mode", None),
-            "template": getattr(getattr(metric, "evaluation_template", None), "__qualname__", None)}
-
-
-def _judges(metrics: Sequence[Any]) -> list[dict[str, Any]]:
-    """Which judges score this run (name and identity), for the store; a judge that cannot load is left out."""
-    from ._models import judge_identity, judge_name  # noqa: PLC0415
-
-    out: list[dict[str, Any]] = []
-    for m in metrics:
-        try:
-            model = m.model
-            entry = {"name": judge_name(model), "identity": judge_identity(model)}
-        except Exception:  # noqa: BLE001 - the metric reports its own judge failure when it runs
-            continue
-        if entry not in out:
-            out.append(entry)
-    return out
+    return _key(index, test_case)
 
 
 class _Progress:
@@ -92,47 +68,6 @@ class _Progress:
             self.bar.close()
 
 
-async def _score_case(index: int, tc: Any, metrics: Sequence[Any], *, run_id: str | None, recorder: Any,
-                      done: dict[tuple[str, str], MetricResult], skip_on_missing_params: bool,
-                      raise_exceptions: bool) -> TestResult:
-    key = case_key(index, tc)
-    tr = TestResult(index=index, name=getattr(tc, "name", None), test_case=tc)
-    if recorder is not None and run_id is not None:
-        recorder.save_case(run_id, key, index, tc)
-
-    async def one(metric: Any) -> MetricResult | None:
-        prior = done.get((key, metric.name))
-        if prior is not None:
-            return prior
-        try:
-            result = await metric.a_score(tc)
-        except (MissingTestCaseParamsError, InvalidTestCaseError) as exc:
-            if raise_exceptions:
-                raise
-            if skip_on_missing_params and isinstance(exc, MissingTestCaseParamsError):
-                return None
-            result = MetricResult(name=metric.name, score=None, threshold=metric.threshold, success=False,
-                                  error=str(exc), error_type=type(exc).__name__)
-        except Exception as exc:  # noqa: BLE001 - one bad metric never aborts a run
-            if raise_exceptions:
-                raise
-            logger.exception("contextjudge: %s failed on case %s", metric.name, key)
-            result = MetricResult(name=metric.name, score=None, threshold=getattr(metric, "threshold", 0.5),
-                                  success=False, error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
-        if recorder is not None and run_id is not None:
-            recorder.save_result(run_id, key, result)
-        return result
-
-    applicable = [m for m in metrics
-                  if isinstance(tc, ConversationalTestCase) == bool(getattr(m, "conversational", False))]
-    results = await asyncio.gather(*(one(m) for m in applicable))
-    tr.metrics_data = [r for r in results if r is not None]
-    if not applicable:
-        tr.error = "no metric applies to this test case (single-turn metrics need LLMTestCase, Turn* metrics " \
-                   "need ConversationalTestCase)"
-    return tr
-
-
 async def aevaluate(
     test_cases: Iterable[LLMTestCase | ConversationalTestCase] | None = None,
     metrics: Sequence[Any] | None = None,
@@ -151,12 +86,15 @@ async def aevaluate(
     run_config: dict[str, Any] | None = None,
     on_result: Callable[[TestResult], Any] | None = None,
     keep_results: bool = True,
+    model: Any = None,
+    run: Run | None = None,
+    case_keys: Sequence[str] | None = None,
 ) -> EvaluationResult:
     """Score every test case with every applicable metric. See ``evaluate`` for the parameters."""
     case_metrics: list[Sequence[Any]] | None = None
     failed: list[TestResult] = []
     if observed_callback is not None:
-        from .tracing import observed_cases, run_traces  # noqa: PLC0415 - component-level evaluation
+        from ..tracing import observed_cases, run_traces  # noqa: PLC0415 - component-level evaluation
 
         traces = await run_traces(observed_callback, goldens, max_concurrency=max_concurrency)
         observed = observed_cases(traces, metrics)
@@ -185,27 +123,16 @@ async def aevaluate(
     if sized:  # a list is checked whole before any judge call; a generator is checked case by case as it is read
         for i, tc in enumerate(cases):
             _check_case(i, tc)
-    recorder = store
-    if isinstance(store, (str, os.PathLike)):
-        from .store import open_store  # noqa: PLC0415 - optional module, loaded when asked for
-
-        recorder = open_store(store)
-    opts = judge_options or JudgeOptions()
-    ctx = context or RunContext(options=opts, cache=VerdictCache(backend=recorder))
+    owns_run = run is None
+    if run is None:
+        run = Run(store=store, run_id=run_id, name=run_name, config=run_config, judge_options=judge_options,
+                  model=model, context=context)
+    elif model is not None:
+        run.context.default_model = model
+    ctx = run.context
     progress = _Progress(len(cases) if sized else None, show_progress)
     ctx.on_call.append(progress.on_call)
-    done: dict[tuple[str, str], MetricResult] = {}
-    if recorder is not None:
-        from . import __version__  # noqa: PLC0415
-
-        run_id = recorder.begin_run(run_id, {**(run_config or {}), "name": run_name,
-                                             "metrics": [_metric_config(m) for m in metrics],
-                                             "judges": _judges(metrics), "contextjudge": __version__,
-                                             "cases": len(cases) if sized else None})
-        done = recorder.completed_results(run_id)
-        ctx.on_call.append(lambda ev: recorder.save_judge_call(run_id, ev))
-    elif run_id is None:
-        run_id = uuid.uuid4().hex[:12]
+    run_id = run.begin(metrics, cases=len(cases) if sized else None)
     t0 = time.perf_counter()
     # A fixed pool of max_concurrency workers pulls cases one at a time, so nothing is created per case up front
     # (a task per case would hold every case's coroutine until its turn) and a generator of cases is read only as
@@ -244,9 +171,16 @@ async def aevaluate(
                         await deliver(TestResult(index=i, name=None, test_case=tc, error=str(exc)))
                         continue
                 own = metrics if case_metrics is None else case_metrics[i]
-                tr = await _score_case(i, tc, own, run_id=run_id, recorder=recorder, done=done,
-                                       skip_on_missing_params=skip_on_missing_params,
-                                       raise_exceptions=raise_exceptions)
+                key = case_key(i, tc) if case_keys is None else case_keys[i]
+                run.save_case(key, i, tc)
+                tr = TestResult(index=i, name=getattr(tc, "name", None), test_case=tc)
+                scored = await score_case(run, key, tc, own, raise_exceptions=raise_exceptions,
+                                          missing="skip" if skip_on_missing_params else "record")
+                if scored is None:
+                    tr.error = ("no metric applies to this test case (single-turn metrics need LLMTestCase, Turn* "
+                                "metrics need ConversationalTestCase)")
+                else:
+                    tr.metrics_data = scored
                 await deliver(tr)
             finally:
                 progress.case_done()
@@ -262,8 +196,14 @@ async def aevaluate(
                     w.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
                 raise
+    except BaseException:
+        if owns_run:  # stopped by raise_exceptions=True, a cancel or Ctrl-C: the run still ends, as interrupted
+            run.end({"error": "the run was stopped before every case was scored"}, status="interrupted")
+        raise
     finally:
         progress.close()
+        if progress.on_call in ctx.on_call:
+            ctx.on_call.remove(progress.on_call)
     n_cases = len(slots) if keep_results else tally.cases
     for k, tr in enumerate(failed, start=n_cases):
         tr.index = k
@@ -279,9 +219,8 @@ async def aevaluate(
     result = EvaluationResult(test_results=[tr for tr in slots if tr is not None], usage=usage, run_id=run_id,
                               duration_seconds=time.perf_counter() - t0,
                               tally=None if keep_results else tally, callback_errors=callback_errors[0])
-    if recorder is not None:
-        recorder.end_run(run_id, {"summary": result.summary(), "usage": usage.to_dict(),
-                                  "duration_seconds": result.duration_seconds})
+    if owns_run:
+        run.end({"summary": result.summary(), "usage": usage.to_dict(), "duration_seconds": result.duration_seconds})
     return result
 
 

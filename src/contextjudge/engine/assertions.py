@@ -12,14 +12,13 @@ built without a model use the configured judge and results are written to the co
 
 from __future__ import annotations
 
-import copy
 import sys
 from typing import Any, Sequence
 
-from ._result import EvaluationResult, MetricResult
-from ._runner import evaluate
-from ._testcase import ConversationalTestCase, LLMTestCase
-from .errors import ContextJudgeError
+from .._result import EvaluationResult, MetricResult
+from .evaluate import evaluate
+from .._testcase import ConversationalTestCase, LLMTestCase
+from ..errors import ContextJudgeError
 
 __all__ = ["assert_test", "format_failures"]
 
@@ -39,18 +38,6 @@ def format_failures(failures: Sequence[MetricResult]) -> str:
             lines.append(f"  - {m.name}: score {_fmt(m.score)} {op} threshold {_fmt(m.threshold)}"
                          + (f": {m.reason}" if m.reason else ""))
     return "\n".join(lines)
-
-
-def _with_model(metrics: Sequence[Any], model: Any) -> list[Any]:
-    """Copies of the metrics built without a model, given ``model``; the caller's objects are left untouched."""
-    out = []
-    for m in metrics:
-        if model is not None and getattr(m, "_model_arg", "set") is None:
-            m = copy.copy(m)
-            m._model_arg = model  # noqa: SLF001
-            m._model = None  # noqa: SLF001
-        out.append(m)
-    return out
 
 
 def assert_test(
@@ -75,11 +62,10 @@ def assert_test(
     if session is not None:
         if model is None:
             model = session.model_arg
-        if store is None and session.store_target:
-            store = session.store
-            run_id = run_id or session.run_id
+        if store is None and run_id is None and session.store_target:
+            evaluate_kwargs.setdefault("run", session.run)  # one run per pytest session, ended at its end
     evaluate_kwargs.setdefault("show_progress", False)
-    result = evaluate([test_case], _with_model(metrics, model), store=store, run_id=run_id, **evaluate_kwargs)
+    result = evaluate([test_case], metrics, store=store, run_id=run_id, model=model, **evaluate_kwargs)
     if session is not None:
         session.record(result)
     tr = result.test_results[0]

@@ -1,0 +1,694 @@
+"""Capture, the framework-agnostic half: a ``CaptureSession`` takes captured cases and scores, keeps or stores them.
+
+The LangChain and LlamaIndex integrations turn their frameworks' events into ``CapturedCase`` objects and hand them
+to a session (both integrations' ``instrument()`` return one). The session matches goldens, then, by mode:
+
+- ``"background"``: scores on the shared event loop, off the request path; the app never waits for a judge.
+- ``"deferred"``: keeps the cases (and writes them to the store) for a later ``contextjudge score`` or
+  ``session.score_deferred()``.
+- ``"off"``: keeps the cases only.
+
+Everything is scored inside one ``Run`` (``engine.run``) through ``score_case`` (``engine.score``), like
+``evaluate``; the run begins with the first case and ends at ``close()``, when ``score_deferred`` finishes it, or at
+interpreter exit. Memory is bounded by ``max_kept``: cases that are scored or safely in the store are forgotten
+first, then the oldest unscored ones, which are counted (``dropped``) and reported in one warning. Cases may be
+assembled lazily (``CapturedCase.assembled`` / ``assemble()``): the session assembles them off the request path,
+matches their goldens then, and leaves out a case whose assembly failed. Integrations with work of their own in
+flight (a thread assembling cases) register it with ``add_drain``, so ``flush``, ``close`` and exit wait for it.
+
+Every failure inside the session is logged and contained: capture never breaks the user's app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import concurrent.futures
+import contextvars
+import logging
+import threading
+import time
+import uuid
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Sequence
+
+from .._aio import run_sync, submit
+from .._judge import in_judge_call, use_run_context
+from .._result import EvaluationResult, MetricResult
+from .._retry import JudgeOptions
+from .._testcase import ConversationalTestCase, LLMTestCase
+from ..errors import ConfigurationError
+from ..goldens import Goldens, load_goldens
+from .run import Run
+from .score import score_case
+
+__all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "Mode", "default_metrics",
+           "in_judge_call", "result_event"]
+
+logger = logging.getLogger("contextjudge")
+
+Mode = Literal["background", "deferred", "off"]
+ResultCallback = Callable[["CapturedCase", MetricResult], None]
+_UNSET: Any = object()
+_DEFAULT_MAX_KEPT = 10_000
+
+_live_workers: set[concurrent.futures.Future] = set()
+
+
+@dataclass
+class CapturedCase:
+    """A test case assembled from a framework run, with where it came from.
+
+    ``root_run_id`` is the id of the framework's own record the case came from (a LangChain root run, a LlamaIndex
+    query span); result events carry it as ``origin_id``.
+    """
+
+    test_case: LLMTestCase | ConversationalTestCase
+    source: str = ""
+    case_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    root_run_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    results: list[MetricResult] = field(default_factory=list)
+    golden_id: str | None = None
+    captured_at: float = field(default_factory=time.time)
+
+    # The lazy-assembly hook: a case whose test case is built later (off the request path) says so here.
+    @property
+    def assembled(self) -> bool:
+        """Whether the test case exists yet (successfully or not); always True for a plain ``CapturedCase``."""
+        return True
+
+    def assemble(self) -> bool:
+        """Build the test case now if it is built lazily; False when that failed (the session then drops it)."""
+        return True
+
+    def when_assembled(self, callback: Callable[["CapturedCase"], Any]) -> None:
+        """Call ``callback(self)`` once the test case exists: now for a plain case, at assembly for a lazy one
+        (a session matches goldens this way, before anyone reads the test case)."""
+        callback(self)
+
+
+def result_event(case: CapturedCase, result: MetricResult, *, run_id: str | None = None) -> dict[str, Any]:
+    """The one payload a scored result is reported with, in every framework.
+
+    ``origin_id`` is the framework record the case came from (LangChain's root run id, LlamaIndex's query span
+    id). The older keys of each framework (``test_case_id`` / ``root_run_id`` for LangChain, ``query_span_id``
+    for LlamaIndex) are sent beside these for one release; see the changelog.
+    """
+    tc = case.test_case
+    return {"metric": result.name, "score": result.score, "success": result.success, "threshold": result.threshold,
+            "reason": result.reason, "error": result.error, "error_type": result.error_type,
+            "evaluation_model": result.evaluation_model, "case_id": case.case_id, "origin_id": case.root_run_id,
+            "source": case.source, "golden_id": case.golden_id, "run_id": run_id,
+            "input": getattr(tc, "input", None)}
+
+
+def default_metrics(model: Any = None) -> list[Any]:
+    """The metrics capture uses when none are given: the four single-turn metrics and turn relevancy."""
+    from ..metrics import (  # noqa: PLC0415
+        ContextualPrecisionMetric,
+        ContextualRecallMetric,
+        ContextualRelevancyMetric,
+        ContextUtilizationMetric,
+        TurnContextualRelevancyMetric,
+    )
+
+    return [ContextualPrecisionMetric(model=model), ContextualRecallMetric(model=model),
+            ContextualRelevancyMetric(model=model), ContextUtilizationMetric(model=model),
+            TurnContextualRelevancyMetric(model=model)]
+
+
+class AppAdapter:
+    """What an integration offers ``contextjudge eval --app``: run goldens through an app with capture attached.
+
+    Integrations register an instance under the entry-point group ``contextjudge.apps``.
+    """
+
+    name = "app"
+
+    def matches(self, obj: Any) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def collect(self, obj: Any, goldens: Goldens, *, concurrency: int = 4) -> list[CapturedCase]:
+        """Run every golden's input through ``obj`` with capture in mode "off"; return the captured cases."""
+        raise NotImplementedError  # pragma: no cover - interface
+
+
+# ---------------------------------------------------------------------------------------------------- exit
+_sessions: "weakref.WeakSet[CaptureSession]" = weakref.WeakSet()
+_exit_lock = threading.Lock()
+_exit_registered = False
+
+
+def _register(session: "CaptureSession") -> None:
+    global _exit_registered  # noqa: PLW0603 - one exit hook per process
+    with _exit_lock:
+        _sessions.add(session)
+        if not _exit_registered:
+            # registered before the shared loop's own exit hook can be (the loop starts with the first case), so
+            # it runs after it at exit... unless the loop already exists: _aio runs its before-exit hooks first
+            from .._aio import before_shutdown  # noqa: PLC0415
+
+            before_shutdown(_close_all_at_exit)
+            atexit.register(_close_all_at_exit)
+            _exit_registered = True
+
+
+def _close_all_at_exit() -> None:
+    for session in list(_sessions):
+        try:
+            session._at_exit()  # noqa: SLF001
+        except Exception:  # noqa: BLE001 - never fail the interpreter's exit
+            logger.exception("contextjudge: could not close a capture session at exit")
+
+
+# ---------------------------------------------------------------------------------------------------- session
+class CaptureSession:
+    """Receives captured cases and scores, keeps or stores them according to ``mode``.
+
+    ``metrics`` default to the four single-turn metrics and turn relevancy; ``model`` is the judge of metrics built
+    without one (the metric objects themselves are never changed); ``goldens`` fill expected outputs; ``store`` (a
+    store or its path/URL) keeps cases, results and the run. ``max_kept`` bounds the cases held in memory
+    (default 10,000; None: no bound). In "deferred" or "off" mode without a store the kept cases are the only copy
+    of the work, so that combination needs ``max_kept`` given explicitly. ``max_queue`` bounds the cases waiting
+    for a judge; ``concurrency`` the cases scored at once; ``on_result(case, result)`` is called for every result;
+    ``exit_timeout`` is how long interpreter exit waits for pending scores.
+    """
+
+    def __init__(
+        self,
+        metrics: Sequence[Any] | None = None,
+        *,
+        model: Any = None,
+        goldens: Any = None,
+        mode: Mode = "background",
+        store: Any = None,
+        judge_options: JudgeOptions | None = None,
+        max_queue: int = 10_000,
+        max_kept: int | None = _UNSET,
+        concurrency: int = 4,
+        on_result: ResultCallback | None = None,
+        run_name: str | None = None,
+        handoff_delay: float = 0.0,
+        exit_timeout: float = 5.0,
+    ) -> None:
+        if mode not in ("background", "deferred", "off"):
+            raise ConfigurationError(f"capture mode must be 'background', 'deferred' or 'off', not {mode!r}.")
+        if max_kept is _UNSET:
+            if mode != "background" and store is None:
+                raise ConfigurationError(
+                    f"capture in mode={mode!r} without a store keeps every captured case in memory, and they are "
+                    "the only copy of that work. Pass store='captured.db' (then `contextjudge score` or "
+                    "score_deferred() scores them), or max_kept=N to hold at most N cases (older ones are "
+                    "dropped and counted), or max_kept=None to hold every case.")
+            max_kept = _DEFAULT_MAX_KEPT
+        if max_kept is not None and (not isinstance(max_kept, int) or max_kept < 1):
+            raise ConfigurationError(f"max_kept must be a positive whole number or None, not {max_kept!r}.")
+        self.metrics = list(metrics) if metrics is not None else default_metrics()
+        self.goldens = load_goldens(goldens)
+        self.mode = mode
+        self.run_name = run_name or f"capture-{time.strftime('%Y%m%d-%H%M%S')}"
+        self.run = Run(store=store, name=self.run_name, config={"mode": mode}, judge_options=judge_options,
+                       model=model, contain_store_errors=True)
+        self.judge_options = self.run.context.options
+        self.max_queue = max(1, int(max_queue))
+        self.max_kept = max_kept
+        self.concurrency = max(1, concurrency)
+        self.exit_timeout = exit_timeout
+        self.on_result: list[ResultCallback] = [on_result] if on_result else []
+        # background mode: > 0 hands cases to the worker in batches, at most this many seconds after the first one
+        # (one wake-up of the worker per batch: the app's thread is interrupted less often); flush() does not wait
+        self.handoff_delay = max(0.0, handoff_delay)
+        self._cases: list[CapturedCase] = []
+        self.evicted = 0  # scored or stored cases forgotten from memory (nothing lost)
+        self.dropped = 0  # unscored cases dropped from memory (lost without a store; unscored in it with one)
+        self.seen = 0
+        self._lock = threading.RLock()
+        self._idle = threading.Condition(self._lock)
+        self._queue: collections.deque[CapturedCase] = collections.deque()
+        self._scoring: set[int] = set()  # id() of cases being scored now
+        self._done: set[int] = set()  # id() of kept cases scored (results or not)
+        self._stored: set[int] = set()  # id() of kept cases in the store
+        self._warned_drop = False
+        self._wake_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._stop = False
+        self._worker_future: concurrent.futures.Future | None = None
+        self._drains: list[Callable[[float | None], Any]] = []
+        self._syncs: list[Callable[[], Any]] = []
+        self._closed = False
+        _register(self)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(mode={self.mode!r}, cases={len(self._cases)}, dropped={self.dropped}, "
+                f"run_id={self.run.id!r})")
+
+    # ----------------------------------------------------------------------------------------------- access
+    @property
+    def store(self) -> Any:
+        return self.run.store
+
+    @property
+    def run_id(self) -> str | None:
+        return self.run.id if self.run.begun else None
+
+    @property
+    def test_cases(self) -> list[Any]:
+        """The test cases kept in memory (lazily assembled ones are assembled now; failed ones are left out)."""
+        return [c.test_case for c in self._ready_cases()]
+
+    @property
+    def results(self) -> list[tuple[CapturedCase, MetricResult]]:
+        self._sync()
+        with self._lock:
+            return [(c, r) for c in self._cases for r in c.results]
+
+    @property
+    def cases(self) -> list[CapturedCase]:
+        """The captured cases held in memory, oldest first (cases an integration is still assembling join first)."""
+        self._sync()
+        return self._cases
+
+    @cases.setter
+    def cases(self, value: list[CapturedCase]) -> None:
+        with self._lock:
+            self._cases = list(value)
+
+    def add_sync(self, sync: Callable[[], Any]) -> None:
+        """Register an integration's quick hand-over of cases it is assembling, run before the cases are read."""
+        self._syncs.append(sync)
+
+    def _sync(self) -> None:
+        for sync in list(self._syncs):
+            try:
+                sync()
+            except Exception:  # noqa: BLE001
+                logger.exception("contextjudge: an integration could not hand over its captured cases")
+
+    def kept(self) -> list[CapturedCase]:
+        """A snapshot of the captured cases held in memory, oldest first."""
+        self._sync()
+        with self._lock:
+            return list(self._cases)
+
+    def __getattr__(self, name: str) -> Any:
+        # 0.1's LangChain instrument() returned its callback handler; its own attributes stay reachable from the
+        # session for one release, with a warning that names the new spelling.
+        owner = self.__dict__.get("_legacy_owner")
+        if owner is None or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = getattr(owner, name)
+        warnings.warn(f"instrument() now returns the CaptureSession; reach the LangChain handler's {name!r} as "
+                      f"session.handler.{name} (this fallback goes in the next release).", DeprecationWarning,
+                      stacklevel=2)
+        return value
+
+    @property
+    def handler(self) -> Any:
+        """The framework object feeding this session (LangChain's callback handler), when there is one."""
+        return self.__dict__.get("_legacy_owner")
+
+    @property
+    def pending(self) -> int:
+        """Cases waiting for a judge or being scored."""
+        with self._lock:
+            return len(self._queue) + len(self._scoring)
+
+    def add_drain(self, drain: Callable[[float | None], Any]) -> None:
+        """Register an integration's own pending work: ``drain(timeout)`` hands over what it still holds."""
+        self._drains.append(drain)
+
+    def _drain(self, timeout: float | None) -> None:
+        for drain in list(self._drains):
+            try:
+                drain(timeout)
+            except Exception:  # noqa: BLE001
+                logger.exception("contextjudge: an integration could not hand over its captured cases")
+
+    # ----------------------------------------------------------------------------------------------- intake
+    def apply_golden(self, case: CapturedCase) -> None:
+        """Fill the case's expected outputs from the goldens (see ``contextjudge.identity.match_golden``)."""
+        if not len(self.goldens):
+            return
+        from ..identity import match_golden  # noqa: PLC0415
+
+        gid = match_golden(self.goldens, case.test_case, golden_id=case.golden_id or _meta_golden(case),
+                           fallback_input=case.metadata.get("chain_input"))
+        if gid is not None and case.golden_id is None and isinstance(case.test_case, LLMTestCase):
+            case.golden_id = gid
+
+    def _prepare(self, case: CapturedCase) -> bool:
+        """Assemble a lazily built case (its goldens are matched then); False, and the case is forgotten, when its
+        assembly failed."""
+        if case.assemble():
+            return True
+        with self._lock:
+            self._forget(case)
+        return False
+
+    def ready_cases(self) -> list[CapturedCase]:
+        """The kept cases, lazily built ones assembled now (and goldens matched); failed ones are left out."""
+        return self._ready_cases()
+
+    def _ready_cases(self) -> list[CapturedCase]:
+        self._sync()
+        with self._lock:
+            cases = list(self._cases)
+        return [c for c in cases if self._prepare(c)]
+
+    def submit(self, case: CapturedCase) -> None:
+        """Take a captured case. Never raises and never blocks on a judge."""
+        try:
+            case.when_assembled(self.apply_golden)  # a lazy case: at its assembly, off the request path
+            if self.store is not None and self.mode != "background":
+                self._store_case(case)
+            with self._lock:
+                self.seen += 1
+                case.__dict__["_cj_position"] = self.seen - 1
+                self._cases.append(case)
+                if self.mode == "background":
+                    self._queue.append(case)
+                    if len(self._queue) > self.max_queue:
+                        self._drop(self._queue[0], "the scoring queue is full")
+                self._evict()
+                wake = self.mode == "background" and not self._wake_scheduled
+                if wake:
+                    self._wake_scheduled = True
+            if wake:
+                self._schedule_wake()
+        except Exception:  # noqa: BLE001 - capture never breaks the app
+            logger.exception("contextjudge: could not take a captured case")
+
+    def _schedule_wake(self) -> None:
+        self._ensure_worker()
+        loop, wake = self._loop, self._wake
+        assert loop is not None and wake is not None
+        if self.handoff_delay <= 0:
+            loop.call_soon_threadsafe(wake.set)
+        else:
+            loop.call_soon_threadsafe(loop.call_later, self.handoff_delay, wake.set)
+
+    def _forget(self, case: CapturedCase) -> None:
+        """Take ``case`` out of memory (lock held)."""
+        self._cases = [c for c in self._cases if c is not case]
+        for i, queued in enumerate(self._queue):
+            if queued is case:
+                del self._queue[i]
+                break
+        self._done.discard(id(case))
+        self._stored.discard(id(case))
+        self._idle.notify_all()
+
+    def _drop(self, case: CapturedCase, why: str) -> None:
+        """Drop an unscored case (lock held): it is counted, written to the store first when there is one."""
+        if self.store is not None and id(case) not in self._stored:
+            self._store_case(case)
+        self._forget(case)
+        self.dropped += 1
+        if not self._warned_drop:
+            self._warned_drop = True
+            where = (f"they stay unscored in run {self.run.id} of the store (`contextjudge score` finishes them)"
+                     if self.store is not None else "they are lost (pass store=... to keep them)")
+            logger.warning("contextjudge: %s, so capture is dropping its oldest unscored cases (max_kept=%s, "
+                           "max_queue=%d): %s. The judge is not keeping up: check it, or lower the traffic "
+                           "captured. session.dropped counts them; a summary is logged at close.",
+                           why, self.max_kept, self.max_queue, where)
+
+    def _evict(self) -> None:
+        """Hold at most ``max_kept`` cases (lock held): forget scored or stored ones first, then the oldest
+        unscored ones (dropped and counted). Evicts a tenth of ``max_kept`` at a time, so a full session does not
+        rebuild its list on every case."""
+        if self.max_kept is None or len(self._cases) <= self.max_kept:
+            return
+        target = len(self._cases) - self.max_kept + (self.max_kept // 10)
+        keep: list[CapturedCase] = []
+        removed = 0
+        for c in self._cases:
+            if removed < target and (id(c) in self._done or id(c) in self._stored) and id(c) not in self._scoring:
+                removed += 1
+                self.evicted += 1
+                self._done.discard(id(c))
+                self._stored.discard(id(c))
+                continue
+            keep.append(c)
+        self._cases = keep
+        over = len(self._cases) - self.max_kept
+        if over > 0:
+            victims = [c for c in self._cases if id(c) not in self._scoring][:over]
+            for c in victims:
+                self._drop(c, f"more than max_kept={self.max_kept} captured cases are unscored")
+
+    def _store_case(self, case: CapturedCase) -> None:
+        if self.store is None or not self._prepare(case):
+            return
+        self.run.begin(self.metrics)
+        self.run.save_case(case.case_id, case.__dict__.get("_cj_position", self.seen), case.test_case)
+        with self._lock:
+            self._stored.add(id(case))
+
+    # ----------------------------------------------------------------------------------------------- worker
+    def _ensure_worker(self) -> None:
+        """Start the scoring task on the process-wide loop (``_aio``), where provider clients stay valid."""
+        fut = self._worker_future
+        if fut is not None and not fut.done():
+            return
+        with self._lock:
+            fut = self._worker_future
+            if fut is not None and not fut.done():
+                return
+            ready = threading.Event()
+            self._stop = False
+            fut = self._worker_future = submit(self._worker(ready), context=contextvars.Context())
+            # Held until the worker ends (close()): a session dropped without close() keeps scoring what it was
+            # given instead of being collected with its cases mid-queue.
+            _live_workers.add(fut)
+            fut.add_done_callback(_live_workers.discard)
+        ready.wait()
+
+    async def _worker(self, ready: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        slots = asyncio.Semaphore(self.concurrency)
+        tasks: set[asyncio.Task] = set()
+        ready.set()
+        # This task runs in a context of its own (see _ensure_worker), so the run context is set and never reset.
+        use_run_context(self.run.context).__enter__()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while True:
+                await slots.acquire()
+                with self._lock:
+                    self._wake_scheduled = False
+                    case = self._queue.popleft() if self._queue else None
+                    if case is not None:
+                        self._scoring.add(id(case))
+                if case is None:
+                    slots.release()
+                    break
+                task = asyncio.create_task(self._score_guarded(case, slots))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            if self._stop:
+                break
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _score_guarded(self, case: CapturedCase, slots: asyncio.Semaphore) -> None:
+        try:
+            await self.score_case(case)
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: scoring a captured case failed")
+        finally:
+            slots.release()
+            with self._lock:
+                self._scoring.discard(id(case))
+                self._idle.notify_all()
+
+    async def score_case(self, case: CapturedCase) -> list[MetricResult]:
+        """Score one case with every applicable metric, in the session's run; metrics missing a field are skipped
+        (noted once per metric and field)."""
+        if not self._prepare(case):  # a lazily built case is assembled here, off the app's thread
+            return []
+        if self.store is not None and id(case) not in self._stored:
+            self._store_case(case)
+        self.run.begin(self.metrics)
+        with use_run_context(self.run.context):
+            results = await score_case(self.run, case.case_id, case.test_case, self.metrics, missing="skip-noted")
+        results = results or []
+        with self._lock:
+            case.results.extend(results)
+            self._done.add(id(case))
+        self._emit(case, results)
+        return results
+
+    def _emit(self, case: CapturedCase, results: list[MetricResult]) -> None:
+        for r in results:
+            for cb in list(self.on_result):
+                try:
+                    cb(case, r)
+                except Exception:  # noqa: BLE001
+                    logger.exception("contextjudge: a result callback failed")
+
+    # ----------------------------------------------------------------------------------------------- waiting
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted case is scored. Returns False if ``timeout`` passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._drain(timeout)
+        if self.mode == "background":
+            with self._lock:
+                waiting = bool(self._queue)
+            if waiting and self._loop is not None and self._wake is not None:
+                try:
+                    self._loop.call_soon_threadsafe(self._wake.set)  # a batch waiting for its delay: now
+                except RuntimeError:  # pragma: no cover - the loop is closed
+                    pass
+        with self._lock:
+            while self._queue or self._scoring:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+        return True
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """Async form of ``flush``: waits without blocking the caller's event loop."""
+        return await asyncio.to_thread(self.flush, timeout)
+
+    def score_deferred(self, **kwargs: Any) -> EvaluationResult:
+        """Score the cases kept so far that have no results yet (in "deferred" or "off" mode), attach the results to
+        them, and end the session's run. Keyword arguments go to ``evaluate`` (``max_concurrency``,
+        ``show_progress``...)."""
+        from .evaluate import aevaluate  # noqa: PLC0415
+
+        self._drain(None)
+        todo = [c for c in self._ready_cases() if not c.results]
+        with self._lock:
+            busy = self._scoring | {id(c) for c in self._queue}
+            todo = [c for c in todo if id(c) not in busy]
+        result = run_sync(aevaluate([c.test_case for c in todo], self.metrics, run=self.run,
+                                    case_keys=[c.case_id for c in todo], skip_on_missing_params=True, **kwargs))
+        for case, tr in zip(todo, result.test_results):
+            with self._lock:
+                case.results.extend(tr.metrics_data)
+                self._done.add(id(case))
+            self._emit(case, tr.metrics_data)
+        self._end_run()
+        return result
+
+    def _end_run(self, status: str | None = None) -> None:
+        if not self.run.begun or self.run.ended:
+            return
+        with self._lock:
+            kept = list(self._cases)
+            unscored = sum(1 for c in kept if id(c) not in self._done)
+            results = [r for c in kept for r in c.results]
+        if status is None:
+            status = "finished" if not unscored else "captured" if self.mode != "background" else "interrupted"
+        summary: dict[str, Any] = {"captured": self.seen, "unscored_in_memory": unscored, "dropped": self.dropped,
+                                   "evicted": self.evicted, "usage": self.run.context.usage.to_dict()}
+        by_metric: dict[str, list[float]] = {}
+        for r in results:
+            if r.score is not None:
+                by_metric.setdefault(r.name, []).append(r.score)
+        summary["summary"] = {k: {"mean": sum(v) / len(v), "n": len(v)} for k, v in by_metric.items()}
+        self.run.end(summary, status=status)
+
+    def close(self, timeout: float | None = 30.0) -> bool:
+        """Hand over, score what is pending, stop the scoring task and end the run; ``timeout`` bounds it all.
+
+        Returns False when the timeout passed with cases still unscored (they stay in the store, when there is
+        one, for ``contextjudge score``). A summary of dropped cases is logged, if any were dropped.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        done = self.flush(left())
+        self._stop_worker(left())
+        self._closed = True
+        unscored = self._keep_unscored()
+        self._end_run()
+        self._report(unscored, at_exit=False)
+        return done
+
+    def _stop_worker(self, timeout: float | None) -> None:
+        fut, loop, wake = self._worker_future, self._loop, self._wake
+        if fut is None or loop is None or wake is None:
+            return
+        self._stop = True
+        try:
+            loop.call_soon_threadsafe(wake.set)
+            fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+        except Exception:  # noqa: BLE001 - the loop is closed, or the worker ended with an error (logged)
+            pass
+        self._worker_future = None
+
+    def _keep_unscored(self) -> int:
+        """Write every kept, unscored case to the store (so ``contextjudge score`` can finish it); their count."""
+        with self._lock:
+            unscored = [c for c in self._cases if id(c) not in self._done]
+        if self.store is not None:
+            for c in unscored:
+                if id(c) not in self._stored:
+                    try:
+                        self._store_case(c)
+                    except Exception:  # noqa: BLE001
+                        logger.exception("contextjudge: could not keep a captured case in the store")
+        return len(unscored)
+
+    def _report(self, unscored: int, *, at_exit: bool) -> None:
+        if not unscored and not self.dropped:
+            return
+        when = "at exit" if at_exit else "at close"
+        parts = []
+        if unscored and self.mode == "background":
+            parts.append(f"{unscored} captured case(s) were not scored yet")
+        elif unscored and at_exit:
+            parts.append(f"{unscored} captured case(s) are unscored (mode={self.mode!r})")
+        if self.dropped:
+            parts.append(f"{self.dropped} unscored case(s) were dropped to stay within max_kept/max_queue")
+        if not parts:
+            return
+        if self.store is not None:
+            where = (f"the cases are in run {self.run.id} of {self.store!r}: `contextjudge score --run "
+                     f"{self.run.id}` scores them")
+        else:
+            where = "without a store they are lost: call flush() before exiting, or pass store=... to keep them"
+        logger.warning("contextjudge: %s, %s; %s.", when, "; ".join(parts), where)
+
+    def _at_exit(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + max(0.0, self.exit_timeout)
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        self._drain(left())
+        if self.mode == "background":
+            self.flush(left())
+            self._stop_worker(min(1.0, left()))
+        unscored = self._keep_unscored()
+        self._end_run()
+        self._report(unscored, at_exit=True)
+
+
+def _meta_golden(case: CapturedCase) -> str | None:
+    from ..identity import golden_id_of  # noqa: PLC0415
+
+    try:
+        return golden_id_of(case.metadata)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+CaptureScorer = CaptureSession  # the name before 0.2; kept for one release

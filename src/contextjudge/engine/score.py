@@ -1,0 +1,83 @@
+"""``score_case``: one test case, scored with a set of metrics inside a run. The one place a case is scored.
+
+It picks the metrics that apply to the case's kind, runs their ``a_score`` concurrently, turns a case the metric
+cannot score into a result with its error (or skips it, when asked), turns any other failure into a result with
+its error (one bad metric never aborts the rest), reuses results the run already has in its store, and writes every
+new result to the run's store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Literal, Sequence
+
+from .._result import MetricResult
+from .._testcase import ConversationalTestCase
+from ..errors import InvalidTestCaseError, MissingTestCaseParamsError
+from .run import Run
+
+__all__ = ["MissingParams", "applicable", "score_case"]
+
+logger = logging.getLogger("contextjudge")
+
+MissingParams = Literal["record", "skip", "skip-noted"]
+
+
+def applicable(metrics: Sequence[Any], test_case: Any) -> list[Any]:
+    """The metrics that score this kind of case: single-turn ones for LLMTestCase, Turn* ones for conversations."""
+    conv = isinstance(test_case, ConversationalTestCase)
+    return [m for m in metrics if bool(getattr(m, "conversational", False)) == conv]
+
+
+def _error_result(metric: Any, exc: BaseException, message: str | None = None) -> MetricResult:
+    return MetricResult(name=metric.name, score=None, threshold=getattr(metric, "threshold", 0.5), success=False,
+                        strict_mode=bool(getattr(metric, "strict_mode", False)),
+                        error=message if message is not None else str(exc), error_type=type(exc).__name__)
+
+
+async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any], *,
+                     missing: MissingParams = "record", raise_exceptions: bool = False) -> list[MetricResult] | None:
+    """Score ``test_case`` (known in ``run`` as ``key``) with every metric of ``metrics`` that applies to it.
+
+    Returns the results in the order of ``metrics``, or None when no metric applies to the case's kind. A metric
+    the case lacks a field for gives a result with the error (``missing="record"``), or nothing (``"skip"``; with
+    ``"skip-noted"`` the skip is logged once per metric and field in the run). ``raise_exceptions`` lets a failure
+    propagate instead of becoming a result.
+    """
+    todo = applicable(metrics, test_case)
+    if not todo:
+        return None
+
+    async def one(metric: Any) -> MetricResult | None:
+        prior = run.completed.get((key, metric.name))
+        if prior is not None:
+            return prior
+        try:
+            result = await metric.a_score(test_case)
+        except MissingTestCaseParamsError as exc:
+            if raise_exceptions:
+                raise
+            if missing == "record":
+                return _error_result(metric, exc)
+            if missing == "skip-noted":
+                noted = (metric.name, ",".join(exc.fields))
+                if noted not in run.noted_skips:
+                    run.noted_skips.add(noted)
+                    logger.info("contextjudge: %s skipped on cases that lack %s (pass goldens to fill "
+                                "expected_output).", metric.name, ", ".join(exc.fields))
+            return None
+        except InvalidTestCaseError as exc:
+            if raise_exceptions:
+                raise
+            result = _error_result(metric, exc)
+        except Exception as exc:  # noqa: BLE001 - one bad metric never aborts a run
+            if raise_exceptions:
+                raise
+            logger.exception("contextjudge: %s failed on case %s", metric.name, key)
+            result = _error_result(metric, exc, f"{type(exc).__name__}: {exc}")
+        run.save_result(key, result)
+        return result
+
+    results = await asyncio.gather(*(one(m) for m in todo))
+    return [r for r in results if r is not None]

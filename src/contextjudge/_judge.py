@@ -523,8 +523,8 @@ class JudgeClient:
     def _structured(self, method: str, schema: type[BaseModel]) -> Any:
         """The runnable that asks ``method``: the model bound to that method's request options, so the answer comes
         back as the raw message and our own parser reads it. LangChain's ``with_structured_output`` chains a parser
-        (and with ``include_raw`` a map of runnables) after the model, which costs about a third of a call's CPU;
-        where a model's structured output is not such a chain, it is used whole with ``include_raw``."""
+        (and with ``include_raw`` a map of runnables) after the model, which costs CPU on every call; where a
+        model's structured output is not such a chain, it is used whole with ``include_raw``."""
         model = self.model
         key = ("structured", id(model), method, schema)
         hit = self.ctx._runnables.get(key)  # noqa: SLF001
@@ -532,8 +532,9 @@ class JudgeClient:
             return hit[1]
         if method in ("json_schema", "json_mode") and _is_openai_sdk_model(model):
             # langchain-openai sends any response_format through the SDK's beta parse path, which converts the
-            # schema and re-validates the request and answer on every call (about 1.5x a plain call's CPU). The
-            # same request body goes out through extra_body on the plain path; our parser reads the answer.
+            # schema and re-validates the request and answer on every call (the README's "Lean judge calls" has
+            # what that cost). The same request body goes out through extra_body on the plain path; our parser
+            # reads the answer.
             fmt = {"type": "json_object"} if method == "json_mode" else _openai_response_format(schema)
             runnable = _DirectCall(model, {"extra_body": {**(getattr(model, "extra_body", None) or {}),
                                                           "response_format": fmt}})

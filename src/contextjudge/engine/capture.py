@@ -29,7 +29,6 @@ import contextvars
 import logging
 import threading
 import time
-import uuid
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from .._retry import JudgeOptions
 from .._testcase import ConversationalTestCase, LLMTestCase
 from ..errors import ConfigurationError
 from ..goldens import Goldens, load_goldens
+from ..identity import new_case_id
 from .run import Run
 from .score import score_case
 
@@ -68,7 +68,7 @@ class CapturedCase:
 
     test_case: LLMTestCase | ConversationalTestCase
     source: str = ""
-    case_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    case_id: str = field(default_factory=new_case_id)
     root_run_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     results: list[MetricResult] = field(default_factory=list)
@@ -364,6 +364,8 @@ class CaptureSession:
         """Take a captured case. Never raises and never blocks on a judge."""
         try:
             case.when_assembled(self.apply_golden)  # a lazy case: at its assembly, off the request path
+            if not self.run.begun:
+                self.run.begin(self.metrics)  # once: with a store, the run exists from the first case on
             if self.store is not None and self.mode != "background":
                 self._store_case(case)
             with self._lock:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+
+import pytest
 from importlib.metadata import entry_points
 
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 
 from contextjudge import LLMTestCase, evaluate
+from contextjudge.capture import CaptureSession, result_event
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,
@@ -43,6 +46,19 @@ def four(judge):
             ContextualRelevancyMetric(model=judge), ContextUtilizationMetric(model=judge)]
 
 
+def test_instrument_returns_the_capture_session(chain, judge):
+    session = instrument(metrics=[ContextualRelevancyMetric(model=judge)])
+    try:
+        assert isinstance(session, CaptureSession) and session.handler is not None
+        chain.invoke("Can I bring my dog to the office?")
+        assert session.flush(30) and len(session.results) == 1
+    finally:
+        assert uninstrument() is session
+    with pytest.warns(DeprecationWarning, match="session.handler.emit_events"):
+        assert session.emit_events is True  # 0.1's handler attribute, still reachable for one release
+    session.close()
+
+
 def test_custom_event_listener_receives_every_result(chain, goldens, judge):
     listener, alistener = Listener(), AsyncListener()
     handler = ContextJudgeCallbackHandler(metrics=four(judge), goldens=goldens)
@@ -58,6 +74,10 @@ def test_custom_event_listener_receives_every_result(chain, goldens, judge):
         case = by_case[data["test_case_id"]]
         assert data["root_run_id"] == case.root_run_id == str(run_id)
         assert {"metric", "score", "success", "reason"} <= set(data)
+        # the one payload of every framework (contextjudge.capture.result_event), old keys beside it
+        assert set(result_event(case, case.results[0])) <= set(data)
+        assert data["case_id"] == case.case_id and data["origin_id"] == case.root_run_id
+        assert data["run_id"] == handler.session.run_id and data["evaluation_model"]
         assert "app" in tags and metadata["user"] == "ana"
     got = sorted((d["test_case_id"], d["metric"], d["score"]) for _, d, *_ in listener.events)
     want = sorted((c.case_id, r.name, r.score) for c, r in handler.results)

@@ -13,6 +13,7 @@ from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
 import contextjudge_llama_index as cj
 from contextjudge import JUDGE_TAG, LLMTestCase
+from contextjudge.capture import CaptureSession, result_event
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,
@@ -161,6 +162,17 @@ async def test_thirty_concurrent_aqueries_give_thirty_unmixed_cases(index, judge
     assert all(c.results for c in scorer.cases)
 
 
+def test_instrument_returns_the_capture_session(index, llm, judge):
+    session = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)])
+    try:
+        assert isinstance(session, CaptureSession) and cj.get_session() is session is cj.get_scorer()
+        index.as_query_engine(llm=llm, similarity_top_k=2).query(QUESTIONS["vacation"])
+        assert session.flush(10) and len(session.results) == 1
+    finally:
+        assert cj.uninstrument() is session
+    session.close()
+
+
 def test_user_event_handler_receives_every_result_event(index, llm, judge):
     got: list = []
     parents: dict[str, str | None] = {}
@@ -197,7 +209,11 @@ def test_user_event_handler_receives_every_result_event(index, llm, judge):
     assert {(e.case_id, e.metric) for e in got} == {(c.case_id, r.name) for c, r in results}
     for event in got:
         case = next(c for c, _ in results if c.case_id == event.case_id)
-        assert event.query_span_id == case.metadata["query_span_id"]
+        assert event.query_span_id == case.metadata["query_span_id"] == event.origin_id
+        # the one payload of every framework (contextjudge.capture.result_event) are the event's fields
+        payload = result_event(case, next(r for c, r in results if c is case and r.name == event.metric))
+        assert set(payload) <= set(type(event).model_fields)
+        assert event.run_id == scorer.run_id and event.source == case.source
         assert parents[event.span_id] == event.query_span_id  # the report span hangs under the query span
         assert event.score is not None and isinstance(event.success, bool)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from contextjudge.capture import AppAdapter, CapturedCase
 from contextjudge.goldens import Goldens, load_goldens
+from contextjudge.identity import GOLDEN_ID_KEY
 
 from ._handler import ContextJudgeCallbackHandler
 
@@ -58,7 +59,7 @@ class LangChainAppAdapter(AppAdapter):
                                               max_kept=None)  # the goldens bound what is captured
         items = list(gs)
         inputs = [golden_input(obj, g.input) for g in items]
-        configs = [{"callbacks": [handler], "metadata": {"golden_id": g.id} if g.id else {},
+        configs = [{"callbacks": [handler], "metadata": {GOLDEN_ID_KEY: g.id} if g.id else {},
                     "run_name": f"golden:{g.id or i}", "max_concurrency": concurrency}
                    for i, g in enumerate(items)]
         outputs = obj.batch(inputs, config=configs, return_exceptions=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from contextjudge import LLMTestCase, RetrievedNode
+from contextjudge.identity import GOLDEN_ID_KEY
 from contextjudge.multimodal import node_from_image_metadata
 
 THREAD_KEYS = ("thread_id", "session_id", "conversation_id")
@@ -261,7 +262,7 @@ def retrievals(root: Any) -> list[Retrieval]:
             meta["sub_retrievals"] = diagnostics
         if root.error:
             meta["root_error"] = root.error[:300]
-        for key in ("golden_id", *THREAD_KEYS):
+        for key in (GOLDEN_ID_KEY, *THREAD_KEYS):
             if key in root_meta:
                 meta[key] = root_meta[key]
         case_input = question or query

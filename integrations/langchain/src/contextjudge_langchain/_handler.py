@@ -16,7 +16,6 @@ import itertools
 import logging
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -28,7 +27,7 @@ from langchain_core.tracers.base import BaseTracer
 
 from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureSession, result_event
-from contextjudge.identity import golden_id_of
+from contextjudge.identity import golden_id_of, new_case_id
 
 from ._assemble import THREAD_KEYS, RunRecord, question_of, retrievals, text_of_output, thread_id_of, walk
 
@@ -187,7 +186,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         for tid, entries, golden_ids in snapshot:
             try:
                 turns = [t for _, _, ts in entries for t in ts]
-                case_id = uuid.uuid4().hex
+                case_id = new_case_id()
                 root_ids = [rid for _, rid, _ in entries]
                 tc = ConversationalTestCase(turns=turns, name=f"thread:{tid}", id=case_id,
                                             additional_metadata={"thread_id": tid, "root_run_ids": root_ids})

@@ -12,6 +12,7 @@ from typing import Any
 
 from contextjudge.capture import AppAdapter, CapturedCase
 from contextjudge.goldens import Goldens, load_goldens
+from contextjudge.identity import GOLDEN_ID_KEY
 
 __all__ = ["LlamaIndexAppAdapter", "adapter"]
 
@@ -64,7 +65,7 @@ class LlamaIndexAppAdapter(AppAdapter):
             g = goldens.items[i]
             tags = {GOLDEN_INDEX_TAG: i}
             if g.id:
-                tags["contextjudge.golden_id"] = g.id
+                tags[GOLDEN_ID_KEY] = g.id  # the one golden key (contextjudge.golden_id is still read)
             token = current_sink.set(sink)
             try:
                 with instrument_tags(tags):

@@ -13,12 +13,12 @@ import functools
 import logging
 import threading
 import time
-import uuid
 from typing import Any
 
 from contextjudge import ConversationalTestCase, LLMTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureSession, result_event
 from contextjudge.errors import CaptureError
+from contextjudge.identity import new_case_id
 
 try:
     from llama_index_instrumentation.base import BaseEvent
@@ -212,7 +212,7 @@ class LazyCase(CapturedCase):
         if self._case_id is None:
             with _ASSEMBLY_LOCK:
                 if self._case_id is None:
-                    self._case_id = uuid.uuid4().hex
+                    self._case_id = new_case_id()
         return self._case_id
 
     @case_id.setter

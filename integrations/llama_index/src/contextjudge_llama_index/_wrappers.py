@@ -7,12 +7,12 @@ the global ``instrument()`` is on, so nothing is captured twice).
 
 from __future__ import annotations
 
-import uuid
 import weakref
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from contextjudge.capture import CapturedCase, CaptureSession, Mode
+from contextjudge.identity import new_case_id
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.chat_engine.types import BaseChatEngine
 
@@ -149,7 +149,7 @@ class EvaluatedChatEngine(_ScorerAccess, BaseChatEngine):
         self._release = weakref.finalize(self, router.release)
 
     def _new_session(self) -> ChatSession:
-        return ChatSession(self.scorer, uuid.uuid4().hex, type(self._engine).__name__)
+        return ChatSession(self.scorer, new_case_id(), type(self._engine).__name__)
 
     @property
     def chat_engine(self) -> Any:

@@ -2,7 +2,7 @@
 
     python benchmarks/judge_cost.py --data-dir ../shared/data [--cases 20] [--nodes 5,10] [--peers]
 
-Every tool runs in its own process against one loopback OpenAI-compatible server (``contextjudge.testing_server``),
+Every tool runs in its own process against one loopback OpenAI-compatible server (``tests/fault_server.py``),
 which answers every prompt with plausible JSON built from the structure the prompt asks for and counts calls and
 tokens with tiktoken's o200k_base encoding (offline: the file bundled in llama-index-core). Prompt tokens are the
 messages' text plus 4 per message (the "message tokens" column), and the JSON schema of a json_schema response format
@@ -25,10 +25,11 @@ import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the loopback server is a test helper, not part of the installed package: it lives in the repository's tests/
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _peers.common import default_cache_dir, load_hotpot, peer_python, run_tool, token_counter  # noqa: E402
-
-from contextjudge.testing_server import FaultServer  # noqa: E402
+from fault_server import FaultServer  # noqa: E402
 
 OURS = ["precision", "recall", "relevancy", "utilization"]
 DEEPEVAL = ["precision", "recall", "relevancy"]

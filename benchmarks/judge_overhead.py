@@ -2,7 +2,7 @@
 
     python benchmarks/judge_overhead.py [--calls 400] [--repeats 5] [--latency 0.2] [--fill-cases 60]
 
-The loopback OpenAI-compatible server (``contextjudge.testing_server``) runs in this process; the client runs in a
+The loopback OpenAI-compatible server (``tests/fault_server.py``) runs in this process; the client runs in a
 child process, so the client's CPU time (``time.process_time``) holds only the client's work. No gold data needed:
 the cases are made here (a question and 10 nodes of about 600 characters each).
 
@@ -146,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fill-cases", type=int, default=60, help="cases x 4 metrics (slot-filling part)")
     args = ap.parse_args(argv)
 
-    from contextjudge.testing_server import FaultServer
+    # the loopback server is a test helper, not part of the installed package: it lives in the repository's tests/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from fault_server import FaultServer  # noqa: PLC0415
 
     load = os.getloadavg()[0]
     with FaultServer(verdict=_verdict, lifetime=7200, max_requests=10_000_000) as srv:

@@ -2,7 +2,7 @@
 
     python benchmarks/throughput.py --data-dir ../shared/data [--cases 200] [--nodes 5] [--latency 0.2] [--peers]
 
-A loopback OpenAI-compatible server (``contextjudge.testing_server``) answers every call after a fixed ``--latency``
+A loopback OpenAI-compatible server (``tests/fault_server.py``) answers every call after a fixed ``--latency``
 and never limits concurrency. contextjudge scores ``--cases`` HotpotQA cases with its 4 retrieval metrics in one
 ``evaluate()`` at its defaults; its ideal wall time is ``calls x latency / max_concurrency`` (judge calls in flight
 per model, ``JudgeOptions.max_concurrency``). With ``--peers`` the same cases go through DeepEval's ``evaluate()``
@@ -21,10 +21,11 @@ import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the loopback server is a test helper, not part of the installed package: it lives in the repository's tests/
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _peers.common import default_cache_dir, load_hotpot, peer_python, run_tool  # noqa: E402
-
-from contextjudge.testing_server import FaultServer  # noqa: E402
+from fault_server import FaultServer  # noqa: E402
 
 RUNS = {
     "contextjudge": ("precision,recall,relevancy,utilization", "Precision, Recall, Relevancy, Utilization"),

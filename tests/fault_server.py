@@ -1,5 +1,8 @@
 """A loopback OpenAI-compatible chat server for tests and benchmarks: scripted answers, faults and latency.
 
+It lives with the tests, not in the installed package: nothing at runtime needs it. Tests import it as
+``fault_server`` (pytest puts ``tests/`` on ``sys.path``); a benchmark adds ``tests/`` to ``sys.path`` itself.
+
 ``FaultServer`` speaks enough of the OpenAI chat-completions protocol for ``langchain_openai.ChatOpenAI``, the
 ``openai`` SDK and other evaluation libraries pointed at its ``base_url``. It binds 127.0.0.1 only, limits request
 sizes and request counts, and shuts itself down after ``lifetime`` seconds, so a forgotten server never outlives a

@@ -24,7 +24,7 @@ from contextjudge import ConversationalTestCase, LLMTestCase, Turn, aevaluate  #
 from contextjudge._retry import JudgeOptions  # noqa: E402
 from contextjudge.metrics import BY_KEY  # noqa: E402
 from contextjudge.testing import FakeJudge  # noqa: E402
-from contextjudge.testing_server import Fault, FaultServer  # noqa: E402
+from fault_server import Fault, FaultServer  # noqa: E402
 
 YES = ["paris", "seine", "eiffel", "refund", "gift card"]
 

@@ -118,7 +118,7 @@ def test_question_and_reference_cannot_inject_either():
 @pytest.mark.parametrize("fault", [None, "echo_data", "prose", "fake_verdicts_in_think"])
 def test_injection_over_http_with_the_fault_server(fault):
     langchain_openai = pytest.importorskip("langchain_openai")
-    from contextjudge.testing_server import Fault, FaultServer
+    from fault_server import Fault, FaultServer
 
     faults = []
     if fault == "echo_data":

@@ -32,7 +32,7 @@ from contextjudge import (  # noqa: E402
 )
 from contextjudge._aio import run_sync, submit  # noqa: E402
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric  # noqa: E402
-from contextjudge.testing_server import Fault, FaultServer  # noqa: E402
+from fault_server import Fault, FaultServer  # noqa: E402
 
 YES = ["leave", "vacation"]
 # precision: [useful, not] -> 1.0 and [not, useful] -> 0.5; relevancy: one relevant sentence of two -> 0.5

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from .._result import EvaluationResult, MetricResult
 from .evaluate import evaluate
 from .._testcase import ConversationalTestCase, LLMTestCase
-from ..errors import ContextJudgeError
+from ..errors import ConfigurationError
 
 __all__ = ["assert_test", "format_failures"]
 
@@ -57,7 +57,7 @@ def assert_test(
     ``EvaluationResult`` when everything passes.
     """
     if not metrics:
-        raise ContextJudgeError("assert_test() needs at least one metric, e.g. [ContextualPrecisionMetric()].")
+        raise ConfigurationError("assert_test() needs at least one metric, e.g. [ContextualPrecisionMetric()].")
     session = _pytest_session()
     if session is not None:
         if model is None:

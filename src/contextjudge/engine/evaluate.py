@@ -21,7 +21,7 @@ from .._judge import RunContext, use_run_context
 from .._result import EvaluationResult, Tally, TestResult, Usage
 from .._retry import JudgeOptions
 from .._testcase import ConversationalTestCase, LLMTestCase
-from ..errors import ContextJudgeError, InvalidTestCaseError
+from ..errors import ConfigurationError, ConfigurationTypeError, InvalidTestCaseError
 from .run import Run
 from .score import score_case
 
@@ -105,19 +105,19 @@ async def aevaluate(
         case_metrics = [list(metrics or [])] * (len(cases) - len(ok)) + [o.metrics for o in ok]
         metrics = list(dict.fromkeys([*(metrics or []), *(m for o in observed for m in o.metrics)]))
         if not metrics:
-            raise ContextJudgeError("evaluate(observed_callback=...) found no metrics: pass metrics= to "
+            raise ConfigurationError("evaluate(observed_callback=...) found no metrics: pass metrics= to "
                                     "@observe(metrics=[...]) on the components to score, or metrics=[...] to evaluate.")
     else:
         if test_cases is None:
-            raise ContextJudgeError("evaluate() needs test_cases=[...] (or observed_callback=app with goldens=[...]).")
+            raise ConfigurationError("evaluate() needs test_cases=[...] (or observed_callback=app with goldens=[...]).")
         cases = test_cases
     if not metrics:
-        raise ContextJudgeError("evaluate() needs at least one metric, e.g. metrics=[ContextualPrecisionMetric()].")
+        raise ConfigurationError("evaluate() needs at least one metric, e.g. metrics=[ContextualPrecisionMetric()].")
     if isinstance(cases, (LLMTestCase, ConversationalTestCase)):
-        raise ContextJudgeError("evaluate(test_cases=...) takes an iterable of test cases, got one test case: pass "
+        raise ConfigurationTypeError("evaluate(test_cases=...) takes an iterable of test cases, got one test case: pass "
                                 "test_cases=[case] (or use metric.measure(case)).")
     if isinstance(cases, (str, bytes, dict)) or not hasattr(cases, "__iter__"):
-        raise ContextJudgeError(f"evaluate(test_cases=...) takes a list or another iterable of test cases, got a "
+        raise ConfigurationTypeError(f"evaluate(test_cases=...) takes a list or another iterable of test cases, got a "
                                 f"{type(cases).__name__}.")
     sized = hasattr(cases, "__len__") and hasattr(cases, "__getitem__")
     if sized:  # a list is checked whole before any judge call; a generator is checked case by case as it is read
@@ -259,6 +259,6 @@ def evaluate(
     """
     observed = kwargs.get("observed_callback") is not None
     if not observed and (test_cases is None or metrics is None):
-        raise ContextJudgeError("evaluate() needs test_cases=[...] and metrics=[...] (or observed_callback=app "
+        raise ConfigurationError("evaluate() needs test_cases=[...] and metrics=[...] (or observed_callback=app "
                                 "with goldens=[...]).")
     return run_sync(aevaluate(test_cases, metrics, **kwargs))

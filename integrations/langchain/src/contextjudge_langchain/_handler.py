@@ -74,7 +74,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
 
     It is a ``BaseTracer`` (so LangChain shares one instance across copied configs, as with its own tracers), but it
     records runs as light ``RunRecord`` objects in its own locked map instead of LangSmith ``RunTree`` models:
-    building a RunTree per run cost more than the whole capture budget (about 65 us each, ten runs per RAG call).
+    building a RunTree per run cost more than the whole capture budget (``benchmarks/capture_overhead.py``).
     """
 
     name = "contextjudge"

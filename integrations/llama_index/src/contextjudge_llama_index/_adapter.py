@@ -12,6 +12,7 @@ from typing import Any
 
 from contextjudge.capture import AppAdapter, CapturedCase
 from contextjudge.goldens import Goldens, load_goldens
+from contextjudge.errors import ConfigurationTypeError
 from contextjudge.identity import GOLDEN_ID_KEY
 
 __all__ = ["LlamaIndexAppAdapter", "adapter"]
@@ -57,7 +58,9 @@ class LlamaIndexAppAdapter(AppAdapter):
             obj = obj._engine  # noqa: SLF001 - capture into this run, not the wrapper's scorer
         kind = _kind(obj)
         if kind is None:
-            raise TypeError(f"{type(obj).__name__} is not a LlamaIndex query engine, chat engine or retriever.")
+            raise ConfigurationTypeError(
+                f"{type(obj).__name__} is not a LlamaIndex query engine, chat engine or retriever: point --app at "
+                "one (for example index.as_query_engine()), or at an EvaluatedQueryEngine wrapping one.")
         scorer = CaptureSession(metrics=[], goldens=goldens, mode="off", max_kept=None)  # bounded by the goldens
         sink = CaseSink(scorer)
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from contextjudge import ConversationalTestCase, EvaluationResult, LLMTestCase, MetricResult, TestResult, Turn, evaluate
 from contextjudge.goldens import Golden, Goldens
-from contextjudge.identity import (
+from contextjudge.cases.identity import (
     GOLDEN_ID_ALIASES,
     GOLDEN_ID_KEY,
     case_key,

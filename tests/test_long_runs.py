@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from contextjudge import ContextJudgeError, LLMTestCase, aevaluate, evaluate
-from contextjudge._judge import VerdictCache
+from contextjudge.judges.cache import VerdictCache
 from contextjudge._result import MetricResult
 from contextjudge.metrics import (ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric,
                                   ContextUtilizationMetric)

@@ -31,10 +31,7 @@ from contextjudge.metrics import (
 from contextjudge.multimodal import (
     IMAGES_KEY,
     find_images,
-    image_from_metadata,
     judge_supports_images,
-    node_from_image_metadata,
-    node_from_llama_image_node,
     split_images,
     text_judge_note,
     text_without_markers,
@@ -294,33 +291,15 @@ def test_the_capability_rule():
 
 
 # -------------------------------------------------------------------------------------------------- capture helpers
-def test_node_from_image_metadata_for_langchain_documents(tmp_path):
-    node = node_from_image_metadata("Figure 3: revenue", {"image_url": "https://example.com/f3.png", "page": 4,
-                                                          "caption": "revenue by quarter"}, id="d1", score=0.7)
-    assert node.text == "Figure 3: revenue" and node.id == "d1" and node.score == 0.7 and node.metadata["page"] == 4
-    assert [(i.src, i.alt) for i in node.images] == [("https://example.com/f3.png", "revenue by quarter")]
-    path = tmp_path / "fig.png"
-    path.write_bytes(PNG)
-    assert node_from_image_metadata("", {"source": str(path)}).images[0].src.startswith("data:image/png")
-    assert node_from_image_metadata("", {"image_base64": base64.b64encode(PNG).decode(),
-                                         "image_mime_type": "image/png"}).images[0].mime_type == "image/png"
-    # no pointer, or one that cannot be read: a plain text node, never an exception
-    assert node_from_image_metadata("text", {"source": "notes.txt"}).images == []
-    assert node_from_image_metadata("text", {"image_path": "/no/such/file.png"}).images == []
-    assert image_from_metadata(None) is None
+def test_old_node_builder_names_still_work_for_one_release():
+    pytest.importorskip("contextjudge_langchain")
+    import contextjudge.multimodal as mm
 
-
-def test_node_from_llama_image_node_duck_typed_and_real():
-    fake = SimpleNamespace(text="A bar chart", metadata={"file_name": "c.png"}, node_id="n-1",
-                           image=base64.b64encode(PNG).decode(), image_url=None, image_path=None,
-                           image_mimetype="image/png", get_content=lambda: "A bar chart")
-    node = node_from_llama_image_node(fake, score=0.5)
-    assert node.id == "n-1" and node.score == 0.5 and node.text == "A bar chart"
-    assert node.images[0].alt == "A bar chart" and node.images[0].src.startswith("data:image/png;base64,")
-    schema = pytest.importorskip("llama_index.core.schema")
-    real = schema.ImageNode(text="Eiffel tower photo", image_url=TOWER_URL)
-    assert node_from_llama_image_node(real).images[0].src == TOWER_URL
-    assert node_from_llama_image_node(schema.TextNode(text="plain")).images == []
+    with pytest.warns(DeprecationWarning, match="contextjudge_langchain.node_from_image_metadata"):
+        build = mm.node_from_image_metadata
+    assert build("x", {"image_url": TOWER_URL}).images[0].src == TOWER_URL
+    with pytest.raises(AttributeError):
+        mm.no_such_name  # noqa: B018
 
 
 def test_text_judge_note_mentions_alt_text():
@@ -347,7 +326,10 @@ def test_images_are_kept_in_the_store(tmp_path):
 
 
 def test_deepeval_older_multimodal_names():
-    from contextjudge.compat.deepeval import MLLMTestCase, MultimodalContextualPrecisionMetric
+    from contextjudge.compat.deepeval import (
+        MLLMTestCase,
+        MultimodalContextualPrecisionMetric,
+    )
 
     judge = FakeJudge(supports_images=True)
     case = MLLMTestCase(

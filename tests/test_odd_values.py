@@ -1,7 +1,7 @@
 """Any user value: node metadata and other free-form fields that are not JSON never abort a run.
 
 One ``np.float32`` in one node's metadata used to make ``evaluate()`` raise and return nothing for any case.
-Values are converted to plain JSON data when a node or test case is made (``contextjudge._testcase.jsonable``).
+Values are converted to plain JSON data when a node or test case is made (``contextjudge.cases.testcase.jsonable``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from contextjudge import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn, evaluate
-from contextjudge._testcase import jsonable
+from contextjudge.cases.testcase import jsonable
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric, TurnContextualRelevancyMetric
 from contextjudge.report import write_report
 from contextjudge.store import open_store

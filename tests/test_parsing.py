@@ -2,7 +2,7 @@
 
 import pytest
 
-from contextjudge._parsing import extract_json_candidates, normalize_verdict, parse_answer
+from contextjudge.judges.parsing import extract_json_candidates, normalize_verdict, parse_answer
 from contextjudge._text import split_sentences
 
 IDS = ["n1", "n2"]

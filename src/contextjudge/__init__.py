@@ -19,20 +19,20 @@ __version__ = "0.1.0"
 
 # public name -> the private module that defines it
 _EXPORTS = {
-    "JUDGE_TAG": "._judge",
-    "RunContext": "._judge",
-    "resolve_model": "._models",
+    "JUDGE_TAG": ".judges.context",
+    "RunContext": ".judges.context",
+    "resolve_model": ".judges.models",
     "EvaluationResult": "._result",
     "MetricResult": "._result",
     "TestResult": "._result",
     "Usage": "._result",
-    "JudgeOptions": "._retry",
+    "JudgeOptions": ".judges.options",
     "aevaluate": ".engine.evaluate",
     "evaluate": ".engine.evaluate",
-    "ConversationalTestCase": "._testcase",
-    "LLMTestCase": "._testcase",
-    "RetrievedNode": "._testcase",
-    "Turn": "._testcase",
+    "ConversationalTestCase": ".cases.testcase",
+    "LLMTestCase": ".cases.testcase",
+    "RetrievedNode": ".cases.testcase",
+    "Turn": ".cases.testcase",
     "CaptureError": ".errors",
     "ConfigurationError": ".errors",
     "ConfigurationTypeError": ".errors",
@@ -47,8 +47,8 @@ _EXPORTS = {
     "StoreError": ".errors",
     "SyncCallOnLoopError": ".errors",
     "UsageError": ".errors",
-    "Golden": ".goldens",
-    "MLLMImage": ".multimodal",
+    "Golden": ".cases.goldens",
+    "MLLMImage": ".cases.images",
     "assert_test": ".engine.assertions",
     "observe": ".tracing",
     "update_current_span": ".tracing",
@@ -73,12 +73,12 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .engine.assertions import assert_test
-    from ._judge import JUDGE_TAG, RunContext
-    from ._models import resolve_model
+    from .judges.context import JUDGE_TAG, RunContext
+    from .judges.models import resolve_model
     from ._result import EvaluationResult, MetricResult, TestResult, Usage
-    from ._retry import JudgeOptions
+    from .judges.options import JudgeOptions
     from .engine.evaluate import aevaluate, evaluate
-    from ._testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
+    from .cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
     from .errors import (
         CaptureError,
         ConfigurationError,
@@ -95,6 +95,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         SyncCallOnLoopError,
         UsageError,
     )
-    from .goldens import Golden
-    from .multimodal import MLLMImage
+    from .cases.goldens import Golden
+    from .cases.images import MLLMImage
     from .tracing import observe, update_current_span, update_current_trace

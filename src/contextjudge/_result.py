@@ -9,7 +9,7 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from ._testcase import dump_json
+from .cases.testcase import dump_json
 from .errors import ConfigurationError, MetricNotFoundError
 
 __all__ = ["EvaluationResult", "MetricResult", "Tally", "TestResult", "Usage"]

@@ -108,7 +108,7 @@ def load_object(spec: str) -> Any:
 
 
 def _goldens(path: str) -> Any:
-    from .goldens import load_goldens  # noqa: PLC0415
+    from .cases.goldens import load_goldens  # noqa: PLC0415
 
     if not os.path.exists(path):
         raise UsageError(f"goldens file {path!r} does not exist: check the --goldens path.")
@@ -161,7 +161,7 @@ def _thresholds(values: Sequence[str] | None, what: str) -> tuple[float | None, 
 
 
 def _judge(model: str | None) -> Any:
-    from ._models import resolve_model  # noqa: PLC0415
+    from .judges.models import resolve_model  # noqa: PLC0415
     from .errors import JudgeUnavailableError  # noqa: PLC0415
 
     if model and model.strip().lower() == "fake":
@@ -347,7 +347,7 @@ def _safe_matches(adapter: Any, app: Any) -> bool:
 
 def _with_golden_ids(captured: list[Any]) -> list[Any]:
     """Cases keyed by their golden's id when that is unique, so runs of different app versions pair up."""
-    from .identity import golden_id_of, is_generated_id  # noqa: PLC0415
+    from .cases.identity import golden_id_of, is_generated_id  # noqa: PLC0415
 
     gids = [golden_id_of(c) for c in captured]
     out = []

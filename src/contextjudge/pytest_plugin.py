@@ -64,7 +64,7 @@ class ContextJudgeSession:
 
                     self._judge = FakeJudge()
                 else:
-                    from ._models import resolve_model  # noqa: PLC0415
+                    from .judges.models import resolve_model  # noqa: PLC0415
 
                     self._judge = resolve_model(text or None)
             return self._judge

@@ -25,7 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from ._protocol import REQUEST_KEY, Item, JudgeRequest
+from .judges.protocol import REQUEST_KEY, Item, JudgeRequest
 
 __all__ = ["FakeJudge", "JudgeHTTPError", "overlap_rule"]
 

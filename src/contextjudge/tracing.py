@@ -37,8 +37,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TypeVar
 
-from .goldens import Golden, load_goldens
-from .identity import GOLDEN_ID_KEY
+from .cases.goldens import Golden, load_goldens
+from .cases.identity import GOLDEN_ID_KEY
 
 __all__ = ["Golden", "Span", "Trace", "current_span", "observe", "update_current_span", "update_current_trace"]
 
@@ -427,7 +427,7 @@ def _with_golden(tc: Any, golden: Golden | None, extra_meta: dict[str, Any], nam
 
 
 def _build(fields: dict[str, Any], given: Any, defaults: dict[str, Any]) -> Any:
-    from ._testcase import LLMTestCase  # noqa: PLC0415
+    from .cases.testcase import LLMTestCase  # noqa: PLC0415
 
     if given is not None:
         if fields:  # fields set one by one after a whole test case override it

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._aio import run_sync
-from .._testcase import LLMTestCase
+from ..cases.testcase import LLMTestCase
 from ..metrics import RubricContextRecallMetric
 
 __all__ = ["ContextRecall", "ScoreResult"]

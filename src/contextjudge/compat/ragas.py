@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from .._result import EvaluationResult
 from ..engine.evaluate import evaluate as _evaluate
-from .._testcase import LLMTestCase
+from ..cases.testcase import LLMTestCase
 from ..errors import ContextJudgeError, MetricNotFoundError
 from ..metrics import ContextualPrecisionMetric, ContextualRecallMetric, ContextUtilizationMetric
 

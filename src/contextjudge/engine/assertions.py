@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from .._result import EvaluationResult, MetricResult
 from .evaluate import evaluate
-from .._testcase import ConversationalTestCase, LLMTestCase
+from ..cases.testcase import ConversationalTestCase, LLMTestCase
 from ..errors import ConfigurationError
 
 __all__ = ["assert_test", "format_failures"]

@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
 from .._aio import run_sync, submit
-from .._judge import in_judge_call, use_run_context
+from ..judges.context import in_judge_call, use_run_context
 from .._result import EvaluationResult, MetricResult
-from .._retry import JudgeOptions
-from .._testcase import ConversationalTestCase, LLMTestCase
+from ..judges.retry import JudgeOptions
+from ..cases.testcase import ConversationalTestCase, LLMTestCase
 from ..errors import ConfigurationError
-from ..goldens import Goldens, load_goldens
-from ..identity import new_case_id
+from ..cases.goldens import Goldens, load_goldens
+from ..cases.identity import new_case_id
 from .run import Run
 from .score import score_case
 
@@ -334,7 +334,7 @@ class CaptureSession:
         """Fill the case's expected outputs from the goldens (see ``contextjudge.identity.match_golden``)."""
         if not len(self.goldens):
             return
-        from ..identity import match_golden  # noqa: PLC0415
+        from ..cases.identity import match_golden  # noqa: PLC0415
 
         gid = match_golden(self.goldens, case.test_case, golden_id=case.golden_id or _meta_golden(case),
                            fallback_input=case.metadata.get("chain_input"))
@@ -685,7 +685,7 @@ class CaptureSession:
 
 
 def _meta_golden(case: CapturedCase) -> str | None:
-    from ..identity import golden_id_of  # noqa: PLC0415
+    from ..cases.identity import golden_id_of  # noqa: PLC0415
 
     try:
         return golden_id_of(case.metadata)

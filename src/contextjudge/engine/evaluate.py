@@ -17,10 +17,10 @@ import time
 from typing import Any, Callable, Iterable, Sequence
 
 from .._aio import run_sync
-from .._judge import RunContext, use_run_context
+from ..judges.context import RunContext, use_run_context
 from .._result import EvaluationResult, Tally, TestResult, Usage
-from .._retry import JudgeOptions
-from .._testcase import ConversationalTestCase, LLMTestCase
+from ..judges.retry import JudgeOptions
+from ..cases.testcase import ConversationalTestCase, LLMTestCase
 from ..errors import ConfigurationError, ConfigurationTypeError, InvalidTestCaseError
 from .run import Run
 from .score import score_case
@@ -32,7 +32,7 @@ logger = logging.getLogger("contextjudge")
 
 def case_key(index: int, test_case: Any) -> str:
     """The key of a case within a run (see ``contextjudge.identity.case_key``)."""
-    from ..identity import case_key as _key  # noqa: PLC0415
+    from ..cases.identity import case_key as _key  # noqa: PLC0415
 
     return _key(index, test_case)
 

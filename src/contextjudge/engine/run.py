@@ -15,9 +15,10 @@ import os
 import threading
 from typing import Any, Sequence
 
-from .._judge import RunContext, VerdictCache
+from ..judges.cache import VerdictCache
+from ..judges.context import RunContext
 from .._result import MetricResult
-from .._retry import JudgeOptions
+from ..judges.retry import JudgeOptions
 
 __all__ = ["Run", "metric_config"]
 
@@ -78,7 +79,7 @@ class Run:
 
     def judges(self, metrics: Sequence[Any]) -> list[dict[str, Any]]:
         """Which judges score this run (name and identity), for the store; a judge that cannot load is left out."""
-        from .._models import judge_identity, judge_name  # noqa: PLC0415
+        from ..judges.models import judge_identity, judge_name  # noqa: PLC0415
 
         out: list[dict[str, Any]] = []
         for m in metrics:
@@ -98,7 +99,7 @@ class Run:
                 return self.id  # type: ignore[return-value]
             if self.store is None:
                 if self.id is None:
-                    from ..identity import new_run_id  # noqa: PLC0415
+                    from ..cases.identity import new_run_id  # noqa: PLC0415
 
                     self.id = new_run_id()
                 self._begun = True

@@ -13,7 +13,7 @@ import logging
 from typing import Any, Literal, Sequence
 
 from .._result import MetricResult
-from .._testcase import ConversationalTestCase
+from ..cases.testcase import ConversationalTestCase
 from ..errors import InvalidTestCaseError, MissingTestCaseParamsError
 from .run import Run
 

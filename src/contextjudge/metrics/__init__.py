@@ -1,6 +1,6 @@
 """The context metrics. Every metric takes DeepEval's parameters and has ``measure``, ``a_measure`` and ``a_score``."""
 
-from ..templates import (
+from ..judges.templates import (
     ContextUtilizationTemplate,
     ContextualPrecisionTemplate,
     ContextualRecallTemplate,

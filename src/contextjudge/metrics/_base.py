@@ -7,16 +7,17 @@ import logging
 from typing import Any, ClassVar
 
 from .._aio import run_sync
-from .._judge import JudgeClient, RunContext, current_run_context
-from .._models import judge_name, resolve_model
-from .._parsing import extract_json_candidates
-from .._protocol import Item
+from ..judges.client import JudgeClient
+from ..judges.context import RunContext, current_run_context
+from ..judges.models import judge_name, resolve_model
+from ..judges.parsing import extract_json_candidates
+from ..judges.protocol import Item
 from .._result import MetricResult, Usage
-from .._retry import JudgeOptions
-from .._testcase import ConversationalTestCase, LLMTestCase, RetrievedNode
+from ..judges.retry import JudgeOptions
+from ..cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode
 from ..errors import ConfigurationError, ContextJudgeError, InvalidTestCaseError, JudgeError, JudgeUnavailableError, \
     MissingTestCaseParamsError
-from ..multimodal import ImageRequests, judge_supports_images, judge_view
+from ..judges.images import ImageRequests, judge_supports_images, judge_view
 
 __all__ = ["BaseMetric", "Outcome"]
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .._judge import JudgeClient
-from .._protocol import JudgeRequest
-from .._testcase import LLMTestCase
-from ..templates import (
+from ..judges.client import JudgeClient
+from ..judges.protocol import JudgeRequest
+from ..cases.testcase import LLMTestCase
+from ..judges.templates import (
     ContextUtilizationTemplate,
     ContextualPrecisionTemplate,
     ContextualRecallTemplate,
@@ -90,7 +90,7 @@ class RubricContextRecallMetric(BaseMetric):
     required_params = ("input", "actual_output", "expected_output")
 
     async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
-        from .._testcase import RetrievedNode  # noqa: PLC0415
+        from ..cases.testcase import RetrievedNode  # noqa: PLC0415
 
         nodes = [RetrievedNode(t) for t in tc.context] if tc.context else (tc.retrieval_context or [])
         req = JudgeRequest(task="rubric_recall", metric=self.key, input=tc.input, reference=tc.expected_output,

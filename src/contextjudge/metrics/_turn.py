@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable
 
-from .._judge import JudgeClient
+from ..judges.client import JudgeClient
 from .._result import Usage
-from .._testcase import ConversationalTestCase, Turn
+from ..cases.testcase import ConversationalTestCase, Turn
 from ..errors import ConfigurationError, InvalidTestCaseError, MissingTestCaseParamsError
-from ..templates import TurnContextualPrecisionTemplate, TurnContextualRecallTemplate, TurnContextualRelevancyTemplate
+from ..judges.templates import TurnContextualPrecisionTemplate, TurnContextualRecallTemplate, TurnContextualRelevancyTemplate
 from ._base import BaseMetric, Outcome
 from ._cores import node_usefulness, sentence_relevance, statement_support
 from ._formulas import mean

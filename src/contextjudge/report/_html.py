@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .._result import EvaluationResult, MetricResult, TestResult
-from .._testcase import ConversationalTestCase
+from ..cases.testcase import ConversationalTestCase
 from ._stats import Interval, bootstrap_mean, pair_key, paired_difference
-from ..multimodal import has_images, split_images
+from ..cases.images import has_images, split_images
 
 __all__ = ["MetricChange", "RunView", "compare_runs", "render_html"]
 

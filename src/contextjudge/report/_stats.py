@@ -9,8 +9,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..goldens import normalize_input
-from ..identity import is_generated_id
+from ..cases.goldens import normalize_input
+from ..cases.identity import is_generated_id
 
 __all__ = ["Interval", "bootstrap_mean", "pair_key", "paired_difference"]
 

@@ -25,9 +25,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from .._result import EvaluationResult, MetricResult, TestResult, Usage
-from .._testcase import ConversationalTestCase, LLMTestCase, dump_json, jsonable
+from ..cases.testcase import ConversationalTestCase, LLMTestCase, dump_json, jsonable
 from ..errors import StoreError
-from ..identity import new_run_id
+from ..cases.identity import new_run_id
 from . import _schema as S
 
 __all__ = ["DEFAULT_STORE_PATH", "ResultsStore", "RunInfo", "StoredCase", "open_store"]

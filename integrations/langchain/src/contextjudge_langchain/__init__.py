@@ -12,6 +12,7 @@ Each metric result also comes back into LangChain as the custom event ``contextj
 
 from ._attach import capture, current_handler, instrument, uninstrument
 from ._handler import METRIC_RESULT_EVENT, ContextJudgeCallbackHandler
+from ._images import node_from_image_metadata
 
 __version__ = "0.1.0"
 
@@ -21,5 +22,6 @@ __all__ = [
     "capture",
     "current_handler",
     "instrument",
+    "node_from_image_metadata",
     "uninstrument",
 ]

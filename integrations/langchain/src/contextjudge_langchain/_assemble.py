@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from contextjudge import LLMTestCase, RetrievedNode
-from contextjudge.identity import GOLDEN_ID_KEY
-from contextjudge.multimodal import node_from_image_metadata
+from contextjudge.cases.identity import GOLDEN_ID_KEY
+from ._images import node_from_image_metadata
 
 THREAD_KEYS = ("thread_id", "session_id", "conversation_id")
 _QUESTION_KEYS = ("question", "input", "query", "user_input", "q", "prompt")

@@ -27,7 +27,7 @@ from langchain_core.tracers.base import BaseTracer
 
 from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureSession, result_event
-from contextjudge.identity import golden_id_of, new_case_id
+from contextjudge.cases.identity import golden_id_of, new_case_id
 
 from ._assemble import THREAD_KEYS, RunRecord, question_of, retrievals, text_of_output, thread_id_of, walk
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._adapter import LlamaIndexAppAdapter
+    from ._images import node_from_llama_image_node
     from ._instrument import aflush, flush, get_scorer, get_session, instrument, is_instrumented, uninstrument
     from ._results import ContextJudgeResultEvent
     from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine
@@ -32,6 +33,7 @@ __all__ = [
     "get_session",
     "instrument",
     "is_instrumented",
+    "node_from_llama_image_node",
     "uninstrument",
 ]
 
@@ -46,6 +48,7 @@ _WHERE = {
     "get_session": "._instrument",
     "instrument": "._instrument",
     "is_instrumented": "._instrument",
+    "node_from_llama_image_node": "._images",
     "uninstrument": "._instrument",
 }
 

@@ -13,7 +13,7 @@ from typing import Any
 from contextjudge.capture import AppAdapter, CapturedCase
 from contextjudge.goldens import Goldens, load_goldens
 from contextjudge.errors import ConfigurationTypeError
-from contextjudge.identity import GOLDEN_ID_KEY
+from contextjudge.cases.identity import GOLDEN_ID_KEY
 
 __all__ = ["LlamaIndexAppAdapter", "adapter"]
 

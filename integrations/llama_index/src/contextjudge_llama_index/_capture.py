@@ -25,8 +25,8 @@ from typing import Any, AsyncIterator, Callable, Iterator
 
 from contextjudge import JUDGE_TAG, RetrievedNode
 from contextjudge.capture import in_judge_call
-from contextjudge.identity import golden_id_of
-from contextjudge.multimodal import node_from_llama_image_node
+from contextjudge.cases.identity import golden_id_of
+from ._images import node_from_llama_image_node
 
 try:  # the instrumentation package split out of llama-index-core in 0.12
     from llama_index_instrumentation.event_handlers import BaseEventHandler

@@ -18,7 +18,7 @@ from typing import Any
 from contextjudge import ConversationalTestCase, LLMTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureSession, result_event
 from contextjudge.errors import CaptureError
-from contextjudge.identity import new_case_id
+from contextjudge.cases.identity import new_case_id
 
 try:
     from llama_index_instrumentation.base import BaseEvent

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from contextjudge.capture import CapturedCase, CaptureSession, Mode
-from contextjudge.identity import new_case_id
+from contextjudge.cases.identity import new_case_id
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.chat_engine.types import BaseChatEngine
 

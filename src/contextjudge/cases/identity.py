@@ -115,7 +115,7 @@ def match_golden(goldens: Goldens | None, test_case: Any, *, golden_id: Any = No
     before it, and ``expected_outcome`` comes from the golden named ``golden_id`` (its expected outcome, else its
     expected output); the id returned is that golden's.
     """
-    from ._testcase import ConversationalTestCase, LLMTestCase  # noqa: PLC0415 - keep this module light
+    from .testcase import ConversationalTestCase, LLMTestCase  # noqa: PLC0415 - keep this module light
 
     if goldens is None or not len(goldens):
         return None

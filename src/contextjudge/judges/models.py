@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from .errors import ConfigurationTypeError, JudgeUnavailableError
+from ..errors import ConfigurationTypeError, JudgeUnavailableError
 
 __all__ = ["judge_identity", "judge_name", "resolve_model"]
 

@@ -20,8 +20,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticSerializationError
 
-from .errors import InvalidTestCaseError
-from .multimodal import IMAGE_ALTS_KEY, IMAGES_KEY, MLLMImage, find_images, join_images, to_image
+from ..errors import InvalidTestCaseError
+from .images import IMAGE_ALTS_KEY, IMAGES_KEY, MLLMImage, find_images, join_images, to_image
 
 __all__ = ["ConversationalTestCase", "LLMTestCase", "RetrievedNode", "Turn", "dump_json", "jsonable"]
 

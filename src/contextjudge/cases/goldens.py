@@ -1,0 +1,128 @@
+"""Goldens: the questions a team expects its app to answer, with the answers it should give.
+
+Capture fills a test case's ``expected_output`` from the golden whose input matches the captured input (after
+normalising case, white space and punctuation), or whose id is passed in the run's metadata
+(``metadata={"golden_id": ...}``); ``contextjudge.identity.match_golden`` holds those rules, and ``Goldens.match`` is
+the look-up it uses. ``load_goldens`` reads a list of dicts, a JSONL file or a CSV file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import ContextJudgeError
+
+__all__ = ["Golden", "Goldens", "load_goldens", "normalize_input"]
+
+_INPUT_KEYS = ("input", "question", "query", "user_input")
+_EXPECTED_KEYS = ("expected_output", "answer", "ground_truth", "reference", "expected_answer")
+
+
+def normalize_input(text: str) -> str:
+    """Lower case, NFKC, punctuation dropped, white space collapsed: "What's the PTO policy?" ~ "whats the pto policy"."""
+    text = unicodedata.normalize("NFKC", text or "").lower()
+    text = re.sub(r"[^\w\s]", "", text)
+    return " ".join(text.split())
+
+
+@dataclass
+class Golden:
+    """One expected interaction: the input, and optionally the expected output, an id and extra fields."""
+
+    input: str
+    expected_output: str | None = None
+    id: str | None = None
+    expected_outcome: str | None = None
+    retrieval_context: list[str] | None = None
+    context: list[str] | None = None
+    additional_metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any], where: str = "") -> "Golden":
+        inp = next((row[k] for k in _INPUT_KEYS if row.get(k)), None)
+        if not isinstance(inp, str) or not inp.strip():
+            raise ContextJudgeError(f"{where}: a golden needs a non-empty 'input' (or 'question'); got keys "
+                                    f"{sorted(row)}. Add an 'input' field.")
+        exp = next((row[k] for k in _EXPECTED_KEYS if row.get(k)), None)
+        known = set(_INPUT_KEYS) | set(_EXPECTED_KEYS) | {"id", "expected_outcome", "retrieval_context", "context"}
+        return cls(input=inp, expected_output=None if exp is None else str(exp),
+                   id=None if row.get("id") in (None, "") else str(row["id"]),
+                   expected_outcome=row.get("expected_outcome"), retrieval_context=row.get("retrieval_context"),
+                   context=row.get("context"),
+                   additional_metadata={k: v for k, v in row.items() if k not in known})
+
+
+class Goldens:
+    """A set of goldens, looked up by id or by normalised input."""
+
+    def __init__(self, goldens: Iterable[Golden | dict[str, Any]] = ()) -> None:
+        self.items: list[Golden] = [g if isinstance(g, Golden) else Golden.from_dict(g, f"goldens[{i}]")
+                                    for i, g in enumerate(goldens)]
+        self._by_id = {g.id: g for g in self.items if g.id}
+        self._by_input: dict[str, Golden] = {}
+        for g in self.items:
+            self._by_input.setdefault(normalize_input(g.input), g)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def match(self, input: str | None = None, golden_id: str | None = None) -> Golden | None:
+        """The golden with this id, else the one whose normalised input equals ``input``'s; None when none does."""
+        if golden_id is not None and str(golden_id) in self._by_id:
+            return self._by_id[str(golden_id)]
+        if input:
+            return self._by_input.get(normalize_input(input))
+        return None
+
+
+def load_goldens(source: Any) -> Goldens:
+    """Read goldens from a ``Goldens``, a list of dicts/Goldens, or a ``.jsonl``/``.json``/``.csv`` path."""
+    if source is None:
+        return Goldens()
+    if isinstance(source, Goldens):
+        return source
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.exists():
+            raise ContextJudgeError(f"goldens file {str(path)!r} does not exist: check the path.")
+        suffix = path.suffix.lower()
+        if suffix == ".csv":
+            with path.open(newline="", encoding="utf-8") as fh:
+                rows = list(csv.DictReader(fh))
+            return Goldens(Golden.from_dict(r, f"{path}:{i + 2}") for i, r in enumerate(rows))
+        text = path.read_text(encoding="utf-8")
+        if suffix == ".json":
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ContextJudgeError(f"{path}: not valid JSON ({exc}). Fix the file or use JSONL.") from exc
+            if isinstance(data, dict):
+                data = data.get("goldens", data.get("data", []))
+            return Goldens(Golden.from_dict(r, f"{path}[{i}]") for i, r in enumerate(data))
+        goldens = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ContextJudgeError(f"{path}:{n}: not a JSON object ({exc.msg}). Each line of a goldens JSONL "
+                                        "file must be one object like {\"input\": ..., \"expected_output\": ...}.") \
+                    from exc
+            if not isinstance(row, dict):
+                raise ContextJudgeError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}.")
+            goldens.append(Golden.from_dict(row, f"{path}:{n}"))
+        return Goldens(goldens)
+    if isinstance(source, Iterable):
+        return Goldens(source)
+    raise ContextJudgeError(f"goldens must be a list of dicts, a Goldens, or a JSONL/CSV path, not "
+                            f"{type(source).__name__}.")

@@ -1,0 +1,34 @@
+"""Token budget: a request whose items exceed ``JudgeOptions.token_budget`` is split into sub-requests, and their
+verdicts merged, so a small judge's context window is never overflowed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .protocol import Item, JudgeRequest
+
+__all__ = []
+
+logger = logging.getLogger("contextjudge")
+
+
+def _approx_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _sub_request(request: JudgeRequest, items: list[Item], context: list[Item] | None = None) -> JudgeRequest:
+    return request.model_copy(update={"items": items, "context": request.context if context is None else context})
+
+
+def _split_by_budget(items: list[Item], budget: int) -> list[list[Item]]:
+    chunks: list[list[Item]] = [[]]
+    used = 0
+    for it in items:
+        cost = _approx_tokens(it.text) + 8
+        if chunks[-1] and used + cost > budget:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(it)
+        used += cost
+    return chunks

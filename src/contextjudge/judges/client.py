@@ -1,0 +1,447 @@
+"""The judge client: one facade a metric calls with a ``JudgeRequest``; it caches, bounds concurrency, negotiates
+structured output (``structured``), splits by token budget (``budget``), retries (``retry``), salvages odd answers
+(``salvage``), parses (``parsing``) and counts usage. It returns verdicts keyed by the request's ids, or raises a
+``JudgeError`` subclass with a message that says what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from typing import Any, Callable
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableBinding
+from pydantic import BaseModel
+from tenacity import (
+    RetryError,
+)
+
+from .._result import Usage
+from ..errors import (
+    JudgeError,
+    JudgeOutputError,
+    JudgeResponseError,
+    JudgeUnavailableError,
+)
+from .budget import _split_by_budget, _sub_request
+from .cache import _hash
+from .context import JUDGE_TAG, RunContext, _judge_context, current_run_context
+from .options import JudgeOptions
+from .parsing import parse_answer
+from .protocol import REQUEST_KEY, JudgeRequest
+from .retry import classify, policy, status_of
+from .salvage import _find_cause, _odd_response, _recover_answer
+from .schemas import _ANSWER_SCHEMAS, Answer, Verdicts
+from .structured import (
+    METHODS,
+    _DirectCall,
+    _is_method_rejection,
+    _is_openai_sdk_model,
+    _judge_of,
+    _MethodUnsupported,
+    _openai_response_format,
+)
+
+__all__ = ['JudgeClient']
+
+logger = logging.getLogger("contextjudge")
+
+
+def _usage_of(msg: Any, seconds: float) -> Usage:
+    u = Usage(calls=1, seconds=seconds)
+    meta = getattr(msg, "usage_metadata", None) or {}
+    if meta:
+        u.input_tokens = int(meta.get("input_tokens", 0) or 0)
+        u.output_tokens = int(meta.get("output_tokens", 0) or 0)
+    return u
+
+
+def _content_text(msg: Any) -> str:
+    content = getattr(msg, "content", msg)
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and block.get("type") in ("text", "output_text"):
+                parts.append(str(block.get("text", "")))
+        return "".join(parts)
+    return "" if content is None else str(content)
+
+
+def _explain_unavailable(exc: BaseException, name: str, kind: str) -> JudgeUnavailableError:
+    status = status_of(exc)
+    if kind == "auth":
+        msg = (f"The judge {name!r} rejected the credentials (HTTP {status or 401}): check the API key for this "
+               "provider (for OpenAI: OPENAI_API_KEY), or pass model='local' to judge offline.")
+    else:
+        msg = (f"The judge {name!r} rejected the request (HTTP {status or 400}): {str(exc)[:300]}. Check the model "
+               "name and base_url; if the server does not support a feature, report it to contextjudge.")
+    return JudgeUnavailableError(msg, status_code=status)
+
+
+class JudgeClient:
+    """Asks one judge model one kind of question, with every safeguard. Cheap to create; state is in the run."""
+
+    def __init__(self, model: BaseChatModel, template: Any, ctx: RunContext | None = None,
+                 options: JudgeOptions | None = None) -> None:
+        self.template = template
+        self.ctx = ctx or current_run_context() or RunContext()
+        # A metric's own options (token budget, retries, timeouts, answer cap) win over the run's for its calls;
+        # calls in flight are counted per judge model across the run, so concurrency is the run's.
+        self.options = options or self.ctx.options
+        self.native = bool(getattr(model, "contextjudge_native", False))
+        self._judge = _judge_of(model, self.options.max_output_tokens)
+        self.identity = self._judge.identity
+        self.name = self._judge.name
+
+    @property
+    def model(self) -> BaseChatModel:
+        """The judge copy for the running loop (see ``_JudgeCopies``), or the capped model outside a loop."""
+        return self._judge.for_loop()
+
+    # ----------------------------------------------------------------------------------------------- public
+    async def ask(self, request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
+        """Ask ``request`` (split by the token budget when large) and merge the answers."""
+        if request.task == "rubric_recall":
+            return await self._ask_cached(request, build)
+        budget = self.options.token_budget
+        item_chunks = _split_by_budget(request.items, budget)
+        ctx_chunks = _split_by_budget(request.context, budget) if request.context else [[]]
+        if len(item_chunks) == 1 and len(ctx_chunks) == 1:
+            return await self._ask_cached(request, build)  # the whole request fits: no copy
+        subs = [_sub_request(request, ic, cc) for ic in item_chunks for cc in ctx_chunks]
+        answers = await asyncio.gather(*(self._ask_cached(s, build) for s in subs))
+        merged = Answer(method=answers[0].method)
+        for ans in answers:
+            merged.usage.add(ans.usage)
+            for vid, v in ans.verdicts.items():
+                prev = merged.verdicts.get(vid)
+                if prev is None:
+                    merged.verdicts[vid] = dict(v)
+                elif v["verdict"] == "yes":  # support from any part of the context counts
+                    node_ids = sorted(set(prev.get("node_ids", [])) | set(v.get("node_ids", [])))
+                    if prev["verdict"] == "yes":
+                        prev["node_ids"] = node_ids
+                    else:
+                        merged.verdicts[vid] = {**v, "node_ids": node_ids}
+        return merged
+
+    async def complete_text(self, prompt: str) -> tuple[str, Usage]:
+        """A plain prompt and its text answer (for the opt-in LLM-written reason)."""
+        messages = [SystemMessage(self.template.system()), HumanMessage(prompt)]
+        t0 = time.perf_counter()
+        async with self.ctx.semaphore(self.identity, self.model):
+            msg = await self._invoke("text", messages)
+        usage = _usage_of(msg, time.perf_counter() - t0)
+        self.ctx.usage.add(usage)
+        return _content_text(msg), usage
+
+    # ----------------------------------------------------------------------------------------------- cache
+    async def _ask_cached(self, request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
+        prompt = build(request)
+        dump = request.model_dump(mode="json")
+        key = _hash(self.identity, prompt, {k: v for k, v in dump.items() if k not in ("metric", "reference_kind")})
+        hit = self.ctx.cache.get(key)
+        if hit is not None:
+            return self._from_cache(hit, request)
+        pending = self.ctx._inflight.get(key)  # noqa: SLF001 - the run context is ours
+        if pending is not None:
+            await asyncio.shield(pending)
+            hit = self.ctx.cache.get(key)
+            if hit is not None:
+                return self._from_cache(hit, request)
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.ctx._inflight[key] = fut  # noqa: SLF001
+        try:
+            answer = await self._ask_fresh(request, prompt, build, dump)
+            self.ctx.cache.put(key, answer.to_cache())
+            return answer
+        finally:
+            self.ctx._inflight.pop(key, None)  # noqa: SLF001
+            if not fut.done():
+                fut.set_result(None)
+
+    def _from_cache(self, hit: dict[str, Any], request: JudgeRequest) -> Answer:
+        usage = Usage(cache_hits=1)
+        self.ctx.usage.add(usage)
+        self.ctx.record({"judge": self.name, "task": request.task, "metric": request.metric, "cached": True,
+                         "usage": usage})
+        # the cache hands out a fresh copy of every hit, so the answer may own it
+        return Answer(verdicts=hit.get("verdicts") or {}, score=hit.get("score"), reason=hit.get("reason") or "",
+                      usage=usage, method="cache")
+
+    # ----------------------------------------------------------------------------------------------- asking
+    async def _ask_fresh(self, request: JudgeRequest, prompt: str, build: Callable[[JudgeRequest], str],
+                         dump: dict[str, Any] | None = None) -> Answer:
+        ids = [it.id for it in request.items]
+        total = Usage()
+        parsed, method, raw = await self._call_and_parse(request, prompt, total, dump)
+        if request.task == "rubric_recall":
+            if parsed is None:
+                parsed, method, raw = await self._call_and_parse(
+                    request, prompt + '\n\nYour previous answer could not be read. Answer with JSON only: '
+                    '{"score": <0.0-1.0>, "reason": "..."}', total)
+            if parsed is None:
+                raise JudgeOutputError(
+                    f"The judge {self.name!r} gave no readable score (0.0-1.0) after one re-ask. Its answer began: "
+                    f"{(raw or '')[:200]!r}. Use a stronger judge model, or one that supports structured output.",
+                    raw=raw)
+            return Answer(score=parsed["score"], reason=parsed["reason"], usage=total, method=method)
+        verdicts = dict(parsed["verdicts"]) if parsed else {}
+        missing = [i for i in ids if i not in verdicts]
+        if missing:
+            sub = _sub_request(request, [it for it in request.items if it.id in set(missing)])
+            again = self.template.reask(build(sub), missing)
+            parsed2, method, raw2 = await self._call_and_parse(sub, again, total)
+            if parsed2:
+                for vid, v in parsed2["verdicts"].items():
+                    if vid in set(missing):
+                        verdicts[vid] = v
+            missing = [i for i in ids if i not in verdicts]
+            raw = raw2 or raw
+        if missing:
+            shown = ", ".join(missing[:12]) + (" ..." if len(missing) > 12 else "")
+            raise JudgeOutputError(
+                f"The judge {self.name!r} gave no usable verdict for {len(missing)} of {len(ids)} items "
+                f"({shown}) even after a re-ask, so the ranks cannot be scored safely. Its answer began: "
+                f"{(raw or '')[:200]!r}. Use a stronger judge model, or lower JudgeOptions.token_budget so each "
+                "request holds fewer items.", raw=raw)
+        return Answer(verdicts=verdicts, usage=total, method=method)
+
+    def _messages(self, request: JudgeRequest, prompt: str, dump: dict[str, Any] | None = None) -> list[Any]:
+        kwargs = {REQUEST_KEY: request.model_dump(mode="json") if dump is None else dump}
+        labelled = [(it.id, u) for it in (*request.items, *request.context) for u in it.images]
+        if labelled:
+            from ..cases.images import to_image  # noqa: PLC0415 - only requests with images need it
+
+            # LangChain's provider-agnostic image blocks, each after a label naming the item it belongs to
+            content: list[Any] = [{"type": "text", "text": prompt}]
+            for item_id, url in labelled:
+                content.append({"type": "text", "text": f"Image attached to {item_id}:"})
+                content.append(to_image(url).to_content_block("standard"))
+            human = HumanMessage(content=content, additional_kwargs=kwargs)
+        else:
+            human = HumanMessage(content=prompt, additional_kwargs=kwargs)
+        return [SystemMessage(self.template.system()), human]
+
+    async def _call_and_parse(self, request: JudgeRequest, prompt: str, total: Usage,
+                              dump: dict[str, Any] | None = None) -> tuple[dict[str, Any] | None, str, str]:
+        """One answer to ``prompt``, read by the parser, with the structured-output method this judge supports.
+
+        While a judge's method is not yet known, the first call probes the methods in turn and concurrent first
+        calls wait for it, instead of each trying every method; once that probe has ended, calls go ahead."""
+        messages = self._messages(request, prompt, dump)
+        if self.native:
+            return await self._try_methods(["text"], request, messages, total)
+        known = self.ctx._methods.get(self.identity)  # noqa: SLF001
+        if known is None:
+            fut, owner = self.ctx.probe(self.identity)
+            if owner:
+                try:
+                    return await self._try_methods(list(METHODS), request, messages, total)
+                finally:
+                    fut.set_result(None)
+            if not fut.done():
+                await asyncio.shield(fut)
+            known = self.ctx._methods.get(self.identity)  # noqa: SLF001
+        methods = list(METHODS[METHODS.index(known):]) if known else list(METHODS)
+        return await self._try_methods(methods, request, messages, total)
+
+    async def _try_methods(self, methods: list[str], request: JudgeRequest, messages: list[Any], total: Usage
+                           ) -> tuple[dict[str, Any] | None, str, str]:
+        ids = [it.id for it in request.items]
+        last_exc: BaseException | None = None
+        for method in methods:
+            t0 = time.perf_counter()
+            try:
+                async with self.ctx.semaphore(self.identity, self.model):
+                    result = await self._invoke(method, messages)
+            except _MethodUnsupported as exc:
+                logger.debug("contextjudge: %s does not support %s (%s); trying the next method",
+                             self.name, method, exc)
+                last_exc = exc
+                continue
+            self.ctx._methods.setdefault(self.identity, method)  # noqa: SLF001
+            raw_msg = result.get("raw") if isinstance(result, dict) else result
+            usage = _usage_of(raw_msg, time.perf_counter() - t0)
+            total.add(usage)
+            self.ctx.usage.add(usage)
+            self.ctx.record({"judge": self.name, "task": request.task, "metric": request.metric, "cached": False,
+                             "usage": usage, "method": method})
+            text = _content_text(raw_msg)
+            parsed = None
+            judged = _judged_text(request)
+            if isinstance(result, dict) and result.get("parsed") is not None:
+                obj = result["parsed"]
+                data = obj.model_dump() if hasattr(obj, "model_dump") else obj
+                parsed = parse_answer(data, task=request.task, ids=ids, data=judged)
+            if parsed is None and not text:
+                # valid tool calls carry parsed args; invalid ones (broken JSON) carry the raw argument string
+                for tc in getattr(raw_msg, "tool_calls", None) or []:
+                    parsed = parse_answer(tc.get("args"), task=request.task, ids=ids, data=judged) or parsed
+                for tc in getattr(raw_msg, "invalid_tool_calls", None) or []:
+                    if parsed is None and tc.get("args"):
+                        parsed = parse_answer(str(tc["args"]), task=request.task, ids=ids, data=judged)
+                        text = text or str(tc["args"])
+            if parsed is None:
+                parsed = parse_answer(text, task=request.task, ids=ids, data=judged)
+            return parsed, method, text
+        raise JudgeUnavailableError(
+            f"The judge {self.name!r} supported none of the ways to answer (structured output, function calling, "
+            f"JSON mode, plain text): {last_exc}. Check that it is a chat model that returns text.")
+
+    def _structured(self, method: str, schema: type[BaseModel]) -> Any:
+        """The runnable that asks ``method``: the model bound to that method's request options, so the answer comes
+        back as the raw message and our own parser reads it. LangChain's ``with_structured_output`` chains a parser
+        (and with ``include_raw`` a map of runnables) after the model, which costs CPU on every call; where a
+        model's structured output is not such a chain, it is used whole with ``include_raw``."""
+        model = self.model
+        key = ("structured", id(model), method, schema)
+        hit = self.ctx._runnables.get(key)  # noqa: SLF001
+        if hit is not None:
+            return hit[1]
+        if method in ("json_schema", "json_mode") and _is_openai_sdk_model(model):
+            # langchain-openai sends any response_format through the SDK's beta parse path, which converts the
+            # schema and re-validates the request and answer on every call (the README's "Lean judge calls" has
+            # what that cost). The same request body goes out through extra_body on the plain path; our parser
+            # reads the answer.
+            fmt = {"type": "json_object"} if method == "json_mode" else _openai_response_format(schema)
+            runnable = _DirectCall(model, {"extra_body": {**(getattr(model, "extra_body", None) or {}),
+                                                          "response_format": fmt}})
+            self.ctx._runnables[key] = (model, runnable)  # noqa: SLF001
+            return runnable
+        kwargs: dict[str, Any] = {"method": method}
+        try:
+            chain = model.with_structured_output(schema, **kwargs)
+        except (NotImplementedError, TypeError, ValueError) as exc:
+            if method != "function_calling":
+                raise _MethodUnsupported(f"{method}: {exc}") from exc
+            kwargs = {}  # LangChain's base implementation takes no method= and always uses tool calling
+            try:
+                chain = model.with_structured_output(schema)
+            except (NotImplementedError, TypeError, ValueError) as exc2:
+                raise _MethodUnsupported(f"{method}: {exc2}") from exc2
+        first = getattr(chain, "first", None)
+        if isinstance(first, RunnableBinding) and first.bound is model:
+            runnable = _DirectCall(model, first.kwargs) if _is_openai_sdk_model(model) else first
+        else:
+            runnable = model.with_structured_output(schema, include_raw=True, **kwargs)
+        self.ctx._runnables[key] = (model, runnable)  # noqa: SLF001
+        return runnable
+
+    async def _invoke(self, method: str, messages: list[Any]) -> Any:
+        """One request with retries. Returns an AIMessage, or LangChain's include_raw dict for a model whose
+        structured output is not a bound model (see ``_structured``)."""
+        opts = self.options
+        request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
+        schema = _ANSWER_SCHEMAS.get(request_dump.get("task"), Verdicts)
+        if method == "text":
+            runnable = _DirectCall(self.model, {}) if _is_openai_sdk_model(self.model) else self.model
+        else:
+            runnable = self._structured(method, schema)
+        config = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
+                  "metadata": {"contextjudge": "judge"}}
+
+        async def attempt_once() -> Any:
+            try:
+                return await _isolated(runnable.ainvoke(messages, config=config), opts.attempt_timeout)
+            except JudgeError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - sorted here, raised again below
+                recovered = _recover_answer(exc) if method != "text" else None
+                if recovered is not None:
+                    # The server answered, but the SDK's own parsing of the structured answer failed (invalid or
+                    # truncated JSON, prose around it, finish_reason "length"): read it with our tolerant parser.
+                    logger.info("contextjudge: judge %s answered %s output its SDK could not parse (%s); reading "
+                                "the raw text instead", self.name, method, type(exc).__name__)
+                    return recovered
+                odd = _odd_response(exc)
+                if odd is not None:
+                    raise odd from exc
+                raise
+
+        def _retryable(exc: BaseException) -> bool:
+            return classify(exc) == "transient" and not _is_method_rejection(exc, method)
+
+        def _on_retry(attempt: int, exc: BaseException, delay: float) -> None:
+            logger.warning("contextjudge: judge %s call failed (%s: %s); retry %d in %.1fs", self.name,
+                           type(exc).__name__, str(exc)[:120], attempt, delay)
+
+        retrying = policy(opts, _retryable, _on_retry)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await attempt_once()
+        except RetryError as exc:
+            inner = exc.last_attempt.exception()
+            n = exc.last_attempt.attempt_number
+            odd = _find_cause(inner, JudgeResponseError)
+            if odd is not None:
+                raise JudgeUnavailableError(
+                    f"The judge {self.name!r} answered {n} attempt(s) with something that is not a chat completion: "
+                    f"{odd}. Check base_url (a proxy or login page may stand in front of the server) and that the "
+                    "server speaks the OpenAI chat-completions API.", status_code=200) from inner
+            raise JudgeUnavailableError(
+                f"The judge {self.name!r} kept failing after {n} attempts "
+                f"({type(inner).__name__}: {str(inner)[:200]}). It may be overloaded or down; try again later, "
+                "lower max_concurrency, or raise JudgeOptions.deadline.", status_code=status_of(inner)) from inner
+        except JudgeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated at this one boundary
+            if _is_method_rejection(exc, method):
+                raise _MethodUnsupported(f"{method}: {str(exc)[:200]}") from exc
+            kind = classify(exc)
+            if kind in ("auth", "bad_request"):
+                raise _explain_unavailable(exc, self.name, kind) from exc
+            if isinstance(exc, NotImplementedError) and method != "text":
+                raise _MethodUnsupported(f"{method}: {exc}") from exc
+            raise JudgeError(f"The judge {self.name!r} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+        raise JudgeError("unreachable")  # pragma: no cover
+
+
+def _judged_text(request: JudgeRequest) -> list[str]:
+    """The data of a request, whose quoted JSON the parser must never take for the judge's answer.
+
+    Each piece on its own, each node whole (a relevancy request holds a node as separate sentences, and JSON spread
+    over two sentences or lines of a node is still the node's), and everything together (JSON spread across
+    nodes). The parser only looks further into texts that hold a bracket."""
+    pieces = [request.input, request.reference or "", request.answer or "",
+              *(it.text for it in request.items), *(it.text for it in request.context),
+              *(t.get("content", "") for t in request.history)]
+    nodes: dict[str, list[str]] = {}
+    for it in (*request.items, *request.context):
+        if it.parent:
+            nodes.setdefault(it.parent, []).append(it.text)
+    joined = [" ".join(texts) for texts in nodes.values() if len(texts) > 1]
+    bracketed = [p for p in pieces if "{" in p or "[" in p]
+    if len(bracketed) > 1:
+        joined.append(" ".join(bracketed))
+    return pieces + joined
+
+
+async def _isolated(coro: Any, timeout: float) -> Any:
+    """Run a judge call with no inherited LangChain context, so the user's tracers never see it."""
+    loop = asyncio.get_running_loop()
+    if sys.version_info >= (3, 11):
+        async def bounded() -> Any:
+            async with asyncio.timeout(timeout):
+                return await coro
+
+        task = loop.create_task(bounded(), context=_judge_context())
+        try:
+            return await task
+        except asyncio.TimeoutError as exc:
+            raise TimeoutError(f"judge call took longer than {timeout:.0f}s") from exc
+        finally:
+            if not task.done():  # our caller was cancelled: the judge call goes too
+                task.cancel()
+    task = loop.create_task(coro)  # pragma: no cover - 3.10 cannot start a task in an empty context
+    try:  # pragma: no cover
+        return await asyncio.wait_for(task, timeout=timeout)
+    except asyncio.TimeoutError as exc:  # pragma: no cover
+        raise TimeoutError(f"judge call took longer than {timeout:.0f}s") from exc

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+import contextjudge
 from contextjudge import LLMTestCase, assert_test
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric
 from contextjudge.store import open_store
@@ -43,7 +44,7 @@ def test_plugin_is_registered_and_inert_until_used(ptr):
     result = ptr.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
-    assert "contextjudge-0.1.0" in out  # registered through the pytest11 entry point
+    assert f"contextjudge-{contextjudge.__version__}" in out  # registered through the pytest11 entry point
     assert "contextjudge:" not in out  # and silent: no summary line when no test used it
     help_text = ptr.runpytest_inprocess("--help").stdout.str()
     assert "--contextjudge-model" in help_text and "--contextjudge-store" in help_text

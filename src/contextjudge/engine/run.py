@@ -104,7 +104,7 @@ class Run:
                     self.id = new_run_id()
                 self._begun = True
                 return self.id
-            from .. import __version__  # noqa: PLC0415
+            from .._version import __version__  # noqa: PLC0415
 
             config = {**self.config, "name": self.name, "metrics": [metric_config(m) for m in metrics],
                       "judges": self.judges(metrics), "contextjudge": __version__, "cases": cases}

@@ -1,6 +1,7 @@
 """The framework-agnostic capture scorer: modes, goldens, bounded memory."""
 
 import logging
+import time
 
 import pytest
 
@@ -63,3 +64,30 @@ def test_off_mode_with_unbounded_max_kept_keeps_everything():
         scorer.submit(_case(i))
     assert len(scorer.cases) == 30 and scorer.dropped == 0
     scorer.close()
+
+
+def test_a_full_scoring_queue_drops_its_oldest_case_and_counts_it(caplog):
+    dead = FakeJudge(delay=3600.0)  # down for an hour
+    scorer = CaptureScorer([ContextualRelevancyMetric()], model=dead, max_queue=3, max_kept=1000, concurrency=1)
+    with caplog.at_level(logging.WARNING, logger="contextjudge"):
+        scorer.submit(_case(0))
+        deadline = time.monotonic() + 10
+        while not scorer._scoring and time.monotonic() < deadline:  # noqa: SLF001 - wait until it is with the judge
+            time.sleep(0.01)
+        for i in range(1, 10):
+            scorer.submit(_case(i))
+        assert scorer.flush(0.2) is False
+    # one case is with the judge; the queue holds the newest 3; the rest were dropped, oldest first, and counted
+    assert scorer.pending == 4 and scorer.dropped == 6 and len(scorer.cases) == 4
+    assert [c.test_case.input[-2] for c in scorer.cases][-3:] == ["7", "8", "9"]
+    assert sum("scoring queue is full" in r.message for r in caplog.records) == 1
+    assert scorer.close(timeout=0.5) is False
+
+
+def test_close_honours_its_timeout_once():
+    scorer = CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(delay=3600.0), max_kept=100)
+    for i in range(5):
+        scorer.submit(_case(i))
+    t0 = time.monotonic()
+    assert scorer.close(timeout=1.0) is False
+    assert time.monotonic() - t0 < 1.6  # one timeout for handing over, scoring and stopping together

@@ -295,6 +295,8 @@ def test_score_scores_deferred_captures(capsys, project):
     s = open_store("res.db")
     assert s.run_info(run_id).results == 6
     assert s.unscored_cases(run_id) == []
+    # the results joined the captured cases (no second copy under other keys) and the deferred run ended
+    assert s.run_info(run_id).cases == 3 and s.run_info(run_id).status == "finished"
     rc, out, _ = run(capsys, "score", "--store", "res.db", "--run", run_id, "--model", "fake")
     assert rc == 0 and "nothing to score" in out
 

@@ -384,7 +384,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     from .engine.evaluate import evaluate  # noqa: PLC0415
 
     result = evaluate([c.test_case for c in todo], metrics, store=store, run_id=run_id,
-                      show_progress=_progress(args), skip_on_missing_params=True)
+                      show_progress=_progress(args), skip_on_missing_params=True,
+                      case_keys=[c.case_key for c in todo])  # results go to the stored cases, under their keys
     _print_summary(result, metrics=metrics)
     return EXIT_OK
 

@@ -176,3 +176,109 @@ def test_pytest_session_run_ends_with_pytest(tmp_path):
     with open_store(str(tmp_path / "res.db")) as store:
         info = store.run_info(next(iter(statuses)))
         assert info.cases == 2 and info.summary.get("cases") == 2
+
+
+def test_capture_going_on_after_score_deferred_resumes_the_run_and_ends_it_again(tmp_path):
+    db = tmp_path / "c.db"
+    session = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="deferred", store=str(db))
+    session.submit(CapturedCase(_case(1)))
+    session.score_deferred(show_progress=False)
+    assert _status(db) == {session.run_id: "finished"}
+    session.submit(CapturedCase(_case(2)))  # more traffic after the deferred scoring
+    assert _status(db) == {session.run_id: "running"}
+    session.close(5)
+    assert _status(db) == {session.run_id: "captured"}  # one case waits for `contextjudge score`
+    with open_store(str(db)) as store:
+        assert len(store.load_cases(session.run_id)) == 2 and len(store.unscored_cases(session.run_id)) == 1
+
+
+def test_score_deferred_with_a_store_also_scores_what_memory_let_go(tmp_path):
+    db = tmp_path / "c.db"
+    session = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="deferred", store=str(db),
+                             max_kept=2)
+    for i in range(6):
+        session.submit(CapturedCase(_case(i)))
+    assert len(session.cases) <= 2  # stored cases are forgotten from memory: nothing lost
+    result = session.score_deferred(show_progress=False)
+    assert len(result) == 6
+    assert _status(db) == {session.run_id: "finished"}
+    with open_store(str(db)) as store:
+        assert store.unscored_cases(session.run_id) == [] and len(store.load_cases(session.run_id)) == 6
+
+
+def test_a_session_restarts_its_worker_after_close():
+    session = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge())
+    session.submit(CapturedCase(_case(1)))
+    assert session.close(10)
+    session.submit(CapturedCase(_case(2)))  # e.g. a late request after shutdown began
+    assert session.flush(10) and all(c.results for c in session.cases)
+    session.close(5)
+
+
+def test_a_case_scored_outside_the_session_never_makes_another_look_scored():
+    import gc
+
+    from contextjudge._aio import run_sync
+
+    session = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(delay=3600), mode="off", max_kept=None)
+    quick = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="off", max_kept=None)
+    for i in range(50):  # addresses of freed cases are reused: state must live on the case, not on its id()
+        c = CapturedCase(_case(i))
+        run_sync(quick.score_case(c))
+        del c
+        gc.collect()
+        session.submit(CapturedCase(_case(100 + i)))
+    assert session._keep_unscored() == 50  # noqa: SLF001 - every kept case is still unscored
+
+
+def test_evaluate_with_a_callers_run_keeps_that_runs_default_judge(tmp_path):
+    default = FakeJudge()
+    run = Run(store=str(tmp_path / "r.db"), model=default)
+    other = FakeJudge(style="json")
+    evaluate([_case(1)], [ContextualRelevancyMetric()], run=run, model=other, show_progress=False)
+    assert run.context.default_model is default
+    assert other.count() > 0 and default.count() == 0
+    with pytest.raises(ValueError, match="takes its store"):
+        evaluate([_case(2)], [ContextualRelevancyMetric()], run=run, store=str(tmp_path / "x.db"))
+    run.end()
+
+
+def test_a_run_resumed_meanwhile_is_not_marked_interrupted(tmp_path, monkeypatch):
+    from contextjudge.store import _store as store_mod
+
+    db = str(tmp_path / "r.db")
+    with open_store(db) as store:
+        run_id = store.begin_run("shared", {"name": "x"})
+    with open_store(db) as store:
+        def owner_gone_but_resumed_meanwhile(pid):
+            # the check finds the owner gone; between this read and the update, another process resumes the run
+            with store_mod.ResultsStore(db) as other:  # not open_store: it would check for stale runs itself
+                other.begin_run(run_id, {"name": "x"})
+            return False
+
+        monkeypatch.setattr(store_mod, "_alive", owner_gone_but_resumed_meanwhile)
+        assert store.mark_interrupted() == []
+        assert {r.run_id: r.status for r in store.list_runs()} == {run_id: "running"}
+        monkeypatch.setattr(store_mod, "_alive", lambda pid: False)  # and with nobody resuming it, it is marked
+        assert store.mark_interrupted() == [run_id]
+
+
+def test_at_exit_pending_scores_are_finished_when_the_judge_answers(tmp_path):
+    # the exit hook runs while thread pools still take work (store writes and judge calls need them)
+    proc = _run_python("""
+        from contextjudge import LLMTestCase
+        from contextjudge.capture import CapturedCase, CaptureSession
+        from contextjudge.metrics import ContextualRelevancyMetric
+        from contextjudge.testing import FakeJudge
+
+        session = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(delay=0.01), store="c.db")
+        for i in range(20):
+            session.submit(CapturedCase(LLMTestCase(input=f"q{i}", actual_output="a", retrieval_context=["n"])))
+        print("done", session.run_id)
+    """, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.split()[-1]
+    assert _status(tmp_path / "c.db") == {run_id: "finished"}, proc.stderr
+    with open_store(str(tmp_path / "c.db")) as store:
+        assert store.unscored_cases(run_id) == [] and store.run_info(run_id).results == 20
+    assert "contextjudge" not in proc.stderr  # nothing to report

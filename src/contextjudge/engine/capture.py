@@ -57,6 +57,11 @@ _DEFAULT_MAX_KEPT = 10_000
 
 _live_workers: set[concurrent.futures.Future] = set()
 
+# what a session keeps on each case it holds (on the case, never by id(), which Python reuses)
+_POSITION = "_contextjudge_position"
+_DONE = "_contextjudge_scored"
+_STORED = "_contextjudge_stored"
+
 
 @dataclass
 class CapturedCase:
@@ -153,7 +158,15 @@ def _register(session: "CaptureSession") -> None:
             from .._aio import before_shutdown  # noqa: PLC0415
 
             before_shutdown(_close_all_at_exit)
-            atexit.register(_close_all_at_exit)
+            # threading's exit hooks run before concurrent.futures stops taking work (atexit's run after it): the
+            # judge calls and store writes still pending at exit need thread pools. atexit is the fallback.
+            register = getattr(threading, "_register_atexit", None)
+            try:
+                if register is None:
+                    raise RuntimeError
+                register(_close_all_at_exit)
+            except RuntimeError:  # threading is already shutting down, or no such hook on this Python
+                atexit.register(_close_all_at_exit)
             _exit_registered = True
 
 
@@ -229,9 +242,11 @@ class CaptureSession:
         self._lock = threading.RLock()
         self._idle = threading.Condition(self._lock)
         self._queue: collections.deque[CapturedCase] = collections.deque()
-        self._scoring: set[int] = set()  # id() of cases being scored now
-        self._done: set[int] = set()  # id() of kept cases scored (results or not)
-        self._stored: set[int] = set()  # id() of kept cases in the store
+        # cases being scored now, by id(); the value holds the case, so its id cannot be reused meanwhile. Whether a
+        # case is scored or stored is kept on the case itself (_DONE, _STORED), never by id(), which is reused.
+        self._scoring: dict[int, CapturedCase] = {}
+        self.evicted_unscored = 0  # stored cases forgotten from memory before they were scored
+        self._backlog = 0  # this run's unscored cases only the store holds (dropped or evicted), with a store
         self._warned_drop = False
         self._wake_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -318,16 +333,26 @@ class CaptureSession:
         with self._lock:
             return len(self._queue) + len(self._scoring)
 
+    def _alive(self) -> bool:
+        fut = self._worker_future
+        return fut is not None and not fut.done()
+
     def add_drain(self, drain: Callable[[float | None], Any]) -> None:
-        """Register an integration's own pending work: ``drain(timeout)`` hands over what it still holds."""
+        """Register an integration's own pending work: ``drain(timeout)`` hands over what it still holds, and returns
+        False when it could not within ``timeout``."""
         self._drains.append(drain)
 
-    def _drain(self, timeout: float | None) -> None:
+    def _drain(self, timeout: float | None) -> bool:
+        """Run the integrations' drains; False when one of them could not hand everything over in time."""
+        ok = True
+        deadline = None if timeout is None else time.monotonic() + timeout
         for drain in list(self._drains):
             try:
-                drain(timeout)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                ok = drain(left) is not False and ok
             except Exception:  # noqa: BLE001
                 logger.exception("contextjudge: an integration could not hand over its captured cases")
+        return ok
 
     # ----------------------------------------------------------------------------------------------- intake
     def apply_golden(self, case: CapturedCase) -> None:
@@ -364,26 +389,47 @@ class CaptureSession:
         """Take a captured case. Never raises and never blocks on a judge."""
         try:
             case.when_assembled(self.apply_golden)  # a lazy case: at its assembly, off the request path
-            if not self.run.begun:
-                self.run.begin(self.metrics)  # once: with a store, the run exists from the first case on
-            if self.store is not None and self.mode != "background":
-                self._store_case(case)
+            if not self.run.begun or self.run.ended:
+                self.run.begin(self.metrics)  # with a store, the run exists from the first case on
             with self._lock:
                 self.seen += 1
-                case.__dict__["_cj_position"] = self.seen - 1
+                case.__dict__[_POSITION] = self.seen - 1
+            if self.store is not None and self.mode != "background":
+                self._store_case(case)
+            victims: list[CapturedCase] = []
+            with self._lock:
                 self._cases.append(case)
                 if self.mode == "background":
                     self._queue.append(case)
                     if len(self._queue) > self.max_queue:
-                        self._drop(self._queue[0], "the scoring queue is full")
-                self._evict()
-                wake = self.mode == "background" and not self._wake_scheduled
+                        victims.append(self._drop(self._queue[0], "the scoring queue is full"))
+                victims += self._evict()
+                # wake the worker once a batch; always when it is not running (it ended, or was stopped)
+                wake = self.mode == "background" and (not self._wake_scheduled or not self._alive())
                 if wake:
                     self._wake_scheduled = True
+            if victims and self.store is not None:
+                self._keep_in_store(victims)
             if wake:
                 self._schedule_wake()
         except Exception:  # noqa: BLE001 - capture never breaks the app
             logger.exception("contextjudge: could not take a captured case")
+
+    def _keep_in_store(self, cases: list[CapturedCase]) -> None:
+        """Write dropped cases to the store off the app's thread (they are unscored: `contextjudge score` finishes
+        them). They are held only until written."""
+        todo = [c for c in cases if not c.__dict__.get(_STORED)]
+        if not todo:
+            return
+
+        async def write() -> None:
+            await asyncio.to_thread(lambda: [self._store_case(c) for c in todo])
+
+        try:
+            submit(write())
+        except Exception:  # noqa: BLE001 - the loop is gone (interpreter exit): write them here
+            for c in todo:
+                self._store_case(c)
 
     def _schedule_wake(self) -> None:
         self._ensure_worker()
@@ -401,16 +447,15 @@ class CaptureSession:
             if queued is case:
                 del self._queue[i]
                 break
-        self._done.discard(id(case))
-        self._stored.discard(id(case))
         self._idle.notify_all()
 
-    def _drop(self, case: CapturedCase, why: str) -> None:
-        """Drop an unscored case (lock held): it is counted, written to the store first when there is one."""
-        if self.store is not None and id(case) not in self._stored:
-            self._store_case(case)
+    def _drop(self, case: CapturedCase, why: str) -> CapturedCase:
+        """Drop an unscored case from memory (lock held) and count it; returns it, for the caller to write to the
+        store (after the lock is released) when there is one."""
         self._forget(case)
         self.dropped += 1
+        if self.store is not None:
+            self._backlog += 1
         if not self._warned_drop:
             self._warned_drop = True
             where = (f"they stay unscored in run {self.run.id} of the store (`contextjudge score` finishes them)"
@@ -420,37 +465,39 @@ class CaptureSession:
                            "captured. session.dropped counts them; a summary is logged at close.",
                            why, self.max_kept, self.max_queue, where)
 
-    def _evict(self) -> None:
+    def _evict(self) -> list[CapturedCase]:
         """Hold at most ``max_kept`` cases (lock held): forget scored or stored ones first, then the oldest
         unscored ones (dropped and counted). Evicts a tenth of ``max_kept`` at a time, so a full session does not
         rebuild its list on every case."""
         if self.max_kept is None or len(self._cases) <= self.max_kept:
-            return
+            return []
         target = len(self._cases) - self.max_kept + (self.max_kept // 10)
         keep: list[CapturedCase] = []
         removed = 0
         for c in self._cases:
-            if removed < target and (id(c) in self._done or id(c) in self._stored) and id(c) not in self._scoring:
+            done, stored = c.__dict__.get(_DONE), c.__dict__.get(_STORED)
+            if removed < target and (done or stored) and id(c) not in self._scoring:
                 removed += 1
                 self.evicted += 1
-                self._done.discard(id(c))
-                self._stored.discard(id(c))
+                if not done:
+                    self.evicted_unscored += 1
+                    self._backlog += 1
                 continue
             keep.append(c)
         self._cases = keep
         over = len(self._cases) - self.max_kept
         if over > 0:
             victims = [c for c in self._cases if id(c) not in self._scoring][:over]
-            for c in victims:
-                self._drop(c, f"more than max_kept={self.max_kept} captured cases are unscored")
+            return [self._drop(c, f"more than max_kept={self.max_kept} captured cases are unscored")
+                    for c in victims]
+        return []
 
     def _store_case(self, case: CapturedCase) -> None:
         if self.store is None or not self._prepare(case):
             return
         self.run.begin(self.metrics)
-        self.run.save_case(case.case_id, case.__dict__.get("_cj_position", self.seen), case.test_case)
-        with self._lock:
-            self._stored.add(id(case))
+        self.run.save_case(case.case_id, case.__dict__.get(_POSITION, 0), case.test_case)
+        case.__dict__[_STORED] = True
 
     # ----------------------------------------------------------------------------------------------- worker
     def _ensure_worker(self) -> None:
@@ -488,7 +535,7 @@ class CaptureSession:
                     self._wake_scheduled = False
                     case = self._queue.popleft() if self._queue else None
                     if case is not None:
-                        self._scoring.add(id(case))
+                        self._scoring[id(case)] = case
                 if case is None:
                     slots.release()
                     break
@@ -497,8 +544,12 @@ class CaptureSession:
                 task.add_done_callback(tasks.discard)
             if self._stop:
                 break
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            with self._lock:
+                self._wake_scheduled = False  # the next case starts a worker again
 
     async def _score_guarded(self, case: CapturedCase, slots: asyncio.Semaphore) -> None:
         try:
@@ -508,7 +559,7 @@ class CaptureSession:
         finally:
             slots.release()
             with self._lock:
-                self._scoring.discard(id(case))
+                self._scoring.pop(id(case), None)
                 self._idle.notify_all()
 
     async def score_case(self, case: CapturedCase) -> list[MetricResult]:
@@ -516,15 +567,16 @@ class CaptureSession:
         (noted once per metric and field)."""
         if not self._prepare(case):  # a lazily built case is assembled here, off the app's thread
             return []
-        if self.store is not None and id(case) not in self._stored:
-            self._store_case(case)
-        self.run.begin(self.metrics)
+        if self.store is not None and not case.__dict__.get(_STORED):
+            await asyncio.to_thread(self._store_case, case)  # a store write never holds up the shared loop
+        if not self.run.begun or self.run.ended:
+            self.run.begin(self.metrics)
         with use_run_context(self.run.context):
             results = await score_case(self.run, case.case_id, case.test_case, self.metrics, missing="skip-noted")
         results = results or []
         with self._lock:
             case.results.extend(results)
-            self._done.add(id(case))
+            case.__dict__[_DONE] = True
         self._emit(case, results)
         return results
 
@@ -540,7 +592,8 @@ class CaptureSession:
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every submitted case is scored. Returns False if ``timeout`` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._drain(timeout)
+        if not self._drain(timeout):
+            return False
         if self.mode == "background":
             with self._lock:
                 waiting = bool(self._queue)
@@ -562,23 +615,42 @@ class CaptureSession:
         return await asyncio.to_thread(self.flush, timeout)
 
     def score_deferred(self, **kwargs: Any) -> EvaluationResult:
-        """Score the cases kept so far that have no results yet (in "deferred" or "off" mode), attach the results to
-        them, and end the session's run. Keyword arguments go to ``evaluate`` (``max_concurrency``,
-        ``show_progress``...)."""
+        """Score what this session captured and has not scored yet, attach the results to the cases in memory, and
+        end the session's run. With a store, that includes the unscored cases it holds for this run (cases dropped
+        or forgotten from memory). Keyword arguments go to ``evaluate`` (``max_concurrency``, ``show_progress``...)."""
         from .evaluate import aevaluate  # noqa: PLC0415
 
         self._drain(None)
-        todo = [c for c in self._ready_cases() if not c.results]
+        todo = [c for c in self._ready_cases() if not c.__dict__.get(_DONE)]
         with self._lock:
-            busy = self._scoring | {id(c) for c in self._queue}
+            busy = set(self._scoring) | {id(c) for c in self._queue}
             todo = [c for c in todo if id(c) not in busy]
-        result = run_sync(aevaluate([c.test_case for c in todo], self.metrics, run=self.run,
-                                    case_keys=[c.case_id for c in todo], skip_on_missing_params=True, **kwargs))
-        for case, tr in zip(todo, result.test_results):
+            in_memory = {c.case_id for c in self._cases}
+        cases, keys = [c.test_case for c in todo], [c.case_id for c in todo]
+        from_store = 0
+        if self.store is not None and self.run.begun:
+            try:
+                stored = [sc for sc in self.store.unscored_cases(self.run.id) if sc.case_key not in in_memory]
+            except Exception:  # noqa: BLE001 - the store is unreachable: score what is in memory
+                logger.exception("contextjudge: could not read this run's unscored cases from the store")
+                stored = []
+            cases += [sc.test_case for sc in stored]
+            keys += [sc.case_key for sc in stored]
+            from_store = len(stored)
+        result = run_sync(aevaluate(cases, self.metrics, run=self.run, case_keys=keys, skip_on_missing_params=True,
+                                    **kwargs))
+        by_index = {tr.index: tr for tr in result.test_results}
+        for i, case in enumerate(todo):
+            tr = by_index.get(i)
+            if tr is None:
+                continue
             with self._lock:
                 case.results.extend(tr.metrics_data)
-                self._done.add(id(case))
+                case.__dict__[_DONE] = True
             self._emit(case, tr.metrics_data)
+        if from_store or self.store is not None:
+            with self._lock:
+                self._backlog = 0  # what the store held unscored is scored now
         self._end_run()
         return result
 
@@ -587,11 +659,15 @@ class CaptureSession:
             return
         with self._lock:
             kept = list(self._cases)
-            unscored = sum(1 for c in kept if id(c) not in self._done)
+            unscored = sum(1 for c in kept if not c.__dict__.get(_DONE))
+            backlog = self._backlog
             results = [r for c in kept for r in c.results]
         if status is None:
-            status = "finished" if not unscored else "captured" if self.mode != "background" else "interrupted"
-        summary: dict[str, Any] = {"captured": self.seen, "unscored_in_memory": unscored, "dropped": self.dropped,
+            # finished: nothing of this run is left unscored, in memory or in the store
+            left = unscored + backlog
+            status = "finished" if not left else "captured" if self.mode != "background" else "interrupted"
+        summary: dict[str, Any] = {"captured": self.seen, "unscored_in_memory": unscored,
+                                   "unscored_in_store_only": backlog, "dropped": self.dropped,
                                    "evicted": self.evicted, "usage": self.run.context.usage.to_dict()}
         by_metric: dict[str, list[float]] = {}
         for r in results:
@@ -636,10 +712,10 @@ class CaptureSession:
     def _keep_unscored(self) -> int:
         """Write every kept, unscored case to the store (so ``contextjudge score`` can finish it); their count."""
         with self._lock:
-            unscored = [c for c in self._cases if id(c) not in self._done]
+            unscored = [c for c in self._cases if not c.__dict__.get(_DONE)]
         if self.store is not None:
             for c in unscored:
-                if id(c) not in self._stored:
+                if not c.__dict__.get(_STORED):
                     try:
                         self._store_case(c)
                     except Exception:  # noqa: BLE001

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import inspect
 import logging
 import sys
@@ -127,9 +128,18 @@ async def aevaluate(
     if run is None:
         run = Run(store=store, run_id=run_id, name=run_name, config=run_config, judge_options=judge_options,
                   model=model, context=context)
-    elif model is not None:
-        run.context.default_model = model
-    ctx = run.context
+        ctx = run.context
+    else:
+        given = [n for n, v in (("store", store), ("run_id", run_id), ("judge_options", judge_options),
+                                ("context", context)) if v is not None]
+        if given:
+            raise ConfigurationError(f"evaluate(run=...) takes its store, id, judge options and context from the run; "
+                                     f"do not also pass {', '.join(given)}.")
+        ctx = run.context
+        if model is not None and model is not ctx.default_model:
+            # this call's default judge only: the run's own context (shared with its other callers) is left as is;
+            # the copy shares its cache, usage, hooks and semaphores
+            ctx = dataclasses.replace(ctx, default_model=model, _default_resolved=None)
     progress = _Progress(len(cases) if sized else None, show_progress)
     ctx.on_call.append(progress.on_call)
     run_id = run.begin(metrics, cases=len(cases) if sized else None)

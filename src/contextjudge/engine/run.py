@@ -95,8 +95,10 @@ class Run:
     def begin(self, metrics: Sequence[Any] = (), *, cases: int | None = None) -> str:
         """Open the run (in the store, when there is one) and return its id; a second call returns the same id."""
         with self._lock:
-            if self._begun:
+            if self._begun and not self._ended:
                 return self.id  # type: ignore[return-value]
+            self._ended = False  # an ended run that gets more work is resumed (a capture going on after
+            # score_deferred), and ends again later
             if self.store is None:
                 if self.id is None:
                     from ..cases.identity import new_run_id  # noqa: PLC0415

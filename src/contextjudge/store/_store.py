@@ -398,17 +398,26 @@ class ResultsStore:
         kill); returns their ids. Runs of other machines are left as they are: their processes cannot be seen."""
         host = socket.gethostname()
         with self._guard("read runs"), self._begin(write=False) as conn:
-            rows = conn.execute(select(S.runs.c.run_id, S.runs.c.config).where(S.runs.c.status == "running")).all()
-        gone = []
+            rows = conn.execute(select(S.runs.c.run_id, S.runs.c.config, S.runs.c.updated_at)
+                                .where(S.runs.c.status == "running")).all()
+        stale = []
         for row in rows:
             owner = (_loads(row.config, {}) or {}).get("owner") or {}
             if owner.get("host") == host and isinstance(owner.get("pid"), int) and not _alive(owner["pid"]):
-                gone.append(row.run_id)
-        if gone:
+                stale.append(row)
+        gone = []
+        if stale:
             now = time.time()
             with self._guard("mark interrupted runs"), self._begin() as conn:
-                conn.execute(update(S.runs).where(S.runs.c.run_id.in_(gone), S.runs.c.status == "running").values(
-                    status="interrupted", finished_at=now, updated_at=now))
+                for row in stale:
+                    # only if nobody resumed it since it was read (a resume rewrites its owner and updated_at)
+                    hit = conn.execute(update(S.runs).where(
+                        S.runs.c.run_id == row.run_id, S.runs.c.status == "running",
+                        S.runs.c.updated_at == row.updated_at).values(
+                        status="interrupted", finished_at=now, updated_at=now))
+                    if hit.rowcount:
+                        gone.append(row.run_id)
+        if gone:
             logger.warning("contextjudge: %d run(s) were left running by a process that is gone; marked "
                            "interrupted: %s (`contextjudge score --run ID` finishes their unscored cases).",
                            len(gone), ", ".join(gone))
@@ -588,8 +597,9 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 
 def _alive(pid: int) -> bool:
-    """Whether a process with this id runs on this machine (a signal-0 probe)."""
-    if pid == os.getpid():
+    """Whether a process with this id runs on this machine (a signal-0 probe; on Windows, where signal 0 would end
+    the process, every process counts as alive)."""
+    if pid == os.getpid() or os.name == "nt":
         return True
     try:
         os.kill(pid, 0)

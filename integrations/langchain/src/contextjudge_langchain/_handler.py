@@ -151,10 +151,13 @@ class ContextJudgeCallbackHandler(BaseTracer):
     def _assembler_wait(self) -> None:
         self._assembler.wait()
 
-    def _hand_over(self, timeout: float | None) -> None:
-        """The session's drain: assemble the finished roots, then submit the open conversations."""
-        if self._assembler.wait(timeout):
-            self.submit_conversations()
+    def _hand_over(self, timeout: float | None) -> bool:
+        """The session's drain: assemble the finished roots, then submit the open conversations; False when the
+        roots could not all be assembled within ``timeout``."""
+        if not self._assembler.wait(timeout):
+            return False
+        self.submit_conversations()
+        return True
 
     def flush(self, timeout: float | None = None) -> bool:
         """Close the open conversations, then wait until every captured case is scored."""

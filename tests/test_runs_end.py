@@ -13,7 +13,7 @@ import pytest
 from contextjudge import LLMTestCase, evaluate
 from contextjudge.capture import CapturedCase, CaptureSession
 from contextjudge.engine import Run
-from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
+from contextjudge.metrics import ContextualRelevancyMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
 

@@ -14,6 +14,7 @@ with readable markers (``[image 1]``, ``[image 1: alt text]``) and the images. A
 """
 
 from __future__ import annotations
+
 import base64
 import binascii
 import json
@@ -24,6 +25,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import unquote, urlparse
+
 from ..errors import ConfigurationError
 
 __all__ = ["IMAGES_KEY", "IMAGE_ALTS_KEY", "MLLMImage", "find_images", "has_images", "image_from_metadata", "join_images",

@@ -16,9 +16,9 @@ import sys
 from typing import Any, Sequence
 
 from .._result import EvaluationResult, MetricResult
-from .evaluate import evaluate
 from ..cases.testcase import ConversationalTestCase, LLMTestCase
 from ..errors import ConfigurationError
+from .evaluate import evaluate
 
 __all__ = ["assert_test", "format_failures"]
 

@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Sequence
 
 from .._aio import run_sync, submit
-from ..judges.context import in_judge_call, use_run_context
 from .._result import EvaluationResult, MetricResult
-from ..judges.retry import JudgeOptions
-from ..cases.testcase import ConversationalTestCase, LLMTestCase
-from ..errors import ConfigurationError
 from ..cases.goldens import Goldens, load_goldens
 from ..cases.identity import new_case_id
+from ..cases.testcase import ConversationalTestCase, LLMTestCase
+from ..errors import ConfigurationError
+from ..judges.context import in_judge_call, use_run_context
+from ..judges.options import JudgeOptions
 from .run import Run
 from .score import score_case
 

@@ -18,24 +18,18 @@ import time
 from typing import Any, Callable, Iterable, Sequence
 
 from .._aio import run_sync
-from ..judges.context import RunContext, use_run_context
 from .._result import EvaluationResult, Tally, TestResult, Usage
-from ..judges.retry import JudgeOptions
+from ..cases.identity import case_key
 from ..cases.testcase import ConversationalTestCase, LLMTestCase
 from ..errors import ConfigurationError, ConfigurationTypeError, InvalidTestCaseError
+from ..judges.context import RunContext, use_run_context
+from ..judges.options import JudgeOptions
 from .run import Run
 from .score import score_case
 
 __all__ = ["aevaluate", "case_key", "evaluate"]
 
 logger = logging.getLogger("contextjudge")
-
-
-def case_key(index: int, test_case: Any) -> str:
-    """The key of a case within a run (see ``contextjudge.identity.case_key``)."""
-    from ..cases.identity import case_key as _key  # noqa: PLC0415
-
-    return _key(index, test_case)
 
 
 class _Progress:

@@ -15,10 +15,10 @@ import os
 import threading
 from typing import Any, Sequence
 
+from .._result import MetricResult
 from ..judges.cache import VerdictCache
 from ..judges.context import RunContext
-from .._result import MetricResult
-from ..judges.retry import JudgeOptions
+from ..judges.options import JudgeOptions
 
 __all__ = ["Run", "metric_config"]
 

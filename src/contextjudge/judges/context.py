@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from .._result import Usage
 from .cache import VerdictCache
-from .retry import JudgeOptions
+from .options import JudgeOptions
 
 __all__ = ['CallHook', 'JUDGE_TAG', 'RunContext', 'current_run_context', 'in_judge_call', 'use_run_context']
 

@@ -6,6 +6,7 @@ takes image requests but reads only text: it judges the text around an image and
 """
 
 from __future__ import annotations
+
 import logging
 import re
 from typing import Any

@@ -1,10 +1,10 @@
 """The context metrics. Every metric takes DeepEval's parameters and has ``measure``, ``a_measure`` and ``a_score``."""
 
 from ..judges.templates import (
-    ContextUtilizationTemplate,
     ContextualPrecisionTemplate,
     ContextualRecallTemplate,
     ContextualRelevancyTemplate,
+    ContextUtilizationTemplate,
     RubricContextRecallTemplate,
     TurnContextualPrecisionTemplate,
     TurnContextualRecallTemplate,
@@ -13,10 +13,10 @@ from ..judges.templates import (
 from ._base import BaseMetric
 from ._formulas import fraction, weighted_cumulative_precision
 from ._single import (
-    ContextUtilizationMetric,
     ContextualPrecisionMetric,
     ContextualRecallMetric,
     ContextualRelevancyMetric,
+    ContextUtilizationMetric,
     RubricContextRecallMetric,
 )
 from ._turn import TurnContextualPrecisionMetric, TurnContextualRecallMetric, TurnContextualRelevancyMetric

@@ -7,17 +7,23 @@ import logging
 from typing import Any, ClassVar
 
 from .._aio import run_sync
+from .._result import MetricResult, Usage
+from ..cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode
+from ..errors import (
+    ConfigurationError,
+    ContextJudgeError,
+    InvalidTestCaseError,
+    JudgeError,
+    JudgeUnavailableError,
+    MissingTestCaseParamsError,
+)
 from ..judges.client import JudgeClient
 from ..judges.context import RunContext, current_run_context
+from ..judges.images import ImageRequests, judge_supports_images, judge_view
 from ..judges.models import judge_name, resolve_model
+from ..judges.options import JudgeOptions
 from ..judges.parsing import extract_json_candidates
 from ..judges.protocol import Item
-from .._result import MetricResult, Usage
-from ..judges.retry import JudgeOptions
-from ..cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode
-from ..errors import ConfigurationError, ContextJudgeError, InvalidTestCaseError, JudgeError, JudgeUnavailableError, \
-    MissingTestCaseParamsError
-from ..judges.images import ImageRequests, judge_supports_images, judge_view
 
 __all__ = ["BaseMetric", "Outcome"]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._text import split_sentences
+from ..cases.testcase import RetrievedNode
 from ..judges.client import JudgeClient
 from ..judges.protocol import Item, JudgeRequest
-from ..cases.testcase import RetrievedNode
-from .._text import split_sentences
 from ._base import Outcome, node_items
 from ._formulas import fraction, weighted_cumulative_precision
 

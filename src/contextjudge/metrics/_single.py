@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from ..cases.testcase import LLMTestCase
 from ..judges.client import JudgeClient
 from ..judges.protocol import JudgeRequest
-from ..cases.testcase import LLMTestCase
 from ..judges.templates import (
-    ContextUtilizationTemplate,
     ContextualPrecisionTemplate,
     ContextualRecallTemplate,
     ContextualRelevancyTemplate,
+    ContextUtilizationTemplate,
     RubricContextRecallTemplate,
 )
 from ._base import BaseMetric, Outcome, node_items

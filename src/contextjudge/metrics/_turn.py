@@ -10,11 +10,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable
 
-from ..judges.client import JudgeClient
 from .._result import Usage
 from ..cases.testcase import ConversationalTestCase, Turn
 from ..errors import ConfigurationError, InvalidTestCaseError, MissingTestCaseParamsError
-from ..judges.templates import TurnContextualPrecisionTemplate, TurnContextualRecallTemplate, TurnContextualRelevancyTemplate
+from ..judges.client import JudgeClient
+from ..judges.templates import (
+    TurnContextualPrecisionTemplate,
+    TurnContextualRecallTemplate,
+    TurnContextualRelevancyTemplate,
+)
 from ._base import BaseMetric, Outcome
 from ._cores import node_usefulness, sentence_relevance, statement_support
 from ._formulas import mean

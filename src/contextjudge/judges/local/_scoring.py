@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..protocol import Item, JudgeRequest
 from ..._text import split_sentences
+from ..protocol import Item, JudgeRequest
 from ._embeddings import EmbeddingCache
 from ._lexical import answer_occurs, content_tokens, lead_phrase, lead_tokens, token_recall
 

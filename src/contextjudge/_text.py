@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_sentences"]
+__all__ = ["shorten", "split_sentences"]
 
 _ABBREVIATIONS = {
     "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "inc", "ltd", "co", "corp",
@@ -65,3 +65,17 @@ def split_sentences(text: str) -> list[str]:
         else:
             merged.append(s)
     return merged
+
+
+def shorten(text: str | None, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters, cut only between words (never inside a word or a number
+    such as 0.81) and ended with an ellipsis when cut. ``textwrap.shorten`` would do the same but ends with
+    " [...]" and drops a first word longer than the limit altogether; a reason quoting a node keeps its first word."""
+    flat = " ".join((text or "").split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: max(1, limit - 1)]
+    space = cut.rfind(" ")
+    if space > 0:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:-(") + "…"

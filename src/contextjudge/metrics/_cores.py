@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._text import split_sentences
+from .._text import shorten, split_sentences
 from ..cases.testcase import RetrievedNode
 from ..judges.client import JudgeClient
 from ..judges.protocol import Item, JudgeRequest
@@ -20,12 +20,14 @@ __all__ = ["empty_retrieval", "node_usefulness", "sentence_relevance", "statemen
 
 
 def _short(text: str, n: int = 90) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= n else text[: n - 3] + "..."
+    return shorten(text, n)
 
 
 def _ranks(ks: list[int]) -> str:
-    return ", ".join(str(k) for k in ks) if ks else "none"
+    """'rank 3', 'ranks 1, 2', or 'none'."""
+    if not ks:
+        return "none"
+    return ("rank " if len(ks) == 1 else "ranks ") + ", ".join(str(k) for k in ks)
 
 
 def empty_retrieval(what: str) -> Outcome:
@@ -58,14 +60,14 @@ async def node_usefulness(client: JudgeClient, *, metric: str, input: str, refer
             reason += f" (rank 1: {_short(verdicts[0]['reason'], 120)})"
         reason += "."
     else:
-        reason = f"{len(useful)} of {len(nodes)} nodes are useful for {target}, at ranks {_ranks(useful)}."
+        reason = f"{len(useful)} of {len(nodes)} nodes are useful for {target}, at {_ranks(useful)}."
         outranking = [k for k in useless if k < useful[-1]]
         if outranking:
             k = outranking[0]
             reason += (f" Irrelevant rank {k} outranks useful rank {next(u for u in useful if u > k)}"
                        f" ({_short(verdicts[k - 1]['reason'])})")
             if len(outranking) > 1:
-                reason += f"; also irrelevant above a useful node: ranks {_ranks(outranking[1:])}"
+                reason += f"; also irrelevant above a useful node: {_ranks(outranking[1:])}"
             reason += "."
         else:
             reason += " Every useful node is ranked above every irrelevant one."
@@ -103,7 +105,7 @@ async def statement_support(client: JudgeClient, *, metric: str, input: str, ref
         reason += f" Unsupported: {shown}" + (f" and {len(unsupported) - 3} more" if len(unsupported) > 3 else "") + "."
     used = sorted({r for v in verdicts for r in v["supporting_ranks"]})
     if used:
-        reason += f" Supporting ranks: {_ranks(used)}."
+        reason += f" Supporting nodes: {_ranks(used)}."
     return Outcome(score, verdicts, reason, usage=ans.usage,
                    details={"unsupported_statements": [v["statement"] for v in unsupported],
                             "statements": statements})
@@ -148,10 +150,10 @@ async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, no
     reason = f"{sum(flags)} of {len(flags)} sentences of the retrieval are relevant to the input."
     full = [k for k, h, n in node_rel if h == n]
     if full:
-        reason += f" Fully relevant nodes: ranks {_ranks(full)}."
+        reason += f" Fully relevant nodes: {_ranks(full)}."
     if empty_nodes:
         first = next((v for v in verdicts if v["rank"] == empty_nodes[0]), None)
-        reason += f" Nodes with nothing relevant: ranks {_ranks(empty_nodes)}"
+        reason += f" Nodes with nothing relevant: {_ranks(empty_nodes)}"
         reason += f" (rank {empty_nodes[0]}: {_short(first['reason'])})." if first and first["reason"] else "."
     return Outcome(score, verdicts, reason, usage=ans.usage if ans else None,
                    details={"node_relevance": [{"rank": k, "relevant": h, "sentences": n} for k, h, n in node_rel]},

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .._result import EvaluationResult, MetricResult, TestResult
+from .._text import shorten
+from ..cases.images import has_images, split_images
 from ..cases.testcase import ConversationalTestCase
 from ._stats import Interval, bootstrap_mean, pair_key, paired_difference
-from ..cases.images import has_images, split_images
 
 __all__ = ["MetricChange", "RunView", "compare_runs", "render_html"]
 
@@ -300,8 +301,7 @@ def _short(text: str | None, n: int = 110) -> str:
     t = text or ""
     if has_images(t):  # cut the readable form, never a token that carries an image
         t = split_images(t)[0]
-    t = " ".join(t.split())
-    return t if len(t) <= n else t[: n - 1] + "…"
+    return shorten(t, n)
 
 
 def _case_input(tc: Any) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._text import split_sentences
+from ..._text import shorten, split_sentences
 from ..protocol import Item, JudgeRequest
 from ._embeddings import EmbeddingCache
 from ._lexical import answer_occurs, content_tokens, lead_phrase, lead_tokens, token_recall
@@ -86,8 +86,7 @@ def _relative(cos: np.ndarray) -> np.ndarray:
 
 
 def _short(text: str, n: int = 80) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 3] + "..."
+    return shorten(text, n)
 
 
 def _round(x: float) -> float:
@@ -188,22 +187,26 @@ class Scorer:
         for i, it in enumerate(req.items):
             c = _round(conf[i])
             yes = c >= 0.5
-            parts = [f"similarity to the question {info['cos_q'][i]:.2f}"]
-            if req.reference:
-                parts.append(f"to question + reference {info['cos_qr'][i]:.2f}")
-            if len(texts) >= MIN_NODES_RELATIVE:
-                parts.append(f"{info['cos_rel'][i]:+.2f} against the average node")
-            if req.reference:
-                if info["answer_occurs"][i]:
-                    parts.append(f"the answer '{_short(req.reference, 40)}' occurs in it")
-                else:
-                    parts.append(f"{info['ref_recall'][i]:.0%} of the reference's words occur")
-            parts.append(f"{info['q_recall'][i]:.0%} of the question's words occur")
+            # plain words first (what the node is about, what of the question or answer it holds), figures after
+            why = []
             if req.reference and info["lead_q"][i] >= 0.5:
-                parts.append(f"it is about '{_short(lead_phrase(it.text), 40)}', which the question names")
+                why.append(f"it is about '{_short(lead_phrase(it.text), 40)}', which the question names")
+            if req.reference and info["answer_occurs"][i]:
+                why.append(f"the answer '{_short(req.reference, 40)}' occurs in it")
+            shared = sorted(info["qtok"] & content_tokens(it.text))
+            why.append(f"it shares {len(shared)} of the question's {len(info['qtok'])} content words"
+                       + (f" ({', '.join(shared[:5])})" if shared else ""))
+            figures = [f"confidence {c:.2f}", f"similarity to the question {info['cos_q'][i]:.2f}"]
+            if req.reference:
+                figures.append(f"to question + reference {info['cos_qr'][i]:.2f}")
+                if not info["answer_occurs"][i]:
+                    figures.append(f"{info['ref_recall'][i]:.0%} of the reference's words occur")
+            if len(texts) >= MIN_NODES_RELATIVE:
+                figures.append(f"{info['cos_rel'][i]:+.2f} against the average node")
             best = self._best_sentence(it.text, info["qtok"] | info.get("rtok", frozenset()))
-            reason = (f"{'Useful' if yes else 'Not useful'} for {target} (confidence {c:.2f}): "
-                      + ", ".join(parts) + (f"; best-matching sentence: '{_short(best)}'" if best else "") + ".")
+            reason = (f"{'Useful' if yes else 'Not useful'} for {target}: " + "; ".join(why)
+                      + (f". Best-matching sentence: '{_short(best)}'" if best else "")
+                      + " (" + ", ".join(figures) + ").")
             out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c})
         return out
 
@@ -245,9 +248,9 @@ class Scorer:
             c = _round(confs[i])
             yes = c >= 0.5
             shared = sorted(qtok & content_tokens(it.text))
-            reason = (f"{'Relevant' if yes else 'Not relevant'} to the input (confidence {c:.2f}): its node's "
-                      f"similarity to the question is {cos:.2f}; it shares {len(shared)} of the question's "
-                      f"{len(qtok)} content words" + (f" ({', '.join(shared[:6])})" if shared else "") + ".")
+            reason = (f"{'Relevant' if yes else 'Not relevant'} to the input: it shares {len(shared)} of the "
+                      f"question's {len(qtok)} content words" + (f" ({', '.join(shared[:6])})" if shared else "")
+                      + f" (confidence {c:.2f}, similarity to the question {cos:.2f}).")
             out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c})
         return out
 
@@ -271,9 +274,10 @@ class Scorer:
             yes = c >= 0.5
             ids = [req.context[k].id for k in range(len(req.context)) if conf[i, k] >= 0.5] if yes else []
             best = req.context[j]
-            reason = (f"{'Supported' if yes else 'Not supported'} (confidence {c:.2f}): best node {best.id}, "
-                      f"similarity {cos[i, j]:.2f}, {rec[i, j]:.0%} of the statement's words occur in it; closest "
-                      f"sentence: '{_short(self._best_sentence(best.text, content_tokens(it.text)))}'.")
+            reason = (f"{'Supported' if yes else 'Not supported'}: {rec[i, j]:.0%} of the statement's words occur "
+                      f"in its closest node, {best.id}, whose closest sentence is "
+                      f"'{_short(self._best_sentence(best.text, content_tokens(it.text)))}' "
+                      f"(confidence {c:.2f}, similarity {cos[i, j]:.2f}).")
             out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c,
                         "node_ids": ids})
         return out

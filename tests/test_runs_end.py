@@ -212,6 +212,7 @@ def test_a_session_restarts_its_worker_after_close():
     assert session.close(10)
     session.submit(CapturedCase(_case(2)))  # e.g. a late request after shutdown began
     assert session.flush(10) and all(c.results for c in session.cases)
+    assert session._closed is False  # noqa: SLF001 - interpreter exit looks after it again
     session.close(5)
 
 

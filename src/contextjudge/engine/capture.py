@@ -394,6 +394,7 @@ class CaptureSession:
             with self._lock:
                 self.seen += 1
                 case.__dict__[_POSITION] = self.seen - 1
+                self._closed = False  # a case after close(): exit looks after this session again
             if self.store is not None and self.mode != "background":
                 self._store_case(case)
             victims: list[CapturedCase] = []

@@ -23,6 +23,13 @@ def _short(text: str, n: int = 90) -> str:
     return shorten(text, n)
 
 
+def _gist(reason: str, n: int = 200) -> str:
+    """A verdict's reason as quoted in a metric's reason: its first sentence (what the judge said and why, figures
+    included), whole when it fits, never cut inside a word."""
+    first = split_sentences(reason or "")
+    return shorten(first[0] if first else reason, n).rstrip(".")
+
+
 def _ranks(ks: list[int]) -> str:
     """'rank 3', 'ranks 1, 2', or 'none'."""
     if not ks:
@@ -57,7 +64,7 @@ async def node_usefulness(client: JudgeClient, *, metric: str, input: str, refer
     if not useful:
         reason = f"None of the {len(nodes)} nodes is useful for {target}"
         if verdicts:
-            reason += f" (rank 1: {_short(verdicts[0]['reason'], 120)})"
+            reason += f" (rank 1: {_gist(verdicts[0]['reason'])})"
         reason += "."
     else:
         reason = f"{len(useful)} of {len(nodes)} nodes are useful for {target}, at {_ranks(useful)}."
@@ -65,7 +72,7 @@ async def node_usefulness(client: JudgeClient, *, metric: str, input: str, refer
         if outranking:
             k = outranking[0]
             reason += (f" Irrelevant rank {k} outranks useful rank {next(u for u in useful if u > k)}"
-                       f" ({_short(verdicts[k - 1]['reason'])})")
+                       f" ({_gist(verdicts[k - 1]['reason'])})")
             if len(outranking) > 1:
                 reason += f"; also irrelevant above a useful node: {_ranks(outranking[1:])}"
             reason += "."
@@ -154,7 +161,7 @@ async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, no
     if empty_nodes:
         first = next((v for v in verdicts if v["rank"] == empty_nodes[0]), None)
         reason += f" Nodes with nothing relevant: {_ranks(empty_nodes)}"
-        reason += f" (rank {empty_nodes[0]}: {_short(first['reason'])})." if first and first["reason"] else "."
+        reason += f" (rank {empty_nodes[0]}: {_gist(first['reason'])})." if first and first["reason"] else "."
     return Outcome(score, verdicts, reason, usage=ans.usage if ans else None,
                    details={"node_relevance": [{"rank": k, "relevant": h, "sentences": n} for k, h, n in node_rel]},
                    judged=ans is not None)

@@ -1,6 +1,6 @@
 """Agreement of the embedded judge (model="local") with gold relevance labels, through the core metrics.
 
-    python benchmarks/agreement.py --data-dir ../shared/data [--limit N]
+    python benchmarks/agreement.py --data-dir ../shared/data [--limit N] [--sizes 1 2 3 full]
 
 Runs contextjudge's metrics with one LocalJudge over the four development files and prints, as its last line, one
 JSON object:
@@ -13,6 +13,21 @@ JSON object:
 - clapnq: mean ContextualRecallMetric with all four passages (gold present) and with the three negatives only.
 - mtrag: TurnContextualRelevancyMetric on the conversation (turns, then an assistant turn holding the passages);
   node confidence = highest sentence confidence; ROC AUC against the human-marked passages.
+
+Node verdicts by request size (a verdict should not depend on the node's neighbours): after each of hotpotqa,
+trec_dl and mtrag, the same metric as above (ContextualPrecisionMetric, ContextualRelevancyMetric,
+TurnContextualRelevancyMetric) judges the same nodes again in requests of k nodes: each row's nodes cut into
+consecutive chunks of k (the last chunk may be shorter; size 1 = each node alone, "full" = the whole request as
+above), each chunk its own test case. For the relevancy metrics a node is yes when any of its sentences is. Per
+size, flat keys appended after the keys above (which keep their names and order):
+- "<set>.size1.auc", "<set>.size1.acc", ..., "<set>.full.auc", "<set>.full.acc": node ROC AUC and accuracy against
+  the same gold labels (the full figures equal the set's node_auc and, for hotpotqa, node_accuracy);
+- "<set>.flip.size1": the share of nodes whose yes/no differs from the full request's, "<set>.flip_to_yes.size1"
+  the share that is no in the full request and yes in the small one;
+- "<set>.sentence_flip.size1" (trec_dl, mtrag): the share of sentences whose verdict differs from the full request's;
+- "<set>.by_size.nodes", ".sentences", ".seconds": what was judged, and the wall time of all its size runs.
+The same figures are printed as a table just before the JSON line. ``--sizes`` chooses the sizes (a number of
+nodes, or full); ``--sizes`` alone skips these runs (for example with ``--sets hotpotqa`` to measure speed).
 """
 
 from __future__ import annotations
@@ -24,6 +39,8 @@ import pickle
 import resource
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,10 +167,26 @@ def _node_conf_from_sentences(verdicts: list[dict[str, Any]], n_nodes: int) -> l
     return best
 
 
+def hotpotqa_case(r: dict[str, Any], passages: list[dict[str, Any]]) -> LLMTestCase:
+    return LLMTestCase(input=r["question"], actual_output=r["reference_answer"], expected_output=r["reference_answer"],
+                       retrieval_context=[p["text"] for p in passages])
+
+
+def question_case(r: dict[str, Any], passages: list[dict[str, Any]]) -> LLMTestCase:
+    """The question and the passages, no reference (TREC DL has none)."""
+    return LLMTestCase(input=r["question"], retrieval_context=[p["text"] for p in passages])
+
+
+def mtrag_case(r: dict[str, Any], passages: list[dict[str, Any]]) -> ConversationalTestCase:
+    """The turns, then an assistant turn holding the passages."""
+    turns = [Turn(role=t["role"], content=t["content"]) for t in r["turns"]]
+    turns.append(Turn(role="assistant", content=r["reference_answer"] or "",
+                      retrieval_context=[p["text"] for p in passages]))
+    return ConversationalTestCase(turns=turns)
+
+
 def hotpotqa(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
-    cases = [LLMTestCase(input=r["question"], actual_output=r["reference_answer"],
-                         expected_output=r["reference_answer"], retrieval_context=[p["text"] for p in r["passages"]])
-             for r in rows]
+    cases = [hotpotqa_case(r, r["passages"]) for r in rows]
     metrics = [ContextualPrecisionMetric(model=judge), ContextUtilizationMetric(model=judge),
                ContextualRecallMetric(model=judge), ContextualRelevancyMetric(model=judge)]
     res, secs = _run(cases, metrics)
@@ -180,7 +213,7 @@ def hotpotqa(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
 
 
 def trec_dl(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
-    cases = [LLMTestCase(input=r["question"], retrieval_context=[p["text"] for p in r["passages"]]) for r in rows]
+    cases = [question_case(r, r["passages"]) for r in rows]
     metric = ContextualRelevancyMetric(model=judge)
     res, secs = _run(cases, [metric])
     conf, rel, grade = [], [], []
@@ -207,12 +240,7 @@ def clapnq(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
 
 
 def mtrag(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
-    cases = []
-    for r in rows:
-        turns = [Turn(role=t["role"], content=t["content"]) for t in r["turns"]]
-        turns.append(Turn(role="assistant", content=r["reference_answer"] or "",
-                          retrieval_context=[p["text"] for p in r["passages"]]))
-        cases.append(ConversationalTestCase(turns=turns))
+    cases = [mtrag_case(r, r["passages"]) for r in rows]
     metric = TurnContextualRelevancyMetric(model=judge)
     res, secs = _run(cases, [metric])
     conf, rel = [], []
@@ -221,6 +249,125 @@ def mtrag(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
         rel += [bool(p["relevant"]) for p in r["passages"]]
     return {"node_auc": round(roc_auc(conf, rel), 4), "cases": len(rows), "nodes": len(conf),
             "seconds": round(secs, 1)}
+
+# ------------------------------------------------------------------------------------------- per request size
+SIZES = ("1", "2", "3", "full")
+# The metric whose node verdicts each set is judged by at every request size, and how a chunk becomes a test case.
+SIZE_RUNS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "hotpotqa": (ContextualPrecisionMetric, hotpotqa_case),
+    "trec_dl": (ContextualRelevancyMetric, question_case),
+    "mtrag": (TurnContextualRelevancyMetric, mtrag_case),
+}
+
+
+def request_size(text: str) -> str:
+    """A --sizes value: a positive number of nodes, or "full" (the whole request)."""
+    if text == "full" or (text.isdigit() and int(text) > 0):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: a size is a positive number of nodes or 'full'")
+
+
+def size_label(size: str) -> str:
+    return "full" if size == "full" else f"size{size}"
+
+
+def chunks(n: int, size: str) -> list[range]:
+    """Consecutive chunks of a request's ``n`` nodes, ``size`` each (the last may be shorter); "full" is one chunk."""
+    k = n if size == "full" else int(size)
+    return [range(i, min(i + k, n)) for i in range(0, n, k)] if n else []
+
+
+@dataclass
+class Judged:
+    """Each node's verdict and confidence in data order, and each sentence's verdict for the relevancy metrics.
+
+    A node is yes when any of its verdicts is yes, and its confidence is the highest of them: for node verdicts that
+    is the node's own, for sentence verdicts it is the node confidence ``_node_conf_from_sentences`` gives."""
+
+    yes: list[bool]
+    conf: list[float]
+    sentences: dict[tuple[int, str], bool]  # (node index, "s3") -> yes; empty for node verdicts
+    seconds: float
+
+
+def judge_in_chunks(rows: list[dict[str, Any]], judge: LocalJudge, set_name: str, size: str) -> Judged:
+    """Judge every node in requests of ``size`` nodes: each row's nodes cut into consecutive chunks, each chunk its own
+    test case, all through one evaluate() run."""
+    metric_cls, make_case = SIZE_RUNS[set_name]
+    metric = metric_cls(model=judge)
+    cases, spans, base = [], [], 0
+    for r in rows:
+        for span in chunks(len(r["passages"]), size):
+            cases.append(make_case(r, [r["passages"][i] for i in span]))
+            spans.append(range(base + span.start, base + span.stop))
+        base += len(r["passages"])
+    res, secs = _run(cases, [metric])
+    yes, conf, sentences = [False] * base, [0.0] * base, {}
+    for span, tr in zip(spans, res.test_results, strict=True):
+        for v in tr.metric(metric.name).verdicts:
+            node = span[int(v["rank"]) - 1]
+            verdict = v["verdict"] == "yes"
+            yes[node] = yes[node] or verdict
+            conf[node] = max(conf[node], float(v.get("confidence") or 0.0))
+            if "." in v["id"]:  # "n2.s3": the chunk's rank, then the sentence, numbered within its node
+                sentences[(node, v["id"].split(".", 1)[1])] = verdict
+    return Judged(yes, conf, sentences, secs)
+
+
+def by_size(rows: list[dict[str, Any]], judge: LocalJudge, set_name: str, sizes: list[str]) -> dict[str, Any]:
+    """Node ROC AUC and accuracy at each request size, and how often a verdict differs from the full request's.
+
+    Keys: "<set>.size1.auc", "<set>.size1.acc", ..., "<set>.full.auc"; "<set>.flip.size1" (share of nodes whose
+    yes/no differs from the full request), "<set>.flip_to_yes.size1" (share of nodes no in full, yes alone);
+    for the relevancy metrics "<set>.sentence_flip.size1" (share of sentences whose verdict differs)."""
+    gold = np.array([bool(p["relevant"]) for r in rows for p in r["passages"]])
+    judged = {s: judge_in_chunks(rows, judge, set_name, s) for s in dict.fromkeys([*sizes, "full"])}
+    full = judged["full"]
+    full_yes = np.array(full.yes)
+    out: dict[str, Any] = {}
+    for s in sizes:
+        j = judged[s]
+        yes = np.array(j.yes)
+        out[f"{set_name}.{size_label(s)}.auc"] = round(roc_auc(j.conf, gold), 4)
+        out[f"{set_name}.{size_label(s)}.acc"] = round(float(np.mean(yes == gold)), 4)
+    for s in sizes:
+        if s == "full":
+            continue
+        j = judged[s]
+        yes = np.array(j.yes)
+        out[f"{set_name}.flip.size{s}"] = round(float(np.mean(yes != full_yes)), 4)
+        out[f"{set_name}.flip_to_yes.size{s}"] = round(float(np.mean(yes & ~full_yes)), 4)
+        if full.sentences:
+            if j.sentences.keys() != full.sentences.keys():
+                raise AssertionError(f"{set_name} size {s}: not the same sentences as in the full requests")
+            changed = sum(j.sentences[k] != v for k, v in full.sentences.items())
+            out[f"{set_name}.sentence_flip.size{s}"] = round(changed / len(full.sentences), 4)
+    out[f"{set_name}.by_size.nodes"] = len(gold)
+    out[f"{set_name}.by_size.sentences"] = len(full.sentences) or None
+    out[f"{set_name}.by_size.seconds"] = round(sum(j.seconds for j in judged.values()), 1)
+    return out
+
+
+def size_table(figures: dict[str, Any], sets: list[str], sizes: list[str]) -> str:
+    """The per-size figures as a readable table (the same numbers as the JSON keys)."""
+    def cell(key: str) -> str:
+        v = figures.get(key)
+        return "-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
+
+    head = f"{'set':<9} {'size':<5} {'AUC':>7} {'acc':>7} {'flip':>7} {'to yes':>7} {'sent.flip':>9}"
+    lines = ["Node verdicts by request size (flips: against the same node in the full request)", head,
+             "-" * len(head)]
+    for name in sets:
+        for s in sizes:
+            lab = size_label(s)
+            lines.append(f"{name:<9} {s:<5} {cell(f'{name}.{lab}.auc'):>7} {cell(f'{name}.{lab}.acc'):>7} "
+                         f"{cell(f'{name}.flip.{lab}'):>7} {cell(f'{name}.flip_to_yes.{lab}'):>7} "
+                         f"{cell(f'{name}.sentence_flip.{lab}'):>9}")
+        lines.append(f"{'':<9} ({figures[f'{name}.by_size.nodes']} nodes"
+                     + (f", {figures[f'{name}.by_size.sentences']} sentences"
+                        if figures.get(f"{name}.by_size.sentences") else "")
+                     + f", {figures[f'{name}.by_size.seconds']} s for all sizes)")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -232,17 +379,28 @@ def main() -> None:
     ap.add_argument("--skip", nargs="*", default=[], metavar="SET=N",
                     help="leave out the first N rows of a set, e.g. hotpotqa=200 mtrag=150: the rows the local "
                          "judge's weights were fitted on, to see the figures on the others")
+    ap.add_argument("--sizes", nargs="*", type=request_size, default=list(SIZES), metavar="SIZE",
+                    help="request sizes to judge HotpotQA, TREC DL and MTRAG nodes at: a number of nodes, or full "
+                         "(default: 1 2 3 full); --sizes with nothing after it leaves the per-size runs out")
     args = ap.parse_args()
     skip = {k: int(v) for k, v in (kv.split("=") for kv in args.skip)}
     t0 = time.perf_counter()
     judge = LocalJudge()
     out: dict[str, Any] = {}
+    sizes = list(dict.fromkeys(args.sizes))
+    per_size: dict[str, Any] = {}
     for name, fn in (("hotpotqa", hotpotqa), ("trec_dl", trec_dl), ("clapnq", clapnq), ("mtrag", mtrag)):
         if name not in args.sets:
             continue
         rows = load(args.data_dir, name)[skip.get(name, 0):]
-        out[name] = fn(rows[: args.limit] if args.limit else rows, judge)
+        rows = rows[: args.limit] if args.limit else rows
+        out[name] = fn(rows, judge)
         print(f"{name}: {json.dumps(out[name])}", file=sys.stderr, flush=True)
+        # After the set's own run, so its nodes are embedded already and nodes_per_second is measured as before.
+        if sizes and name in SIZE_RUNS:
+            figures = by_size(rows, judge, name, sizes)
+            print(f"{name} by size: {json.dumps(figures)}", file=sys.stderr, flush=True)
+            per_size.update(figures)
     hp = out.get("hotpotqa", {"nodes": 0, "seconds": 0})
     out["nodes_per_second"] = round(hp["nodes"] / hp["seconds"], 2) if hp["seconds"] else None
     out["peak_memory_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -256,6 +414,9 @@ def main() -> None:
     out["targets_missed"] = sorted(k for k, t in TARGETS.items()
                                    if k.split(".")[0] in (*args.sets, "nodes_per_second")
                                    and (value(k) is None or value(k) < t))
+    out.update(per_size)  # after the figures that were there before, which keep their keys and order
+    if per_size:
+        print(size_table(per_size, [n for n in SIZE_RUNS if n in args.sets], sizes), flush=True)
     print(json.dumps(out))
 
 

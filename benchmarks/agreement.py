@@ -212,6 +212,46 @@ def hotpotqa(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
             "cases": len(rows), "nodes": n_nodes, "seconds": round(secs, 1)}
 
 
+def demo_distractors(judge: LocalJudge) -> dict[str, Any]:
+    """Same-corpus distractors (issue 14): the demo corpus' 15 golden questions, each with its relevant documents and
+    every other document of the same category (same company, same topic family, not what the question asks),
+    judged by ContextualPrecisionMetric with the expected output as reference, and by ContextualRelevancyMetric
+    without one. A measurement only: nothing is fitted on this corpus."""
+    from importlib.resources import files  # noqa: PLC0415
+
+    root = files("contextjudge") / "data/demo_corpus"
+    docs = json.loads((root / "docs.json").read_text("utf-8"))["documents"]
+    goldens = json.loads((root / "goldens.json").read_text("utf-8"))["goldens"]
+    by_id = {d["id"]: d for d in docs}
+    cases, labels = [], []
+    for g in goldens:
+        cats = {by_id[i]["category"] for i in g["relevant_ids"]}
+        ids = list(g["relevant_ids"]) + [d["id"] for d in docs if d["category"] in cats
+                                         and d["id"] not in g["relevant_ids"]]
+        cases.append(LLMTestCase(input=g["input"], actual_output=g["expected_output"],
+                                 expected_output=g["expected_output"],
+                                 retrieval_context=[by_id[i]["text"] for i in ids]))
+        labels.append([i in g["relevant_ids"] for i in ids])
+    metrics = [ContextualPrecisionMetric(model=judge), ContextualRelevancyMetric(model=judge)]
+    res, _ = _run(cases, metrics)
+    out: dict[str, Any] = {"questions": len(goldens), "distractors": sum(len(lab) - sum(lab) for lab in labels)}
+    for key, metric in (("reference", metrics[0]), ("no_reference", metrics[1])):
+        yes, gold = [], []
+        for lab, tr in zip(labels, res.test_results):
+            m = tr.metric(metric.name)
+            if key == "reference":
+                got = {v["rank"] - 1: v["verdict"] == "yes" for v in m.verdicts}
+            else:
+                conf = _node_conf_from_sentences(m.verdicts, len(lab))
+                got = dict(enumerate(c >= 0.5 for c in conf))
+            yes += [got[k] for k in range(len(lab))]
+            gold += lab
+        y, g_ = np.array(yes), np.array(gold)
+        out[f"{key}.false_yes"] = round(float(y[~g_].mean()), 4)
+        out[f"{key}.recall_of_relevant"] = round(float(y[g_].mean()), 4)
+    return out
+
+
 def trec_dl(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
     cases = [question_case(r, r["passages"]) for r in rows]
     metric = ContextualRelevancyMetric(model=judge)
@@ -401,6 +441,9 @@ def main() -> None:
             figures = by_size(rows, judge, name, sizes)
             print(f"{name} by size: {json.dumps(figures)}", file=sys.stderr, flush=True)
             per_size.update(figures)
+    if not args.limit:
+        out["demo_distractors"] = demo_distractors(judge)
+        print(f"demo_distractors: {json.dumps(out['demo_distractors'])}", file=sys.stderr, flush=True)
     hp = out.get("hotpotqa", {"nodes": 0, "seconds": 0})
     out["nodes_per_second"] = round(hp["nodes"] / hp["seconds"], 2) if hp["seconds"] else None
     out["peak_memory_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -79,6 +79,31 @@ def decision_offset(x: np.ndarray, y: np.ndarray, beta: np.ndarray, sizes: list[
     return -float(np.log(best[1] / (1 - best[1]))), best[0]
 
 
+def cross_validated(parts: list[tuple[str, np.ndarray, np.ndarray]], keep: list[int], model: str, held: str,
+                    folds: int = 5) -> str:
+    """``held``'s node AUC and accuracy when each fifth of its questions is judged by weights fitted without them
+    (the other sets always in the fit): TREC DL's development rows are all in the published fit."""
+    sizes = SIZES.get(held) or []
+    part = next((p for p in parts if p[0] == held), None)
+    if part is None or not sizes:
+        return f"{held}: not in this fit"
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    conf = np.zeros(len(part[2]))
+    for f in range(folds):
+        test = group % folds == f
+        xs, ys, ws = [], [], []
+        for name, xp, yp in parts:
+            m = ~test if name == held else np.ones(len(yp), bool)
+            xs.append(xp[m][:, keep])
+            ys.append(yp[m])
+            ws.append(np.full(int(m.sum()), SET_WEIGHT.get((model, name), 1.0) / m.sum()))
+        w = np.concatenate(ws)
+        beta = fit_logistic(np.vstack(xs), np.concatenate(ys), w * len(w) / w.sum())
+        conf[test] = 1 / (1 + np.exp(-(part[1][test][:, keep] @ beta)))
+    acc = float(np.mean((conf >= 0.5) == (part[2] > 0.5)))
+    return f"{held}, {folds}-fold cross-validated by question: auc={roc_auc(conf, part[2]):.3f} acc={acc:.3f}"
+
+
 def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, int]) -> Sets:
     sets: Sets = {"node_short": [], "node_long": [], "node_noref": [],
                                                                  "support": []}
@@ -106,13 +131,14 @@ def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, 
                 yr.append(labels)
             if ref and name in ("clapnq", "mtrag"):
                 statements = split_sentences(ref)
-                cos, rec = scorer.support_features(statements, texts)
+                cos, rec, miss = scorer.support_features(statements, texts)
                 xs.append(np.column_stack([np.ones(cos.size), cos.ravel(), rec.ravel()]))
                 ys.append(np.tile(labels, len(statements)))
         if xr:
             sets[ref_model].append((name, np.vstack(xr), np.concatenate(yr)))
             SIZES[name] = [len(r["passages"]) for r in rows]
         sets["node_noref"].append((name, np.vstack(xn), np.concatenate(yn)))
+        SIZES.setdefault(name, [len(r["passages"]) for r in rows])
         if xs:
             sets["support"].append((name, np.vstack(xs), np.concatenate(ys)))
         print(f"{name}: {len(rows)} rows, {scorer.cache.embedded} texts embedded so far", file=sys.stderr, flush=True)
@@ -142,12 +168,8 @@ def main() -> None:
         if disk:
             disk.save()
     for model, parts in sets.items():
-        # Node models also get an absolute variant without the relative cosine (column 3 for the reference models,
-        # 2 without), used when a request has too few nodes to compare (see MIN_NODES_RELATIVE).
-        variants = [(model, None)]
-        if model.startswith("node_"):
-            variants.append((model + "/abs", 3 if model != "node_noref" else 2))
-        for name_v, drop in variants:
+        # Every feature is of the node and the question (and reference) alone, so one model serves every request size.
+        for name_v, drop in [(model, None)]:
             keep = [j for j in range(parts[0][1].shape[1]) if j != drop]
             x = np.vstack([p[1][:, keep] for p in parts])
             y = np.concatenate([p[2] for p in parts])
@@ -157,8 +179,10 @@ def main() -> None:
             print(f'"{name_v}": [{", ".join(f"{b:.3f}" for b in beta)}],')
             if name_v == "node_short":
                 off, mae = decision_offset(x, y, beta, SIZES["hotpotqa"])
-                print(f"    decision offset (add to the bias of node_short and node_short/abs): {off:.3f} "
+                print(f"    decision offset (add to the bias of node_short): {off:.3f} "
                       f"(precision MAE {mae:.3f})")
+            if model == "node_noref":
+                print("    " + cross_validated(parts, keep, model, "trec_dl"))
             for name, xp, yp in parts:
                 z = xp[:, keep] @ beta
                 acc = float(np.mean((z >= 0) == (yp > 0.5)))

@@ -6,7 +6,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["answer_occurs", "content_tokens", "lead_phrase", "lead_tokens", "normalize", "token_recall"]
+__all__ = ["answer_occurs", "content_tokens", "lead_phrase", "lead_tokens", "normalize", "specifics", "token_recall"]
 
 # Function words carry no evidence of relevance. A short fixed list keeps the judge language-light and deterministic.
 _STOPWORDS = frozenset("""
@@ -81,3 +81,40 @@ def lead_phrase(text: str) -> str:
 def lead_tokens(text: str) -> frozenset[str]:
     """The content words of ``lead_phrase(text)``."""
     return content_tokens(lead_phrase(text))
+
+
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty".split())}
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"[^\W\d_][\w'\-]*", re.UNICODE)
+
+
+@lru_cache(maxsize=100_000)
+def specifics(text: str) -> frozenset[str]:
+    """What a statement asserts that a topic match does not prove: its numbers (digits, or number words up to
+    twenty, as digits) and its names (capitalised words other than a sentence's first word, lower-cased).
+
+    "Employees may carry over 5 days to January." -> {"5", "january"}. A node that shares the statement's topic but
+    not these does not support it.
+    """
+    out: set[str] = {n.replace(",", "") for n in _NUMBER.findall(text or "")}
+    for sentence in re.split(r"(?<=[.!?;:])\s+|\n+", text or ""):
+        for k, m in enumerate(_WORD.finditer(sentence)):
+            w = m.group(0)
+            low = w.lower()
+            if low in _NUMBER_WORDS:
+                out.add(_NUMBER_WORDS[low])
+            elif k > 0 and w[0].isupper() and low not in _STOPWORDS and len(w) > 1:
+                out.add(normalize(w))
+    return frozenset(out)
+
+
+def specifics_in(needle: frozenset[str], text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(found, missing): which of ``needle`` (from ``specifics``) occur in ``text`` as words or numbers."""
+    if not needle:
+        return frozenset(), frozenset()
+    have = set(normalize(text).split()) | {n.replace(",", "") for n in _NUMBER.findall(text)}
+    have |= {_NUMBER_WORDS[w] for w in have if w in _NUMBER_WORDS}
+    found = frozenset(x for x in needle if x in have or all(p in have for p in x.split()))
+    return found, needle - found

@@ -20,7 +20,7 @@ import numpy as np
 from ..._text import shorten, split_sentences
 from ..protocol import Item, JudgeRequest
 from ._embeddings import EmbeddingCache
-from ._lexical import answer_occurs, content_tokens, lead_phrase, lead_tokens, token_recall
+from ._lexical import answer_occurs, content_tokens, lead_phrase, lead_tokens, specifics, specifics_in, token_recall
 
 __all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer"]
 
@@ -28,35 +28,33 @@ __all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer"]
 # development files of ../shared/data only (HotpotQA first 200 questions, TREC DL all 68, ClapNQ all 143, MTRAG first
 # 150 turns), embed_chars=256: L2-regularised (1e-3) logistic regression by Newton's method, each data set weighted
 # equally except TREC DL, which counts 3 times in the no-reference model (see SET_WEIGHT in that script); gold labels
-# as described there. "/abs" variants leave out the relative cosine and judge requests with fewer than
-# MIN_NODES_RELATIVE nodes. Few, simple features on purpose: a held-out half checks these figures.
+# as described there. Every feature is of one node and the question (and reference) alone: a node's verdict never
+# depends on the other nodes of its request, nor on their number or order (issue 14). Few, simple features on
+# purpose: a held-out half checks these figures.
 #   python benchmarks/calibrate_local.py --data-dir ../shared/data --rows hotpotqa=200 mtrag=150 --trec-weight 3
-CALIBRATION_VERSION = "2026-11-21.3"
+CALIBRATION_VERSION = "2026-11-24.1"
 CALIBRATION: dict[str, list[float]] = {
-    # node_usefulness with a reference: bias, cos(question), cos(question + reference), that cosine minus its mean
-    # over the request's nodes, short answer occurs, reference word recall, question word recall, and the share of
-    # the node's lead phrase (its subject: "Harvey Pekar (1939-2010) was ...") that the question names.
+    # node_usefulness with a reference: bias, cos(question), cos(question + reference), short answer occurs,
+    # reference word recall, question word recall, and the share of the node's lead phrase (its subject: "Harvey
+    # Pekar (1939-2010) was ...") that the question names.
     # A short reference (a factoid answer, <= SHORT_REFERENCE_WORDS words) and a long one (a written answer) differ:
     # only a short one can be looked up verbatim, so each has its own weights.
-    # HotpotQA. The biases include a decision offset of +0.847 (fitted bias -4.270 and -31.292): yes at a fitted
-    # probability >= 0.30 rather than 0.5, the threshold on a 0.05 grid whose verdicts give ContextualPrecision scores
-    # closest to the gold ones (missing one of two needed nodes costs a precision score more than a false yes).
-    "node_short": [-3.423, -5.590, 6.317, 49.891, 2.491, 0.145, 0.903, 1.188],
-    "node_short/abs": [-30.445, -15.904, 49.765, 2.659, 0.004, 0.434, 1.777],
-    "node_long": [-37.394, 6.963, 29.892, 58.715, 0.000, 13.899, 9.872, 2.668],  # ClapNQ, MTRAG
-    "node_long/abs": [-61.026, 7.982, 57.022, 0.000, 18.003, 7.225, 3.578],
-    # node_usefulness without a reference, and sentence_relevance: bias, cos(question), cos minus its mean over the
-    # request's nodes, question word recall (of the sentence, for sentence_relevance). All four data sets.
-    "node_noref": [-6.768, 6.256, 53.673, 0.914],
-    "node_noref/abs": [-18.982, 21.462, -0.019],
-    # statement_support: bias, cos(statement, node), statement word recall in node. ClapNQ, MTRAG.
+    # HotpotQA. The bias includes a decision offset of +0.847 (fitted bias -31.292): yes at a fitted probability
+    # >= 0.30 rather than 0.5, the threshold on a 0.05 grid whose verdicts give ContextualPrecision scores closest to
+    # the gold ones (missing one of two needed nodes costs a precision score more than a false yes).
+    "node_short": [-30.445, -15.904, 49.765, 2.659, 0.004, 0.434, 1.777],
+    "node_long": [-61.026, 7.982, 57.022, 0.000, 18.003, 7.225, 3.578],  # ClapNQ, MTRAG
+    # node_usefulness without a reference, and sentence_relevance: bias, cos(question), question word recall (of the
+    # sentence, for sentence_relevance), and for a later turn of a conversation (the query then joins two user
+    # turns) a flag and its products with the two. All four data sets.
+    "node_noref": [-20.846, 23.390, -0.106, -17.992, 20.191, 11.507],
+    # statement_support: bias, cos(statement, node), statement word recall in node. ClapNQ, MTRAG. The confidence is
+    # then scaled by the share of the statement's numbers and names the node holds (see Scorer._support_conf).
     "support": [-35.653, 43.293, 4.901],
 }
-NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "cos_rel", "answer_occurs", "ref_recall", "q_recall", "lead_q")
-NODE_NOREF_FEATURES = ("bias", "cos_q", "cos_rel", "q_recall")
+NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q")
+NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall", "turn", "turn_cos_q", "turn_q_recall")
 SHORT_REFERENCE_WORDS = 10
-# The relative cosine needs a few nodes to compare with; below this many it is 0.
-MIN_NODES_RELATIVE = 3
 SUPPORT_FEATURES = ("bias", "cos_s", "s_recall")
 
 
@@ -67,22 +65,25 @@ def node_model(reference: str | None) -> str:
     return "node_short" if len(reference.split()) <= SHORT_REFERENCE_WORDS else "node_long"
 
 
-def _combine(x: np.ndarray, model: str, rel_col: int) -> np.ndarray:
-    """The logit of each row of ``x`` under ``model``; too few rows to compare means the absolute variant."""
-    if len(x) < MIN_NODES_RELATIVE:
-        return np.delete(x, rel_col, axis=1) @ np.array(CALIBRATION[model + "/abs"])
-    return x @ np.array(CALIBRATION[model])
+def noref_rows(cos_q: np.ndarray, q_rec: np.ndarray, turn: bool) -> np.ndarray:
+    """Feature rows of NODE_NOREF_FEATURES. A later turn's query joins two user turns, so its similarities and word
+    overlaps run on another scale than a lone question's: the turn flag and its products let the model say so."""
+    t = 1.0 if turn else 0.0
+    return np.column_stack([np.ones(len(cos_q)), cos_q, q_rec, np.full(len(cos_q), t), t * cos_q, t * q_rec])
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
 
 
-def _relative(cos: np.ndarray) -> np.ndarray:
-    """How much closer than the request's average node each node is (like a reader comparing the retrieved nodes)."""
-    if len(cos) < MIN_NODES_RELATIVE:
-        return np.zeros(len(cos))
-    return cos - float(np.mean(cos))
+def _weight(specific: frozenset[str]) -> float:
+    return float(sum(2.0 if x[:1].isdigit() else 1.0 for x in specific))
+
+
+def _listed(words: list[str], n: int = 4) -> str:
+    shown = [f"'{w}'" for w in words[:n]]
+    more = f" and {len(words) - n} more" if len(words) > n else ""
+    return (", ".join(shown[:-1]) + " or " + shown[-1] if len(shown) > 1 else shown[0]) + more
 
 
 def _short(text: str, n: int = 80) -> str:
@@ -107,6 +108,11 @@ class Scorer:
             cut = text.rfind(" ", 0, self.embed_chars)
             text = text[: cut if cut > self.embed_chars // 2 else self.embed_chars]
         return text
+
+    @staticmethod
+    def is_turn(req: JudgeRequest) -> bool:
+        """Whether the question is a later turn of a conversation (``query_text`` then joins two user turns)."""
+        return any(h.get("role") == "user" for h in req.history)
 
     @staticmethod
     def query_text(req: JudgeRequest) -> str:
@@ -142,26 +148,34 @@ class Scorer:
         q_rec = np.array([token_recall(qtok, t) for t in ttok])
         info: dict[str, Any] = {"cos_q": cos_q, "q_recall": q_rec, "qtok": qtok}
         if not req.reference:
-            rel = _relative(cos_q)
-            info["cos_rel"] = rel
-            return np.column_stack([np.ones(len(texts)), cos_q, rel, q_rec]), info
+            return noref_rows(cos_q, q_rec, self.is_turn(req)), info
         cos_qr = pv @ qv[1]
-        rel = _relative(cos_qr)
         rtok = content_tokens(req.reference)
         occ = np.array([1.0 if answer_occurs(req.reference, t) else 0.0 for t in texts])
         r_rec = np.array([token_recall(rtok, t) for t in ttok])
         leads = [lead_tokens(t) for t in texts]
         lead_q = np.array([token_recall(lead, qtok) for lead in leads])
-        info.update(cos_qr=cos_qr, cos_rel=rel, answer_occurs=occ, ref_recall=r_rec, rtok=rtok, lead_q=lead_q)
-        return np.column_stack([np.ones(len(texts)), cos_q, cos_qr, rel, occ, r_rec, q_rec, lead_q]), info
+        info.update(cos_qr=cos_qr, answer_occurs=occ, ref_recall=r_rec, rtok=rtok, lead_q=lead_q)
+        return np.column_stack([np.ones(len(texts)), cos_q, cos_qr, occ, r_rec, q_rec, lead_q]), info
 
-    def support_features(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(cos, word recall) matrices of shape (statements, nodes)."""
+    def support_features(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(cos, word recall, share of the statement's specifics missing) matrices of shape (statements, nodes).
+
+        Specifics are a statement's numbers and names (``_lexical.specifics``; a number counts twice): a node on the
+        statement's topic that lacks them does not support it. A statement without any misses nothing.
+        """
         sv, pv = self._vectors(statements, nodes)
         cos = sv @ pv.T
         ntok = [content_tokens(n) for n in nodes]
         rec = np.array([[token_recall(content_tokens(s), t) for t in ntok] for s in statements]).reshape(cos.shape)
-        return cos, rec
+        miss = np.zeros(cos.shape)
+        for i, st in enumerate(statements):
+            spec = specifics(st)
+            if spec:
+                for j, n in enumerate(nodes):
+                    lacking = specifics_in(spec, n)[1]
+                    miss[i, j] = _weight(lacking) / _weight(spec)
+        return cos, rec, miss
 
     # ------------------------------------------------------------------------------------------- tasks
     def answer(self, req: JudgeRequest) -> dict[str, Any]:
@@ -180,7 +194,7 @@ class Scorer:
             return []
         texts = [it.text for it in req.items]
         x, info = self.node_features(req, texts)
-        conf = _sigmoid(_combine(x, node_model(req.reference), rel_col=3 if req.reference else 2))
+        conf = _sigmoid(x @ np.array(CALIBRATION[node_model(req.reference)]))
         target = {"actual_output": "the actual output", "expected_output": "the expected output"}.get(
             req.reference_kind or "", "the expected outcome") if req.reference else "the input"
         out = []
@@ -201,8 +215,6 @@ class Scorer:
                 figures.append(f"to question + reference {info['cos_qr'][i]:.2f}")
                 if not info["answer_occurs"][i]:
                     figures.append(f"{info['ref_recall'][i]:.0%} of the reference's words occur")
-            if len(texts) >= MIN_NODES_RELATIVE:
-                figures.append(f"{info['cos_rel'][i]:+.2f} against the average node")
             best = self._best_sentence(it.text, info["qtok"] | info.get("rtok", frozenset()))
             reason = (f"{'Useful' if yes else 'Not useful'} for {target}: " + "; ".join(why)
                       + (f". Best-matching sentence: '{_short(best)}'" if best else "")
@@ -234,14 +246,10 @@ class Scorer:
         qv = qvs[0]
         cos = pv @ qv
         cos_by_parent = dict(zip(pids, cos.tolist()))
-        rel_by_parent = dict(zip(pids, _relative(cos).tolist()))
         qtok = content_tokens(q)
-        x = np.array([[1.0, cos_by_parent[it.parent or it.id], rel_by_parent[it.parent or it.id],
-                       token_recall(qtok, content_tokens(it.text))] for it in req.items])
-        w = np.array(CALIBRATION["node_noref"])
-        if len(pids) < MIN_NODES_RELATIVE:
-            x, w = np.delete(x, 2, axis=1), np.array(CALIBRATION["node_noref/abs"])
-        confs = _sigmoid(x @ w)
+        x = noref_rows(np.array([cos_by_parent[it.parent or it.id] for it in req.items]),
+                       np.array([token_recall(qtok, content_tokens(it.text)) for it in req.items]), self.is_turn(req))
+        confs = _sigmoid(x @ np.array(CALIBRATION["node_noref"]))
         out = []
         for i, it in enumerate(req.items):
             cos = cos_by_parent[it.parent or it.id]
@@ -255,9 +263,11 @@ class Scorer:
         return out
 
     def _support_conf(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        cos, rec = self.support_features(statements, nodes)
+        cos, rec, miss = self.support_features(statements, nodes)
         w = CALIBRATION["support"]
-        conf = _sigmoid(w[0] + w[1] * cos + w[2] * rec)
+        # The similarity and the shared words say the node is on the statement's topic; what it asserts (its numbers
+        # and names) must be there too, so the confidence shrinks with the share of them the node lacks.
+        conf = _sigmoid(w[0] + w[1] * cos + w[2] * rec) * (1.0 - miss)
         return conf, cos, rec
 
     def _statement_support(self, req: JudgeRequest) -> list[dict[str, Any]]:
@@ -274,8 +284,11 @@ class Scorer:
             yes = c >= 0.5
             ids = [req.context[k].id for k in range(len(req.context)) if conf[i, k] >= 0.5] if yes else []
             best = req.context[j]
-            reason = (f"{'Supported' if yes else 'Not supported'}: {rec[i, j]:.0%} of the statement's words occur "
-                      f"in its closest node, {best.id}, whose closest sentence is "
+            missing = sorted(specifics_in(specifics(it.text), best.text)[1])
+            lacks = (f"its closest node, {best.id}, does not mention {_listed(missing)}; " if missing and not yes
+                     else "")
+            reason = (f"{'Supported' if yes else 'Not supported'}: {lacks}{rec[i, j]:.0%} of the statement's words "
+                      f"occur in {'that node' if lacks else f'its closest node, {best.id}'}, whose closest sentence is "
                       f"'{_short(self._best_sentence(best.text, content_tokens(it.text)))}' "
                       f"(confidence {c:.2f}, similarity {cos[i, j]:.2f}).")
             out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c,

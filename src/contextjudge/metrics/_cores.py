@@ -110,6 +110,9 @@ async def statement_support(client: JudgeClient, *, metric: str, input: str, ref
     if unsupported:
         shown = "; ".join(f"'{_short(v['statement'], 80)}'" for v in unsupported[:3])
         reason += f" Unsupported: {shown}" + (f" and {len(unsupported) - 3} more" if len(unsupported) > 3 else "") + "."
+        if unsupported[0]["reason"]:
+            why = _gist(unsupported[0]["reason"])
+            reason += f" Why the first is not: {why}" + ("" if why.endswith("\u2026") else ".")
     used = sorted({r for v in verdicts for r in v["supporting_ranks"]})
     if used:
         reason += f" Supporting nodes: {_ranks(used)}."

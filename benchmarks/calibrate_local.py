@@ -168,26 +168,24 @@ def main() -> None:
         if disk:
             disk.save()
     for model, parts in sets.items():
-        # Every feature is of the node and the question (and reference) alone, so one model serves every request size.
-        for name_v, drop in [(model, None)]:
-            keep = [j for j in range(parts[0][1].shape[1]) if j != drop]
-            x = np.vstack([p[1][:, keep] for p in parts])
-            y = np.concatenate([p[2] for p in parts])
-            w = np.concatenate([np.full(len(p[2]), SET_WEIGHT.get((model, p[0]), 1.0) / len(p[2])) for p in parts])
-            w *= len(w) / w.sum()
-            beta = fit_logistic(x, y, w)
-            print(f'"{name_v}": [{", ".join(f"{b:.3f}" for b in beta)}],')
-            if name_v == "node_short":
-                off, mae = decision_offset(x, y, beta, SIZES["hotpotqa"])
-                print(f"    decision offset (add to the bias of node_short): {off:.3f} "
-                      f"(precision MAE {mae:.3f})")
-            if model == "node_noref":
-                print("    " + cross_validated(parts, keep, model, "trec_dl"))
-            for name, xp, yp in parts:
-                z = xp[:, keep] @ beta
-                acc = float(np.mean((z >= 0) == (yp > 0.5)))
-                print(f"    {name}: n={len(yp)} auc={roc_auc(z, yp):.3f} acc={acc:.3f} single-feature aucs: "
-                      + " ".join(f"{roc_auc(xp[:, j], yp):.3f}" for j in keep[1:]))
+        # Every feature is of the node and the question (and reference) alone: one model serves every request size.
+        x = np.vstack([p[1] for p in parts])
+        y = np.concatenate([p[2] for p in parts])
+        w = np.concatenate([np.full(len(p[2]), SET_WEIGHT.get((model, p[0]), 1.0) / len(p[2])) for p in parts])
+        w *= len(w) / w.sum()
+        beta = fit_logistic(x, y, w)
+        print(f'"{model}": [{", ".join(f"{b:.3f}" for b in beta)}],')
+        if model == "node_short":
+            off, mae = decision_offset(x, y, beta, SIZES["hotpotqa"])
+            print(f"    decision offset (add to the bias of node_short): {off:.3f} (precision MAE {mae:.3f})")
+        if model == "node_noref":
+            print("    " + cross_validated(parts, list(range(x.shape[1])), model, "trec_dl"))
+        for name, xp, yp in parts:
+            z = xp @ beta
+            acc = float(np.mean((z >= 0) == (yp > 0.5)))
+            print(f"    {name}: n={len(yp)} auc={roc_auc(z, yp):.3f} acc={acc:.3f} single-feature aucs: "
+                  + " ".join(f"{roc_auc(xp[:, j], yp):.3f}" for j in range(1, xp.shape[1])))
+
 
 if __name__ == "__main__":
     main()

@@ -110,11 +110,18 @@ def specifics(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+@lru_cache(maxsize=100_000)
+def _mentions(text: str) -> frozenset[str]:
+    """Every word and number of ``text`` (number words also as digits): what ``specifics_in`` looks things up in,
+    once per text however many statements are checked against it."""
+    have = set(normalize(text).split()) | {n.replace(",", "") for n in _NUMBER.findall(text)}
+    return frozenset(have | {_NUMBER_WORDS[w] for w in have if w in _NUMBER_WORDS})
+
+
 def specifics_in(needle: frozenset[str], text: str) -> tuple[frozenset[str], frozenset[str]]:
     """(found, missing): which of ``needle`` (from ``specifics``) occur in ``text`` as words or numbers."""
     if not needle:
         return frozenset(), frozenset()
-    have = set(normalize(text).split()) | {n.replace(",", "") for n in _NUMBER.findall(text)}
-    have |= {_NUMBER_WORDS[w] for w in have if w in _NUMBER_WORDS}
+    have = _mentions(text)
     found = frozenset(x for x in needle if x in have or all(p in have for p in x.split()))
     return found, needle - found

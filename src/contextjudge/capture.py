@@ -9,11 +9,12 @@ from .engine.capture import (
     CapturedCase,
     CaptureScorer,
     CaptureSession,
+    GoldenFailure,
     Mode,
     default_metrics,
     in_judge_call,
     result_event,
 )
 
-__all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "Mode", "default_metrics",
+__all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "Mode", "default_metrics",
            "in_judge_call", "result_event"]

@@ -110,7 +110,8 @@ def match_golden(goldens: Goldens | None, test_case: Any, *, golden_id: Any = No
     no id). Fields already set are kept.
 
     A single-turn case matches the golden named ``golden_id``, else the one whose input matches its ``input``, else
-    (when given) ``fallback_input``, such as a chain's raw input; its ``expected_output`` is filled. In a
+    (when given) ``fallback_input``, such as a chain's raw input, else one of its other inputs
+    (``provenance.match_inputs_of``: an agent's tool query); its ``expected_output`` is filled. In a
     conversation, each assistant turn without ``expected_output`` takes it from the golden matching the user turn
     before it, and ``expected_outcome`` comes from the golden named ``golden_id`` (its expected outcome, else its
     expected output); the id returned is that golden's.
@@ -120,9 +121,13 @@ def match_golden(goldens: Goldens | None, test_case: Any, *, golden_id: Any = No
     if goldens is None or not len(goldens):
         return None
     if isinstance(test_case, LLMTestCase):
+        from .provenance import match_inputs_of  # noqa: PLC0415
+
         g = goldens.match(test_case.input, golden_id)
-        if g is None and _present(fallback_input):
-            g = goldens.match(str(fallback_input), golden_id)
+        for other in ([fallback_input] if _present(fallback_input) else []) + match_inputs_of(test_case):
+            if g is not None:
+                break
+            g = goldens.match(str(other), golden_id)
         if g is None:
             return None
         if test_case.expected_output is None and g.expected_output:

@@ -45,7 +45,7 @@ from ..judges.options import JudgeOptions
 from .run import Run
 from .score import score_case
 
-__all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "Mode", "default_metrics",
+__all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "Mode", "default_metrics",
            "in_judge_call", "result_event"]
 
 logger = logging.getLogger("contextjudge")
@@ -126,6 +126,29 @@ def default_metrics(model: Any = None) -> list[Any]:
             TurnContextualRelevancyMetric(model=model)]
 
 
+@dataclass
+class GoldenFailure:
+    """A golden whose app call raised in ``contextjudge eval``: it becomes an error case, counted and gated."""
+
+    golden: Any
+    index: int
+    error: BaseException
+
+    def test_case(self) -> LLMTestCase:
+        """The error case: the golden's input and expected output, no retrieval, and the app's error under
+        ``provenance.APP_ERROR_KEY`` (every metric of it is then an error result that says what happened)."""
+        from ..cases.identity import GOLDEN_ID_KEY  # noqa: PLC0415
+        from ..cases.provenance import APP_ERROR_KEY  # noqa: PLC0415
+
+        g = self.golden
+        meta: dict[str, Any] = {APP_ERROR_KEY: {"type": type(self.error).__name__,
+                                                "message": str(self.error)[:2000]}, "golden_index": self.index}
+        if getattr(g, "id", None):
+            meta[GOLDEN_ID_KEY] = g.id
+        return LLMTestCase(input=g.input, expected_output=g.expected_output, additional_metadata=meta,
+                           id=f"golden-{g.id}" if getattr(g, "id", None) else None)
+
+
 class AppAdapter:
     """What an integration offers ``contextjudge eval --app``: run goldens through an app with capture attached.
 
@@ -133,12 +156,17 @@ class AppAdapter:
     """
 
     name = "app"
+    accepts = "apps"
+    """What this adapter runs, in words, for the error shown when no adapter matches an object."""
 
     def matches(self, obj: Any) -> bool:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def collect(self, obj: Any, goldens: Goldens, *, concurrency: int = 4) -> list[CapturedCase]:
-        """Run every golden's input through ``obj`` with capture in mode "off"; return the captured cases."""
+    def collect(self, obj: Any, goldens: Goldens, *, concurrency: int = 4,
+                progress: Callable[[], Any] | None = None) -> list[CapturedCase | GoldenFailure]:
+        """Run every golden's input through ``obj`` with capture in mode "off"; return the captured cases, in the
+        goldens' order, and a ``GoldenFailure`` for each golden whose app call raised (never only a log line).
+        ``progress()`` is called once as each golden's app call finishes (successfully or not)."""
         raise NotImplementedError  # pragma: no cover - interface
 
 
@@ -573,7 +601,7 @@ class CaptureSession:
         if not self.run.begun or self.run.ended:
             self.run.begin(self.metrics)
         with use_run_context(self.run.context):
-            results = await score_case(self.run, case.case_id, case.test_case, self.metrics, missing="skip-noted")
+            results = await score_case(self.run, case.case_id, case.test_case, self.metrics)
         results = results or []
         with self._lock:
             case.results.extend(results)

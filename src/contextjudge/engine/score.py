@@ -13,11 +13,12 @@ import logging
 from typing import Any, Literal, Sequence
 
 from .._result import MetricResult
+from ..cases.provenance import app_error_of, short
 from ..cases.testcase import ConversationalTestCase
 from ..errors import InvalidTestCaseError, MissingTestCaseParamsError
 from .run import Run
 
-__all__ = ["MissingParams", "applicable", "score_case"]
+__all__ = ["MissingParams", "applicable", "missing_message", "score_case"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -36,30 +37,67 @@ def _error_result(metric: Any, exc: BaseException, message: str | None = None) -
                         error=message if message is not None else str(exc), error_type=type(exc).__name__)
 
 
+def missing_message(metric: Any, exc: MissingTestCaseParamsError, test_case: Any) -> str:
+    """What a metric that cannot run on ``test_case`` says: which field is missing, why, and what to do."""
+    fields = list(getattr(exc, "fields", []) or [])
+    name = getattr(metric, "name", type(metric).__name__)
+    said = []
+    for f in fields:
+        if f == "expected_output":
+            said.append(f"{name} needs an expected output, and no golden matched this input "
+                        f"({short(getattr(test_case, 'input', ''), 60)!r}): pass goldens whose input matches it, "
+                        "or set golden_id in the call's metadata, or set expected_output on the test case")
+        elif f in ("retrieval_context", "turns[].retrieval_context"):
+            said.append(f"{name} needs the retrieved nodes, and this case has none (retrieval_context is None): "
+                        "check that the app's retriever ran and was captured")
+        elif f == "expected_outcome":
+            said.append(f"{name} needs an expected outcome for this conversation: pass goldens with "
+                        "expected_outcome and set golden_id, or set expected_outcome on the test case")
+        elif f == "actual_output":
+            said.append(f"{name} needs the app's answer (actual_output), and this case has none: capture the "
+                        "whole chain or engine, not only its retriever")
+    if not said:
+        return str(exc)
+    return "; ".join(said) + "."
+
+
 async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any], *,
                      missing: MissingParams = "record", raise_exceptions: bool = False) -> list[MetricResult] | None:
     """Score ``test_case`` (known in ``run`` as ``key``) with every metric of ``metrics`` that applies to it.
 
     Returns the results in the order of ``metrics``, or None when no metric applies to the case's kind. A metric
-    the case lacks a field for gives a result with the error (``missing="record"``), or nothing (``"skip"``; with
-    ``"skip-noted"`` the skip is logged once per metric and field in the run). ``raise_exceptions`` lets a failure
+    the case lacks a field for gives a result with an error that says what to do (``missing="record"``, the default
+    everywhere contextjudge runs cases), or nothing (``"skip"``, DeepEval's ``skip_on_missing_params``; with
+    ``"skip-noted"`` the skip is logged once per metric and field in the run). A case whose golden made the app
+    raise (``provenance.APP_ERROR_KEY``) gives an error result for every metric. ``raise_exceptions`` lets a failure
     propagate instead of becoming a result.
     """
     todo = applicable(metrics, test_case)
     if not todo:
         return None
+    app_error = app_error_of(test_case)
 
     async def one(metric: Any) -> MetricResult | None:
         prior = run.completed.get((key, metric.name))
         if prior is not None:
             return prior
+        if app_error is not None:
+            result = MetricResult(
+                name=metric.name, score=None, threshold=getattr(metric, "threshold", 0.5), success=False,
+                strict_mode=bool(getattr(metric, "strict_mode", False)), error_type="AppError",
+                error=f"the app raised {app_error.get('type')} on this golden: {app_error.get('message')}. "
+                      "Fix the app (or the golden) and run again.")
+            run.save_result(key, result)
+            return result
         try:
             result = await metric.a_score(test_case)
         except MissingTestCaseParamsError as exc:
             if raise_exceptions:
                 raise
             if missing == "record":
-                return _error_result(metric, exc)
+                result = _error_result(metric, exc, missing_message(metric, exc, test_case))
+                run.save_result(key, result)
+                return result
             if missing == "skip-noted":
                 noted = (metric.name, ",".join(exc.fields))
                 if noted not in run.noted_skips:

@@ -1,0 +1,68 @@
+"""Provenance: where a captured case came from, in the keys of its ``additional_metadata`` that every stage reads.
+
+The integrations write these keys; the runner, the store, the report, the CLI and exports read them. One place, so
+the LangChain and LlamaIndex integrations say the same thing the same way:
+
+- ``AGENT_KEY`` (``"agent"``): the case came from a retrieval inside an agent's tool call. A dict with ``tool`` (the
+  tool's name), ``tool_input`` (the query the agent gave the tool), ``tool_output`` (the tool's own answer, which
+  the agent may or may not have used), ``call`` (1 for the turn's first tool call, 2 for the second...), and
+  optionally ``agent`` (the agent's class or graph name), ``framework`` and ``thread_id``. The case's ``input`` is
+  the user's message that started the turn and its ``actual_output`` the agent's final answer.
+- ``RETRIEVER_RANKING_KEY`` (``"retriever_ranking"``): the retriever's own ranking, as node dicts, when postprocessors,
+  a reranker, a compressor or a filter changed what the LLM saw (the case's ``retrieval_context``). An empty
+  ``retrieval_context`` with a ranking here means the postprocessors left no node.
+- ``RETRIEVER_KEY`` (``"retriever"``): the name of the retriever (a LangChain retriever's class or run name).
+- ``APP_ERROR_KEY`` (``"app_error"``): the app raised on this golden (``contextjudge eval``); a dict with ``type``
+  and ``message``. Every metric of such a case is an error result, counted and gated like any other.
+- ``MATCH_INPUTS_KEY`` (``"match_inputs"``): other texts a golden may match besides ``input`` (an agent's tool query).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["AGENT_KEY", "APP_ERROR_KEY", "MATCH_INPUTS_KEY", "RETRIEVER_KEY", "RETRIEVER_RANKING_KEY", "agent_of",
+           "app_error_of", "match_inputs_of", "short"]
+
+AGENT_KEY = "agent"
+RETRIEVER_RANKING_KEY = "retriever_ranking"
+RETRIEVER_KEY = "retriever"
+APP_ERROR_KEY = "app_error"
+MATCH_INPUTS_KEY = "match_inputs"
+
+
+def _meta(test_case: Any) -> dict[str, Any]:
+    meta = getattr(test_case, "additional_metadata", None)
+    return meta if isinstance(meta, dict) else {}
+
+
+def agent_of(test_case: Any) -> dict[str, Any] | None:
+    """The agent provenance of a case (see ``AGENT_KEY``), or None when it did not come from an agent's tool."""
+    found = _meta(test_case).get(AGENT_KEY)
+    return found if isinstance(found, dict) else None
+
+
+def app_error_of(test_case: Any) -> dict[str, Any] | None:
+    """``{"type": ..., "message": ...}`` when the app raised on this case's golden, else None."""
+    found = _meta(test_case).get(APP_ERROR_KEY)
+    return found if isinstance(found, dict) else None
+
+
+def match_inputs_of(test_case: Any) -> list[str]:
+    """The other texts a golden may match for this case: those listed under ``MATCH_INPUTS_KEY`` and an agent's
+    tool query."""
+    meta = _meta(test_case)
+    out = [str(x) for x in meta.get(MATCH_INPUTS_KEY) or () if x]
+    agent = agent_of(test_case)
+    if agent and agent.get("tool_input"):
+        out.append(str(agent["tool_input"]))
+    return out
+
+
+def short(text: Any, limit: int = 60) -> str:
+    """``text`` on one line, cut at a word boundary to at most ``limit`` characters (with an ellipsis)."""
+    one = " ".join(str(text or "").split())
+    if len(one) <= limit:
+        return one
+    cut = one[: limit - 1].rsplit(" ", 1)[0] or one[: limit - 1]
+    return cut + "…"

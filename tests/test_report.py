@@ -23,6 +23,7 @@ from contextjudge.metrics import (
     ContextUtilizationMetric,
 )
 from contextjudge.report import bootstrap_mean, paired_difference, render_report, write_report
+from contextjudge.report._script import script_tag
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
 
@@ -111,7 +112,7 @@ def test_report_has_metrics_cases_nodes_and_unsupported_statements(two_runs):
     assert page.count('<svg class="cj-hist"') == 4
     assert "95% CI" in page and "Pass rate" in page
     assert page.count("<details class='case'") == 5
-    assert "class='v-yes'" in page and "class='v-no'" in page
+    assert "<td class='v-yes'>" in page and "<td class='v-no'>" in page
     assert "Receipts must be kept for seven years." in page  # recall's unsupported statement
     assert "cj-unsupported" in page
     assert "scripted: yes" in page  # the judge's reasons
@@ -121,7 +122,7 @@ def test_report_has_metrics_cases_nodes_and_unsupported_statements(two_runs):
 
 def test_all_user_text_is_escaped(two_runs):
     page = render_report(store=two_runs, run="good")
-    assert "<script" not in page
+    assert page.count("<script") == 1 and script_tag() in page  # the report's own script, and no other
     assert "<img" not in page
     assert "&lt;script&gt;document.title=&#x27;PWNED-SCRIPT&#x27;" in page
     assert "&lt;img src=x onerror=&quot;" in page
@@ -181,8 +182,9 @@ def test_report_renders_in_headless_chromium_and_injected_script_does_not_run(tw
     assert "<body" in dom, f"chromium printed no DOM: {out.stderr[-1500:]}"
     assert "<title>contextjudge report</title>" in dom
     assert "PWNED" not in re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
-    assert re.search(r"<body[^>]*>", dom).group(0) == "<body>"  # no data-pwned attribute was set
-    assert "<script" not in dom and "<img" not in dom
+    body = re.search(r"<body[^>]*>", dom).group(0)
+    assert body == '<body data-cj-ready="1">', body  # the report's script ran; no data-pwned attribute was set
+    assert dom.count("<script") == 1 and "<img" not in dom
     assert "&lt;script&gt;document.title" in dom  # shown as text
     assert dom.count('<svg class="cj-hist"') == 4
     assert dom.count("<rect class=\"cj-bar\"") >= 4

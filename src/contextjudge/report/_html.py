@@ -1,22 +1,20 @@
-"""The HTML report: one self-contained file, no scripts, nothing fetched from the network.
+"""The HTML report: one self-contained file that fetches nothing from the network.
 
-Every piece of user text (inputs, outputs, node texts, judge reasons, metadata) passes through ``_e`` before it
-reaches the page, and a Content-Security-Policy forbids scripts and remote loads as a second line of defence.
-Charts are inline SVG drawn here.
+Every piece of user text passes through ``_format.e`` before it reaches the page, and a Content-Security-Policy
+forbids remote loads and every script but the report's own (``_script``, allowed by its hash) as a second line of
+defence. Charts are inline SVG drawn here; the cases' rows and cards come from ``_case``. Everything is rendered:
+the script only filters, sorts and searches.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import functools
-import html
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .._result import EvaluationResult, MetricResult, TestResult
-from .._text import shorten
-from ..cases.images import has_images, split_images
-from ..cases.testcase import ConversationalTestCase
+from ._case import CaseContext, case_card, case_row
+from ._format import case_input, ci, e, num, pct, short, signed, when
+from ._script import CSP, script_tag
 from ._stats import Interval, bootstrap_mean, pair_key, paired_difference
 
 __all__ = ["MetricChange", "RunView", "compare_runs", "render_html"]
@@ -32,38 +30,6 @@ class RunView:
     created_at: float | None = None
     judges: list[dict[str, Any]] = field(default_factory=list)
     store: str | None = None
-
-
-def _e(value: Any) -> str:
-    text = "" if value is None else str(value)
-    if has_images(text):  # show "[image 1: alt]" rather than the (possibly huge) token that carries the image
-        text = split_images(text)[0]
-    return html.escape(text, quote=True)
-
-
-def _num(x: float | None, digits: int = 3) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _signed(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:+.3f}"
-
-
-def _ci(iv: Interval, signed: bool = False) -> str:
-    if iv.low is None or iv.high is None:
-        return "n/a"
-    f = _signed if signed else _num
-    return f"[{f(iv.low)}, {f(iv.high)}]"
-
-
-def _when(ts: float | None) -> str:
-    if not ts:
-        return ""
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 # --------------------------------------------------------------------------------------------------- charts
@@ -85,8 +51,8 @@ def _histogram(scores: list[float], threshold: float | None, mean: float | None,
     top = max(cur + (base or []) + [1])
     bw = plot_w / bins
     parts = [f'<svg class="cj-hist" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-             f'viewBox="0 0 {w} {h}" role="img" aria-label="{_e(label)} score distribution">',
-             f"<title>{_e(label)}: distribution of {len(scores)} scores</title>",
+             f'viewBox="0 0 {w} {h}" role="img" aria-label="{e(label)} score distribution">',
+             f"<title>{e(label)}: distribution of {len(scores)} scores</title>",
              f'<line x1="{pad_l}" y1="{pad_t + plot_h}" x2="{pad_l + plot_w}" y2="{pad_t + plot_h}" stroke="#555"/>',
              f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{pad_t + plot_h}" stroke="#555"/>',
              f'<text x="{pad_l - 4}" y="{pad_t + 8}" font-size="9" text-anchor="end">{top}</text>',
@@ -142,22 +108,37 @@ _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#1d1d1f;background:#fafafa}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 10px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .meta{color:#555;font-size:13px}.meta code{background:#eee;padding:0 4px;border-radius:3px}
+.runname{font-size:16px;margin:2px 0 6px}
 table{border-collapse:collapse;background:#fff;margin:6px 0}th,td{border:1px solid #ddd;padding:5px 8px;
 vertical-align:top;text-align:left}th{background:#f0f0f3;font-weight:600}td.num{text-align:right;
 font-variant-numeric:tabular-nums;white-space:nowrap}
 .pass{color:#1e7e34;font-weight:600}.fail{color:#b3261e;font-weight:600}.err{color:#8a4b00;font-weight:600}
-.chip{display:inline-block;padding:1px 7px;margin:1px 3px 1px 0;border-radius:10px;font-size:12px;
+.chip,.badge{display:inline-block;padding:1px 7px;margin:1px 3px 1px 0;border-radius:10px;font-size:12px;
 border:1px solid #ccc;background:#fff}.chip.pass{border-color:#8fd19e;background:#e9f7ec}
-.chip.fail{border-color:#f1a9a0;background:#fdecea}.chip.err{border-color:#f0c36d;background:#fff6e0}
+.chip.fail{border-color:#f1a9a0;background:#fdecea}.chip.err,.badge.err{border-color:#f0c36d;background:#fff6e0}
+.badge.agent{border-color:#9db7ea;background:#eef3fd}.badge.rerank{border-color:#c9b3e6;background:#f5effc}
 details.case{background:#fff;border:1px solid #ddd;border-radius:6px;margin:8px 0;padding:6px 10px}
 details.case>summary{cursor:pointer}details.case[open]>summary{margin-bottom:8px}
 .field{margin:4px 0}.field b{display:inline-block;min-width:130px;margin-right:8px;color:#444}
-.text{white-space:pre-wrap;word-break:break-word}
-tr.v-yes td{background:#e9f7ec}tr.v-no td{background:#fdecea}tr.v-none td{background:#f6f6f6}
+.text{white-space:pre-wrap;word-break:break-word}.clip{max-height:7.5em;overflow:auto}
+td.v-yes{background:#e9f7ec}td.v-no{background:#fdecea}td.v-part{background:#fff8e1}td.v-none{background:#f6f6f6}
+td.m-pass{background:#e9f7ec;color:#1e7e34}td.m-fail{background:#fdecea;color:#b3261e}
+td.m-err{background:#fff6e0;color:#8a4b00}td.m-na{background:#f6f6f6;color:#777}
 .verdict{font-weight:600;white-space:nowrap}.verdict.yes{color:#1e7e34}.verdict.no{color:#b3261e}
 .reason{color:#333;font-size:13px}.small{font-size:12px;color:#666}
 li.unsupported{background:#fdecea}li.supported{background:#e9f7ec}ul.stmts li{padding:2px 4px;margin:2px 0}
-.up{color:#1e7e34}.down{color:#b3261e}.legend span{margin-right:12px}
+.up{color:#1e7e34}.down{color:#b3261e}.dropped{color:#b3261e;font-weight:600}.added{color:#6a3fb5}
+.legend span{margin-right:12px}
+tr.rk-dropped td{background:#fdecea}tr.rk-added td{background:#f5effc}
+.cj-agent{border-left:3px solid #9db7ea;padding:2px 8px;margin:6px 0;background:#f7f9fe}
+details.cj-ranking{margin:6px 0}details.cj-ranking>summary{cursor:pointer}
+table.cj-baseline-nodes td.base{background:#f7f7f7}
+#cj-toolbar{position:sticky;top:0;background:#fafafa;padding:6px 0;z-index:1;border-bottom:1px solid #ddd}
+#cj-toolbar button[aria-pressed=true]{background:#3b6fd8;color:#fff;border-color:#3b6fd8}
+#cj-toolbar button,th button{font:inherit;border:1px solid #bbb;border-radius:4px;background:#fff;padding:2px 8px;
+cursor:pointer}th button{border:none;background:none;padding:0;font-weight:600;text-align:left}
+th[aria-sort=ascending] button::after{content:" \u25b2"}th[aria-sort=descending] button::after{content:" \u25bc"}
+[hidden]{display:none !important}
 """
 
 
@@ -174,10 +155,12 @@ def _rows(result: EvaluationResult, name: str) -> list[MetricResult]:
     return [m for tr in result.test_results for m in tr.metrics_data if m.name == name]
 
 
-def _status(m: MetricResult) -> tuple[str, str]:
-    if m.error:
-        return "err", "error"
-    return ("pass", "pass") if m.success else ("fail", "fail")
+def _label(view: RunView, fallback: str) -> str:
+    """A run as a person knows it: its name, with its id beside when both exist."""
+    rid = view.run_id or view.result.run_id
+    if view.name and rid and view.name != rid:
+        return f"{view.name} ({rid})"
+    return view.name or rid or fallback
 
 
 def _summary_table(cur: RunView, base: RunView | None) -> str:
@@ -194,20 +177,48 @@ def _summary_table(cur: RunView, base: RunView | None) -> str:
         thresholds = sorted({m.threshold for m in rows})
         thr = thresholds[0] if len(thresholds) == 1 else None
         passed = sum(m.success for m in rows)
+        errors = sum(m.error is not None for m in rows)
         base_scores = None
         if base is not None:
             base_scores = [m.score for m in _rows(base.result, name) if m.score is not None]
         chart = _histogram(scores, thr, iv.estimate, base_scores, name)
         out.append(
-            f"<tr><td>{_e(name)}</td><td class='num'>{_num(iv.estimate)}</td><td class='num'>{_ci(iv)}</td>"
-            f"<td class='num'>{_pct(passed / len(rows) if rows else None)} ({passed}/{len(rows)})</td>"
-            f"<td class='num'>{len(scores)}</td><td class='num'>{sum(m.error is not None for m in rows)}</td>"
+            f"<tr data-metric='{e(name)}'><td>{e(name)}</td><td class='num'>{num(iv.estimate)}</td>"
+            f"<td class='num'>{ci(iv)}</td>"
+            f"<td class='num'>{pct(passed / len(rows) if rows else None)} ({passed}/{len(rows)})</td>"
+            f"<td class='num'>{len(scores)}</td><td class='num cj-errors{' err' if errors else ''}'>{errors}</td>"
             f"<td class='num'>{', '.join(f'{t:.2f}' for t in thresholds)}</td><td>{chart}</td></tr>")
     out.append("</tbody></table>")
     legend = ('<p class="small legend"><span>blue bars: this run</span>'
               + ("<span>grey bars: baseline</span>" if base is not None else "")
-              + "<span>black line: mean</span><span>red dashed line: threshold</span></p>")
-    return "".join(out) + legend
+              + "<span>black line: mean</span><span>red dashed line: threshold</span>"
+              + "<span>errors: results that could not be scored (they count as not passing)</span></p>")
+    return "".join(out) + legend + _errors_table(cur.result)
+
+
+def _errors_table(result: EvaluationResult) -> str:
+    """The run's errors grouped by metric and kind, with a first example of each, so a long run's errors are
+    read at a glance (each case with an error is marked in the cases below and can be filtered)."""
+    groups: dict[tuple[str, str], list[tuple[TestResult, MetricResult]]] = {}
+    for tr in result.test_results:
+        for m in tr.metrics_data:
+            if m.error:
+                groups.setdefault((m.name, m.error_type or "error"), []).append((tr, m))
+    case_errors = [tr for tr in result.test_results if tr.error]
+    if not groups and not case_errors:
+        return ""
+    out = ["<h3>Errors</h3>", '<table class="cj-error-summary"><thead><tr><th>Metric</th><th>Kind</th>'
+           "<th>Cases</th><th>First case</th><th>Message</th></tr></thead><tbody>"]
+    for (name, kind), items in groups.items():
+        tr, m = items[0]
+        out.append(f"<tr><td>{e(name)}</td><td>{e(kind)}</td><td class='num'>{len(items)}</td>"
+                   f"<td><a href='#case-{tr.index}'>#{tr.index + 1}</a></td><td class='text'>{e(m.error)}</td></tr>")
+    if case_errors:
+        tr = case_errors[0]
+        out.append(f"<tr><td>(the case)</td><td>error</td><td class='num'>{len(case_errors)}</td>"
+                   f"<td><a href='#case-{tr.index}'>#{tr.index + 1}</a></td><td class='text'>{e(tr.error)}</td></tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
 
 
 def _pairs(cur: EvaluationResult, base: EvaluationResult) -> dict[str, tuple[TestResult, TestResult]]:
@@ -259,10 +270,12 @@ def _compare_section(cur: RunView, base: RunView) -> str:
     pairs = _pairs(cur.result, base.result)
     names = _metric_names(cur.result, base.result)
     by_metric = {c.metric: c for c in compare_runs(cur.result, base.result)}
-    out = [f"<h2>Compared with {_e(base.run_id or 'baseline')}</h2>",
-           f"<p class='meta'>{len(pairs)} case(s) appear in both runs (matched by test case id, else by input). "
+    cur_label, base_label = _label(cur, "this run"), _label(base, "baseline")
+    out = [f"<h2>Compared with {e(base_label)}</h2>",
+           f"<p class='meta cj-compare-runs'>This run: <b>{e(cur_label)}</b> · baseline: <b>{e(base_label)}</b>. "
+           f"{len(pairs)} case(s) appear in both runs (matched by test case id, else by input). "
            "The difference is this run minus the baseline, per paired case; the interval is a 95% bootstrap "
-           "interval of the mean difference.</p>",
+           "interval of the mean difference. A changed case shows the baseline's ranked nodes beside this run's.</p>",
            '<table class="cj-compare"><thead><tr><th>Metric</th><th>Baseline mean</th><th>This run mean</th>'
            "<th>Paired difference</th><th>95% CI</th><th>Pairs</th><th></th><th>Reading</th></tr></thead><tbody>"]
     changes: list[tuple[float, str, str, float, float]] = []
@@ -275,8 +288,8 @@ def _compare_section(cur: RunView, base: RunView) -> str:
         iv, mb, mc = ch.difference, ch.baseline_mean, ch.current_mean
         reading = {"better": "<span class='up'>better</span>", "worse": "<span class='down'>worse</span>"}.get(
             ch.reading, ch.reading)
-        out.append(f"<tr><td>{_e(name)}</td><td class='num'>{_num(mb)}</td><td class='num'>{_num(mc)}</td>"
-                   f"<td class='num'>{_signed(iv.estimate)}</td><td class='num'>{_ci(iv, True)}</td>"
+        out.append(f"<tr><td>{e(name)}</td><td class='num'>{num(mb)}</td><td class='num'>{num(mc)}</td>"
+                   f"<td class='num'>{signed(iv.estimate)}</td><td class='num'>{ci(iv, True)}</td>"
                    f"<td class='num'>{iv.n}</td><td>{_diff_bar(iv)}</td><td>{reading}</td></tr>")
     out.append("</tbody></table>")
     changes.sort(key=lambda c: (-abs(c[0]), c[1], c[2]))
@@ -290,207 +303,102 @@ def _compare_section(cur: RunView, base: RunView) -> str:
     for diff, key, name, sb, sc in changes[:15]:
         tr = inputs[key]
         cls = "up" if diff > 0 else "down"
-        out.append(f"<tr><td><a href='#case-{tr.index}'>#{tr.index + 1}</a> {_e(_short(_case_input(tr.test_case)))}"
-                   f"</td><td>{_e(name)}</td><td class='num'>{_num(sb)}</td><td class='num'>{_num(sc)}</td>"
-                   f"<td class='num {cls}'>{_signed(diff)}</td></tr>")
+        out.append(f"<tr><td><a href='#case-{tr.index}'>#{tr.index + 1}</a> "
+                   f"{e(short(tr.name or case_input(tr.test_case)))}</td><td>{e(name)}</td>"
+                   f"<td class='num'>{num(sb)}</td><td class='num'>{num(sc)}</td>"
+                   f"<td class='num {cls}'>{signed(diff)}</td></tr>")
     out.append("</tbody></table>")
     return "".join(out)
-
-
-def _short(text: str | None, n: int = 110) -> str:
-    t = text or ""
-    if has_images(t):  # cut the readable form, never a token that carries an image
-        t = split_images(t)[0]
-    return shorten(t, n)
-
-
-def _case_input(tc: Any) -> str:
-    if isinstance(tc, ConversationalTestCase):
-        users = [t.content for t in tc.turns if t.role == "user"]
-        return users[0] if users else "(conversation)"
-    return getattr(tc, "input", "") or ""
-
-
-@functools.cache
-def _builtin_judges_nodes() -> dict[str, bool]:
-    from ..metrics import BY_KEY  # noqa: PLC0415 - loaded on first use, as the package loads its names
-
-    return {cls.name: cls.judges_nodes for cls in BY_KEY.values()}
-
-
-def _judges_nodes(m: MetricResult) -> bool:
-    """Whether ``m``'s verdicts are one per retrieved node, as its metric recorded when it scored (for results
-    stored before metrics recorded it, the built-in metric of that name says)."""
-    from ..metrics._base import PER_NODE  # noqa: PLC0415
-
-    flag = (m.details or {}).get(PER_NODE)
-    if flag is not None:
-        return bool(flag)
-    return _builtin_judges_nodes().get(m.name, False)
-
-
-def _node_table(nodes: list[Any], by_rank: dict[str, dict[int, dict[str, Any]]],
-                relevancy: dict[int, list[dict[str, Any]]], node_metrics: list[str]) -> str:
-    if not nodes:
-        return "<p class='small'>No retrieval context.</p>"
-    colour_metric = node_metrics[0] if node_metrics else None  # the first per-node metric, in the run's order
-    head = "".join(f"<th>{_e(m)}</th>" for m in node_metrics)
-    out = [f'<table class="cj-nodes"><thead><tr><th>Rank</th><th>Node</th>{head}'
-           + ("<th>Relevant sentences</th>" if relevancy else "") + "</tr></thead><tbody>"]
-    for rank, node in enumerate(nodes, start=1):
-        v = by_rank.get(colour_metric, {}).get(rank) if colour_metric else None
-        if v is None and relevancy.get(rank):
-            rel = relevancy[rank]
-            v = {"verdict": "yes" if any(x.get("verdict") == "yes" for x in rel) else "no"}
-        cls = f"v-{v['verdict']}" if v and v.get("verdict") in ("yes", "no") else "v-none"
-        meta = []
-        if getattr(node, "id", None):
-            meta.append(f"id {_e(node.id)}")
-        if getattr(node, "score", None) is not None:
-            meta.append(f"retriever score {node.score:.3f}")
-        if getattr(node, "metadata", None):
-            shown = ", ".join(f"{k}={v2}" for k, v2 in list(node.metadata.items())[:4])
-            meta.append(_e(_short(shown, 120)))
-        cells = []
-        for m in node_metrics:
-            mv = by_rank.get(m, {}).get(rank)
-            if mv is None:
-                cells.append("<td></td>")
-            else:
-                verdict = str(mv.get("verdict", ""))
-                cells.append(f"<td><span class='verdict {_e(verdict)}'>{_e(verdict)}</span> "
-                             f"<span class='reason'>{_e(mv.get('reason', ''))}</span></td>")
-        rel_cell = ""
-        if relevancy:
-            rel = relevancy.get(rank, [])
-            n_yes = sum(1 for x in rel if x.get("verdict") == "yes")
-            irrelevant = [x for x in rel if x.get("verdict") != "yes" and x.get("statement")]
-            detail = "".join(f"<li>{_e(x.get('statement'))} <span class='reason'>({_e(x.get('reason', ''))})"
-                             f"</span></li>" for x in irrelevant[:5])
-            rel_cell = (f"<td>{n_yes}/{len(rel)}" + (f"<ul class='small'>{detail}</ul>" if detail else "") + "</td>")
-        out.append(f"<tr class='{cls}'><td class='num'>{rank}</td><td><div class='text'>{_e(node.text)}</div>"
-                   f"<div class='small'>{' · '.join(meta)}</div></td>{''.join(cells)}{rel_cell}</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
-def _statements(m: MetricResult) -> str:
-    items = [v for v in m.verdicts if isinstance(v, dict) and "statement" in v and "supporting_ranks" in v]
-    if not items:
-        return ""
-    unsupported = (m.details or {}).get("unsupported_statements")
-    lis = []
-    for v in items:
-        ok = v.get("verdict") == "yes"
-        ranks = ", ".join(str(r) for r in v.get("supporting_ranks") or [])
-        where = f" <span class='small'>supported by rank {ranks}</span>" if ok and ranks else ""
-        turn = f"<span class='small'>turn {v['turn']}: </span>" if "turn" in v else ""
-        lis.append(f"<li class='{'supported' if ok else 'unsupported'}'>{turn}<span class='verdict "
-                   f"{'yes' if ok else 'no'}'>{'supported' if ok else 'unsupported'}</span> "
-                   f"{_e(v.get('statement'))}{where} <span class='reason'>{_e(v.get('reason', ''))}</span></li>")
-    extra = ""
-    if unsupported:
-        extra = ("<div class='field'><b>Unsupported statements</b><ul class='cj-unsupported'>"
-                 + "".join(f"<li>{_e(s)}</li>" for s in unsupported) + "</ul></div>")
-    return f"<div class='field'><b>{_e(m.name)}: statements</b><ul class='stmts'>{''.join(lis)}</ul></div>{extra}"
-
-
-def _retrieval_block(nodes: list[Any], metrics: list[MetricResult], turn: int | None) -> str:
-    by_rank: dict[str, dict[int, dict[str, Any]]] = {}
-    relevancy: dict[int, list[dict[str, Any]]] = {}
-    node_metrics: list[str] = []
-    for m in metrics:
-        per_node = _judges_nodes(m)
-        for v in m.verdicts:
-            if not isinstance(v, dict) or not isinstance(v.get("rank"), int):
-                continue
-            if turn is not None and v.get("turn") != turn:
-                continue
-            if "statement" in v:  # relevancy: one verdict per sentence of a node
-                relevancy.setdefault(v["rank"], []).append(v)
-            elif per_node:
-                by_rank.setdefault(m.name, {})[v["rank"]] = v
-                if m.name not in node_metrics:
-                    node_metrics.append(m.name)
-    return _node_table(nodes, by_rank, relevancy, node_metrics)
-
-
-def _case(tr: TestResult) -> str:
-    tc = tr.test_case
-    chips = []
-    for m in tr.metrics_data:
-        cls, _ = _status(m)
-        chips.append(f"<span class='chip {cls}' title='{_e(m.reason or m.error or '')}'>{_e(m.name)} "
-                     f"{_num(m.score, 2)}</span>")
-    failed = any(not m.success for m in tr.metrics_data) or tr.error
-    title = _e(_short(tr.name or _case_input(tc)))
-    parts = [f"<details class='case' id='case-{tr.index}'{' open' if failed and tr.index < 3 else ''}>"
-             f"<summary><b>#{tr.index + 1}</b> {title} {''.join(chips)}</summary>"]
-    if isinstance(tc, ConversationalTestCase):
-        for i, turn in enumerate(tc.turns):
-            parts.append(f"<div class='field'><b>{_e(turn.role)} (turn {i})</b><span class='text'>"
-                         f"{_e(turn.content)}</span></div>")
-            if turn.retrieval_context:
-                parts.append(_retrieval_block(turn.retrieval_context, tr.metrics_data, i))
-        if tc.expected_outcome:
-            parts.append(f"<div class='field'><b>Expected outcome</b><span class='text'>{_e(tc.expected_outcome)}"
-                         "</span></div>")
-    else:
-        for label, val in (("Input", tc.input), ("Actual output", tc.actual_output),
-                           ("Expected output", tc.expected_output)):
-            if val is not None:
-                parts.append(f"<div class='field'><b>{label}</b><span class='text'>{_e(val)}</span></div>")
-        parts.append(_retrieval_block(tc.retrieval_context or [], tr.metrics_data, None))
-    if tr.error:
-        parts.append(f"<div class='field err'>{_e(tr.error)}</div>")
-    for m in tr.metrics_data:
-        cls, word = _status(m)
-        parts.append(f"<div class='field'><b>{_e(m.name)}</b><span class='{cls}'>{word}</span> "
-                     f"score {_num(m.score)} / threshold {_num(m.threshold, 2)}"
-                     + (f" · judge {_e(m.evaluation_model)}" if m.evaluation_model else "")
-                     + (f"<div class='reason'>{_e(m.reason)}</div>" if m.reason else "")
-                     + (f"<div class='reason err'>{_e(m.error)}</div>" if m.error else "") + "</div>")
-        parts.append(_statements(m))
-    parts.append("</details>")
-    return "".join(parts)
 
 
 def _header(cur: RunView, base: RunView | None) -> str:
     r = cur.result
     u = r.usage
-    judges = ", ".join(_e(j.get("name")) for j in cur.judges if j.get("name")) or "n/a"
-    bits = [f"run <code>{_e(cur.run_id or r.run_id or 'n/a')}</code>"]
+    judges = ", ".join(e(j.get("name")) for j in cur.judges if j.get("name")) or "n/a"
+    lines = []
     if cur.name:
-        bits.append(f"name {_e(cur.name)}")
+        lines.append(f"<p class='runname'>Run <b class='cj-run-name'>{e(cur.name)}</b>"
+                     + (f" · baseline <b class='cj-baseline-name'>{e(base.name)}</b>" if base and base.name else "")
+                     + "</p>")
+    bits = [f"run <code>{e(cur.run_id or r.run_id or 'n/a')}</code>"]
     if cur.created_at:
-        bits.append(_e(_when(cur.created_at)))
+        bits.append(e(when(cur.created_at)))
     bits.append(f"{len(r)} case(s)")
+    with_errors = sum(1 for tr in r.test_results if tr.error or any(m.error for m in tr.metrics_data))
+    if with_errors:
+        bits.append(f"<span class='err'>{with_errors} case(s) with an error</span>")
     bits.append(f"judge {judges}")
     bits.append(f"{u.calls} judge call(s), {u.cache_hits} cache hit(s), {u.input_tokens + u.output_tokens} tokens")
     if u.cost is not None:
         bits.append(f"cost {u.cost:.4f}")
     if cur.store:
-        bits.append(f"store {_e(cur.store)}")
+        bits.append(f"store {e(cur.store)}")
     if base is not None:
-        bits.append(f"baseline <code>{_e(base.run_id or 'n/a')}</code>")
-    return "<p class='meta'>" + " · ".join(bits) + "</p>"
+        bits.append(f"baseline {e(base.name) + ' ' if base.name else ''}<code>{e(base.run_id or 'n/a')}</code>")
+    return "".join(lines) + "<p class='meta'>" + " · ".join(bits) + "</p>"
+
+
+def _toolbar(metrics: list[str], compared: bool) -> str:
+    filters = [("all", "All"), ("failing", "Failing"), ("errors", "Errors"), ("passing", "Passing")]
+    if compared:
+        filters.append(("changed", "Changed vs baseline"))
+    buttons = "".join(f"<button type='button' data-filter='{f}' aria-pressed='{str(f == 'all').lower()}'>{w}</button> "
+                      for f, w in filters)
+    metric_opts = "".join(f"<option value='{k}'>{e(m)}</option>" for k, m in enumerate(metrics))
+    sort_opts = ["<option value=''>run order</option>"]
+    for k, m in enumerate(metrics):
+        sort_opts.append(f"<option value='m{k}:1'>{e(m)}: worst first</option>")
+        sort_opts.append(f"<option value='m{k}:-1'>{e(m)}: best first</option>")
+        if compared:
+            sort_opts.append(f"<option value='d{k}:1'>{e(m)}: largest drop vs baseline first</option>")
+    return (f"<div id='cj-toolbar' hidden>Show {buttons}"
+            f"<label>on <select id='cj-filter-metric'><option value=''>any metric</option>{metric_opts}</select>"
+            f"</label> · <label>Sort <select id='cj-sort'>{''.join(sort_opts)}</select></label> · "
+            "<label>Search <input id='cj-search' type='search' placeholder='input, output, expected, nodes, name'>"
+            "</label> <span id='cj-count' class='small'></span></div>"
+            "<noscript><p class='small'>Scripts are off: every case is listed in run order (filtering, sorting and "
+            "search need scripts).</p></noscript>")
+
+
+def _cases_section(cur: RunView, base: RunView | None) -> str:
+    result = cur.result
+    metrics = _metric_names(result)
+    paired = None
+    if base is not None:
+        by_index = {c.index: b for b, c in _pairs(result, base.result).values()}
+        paired = by_index
+    ctx = CaseContext(metrics, baseline=paired, baseline_label=_label(base, "baseline") if base else "baseline")
+    failing = sum(not tr.success for tr in result.test_results)
+    errors = sum(1 for tr in result.test_results
+                 if tr.error or any(m.error for m in tr.metrics_data))
+    head = "".join(f"<th data-col='m{k}'><button type='button' data-sort='m{k}' title='sort by {e(m)}: worst first, "
+                   f"click again for best first'>{e(m)}</button></th>" for k, m in enumerate(metrics))
+    out = [f"<h2>Cases</h2><p class='meta'>{len(result)} case(s), {failing} with a failing metric, {errors} with an "
+           "error. Each metric's cell is coloured by its own result (green: pass, red: fail, amber: error, grey: "
+           "the metric did not apply). Sorting by a metric lists scored cases first (worst or best first), then "
+           "cases where it errored, then cases it did not apply to. In a case, each per-node metric's verdict is "
+           "coloured in its own column (green: useful, red: not useful); open a case for the judge's reasons.</p>",
+           _toolbar(metrics, base is not None),
+           f'<table class="cj-cases" id="cj-cases"><thead><tr><th data-col=""><button type="button" data-sort="" '
+           f'title="run order">#</button></th><th>Case</th>{head}</tr></thead><tbody>']
+    out.extend(case_row(tr, ctx) for tr in result.test_results)
+    out.append("</tbody></table><div id='cj-case-list'>")
+    out.extend(case_card(tr, ctx) for tr in result.test_results)
+    out.append("</div>")
+    return "\n".join(out)
 
 
 def render_html(current: RunView, baseline: RunView | None = None, *, title: str | None = None) -> str:
     """The whole report as one HTML string."""
     t = title or "contextjudge report"
-    failing = sum(not tr.success for tr in current.result.test_results)
-    body = [f"<h1>{_e(t)}</h1>", _header(current, baseline), "<h2>Metrics</h2>",
+    body = [f"<h1>{e(t)}</h1>", _header(current, baseline), "<h2>Metrics</h2>",
             _summary_table(current, baseline)]
     if baseline is not None:
         body.append(_compare_section(current, baseline))
-    body.append(f"<h2>Cases</h2><p class='meta'>{len(current.result)} case(s), {failing} with a failing metric. "
-                "Nodes are coloured by the judge's verdict (green: useful, red: not useful); open a case for the "
-                "judge's reasons.</p>")
-    body.extend(_case(tr) for tr in current.result.test_results)
-    csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+    body.append(_cases_section(current, baseline))
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<meta http-equiv='Content-Security-Policy' content=\"{csp}\">"
+            f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{_e(t)}</title><style>{_CSS}</style></head><body>"
-            + "\n".join(body) + "\n<p class='small'>Generated by contextjudge.</p></body></html>\n")
+            f"<title>{e(t)}</title><style>{_CSS}</style></head><body>"
+            + "\n".join(body) + "\n<p class='small'>Generated by contextjudge.</p>" + script_tag()
+            + "</body></html>\n")

@@ -1,0 +1,75 @@
+"""How the report writes values: escaping every piece of user text, numbers, intervals, dates, short texts.
+
+Every piece of user text (inputs, outputs, node texts, judge reasons, metadata, error messages) passes through ``e``
+before it reaches the page.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+from typing import Any
+
+from .._result import MetricResult
+from .._text import shorten
+from ..cases.images import has_images, split_images
+from ..cases.testcase import ConversationalTestCase
+from ._stats import Interval
+
+__all__ = ["case_input", "ci", "e", "num", "pct", "short", "signed", "status", "when"]
+
+
+def e(value: Any) -> str:
+    """``value`` as escaped HTML text (an image token shows as its "[image 1: alt]" marker)."""
+    text = "" if value is None else str(value)
+    if has_images(text):  # show "[image 1: alt]" rather than the (possibly huge) token that carries the image
+        text = split_images(text)[0]
+    return html.escape(text, quote=True)
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.3f}"
+
+
+def ci(iv: Interval, is_signed: bool = False) -> str:
+    if iv.low is None or iv.high is None:
+        return "n/a"
+    f = signed if is_signed else num
+    return f"[{f(iv.low)}, {f(iv.high)}]"
+
+
+def when(ts: float | None) -> str:
+    if not ts:
+        return ""
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def short(text: Any, n: int = 110) -> str:
+    """``text`` on one line, at most ``n`` characters (cut in its readable form, never inside an image token)."""
+    t = "" if text is None else str(text)
+    if has_images(t):
+        t = split_images(t)[0]
+    return shorten(t, n)
+
+
+def case_input(tc: Any) -> str:
+    """The text a person knows a case by: its input, or a conversation's first user message."""
+    if isinstance(tc, ConversationalTestCase):
+        users = [t.content for t in tc.turns if t.role == "user"]
+        return users[0] if users else "(conversation)"
+    return getattr(tc, "input", "") or ""
+
+
+def status(m: MetricResult) -> tuple[str, str]:
+    """A result's CSS class and word: ("err", "error"), ("pass", "pass") or ("fail", "fail")."""
+    if m.error:
+        return "err", "error"
+    return ("pass", "pass") if m.success else ("fail", "fail")

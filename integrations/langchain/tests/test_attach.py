@@ -16,7 +16,9 @@ def check_case(case, question, answer):
     assert isinstance(tc, LLMTestCase)
     assert tc.input == question
     assert tc.actual_output == answer
-    assert case.source == "policy_retriever" and tc.name == "policy_retriever"
+    # named after the question (what a person looks for in a report), the retriever's name beside it
+    assert tc.name == question and case.source == "policy_retriever"
+    assert tc.additional_metadata["retriever"] == "policy_retriever"
     ids = [n.id for n in tc.retrieval_context]
     assert ids[0] == "pto-001" and len(ids) == 3
     assert tc.retrieval_context[0].metadata["title"] == "Paid time off"

@@ -1,50 +1,62 @@
-"""``contextjudge eval --app module:chain``: run goldens through a LangChain Runnable and capture what it retrieved."""
+"""``contextjudge eval --app module:app``: run goldens through a LangChain Runnable (a chain, a retriever, a LangGraph
+compiled graph, a ``create_agent`` agent) and capture what it retrieved."""
 
 from __future__ import annotations
 
-import logging
-from typing import Any
+import uuid
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, Callable
 
-from contextjudge.capture import AppAdapter, CapturedCase
-from contextjudge.goldens import Goldens, load_goldens
+from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure
 from contextjudge.cases.identity import GOLDEN_ID_KEY
+from contextjudge.goldens import Golden, Goldens, load_goldens
 
 from ._handler import ContextJudgeCallbackHandler
 
 __all__ = ["LangChainAppAdapter", "adapter", "golden_input"]
 
-logger = logging.getLogger("contextjudge")
-
 _INPUT_KEYS = ("question", "input", "query", "user_input", "q")
 
 
-def golden_input(runnable: Any, text: str) -> Any:
-    """The input to give ``runnable`` for a golden's question: the string itself, or a dict with the question key.
+def _is_graph(runnable: Any) -> bool:
+    """A LangGraph compiled graph (``create_agent`` returns one), without importing LangGraph when it is absent."""
+    return any(c.__module__.startswith("langgraph.") and c.__name__ == "Pregel" for c in type(runnable).__mro__)
 
-    Reads the Runnable's input schema: a string schema (or none) takes the text; an object schema takes
-    ``{key: text}`` with the first of question/input/query/user_input/q it declares, else its only required key;
-    a chat-style schema with ``messages`` takes ``{"messages": [("human", text)]}``.
+
+def golden_input(runnable: Any, text: str) -> Any:
+    """The input to give ``runnable`` for a golden's question.
+
+    A LangGraph graph whose state has ``messages`` (a ``create_agent`` agent, a chat graph) takes
+    ``{"messages": [{"role": "user", "content": text}]}``. Otherwise the Runnable's input schema decides: a string
+    schema (or none) takes the text; an object schema takes ``{key: text}`` with the first of
+    question/input/query/user_input/q it declares, else its only required key; a chat-style schema with
+    ``messages`` takes the messages form too.
     """
     try:
         schema = runnable.get_input_jsonschema()
     except Exception:  # noqa: BLE001 - some Runnables cannot describe their input
         return text
     props = schema.get("properties") or {}
+    messages = {"messages": [{"role": "user", "content": text}]}
+    if _is_graph(runnable) and "messages" in props:
+        return messages
     if schema.get("type") != "object" or not props:
         return text
     for key in _INPUT_KEYS:
         if key in props:
             return {key: text}
     if "messages" in props:
-        return {"messages": [("human", text)]}
+        return messages
     required = schema.get("required") or list(props)
     return {required[0]: text} if len(required) == 1 else text
 
 
 class LangChainAppAdapter(AppAdapter):
-    """Runs goldens through any LangChain Runnable with capture in mode "off"."""
+    """Runs goldens through any LangChain Runnable with capture in mode "off", one golden per call."""
 
     name = "langchain"
+    accepts = ("LangChain Runnables: LCEL chains, retrievers, LangGraph compiled graphs and create_agent agents "
+               "(needs contextjudge-langchain)")
 
     def matches(self, obj: Any) -> bool:
         try:
@@ -53,24 +65,48 @@ class LangChainAppAdapter(AppAdapter):
             return False
         return isinstance(obj, Runnable)
 
-    def collect(self, obj: Any, goldens: Any, *, concurrency: int = 4) -> list[CapturedCase]:
+    def collect(self, obj: Any, goldens: Any, *, concurrency: int = 4,
+                progress: Callable[[], Any] | None = None) -> list[CapturedCase | GoldenFailure]:
         gs: Goldens = load_goldens(goldens)
+        # goldens are single questions: no conversation per golden thread; the goldens bound what is captured
         handler = ContextJudgeCallbackHandler(metrics=[], goldens=gs, mode="off", emit_events=False,
-                                              max_kept=None)  # the goldens bound what is captured
+                                              conversations=False, max_kept=None)
         items = list(gs)
-        inputs = [golden_input(obj, g.input) for g in items]
-        configs = [{"callbacks": [handler], "metadata": {GOLDEN_ID_KEY: g.id} if g.id else {},
-                    "run_name": f"golden:{g.id or i}", "max_concurrency": concurrency}
-                   for i, g in enumerate(items)]
-        outputs = obj.batch(inputs, config=configs, return_exceptions=True)
-        for g, out in zip(items, outputs):
-            if isinstance(out, BaseException):
-                logger.warning("contextjudge: the app raised on golden %r: %s: %s", g.id or g.input,
-                               type(out).__name__, out)
-        handler.flush()
-        cases = handler.cases
-        handler.close()
-        return cases
+        run_ids = [uuid.uuid4() for _ in items]
+        errors: dict[int, BaseException] = {}
+        # a graph with a checkpointer needs a thread: each golden gets its own, so goldens never share a history
+        checkpointed = _is_graph(obj) and getattr(obj, "checkpointer", None) not in (None, False)
+
+        def one(i: int, g: Golden) -> None:
+            config: dict[str, Any] = {"callbacks": [handler], "run_id": run_ids[i],
+                                      "metadata": {GOLDEN_ID_KEY: g.id} if g.id else {},
+                                      "run_name": f"golden:{g.id or i}"}
+            if checkpointed:
+                config["configurable"] = {"thread_id": f"contextjudge-golden-{run_ids[i]}"}
+            obj.invoke(golden_input(obj, g.input), config=config)
+
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="contextjudge-app") as pool:
+                futures = {pool.submit(one, i, g): i for i, g in enumerate(items)}
+                for future in as_completed(futures):
+                    error = future.exception()
+                    if error is not None:
+                        errors[futures[future]] = error
+                    if progress is not None:
+                        progress()
+            handler.flush()
+            by_root: dict[str, list[CapturedCase]] = {}
+            for case in handler.cases:
+                by_root.setdefault(case.root_run_id or "", []).append(case)
+        finally:
+            handler.close()
+        out: list[CapturedCase | GoldenFailure] = []
+        for i, g in enumerate(items):
+            if i in errors:  # what it retrieved before failing is not what it answers: the error is the case
+                out.append(GoldenFailure(g, i, errors[i]))
+            else:
+                out.extend(by_root.get(str(run_ids[i]), ()))
+        return out
 
 
 adapter = LangChainAppAdapter()

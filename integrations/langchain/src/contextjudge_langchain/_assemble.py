@@ -10,16 +10,31 @@ The rules, applied when a root run ends:
 - The *answer* is the text of the first LLM or chat-model run that starts after the retrieval ended, is not part of
   it, and whose prompt contains one of the retrieved documents; failing that, the first such run at all; failing
   that, the root output when it is text.
+- *What the LLM saw* is the retriever's list after the steps that changed it: a retriever that wraps one other
+  retriever and returns fewer or other documents (a contextual compression retriever, a filter) and chain steps that
+  take the retriever's documents and return documents (``retriever | keep_relevant``). When they changed the list,
+  the case's ``retrieval_context`` is the final list (empty when they dropped everything) and the retriever's own
+  ranking goes under ``provenance.RETRIEVER_RANKING_KEY``.
+- *Agents.* A retrieval inside a tool run (an agent's tool: ``create_retriever_tool``, any ``@tool`` calling a
+  retriever) or inside a LangGraph node becomes an agent case: its ``input`` is the user's message that started the
+  turn (the last human message of the root's input), its ``actual_output`` the agent's final answer (the last AI
+  message without tool calls in the root's output), and ``additional_metadata["agent"]`` holds the tool's name, its
+  input and its own answer, the call's 1-based index in the turn, the graph's name, the framework and the thread.
+  A retriever in a graph node that is not a tool gets ``tool=None`` and ``node=<the node's name>``; its case is
+  named after the node. Cases are named ``"<tool>: <user message>"`` (``"<tool> #2: ..."`` for the same tool's
+  second call in the turn); other cases after their question.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from contextjudge import LLMTestCase, RetrievedNode
 from contextjudge.cases.identity import GOLDEN_ID_KEY
+from contextjudge.cases.provenance import AGENT_KEY, RETRIEVER_KEY, RETRIEVER_RANKING_KEY, short
 from ._images import node_from_image_metadata
 
 THREAD_KEYS = ("thread_id", "session_id", "conversation_id")
@@ -32,7 +47,7 @@ class RunRecord:
     """What the handler keeps of one LangChain run: enough to assemble test cases, and cheap to make."""
 
     __slots__ = ("id", "parent_run_id", "root_id", "run_type", "name", "inputs", "tags", "metadata", "start",
-                 "end", "outputs", "error", "child_runs")
+                 "end", "outputs", "error", "child_runs", "tool_call_id")
 
     def __init__(self, id: Any, parent_run_id: Any, root_id: Any, run_type: str, name: str, inputs: Any,
                  tags: list[str] | None, metadata: dict[str, Any] | None, start: int) -> None:
@@ -49,6 +64,7 @@ class RunRecord:
         self.outputs: Any = None
         self.error: str | None = None
         self.child_runs: list[RunRecord] = []
+        self.tool_call_id: str | None = None  # a tool run's id of the model's tool call, which orders the calls
 
     def __repr__(self) -> str:
         return f"RunRecord({self.run_type}:{self.name} {self.id})"
@@ -64,6 +80,7 @@ class Retrieval:
     question: str | None
     answer_source: str
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
+    agent: dict[str, Any] | None = None
 
 
 def walk(root: Any) -> list[tuple[Any, tuple[Any, ...]]]:
@@ -221,24 +238,185 @@ def _consumer(retriever: Any, docs: list[Any], llms: list[tuple[Any, tuple[Any, 
     return after[0]
 
 
-def retrievals(root: Any) -> list[Retrieval]:
+def _role(message: Any) -> str | None:
+    role = getattr(message, "type", None)
+    if role is None and isinstance(message, dict):
+        role = message.get("role") or message.get("type")
+    return {"user": "human", "assistant": "ai"}.get(role, role)
+
+
+def _tool_calls(message: Any) -> list[Any]:
+    calls = getattr(message, "tool_calls", None)
+    if calls is None and isinstance(message, dict):
+        calls = message.get("tool_calls")
+    return list(calls or [])
+
+
+def _messages(outputs: Any) -> list[Any] | None:
+    messages = outputs.get("messages") if isinstance(outputs, dict) else None
+    return messages if isinstance(messages, list) else None
+
+
+def _this_turn(messages: list[Any]) -> list[Any]:
+    """The messages after the last human one: a graph with a checkpointer returns the whole thread."""
+    for i in range(len(messages) - 1, -1, -1):
+        if _role(messages[i]) == "human":
+            return messages[i + 1:]
+    return messages
+
+
+def final_answer(outputs: Any) -> str | None:
+    """The agent's final answer in a root output: the last AI message of the turn that calls no tool; for other
+    outputs, their text (``text_of_output``)."""
+    messages = _messages(outputs)
+    if messages is None:
+        return text_of_output(outputs)
+    for m in reversed(_this_turn(messages)):
+        if _role(m) == "ai" and not _tool_calls(m):
+            text = message_text(m)
+            if text:
+                return text
+    rest = {k: v for k, v in outputs.items() if k != "messages"}  # a graph state's own answer field, if any
+    return text_of_output(rest) if rest else None
+
+
+def _call_order(root: Any, tools: list[Any]) -> dict[int, int]:
+    """Each top-level tool run's 1-based index among the turn's tool calls: the order the model asked for them in
+    (tools may run in parallel), else the order they started in."""
+    ids: list[str] = []
+    for m in _this_turn(_messages(root.outputs) or []):
+        for call in _tool_calls(m):
+            cid = call.get("id") if isinstance(call, dict) else getattr(call, "id", None)
+            if cid:
+                ids.append(str(cid))
+    pos = {cid: i for i, cid in enumerate(ids)}
+    ordered = sorted(tools, key=lambda t: (pos.get(str(t.tool_call_id), len(pos)), t.start))
+    return {t.id.int: i for i, t in enumerate(ordered, 1)}
+
+
+def tool_input_of(tool: Any) -> str:
+    """The query an agent gave a tool: its question-like argument, its only string argument, or all its arguments."""
+    inputs = tool.inputs
+    if isinstance(inputs, dict):
+        question = question_of(inputs)
+        if question:
+            return question
+        texts = [v for v in inputs.values() if isinstance(v, str)]
+        if len(texts) == 1:
+            return texts[0]
+        try:
+            return json.dumps(inputs, default=str, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return str(inputs)
+    return "" if inputs is None else str(inputs)
+
+
+def tool_output_of(tool: Any) -> str | None:
+    """The tool's own answer (the content of its ToolMessage), or None when it failed."""
+    if tool.error:
+        return None
+    out = (tool.outputs or {}).get("output") if isinstance(tool.outputs, dict) else tool.outputs
+    if out is None:
+        return None
+    text = message_text(out) if hasattr(out, "content") else None
+    return text if text is not None else str(out)
+
+
+def _docs_of(run: Any) -> list[Any] | None:
+    if run.error or not isinstance(run.outputs, dict) or "documents" not in run.outputs:
+        return None
+    return list(run.outputs["documents"] or [])
+
+
+def _unwrap(value: Any, key: str) -> Any:
+    return value[key] if isinstance(value, dict) and set(value) == {key} else value
+
+
+def _same_docs(a: Any, b: list[Any]) -> bool:
+    return isinstance(a, list) and len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b))
+
+
+def _is_docs(value: Any) -> bool:
+    return isinstance(value, list) and all(hasattr(d, "page_content") for d in value)
+
+
+def _after_steps(retriever: Any, docs: list[Any], runs: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
+    """The documents after the chain steps that took the retriever's list and returned documents (a filter, a
+    compressor in LCEL: ``retriever | keep_relevant``), in order; ``docs`` when there is no such step."""
+    if not docs or retriever.end is None:
+        return docs
+    used: set[int] = set()
+    start = retriever.end
+    for _ in range(8):  # a few steps at most; each must start after the one before
+        step = next((r for r, ancestors in runs
+                     if r.start > start and r.id.int not in used and not r.error and retriever not in ancestors
+                     and r.run_type not in ("retriever", "llm", "chat_model", "tool")
+                     and _same_docs(_unwrap(r.inputs, "input"), docs) and _is_docs(_unwrap(r.outputs, "output"))),
+                    None)
+        if step is None:
+            break
+        used.add(step.id.int)
+        start = step.start
+        docs = list(_unwrap(step.outputs, "output"))
+        if not docs:
+            break
+    return docs
+
+
+def _ids(docs: list[Any]) -> list[str]:
+    return [node_of(d).id for d in docs]
+
+
+def _agent_context(run: Any, ancestors: tuple[Any, ...], root: Any) -> tuple[str, Any] | None:
+    """("tool", the tool run) when the retrieval ran inside an agent's tool, ("node", its name) inside a LangGraph
+    node, else None."""
+    tool = next((a for a in reversed(ancestors) if a.run_type == "tool" and a is not root), None)
+    if tool is not None:
+        return "tool", tool
+    node = metadata_of(run).get("langgraph_node")
+    if isinstance(node, str) and node and not node.startswith("__"):
+        return "node", node
+    return None
+
+
+def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
     """The test cases of one finished root run, one per top-level retriever run."""
     runs = walk(root)
     llms = [(r, a) for r, a in runs if r.run_type in ("llm", "chat_model") and not r.error]
     question = question_of(root.inputs)
     root_text = None if root.error else text_of_output(root.outputs)
+    root_answer = None if root.error else final_answer(root.outputs)
     root_meta = metadata_of(root)
+    tools = [r for r, a in runs if r.run_type == "tool" and r is not root
+             and not any(x.run_type == "tool" and x is not root for x in a)]
+    call_of = _call_order(root, tools)
+    node_calls = 0
+    node_names: list[str] = []  # the graph nodes' retrievals so far, for " #2"
     out: list[Retrieval] = []
     for run, ancestors in runs:
         if run.run_type != "retriever" or any(a.run_type == "retriever" for a in ancestors):
             continue
-        if run.error or not isinstance(run.outputs, dict) or "documents" not in run.outputs:
+        retrieved = _docs_of(run)
+        if retrieved is None:
             continue
-        docs = list(run.outputs["documents"] or [])
         query = (run.inputs or {}).get("query")
         query = query if isinstance(query, str) else str(query or "")
+        # what the LLM saw: a compressor or filter wrapping one inner retriever, then LCEL steps after it
+        inside = [r for r, a in runs if r.run_type == "retriever" and run in a
+                  and next(x for x in reversed(a) if x.run_type == "retriever") is run]
+        ranking = None
+        if len(inside) == 1:
+            inner = _docs_of(inside[0])
+            if inner is not None and _ids(inner) != _ids(retrieved):
+                ranking = inner
+        docs = _after_steps(run, retrieved, runs)
+        if ranking is None and docs is not retrieved and _ids(docs) != _ids(retrieved):
+            ranking = retrieved
         consumer = _consumer(run, docs, llms)
-        if consumer is not None:
+        context = _agent_context(run, ancestors, root)
+        if context is not None and root_answer is not None:
+            answer, answer_source = root_answer, "agent_final"
+        elif consumer is not None:
             answer, answer_source = llm_text(consumer), f"llm:{consumer.name}"
         else:
             answer, answer_source = root_text, "root_output"
@@ -250,7 +428,7 @@ def retrievals(root: Any) -> list[Retrieval]:
             for r, a in runs if r.run_type == "retriever" and run in a
         ]
         meta = {
-            "retriever": run.name,
+            RETRIEVER_KEY: run.name,
             "retriever_query": query,
             "chain_input": question,
             "root_run_id": str(root.id),
@@ -260,6 +438,8 @@ def retrievals(root: Any) -> list[Retrieval]:
         meta.update({k: v for k, v in metadata_of(run).items() if k.startswith("ls_") and isinstance(v, str)})
         if diagnostics:
             meta["sub_retrievals"] = diagnostics
+        if ranking is not None:
+            meta[RETRIEVER_RANKING_KEY] = [node_of(d).model_dump() for d in ranking]
         if root.error:
             meta["root_error"] = root.error[:300]
         for key in (GOLDEN_ID_KEY, *THREAD_KEYS):
@@ -268,8 +448,31 @@ def retrievals(root: Any) -> list[Retrieval]:
         case_input = question or query
         if not case_input.strip():
             continue
+        agent = None
+        if context is not None:
+            kind, where = context
+            if kind == "tool":
+                label, call = where.name, call_of.get(where.id.int, 1)
+                agent = {"tool": where.name, "tool_input": tool_input_of(where), "tool_output": tool_output_of(where),
+                         "call": call}
+            else:
+                node_calls += 1
+                label, call = where, node_calls
+                agent = {"tool": None, "node": where, "tool_input": query, "tool_output": None, "call": call}
+            agent.update({"agent": root.name, "framework": "langchain"})
+            if thread_id is not None:
+                agent["thread_id"] = thread_id
+            if kind == "tool":
+                nth = 1 + sum(1 for t in tools if t.name == label and call_of[t.id.int] < call)
+            else:
+                nth = 1 + sum(1 for earlier in node_names if earlier == label)
+                node_names.append(label)
+            name = f"{label}{f' #{nth}' if nth > 1 else ''}: {short(case_input, 60)}"
+            meta[AGENT_KEY] = agent
+        else:
+            name = short(case_input, 80)
         case = LLMTestCase(input=case_input, actual_output=answer, retrieval_context=[node_of(d) for d in docs],
-                           name=run.name, additional_metadata=meta)
+                           name=name, additional_metadata=meta)
         out.append(Retrieval(case=case, name=run.name, query=query, question=question,
-                             answer_source=answer_source, diagnostics=diagnostics))
+                             answer_source=answer_source, diagnostics=diagnostics, agent=agent))
     return out

@@ -29,7 +29,7 @@ from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureSession, result_event
 from contextjudge.cases.identity import golden_id_of, new_case_id
 
-from ._assemble import THREAD_KEYS, RunRecord, question_of, retrievals, text_of_output, thread_id_of, walk
+from ._assemble import THREAD_KEYS, RunRecord, final_answer, question_of, retrievals, thread_id_of, walk
 
 __all__ = ["METRIC_RESULT_EVENT", "ContextJudgeCallbackHandler"]
 
@@ -70,7 +70,10 @@ class ContextJudgeCallbackHandler(BaseTracer):
     ``session`` (also ``scorer``, its older name) is the ``CaptureSession`` the cases go to; ``instrument()``
     returns it, as LlamaIndex's ``instrument()`` does.
 
-    Pass ``emit_events=False`` to keep results out of LangChain's callbacks.
+    Pass ``emit_events=False`` to keep results out of LangChain's callbacks. Runs that share a thread (a
+    ``thread_id``, ``session_id`` or ``conversation_id`` in the config's ``configurable`` or ``metadata``, as a
+    LangGraph checkpointer needs) also form one ``ConversationalTestCase`` for the turn metrics;
+    ``conversations=False`` turns that off.
 
     It is a ``BaseTracer`` (so LangChain shares one instance across copied configs, as with its own tracers), but it
     records runs as light ``RunRecord`` objects in its own locked map instead of LangSmith ``RunTree`` models:
@@ -89,6 +92,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         store: Any = None,
         *,
         emit_events: bool = True,
+        conversations: bool = True,
         scorer: CaptureSession | None = None,
         session: CaptureSession | None = None,
         **kwargs: Any,
@@ -104,6 +108,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         self.session.add_sync(self._assembler_wait)
         self.session._legacy_owner = self  # noqa: SLF001 - old handler attributes on the session, for one release
         self.emit_events = emit_events
+        self.conversations = conversations
         self._ignored: set[int] = set()  # judge runs and their children, by UUID.int
         self._runs: dict[int, RunRecord] = {}  # open runs, by UUID.int
         self._noted: set[int] = set()  # open roots whose target is known
@@ -205,7 +210,8 @@ class ContextJudgeCallbackHandler(BaseTracer):
     # ------------------------------------------------------------------------------------------ run bookkeeping
     # Run ids are keyed by ``UUID.int``: hashing a UUID runs Python code, and this path runs for every run.
     def _open(self, run_type: str, run_id: UUID, parent_run_id: UUID | None, tags: list[str] | None,
-              metadata: dict[str, Any] | None, name: str | None, inputs: Any) -> None:
+              metadata: dict[str, Any] | None, name: str | None, inputs: Any,
+              tool_call_id: str | None = None) -> None:
         try:
             key = run_id.int
             with self._lock:
@@ -228,6 +234,8 @@ class ContextJudgeCallbackHandler(BaseTracer):
                     run = RunRecord(run_id, parent.id, parent.root_id, run_type, name or run_type, inputs, tags,
                                     metadata, next(self._clock))
                     parent.child_runs.append(run)
+                if tool_call_id is not None:
+                    run.tool_call_id = tool_call_id
                 self._runs[key] = run
                 if parent is not None and run.root_id.int not in self._noted:
                     self._note_target(run, parent_run_id)
@@ -285,7 +293,6 @@ class ContextJudgeCallbackHandler(BaseTracer):
             logger.exception("contextjudge: could not assemble test cases from LangChain run %s", root.id)
 
     def _assemble_root(self, root: Any) -> None:
-        found = retrievals(root)
         root_id = str(root.id)
         runs = [r for r, _ in walk(root)]
         golden_id = None
@@ -294,24 +301,28 @@ class ContextJudgeCallbackHandler(BaseTracer):
             if gid is not None:
                 golden_id = str(gid)
                 break
+        thread_id = thread_id_of(runs)
+        with self._lock:
+            target = self._targets.get(root_id)
+        if thread_id is None and target is not None:
+            thread_id = target.thread_id
+        found = retrievals(root, thread_id=thread_id)
         for item in found:
             captured = CapturedCase(test_case=item.case, source=item.name, root_run_id=root_id,
                                     metadata=dict(item.case.additional_metadata or {}), golden_id=golden_id)
             item.case.id = captured.case_id
             self.scorer.submit(captured)
-        thread_id = thread_id_of(runs)
-        with self._lock:
-            target = self._targets.get(root_id)
-            if thread_id is None and target is not None:
-                thread_id = target.thread_id
-            if not found and thread_id is None:
+        if not found and thread_id is None:
+            with self._lock:
                 self._targets.pop(root_id, None)  # nothing will be scored for this run
-        if thread_id is not None and root.run_type not in ("llm", "chat_model"):
+        if thread_id is not None and self.conversations and root.run_type not in ("llm", "chat_model"):
             self._add_turn(thread_id, root, found, golden_id)
 
     def _add_turn(self, thread_id: str, root: Any, found: list[Any], golden_id: str | None) -> None:
+        """One exchange of the thread: the user's message, and the answer with every node retrieved in the turn
+        (an agent's tool calls included; each call's tool and query are kept on the assistant turn)."""
         question = question_of(root.inputs) or (found[0].query if found else None)
-        answer = text_of_output(root.outputs) if not root.error else None
+        answer = final_answer(root.outputs) if not root.error else None
         if answer is None and found:
             answer = found[0].case.actual_output
         if not question or answer is None:
@@ -321,9 +332,15 @@ class ContextJudgeCallbackHandler(BaseTracer):
         if expected is None and len(self.scorer.goldens):
             g = self.scorer.goldens.match(question, golden_id)
             expected = g.expected_output if g is not None else None
+        meta: dict[str, Any] = {"root_run_id": str(root.id)}
+        calls = [{k: item.agent.get(k) for k in ("tool", "node", "tool_input", "call")} for item in found
+                 if item.agent is not None]
+        if calls:
+            meta["agent_calls"] = calls
+            meta["agent"] = root.name
         turns = [Turn(role="user", content=question),
-                 Turn(role="assistant", content=answer, retrieval_context=nodes or None, expected_output=expected,
-                      additional_metadata={"root_run_id": str(root.id)})]
+                 Turn(role="assistant", content=answer, retrieval_context=nodes if found else None,
+                      expected_output=expected, additional_metadata=meta)]
         with self._lock:
             log = self._threads.setdefault(thread_id, _ThreadLog())
             log.turns.append((root.start, str(root.id), turns))
@@ -392,9 +409,10 @@ class ContextJudgeCallbackHandler(BaseTracer):
 
     def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID, parent_run_id: UUID | None = None,
                       tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
-                      name: str | None = None, inputs: Any = None, **kwargs: Any) -> None:
+                      name: str | None = None, inputs: Any = None, tool_call_id: str | None = None,
+                      **kwargs: Any) -> None:
         self._open("tool", run_id, parent_run_id, tags, metadata, _name(serialized, name),
-                   inputs if inputs is not None else {"input": input_str})
+                   inputs if inputs is not None else {"input": input_str}, tool_call_id)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._close(run_id, {"output": output})

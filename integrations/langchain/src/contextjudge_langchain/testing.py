@@ -1,8 +1,10 @@
-"""Deterministic, offline stand-ins for the parts of a RAG app: embeddings and a chat model.
+"""Deterministic, offline stand-ins for the parts of a RAG app: embeddings, a chat model and an agent's model.
 
-They let the demo, the tests and the benchmark build a real LCEL RAG chain with no model download and no network.
-Neither is a language model: ``BagOfWordsEmbeddings`` hashes words into a vector, and ``ExtractiveChatModel``
-answers by quoting the context sentences that share the most words with the question.
+They let the demo, the tests and the benchmark build a real LCEL RAG chain, or a real ``create_agent`` agent or
+LangGraph graph, with no model download and no network. None is a language model: ``BagOfWordsEmbeddings`` hashes
+words into a vector, ``ExtractiveChatModel`` answers by quoting the context sentences that share the most words with
+the question, and ``ScriptedAgentModel`` asks for the tool calls a script gives, then answers by quoting the tools'
+results.
 """
 
 from __future__ import annotations
@@ -10,15 +12,15 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-__all__ = ["STOPWORDS", "BagOfWordsEmbeddings", "ExtractiveChatModel", "tokens"]
+__all__ = ["STOPWORDS", "BagOfWordsEmbeddings", "ExtractiveChatModel", "ScriptedAgentModel", "tokens"]
 
 STOPWORDS = frozenset(
     "a an and are as at be by can do does for from get gets has have how i if in is it its me my of on or our "
@@ -122,3 +124,48 @@ class ExtractiveChatModel(BaseChatModel):
             if run_manager is not None:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
+
+
+ToolPlan = Callable[[str], Sequence[tuple[str, dict[str, Any]]]]
+
+
+class ScriptedAgentModel(BaseChatModel):
+    """An offline tool-calling chat model for agents (``create_agent``, a LangGraph ``ToolNode`` graph). Not a
+    language model.
+
+    On a turn's user message it asks for the tool calls ``plan(user_message)`` returns, as ``(tool name, args)``
+    pairs (all in one AI message, so a ToolNode runs them in parallel); by default, one call of the first bound tool
+    with ``{"query": user_message}``. Once the tools have answered, it answers by quoting the ``max_sentences``
+    sentences of the tools' results that share the most words with the user's message (as ``ExtractiveChatModel``).
+    A plan that raises makes the model call raise, as a failing provider would. The same messages always give the
+    same answer, so concurrent agents stay deterministic.
+    """
+
+    plan: ToolPlan | None = None
+    max_sentences: int = 2
+
+    @property
+    def _llm_type(self) -> str:
+        return "contextjudge-scripted-agent"
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: PLC0415
+
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        at = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+        user = messages[at].text if at >= 0 else ""
+        turn = messages[at + 1:]
+        tools = [t["function"]["name"] for t in kwargs.get("tools") or () if isinstance(t, dict) and "function" in t]
+        if tools and not any(isinstance(m, AIMessage) and m.tool_calls for m in turn):
+            plan = list(self.plan(user)) if self.plan is not None else [(tools[0], {"query": user})]
+            if plan:
+                calls = [{"name": name, "args": dict(args), "id": f"call-{len(messages)}-{i}", "type": "tool_call"}
+                         for i, (name, args) in enumerate(plan, 1)]
+                return ChatResult(generations=[ChatGeneration(message=AIMessage(content="", tool_calls=calls))])
+        context = "\n\n".join(m.text for m in turn if isinstance(m, ToolMessage))
+        quoter = ExtractiveChatModel(max_sentences=self.max_sentences)
+        answer = quoter.answer(f"Context:\n{context}\n\nQuestion: {user}")
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=answer))])

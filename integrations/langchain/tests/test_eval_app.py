@@ -130,4 +130,4 @@ def test_cli_eval_agent_with_the_local_judge(tmp_path, monkeypatch, goldens, cap
     assert code in (0, 1), out  # no error case: every golden matched its agent case (on the user's message)
     for name in ("Contextual Precision", "Contextual Recall"):
         assert name in out
-    assert "with an error" not in out
+    assert "0 with an error" in out

@@ -302,7 +302,8 @@ def _statements(m: MetricResult) -> str:
         ok = v.get("verdict") == "yes"
         ranks = ", ".join(str(r) for r in v.get("supporting_ranks") or [])
         where = f" <span class='small'>supported by rank {ranks}</span>" if ok and ranks else ""
-        turn = f"<span class='small'>turn {v['turn']}: </span>" if "turn" in v else ""
+        turn = (f"<span class='small'>exchange {v['exchange']}: </span>" if "exchange" in v else
+                f"<span class='small'>turn {v['turn']}: </span>" if "turn" in v else "")
         lis.append(f"<li class='{'supported' if ok else 'unsupported'}'>{turn}<span class='verdict "
                    f"{'yes' if ok else 'no'}'>{'supported' if ok else 'unsupported'}</span> "
                    f"{e(v.get('statement'))}{where} <span class='reason'>{e(v.get('reason', ''))}</span></li>")
@@ -314,9 +315,10 @@ def _statements(m: MetricResult) -> str:
 
 
 def _turn_ids(tc: ConversationalTestCase, metrics: list[MetricResult]) -> dict[Any, int]:
-    """How this case's turn verdicts name a turn -> its index in ``turns``. Verdicts name a turn by its index in
-    the list, or by its exchange number (1 for the first assistant turn, 2 for the second...): an index names an
-    assistant turn, so values that do not all do so are exchange numbers."""
+    """How this case's turn verdicts name a turn -> its index in ``turns``. The turn metrics key a verdict by the
+    turn's index in the list (``turn``; results stored by any version). Should a verdict name its turn otherwise
+    (values that are not all indices of assistant turns), they are read as exchange numbers, the k-th assistant
+    turn."""
     assistants = [i for i, t in enumerate(tc.turns) if t.role == "assistant"]
     seen = {v.get("turn") for m in metrics for v in m.verdicts if isinstance(v, dict) and "turn" in v}
     if all(isinstance(t, int) and t in assistants for t in seen):
@@ -455,12 +457,13 @@ def case_card(tr: TestResult, ctx: CaseContext) -> str:
         ids = _turn_ids(tc, tr.metrics_data)
         base_tc = base.test_case if base is not None and isinstance(base.test_case, ConversationalTestCase) else None
         base_ids = _turn_ids(base_tc, base.metrics_data) if base_tc is not None and base is not None else None
-        exchange = 0
+        users = 0
         for i, turn in enumerate(tc.turns):
             label = turn.role
-            if turn.role == "assistant":
-                exchange += 1
-                label = f"assistant (exchange {exchange})"
+            if turn.role == "user":
+                users += 1
+            elif turn.role == "assistant":  # exchanges numbered as the turn metrics number them
+                label = f"assistant (exchange {max(1, users)})"
             parts.append(_field(label, turn.content))
             parts.append(_provenance(turn))
             if turn.retrieval_context is not None or turn.additional_metadata:

@@ -20,14 +20,44 @@ def test_background_scores_and_goldens_fill_expected_output():
     got = []
     scorer = CaptureScorer([ContextualPrecisionMetric(), ContextualRelevancyMetric()], model=FakeJudge(),
                            goldens=[{"input": "what is the refund window 1", "expected_output": "30 days."}],
-                           on_result=lambda c, r: got.append(r.name))
+                           on_result=lambda c, r: got.append(r))
     for i in range(3):
         scorer.submit(_case(i))
     assert scorer.flush(10)
-    # precision needs expected_output: only the case matching a golden gets it
-    assert got.count("Contextual Precision") == 1 and got.count("Contextual Relevancy") == 3
     assert scorer.cases[1].test_case.expected_output == "30 days."
+    # precision needs expected_output: the case matching a golden is scored, the two others are error results that
+    # say what to do (never a silent skip)
+    precision = [r for r in got if r.name == "Contextual Precision"]
+    assert len(precision) == 3 and [r.score is not None for r in precision].count(True) == 1
+    errors = [r for r in precision if r.error]
+    assert len(errors) == 2 and all(r.error_type == "MissingTestCaseParamsError" for r in errors)
+    assert all("needs an expected_output, and no golden matched this input" in r.error for r in errors)
+    assert all("pass goldens" in r.error for r in errors)
+    assert [r.score is not None for r in got if r.name == "Contextual Relevancy"] == [True] * 3
     scorer.close()
+
+
+def test_default_metrics_without_goldens_need_no_expected_output():
+    """Production capture with no goldens: no wall of precision/recall errors, only the metrics that can run."""
+    got = []
+    scorer = CaptureScorer(model=FakeJudge(), on_result=lambda c, r: got.append(r))
+    assert [m.key for m in scorer.metrics] == ["contextual_relevancy", "context_utilization",
+                                               "turn_contextual_relevancy"]
+    for i in range(2):
+        scorer.submit(_case(i))
+    assert scorer.flush(10)
+    assert len(got) == 4 and not any(r.error for r in got)
+    scorer.close()
+    with_goldens = CaptureScorer(model=FakeJudge(), goldens=[{"input": "q", "expected_output": "a"}])
+    assert [m.key for m in with_goldens.metrics][:2] == ["contextual_precision", "contextual_recall"]
+    with_goldens.close()
+    # asked for explicitly without goldens: precision runs, and says on each case why it cannot score it
+    asked = CaptureScorer([ContextualPrecisionMetric()], model=FakeJudge(), mode="off", max_kept=None)
+    asked.submit(_case(0))
+    result = asked.score_deferred(show_progress=False)
+    (m,) = result.test_results[0].metrics_data
+    assert m.score is None and "needs an expected_output" in m.error
+    asked.close()
 
 
 def test_memory_stays_bounded_for_scored_cases():

@@ -73,7 +73,7 @@ def test_assert_test_failure_lists_score_threshold_and_reason(ptr):
         "*- Contextual Precision: score 0.500 < threshold 0.900: 1 of 2 nodes are useful*rank 2*",
         "*- Contextual Recall: score 0.500 < threshold 0.900: 1 of 2 statements*Unsupported*Louvre*",
     ])
-    result.stdout.fnmatch_lines(["*contextjudge: 2 test case(s) scored, 1 below threshold*"])
+    result.stdout.fnmatch_lines(["*contextjudge: 2 test case(s) scored, 1 below threshold, 0 with an error*"])
 
 
 def test_options_fixture_and_store(ptr, tmp_path):
@@ -97,8 +97,8 @@ def test_options_fixture_and_store(ptr, tmp_path):
     result = ptr.runpytest_inprocess("-p", "no:cacheprovider", "--contextjudge-model", "fake",
                                      "--contextjudge-store", str(db), "--contextjudge-run-id", "ci-run")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines([f"*contextjudge: 2 test case(s) scored, 0 below threshold; results in run ci-run of "
-                                 f"{db}*"])
+    result.stdout.fnmatch_lines([f"*contextjudge: 2 test case(s) scored, 0 below threshold, 0 with an error; "
+                                 f"results in run ci-run of {db}*"])
     s = open_store(str(db))
     info = s.run_info("ci-run")
     assert info.cases == 1 and info.results == 1  # the same case twice is stored (and judged) once

@@ -155,16 +155,25 @@ class TestResult:
         }
 
 
+def _texts(nodes: Any) -> list[str] | None:
+    if nodes is None:
+        return None
+    return [getattr(n, "text", n) for n in nodes]
+
+
 class Tally:
     """Running per-metric totals of a run, for a run that does not keep its per-case results."""
 
     def __init__(self) -> None:
         self.cases = 0
         self.metrics: dict[str, list[float]] = {}  # name -> [rows, scored, score sum, passed, errors]
+        self.judges: set[str] = set()
 
     def add(self, tr: "TestResult") -> None:
         self.cases += 1
         for m in tr.metrics_data:
+            if m.evaluation_model:
+                self.judges.add(m.evaluation_model)
             row = self.metrics.setdefault(m.name, [0, 0, 0.0, 0, 0])
             row[0] += 1
             if m.score is not None:
@@ -269,12 +278,50 @@ class EvaluationResult:
                              "output_tokens": m.usage.output_tokens})
         return rows
 
-    def to_pandas(self):
-        """A DataFrame with one row per (test case, metric). Needs pandas (``pip install contextjudge[pandas]``)."""
+    def judges(self) -> list[str]:
+        """The judges that scored this run's results, by name (``contextjudge-local`` is the embedded judge)."""
+        if self.tally is not None:
+            return sorted(self.tally.judges)
+        return sorted({m.evaluation_model for tr in self.test_results for m in tr.metrics_data if m.evaluation_model})
+
+    def to_wide_records(self) -> list[dict[str, Any]]:
+        """One flat record per test case: its name, input, actual_output, expected_output, retrieval_context (the
+        nodes' texts, in rank order), a column per metric's
+        score (None where the metric errored or did not apply), and ``error`` (the case's errors, joined)."""
+        self._need_results("to_wide_records()")
+        names = self.metric_names()
+        rows = []
+        for tr in self.test_results:
+            tc = tr.test_case
+            row: dict[str, Any] = {"case_index": tr.index, "name": tr.name, "input": getattr(tc, "input", None),
+                                   "actual_output": getattr(tc, "actual_output", None),
+                                   "expected_output": getattr(tc, "expected_output", None),
+                                   "retrieval_context": _texts(getattr(tc, "retrieval_context", None))}
+            by_name = {m.name: m for m in tr.metrics_data}
+            for n in names:
+                m = by_name.get(n)
+                row[n] = None if m is None else m.score
+            errors = [f"{m.name}: {m.error}" for m in tr.metrics_data if m.error]
+            if tr.error:
+                errors.insert(0, tr.error)
+            row["success"] = tr.success
+            row["error"] = "; ".join(errors) or None
+            rows.append(row)
+        return rows
+
+    def to_pandas(self, *, wide: bool = False):
+        """A DataFrame with one row per (test case, metric), or with ``wide=True`` one row per test case: ``name``,
+        ``input``, ``actual_output``, ``expected_output``, ``retrieval_context``, a column per metric holding its score (named like the
+        metric, e.g. "Contextual Precision"; empty where it errored), ``success`` and ``error``: the layout Ragas users
+        know. Needs pandas (``pip install contextjudge[pandas]``)."""
         try:
             import pandas as pd
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("to_pandas() needs pandas: pip install 'contextjudge[pandas]'") from exc
+        if wide:
+            return pd.DataFrame(self.to_wide_records(), columns=["case_index", "name", "input", "actual_output",
+                                                                 "expected_output", "retrieval_context",
+                                                                 *self.metric_names(), "success", "error"])
         return pd.DataFrame(self.to_records())
 
     def to_jsonl(self, path: str | None = None) -> str:
@@ -288,5 +335,8 @@ class EvaluationResult:
 
     def __repr__(self) -> str:
         parts = [f"{n}={v['mean']:.3f}" if v["mean"] is not None else f"{n}=n/a" for n, v in self.summary().items()]
-        return f"EvaluationResult({len(self)} cases; {', '.join(parts)})"
+        errors = sum(v["errors"] for v in self.summary().values())
+        judges = self.judges()
+        tail = (f"; {errors} metric error(s)" if errors else "") + (f"; judge {', '.join(judges)}" if judges else "")
+        return f"EvaluationResult({len(self)} cases; {', '.join(parts)}{tail})"
 

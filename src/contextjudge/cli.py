@@ -1,7 +1,9 @@
 """The ``contextjudge`` command: evaluate an existing app, score deferred captures, report, compare and export.
 
 Every failure the user can fix prints one line that says what to do (no traceback unless ``--debug``). Exit codes:
-0 success, 1 a quality gate failed (a metric below its threshold, or a regression in ``compare``), 2 an error.
+0 success, 1 a quality gate failed (a metric's mean below its threshold, a pass rate below ``--min-pass-rate``, or a
+regression in ``compare``), 2 an error (usage, configuration), 3 some test cases errored (a golden whose app call
+raised, a metric that could not run on a case) and ``--allow-errors`` was not given.
 Integrations add subcommands through the entry-point group ``contextjudge.commands`` (a ``main(argv) -> int``)
 and app runners through ``contextjudge.apps`` (an ``AppAdapter`` instance).
 """
@@ -24,10 +26,19 @@ from .errors import ContextJudgeError, UsageError
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_GATE, EXIT_ERROR, EXIT_CASE_ERRORS = 0, 1, 2, 3
 
 # who ships the well-known subcommands, so a missing one can say what to install
 KNOWN_COMMANDS = {"demo": ("contextjudge-langchain", "the offline end-to-end tour on a LangChain RAG chain")}
+PLUGIN_HELP = {"recommend": "which metrics fit your app, from a few questions about it"}
+# the integrations that ship app adapters: (module, distribution, top-level packages of the objects they run, what)
+KNOWN_INTEGRATIONS = (
+    ("contextjudge_langchain", "contextjudge-langchain", ("langchain", "langchain_core", "langgraph"),
+     "LangChain Runnables, agents and LangGraph graphs"),
+    ("contextjudge_llama_index", "contextjudge-llama-index", ("llama_index",),
+     "LlamaIndex query engines, chat engines, retrievers, agents and workflows"),
+)
+LOCAL_JUDGE = "contextjudge-local"
 METRIC_ALIASES = {"precision": "contextual_precision", "recall": "contextual_recall",
                   "relevancy": "contextual_relevancy", "utilization": "context_utilization",
                   "turn_precision": "turn_contextual_precision", "turn_recall": "turn_contextual_recall",
@@ -160,19 +171,31 @@ def _thresholds(values: Sequence[str] | None, what: str) -> tuple[float | None, 
     return default, per
 
 
-def _judge(model: str | None) -> Any:
-    from .judges.models import resolve_model  # noqa: PLC0415
+def _judge(model: str | None, quiet: bool = False) -> Any:
+    """The judge for ``--model``, and one line on stderr saying which judge that is (and why, for the default)."""
     from .errors import JudgeUnavailableError  # noqa: PLC0415
+    from .judges.models import judge_name, resolve_model  # noqa: PLC0415
 
     if model and model.strip().lower() == "fake":
         from .testing import FakeJudge  # noqa: PLC0415
 
-        _info("judge: FakeJudge, the scripted test double (scores show the plumbing, not quality)")
+        _info("judge: FakeJudge, the scripted test double (scores show the plumbing, not quality)", quiet)
         return FakeJudge()
     try:
-        return resolve_model(model)
+        judge = resolve_model(model)
     except JudgeUnavailableError as exc:
         raise UsageError(f"--model {model or '(default)'}: {exc}") from exc
+    name = judge_name(judge)
+    if name.startswith(LOCAL_JUDGE):
+        what = "the embedded offline judge (free, no API calls)"
+    else:
+        what = "an LLM judge (billed by its provider)"
+    why = "" if model else (" (no --model: $CONTEXTJUDGE_MODEL" if os.environ.get("CONTEXTJUDGE_MODEL") else
+                            " (no --model or $CONTEXTJUDGE_MODEL: OPENAI_API_KEY is set" if
+                            os.environ.get("OPENAI_API_KEY") else
+                            " (no --model, $CONTEXTJUDGE_MODEL or OPENAI_API_KEY") + "; pass --model to choose)"
+    _info(f"judge: {name}, {what}{why}", quiet)
+    return judge
 
 
 def _build_metrics(keys: list[str], judge: Any, threshold: float | None, per: dict[str, float]) -> list[Any]:
@@ -229,21 +252,35 @@ def _code_fingerprint(obj: Any) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ output
-def _gate(result: Any, metrics: list[Any], mean_min: dict[str, float], pass_min: dict[str, float]
-          ) -> list[str]:
-    failures = []
-    summary = result.summary()
-    for m in metrics:
-        s = summary.get(m.name)
-        if s is None:
-            continue
-        need_mean = mean_min.get(m.key)
-        if need_mean is not None and (s["mean"] is None or s["mean"] < need_mean):
-            failures.append(f"{m.name}: mean {_f(s['mean'])} < {need_mean:.3f}")
-        need_pass = pass_min.get(m.key)
-        if need_pass is not None and (s["pass_rate"] is None or s["pass_rate"] < need_pass):
-            failures.append(f"{m.name}: pass rate {_f(s['pass_rate'])} < {need_pass:.3f}")
-    return failures
+def _metric_gates(result: Any, metrics: list[Any] | None, pass_min: dict[str, float] | None = None
+                  ) -> dict[str, list[str]]:
+    """Per metric name, what failed its gate ("mean 0.233 < 0.50"; empty: it passed).
+
+    The one rule: a metric's mean must reach its threshold (the metric's own, ``--threshold`` when given), and its
+    pass rate ``--min-pass-rate`` when given. A metric no case could score fails: there is nothing to pass.
+    """
+    by_name = {m.name: m for m in metrics or []}
+    out: dict[str, list[str]] = {}
+    for name, s in result.summary().items():
+        m = by_name.get(name)
+        key = getattr(m, "key", None)
+        need_mean = getattr(m, "threshold", None) if m is not None else _result_threshold(result, name)
+        fails = []
+        if s["mean"] is None:
+            fails.append("no case scored")
+        elif need_mean is not None and s["mean"] < need_mean:
+            fails.append(f"mean {s['mean']:.3f} < {need_mean:.2f}")
+        need_pass = (pass_min or {}).get(key) if key else None
+        if need_pass is not None and s["mean"] is not None and (s["pass_rate"] is None or s["pass_rate"] < need_pass):
+            fails.append(f"pass rate {_f(s['pass_rate'])} < {need_pass:.2f}")
+        out[name] = fails
+    return out
+
+
+def _result_threshold(result: Any, name: str) -> float | None:
+    """The threshold the results of ``name`` were scored with (the highest, if they differ)."""
+    ts = [m.threshold for tr in result.test_results for m in tr.metrics_data if m.name == name]
+    return max(ts) if ts else None
 
 
 def _f(x: float | None) -> str:
@@ -253,37 +290,81 @@ def _f(x: float | None) -> str:
 def _print_table(headers: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    print(line)
+    print(line.rstrip())
     print("  ".join("-" * w for w in widths))
     for r in rows:
-        print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        print("  ".join(str(c).rjust(w) if 0 < i < len(r) - 1 else str(c).ljust(w)
+                        for i, (c, w) in enumerate(zip(r, widths))).rstrip())
 
 
-def _print_summary(result: Any, gate_mean: dict[str, float] | None = None,
-                   gate_pass: dict[str, float] | None = None, metrics: list[Any] | None = None) -> None:
+def _errored_cases(result: Any) -> list[Any]:
+    """The test results with an error: the case could not be scored, or one of its metrics could not run."""
+    return [tr for tr in result.test_results if tr.error or any(m.error for m in tr.metrics_data)]
+
+
+def _usage_line(result: Any) -> str:
+    """Judge calls and tokens. Tokens of the embedded judge are not billed by anyone, so they are not shown as such."""
+    u = result.usage
+    judges = sorted({m.evaluation_model for tr in result.test_results for m in tr.metrics_data
+                     if m.evaluation_model})
+    local = [j for j in judges if j.startswith(LOCAL_JUDGE)]
+    if judges and len(local) == len(judges):
+        tokens = "tokens: none billable (embedded judge, free)"
+    elif local:
+        billable = sum(m.usage.input_tokens + m.usage.output_tokens for tr in result.test_results
+                       for m in tr.metrics_data if m.evaluation_model and not m.evaluation_model.startswith(LOCAL_JUDGE))
+        tokens = f"billable tokens {billable} (the embedded judge's are free)"
+    else:
+        tokens = f"tokens {u.input_tokens + u.output_tokens}"
+    who = f"judge {', '.join(judges)}; " if judges else ""
+    return f"{who}judge calls {u.calls}, cache hits {u.cache_hits}, {tokens}"
+
+
+def _print_summary(result: Any, gates: dict[str, list[str]], metrics: list[Any] | None = None) -> None:
     from .report import bootstrap_mean  # noqa: PLC0415
 
-    keys = {m.name: m.key for m in metrics or []}
+    by_name = {m.name: m for m in metrics or []}
     rows = []
     for name, s in result.summary().items():
         iv = bootstrap_mean([x for x in result.scores(name) if x is not None])
         ci = "n/a" if iv.low is None else f"[{iv.low:.3f}, {iv.high:.3f}]"
-        thresholds = sorted({m.threshold for tr in result.test_results for m in tr.metrics_data if m.name == name})
-        gate = []
-        k = keys.get(name)
-        if k and gate_mean and k in gate_mean:
-            gate.append(f"mean>={gate_mean[k]:.2f}")
-        if k and gate_pass and k in gate_pass:
-            gate.append(f"pass>={gate_pass[k]:.2f}")
+        m = by_name.get(name)
+        t = getattr(m, "threshold", None) if m is not None else _result_threshold(result, name)
+        fails = gates.get(name, [])
+        gate = "FAIL: " + "; ".join(fails) if fails else f"pass: mean >= {t:.2f}" if t is not None else "pass"
         rows.append([name, _f(s["mean"]), ci, _f(s["pass_rate"]), str(s["scored"]), str(s["errors"]),
-                     ", ".join(f"{t:.2f}" for t in thresholds), " ".join(gate) or "-"])
+                     "-" if t is None else f"{t:.2f}", gate])
     if not rows:
         print("no metric results")
         return
     _print_table(["metric", "mean", "95% CI", "pass rate", "scored", "errors", "threshold", "gate"], rows)
-    u = result.usage
-    print(f"\n{len(result)} case(s); judge calls {u.calls}, cache hits {u.cache_hits}, "
-          f"tokens {u.input_tokens + u.output_tokens}; run {result.run_id}")
+    errored = _errored_cases(result)
+    print(f"\n{len(result)} case(s), {len(errored)} with an error; {_usage_line(result)}; run {result.run_id}")
+    for tr in errored[:3]:
+        what = tr.name or getattr(tr.test_case, "input", None) or f"case {tr.index}"
+        first = tr.error or next(f"{m.name}: {m.error}" for m in tr.metrics_data if m.error)
+        print(f"  error on {_short(str(what), 60)!r}: {_short(first, 240)}")
+    if len(errored) > 3:
+        print(f"  ... and {len(errored) - 3} more case(s) with an error (the report lists them)")
+
+
+def _short(text: str, n: int) -> str:
+    from ._text import shorten  # noqa: PLC0415
+
+    return shorten(" ".join(text.split()), n)
+
+
+def _verdict(result: Any, gates: dict[str, list[str]], allow_errors: bool) -> int:
+    """The exit code of a scored run, with one line saying why when it is not 0."""
+    failures = [f"{name}: {'; '.join(f)}" for name, f in gates.items() if f]
+    errored = _errored_cases(result)
+    if failures:
+        print("FAILED: " + "; ".join(failures))
+    if errored and not allow_errors:
+        print(f"ERRORS: {len(errored)} of {len(result)} case(s) have an error (counted per metric in the 'errors' "
+              "column); fix them, or pass --allow-errors to gate on the scored cases only")
+        return EXIT_CASE_ERRORS
+    return EXIT_GATE if failures else EXIT_OK
 
 
 # ------------------------------------------------------------------------------------------------ commands
@@ -297,33 +378,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
     adapters = _adapters()
     adapter = next(((n, a) for n, a in adapters if _safe_matches(a, app)), None)
     if adapter is None:
-        installed = ", ".join(n for n, _ in adapters) or "none"
-        raise UsageError(f"no installed integration can run a {type(app).__module__}.{type(app).__name__} "
-                         f"(installed app adapters: {installed}). For a LangChain Runnable: pip install "
-                         "contextjudge-langchain; for a LlamaIndex query or chat engine: pip install "
-                         "contextjudge-llama-index.")
-    judge = _judge(args.model)
+        raise UsageError(_no_adapter_message(args.app, app, adapters))
+    judge = _judge(args.model, args.quiet)
     metrics = _build_metrics(keys, judge, threshold, per)
-    gate_mean = {k: per.get(k, threshold) for k in keys if per.get(k, threshold) is not None}
     gate_pass = {k: pass_per.get(k, pass_default) for k in keys if pass_per.get(k, pass_default) is not None}
 
     _info(f"running {len(goldens)} golden(s) through {args.app} with the {adapter[0]} adapter ...", args.quiet)
     t0 = time.perf_counter()
-    captured = adapter[1].collect(app, goldens, concurrency=args.concurrency)
-    _info(f"captured {len(captured)} test case(s) in {time.perf_counter() - t0:.1f}s; scoring ...", args.quiet)
-    if not captured:
+    items = _collect(adapter[1], app, goldens, args)
+    test_cases, failed = _cases_of(items)
+    captured = len(test_cases) - len(failed)
+    _info(f"captured {captured} test case(s) in {time.perf_counter() - t0:.1f}s"
+          + (f"; {len(failed)} golden(s) failed in the app (error cases)" if failed else "") + "; scoring ...",
+          args.quiet)
+    for f in failed[:3]:
+        _info(f"  golden {f.golden.id or f.index + 1} ({_short(f.golden.input, 60)!r}): the app raised "
+              f"{type(f.error).__name__}: {_short(str(f.error), 160)}", args.quiet)
+    missing = _goldens_without_case(goldens, items)
+    if missing:
+        shown = ", ".join(repr(_short(g.input, 50)) for g in missing[:3]) + (" ..." if len(missing) > 3 else "")
+        _info(f"note: {len(missing)} golden(s) gave no captured retrieval (the app answered without retrieving, "
+              f"or its retriever is not captured): {shown}", args.quiet)
+    if not test_cases:
         raise UsageError(f"running the goldens through {args.app} captured no retrieval: check that the app "
                          "retrieves, and that the adapter supports it.")
-    test_cases = _with_golden_ids(captured)
 
     from .engine.evaluate import evaluate  # noqa: PLC0415
 
     result = evaluate(test_cases, metrics, store=store, run_id=args.run_id, run_name=args.name or args.app,
                       max_concurrency=args.concurrency * 4, show_progress=_progress(args),
-                      skip_on_missing_params=True,
                       run_config={"app": args.app, "goldens": os.path.abspath(args.goldens), "adapter": adapter[0],
-                                  "code": _code_fingerprint(app)})
-    _print_summary(result, gate_mean, gate_pass, metrics)
+                                  "code": _code_fingerprint(app), "golden_failures": len(failed)})
+    gates = _metric_gates(result, metrics, gate_pass)
+    _print_summary(result, gates, metrics)
     if args.report:
         from .report import render_report  # noqa: PLC0415
 
@@ -331,11 +418,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"report: {args.report}")
     else:
         print(f"report: contextjudge report {result.run_id} --store {store.target} -o report.html")
-    failures = _gate(result, metrics, gate_mean, gate_pass)
-    if failures:
-        print("FAILED: " + "; ".join(failures))
-        return EXIT_GATE
-    return EXIT_OK
+    return _verdict(result, gates, args.allow_errors)
 
 
 def _safe_matches(adapter: Any, app: Any) -> bool:
@@ -345,20 +428,120 @@ def _safe_matches(adapter: Any, app: Any) -> bool:
         return False
 
 
-def _with_golden_ids(captured: list[Any]) -> list[Any]:
-    """Cases keyed by their golden's id when that is unique, so runs of different app versions pair up."""
+def _type_name(obj: Any) -> str:
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _no_adapter_message(spec: str, app: Any, adapters: list[tuple[str, Any]]) -> str:
+    """What the object is, what each installed adapter runs, and what to install only when it is not installed."""
+    from importlib.util import find_spec  # noqa: PLC0415
+
+    what = _type_name(app)
+    parts = [f"--app {spec} is a {what}, which no installed app adapter runs."]
+    if adapters:
+        parts.append("Installed adapters run: " + "; ".join(
+            f"{name}: {getattr(a, 'accepts', None) or 'apps (it does not say which)'}" for name, a in adapters) + ".")
+    else:
+        parts.append("No app adapter is installed.")
+    loaded = {type(a).__module__.split(".")[0] for _, a in adapters}
+    top = type(app).__module__.split(".")[0]
+    for module, dist, packages, runs in KNOWN_INTEGRATIONS:
+        try:
+            present = find_spec(module) is not None
+        except (ImportError, ValueError):
+            present = False
+        if not present:
+            lead = "This is one of its objects: " if top in packages else "For "
+            parts.append(f"{lead}{runs}: pip install {dist}.")
+        elif module not in loaded:
+            parts.append(f"{dist} is installed but its app adapter did not load (see the warning above, or rerun "
+                         "with --debug).")
+    parts.append("Point --app at an object one of them runs (or a no-argument factory: module:build_app()), or "
+                 "register an AppAdapter under the entry-point group contextjudge.apps.")
+    return " ".join(parts)
+
+
+def _collect(adapter: Any, app: Any, goldens: Any, args: argparse.Namespace) -> list[Any]:
+    """Run the goldens through the app with a progress bar (when the adapter reports progress)."""
+    import inspect  # noqa: PLC0415
+
+    kwargs: dict[str, Any] = {"concurrency": args.concurrency}
+    bar = _bar(len(goldens), "running the app", "golden", _progress(args))
+    try:
+        params = inspect.signature(adapter.collect).parameters
+        takes = "progress" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    except (TypeError, ValueError):
+        takes = False
+    if takes and bar is not None:
+        kwargs["progress"] = lambda: bar.update(1)
+    try:
+        return list(adapter.collect(app, goldens, **kwargs))
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _bar(total: int, desc: str, unit: str, enabled: bool | None) -> Any:
+    """A tqdm bar on stderr (by default only when stderr is a terminal), or None."""
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm  # noqa: PLC0415
+
+        return tqdm(total=total, desc=desc, unit=unit, leave=True, file=sys.stderr)
+    except Exception:  # noqa: BLE001 - a progress bar is never worth failing a run
+        return None
+
+
+def _cases_of(items: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The test cases to score, in the goldens' order (a golden whose app call raised becomes an error case), and
+    the golden failures among them. Cases are keyed by their golden's id when that is unique, so runs of different
+    app versions pair up."""
+    from .capture import GoldenFailure  # noqa: PLC0415
     from .cases.identity import golden_id_of, is_generated_id  # noqa: PLC0415
 
-    gids = [golden_id_of(c) for c in captured]
+    failed = [x for x in items if isinstance(x, GoldenFailure)]
+    gids = [x.golden.id if isinstance(x, GoldenFailure) else golden_id_of(x) for x in items]
     out = []
-    for c, g in zip(captured, gids):
-        tc = c.test_case
+    for item, g in zip(items, gids):
+        if isinstance(item, GoldenFailure):
+            tc = item.test_case()
+            if tc.id and gids.count(g) > 1:
+                tc.id = None  # one golden id, several cases: keyed by position like the others
+            out.append(tc)
+            continue
+        tc = item.test_case
         own = getattr(tc, "id", None)
-        generated = own is None or own in (c.case_id, c.root_run_id) or is_generated_id(own)
+        generated = own is None or own in (item.case_id, item.root_run_id) or is_generated_id(own)
         if g and generated and gids.count(g) == 1:
             tc.id = f"golden-{g}"
         out.append(tc)
-    return out
+    return out, failed
+
+
+def _goldens_without_case(goldens: Any, items: list[Any]) -> list[Any]:
+    """The goldens that gave neither a captured case nor a failure (matched by id, then by input)."""
+    from .capture import GoldenFailure  # noqa: PLC0415
+    from .cases.identity import golden_id_of  # noqa: PLC0415
+    from .cases.provenance import match_inputs_of  # noqa: PLC0415
+
+    seen: set[int] = set()
+    for item in items:
+        if isinstance(item, GoldenFailure):
+            seen.add(id(item.golden))
+            continue
+        tc = getattr(item, "test_case", None)
+        texts = [getattr(tc, "input", None), *(match_inputs_of(tc) if tc is not None else [])]
+        turns = getattr(tc, "turns", None) or []
+        texts += [t.content for t in turns if getattr(t, "role", None) == "user"]
+        gid = golden_id_of(item)
+        hits = [goldens.match(None, gid)] if gid else []
+        hits += [goldens.match(t) for t in texts if isinstance(t, str)]
+        seen.update(id(g) for g in hits if g is not None)
+    return [g for g in goldens if id(g) not in seen]
 
 
 def _progress(args: argparse.Namespace) -> bool | None:
@@ -378,16 +561,17 @@ def cmd_score(args: argparse.Namespace) -> int:
     default_keys = _config_metric_keys(info.config) or list(DEFAULT_EVAL_METRICS) + ["turn_contextual_relevancy"]
     keys = _metric_keys(args.metrics, default_keys)
     threshold, per = _thresholds(args.threshold, "--threshold")
-    metrics = _build_metrics(keys, _judge(args.model), threshold, per)
+    metrics = _build_metrics(keys, _judge(args.model, args.quiet), threshold, per)
     _info(f"scoring {len(todo)} deferred case(s) of run {run_id} with {', '.join(m.name for m in metrics)} ...",
           args.quiet)
     from .engine.evaluate import evaluate  # noqa: PLC0415
 
     result = evaluate([c.test_case for c in todo], metrics, store=store, run_id=run_id,
-                      show_progress=_progress(args), skip_on_missing_params=True,
+                      show_progress=_progress(args),
                       case_keys=[c.case_key for c in todo])  # results go to the stored cases, under their keys
-    _print_summary(result, metrics=metrics)
-    return EXIT_OK
+    gates = _metric_gates(result, metrics)
+    _print_summary(result, gates, metrics)
+    return _verdict(result, gates, args.allow_errors)
 
 
 def _config_metric_keys(config: dict[str, Any]) -> list[str]:
@@ -439,7 +623,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         rows.append([c.metric, _f(c.baseline_mean), _f(c.current_mean), diff, ci, str(iv.n), c.reading])
         if c.reading == "worse":
             worse.append(c.metric)
-    print(f"{cur} compared with {base} (paired by test case id, else input; 95% bootstrap intervals)")
+    print(f"{_run_label(store, cur)} compared with {_run_label(store, base)} (paired by test case id, else input; "
+          "95% bootstrap intervals)")
     _print_table(["metric", "baseline", "this run", "difference", "95% CI", "pairs", "reading"], rows)
     if args.output:
         from .report import render_report  # noqa: PLC0415
@@ -450,6 +635,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print("FAILED: worse on " + ", ".join(worse))
         return EXIT_GATE
     return EXIT_OK
+
+
+def _run_label(store: Any, run_id: str) -> str:
+    """A run as people know it: its name, with its id ("nightly (run 20261124-2017-ab12)")."""
+    try:
+        name = store.run_info(run_id).name
+    except Exception:  # noqa: BLE001 - the label is a nicety; the id is enough
+        name = None
+    return f"{name} (run {run_id})" if name and name != run_id else f"run {run_id}"
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -478,6 +672,9 @@ def cmd_export(args: argparse.Namespace) -> int:
             w.writeheader()
             for rec in store.iter_records(run_id):
                 w.writerow(rec)
+        out.flush()
+    except BrokenPipeError:
+        raise  # the reader stopped (| head): main() ends quietly
     except OSError as exc:
         raise UsageError(f"cannot write the export: {exc}") from exc
     finally:
@@ -497,10 +694,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
     rows = []
     for r in runs:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.created_at))
-        judges = ", ".join(j.get("name", "?") for j in r.judges) or "-"
+        judges = ", ".join(_run_judges(r)) or "-"
         rows.append([r.run_id, r.name or "-", when, r.status, str(r.cases), str(r.results), judges])
     _print_table(["run", "name", "created (UTC)", "status", "cases", "results", "judge"], rows)
     return EXIT_OK
+
+
+def _run_judges(info: Any) -> list[str]:
+    """The judges that scored a run: those its results name (kept in its summary when it ends: a deferred run is
+    scored after it began, by whatever judge `contextjudge score` was given), else those it began with."""
+    scored = (info.summary or {}).get("judges") if isinstance(info.summary, dict) else None
+    if scored:
+        return [str(j) for j in scored]
+    return [str(j.get("name", "?")) for j in info.judges or [] if isinstance(j, dict)]
 
 
 # ------------------------------------------------------------------------------------------------ parser
@@ -521,19 +727,35 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
 
     plugins = _plugin_commands() if plugins is None else plugins
     parser = argparse.ArgumentParser(
-        prog="contextjudge",
-        description="Score the retrieval half of RAG apps: contextual precision, recall, relevancy and utilization.",
-        epilog="Exit codes: 0 ok, 1 a quality gate failed, 2 an error. `contextjudge COMMAND --help` for details.")
+        prog="contextjudge", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Score the retrieval half of RAG apps: contextual precision, recall, relevancy and utilization.\n"
+                    "\n"
+                    "Start here:\n"
+                    "  contextjudge demo            an offline tour: a bundled RAG app scored, stored and reported\n"
+                    "  contextjudge eval --app myapp.chain:rag_chain --goldens goldens.jsonl --report report.html\n"
+                    "                               run your goldens through your own app, score, store, report;\n"
+                    "                               its exit code gates CI\n"
+                    "Then: `contextjudge report` (HTML report of the latest run), `contextjudge compare BASELINE`\n"
+                    "(did a change help?), `contextjudge runs` (what the store holds).",
+        epilog="Exit codes: 0 ok, 1 a quality gate failed, 2 an error, 3 some test cases errored (see "
+               "`contextjudge eval --help`).\n`contextjudge COMMAND --help` for details.")
     parser.add_argument("--version", action="version", version=f"contextjudge {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only results")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("eval", help="run goldens through an existing app, score, store, report; gate CI",
-                       description="Load an existing LangChain Runnable or LlamaIndex query/chat engine without "
-                                   "changing its code, run every golden through it with capture attached, score the "
-                                   "captured retrievals, store them, print a summary and write the report. Exits 1 "
-                                   "when a metric's mean or pass rate is below its threshold.")
+    p = sub.add_parser("eval", help="run your goldens through your app, score, store, report; gate CI",
+                       description="Load an existing app without changing its code (a LangChain Runnable, agent or "
+                                   "LangGraph graph; a LlamaIndex query engine, chat engine, retriever, agent or "
+                                   "workflow), run every golden through it with capture attached, score the "
+                                   "captured retrievals, store them, print a summary and write the report. "
+                                   "The gate: each metric's mean must reach its threshold (the metric's default, "
+                                   "0.5, or --threshold), and its pass rate --min-pass-rate when given. Exit codes: "
+                                   "0 every metric passed; 1 a metric's mean is below its threshold or its pass "
+                                   "rate below --min-pass-rate; 2 an error (bad arguments, app or goldens); 3 some "
+                                   "test cases have an error (a golden whose app call raised, a metric that could "
+                                   "not run on a case, such as precision without an expected_output) and "
+                                   "--allow-errors was not given (3 wins over 1: the means are then incomplete).")
     p.add_argument("--app", required=True, metavar="MODULE:OBJECT",
                    help="the app object, e.g. myapp.chain:rag_chain or myapp.engine:build_engine() (a factory)")
     p.add_argument("--goldens", required=True, metavar="FILE",
@@ -546,10 +768,12 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
                                    "OPENAI_API_KEY, else local")
     _store_arg(p)
     p.add_argument("--threshold", action="append", metavar="[METRIC=]VALUE",
-                   help="pass mark per case and minimum mean, for every metric (0.7) or one (contextual_recall=0.8); "
-                        "repeatable")
+                   help="a metric's threshold: a case passes at score >= it, and the run at mean >= it; for every "
+                        "metric (0.7) or one (contextual_recall=0.8); repeatable (default: each metric's own, 0.5)")
     p.add_argument("--min-pass-rate", action="append", metavar="[METRIC=]VALUE",
-                   help="minimum share of cases that pass, for every metric or one; repeatable")
+                   help="also require this share of cases to pass, for every metric or one; repeatable")
+    p.add_argument("--allow-errors", action="store_true",
+                   help="do not fail (exit 3) on test cases with an error; gate on the scored cases only")
     p.add_argument("--report", metavar="FILE", help="write the HTML report here")
     p.add_argument("--run-id", help="run id in the store; an existing id resumes that run")
     p.add_argument("--name", help="a name for the run (default: the --app value)")
@@ -558,21 +782,26 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     _common(p)
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("score", help="score cases captured in deferred mode",
+    p = sub.add_parser("score", help="score the cases a capture kept for later (mode='deferred')",
                        description="Score the cases of a stored run that have no results yet (captured with "
-                                   "mode='deferred'), and write the results into the same run.")
+                                   "mode='deferred'), and write the results into the same run. Gates and exits "
+                                   "like `contextjudge eval` (0 ok, 1 a metric's mean below its threshold, 2 an "
+                                   "error, 3 cases with an error unless --allow-errors).")
     _store_arg(p)
     p.add_argument("--run", help="run id or name (default: the latest run)")
     p.add_argument("--metrics", nargs="+", metavar="METRIC", help="metrics (default: those the capture was given)")
     p.add_argument("--model", help="judge (see `contextjudge eval --help`)")
-    p.add_argument("--threshold", action="append", metavar="[METRIC=]VALUE", help="pass mark per case")
+    p.add_argument("--threshold", action="append", metavar="[METRIC=]VALUE",
+                   help="a metric's threshold, as in `contextjudge eval` (cases pass at score >= it, the run at "
+                        "mean >= it)")
+    p.add_argument("--allow-errors", action="store_true", help="do not fail (exit 3) on test cases with an error")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _common(p)
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("report", help="write the HTML report of a run (optionally compared with another)",
                        description="Write one self-contained HTML file: per metric the score distribution, the mean "
-                                   "with a 95%% bootstrap interval and the pass rate; per case the ranked nodes "
+                                   "with a 95% bootstrap interval and the pass rate; per case the ranked nodes "
                                    "coloured by verdict with the judge's reasons. With --compare, the paired "
                                    "difference per metric and the cases that changed most.")
     p.add_argument("run", nargs="?", help="run id, name or unique id prefix (default: the latest run)")
@@ -584,7 +813,7 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="paired differences between two runs, with confidence intervals",
-                       description="Print, per metric, the paired difference between RUN and BASELINE with its 95%% "
+                       description="Print, per metric, the paired difference between RUN and BASELINE with its 95% "
                                    "bootstrap interval. Exits 1 with --fail-on-regression when a metric is worse.")
     p.add_argument("baseline", help="baseline run id or name")
     p.add_argument("run", nargs="?", help="run to compare (default: the latest run)")
@@ -595,7 +824,7 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     _common(p)
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("export", help="export a run's results as JSONL or CSV",
+    p = sub.add_parser("export", help="a run's results as JSONL or CSV, for your own analysis",
                        description="JSONL: one line per test case with all its metric results and verdicts. CSV: one "
                                    "row per (case, metric).")
     p.add_argument("run", nargs="?", help="run id or name (default: the latest run)")
@@ -605,14 +834,17 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     _common(p)
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("runs", help="list the runs in a store", description="List the runs in a store, newest first.")
+    p = sub.add_parser("runs", help="list the runs in a store (name, status, judge)",
+                       description="List the runs in a store, newest first, with the judge that scored each.")
     _store_arg(p)
     _common(p)
     p.set_defaults(func=cmd_runs)
 
     for name, ep in sorted(plugins.items()):
         dist = getattr(getattr(ep, "dist", None), "name", None)
-        p = sub.add_parser(name, help=f"(from {dist or ep.value})", add_help=False, prefix_chars="\0")
+        what = KNOWN_COMMANDS.get(name, ("", ""))[1] or PLUGIN_HELP.get(name, "")
+        p = sub.add_parser(name, help=f"{what} (from {dist or ep.value})".strip(), add_help=False,
+                           prefix_chars="\0")
         p.add_argument("argv", nargs=argparse.REMAINDER)
         p.set_defaults(func=None, plugin=ep)
     for name, (package, what) in KNOWN_COMMANDS.items():
@@ -669,7 +901,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_ERROR
         if getattr(args, "plugin", None) is not None:
             return _run_plugin(args.plugin, args.argv)
-        return int(args.func(args))
+        rc = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
+        return rc
+    except BrokenPipeError:
+        _quiet_stdout()  # `contextjudge export | head`: the reader has what it wanted
+        return EXIT_OK
     except SystemExit as exc:  # argparse's own usage errors already printed one line
         code = exc.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_ERROR)
@@ -684,6 +921,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so that Python's own flush at exit does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (an in-process caller's buffer)
+        pass
 
 
 def _explain(exc: BaseException) -> str:

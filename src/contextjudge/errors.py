@@ -18,6 +18,9 @@
     ├── CaptureError                  a capture integration could not assemble a test case
     └── SyncCallOnLoopError           a sync call made from contextjudge's own event loop (also a RuntimeError)
 
+    JudgeChoiceWarning                a warning (UserWarning), not an error: metrics built without model= were
+                                      given the default judge, named in the message (once per process and judge)
+
 Every message says what to do about it. Third-party errors are translated at one boundary
 (the judge client) and chained with ``raise ... from exc``. Where an error stands for one of Python's own
 (``ValueError``, ``TypeError``, ``KeyError``), it subclasses it too, so ``except ValueError`` keeps working.
@@ -31,6 +34,7 @@ __all__ = [
     "ConfigurationTypeError",
     "ContextJudgeError",
     "InvalidTestCaseError",
+    "JudgeChoiceWarning",
     "JudgeError",
     "JudgeOutputError",
     "JudgeResponseError",
@@ -41,6 +45,12 @@ __all__ = [
     "SyncCallOnLoopError",
     "UsageError",
 ]
+
+
+class JudgeChoiceWarning(UserWarning):
+    """Metrics built without ``model=`` use the default judge; this says which one, and why, once per process and
+    judge, so the choice is visible without configuring logging. Pass ``model=`` (or set ``CONTEXTJUDGE_MODEL``) to
+    choose, which also silences it; or ``warnings.filterwarnings("ignore", category=JudgeChoiceWarning)``."""
 
 
 class ContextJudgeError(Exception):

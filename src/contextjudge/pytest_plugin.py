@@ -46,6 +46,9 @@ class ContextJudgeSession:
         self._lock = threading.RLock()
         self.cases = 0
         self.failed = 0
+        self.below = 0
+        self.errored = 0
+        self.metric_errors: dict[str, int] = {}
 
     @property
     def model_arg(self) -> Any:
@@ -96,9 +99,17 @@ class ContextJudgeSession:
         with self._lock:
             self.cases += len(result.test_results)
             self.failed += sum(not tr.success for tr in result.test_results)
+            self.below += sum(any(m.error is None and not m.success for m in tr.metrics_data)
+                              for tr in result.test_results)
+            for tr in result.test_results:
+                errors = [m.name for m in tr.metrics_data if m.error]
+                self.errored += bool(errors or tr.error)
+                for name in errors:
+                    self.metric_errors[name] = self.metric_errors.get(name, 0) + 1
 
     def assert_test(self, test_case: Any, metrics: Sequence[Any], **kwargs: Any) -> Any:
         """``contextjudge.assert_test`` with this session's judge and store."""
+        __tracebackhide__ = True  # a failing test's traceback ends in the test, not in contextjudge
         from .engine.assertions import assert_test  # noqa: PLC0415
 
         return assert_test(test_case, metrics, **kwargs)
@@ -107,7 +118,8 @@ class ContextJudgeSession:
         with self._lock:
             run, self._run = self._run, None
         if run is not None:
-            run.end({"cases": self.cases, "failed": self.failed, "usage": run.context.usage.to_dict()})
+            run.end({"cases": self.cases, "failed": self.failed, "errored": self.errored,
+                     "errors": dict(self.metric_errors), "usage": run.context.usage.to_dict()})
             run.store.close()
 
 
@@ -157,7 +169,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     session = config.stash.get(_KEY, None)
     if session is None or session.cases == 0:
         return  # inert unless a test used contextjudge
-    line = f"contextjudge: {session.cases} test case(s) scored, {session.failed} below threshold"
+    line = (f"contextjudge: {session.cases} test case(s) scored, {session.below} below threshold, "
+            f"{session.errored} with an error")
+    if session.metric_errors:
+        line += "; errors: " + ", ".join(f"{name} {n}" for name, n in sorted(session.metric_errors.items()))
     if session.store_target:
         line += f"; results in run {session.run_id} of {session.store_target}"
     terminalreporter.write_line(line)

@@ -29,6 +29,7 @@ def _fmt(x: float | None) -> str:
 
 def format_failures(failures: Sequence[MetricResult]) -> str:
     """One line per failing metric: its score against its threshold, and why."""
+    __tracebackhide__ = True
     lines = []
     for m in failures:
         if m.error:
@@ -54,8 +55,10 @@ def assert_test(
     The message lists each failing metric's score, threshold and reason (or its error). ``model`` is used by metrics
     built without one. ``store``/``run_id`` keep the results. Under pytest with the contextjudge plugin configured,
     ``model`` and ``store`` default to ``--contextjudge-model`` and ``--contextjudge-store``. Returns the
-    ``EvaluationResult`` when everything passes.
+    ``EvaluationResult`` when everything passes. Its own frames are hidden from pytest's tracebacks: a failure
+    points at the test that called it.
     """
+    __tracebackhide__ = True
     if not metrics:
         raise ConfigurationError("assert_test() needs at least one metric, e.g. [ContextualPrecisionMetric()].")
     session = _pytest_session()
@@ -81,5 +84,6 @@ def assert_test(
 
 
 def _pytest_session() -> Any:
+    __tracebackhide__ = True
     plugin = sys.modules.get("contextjudge.pytest_plugin")  # loaded by pytest only; never imported from here
     return None if plugin is None else plugin.current_session()

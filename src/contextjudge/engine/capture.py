@@ -111,8 +111,13 @@ def result_event(case: CapturedCase, result: MetricResult, *, run_id: str | None
             "input": getattr(tc, "input", None)}
 
 
-def default_metrics(model: Any = None) -> list[Any]:
-    """The metrics capture uses when none are given: the four single-turn metrics and turn relevancy."""
+def default_metrics(model: Any = None, *, expected_output: bool = True) -> list[Any]:
+    """The metrics capture uses when none are given: the four single-turn metrics and turn relevancy.
+
+    With ``expected_output=False`` (a capture given no goldens), only those that need no expected_output:
+    relevancy, utilization and turn relevancy. Precision and recall would be an error on every case, since nothing
+    fills the expected_output they judge against; ask for them (with goldens) to have them.
+    """
     from ..metrics import (  # noqa: PLC0415
         ContextualPrecisionMetric,
         ContextualRecallMetric,
@@ -121,9 +126,9 @@ def default_metrics(model: Any = None) -> list[Any]:
         TurnContextualRelevancyMetric,
     )
 
-    return [ContextualPrecisionMetric(model=model), ContextualRecallMetric(model=model),
-            ContextualRelevancyMetric(model=model), ContextUtilizationMetric(model=model),
-            TurnContextualRelevancyMetric(model=model)]
+    with_reference = [ContextualPrecisionMetric(model=model), ContextualRecallMetric(model=model)]
+    return [*(with_reference if expected_output else []), ContextualRelevancyMetric(model=model),
+            ContextUtilizationMetric(model=model), TurnContextualRelevancyMetric(model=model)]
 
 
 @dataclass
@@ -210,7 +215,9 @@ def _close_all_at_exit() -> None:
 class CaptureSession:
     """Receives captured cases and scores, keeps or stores them according to ``mode``.
 
-    ``metrics`` default to the four single-turn metrics and turn relevancy; ``model`` is the judge of metrics built
+    ``metrics`` default to the four single-turn metrics and turn relevancy, or, without ``goldens``, to those that
+    need no expected_output (relevancy, utilization, turn relevancy); a metric that cannot run on a case (precision
+    on a case no golden matched) gives an error result that says what to do. ``model`` is the judge of metrics built
     without one (the metric objects themselves are never changed); ``goldens`` fill expected outputs; ``store`` (a
     store or its path/URL) keeps cases, results and the run. ``max_kept`` bounds the cases held in memory
     (default 10,000; None: no bound). In "deferred" or "off" mode without a store the kept cases are the only copy
@@ -248,8 +255,9 @@ class CaptureSession:
             max_kept = _DEFAULT_MAX_KEPT
         if max_kept is not None and (not isinstance(max_kept, int) or max_kept < 1):
             raise ConfigurationError(f"max_kept must be a positive whole number or None, not {max_kept!r}.")
-        self.metrics = list(metrics) if metrics is not None else default_metrics()
         self.goldens = load_goldens(goldens)
+        self.metrics = (list(metrics) if metrics is not None
+                        else default_metrics(expected_output=bool(len(self.goldens))))
         self.mode = mode
         self.run_name = run_name or f"capture-{time.strftime('%Y%m%d-%H%M%S')}"
         self.run = Run(store=store, name=self.run_name, config={"mode": mode}, judge_options=judge_options,
@@ -592,8 +600,8 @@ class CaptureSession:
                 self._idle.notify_all()
 
     async def score_case(self, case: CapturedCase) -> list[MetricResult]:
-        """Score one case with every applicable metric, in the session's run; metrics missing a field are skipped
-        (noted once per metric and field)."""
+        """Score one case with every applicable metric, in the session's run; a metric missing a field gives an
+        error result that says what to do (never a silent skip)."""
         if not self._prepare(case):  # a lazily built case is assembled here, off the app's thread
             return []
         if self.store is not None and not case.__dict__.get(_STORED):
@@ -666,8 +674,7 @@ class CaptureSession:
             cases += [sc.test_case for sc in stored]
             keys += [sc.case_key for sc in stored]
             from_store = len(stored)
-        result = run_sync(aevaluate(cases, self.metrics, run=self.run, case_keys=keys, skip_on_missing_params=True,
-                                    **kwargs))
+        result = run_sync(aevaluate(cases, self.metrics, run=self.run, case_keys=keys, **kwargs))
         by_index = {tr.index: tr for tr in result.test_results}
         for i, case in enumerate(todo):
             tr = by_index.get(i)
@@ -699,10 +706,17 @@ class CaptureSession:
                                    "unscored_in_store_only": backlog, "dropped": self.dropped,
                                    "evicted": self.evicted, "usage": self.run.context.usage.to_dict()}
         by_metric: dict[str, list[float]] = {}
+        errors: dict[str, int] = {}
         for r in results:
             if r.score is not None:
                 by_metric.setdefault(r.name, []).append(r.score)
+            if r.error is not None:
+                errors[r.name] = errors.get(r.name, 0) + 1
         summary["summary"] = {k: {"mean": sum(v) / len(v), "n": len(v)} for k, v in by_metric.items()}
+        summary["errors"] = errors
+        judges = sorted({r.evaluation_model for r in results if r.evaluation_model})
+        if judges:
+            summary["judges"] = judges
         self.run.end(summary, status=status)
 
     def close(self, timeout: float | None = 30.0) -> bool:

@@ -40,7 +40,7 @@ class _Progress:
         if enabled:
             try:
                 from tqdm.auto import tqdm  # noqa: PLC0415
-                self.bar = tqdm(total=total, desc="contextjudge", unit="case", leave=True)
+                self.bar = tqdm(total=total, desc="scoring", unit="case", leave=True)
             except Exception:  # noqa: BLE001 - a progress bar is never worth failing a run
                 self.bar = None
         self.calls = 0
@@ -224,7 +224,8 @@ async def aevaluate(
                               duration_seconds=time.perf_counter() - t0,
                               tally=None if keep_results else tally, callback_errors=callback_errors[0])
     if owns_run:
-        run.end({"summary": result.summary(), "usage": usage.to_dict(), "duration_seconds": result.duration_seconds})
+        run.end({"summary": result.summary(), "usage": usage.to_dict(), "duration_seconds": result.duration_seconds,
+                 "judges": result.judges()})
     return result
 
 

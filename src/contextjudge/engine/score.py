@@ -44,14 +44,14 @@ def missing_message(metric: Any, exc: MissingTestCaseParamsError, test_case: Any
     said = []
     for f in fields:
         if f == "expected_output":
-            said.append(f"{name} needs an expected output, and no golden matched this input "
+            said.append(f"{name} needs an expected_output, and no golden matched this input "
                         f"({short(getattr(test_case, 'input', ''), 60)!r}): pass goldens whose input matches it, "
                         "or set golden_id in the call's metadata, or set expected_output on the test case")
         elif f in ("retrieval_context", "turns[].retrieval_context"):
             said.append(f"{name} needs the retrieved nodes, and this case has none (retrieval_context is None): "
                         "check that the app's retriever ran and was captured")
         elif f == "expected_outcome":
-            said.append(f"{name} needs an expected outcome for this conversation: pass goldens with "
+            said.append(f"{name} needs an expected_outcome for this conversation: pass goldens with "
                         "expected_outcome and set golden_id, or set expected_outcome on the test case")
         elif f == "actual_output":
             said.append(f"{name} needs the app's answer (actual_output), and this case has none: capture the "

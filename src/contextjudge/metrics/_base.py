@@ -32,6 +32,32 @@ logger = logging.getLogger("contextjudge")
 PER_NODE = "per_node"  # the key in MetricResult.details that says the verdicts are one per retrieved node
 
 
+_announced: set[str] = set()
+
+
+def _announce_default_judge(model: Any) -> None:
+    """Say once per process which judge metrics built without ``model=`` got, and why (a JudgeChoiceWarning), unless
+    the user chose it through ``CONTEXTJUDGE_MODEL``."""
+    import os  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    from ..errors import JudgeChoiceWarning  # noqa: PLC0415
+
+    if os.environ.get("CONTEXTJUDGE_MODEL"):
+        return
+    name = judge_name(model)
+    if name in _announced:
+        return
+    _announced.add(name)
+    if name.startswith("contextjudge-local"):
+        why = (f"the embedded offline judge {name!r} (free, no API calls): CONTEXTJUDGE_MODEL is not set and there is "
+               "no OPENAI_API_KEY")
+    else:
+        why = f"{name!r} (billed by its provider): CONTEXTJUDGE_MODEL is not set and OPENAI_API_KEY is"
+    warnings.warn(f"contextjudge: metrics without model= are judged by {why}. Pass model=... or set "
+                  "CONTEXTJUDGE_MODEL to choose the judge.", JudgeChoiceWarning, stacklevel=3)
+
+
 class Outcome:
     """What a metric computed, before thresholds and reasons are applied."""
 
@@ -121,6 +147,8 @@ class BaseMetric:
         """The resolved judge chat model (resolved on first use, so constructing a metric is cheap)."""
         if self._model is None:
             self._model = resolve_model(self._model_arg)
+            if self._model_arg is None:
+                _announce_default_judge(self._model)
         return self._model
 
     @property

@@ -60,7 +60,7 @@ async def node_usefulness(client: JudgeClient, *, metric: str, input: str, refer
     score = weighted_cumulative_precision(flags)
     useful = [k for k, f in enumerate(flags, 1) if f]
     useless = [k for k, f in enumerate(flags, 1) if not f]
-    target = "the expected output" if reference_kind != "actual_output" else "the actual output"
+    target = "the actual_output" if reference_kind == "actual_output" else "the expected_output"
     if not useful:
         reason = f"None of the {len(nodes)} nodes is useful for {target}"
         if verdicts:
@@ -105,7 +105,7 @@ async def statement_support(client: JudgeClient, *, metric: str, input: str, ref
                          "supporting_ranks": ranks, "confidence": v.get("confidence")})
     score = fraction(flags)
     unsupported = [v for v in verdicts if v["verdict"] != "yes"]
-    reason = f"{len(statements) - len(unsupported)} of {len(statements)} statements of the expected output are " \
+    reason = f"{len(statements) - len(unsupported)} of {len(statements)} statements of the expected_output are " \
              "supported by the retrieval."
     if unsupported:
         shown = "; ".join(f"'{_short(v['statement'], 80)}'" for v in unsupported[:3])

@@ -3,6 +3,10 @@
 For each assistant turn that carries ``retrieval_context``, the window is the last ``window_size`` turns up to it.
 The judged input is the last user message in the window, with the window's earlier turns as history. Each node
 is judged once, for its own turn. The score is the mean over those turns.
+
+Reasons number exchanges as people count them (exchange 1 is the first user message and its answer, exchange 2 the
+second...), not by position in ``turns`` (where the first two answers are turns 1 and 3). Verdicts keep the position
+as ``turn`` (what the store keys nodes by) and carry the exchange number as ``exchange``.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ class _TurnMetric(BaseMetric):
                 hint = (f"the last user turn is more than window_size={self.window_size} turns back: raise "
                         "window_size" if before else "add the user message this turn answers before it")
                 raise InvalidTestCaseError(
-                    f"{self.name}: turns[{i}] is an assistant turn with retrieval_context but no user question in "
+                    f"{self.name}: turns[{i}] (exchange {self.exchanges(test_case.turns)[i]}) is an assistant turn "
+                    "with retrieval_context but no user question in "
                     f"its window, so there is nothing to judge its retrieval against; {hint}.",
                     field=f"turns[{i}]")
         if self.needs_reference and not test_case.expected_outcome:
@@ -72,7 +77,19 @@ class _TurnMetric(BaseMetric):
                     history: list[dict[str, str]]) -> Outcome:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @staticmethod
+    def exchanges(turns: list[Turn]) -> dict[int, int]:
+        """Each assistant turn's exchange number (1-based): how many user messages came up to it (at least 1)."""
+        out, users = {}, 0
+        for i, t in enumerate(turns):
+            if t.role == "user":
+                users += 1
+            elif t.role == "assistant":
+                out[i] = max(1, users)
+        return out
+
     async def _compute(self, case: ConversationalTestCase, client: JudgeClient) -> Outcome:
+        ex = self.exchanges(case.turns)
         targets = [i for i, t in enumerate(case.turns) if t.role == "assistant" and t.retrieval_context is not None]
         skipped = [i for i, t in enumerate(case.turns) if t.role == "assistant" and t.retrieval_context is None]
         jobs: list[Callable[[], Awaitable[Outcome]]] = []
@@ -89,17 +106,19 @@ class _TurnMetric(BaseMetric):
         for i, out in zip(targets, outcomes):
             usage.add(out.usage)
             for v in out.verdicts:
-                verdicts.append({"turn": i, **v})
-            parts.append(f"turn {i}: {out.score:.2f}")
+                verdicts.append({"turn": i, "exchange": ex[i], **v})
+            parts.append(f"exchange {ex[i]}: {out.score:.2f}")
         scores = [o.score for o in outcomes]
         score = mean(scores)
-        reason = f"Mean over {len(targets)} assistant turn(s) with retrieval ({'; '.join(parts)})."
+        reason = f"Mean over {len(targets)} exchange(s) with retrieval ({'; '.join(parts)})."
         worst = min(range(len(outcomes)), key=lambda j: outcomes[j].score)
-        reason += f" Lowest, turn {targets[worst]}: {outcomes[worst].reason}"
+        reason += f" Lowest, exchange {ex[targets[worst]]}: {outcomes[worst].reason}"
         if skipped:
-            reason += f" Skipped assistant turns without retrieval: {', '.join(map(str, skipped))}."
+            reason += f" Not judged (no retrieval): exchange(s) {', '.join(str(ex[i]) for i in skipped)}."
         return Outcome(score, verdicts, reason, usage=usage,
-                       details={"turn_scores": dict(zip(targets, scores)), "skipped_turns": skipped},
+                       details={"turn_scores": dict(zip(targets, scores)), "skipped_turns": skipped,
+                                "exchange_scores": {ex[i]: sc for i, sc in zip(targets, scores)},
+                                "exchanges": {i: ex[i] for i in targets + skipped}},
                        judged=any(o.judged for o in outcomes))
 
 

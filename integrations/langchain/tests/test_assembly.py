@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from langchain_core.tools import tool
 
 from contextjudge import ConversationalTestCase
+from contextjudge.cases.provenance import agent_of
 from contextjudge.metrics import TurnContextualRelevancyMetric
 from contextjudge_langchain import ContextJudgeCallbackHandler
 from contextjudge_langchain import _handler as handler_module
@@ -48,6 +49,9 @@ def test_two_retrievers_one_case_each(store):
     assert len(by_name["policies"].retrieval_context) == 2
     assert [n.id for n in by_name["travel_only"].retrieval_context] == ["travel-002"]
     assert all(tc.input == q and tc.actual_output == out for tc in by_name.values())
+    # named after the question, the retriever's name beside it; not an agent case
+    assert all(tc.name == q and tc.additional_metadata["retriever"] == n for n, tc in by_name.items())
+    assert all(agent_of(tc) is None for tc in by_name.values())
 
 
 class _Fused(BaseRetriever):
@@ -103,7 +107,11 @@ def test_retriever_inside_an_agent_tool(retriever):
     assert tc.input == "What should I do if my laptop is stolen?"  # the user's question, not the tool query
     assert case.metadata["retriever_query"] == "report stolen laptop"
     assert tc.retrieval_context[0].id == "sec-002"
-    assert tc.actual_output == out
+    assert tc.actual_output == out  # the agent's final answer
+    meta = agent_of(tc)
+    assert meta["tool"] == "search_policies" and meta["tool_input"] == "report stolen laptop" and meta["call"] == 1
+    assert meta["tool_output"] == fmt(retriever.invoke("report stolen laptop")) and meta["agent"] == "agent"
+    assert tc.name == "search_policies: What should I do if my laptop is stolen?"
 
 
 def test_answer_falls_back_to_root_output(retriever):
@@ -122,6 +130,7 @@ def test_bare_retriever_and_dict_input(retriever, chain):
                       config={"callbacks": [handler]})
     first, second = handler.cases
     assert first.test_case.input == "How do I report a phishing email?" and first.test_case.actual_output is None
+    assert first.test_case.name == "How do I report a phishing email?"
     assert second.test_case.input == "Can I bring my dog to the office?"
 
 
@@ -196,3 +205,14 @@ def test_handler_raising_internally_leaves_the_chain_alone(chain, monkeypatch, c
     monkeypatch.setattr(broken, "_note_target", explode)  # every child start raises inside the handler
     assert chain.invoke("Can I bring my dog to the office?", config={"callbacks": [broken]}) == expected
     assert broken.raise_error is False and "capture failed on a run start" in caplog.text
+
+
+def test_a_long_question_names_its_case_on_one_short_line(chain):
+    handler = off()
+    question = ("I am travelling to Singapore for a client workshop next month and\nwould like to know who has to "
+                "approve the business trip before I book anything?")
+    chain.invoke(question, config={"callbacks": [handler]})
+    [case] = handler.cases
+    name = case.test_case.name
+    assert len(name) <= 80 and name.endswith("…") and "\n" not in name
+    assert name.startswith("I am travelling to Singapore") and case.test_case.input == question

@@ -7,6 +7,8 @@ import sys
 from importlib.metadata import entry_points
 
 import contextjudge_llama_index as cj
+from contextjudge.capture import GoldenFailure
+from contextjudge.cases.provenance import app_error_of
 from contextjudge.goldens import load_goldens
 
 GOLDENS = [
@@ -54,10 +56,7 @@ def test_collect_with_a_chat_engine_and_a_retriever(index, llm):
     assert len(retrieved) == 3 and all(c.test_case.actual_output is None for c in retrieved)
 
 
-def test_a_failing_golden_is_left_out(index, llm):
-    class Flaky:
-        pass
-
+def test_a_failing_golden_is_an_error_case_and_progress_is_called_per_golden(index, llm):
     engine = index.as_query_engine(llm=llm, similarity_top_k=2)
     original = engine.query
 
@@ -67,8 +66,18 @@ def test_a_failing_golden_is_left_out(index, llm):
         return original(q)
 
     engine.query = query
-    cases = _adapter().collect(engine, GOLDENS, concurrency=1)
-    assert [c.golden_id for c in cases] == ["g1", None]
+    ticks = []
+    got = _adapter().collect(engine, GOLDENS, concurrency=2, progress=lambda: ticks.append(1))
+    assert len(ticks) == 3
+    assert [isinstance(c, GoldenFailure) for c in got] == [False, True, False]
+    failure = got[1]
+    assert isinstance(failure, GoldenFailure) and failure.index == 1 and str(failure.error) == "down"
+    tc = failure.test_case()
+    assert tc.input == GOLDENS[1]["input"] and app_error_of(tc) == {"type": "RuntimeError", "message": "down"}
+
+
+def test_accepts_says_what_it_runs():
+    assert "FunctionAgent" in _adapter().accepts and "query engine" in _adapter().accepts
 
 
 def test_importing_the_package_does_not_import_llama_index():

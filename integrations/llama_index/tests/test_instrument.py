@@ -200,11 +200,12 @@ def test_user_event_handler_receives_every_result_event(index, llm, judge):
                            goldens=[{"input": QUESTIONS["vacation"], "expected_output": "25 days per year."}])
     engine = index.as_query_engine(llm=llm, similarity_top_k=2)
     engine.query(QUESTIONS["vacation"])
-    engine.query(QUESTIONS["expenses"])  # no golden: precision is skipped, relevancy is scored
+    engine.query(QUESTIONS["expenses"])  # no golden: precision is an error result, relevancy is scored
     assert scorer.flush(10)
 
     results = scorer.results
-    assert len(results) == 3
+    assert len(results) == 4
+    assert [r.name for _, r in results if r.error] == ["Contextual Precision"]
     assert len(got) == len(results)
     assert {(e.case_id, e.metric) for e in got} == {(c.case_id, r.name) for c, r in results}
     for event in got:
@@ -215,7 +216,7 @@ def test_user_event_handler_receives_every_result_event(index, llm, judge):
         assert set(payload) <= set(type(event).model_fields)
         assert event.run_id == scorer.run_id and event.source == case.source
         assert parents[event.span_id] == event.query_span_id  # the report span hangs under the query span
-        assert event.score is not None and isinstance(event.success, bool)
+        assert (event.score is not None or event.error) and isinstance(event.success, bool)
 
 
 def test_failure_inside_capture_leaves_the_response_intact(index, llm, judge, monkeypatch, caplog):
@@ -293,7 +294,9 @@ def test_goldens_fill_expected_output_by_input_or_tagged_id(index, llm, judge):
     assert exp.test_case.expected_output == goldens[1]["expected_output"] and exp.golden_id == "g-exp"
     assert office.test_case.expected_output is None
     assert {r.name for r in vac.results} == {"Contextual Precision", "Contextual Recall"}
-    assert office.results == []  # both metrics need expected_output: skipped, not failed
+    # both metrics need expected_output: an error result each, saying what to do (never skipped in silence)
+    assert {r.name for r in office.results} == {"Contextual Precision", "Contextual Recall"}
+    assert all(r.score is None and "no golden matched" in r.error for r in office.results)
 
 
 def test_judge_traffic_is_never_captured(index, llm):

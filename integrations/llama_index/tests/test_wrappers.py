@@ -14,7 +14,7 @@ from llama_index.core.memory import ChatMemoryBuffer
 
 import contextjudge_llama_index as cj
 from contextjudge import ConversationalTestCase, LLMTestCase
-from contextjudge.metrics import ContextualRelevancyMetric, TurnContextualRelevancyMetric
+from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric, TurnContextualRelevancyMetric
 from contextjudge_llama_index import _capture
 from contextjudge_llama_index.testing import ReverseReranker
 
@@ -178,10 +178,33 @@ def test_reset_submits_the_session_and_starts_a_new_one(index, llm, judge):
     assert chat.session_id != first_session and chat.conversation is None and chat.chat_history == []
     chat.chat(FOLLOW_UP)
     assert chat.flush(10)
-    assert len(chat.cases) == 2
-    first, second = (c.test_case for c in chat.cases)
+    # two conversations, and the turn a golden matches as a single-turn case for the single-turn metrics
+    convs = [c.test_case for c in chat.cases if isinstance(c.test_case, ConversationalTestCase)]
+    [turn] = [c for c in chat.cases if isinstance(c.test_case, LLMTestCase)]
+    first, second = convs
     assert first.turns[1].expected_output == "25 days."  # goldens fill assistant turns by the user message
     assert [t.content for t in second.turns[::2]] == [FOLLOW_UP]
+    assert turn.test_case.input == VACATION and turn.test_case.expected_output == "25 days."
+    assert turn.test_case.actual_output == first.turns[1].content
+    assert turn.results == []  # only a turn metric was asked for
+
+
+def test_chat_wrapper_applies_single_turn_metrics_to_each_turn_with_a_golden(index, llm, judge):
+    chat = cj.EvaluatedChatEngine(index.as_chat_engine(chat_mode="context", llm=llm, similarity_top_k=2),
+                                  metrics=[TurnContextualRelevancyMetric(model=judge),
+                                           ContextualPrecisionMetric(model=judge)],
+                                  goldens=[{"id": "fu", "input": FOLLOW_UP, "expected_output": "No paid vacation."}])
+    chat.chat(VACATION)
+    chat.chat(FOLLOW_UP)
+    assert chat.flush(10)
+    conv = next(c for c in chat.cases if isinstance(c.test_case, ConversationalTestCase))
+    [turn] = [c for c in chat.cases if isinstance(c.test_case, LLMTestCase)]  # only the turn with a golden
+    assert [r.name for r in conv.results] == ["Turn Contextual Relevancy"]
+    assert turn.golden_id == "fu" and turn.test_case.expected_output == "No paid vacation."
+    assert turn.test_case.additional_metadata["user_message"] == FOLLOW_UP
+    assert turn.test_case.retrieval_context == conv.test_case.turns[3].retrieval_context
+    [precision] = turn.results
+    assert precision.name == "Contextual Precision" and precision.error is None and precision.score is not None
 
 
 def test_chat_wrapper_survives_a_failure_inside_capture(index, llm, judge, monkeypatch):

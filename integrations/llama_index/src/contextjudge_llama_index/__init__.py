@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._adapter import LlamaIndexAppAdapter
     from ._images import node_from_llama_image_node
-    from ._instrument import aflush, flush, get_scorer, get_session, instrument, is_instrumented, uninstrument
+    from ._instrument import (aflush, flush, get_scorer, get_session, instrument, instrument_tags, is_instrumented,
+                              uninstrument)
     from ._results import ContextJudgeResultEvent
     from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine
 
@@ -32,6 +33,7 @@ __all__ = [
     "get_scorer",
     "get_session",
     "instrument",
+    "instrument_tags",
     "is_instrumented",
     "node_from_llama_image_node",
     "uninstrument",
@@ -47,6 +49,7 @@ _WHERE = {
     "get_scorer": "._instrument",
     "get_session": "._instrument",
     "instrument": "._instrument",
+    "instrument_tags": "._instrument",
     "is_instrumented": "._instrument",
     "node_from_llama_image_node": "._images",
     "uninstrument": "._instrument",

@@ -1,4 +1,4 @@
-"""What ``contextjudge eval --app module:object`` uses to run goldens through a LlamaIndex engine.
+"""What ``contextjudge eval --app module:object`` uses to run goldens through a LlamaIndex app.
 
 Registered under the entry-point group ``contextjudge.apps`` as ``llama_index``. Importing this module does not
 import LlamaIndex: ``matches`` looks at class names only, and ``collect`` imports what it needs.
@@ -6,48 +6,97 @@ import LlamaIndex: ``matches`` looks at class names only, and ``collect`` import
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
-from contextjudge.capture import AppAdapter, CapturedCase
-from contextjudge.goldens import Goldens, load_goldens
-from contextjudge.errors import ConfigurationTypeError
+from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure
 from contextjudge.cases.identity import GOLDEN_ID_KEY
+from contextjudge.errors import ConfigurationTypeError
+from contextjudge.goldens import Goldens, load_goldens
 
 __all__ = ["LlamaIndexAppAdapter", "adapter"]
 
 logger = logging.getLogger("contextjudge")
 
-_KINDS = {"BaseChatEngine": "chat", "BaseQueryEngine": "query", "BaseRetriever": "retrieve"}
+_KINDS = {"BaseChatEngine": "chat", "BaseQueryEngine": "query", "BaseRetriever": "retrieve", "Workflow": "workflow"}
+_MODULES = ("llama_index.", "workflows.")
+_INPUT_FIELDS = ("user_msg", "query", "input", "question", "message", "msg", "query_str")
+ACCEPTS = ("a LlamaIndex query engine, chat engine or retriever, an agent (FunctionAgent, ReActAgent, AgentWorkflow) "
+           "or a workflow (a llama_index.core.workflow.Workflow)")
 
 
 def _kind(obj: Any) -> str | None:
     for c in type(obj).__mro__:
         k = _KINDS.get(c.__name__)
-        if k is not None and c.__module__.startswith("llama_index."):
+        if k is not None and c.__module__.startswith(_MODULES):
             return k
     return None
 
 
+def _start_kwargs(workflow: Any, text: str) -> dict[str, Any]:
+    """The keyword arguments of ``workflow.run`` that carry a golden's input.
+
+    Agents take ``user_msg``. A workflow whose StartEvent subclass declares fields gets the text in the first of
+    ``user_msg``, ``query``, ``input``, ``question``, ``message``... it declares, else in its only required field. A
+    workflow on the plain ``StartEvent`` gets it under each of those usual names (its steps read the one they use).
+    """
+    if any(c.__name__ in ("BaseWorkflowAgent", "AgentWorkflow") for c in type(workflow).__mro__):
+        return {"user_msg": text}
+    cls = getattr(workflow, "start_event_class", None)
+    declared = dict(getattr(cls, "model_fields", {}) or {})
+    for name in _INPUT_FIELDS:
+        if name in declared:
+            return {name: text}
+    required = [n for n, f in declared.items() if f.is_required()]
+    if len(required) == 1:
+        return {required[0]: text}
+    if required:
+        raise ConfigurationTypeError(
+            f"{type(workflow).__name__} starts with {cls.__name__}, whose required fields {required} do not say which "
+            f"one takes the golden's input: name one of them {' or '.join(_INPUT_FIELDS[:4])}, or point --app at a "
+            "factory that returns a workflow whose start event has one input field.")
+    return {name: text for name in _INPUT_FIELDS[:4]}
+
+
+def _answer(result: Any) -> str | None:
+    """The text of what an app call returned (a response, an agent's output, a workflow's result)."""
+    from ._capture import _text  # noqa: PLC0415
+
+    try:
+        return None if result is None else _text(result)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 class LlamaIndexAppAdapter(AppAdapter):
-    """Runs goldens through a LlamaIndex query engine, chat engine or retriever, capturing with mode "off"."""
+    """Runs goldens through a LlamaIndex query engine, chat engine, retriever, agent or workflow, capturing with
+    mode "off"."""
 
     name = "llama_index"
+    accepts = ACCEPTS
 
     def matches(self, obj: Any) -> bool:
         return _kind(obj) is not None
 
-    def collect(self, obj: Any, goldens: Goldens | Any, *, concurrency: int = 4) -> list[CapturedCase]:
-        """One captured case per golden, in the goldens' order, with expected_output filled from the golden.
+    def collect(self, obj: Any, goldens: Goldens | Any, *, concurrency: int = 4,
+                progress: Callable[[], Any] | None = None) -> list[CapturedCase | GoldenFailure]:
+        """The captured cases of every golden, in the goldens' order, with expected_output filled from the golden,
+        and a ``GoldenFailure`` for each golden whose call raised.
 
         Query engines and retrievers run ``concurrency`` goldens at a time (threads); a chat engine runs them one
-        after another, each as a fresh one-turn conversation (``reset()`` before each). A golden whose call
-        raises is logged and left out.
+        after another, each as a fresh one-turn conversation (``reset()`` before each). Agents and workflows run
+        ``concurrency`` goldens at a time on one event loop of their own (in a worker thread, so that clients an app
+        binds to its loop see one loop), each with ``run(user_msg=...)`` on a fresh context. An agent gives one case
+        per retrieval its tools ran, with the golden's input as the case's input and the agent's answer as its
+        output. A golden whose call captured no retrieval gives a case without retrieval_context (its metrics then
+        say so), so that no golden is left out in silence. ``progress()`` is called as each golden finishes.
         """
-        from llama_index.core.instrumentation.dispatcher import instrument_tags  # noqa: PLC0415
-
         from ._capture import GOLDEN_INDEX_TAG, current_sink, router  # noqa: PLC0415
+        from ._instrument import instrument_tags  # noqa: PLC0415
+        from contextjudge import LLMTestCase  # noqa: PLC0415
         from contextjudge.capture import CaptureSession  # noqa: PLC0415
 
         from ._results import CaseSink  # noqa: PLC0415
@@ -59,35 +108,82 @@ class LlamaIndexAppAdapter(AppAdapter):
         kind = _kind(obj)
         if kind is None:
             raise ConfigurationTypeError(
-                f"{type(obj).__name__} is not a LlamaIndex query engine, chat engine or retriever: point --app at "
-                "one (for example index.as_query_engine()), or at an EvaluatedQueryEngine wrapping one.")
+                f"{type(obj).__module__}.{type(obj).__name__} is not something the LlamaIndex adapter runs: point "
+                f"--app at {ACCEPTS} (for example index.as_query_engine(), or a FunctionAgent).")
         scorer = CaptureSession(metrics=[], goldens=goldens, mode="off", max_kept=None)  # bounded by the goldens
         sink = CaseSink(scorer)
+        failures: dict[int, GoldenFailure] = {}
+        answers: dict[int, str | None] = {}
+        lock = threading.Lock()
+
+        def tags_of(i: int) -> dict[str, Any]:
+            g = goldens.items[i]
+            tags: dict[str, Any] = {GOLDEN_INDEX_TAG: i}
+            if g.id:
+                tags[GOLDEN_ID_KEY] = g.id  # the one golden key (contextjudge.golden_id is still read)
+            return tags
+
+        def done(i: int, result: Any = None, error: BaseException | None = None) -> None:
+            with lock:
+                if error is not None:
+                    g = goldens.items[i]
+                    logger.warning("contextjudge: golden %s (%r) failed in the app: %r", g.id or i, g.input[:60],
+                                   error)
+                    failures[i] = GoldenFailure(golden=g, index=i, error=error)
+                else:
+                    answers[i] = _answer(result)
+            if progress is not None:
+                try:
+                    progress()
+                except Exception:  # noqa: BLE001 - a progress bar never stops the run
+                    logger.debug("contextjudge: progress callback failed", exc_info=True)
 
         def run(i: int) -> None:
             g = goldens.items[i]
-            tags = {GOLDEN_INDEX_TAG: i}
-            if g.id:
-                tags[GOLDEN_ID_KEY] = g.id  # the one golden key (contextjudge.golden_id is still read)
             token = current_sink.set(sink)
             try:
-                with instrument_tags(tags):
+                with instrument_tags(tags_of(i)):
                     if kind == "chat":
                         obj.reset()
-                        obj.chat(g.input)
+                        result = obj.chat(g.input)
                     elif kind == "query":
-                        obj.query(g.input)
+                        result = obj.query(g.input)
                     else:
-                        obj.retrieve(g.input)
+                        result = obj.retrieve(g.input)
             except Exception as exc:  # noqa: BLE001 - one failing golden does not stop the run
-                logger.warning("contextjudge: golden %s (%r) failed in the app: %s", g.id or i, g.input[:60], exc)
+                done(i, error=exc)
+            else:
+                done(i, result)
             finally:
                 current_sink.reset(token)
+
+        async def arun(i: int, slots: asyncio.Semaphore) -> None:
+            g = goldens.items[i]
+            async with slots:
+                token = current_sink.set(sink)  # this task's own context: goldens never mix
+                try:
+                    with instrument_tags(tags_of(i)):
+                        handler = obj.run(**_start_kwargs(obj, g.input))
+                    result = await handler
+                except Exception as exc:  # noqa: BLE001
+                    done(i, error=exc)
+                else:
+                    done(i, result)
+                finally:
+                    current_sink.reset(token)
+
+        async def all_workflows(indices: range) -> None:
+            slots = asyncio.Semaphore(max(1, concurrency))
+            await asyncio.gather(*(arun(i, slots) for i in indices))
 
         router.acquire()
         try:
             indices = range(len(goldens.items))
-            if kind == "chat" or concurrency <= 1:
+            if kind == "workflow":
+                # A loop of its own, in a thread: collect may be called from code that already runs a loop.
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextjudge-app") as pool:
+                    pool.submit(asyncio.run, all_workflows(indices)).result()
+            elif kind == "chat" or concurrency <= 1:
                 for i in indices:
                     run(i)
             else:
@@ -95,9 +191,28 @@ class LlamaIndexAppAdapter(AppAdapter):
                     list(pool.map(run, indices))
         finally:
             router.release()
-        cases = scorer.ready_cases()  # assembled here, after the runs: a case that fails to assemble is left out
+        cases: list[Any] = scorer.ready_cases()  # assembled here, after the runs: one failing to assemble is left out
         scorer.close()
-        return sorted(cases, key=lambda c: c.metadata.get("golden_index", 1 << 30))
+        seen = {c.metadata.get("golden_index") for c in cases}
+        for i in indices:
+            if i in failures:
+                cases.append(failures[i])
+            elif i not in seen and kind != "retrieve":
+                g = goldens.items[i]
+                meta: dict[str, Any] = {"source": "llama_index", "kind": kind, "engine": type(obj).__name__,
+                                        "no_retrieval": True}
+                tc = LLMTestCase(input=g.input, actual_output=answers.get(i), expected_output=g.expected_output,
+                                 additional_metadata=meta)
+                cases.append(CapturedCase(test_case=tc, source="llama_index", metadata={"golden_index": i},
+                                          golden_id=g.id))
+
+        def position(c: Any) -> tuple[int, int]:
+            if isinstance(c, GoldenFailure):
+                return c.index, 0
+            idx = c.metadata.get("golden_index")
+            return (idx if isinstance(idx, int) else 1 << 30), 0
+
+        return sorted(cases, key=position)
 
 
 adapter = LlamaIndexAppAdapter()

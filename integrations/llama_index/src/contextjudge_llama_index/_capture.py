@@ -29,14 +29,16 @@ from contextjudge.cases.identity import golden_id_of
 from ._images import node_from_llama_image_node
 
 try:  # the instrumentation package split out of llama-index-core in 0.12
+    from llama_index_instrumentation.dispatcher import active_instrument_tags
     from llama_index_instrumentation.event_handlers import BaseEventHandler
     from llama_index_instrumentation.span_handlers import BaseSpanHandler
 except ImportError:  # pragma: no cover - older cores
+    from llama_index.core.instrumentation.dispatcher import active_instrument_tags  # type: ignore[no-redef]
     from llama_index.core.instrumentation.event_handlers import BaseEventHandler  # type: ignore[no-redef]
     from llama_index.core.instrumentation.span_handlers import BaseSpanHandler  # type: ignore[no-redef]
 
 
-__all__ = ["Record", "Router", "Sink", "current_sink", "router"]
+__all__ = ["AgentRun", "Record", "Router", "Sink", "current_sink", "router"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -48,12 +50,18 @@ _METHODS = {
     "query": frozenset({"query", "aquery"}),
     "retrieve": frozenset({"retrieve", "aretrieve"}),
     "chat": frozenset({"chat", "achat", "stream_chat", "astream_chat"}),
+    "workflow": frozenset({"run"}),
 }
-_BASES = {"BaseQueryEngine": "query", "BaseRetriever": "retrieve", "BaseChatEngine": "chat"}
+_BASES = {"BaseQueryEngine": "query", "BaseRetriever": "retrieve", "BaseChatEngine": "chat", "Workflow": "workflow"}
+_BASE_MODULES = ("llama_index.", "workflows.")  # Workflow lives in the llama-index-workflows package
 _WRITERS = frozenset({"write_response_to_history", "awrite_response_to_history"})
 _RECORDED_EVENTS = frozenset({"RetrievalEndEvent", "ReRankEndEvent"})  # what Router.event looks at
 _UUID_SUFFIX = 37  # "-" + str(uuid4())
 GOLDEN_INDEX_TAG = "contextjudge.golden_index"
+CONVERSATION_TAG = "contextjudge.conversation_id"
+"""An instrument tag that makes an agent's or workflow's runs one conversation (see ``AgentRun.conversation``)."""
+_CONVERSATION_TAGS = (CONVERSATION_TAG, "conversation_id", "thread_id", "session_id")
+_USER_FIELDS = ("user_msg", "query", "input", "question", "message", "msg", "query_str")
 
 
 def _method_of(span_id: str) -> str:
@@ -171,6 +179,10 @@ class Record:
     golden_id: str | None = None
     golden_index: int | None = None
     retrieved_objects: list | None = None  # the retriever's NodeWithScores, to spot a list no postprocessor touched
+    agent: dict[str, Any] | None = None  # provenance.AGENT_KEY: set when the call ran inside an agent's tool call
+    user_message: str | None = None  # the message that started the agent's turn (the case's input then)
+    agent_output: str | None = None  # the agent's final answer (the case's actual_output then)
+    name: str | None = None  # the case's name, for agent cases
 
     @property
     def retrieval_query(self) -> str | None:
@@ -196,7 +208,10 @@ class Record:
     def contexts(self) -> tuple[list[RetrievedNode] | None, dict[str, Any]]:
         """The retrieval_context to score (the list that went to the LLM) and metadata describing the rankings."""
         retrieved = self.retrieved
-        final = self.final if self.final else retrieved
+        # An empty final list is what the LLM saw when postprocessors left no node: scored as it is (the empty-context
+        # rule), never replaced by the retriever's ranking, which is kept beside it. Without a retrieval in the call
+        # (a chat engine that did not retrieve), there is nothing to score.
+        final = self.final if self.final is not None and retrieved is not None else retrieved
         meta: dict[str, Any] = {}
         if final is None:
             return None, meta
@@ -228,6 +243,170 @@ class Sink:
 
     def deliver(self, record: Record) -> None:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def deliver_turn(self, turn: "AgentRun") -> None:
+        """An agent's or workflow's finished run that belongs to a conversation (see ``AgentRun.conversation``).
+        Only sinks that assemble conversations keep it."""
+        return None
+
+
+def _text(value: Any) -> str | None:
+    """The text of a user message, a chat message, an agent output or a response."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    for attr in ("response", "content", "text", "message", "result"):
+        inner = getattr(value, attr, None)
+        if inner is not None and inner is not value:
+            return _text(inner)
+    return str(value)
+
+
+def _user_message(start_event: Any) -> str | None:
+    """The user's message in a workflow's start event: ``user_msg`` (agents), else the last user message of
+    ``chat_history``, else a usual input field of a custom StartEvent (``query``, ``input``, ``question``...)."""
+    get = getattr(start_event, "get", None)
+    if not callable(get):
+        return None
+    for key in _USER_FIELDS:
+        try:
+            value = get(key, None)
+        except Exception:  # noqa: BLE001 - an exotic event
+            value = None
+        if value is not None:
+            return _text(value)
+    try:
+        history = get("chat_history", None)
+    except Exception:  # noqa: BLE001
+        history = None
+    for msg in reversed(list(history or ())):
+        if str(getattr(getattr(msg, "role", None), "value", getattr(msg, "role", ""))) == "user":
+            return _text(msg)
+    return None
+
+
+@dataclass
+class ToolCall:
+    """One tool call of an agent's turn (or, in a plain workflow, one step that called an engine)."""
+
+    tool: str
+    tool_input: Any
+    call: int
+    agent: str | None = None
+    span_id: str | None = None
+    output: str | None = None
+    records: list[tuple[Record, Sink]] = field(default_factory=list)
+
+    @property
+    def query(self) -> str | None:
+        """The tool's input as text: the one argument's value when there is one argument."""
+        value = self.tool_input
+        if isinstance(value, dict):
+            vals = [v for v in value.values() if v is not None]
+            if len(vals) == 1:
+                return _text(vals[0])
+            return ", ".join(f"{k}={v}" for k, v in value.items()) if value else None
+        return _text(value)
+
+
+class _ToolSink(Sink):
+    """Holds a call's record until the agent's run ends (its final answer is the case's actual_output)."""
+
+    __slots__ = ("call", "target")
+
+    def __init__(self, call: ToolCall, target: Sink) -> None:
+        self.call = call
+        self.target = target
+
+    def deliver(self, record: Record) -> None:
+        self.call.records.append((record, self.target))
+
+
+class AgentRun:
+    """One run of an agent or workflow (``agent.run(user_msg=...)``): its user message, tool calls and answer.
+
+    The records of the queries and retrievals its tools ran are held until the run ends, then delivered with the
+    user's message as input and the agent's final answer as output. ``conversation`` is what makes several runs one
+    conversation: the memory object passed as ``memory=`` (the same object for every run of the conversation), or
+    the id given with the ``contextjudge.conversation_id`` instrument tag (``instrument_tags(conversation_id=...)``).
+    A ``Context`` reused with ``ctx=`` is not seen by instrumentation (each run gets a copy of its state), so a
+    conversation kept only in a ``Context`` needs the tag.
+    """
+
+    def __init__(self, span_id: str, workflow: Any, user_message: str | None, sink: Sink,
+                 tags: dict[str, Any], conversation: Any) -> None:
+        self.span_id = span_id
+        self.workflow = type(workflow).__name__
+        name = getattr(workflow, "name", None)
+        self.agent = name if isinstance(name, str) and name else self.workflow
+        self.current_agent: str | None = None
+        self.user_message = user_message
+        self.sink = sink
+        self.golden_id = golden_id_of(tags) if tags else None
+        idx = tags.get(GOLDEN_INDEX_TAG) if tags else None
+        self.golden_index = idx if isinstance(idx, int) else None
+        self.conversation = conversation
+        self.calls: list[ToolCall] = []
+        self.span_ids = [span_id]
+        self.output: str | None = None
+        self.started = time.time()
+        self.t0 = time.perf_counter()
+        self.done = False
+
+    def new_call(self, tool: str, tool_input: Any, span_id: str | None) -> ToolCall:
+        call = ToolCall(tool=tool, tool_input=tool_input, call=len(self.calls) + 1,
+                        agent=self.current_agent or self.agent, span_id=span_id)
+        self.calls.append(call)
+        return call
+
+    def records(self) -> list[Record]:
+        return [r for c in self.calls for r, _ in c.records]
+
+    def finish(self, output: str | None) -> list[tuple[Record, Sink]]:
+        """Fill every held record with the run's user message, final answer and its tool call; return them."""
+        from contextjudge.cases.provenance import short  # noqa: PLC0415
+
+        self.output = output
+        out: list[tuple[Record, Sink]] = []
+        seen: dict[str, int] = {}
+        for call in self.calls:
+            seen[call.tool] = seen.get(call.tool, 0) + 1
+            label = call.tool if seen[call.tool] == 1 else f"{call.tool} #{seen[call.tool]}"
+            for n, (record, sink) in enumerate(call.records, 1):
+                record.agent = {"tool": call.tool, "tool_input": call.query, "tool_output": call.output,
+                                "call": call.call, "agent": call.agent, "framework": "llama_index"}
+                if isinstance(self.conversation, str):
+                    record.agent["thread_id"] = self.conversation
+                record.user_message = self.user_message
+                record.agent_output = output
+                record.name = f"{label}: {short(self.user_message or record.input or '', 60)}"
+                if n > 1:
+                    record.name += f" (retrieval {n})"
+                if record.golden_id is None:
+                    record.golden_id = self.golden_id
+                if record.golden_index is None:
+                    record.golden_index = self.golden_index
+                out.append((record, sink))
+        return out
+
+    def turn_contexts(self) -> tuple[list[RetrievedNode] | None, dict[str, Any]]:
+        """The nodes the turn's tools handed on (each retrieval's final list, in order, repeats dropped)."""
+        nodes: list[RetrievedNode] | None = None
+        seen: set[Any] = set()
+        for record in self.records():
+            got, _ = record.contexts()
+            if got is None:
+                continue
+            nodes = nodes if nodes is not None else []
+            for node in got:
+                key = node.id or node.text
+                if key not in seen:
+                    seen.add(key)
+                    nodes.append(node)
+        calls = [{"tool": c.tool, "tool_input": c.query, "tool_output": c.output, "call": c.call, "agent": c.agent}
+                 for c in self.calls]
+        return nodes, ({"tool_calls": calls} if calls else {})
 
 
 class _Unit:
@@ -311,6 +490,8 @@ class Router:
         self._lock = threading.Lock()
         self._spans: dict[str, tuple[_Unit, bool, bool]] = {}  # span id -> (unit, is retrieval span, under one)
         self._streams: dict[int, tuple[_Unit, Any]] = {}  # id(StreamingAgentChatResponse) -> unit awaiting its end
+        # span id -> (agent run, its tool call or None, step name) for every span of an agent's or workflow's run
+        self._agent_spans: dict[str, tuple[AgentRun, ToolCall | None, str | None]] = {}
         self._kinds: dict[type, str | None] = {}
         self._users = 0
         self.global_sink: Sink | None = None
@@ -354,6 +535,7 @@ class Router:
         self._span_handler = self._event_handler = None
         self._spans.clear()
         self._streams.clear()
+        self._agent_spans.clear()
 
     # ------------------------------------------------------------------------------------------ spans
     def _kind(self, instance: Any, span_id: str) -> str | None:
@@ -366,7 +548,7 @@ class Router:
             if not getattr(cls, "_contextjudge_transparent", False):
                 for c in cls.__mro__:
                     k = _BASES.get(c.__name__)
-                    if k is not None and c.__module__.startswith("llama_index."):
+                    if k is not None and c.__module__.startswith(_BASE_MODULES):
                         kind = k
                         break
             self._kinds[cls] = kind
@@ -387,8 +569,13 @@ class Router:
             self._spans[id_] = (unit, retrieval, parent[1] or parent[2])
             unit.span_ids.append(id_)
             return
+        in_run = self._agent_spans.get(parent_id) if parent_id is not None and self._agent_spans else None
         kind = self._kind(instance, id_)
-        if kind is None:
+        if in_run is not None:
+            if kind is None or kind == "workflow":  # a step, a tool, an LLM call, a nested workflow: part of the run
+                self._run_span(in_run, id_, bound_args, instance)
+                return
+        elif kind is None:
             return
         sink = current_sink.get() or self.global_sink
         if sink is None:
@@ -398,10 +585,22 @@ class Router:
         if in_judge_call():
             return  # the same, for judge traffic that carries no tag: the judge call's context says so
         args = getattr(bound_args, "arguments", {}) or {}
+        if kind == "workflow":
+            self._run_enter(id_, args, instance, sink)
+            return
+        if in_run is not None:
+            run, call, step = in_run
+            if call is None:  # an engine called by a workflow's own step (no tool): the step stands for the tool
+                with self._lock:
+                    call = run.new_call(step or "step", None, None)
+                self._agent_spans[parent_id] = (run, call, step)  # type: ignore[index]
+            sink = _ToolSink(call, current_sink.get() or run.sink)
         first = args.get("message", args.get("str_or_query_bundle"))
         if first is None and args:
             first = next(iter(args.values()))
         record = Record(kind=kind, span_id=id_, engine=type(instance).__name__, input=_query_text(first))
+        if in_run is not None and call is not None and call.tool_input is None:
+            call.tool_input = record.input  # a workflow step's engine call: its query is the "tool's" input
         if tags:
             record.golden_id = golden_id_of(tags)
             idx = tags.get(GOLDEN_INDEX_TAG)
@@ -416,6 +615,10 @@ class Router:
             if waiting is not None:
                 unit, response = waiting
                 self._finish(unit, getattr(response, "response", None), getattr(response, "source_nodes", None))
+        if self._agent_spans:
+            in_run = self._agent_spans.pop(id_, None)
+            if in_run is not None:
+                self._run_span_exit(in_run, id_, result)
         if entry is None:
             return
         unit = entry[0]
@@ -429,6 +632,10 @@ class Router:
             waiting = self._streams.pop(id(instance), None) if self._streams and instance is not None else None
         if waiting is not None:  # the stream failed while being written: that call produced no answer
             self._discard(waiting[0], err)
+        if self._agent_spans:
+            in_run = self._agent_spans.pop(id_, None)
+            if in_run is not None and in_run[0].span_id == id_:
+                self._run_discard(in_run[0], err)
         if entry is not None and entry[0].record.span_id == id_:
             self._discard(entry[0], err)
 
@@ -442,6 +649,71 @@ class Router:
         """Drop the unit's spans that are still open (a stream's writer, a span that never closed)."""
         for k in unit.span_ids:
             self._spans.pop(k, None)
+
+    # ------------------------------------------------------------------------------------------ agent runs
+    def _run_enter(self, id_: str, args: dict[str, Any], workflow: Any, sink: Sink) -> None:
+        """An agent's or workflow's run starts: its spans (steps, tools, LLM calls) are followed from here."""
+        start = args.get("start_event")
+        # The run span carries no tags of its own: the run's instrument tags are the active ones.
+        tags = dict(active_instrument_tags.get() or {})
+        conversation: Any = next((str(tags[k]) for k in _CONVERSATION_TAGS if tags.get(k)), None)
+        if conversation is None and start is not None:
+            try:
+                conversation = start.get("memory", None)
+            except Exception:  # noqa: BLE001
+                conversation = None
+        run = AgentRun(id_, workflow, _user_message(start), sink, tags, conversation)
+        self._agent_spans[id_] = (run, None, None)
+
+    def _run_span(self, in_run: tuple[AgentRun, ToolCall | None, str | None], id_: str, bound_args: Any,
+                  instance: Any) -> None:
+        run, call, step = in_run
+        if call is None and instance is None and step is None:  # a step of the run (steps are spans of no instance)
+            step = _method_of(id_)
+            ev = (getattr(bound_args, "arguments", None) or {}).get("ev")
+            if ev is not None and type(ev).__name__ == "ToolCall" and hasattr(ev, "tool_name"):
+                with self._lock:
+                    call = run.new_call(str(ev.tool_name), getattr(ev, "tool_kwargs", None), id_)
+        self._agent_spans[id_] = (run, call, step)
+        run.span_ids.append(id_)
+
+    def _run_span_exit(self, in_run: tuple[AgentRun, ToolCall | None, str | None], id_: str, result: Any) -> None:
+        run, call, _ = in_run
+        if run.span_id == id_:
+            self._run_exit(run, result)
+            return
+        name = type(result).__name__
+        if call is not None and call.span_id == id_:
+            call.output = _text(getattr(result, "tool_output", result))
+        elif name == "AgentOutput":
+            agent = getattr(result, "current_agent_name", None)
+            if agent:
+                run.current_agent = str(agent)
+
+    def _run_exit(self, run: AgentRun, result: Any) -> None:
+        if run.done:
+            return
+        run.done = True
+        self._forget_run(run)
+        is_stop = any(c.__name__ == "StopEvent" for c in type(result).__mro__)
+        final = getattr(result, "result", None) if is_stop else result
+        try:
+            output = _text(final)
+            for record, sink in run.finish(output):
+                sink.deliver(record)
+            if run.conversation is not None:
+                run.sink.deliver_turn(run)
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: could not turn a llama_index %s run into test cases", run.workflow)
+
+    def _run_discard(self, run: AgentRun, err: BaseException | None) -> None:
+        run.done = True
+        self._forget_run(run)
+        logger.debug("contextjudge: %s run raised %r; no test case captured", run.workflow, err)
+
+    def _forget_run(self, run: AgentRun) -> None:
+        for k in run.span_ids:
+            self._agent_spans.pop(k, None)
 
     # ------------------------------------------------------------------------------------------ events
     def event(self, event: Any) -> None:
@@ -508,7 +780,9 @@ class Router:
         record = unit.record
         record.latency_ms = (time.perf_counter() - unit.t0) * 1000.0
         record.output = None if output is None else str(output)
-        if source_nodes:
+        if source_nodes is not None and not source_nodes and record.retrievals:
+            record.final = []  # the postprocessors left no node: the LLM saw none
+        elif source_nodes:
             objs = record.retrieved_objects
             snap = record.retrievals[0][1] if len(record.retrievals) == 1 else None
             if (snap is not None and objs is not None and len(objs) == len(source_nodes)

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import threading
-from typing import Any, Sequence
-
 import functools
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Sequence
 
 from contextjudge.capture import CaptureSession, Mode
 
 from ._capture import router
 from ._results import CaseSink, emit_result
 
-__all__ = ["aflush", "flush", "get_scorer", "get_session", "instrument", "is_instrumented", "make_session",
-           "uninstrument"]
+__all__ = ["aflush", "flush", "get_scorer", "get_session", "instrument", "instrument_tags", "is_instrumented",
+           "make_session", "uninstrument"]
 
 # LlamaIndex's root dispatcher is process-global, so the global capture is too; this lock guards its swap.
 _lock = threading.Lock()
@@ -96,3 +96,43 @@ async def aflush(timeout: float | None = None) -> bool:
     """Async form of ``flush``."""
     scorer = get_session()
     return True if scorer is None else await scorer.aflush(timeout)
+
+
+@contextmanager
+def instrument_tags(tags: Mapping[str, Any] | None = None, *, golden_id: Any = None, conversation_id: Any = None
+                    ) -> Iterator[None]:
+    """Tag the LlamaIndex calls made inside the block, for capture (LlamaIndex's own ``instrument_tags``, nested).
+
+    ``golden_id`` names the golden a captured call is scored against, whatever its input says::
+
+        from contextjudge_llama_index import instrument_tags
+
+        with instrument_tags(golden_id="pto-1"):
+            engine.query("How many days of PTO do I get?")
+
+    ``conversation_id`` makes an agent's (or workflow's) runs one conversation for the turn metrics, for apps that
+    keep the conversation in a reused ``Context`` (``ctx=``) rather than a memory object passed as ``memory=``
+    (which is followed on its own)::
+
+        with instrument_tags(conversation_id=session_id):
+            await agent.run(user_msg, ctx=ctx)
+
+    ``tags`` adds any other tags; the tags already active outside the block are kept. Works in sync and async code
+    (the tags live in a context variable, which tasks and workflow runs started inside the block inherit).
+    """
+    from llama_index.core.instrumentation.dispatcher import active_instrument_tags  # noqa: PLC0415
+    from contextjudge.cases.identity import GOLDEN_ID_KEY  # noqa: PLC0415
+
+    from ._capture import CONVERSATION_TAG  # noqa: PLC0415
+
+    merged = dict(active_instrument_tags.get() or {})
+    merged.update(tags or {})
+    if golden_id is not None:
+        merged[GOLDEN_ID_KEY] = str(golden_id)
+    if conversation_id is not None:
+        merged[CONVERSATION_TAG] = str(conversation_id)
+    token = active_instrument_tags.set(merged)
+    try:
+        yield
+    finally:
+        active_instrument_tags.reset(token)

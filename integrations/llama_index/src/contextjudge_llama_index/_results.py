@@ -13,12 +13,14 @@ import functools
 import logging
 import threading
 import time
+import weakref
 from typing import Any
 
 from contextjudge import ConversationalTestCase, LLMTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureSession, result_event
 from contextjudge.errors import CaptureError
 from contextjudge.cases.identity import new_case_id
+from contextjudge.cases.provenance import AGENT_KEY, MATCH_INPUTS_KEY, short
 
 try:
     from llama_index_instrumentation.base import BaseEvent
@@ -27,7 +29,7 @@ except ImportError:  # pragma: no cover - older cores
     from llama_index.core.instrumentation.events.base import BaseEvent  # type: ignore[no-redef]
     from llama_index.core.instrumentation.span import active_span_id  # type: ignore[no-redef]
 
-from ._capture import Record, Sink
+from ._capture import AgentRun, Record, Sink
 
 __all__ = ["CaseSink", "ChatSession", "ContextJudgeResultEvent", "LazyCase", "conversation_case",
            "emit_result", "record_to_case"]
@@ -77,6 +79,8 @@ def record_to_case(record: Record) -> CapturedCase:
     nodes, rank_meta = record.contexts()
     meta = record.base_metadata()
     meta.update(rank_meta)
+    if record.agent is not None:
+        return _agent_case(record, nodes, meta)
     inp = record.input
     user_message = None
     rq = record.retrieval_query
@@ -98,6 +102,63 @@ def record_to_case(record: Record) -> CapturedCase:
         cmeta["golden_index"] = record.golden_index
     return CapturedCase(test_case=tc, source="llama_index", root_run_id=record.span_id, metadata=cmeta,
                         golden_id=record.golden_id)
+
+
+def _agent_case(record: Record, nodes: Any, meta: dict[str, Any]) -> CapturedCase:
+    """A query or retrieval an agent's tool ran: the user's message in, the agent's final answer out, and the tool
+    (its name, query and own answer) under ``provenance.AGENT_KEY``; goldens may also match the tool's query."""
+    agent = dict(record.agent or {})
+    meta[AGENT_KEY] = agent
+    tool_output = record.output if record.kind != "retrieve" else None
+    if agent.get("tool_output") is None and tool_output is not None:
+        agent["tool_output"] = tool_output
+    rq = record.retrieval_query or record.input
+    if rq:
+        meta["retrieval_query"] = rq
+    others = [t for t in (record.input, rq) if t and t != agent.get("tool_input")]
+    if others:
+        meta[MATCH_INPUTS_KEY] = list(dict.fromkeys(others))
+    inp = record.user_message or agent.get("tool_input") or rq or "(empty query)"
+    tc = LLMTestCase(input=inp, actual_output=record.agent_output, retrieval_context=nodes, name=record.name,
+                     additional_metadata=meta)
+    cmeta: dict[str, Any] = {"query_span_id": record.span_id}
+    if record.golden_index is not None:
+        cmeta["golden_index"] = record.golden_index
+    return CapturedCase(test_case=tc, source="llama_index", root_run_id=record.span_id, metadata=cmeta,
+                        golden_id=record.golden_id)
+
+
+def turn_case(record: Record, golden: Any) -> CapturedCase:
+    """One turn of a conversation as a single-turn case (for the single-turn metrics), when a golden matches it."""
+    case = record_to_case(record)
+    tc = case.test_case
+    if tc.expected_output is None and getattr(golden, "expected_output", None):
+        tc.expected_output = golden.expected_output
+    if getattr(golden, "id", None) and case.golden_id is None:
+        case.golden_id = golden.id
+    return case
+
+
+def agent_conversation_case(runs: list[AgentRun], conversation_id: str) -> CapturedCase:
+    """An agent's runs that share a memory (or a conversation id) as one ``ConversationalTestCase``: each user turn
+    is the message that started a run, each assistant turn the run's final answer with the nodes its tools
+    retrieved (``retrieval_context``) and its tool calls (``additional_metadata["tool_calls"]``)."""
+    turns: list[Turn] = []
+    span_ids: list[str] = []
+    for run in runs:
+        nodes, a_meta = run.turn_contexts()
+        a_meta.update({"source": "llama_index", "span_id": run.span_id, "agent_name": run.agent})
+        turns.append(Turn(role="user", content=run.user_message or ""))
+        turns.append(Turn(role="assistant", content=run.output or "", retrieval_context=nodes,
+                          additional_metadata=a_meta))
+        span_ids.append(run.span_id)
+    tc = ConversationalTestCase(turns=turns, name=f"conversation: {short(runs[0].user_message, 60)}",
+                                additional_metadata={"source": "llama_index", "engine": runs[0].workflow,
+                                                     "session_id": conversation_id, "span_ids": span_ids,
+                                                     "agent_name": runs[0].agent, "framework": "llama_index"})
+    return CapturedCase(test_case=tc, source="llama_index", root_run_id=span_ids[-1],
+                        metadata={"query_span_id": span_ids[-1], "session_id": conversation_id,
+                                  "span_ids": span_ids})
 
 
 def conversation_case(records: list[Record], session_id: str, engine: str) -> CapturedCase:
@@ -263,14 +324,88 @@ class LazyCase(CapturedCase):
         return CapturedCase, tuple(getattr(self, f.name) for f in dataclasses.fields(CapturedCase))
 
 
+class _Conversation:
+    """An agent's runs that share a memory object or a conversation id."""
+
+    __slots__ = ("id", "runs", "submitted", "memory")
+
+    def __init__(self, conversation_id: str, memory: Any) -> None:
+        self.id = conversation_id
+        self.runs: list[AgentRun] = []
+        self.submitted = 0
+        self.memory = memory  # a weak reference to the memory object that keys it, or None for a tag's id
+
+
 class CaseSink(Sink):
-    """Each finished call becomes one ``LLMTestCase`` handed to a session (assembled later: see ``LazyCase``)."""
+    """Each finished call becomes one ``LLMTestCase`` handed to a session (assembled later: see ``LazyCase``).
+
+    An agent's runs that share a memory object (``memory=``) or a conversation id (instrument tag
+    ``contextjudge.conversation_id``) are also kept as one conversation, submitted as a ``ConversationalTestCase``
+    when the session is flushed or closed (then again, whole, if more turns came since). The per-tool-call
+    ``LLMTestCase`` of each run is submitted as it ends, as for any agent run. At most ``max_conversations`` are
+    followed at once (the oldest is submitted and forgotten first).
+    """
+
+    max_conversations = 1000
 
     def __init__(self, scorer: CaptureSession) -> None:
         self.scorer = scorer
+        self._conversations: dict[Any, _Conversation] = {}
+        self._lock = threading.Lock()
+        self._drain_added = False
 
     def deliver(self, record: Record) -> None:
         self.scorer.submit(LazyCase(record))
+
+    def deliver_turn(self, turn: AgentRun) -> None:
+        key = turn.conversation
+        memory = None
+        if not isinstance(key, str):
+            memory, key = key, ("memory", id(key))
+        evicted: list[_Conversation] = []
+        with self._lock:
+            conv = self._conversations.get(key)
+            if conv is not None and conv.memory is not None and conv.memory() is not memory:
+                evicted.append(conv)  # the memory that keyed it is gone and its id was reused: a new conversation
+                conv = None
+            if conv is None:
+                ref = None
+                if memory is not None:
+                    try:
+                        ref = weakref.ref(memory)
+                    except TypeError:  # not weakly referenceable: held (and bounded by max_conversations)
+                        ref = (lambda m: (lambda: m))(memory)
+                conv = self._conversations[key] = _Conversation(key if isinstance(key, str) else new_case_id(), ref)
+                while len(self._conversations) > self.max_conversations:
+                    evicted.append(self._conversations.pop(next(iter(self._conversations))))
+            conv.runs.append(turn)
+            if not self._drain_added:
+                self._drain_added = True
+                self.scorer.add_drain(self.submit_conversations)
+        for old in evicted:
+            self._submit(old)
+
+    def conversations(self) -> list[CapturedCase]:
+        """Every followed conversation as it is now, without submitting it."""
+        with self._lock:
+            convs = [(c.id, list(c.runs)) for c in self._conversations.values() if c.runs]
+        return [agent_conversation_case(runs, cid) for cid, runs in convs]
+
+    def submit_conversations(self, timeout: float | None = None) -> bool:
+        """Submit every conversation with turns not submitted yet (a drain of the session: flush and close)."""
+        with self._lock:
+            convs = list(self._conversations.values())
+        for conv in convs:
+            self._submit(conv)
+        return True
+
+    def _submit(self, conv: _Conversation) -> None:
+        with self._lock:
+            if len(conv.runs) == conv.submitted:
+                return
+            conv.submitted = len(conv.runs)
+            runs = list(conv.runs)
+        self.scorer.submit(agent_conversation_case(runs, conv.id))
 
 
 class ChatSession(Sink):
@@ -297,14 +432,28 @@ class ChatSession(Sink):
         return conversation_case(recs, self.session_id, self.engine) if recs else None
 
     def end(self) -> CapturedCase | None:
-        """Submit the conversation so far, if it has calls not yet submitted; returns what was submitted."""
+        """Submit the conversation so far, if it has calls not yet submitted; returns what was submitted.
+
+        Each new turn that a golden matches (on the user's message, else the rewritten question its retrieval used)
+        is also submitted as a single-turn case with the golden's expected output, for the single-turn metrics.
+        """
         with self._lock:
             if len(self.records) == self._submitted:
                 return None
+            new = sorted(self.records[self._submitted:], key=lambda r: r.started)
             self._submitted = len(self.records)
         case = self.build()
         if case is not None:
             self.scorer.submit(case)
+        goldens = getattr(self.scorer, "goldens", None)
+        if goldens is not None and len(goldens):
+            for record in new:
+                golden = goldens.match(record.input) or goldens.match(record.retrieval_query)
+                if golden is not None:
+                    try:
+                        self.scorer.submit(turn_case(record, golden))
+                    except Exception:  # noqa: BLE001 - capture never breaks the app
+                        logger.exception("contextjudge: could not make a test case of a chat turn")
         return case
 
 

@@ -5,16 +5,19 @@
 - ``ExtractiveLLM``: a ``CustomLLM`` that answers with the context sentence sharing the most words with the question,
   and rewrites follow-up questions into standalone ones for the condense chat modes.
 - ``ReverseReranker`` and ``KeywordReranker``: node postprocessors that change the retriever's order.
+- ``ScriptedAgentLLM``: a function-calling chat model for agents (``FunctionAgent``, ``AgentWorkflow``, and
+  ``ReActAgent`` with ``react=True``) that plays a script: per user message, the tool calls to make, then the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
-import time
 import re
+import time
 import zlib
-from typing import Any
+from typing import Any, Callable, Sequence, Union
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import (
@@ -25,11 +28,13 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
+from llama_index.core.llms.mock import MockFunctionCallingLLM as MockFunctionCallingLLMBase
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
-__all__ = ["ExtractiveLLM", "KeywordEmbedding", "KeywordReranker", "ReverseReranker", "content_words"]
+__all__ = ["ExtractiveLLM", "KeywordEmbedding", "KeywordReranker", "ReverseReranker", "ScriptedAgentLLM",
+           "content_words"]
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -241,3 +246,80 @@ class KeywordReranker(BaseNodePostprocessor):
 
         ranked = sorted(nodes, key=key)[: self.top_n]
         return [NodeWithScore(node=n.node, score=float(-key(n))) for n in ranked]
+
+
+Step = Union[str, Sequence[tuple[str, dict[str, Any]]]]
+"""One reply of a scripted agent model: the final answer (a string), or the tool calls to make (name, arguments)."""
+
+
+class ScriptedAgentLLM(MockFunctionCallingLLMBase):  # type: ignore[misc, valid-type]
+    """A function-calling chat model that plays a script, for offline agent tests.
+
+    ``script`` maps a user message to the replies of that turn, in order: each reply is a list of tool calls
+    (``[("policy_search", {"input": "vacation days"})]``, several for parallel calls) or the final answer, a string
+    in which ``{results}`` is replaced by the turn's tool results joined by a space. Or ``script`` is a function
+    ``(user_message, tool_results) -> reply``. A user message the script does not know gets "I don't know.".
+
+    With ``react=True`` the replies are written as ReAct text (``Thought / Action / Action Input`` and
+    ``Thought / Answer``) for a ``ReActAgent``; otherwise they are tool-call blocks for a ``FunctionAgent``.
+    The reply is a function of the turn only (its user message and tool results), so concurrent runs never mix.
+    """
+
+    react: bool = False
+    _script: Any = PrivateAttr(default=None)
+
+    def __init__(self, script: dict[str, Sequence[Step]] | Callable[[str, list[str]], Step], *, react: bool = False,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.react = react
+        self._script = script
+        self.response_generator = self._reply
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ScriptedAgentLLM"
+
+    def _turn(self, messages: Sequence[Any]) -> tuple[str, list[str]]:
+        """The turn's user message and the tool results since it."""
+        user, results = "", []
+        for m in messages:
+            role = getattr(m.role, "value", m.role)
+            content = m.content or ""
+            if self.react and content.startswith("Observation:"):
+                results.append(content[len("Observation:"):].strip())
+            elif role == "user":
+                user, results = content, []
+            elif role == "tool":
+                results.append(content)
+        return user, results
+
+    def _step(self, user: str, results: list[str]) -> Step:
+        script = self._script
+        if callable(script):
+            return script(user, results)
+        steps = script.get(user) or script.get(user.strip()) or ["I don't know."]
+        answered = 0  # tool calls the replies before this one made (each has its result by now)
+        for step in steps:
+            if isinstance(step, str) or len(results) < answered + len(step):
+                return step
+            answered += len(step)
+        return "I don't know."
+
+    def _reply(self, messages: Sequence[Any], **kwargs: Any) -> Any:
+        from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock  # noqa: PLC0415
+
+        user, results = self._turn(messages)
+        step = self._step(user, results)
+        if isinstance(step, str):
+            text = step.replace("{results}", " ".join(results))
+            if self.react:
+                text = f"Thought: I can answer without using any more tools.\nAnswer: {text}"
+            return ChatMessage(role="assistant", content=text)
+        if self.react:
+            name, args = step[0]
+            return ChatMessage(role="assistant", content=(
+                f"Thought: I need to use a tool to help me answer the question.\nAction: {name}\n"
+                f"Action Input: {json.dumps(args)}"))
+        blocks = [ToolCallBlock(tool_call_id=f"call-{len(results) + n}", tool_name=name, tool_kwargs=dict(args))
+                  for n, (name, args) in enumerate(step)]
+        return ChatMessage(role="assistant", blocks=blocks)

@@ -209,3 +209,19 @@ def test_agent_with_no_tool_call_gives_no_case(search_tool):
     handler = off()
     out = ask(agent, "Hello!", handler)
     assert out["messages"][-1].content and handler.cases == []
+
+
+async def test_streamed_and_async_agents_give_the_same_cases(search_tool):
+    plan = [("search_policies", {"query": "paid time off"}), ("search_policies", {"query": "remote work"})]
+    agent = create_agent(ScriptedAgentModel(plan=lambda user: plan), [search_tool])
+    handler = off()
+    inputs = {"messages": [{"role": "user", "content": PTO}]}
+    config = {"callbacks": [handler]}
+    final = (await agent.ainvoke(inputs, config=config))["messages"][-1].content
+    list(agent.stream(inputs, config=config, stream_mode="updates"))
+    async for _ in agent.astream(inputs, config=config, stream_mode="messages"):
+        pass
+    cases = handler.cases
+    assert len(cases) == 6
+    assert all(c.test_case.input == PTO and c.test_case.actual_output == final for c in cases)
+    assert sorted(agent_of(c.test_case)["call"] for c in cases) == [1, 1, 1, 2, 2, 2]

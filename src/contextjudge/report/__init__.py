@@ -4,9 +4,15 @@
     write_report("report.html", result)                                  # an EvaluationResult
     write_report("report.html", store="results.db", run="latest", compare="nightly-41")
 
-Per metric: the score distribution (inline SVG), the mean with a 95% bootstrap interval, and the pass rate. Per case:
-the ranked nodes coloured by verdict, with the judge's reasons and recall's unsupported statements. Compared with a
-baseline run: the paired difference per metric with its interval, and the cases that changed most.
+Per metric: the score distribution (inline SVG), the mean with a 95% bootstrap interval, the pass rate and the
+errors (with a table of the errors by metric and kind). The cases: a table with each metric's cell coloured by its
+own result, which the page's one inline script filters (failing, errors, passing, changed), sorts by any metric
+(worst first) and searches by text; with scripts off every case is still listed. Per case: the input, output and
+expected output, an agent's tool call (tool, query, the tool's own answer), the app's or a metric's error, the ranked
+nodes with each per-node metric's verdict and reasons, recall's unsupported statements, and the retriever's own
+ranking against the final one when a reranker or postprocessors changed it. Compared with a baseline run: the paired
+difference per metric with its interval, the cases that changed most, and for a changed case the baseline's ranked
+nodes beside this run's. Runs are shown by name and id.
 """
 
 from __future__ import annotations

@@ -79,14 +79,23 @@ SCRIPT = r"""
     for (var j = 0; j < 3; j++) { if (a.k[j] !== b.k[j]) { return a.k[j] < b.k[j] ? -1 : 1; } }
     return 0;
   }
+  var sorted = null;
   function apply() {
-    var order = rows.map(function (r) { return { r: r, k: key(r) }; }).sort(compare);
+    var now = state.sort + ":" + state.dir;
+    if (sorted !== now) {  // reorder the page only when the order changed, not on every keystroke of a search
+      rows = rows.map(function (r) { return { r: r, k: key(r) }; }).sort(compare).map(function (o) { return o.r; });
+      rows.forEach(function (r) {
+        body.appendChild(r);
+        var card = cards[r.getAttribute("data-i")];
+        if (card) { list.appendChild(card); }
+      });
+      sorted = now;
+    }
     var shown = 0;
-    order.forEach(function (o) {
-      var ok = keep(o.r), card = cards[o.r.getAttribute("data-i")];
-      o.r.hidden = !ok;
-      body.appendChild(o.r);
-      if (card) { card.hidden = !ok; list.appendChild(card); }
+    rows.forEach(function (r) {
+      var ok = keep(r), card = cards[r.getAttribute("data-i")];
+      r.hidden = !ok;
+      if (card) { card.hidden = !ok; }
       if (ok) { shown += 1; }
     });
     count.textContent = "showing " + shown + " of " + rows.length + " case(s)";

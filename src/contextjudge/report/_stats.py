@@ -40,7 +40,7 @@ def bootstrap_mean(values: Sequence[float], *, confidence: float = 0.95, seed: i
         return Interval(mean, mean if n > 1 else None, mean if n > 1 else None, n)
     rng = random.Random(seed)
     b = _resamples(n)
-    means = sorted(sum(vals[rng.randrange(n)] for _ in range(n)) / n for _ in range(b))
+    means = sorted(sum(rng.choices(vals, k=n)) / n for _ in range(b))  # one call per resample: fast on long runs
     alpha = (1.0 - confidence) / 2
     lo = means[max(0, int(alpha * b))]
     hi = means[min(b - 1, int((1 - alpha) * b) - 1)]

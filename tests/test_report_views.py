@@ -376,3 +376,22 @@ def test_conversation_turn_verdicts_land_on_their_turn(tmp_path):
     second = [tr.find_all("td")[2].find("span", "verdict").text for tr in tables[1].find("tbody").find_all("tr")]
     assert first == ["yes", "no"] and second == ["no", "yes"]
     assert _cards(dom)["0"].find("div", "cj-agent").find("span").text == "hr_search (call 1 in the turn)"
+
+
+def test_a_golden_whose_app_call_raised_is_an_error_case_in_the_report(tmp_path):
+    from contextjudge.capture import GoldenFailure
+    from contextjudge.goldens import Golden
+
+    failure = GoldenFailure(Golden(input="When does the garage open?", expected_output="At 6am."), 3,
+                            ConnectionError("vector store unreachable <at> 10.0.0.7"))
+    db = str(tmp_path / "r.db")
+    evaluate([_cases(True)[0], failure.test_case()], _metrics(FakeJudge()), store=db, run_id="r1",
+             run_name="with a failing golden", show_progress=False)
+    page = render_report(store=db, run="r1")
+    dom = parse(page)
+    row = _rows(dom)["1"]
+    assert row.attrs["data-error"] == "1" and row.attrs["data-failing"] == "1"
+    app = _cards(dom)["1"].find("div", "cj-app-error").text
+    assert "ConnectionError" in app and "vector store unreachable <at> 10.0.0.7" in app
+    assert "&lt;at&gt;" in page  # escaped like every other text
+    assert "1 case(s) with an error" in page

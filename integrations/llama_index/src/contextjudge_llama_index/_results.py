@@ -324,6 +324,11 @@ class LazyCase(CapturedCase):
         return CapturedCase, tuple(getattr(self, f.name) for f in dataclasses.fields(CapturedCase))
 
 
+def _held(obj: Any) -> Any:
+    """A strong stand-in for ``weakref.ref(obj)`` (called, it returns ``obj``)."""
+    return lambda: obj
+
+
 class _Conversation:
     """An agent's runs that share a memory object or a conversation id."""
 
@@ -374,7 +379,7 @@ class CaseSink(Sink):
                     try:
                         ref = weakref.ref(memory)
                     except TypeError:  # not weakly referenceable: held (and bounded by max_conversations)
-                        ref = (lambda m: (lambda: m))(memory)
+                        ref = _held(memory)
                 conv = self._conversations[key] = _Conversation(key if isinstance(key, str) else new_case_id(), ref)
                 while len(self._conversations) > self.max_conversations:
                     evicted.append(self._conversations.pop(next(iter(self._conversations))))

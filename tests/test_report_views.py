@@ -395,3 +395,13 @@ def test_a_golden_whose_app_call_raised_is_an_error_case_in_the_report(tmp_path)
     assert "ConnectionError" in app and "vector store unreachable <at> 10.0.0.7" in app
     assert "&lt;at&gt;" in page  # escaped like every other text
     assert "1 case(s) with an error" in page
+
+
+def test_a_case_missing_from_the_baseline_is_marked(tmp_path):
+    db = str(tmp_path / "r.db")
+    evaluate(_cases(False)[:2], _metrics(FakeJudge()), store=db, run_id="b", show_progress=False)
+    evaluate(_cases(True)[:3], _metrics(FakeJudge()), store=db, run_id="c", show_progress=False)
+    dom = parse(render_report(store=db, run="c", compare="b"))
+    rows = _rows(dom)
+    assert [bool(r.find_all(cls="new")) for r in rows.values()] == [False, False, True]
+    assert rows["2"].attrs["data-changed"] == "0" and "data-d0" not in rows["2"].attrs

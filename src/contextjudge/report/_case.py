@@ -387,8 +387,10 @@ def _title(tr: TestResult) -> str:
     return short(tr.name or case_input(tr.test_case))
 
 
-def _badges(tr: TestResult) -> str:
+def _badges(tr: TestResult, ctx: CaseContext) -> str:
     out = []
+    if ctx.baseline is not None and tr.index not in ctx.baseline:
+        out.append("<span class='badge new'>not in the baseline</span>")
     agent = agent_of(tr.test_case)
     if agent:
         out.append(f"<span class='badge agent'>tool {e(agent.get('tool') or '?')}</span>")
@@ -421,7 +423,7 @@ def case_row(tr: TestResult, ctx: CaseContext) -> str:
         tip = m.error or m.reason or ""
         cells.append(f"<td class='num m-{cls}' data-status='{word}' title='{e(short(tip, 300))}'>{shown}{delta}</td>")
     return (f"<tr class='cj-row' {_attrs(tr, ctx)}><td class='num'><a href='#case-{tr.index}'>#{tr.index + 1}</a>"
-            f"</td><td>{e(_title(tr))} {_badges(tr)}</td>{''.join(cells)}</tr>")
+            f"</td><td>{e(_title(tr))} {_badges(tr, ctx)}</td>{''.join(cells)}</tr>")
 
 
 def _errors_block(tr: TestResult) -> str:
@@ -448,7 +450,7 @@ def case_card(tr: TestResult, ctx: CaseContext) -> str:
     failed = not tr.success
     parts = [f"<details class='case' id='case-{tr.index}' {_attrs(tr, ctx)}"
              f"{' open' if failed and tr.index < 3 else ''}>"
-             f"<summary><b>#{tr.index + 1}</b> <span class='cj-s'>{e(_title(tr))}</span> {_badges(tr)} "
+             f"<summary><b>#{tr.index + 1}</b> <span class='cj-s'>{e(_title(tr))}</span> {_badges(tr, ctx)} "
              f"{''.join(chips)}</summary>", _errors_block(tr)]
     if tr.name:
         parts.append(f"<span class='cj-s' hidden>{e(tr.name)}</span>")

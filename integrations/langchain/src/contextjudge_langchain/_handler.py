@@ -337,7 +337,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
                  if item.agent is not None]
         if calls:
             meta["agent_calls"] = calls
-            meta["agent"] = root.name
+            meta["agent_name"] = root.name
         turns = [Turn(role="user", content=question),
                  Turn(role="assistant", content=answer, retrieval_context=nodes if found else None,
                       expected_output=expected, additional_metadata=meta)]

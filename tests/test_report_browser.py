@@ -17,10 +17,9 @@ import subprocess
 import time
 
 import pytest
+from test_report_views import store  # noqa: F401 - the fixture: the same real runs as the HTML tests
 
 from contextjudge.report import write_report
-
-from test_report_views import store  # noqa: F401 - the fixture: the same real runs as the HTML tests
 
 pytestmark = pytest.mark.slow
 

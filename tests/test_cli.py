@@ -492,3 +492,161 @@ def test_eval_on_the_example_llamaindex_app(capsys, project):
     assert len(cases) == n and all(c.test_case.retrieval_context for c in cases)
     assert s.run_info("li").results == 4 * n
     assert (project / "li.html").exists()
+
+
+# ---------------------------------------------------------------------------------------------- issue 15: the gate
+def test_the_default_threshold_gates_the_mean_and_the_table_marks_the_failing_metric(capsys, project):
+    common = ["--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--model", "fake", "--store", "res.db",
+              "--no-progress"]
+    rc, out, _ = run(capsys, "eval", *common)  # no --threshold: each metric's own (0.5) gates
+    assert rc == 1
+    row = next(ln for ln in out.splitlines() if ln.startswith("Contextual Relevancy"))
+    mean = re.search(r"\s(\d\.\d{3})\s", row).group(1)
+    assert float(mean) < 0.5 and row.endswith(f"FAIL: mean {mean} < 0.50")  # the comparison the right way round
+    assert next(ln for ln in out.splitlines() if ln.startswith("Contextual Precision")).endswith(
+        "pass: mean >= 0.50")
+    assert f"FAILED: Contextual Relevancy: mean {mean} < 0.50" in out
+    assert "mean>=" not in out
+    # the user's --threshold is the same rule: a mean at or above it passes
+    below = f"{float(mean) - 0.001:.3f}"
+    rc, out, _ = run(capsys, "eval", *common, "--threshold", f"relevancy={below}")
+    assert rc == 0 and f"pass: mean >= {below}" in out
+    rc, out, _ = run(capsys, "eval", *common, "--threshold", "0.9", "--metrics", "relevancy", "-q")
+    assert rc == 1 and f"FAIL: mean {mean} < 0.90" in out
+    # --min-pass-rate is an extra gate on top of the mean
+    rc, out, _ = run(capsys, "eval", *common, "--metrics", "precision", "--min-pass-rate", "1.0", "-q")
+    assert rc == 0
+    rc, out, _ = run(capsys, "eval", "--app", "tinyrag:flaky", *common[2:], "--metrics", "precision",
+                     "--min-pass-rate", "1.0", "--allow-errors", "-q")  # mean 1.0, but a case errored
+    assert rc == 1 and "FAILED: Contextual Precision: pass rate 0.667 < 1.00" in out
+
+
+def test_eval_help_states_the_gate_and_the_exit_codes(capsys):
+    rc, out, _ = run(capsys, "eval", "--help")
+    text = " ".join(out.split())
+    assert rc == 0
+    assert "each metric's mean must reach its threshold (the metric's default, 0.5, or --threshold)" in text
+    assert "1 a metric's mean is below its threshold" in text and "3 some test cases have an error" in text
+    assert "--allow-errors" in text
+    rc, out, _ = run(capsys, "--help")
+    text = " ".join(out.split())
+    assert "Start here: contextjudge demo" in text and "contextjudge eval --app" in text
+    assert "3 some test cases errored" in text
+    for command in ("report", "compare"):
+        rc, out, _ = run(capsys, command, "--help")
+        assert re.search(r"95%\s", out) and "95%%" not in out
+
+
+def test_a_golden_whose_app_call_raises_is_an_error_case_and_fails_the_run(capsys, project):
+    common = ["--app", "tinyrag:flaky", "--goldens", "goldens.jsonl", "--model", "fake", "--store", "res.db",
+              "--metrics", "precision", "recall", "--no-progress"]
+    rc, out, err = run(capsys, "eval", *common, "--run-id", "flaky")
+    assert rc == cli.EXIT_CASE_ERRORS == 3, out + err
+    assert "1 golden(s) failed in the app" in err and "ValueError: the parking tool timed out" in err
+    rows = {ln.split("  ")[0]: ln.split() for ln in out.splitlines() if ln.startswith("Contextual")}
+    assert rows["Contextual Precision"][-7] == "2" and rows["Contextual Precision"][-6] == "1"  # scored, errors
+    assert "3 case(s), 1 with an error" in out
+    assert "error on 'When does the parking garage open?'" in out and "the app raised ValueError" in out
+    assert "ERRORS: 1 of 3 case(s) have an error" in out
+    s = open_store("res.db")
+    cases = s.load_cases("flaky")
+    assert [c.case_key for c in cases] == ["golden-g1", "golden-g2", "golden-g3"]  # the goldens' order
+    res = s.load_run("flaky")
+    bad = res.test_results[1].metrics_data
+    assert all(m.error_type == "AppError" and "parking tool timed out" in m.error for m in bad)
+    assert s.run_info("flaky").config["golden_failures"] == 1
+    s.close()
+    rc, out, _ = run(capsys, "eval", *common, "--allow-errors", "-q")  # opted out: the scored cases gate
+    assert rc == 0 and "ERRORS" not in out and "1 with an error" in out
+
+
+def test_a_metric_that_cannot_run_is_an_error_that_says_what_to_do(capsys, project):
+    goldens = [dict(GOLDENS[0]), {"id": "g2", "input": GOLDENS[1]["input"]}]  # g2 has no expected_output
+    (project / "partial.jsonl").write_text("".join(json.dumps(g) + "\n" for g in goldens))
+    args = ["eval", "--app", "tinyrag:app", "--goldens", "partial.jsonl", "--model", "fake", "--store", "res.db",
+            "--metrics", "precision", "--no-progress"]
+    rc, out, _ = run(capsys, *args)
+    assert rc == 3
+    assert "2 case(s), 1 with an error" in out
+    assert "Contextual Precision needs an expected_output, and no golden matched this input" in " ".join(out.split())
+    rc, _, _ = run(capsys, *args, "--allow-errors")
+    assert rc == 0
+
+
+def test_an_app_no_adapter_runs_names_its_type_and_what_each_adapter_accepts(capsys, project, monkeypatch):
+    (project / "odd.py").write_text("class Agent:\n    pass\n\nagent = Agent()\n")
+    sys.modules.pop("odd", None)
+    args = ["eval", "--app", "odd:agent", "--goldens", "goldens.jsonl", "--model", "fake", "--store", "res.db"]
+    rc, _, err = run(capsys, *args)
+    line = _one_line_error(err)
+    assert rc == 2 and "--app odd:agent is a odd.Agent, which no installed app adapter runs" in line
+    assert "flaky: FlakyRAG test apps" in line and "tiny: apps" in line
+    import importlib.util
+
+    for module, dist, _, _ in cli.KNOWN_INTEGRATIONS:  # installed integrations are never "pip install"ed
+        if importlib.util.find_spec(module) is not None:
+            assert f"pip install {dist}" not in line
+    # an integration that is not installed: then, and only then, say what to install
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "contextjudge_llama_index" else real(name, *a))
+    rc, _, err = run(capsys, *args)
+    line = _one_line_error(err)
+    assert "pip install contextjudge-llama-index" in line and "pip install contextjudge-langchain" not in line
+
+
+def test_a_progress_bar_runs_while_the_app_runs_over_the_goldens(capsys, project, monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    rc, out, err = run(capsys, "eval", "--app", "tinyrag:flaky", "--goldens", "goldens.jsonl", "--model", "fake",
+                       "--store", "res.db", "--metrics", "precision", "--allow-errors")
+    assert rc == 0, out + err
+    assert "running the app" in err and "3/3" in err  # one step per golden, failed ones included
+    assert "scoring" in err
+
+
+def test_runs_names_the_judge_that_scored_a_deferred_run(capsys, project):
+    from contextjudge import LLMTestCase
+    from contextjudge.capture import CapturedCase, CaptureSession
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.testing import FakeJudge
+
+    session = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(model_name="capture-time"),
+                             mode="deferred", store="res.db", run_name="prod")
+    session.submit(CapturedCase(test_case=LLMTestCase(input="When does the parking garage open?",
+                                                      retrieval_context=["The parking garage opens at 6am."])))
+    session.close()
+    rc, out, err = run(capsys, "score", "--store", "res.db", "--model", "fake", "--threshold", "0", "-q")
+    assert rc == 0, out + err
+    rc, out, _ = run(capsys, "runs", "--store", "res.db")
+    row = next(ln for ln in out.splitlines() if " prod " in ln)
+    assert row.rstrip().endswith("fake-judge") and "capture-time" not in row
+
+
+def test_the_embedded_judge_is_not_shown_as_billable_tokens(capsys, project):
+    rc, out, err = run(capsys, "eval", "--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--model", "local",
+                       "--store", "res.db", "--metrics", "precision", "--no-progress", "--allow-errors")
+    assert rc in (0, 1), out + err
+    assert "judge: contextjudge-local, the embedded offline judge (free, no API calls)" in err
+    assert "tokens: none billable (embedded judge, free)" in out and "tokens 0" not in out
+
+
+def test_export_into_a_closed_pipe_ends_quietly(project):
+    exe = _console_script()
+    if not exe:
+        pytest.skip("the contextjudge console script is not installed in this environment")
+    from contextjudge import LLMTestCase, evaluate
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.testing import FakeJudge
+
+    text = "Employees get 25 vacation days per year. " * 20
+    cases = [LLMTestCase(input=f"question {i}", retrieval_context=[text, text]) for i in range(300)]
+    evaluate(cases, [ContextualRelevancyMetric(model=FakeJudge())], store="big.db", run_id="big",
+             show_progress=False)  # far more JSONL than a pipe holds, so the writer meets the closed pipe
+    producer = subprocess.Popen([exe, "export", "big", "--store", "big.db"], cwd=project, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    head = subprocess.run(["head", "-1"], stdin=producer.stdout, capture_output=True, timeout=120, check=True)
+    producer.stdout.close()
+    err = producer.stderr.read().decode()
+    rc = producer.wait(timeout=120)
+    assert json.loads(head.stdout.decode())["run_id"] == "big"
+    assert rc == 0 and err == "", err  # no BrokenPipeError traceback, no "Exception ignored" line

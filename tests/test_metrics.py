@@ -57,7 +57,7 @@ def test_utilization_worked_example():
     m = ContextUtilizationMetric(model=judge)
     m.measure(case(["unrelated text", "REL text"]))
     assert m.score == 0.5
-    assert "rank 1" in m.reason and "actual output" in m.reason
+    assert "rank 1" in m.reason and "useful for the actual_output" in m.reason
 
 
 def test_recall_three_of_four():
@@ -302,8 +302,10 @@ def test_turn_relevancy_windows_history_and_single_judging():
     last = judge.calls[-1]["messages"][-1].additional_kwargs["contextjudge_request"]
     assert last["input"] == "And for gift cards?"
     assert [h["content"] for h in last["history"]] == ["Sale items."]  # window of 3 turns up to turn 5
-    assert "turns without retrieval: 3" in m.reason.replace("Skipped assistant turns without retrieval: 3",
-                                                             "turns without retrieval: 3")
+    # exchanges numbered as people count them (1, 2, 3), not by list position (turns 1, 3, 5)
+    assert "(exchange 1: 0.50; exchange 3: 1.00)" in m.reason and "Lowest, exchange 1:" in m.reason
+    assert "Not judged (no retrieval): exchange(s) 2." in m.reason
+    assert [v["exchange"] for v in m.verdicts] == [1, 1, 3] and [v["turn"] for v in m.verdicts] == [1, 1, 5]
 
 
 def test_turn_precision_and_recall_use_expected_outcome():

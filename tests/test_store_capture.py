@@ -94,7 +94,7 @@ def test_deferred_capture_then_contextjudge_score(tmp_path, capsys, integration,
     s = open_store(db)
     assert len(s.unscored_cases(scorer.run_id)) == 2
     s.close()
-    rc = cli.main(["score", "--store", db, "--run", scorer.run_id, "--model", "fake", "-q"])
+    rc = cli.main(["score", "--store", db, "--run", scorer.run_id, "--model", "fake", "--threshold", "0", "-q"])
     out = capsys.readouterr().out
     assert rc == 0 and "Contextual Precision" in out
     s = open_store(db)

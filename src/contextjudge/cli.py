@@ -269,10 +269,10 @@ def _metric_gates(result: Any, metrics: list[Any] | None, pass_min: dict[str, fl
         if s["mean"] is None:
             fails.append("no case scored")
         elif need_mean is not None and s["mean"] < need_mean:
-            fails.append(f"mean {s['mean']:.3f} < {need_mean:.2f}")
+            fails.append(f"mean {s['mean']:.3f} < {_t(need_mean)}")
         need_pass = (pass_min or {}).get(key) if key else None
         if need_pass is not None and s["mean"] is not None and (s["pass_rate"] is None or s["pass_rate"] < need_pass):
-            fails.append(f"pass rate {_f(s['pass_rate'])} < {need_pass:.2f}")
+            fails.append(f"pass rate {_f(s['pass_rate'])} < {_t(need_pass)}")
         out[name] = fails
     return out
 
@@ -285,6 +285,12 @@ def _result_threshold(result: Any, name: str) -> float | None:
 
 def _f(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
+
+
+def _t(x: float) -> str:
+    """A threshold: two decimals, three when it has them (0.50, 0.75, 0.166)."""
+    text = f"{x:.3f}"
+    return text.removesuffix("0")
 
 
 def _print_table(headers: list[str], rows: list[list[str]]) -> None:
@@ -331,9 +337,9 @@ def _print_summary(result: Any, gates: dict[str, list[str]], metrics: list[Any] 
         m = by_name.get(name)
         t = getattr(m, "threshold", None) if m is not None else _result_threshold(result, name)
         fails = gates.get(name, [])
-        gate = "FAIL: " + "; ".join(fails) if fails else f"pass: mean >= {t:.2f}" if t is not None else "pass"
+        gate = "FAIL: " + "; ".join(fails) if fails else f"pass: mean >= {_t(t)}" if t is not None else "pass"
         rows.append([name, _f(s["mean"]), ci, _f(s["pass_rate"]), str(s["scored"]), str(s["errors"]),
-                     "-" if t is None else f"{t:.2f}", gate])
+                     "-" if t is None else _t(t), gate])
     if not rows:
         print("no metric results")
         return
@@ -520,6 +526,11 @@ def _cases_of(items: list[Any]) -> tuple[list[Any], list[Any]]:
             tc.id = f"golden-{g}"
         out.append(tc)
     return out, failed
+
+
+def _with_golden_ids(captured: list[Any]) -> list[Any]:
+    """The test cases of ``captured`` (captured cases, golden failures), keyed by golden id where it is unique."""
+    return _cases_of(captured)[0]
 
 
 def _goldens_without_case(goldens: Any, items: list[Any]) -> list[Any]:

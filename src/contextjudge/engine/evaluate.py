@@ -224,8 +224,10 @@ async def aevaluate(
                               duration_seconds=time.perf_counter() - t0,
                               tally=None if keep_results else tally, callback_errors=callback_errors[0])
     if owns_run:
+        errored = (sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in result.test_results)
+                   if keep_results else None)
         run.end({"summary": result.summary(), "usage": usage.to_dict(), "duration_seconds": result.duration_seconds,
-                 "judges": result.judges()})
+                 "judges": result.judges(), "cases_with_errors": errored})
     return result
 
 

@@ -38,7 +38,8 @@ def _ranks(ks: list[int]) -> str:
 
 
 def empty_retrieval(what: str) -> Outcome:
-    return Outcome(0.0, [], f"No retrieval context: the retriever returned nothing, so {what} is 0.", judged=False)
+    return Outcome(0.0, [], f"No retrieval context: the LLM saw no retrieved node (the retriever returned nothing, or a "
+                   f"postprocessor, reranker or filter removed every node), so {what} is 0.", judged=False)
 
 
 async def node_usefulness(client: JudgeClient, *, metric: str, input: str, reference: str | None,

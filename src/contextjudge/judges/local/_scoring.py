@@ -197,6 +197,8 @@ class Scorer:
         conf = _sigmoid(x @ np.array(CALIBRATION[node_model(req.reference)]))
         target = {"actual_output": "the actual output", "expected_output": "the expected output"}.get(
             req.reference_kind or "", "the expected outcome") if req.reference else "the input"
+        field = {"actual_output": "actual_output", "expected_output": "expected_output"}.get(
+            req.reference_kind or "", "expected_outcome")
         out = []
         for i, it in enumerate(req.items):
             c = _round(conf[i])
@@ -212,9 +214,9 @@ class Scorer:
                        + (f" ({', '.join(shared[:5])})" if shared else ""))
             figures = [f"confidence {c:.2f}", f"similarity to the question {info['cos_q'][i]:.2f}"]
             if req.reference:
-                figures.append(f"to question + reference {info['cos_qr'][i]:.2f}")
+                figures.append(f"to question + {field} {info['cos_qr'][i]:.2f}")
                 if not info["answer_occurs"][i]:
-                    figures.append(f"{info['ref_recall'][i]:.0%} of the reference's words occur")
+                    figures.append(f"{info['ref_recall'][i]:.0%} of the {field}'s words occur")
             best = self._best_sentence(it.text, info["qtok"] | info.get("rtok", frozenset()))
             reason = (f"{'Useful' if yes else 'Not useful'} for {target}: " + "; ".join(why)
                       + (f". Best-matching sentence: '{_short(best)}'" if best else "")
@@ -300,11 +302,11 @@ class Scorer:
         statements = split_sentences(req.reference or "")
         answer = req.answer or ""
         if not statements or not answer.strip():
-            return {"score": 0.0, "reason": "There is no reference or no answer to compare."}
+            return {"score": 0.0, "reason": "There is no expected_output or no actual_output to compare."}
         conf, cos, rec = self._support_conf(statements, [answer])
         score = _round(float(np.mean(conf[:, 0])))
         covered = int(np.sum(conf[:, 0] >= 0.5))
-        return {"score": score, "reason": f"The answer covers {covered} of the reference's {len(statements)} "
+        return {"score": score, "reason": f"The actual_output covers {covered} of the expected_output's {len(statements)} "
                 f"sentences (mean word recall {float(np.mean(rec)):.0%}, mean similarity {float(np.mean(cos)):.2f})."}
 
 

@@ -49,13 +49,9 @@ def check_address(family: int, address: object) -> None:
         check_host(address[0])
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _offline_and_no_real_model():
-    mp = pytest.MonkeyPatch()
-    for name in HOSTED_MODEL_SETTINGS:
-        mp.delenv(name, raising=False)
-    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
-    real_getaddrinfo = socket.getaddrinfo
+def guarded(real_connect, real_connect_ex, real_getaddrinfo):
+    """``socket.socket.connect``, ``connect_ex`` and ``socket.getaddrinfo`` wrapped so that anything beyond loopback
+    raises ``NetworkBlocked`` (used here and by ``tests/_offline_guard.py`` in test subprocesses)."""
 
     def connect(self, address):
         check_address(self.family, address)
@@ -69,6 +65,15 @@ def _offline_and_no_real_model():
         check_host(host)
         return real_getaddrinfo(host, *args, **kwargs)
 
+    return connect, connect_ex, getaddrinfo
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _offline_and_no_real_model():
+    mp = pytest.MonkeyPatch()
+    for name in HOSTED_MODEL_SETTINGS:
+        mp.delenv(name, raising=False)
+    connect, connect_ex, getaddrinfo = guarded(socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo)
     connect.__contextjudge_guard__ = connect_ex.__contextjudge_guard__ = True
     getaddrinfo.__contextjudge_guard__ = True
     mp.setattr(socket.socket, "connect", connect)

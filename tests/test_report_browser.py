@@ -12,24 +12,17 @@ import fcntl
 import json
 import os
 import select
-import shutil
 import subprocess
 import time
 
 import pytest
 from test_report_views import store  # noqa: F401 - the fixture: the same real runs as the HTML tests
 
+from test_report import _chromium  # the one way the report tests find a browser
+
 from contextjudge.report import write_report
 
 pytestmark = pytest.mark.slow
-
-
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
 
 
 class Browser:

@@ -311,8 +311,7 @@ def _errored_cases(result: Any) -> list[Any]:
 def _usage_line(result: Any) -> str:
     """Judge calls and tokens. Tokens of the embedded judge are not billed by anyone, so they are not shown as such."""
     u = result.usage
-    judges = sorted({m.evaluation_model for tr in result.test_results for m in tr.metrics_data
-                     if m.evaluation_model})
+    judges = result.judges()
     local = [j for j in judges if j.startswith(LOCAL_JUDGE)]
     if judges and len(local) == len(judges):
         tokens = "tokens: none billable (embedded judge, free)"
@@ -355,9 +354,9 @@ def _print_summary(result: Any, gates: dict[str, list[str]], metrics: list[Any] 
 
 
 def _short(text: str, n: int) -> str:
-    from ._text import shorten  # noqa: PLC0415
+    from ._text import shorten  # noqa: PLC0415 - it puts the text on one line itself
 
-    return shorten(" ".join(text.split()), n)
+    return shorten(text, n)
 
 
 def _verdict(result: Any, gates: dict[str, list[str]], allow_errors: bool) -> int:

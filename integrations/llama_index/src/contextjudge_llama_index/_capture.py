@@ -350,8 +350,6 @@ class AgentRun:
         self.calls: list[ToolCall] = []
         self.span_ids = [span_id]
         self.output: str | None = None
-        self.started = time.time()
-        self.t0 = time.perf_counter()
         self.done = False
 
     def new_call(self, tool: str, tool_input: Any, span_id: str | None) -> ToolCall:

@@ -390,8 +390,7 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
     tools = [r for r, a in runs if r.run_type == "tool" and r is not root
              and not any(x.run_type == "tool" and x is not root for x in a)]
     call_of = _call_order(root, tools)
-    node_calls = 0
-    node_names: list[str] = []  # the graph nodes' retrievals so far, for " #2"
+    node_names: list[str] = []  # the graph nodes' retrievals so far: their call numbers, and " #2"
     out: list[Retrieval] = []
     for run, ancestors in runs:
         if run.run_type != "retriever" or any(a.run_type == "retriever" for a in ancestors):
@@ -455,18 +454,15 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
                 label, call = where.name, call_of.get(where.id.int, 1)
                 agent = {"tool": where.name, "tool_input": tool_input_of(where), "tool_output": tool_output_of(where),
                          "call": call}
+                nth = 1 + sum(1 for t in tools if t.name == label and call_of[t.id.int] < call)
             else:
-                node_calls += 1
-                label, call = where, node_calls
+                label, call = where, len(node_names) + 1
                 agent = {"tool": None, "node": where, "tool_input": query, "tool_output": None, "call": call}
+                nth = 1 + node_names.count(label)
+                node_names.append(label)
             agent.update({"agent": root.name, "framework": "langchain"})
             if thread_id is not None:
                 agent["thread_id"] = thread_id
-            if kind == "tool":
-                nth = 1 + sum(1 for t in tools if t.name == label and call_of[t.id.int] < call)
-            else:
-                nth = 1 + sum(1 for earlier in node_names if earlier == label)
-                node_names.append(label)
             name = f"{label}{f' #{nth}' if nth > 1 else ''}: {short(case_input, 60)}"
             meta[AGENT_KEY] = agent
         else:

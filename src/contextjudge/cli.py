@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from importlib import metadata as importlib_metadata
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from .errors import ContextJudgeError, UsageError
 
@@ -252,15 +252,21 @@ def _code_fingerprint(obj: Any) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ output
+class _Gate(NamedTuple):
+    summary: dict[str, Any]  # the metric's row of result.summary()
+    threshold: float | None  # what its mean must reach
+    fails: list[str]  # what failed ("mean 0.233 < 0.50"); empty: it passed
+
+
 def _metric_gates(result: Any, metrics: list[Any] | None, pass_min: dict[str, float] | None = None
-                  ) -> dict[str, list[str]]:
-    """Per metric name, what failed its gate ("mean 0.233 < 0.50"; empty: it passed).
+                  ) -> dict[str, _Gate]:
+    """Per metric name, its gate: its summary, its threshold and what failed ("mean 0.233 < 0.50"; empty: it passed).
 
     The one rule: a metric's mean must reach its threshold (the metric's own, ``--threshold`` when given), and its
     pass rate ``--min-pass-rate`` when given. A metric no case could score fails: there is nothing to pass.
     """
     by_name = {m.name: m for m in metrics or []}
-    out: dict[str, list[str]] = {}
+    out: dict[str, _Gate] = {}
     for name, s in result.summary().items():
         m = by_name.get(name)
         key = getattr(m, "key", None)
@@ -273,7 +279,7 @@ def _metric_gates(result: Any, metrics: list[Any] | None, pass_min: dict[str, fl
         need_pass = (pass_min or {}).get(key) if key else None
         if need_pass is not None and s["mean"] is not None and (s["pass_rate"] is None or s["pass_rate"] < need_pass):
             fails.append(f"pass rate {_f(s['pass_rate'])} < {_t(need_pass)}")
-        out[name] = fails
+        out[name] = _Gate(s, need_mean, fails)
     return out
 
 
@@ -325,17 +331,13 @@ def _usage_line(result: Any) -> str:
     return f"{who}judge calls {u.calls}, cache hits {u.cache_hits}, {tokens}"
 
 
-def _print_summary(result: Any, gates: dict[str, list[str]], metrics: list[Any] | None = None) -> None:
+def _print_summary(result: Any, gates: dict[str, _Gate]) -> None:
     from .report import bootstrap_mean  # noqa: PLC0415
 
-    by_name = {m.name: m for m in metrics or []}
     rows = []
-    for name, s in result.summary().items():
+    for name, (s, t, fails) in gates.items():
         iv = bootstrap_mean([x for x in result.scores(name) if x is not None])
         ci = "n/a" if iv.low is None else f"[{iv.low:.3f}, {iv.high:.3f}]"
-        m = by_name.get(name)
-        t = getattr(m, "threshold", None) if m is not None else _result_threshold(result, name)
-        fails = gates.get(name, [])
         gate = "FAIL: " + "; ".join(fails) if fails else f"pass: mean >= {_t(t)}" if t is not None else "pass"
         rows.append([name, _f(s["mean"]), ci, _f(s["pass_rate"]), str(s["scored"]), str(s["errors"]),
                      "-" if t is None else _t(t), gate])
@@ -359,9 +361,9 @@ def _short(text: str, n: int) -> str:
     return shorten(text, n)
 
 
-def _verdict(result: Any, gates: dict[str, list[str]], allow_errors: bool) -> int:
+def _verdict(result: Any, gates: dict[str, _Gate], allow_errors: bool) -> int:
     """The exit code of a scored run, with one line saying why when it is not 0."""
-    failures = [f"{name}: {'; '.join(f)}" for name, f in gates.items() if f]
+    failures = [f"{name}: {'; '.join(g.fails)}" for name, g in gates.items() if g.fails]
     errored = _errored_cases(result)
     if failures:
         print("FAILED: " + "; ".join(failures))
@@ -415,7 +417,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                       run_config={"app": args.app, "goldens": os.path.abspath(args.goldens), "adapter": adapter[0],
                                   "code": _code_fingerprint(app), "golden_failures": len(failed)})
     gates = _metric_gates(result, metrics, gate_pass)
-    _print_summary(result, gates, metrics)
+    _print_summary(result, gates)
     if args.report:
         from .report import render_report  # noqa: PLC0415
 
@@ -580,7 +582,7 @@ def cmd_score(args: argparse.Namespace) -> int:
                       show_progress=_progress(args),
                       case_keys=[c.case_key for c in todo])  # results go to the stored cases, under their keys
     gates = _metric_gates(result, metrics)
-    _print_summary(result, gates, metrics)
+    _print_summary(result, gates)
     return _verdict(result, gates, args.allow_errors)
 
 

@@ -21,9 +21,10 @@ __all__ = ["LlamaIndexAppAdapter", "adapter"]
 
 logger = logging.getLogger("contextjudge")
 
+# Shared with the capture router (``_capture``), which imports them from here: this module stays free of LlamaIndex.
 _KINDS = {"BaseChatEngine": "chat", "BaseQueryEngine": "query", "BaseRetriever": "retrieve", "Workflow": "workflow"}
-_MODULES = ("llama_index.", "workflows.")
-_INPUT_FIELDS = ("user_msg", "query", "input", "question", "message", "msg", "query_str")
+_MODULES = ("llama_index.", "workflows.")  # Workflow lives in the llama-index-workflows package
+_INPUT_FIELDS = ("user_msg", "query", "input", "question", "message", "msg", "query_str")  # a start event's input
 ACCEPTS = ("a LlamaIndex query engine, chat engine or retriever, an agent (FunctionAgent, ReActAgent, AgentWorkflow) "
            "or a workflow (a llama_index.core.workflow.Workflow)")
 

@@ -26,6 +26,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 from contextjudge import JUDGE_TAG, RetrievedNode
 from contextjudge.capture import in_judge_call
 from contextjudge.cases.identity import golden_id_of
+from ._adapter import _INPUT_FIELDS, _KINDS, _MODULES
 from ._images import node_from_llama_image_node
 
 try:  # the instrumentation package split out of llama-index-core in 0.12
@@ -52,8 +53,6 @@ _METHODS = {
     "chat": frozenset({"chat", "achat", "stream_chat", "astream_chat"}),
     "workflow": frozenset({"run"}),
 }
-_BASES = {"BaseQueryEngine": "query", "BaseRetriever": "retrieve", "BaseChatEngine": "chat", "Workflow": "workflow"}
-_BASE_MODULES = ("llama_index.", "workflows.")  # Workflow lives in the llama-index-workflows package
 _WRITERS = frozenset({"write_response_to_history", "awrite_response_to_history"})
 _RECORDED_EVENTS = frozenset({"RetrievalEndEvent", "ReRankEndEvent"})  # what Router.event looks at
 _UUID_SUFFIX = 37  # "-" + str(uuid4())
@@ -61,7 +60,6 @@ GOLDEN_INDEX_TAG = "contextjudge.golden_index"
 CONVERSATION_TAG = "contextjudge.conversation_id"
 """An instrument tag that makes an agent's or workflow's runs one conversation (see ``AgentRun.conversation``)."""
 _CONVERSATION_TAGS = (CONVERSATION_TAG, "conversation_id", "thread_id", "session_id")
-_USER_FIELDS = ("user_msg", "query", "input", "question", "message", "msg", "query_str")
 
 
 def _method_of(span_id: str) -> str:
@@ -269,7 +267,7 @@ def _user_message(start_event: Any) -> str | None:
     get = getattr(start_event, "get", None)
     if not callable(get):
         return None
-    for key in _USER_FIELDS:
+    for key in _INPUT_FIELDS:
         try:
             value = get(key, None)
         except Exception:  # noqa: BLE001 - an exotic event
@@ -545,8 +543,8 @@ class Router:
             kind = None
             if not getattr(cls, "_contextjudge_transparent", False):
                 for c in cls.__mro__:
-                    k = _BASES.get(c.__name__)
-                    if k is not None and c.__module__.startswith(_BASE_MODULES):
+                    k = _KINDS.get(c.__name__)
+                    if k is not None and c.__module__.startswith(_MODULES):
                         kind = k
                         break
             self._kinds[cls] = kind

@@ -207,11 +207,11 @@ class LlamaIndexAppAdapter(AppAdapter):
                 cases.append(CapturedCase(test_case=tc, source="llama_index", metadata={"golden_index": i},
                                           golden_id=g.id))
 
-        def position(c: Any) -> tuple[int, int]:
+        def position(c: Any) -> int:
             if isinstance(c, GoldenFailure):
-                return c.index, 0
+                return c.index
             idx = c.metadata.get("golden_index")
-            return (idx if isinstance(idx, int) else 1 << 30), 0
+            return idx if isinstance(idx, int) else 1 << 30
 
         return sorted(cases, key=position)
 

@@ -31,9 +31,18 @@ class CaseContext:
     baseline: dict[int, TestResult] | None = None  # this run's case index -> the baseline's paired case
     baseline_label: str = "baseline"
     columns: dict[str, int] = field(init=False)
+    attrs: dict[int, str] = field(init=False, default_factory=dict)  # case index -> its data attributes
+    changed: dict[int, bool] = field(init=False, default_factory=dict)  # case index -> changed vs its baseline
 
     def __post_init__(self) -> None:
         self.columns = {name: k for k, name in enumerate(self.metrics)}
+
+    def is_changed(self, tr: TestResult) -> bool:
+        """Whether the case changed against its paired baseline case (worked out once per case)."""
+        if tr.index not in self.changed:
+            base = self.baseline.get(tr.index) if self.baseline is not None else None
+            self.changed[tr.index] = _changed(tr, base)
+        return self.changed[tr.index]
 
 
 # --------------------------------------------------------------------------------------------------- nodes
@@ -347,7 +356,14 @@ def _node_lists(tc: Any) -> list[list[str]]:
 
 
 def _attrs(tr: TestResult, ctx: CaseContext) -> str:
-    """The data attributes the script filters and sorts on (the same on a case's row and on its card)."""
+    """The data attributes the script filters and sorts on (the same on a case's row and on its card: worked out
+    once per case)."""
+    if tr.index not in ctx.attrs:
+        ctx.attrs[tr.index] = _make_attrs(tr, ctx)
+    return ctx.attrs[tr.index]
+
+
+def _make_attrs(tr: TestResult, ctx: CaseContext) -> str:
     fail, err = [], []
     scores: dict[int, str] = {}
     for m in tr.metrics_data:
@@ -367,7 +383,7 @@ def _attrs(tr: TestResult, ctx: CaseContext) -> str:
     attrs += [f"data-m{k}='{scores.get(k, 'na')}'" for k in range(len(ctx.metrics))]
     if ctx.baseline is not None:
         base = ctx.baseline.get(tr.index)
-        attrs.append(f"data-changed='{1 if _changed(tr, base) else 0}'")
+        attrs.append(f"data-changed='{1 if ctx.is_changed(tr) else 0}'")
         if base is not None:
             for k, name in enumerate(ctx.metrics):
                 sc, sb = _score(tr, name), _score(base, name)
@@ -474,7 +490,7 @@ def case_card(tr: TestResult, ctx: CaseContext) -> str:
                 if nodes:
                     parts.append(_node_table(nodes, vd))
                 parts.append(_ranking_block(nodes, (turn.additional_metadata or {}).get(RETRIEVER_RANKING_KEY)))
-                if base_tc is not None and base is not None and i < len(base_tc.turns) and _changed(tr, base):
+                if base_tc is not None and base is not None and i < len(base_tc.turns) and ctx.is_changed(tr):
                     bnodes = base_tc.turns[i].retrieval_context or []
                     parts.append(_baseline_block(nodes, vd, bnodes, _verdicts(base.metrics_data, i, base_ids),
                                                  ctx.baseline_label))
@@ -492,7 +508,7 @@ def case_card(tr: TestResult, ctx: CaseContext) -> str:
         if nodes or (ranking is None and app_error_of(tc) is None):
             parts.append(_node_table(nodes, vd))
         parts.append(_ranking_block(nodes, ranking))
-        if base is not None and _changed(tr, base) and not isinstance(base.test_case, ConversationalTestCase):
+        if base is not None and ctx.is_changed(tr) and not isinstance(base.test_case, ConversationalTestCase):
             parts.append(_baseline_block(nodes, vd, base.test_case.retrieval_context or [],
                                          _verdicts(base.metrics_data), ctx.baseline_label))
     if base is not None:

@@ -1,9 +1,9 @@
 """A small HR-policy RAG app to point `contextjudge eval --app` at, built from offline stand-ins.
 
     contextjudge eval --app examples.hr_app:chain --goldens examples/goldens.jsonl --model local
-    contextjudge eval --app examples.hr_app:agent --goldens examples/goldens.jsonl --model local
+    contextjudge eval --app "examples.hr_app:build_agent()" --goldens examples/goldens.jsonl --model local
 
-`chain` is an LCEL RAG chain; `agent` is a `create_agent` agent with a retriever tool (needs
+`chain` is an LCEL RAG chain; `build_agent()` makes a `create_agent` agent with a retriever tool (it needs
 `pip install -e "integrations/langchain[agents]"`). The corpus is the demo's fictional company policies. The
 embeddings and the models are contextjudge-langchain's offline stand-ins (bag-of-words embeddings, a chat model that
 quotes the context, a scripted tool-calling model): replace them with your own.
@@ -32,14 +32,13 @@ chain = ({"context": retriever | (lambda ds: "\n\n".join(d.page_content for d in
           "question": RunnablePassthrough()} | _prompt | ExtractiveChatModel() | StrOutputParser())
 
 
-def _agent():
+def build_agent():
+    """A ``create_agent`` agent that searches the policies with a retriever tool, then answers."""
     try:
         from langchain.agents import create_agent
         from langchain_core.tools.retriever import create_retriever_tool
-    except ImportError:  # the agent needs langchain: pip install -e "integrations/langchain[agents]"
-        return None
+    except ImportError as exc:
+        raise ImportError('the agent needs langchain and langgraph: pip install -e "integrations/langchain[agents]"') \
+            from exc
     tool = create_retriever_tool(retriever, "search_policies", "Search the company's HR, travel and IT policies.")
     return create_agent(ScriptedAgentModel(), [tool], name="hr_assistant")
-
-
-agent = _agent()

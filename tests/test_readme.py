@@ -46,3 +46,22 @@ def test_readme_snippet_runs(line: int, code: str, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", "import _offline_guard; exec(open('snippet.py').read())"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"README.md:{line} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("app", ["examples.hr_app:chain", "examples.hr_app:build_agent()"])
+def test_the_readme_eval_command_on_the_example_app(app: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    """The README's `contextjudge eval` example: relevancy fails its default threshold (exit 1, as printed there);
+    with its own threshold the run passes."""
+    pytest.importorskip("contextjudge_langchain")
+    if "agent" in app:
+        pytest.importorskip("langchain.agents")
+    from contextjudge.cli import main
+
+    monkeypatch.chdir(ROOT)
+    common = ["eval", "--app", app, "--goldens", "examples/goldens.jsonl", "--model", "local",
+              "--store", str(tmp_path / "r.db"), "--no-progress"]
+    assert main(common) == 1
+    out = capsys.readouterr().out
+    assert "FAIL: mean 0.242 < 0.50" in out and "15 case(s), 0 with an error" in out
+    assert main([*common, "--threshold", "contextual_relevancy=0.2"]) == 0

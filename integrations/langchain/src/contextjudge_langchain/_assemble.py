@@ -401,15 +401,16 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
         query = (run.inputs or {}).get("query")
         query = query if isinstance(query, str) else str(query or "")
         # what the LLM saw: a compressor or filter wrapping one inner retriever, then LCEL steps after it
-        inside = [r for r, a in runs if r.run_type == "retriever" and run in a
-                  and next(x for x in reversed(a) if x.run_type == "retriever") is run]
+        subs = [(r, a) for r, a in runs if r.run_type == "retriever" and run in a]
+        inside = [r for r, a in subs if next(x for x in reversed(a) if x.run_type == "retriever") is run]
+        retrieved_ids = _ids(retrieved)
         ranking = None
         if len(inside) == 1:
             inner = _docs_of(inside[0])
-            if inner is not None and _ids(inner) != _ids(retrieved):
+            if inner is not None and _ids(inner) != retrieved_ids:
                 ranking = inner
         docs = _after_steps(run, retrieved, runs)
-        if ranking is None and docs is not retrieved and _ids(docs) != _ids(retrieved):
+        if ranking is None and docs is not retrieved and _ids(docs) != retrieved_ids:
             ranking = retrieved
         consumer = _consumer(run, docs, llms)
         context = _agent_context(run, ancestors, root)
@@ -424,7 +425,7 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
         diagnostics = [
             {"name": r.name, "query": (r.inputs or {}).get("query"),
              "ids": [node_of(d).id for d in ((r.outputs or {}).get("documents") or [])]}
-            for r, a in runs if r.run_type == "retriever" and run in a
+            for r, _ in subs
         ]
         meta = {
             RETRIEVER_KEY: run.name,

@@ -390,12 +390,6 @@ class CaseSink(Sink):
         for old in evicted:
             self._submit(old)
 
-    def conversations(self) -> list[CapturedCase]:
-        """Every followed conversation as it is now, without submitting it."""
-        with self._lock:
-            convs = [(c.id, list(c.runs)) for c in self._conversations.values() if c.runs]
-        return [agent_conversation_case(runs, cid) for cid, runs in convs]
-
     def submit_conversations(self, timeout: float | None = None) -> bool:
         """Submit every conversation with turns not submitted yet (a drain of the session: flush and close)."""
         with self._lock:

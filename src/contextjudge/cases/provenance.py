@@ -61,8 +61,6 @@ def match_inputs_of(test_case: Any) -> list[str]:
 
 def short(text: Any, limit: int = 60) -> str:
     """``text`` on one line, cut at a word boundary to at most ``limit`` characters (with an ellipsis)."""
-    one = " ".join(str(text or "").split())
-    if len(one) <= limit:
-        return one
-    cut = one[: limit - 1].rsplit(" ", 1)[0] or one[: limit - 1]
-    return cut + "…"
+    from .._text import shorten  # noqa: PLC0415
+
+    return shorten(str(text or ""), limit)

@@ -14,13 +14,21 @@ from typing import Any
 
 from .._result import MetricResult, TestResult
 from ..cases.goldens import normalize_input
-from ..cases.provenance import RETRIEVER_KEY, RETRIEVER_RANKING_KEY, agent_of, app_error_of
+from ..cases.provenance import (
+    AGENT_KEY,
+    APP_ERROR_KEY,
+    MATCH_INPUTS_KEY,
+    RETRIEVER_KEY,
+    RETRIEVER_RANKING_KEY,
+    agent_of,
+    app_error_of,
+)
 from ..cases.testcase import ConversationalTestCase
 from ._format import case_input, e, num, short, signed, status
 
 __all__ = ["CaseContext", "case_card", "case_row", "node_key"]
 
-_KNOWN_META = {"agent", "app_error", RETRIEVER_KEY, RETRIEVER_RANKING_KEY, "match_inputs"}
+_KNOWN_META = {AGENT_KEY, APP_ERROR_KEY, RETRIEVER_KEY, RETRIEVER_RANKING_KEY, MATCH_INPUTS_KEY}
 
 
 @dataclass

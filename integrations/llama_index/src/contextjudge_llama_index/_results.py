@@ -95,9 +95,14 @@ def record_to_case(record: Record) -> CapturedCase:
     if not inp or not inp.strip():
         inp = rq or "(empty query)"
     tc = LLMTestCase(input=inp, actual_output=record.output, retrieval_context=nodes, additional_metadata=meta)
+    # goldens may be keyed on the user's own words
+    return _captured(record, tc, user_message if user_message and user_message != inp else None)
+
+
+def _captured(record: Record, tc: LLMTestCase, chain_input: str | None = None) -> CapturedCase:
     cmeta: dict[str, Any] = {"query_span_id": record.span_id}
-    if user_message and user_message != inp:
-        cmeta["chain_input"] = user_message  # goldens may be keyed on the user's own words
+    if chain_input:
+        cmeta["chain_input"] = chain_input
     if record.golden_index is not None:
         cmeta["golden_index"] = record.golden_index
     return CapturedCase(test_case=tc, source="llama_index", root_run_id=record.span_id, metadata=cmeta,
@@ -121,11 +126,7 @@ def _agent_case(record: Record, nodes: Any, meta: dict[str, Any]) -> CapturedCas
     inp = record.user_message or agent.get("tool_input") or rq or "(empty query)"
     tc = LLMTestCase(input=inp, actual_output=record.agent_output, retrieval_context=nodes, name=record.name,
                      additional_metadata=meta)
-    cmeta: dict[str, Any] = {"query_span_id": record.span_id}
-    if record.golden_index is not None:
-        cmeta["golden_index"] = record.golden_index
-    return CapturedCase(test_case=tc, source="llama_index", root_run_id=record.span_id, metadata=cmeta,
-                        golden_id=record.golden_id)
+    return _captured(record, tc)
 
 
 def turn_case(record: Record, golden: Any) -> CapturedCase:

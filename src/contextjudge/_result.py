@@ -334,8 +334,9 @@ class EvaluationResult:
         return text
 
     def __repr__(self) -> str:
-        parts = [f"{n}={v['mean']:.3f}" if v["mean"] is not None else f"{n}=n/a" for n, v in self.summary().items()]
-        errors = sum(v["errors"] for v in self.summary().values())
+        summary = self.summary()
+        parts = [f"{n}={v['mean']:.3f}" if v["mean"] is not None else f"{n}=n/a" for n, v in summary.items()]
+        errors = sum(v["errors"] for v in summary.values())
         judges = self.judges()
         tail = (f"; {errors} metric error(s)" if errors else "") + (f"; judge {', '.join(judges)}" if judges else "")
         return f"EvaluationResult({len(self)} cases; {', '.join(parts)}{tail})"

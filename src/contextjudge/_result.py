@@ -66,6 +66,12 @@ class MetricResult:
     usage: Usage = field(default_factory=Usage)
     evaluation_model: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    # The score the case's gold labels give (cases/labels.py), when it carries labels for this metric: the
+    # labelled cases of a run correct the judge's bias (stats.ppi_mean).
+    gold_score: float | None = None
+    # With judge repeats (repeats=k on a judge with temperature above zero): the variance of this case's score
+    # across the k repeats; None when judged once. Folded into the run's intervals (stats.mean_interval).
+    score_spread: float | None = None
 
     def __post_init__(self) -> None:
         if self.score is not None and (not isinstance(self.score, (int, float)) or math.isnan(self.score)):

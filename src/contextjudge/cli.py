@@ -852,6 +852,10 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     _common(p)
     p.set_defaults(func=cmd_runs)
 
+    from ._cli_trust import add_trust_commands  # noqa: PLC0415 - calibrate and label live in their own module
+
+    add_trust_commands(sub)
+
     for name, ep in sorted(plugins.items()):
         dist = getattr(getattr(ep, "dist", None), "name", None)
         what = KNOWN_COMMANDS.get(name, ("", ""))[1] or PLUGIN_HELP.get(name, "")

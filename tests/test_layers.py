@@ -9,7 +9,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "contextjudge"
 
 # ARCHITECTURE.md, "Layers": the first matching prefix gives a module's layer
 LAYERS: list[tuple[str, int]] = [
-    ("errors", 1), ("_text", 1), ("_version", 1),
+    ("errors", 1), ("_text", 1), ("_version", 1), ("stats", 1),
     ("cases", 2), ("_aio", 2),
     ("_result", 3), ("tracing", 3),
     ("judges", 4), ("store", 4),
@@ -17,7 +17,7 @@ LAYERS: list[tuple[str, int]] = [
     ("engine", 6), ("report", 6),
     ("capture", 7), ("templates", 7), ("goldens", 7), ("local", 7), ("multimodal", 7), ("compat", 7),
     ("pytest_plugin", 7), ("__init__", 7),
-    ("cli", 8), ("recommend", 8),
+    ("cli", 8), ("_cli_trust", 8), ("recommend", 8),
 ]
 # the one deliberate exception: deprecated names that forward to the integrations, imported lazily when read
 ALLOWED = {("multimodal", "contextjudge_langchain"), ("multimodal", "contextjudge_llama_index")}

@@ -7,10 +7,12 @@ import math
 import pickle
 import zlib
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from typing import Any, Callable
 
 from .cases.testcase import dump_json
 from .errors import ConfigurationError, MetricNotFoundError
+from .stats import Interval, PPIEstimate, moments_interval, ppi_mean, proportion_interval
 
 __all__ = ["EvaluationResult", "MetricResult", "Tally", "TestResult", "Usage"]
 
@@ -167,12 +169,62 @@ def _texts(nodes: Any) -> list[str] | None:
     return [getattr(n, "text", n) for n in nodes]
 
 
+class _Moments:
+    """One metric's running totals over a run: results, scored, passed, errors, and the exact sums (fractions, so
+    the same scores give the same mean and interval whatever order they arrive in) of the scores, their squares and
+    the cases' repeat variances (``score_spread``)."""
+
+    __slots__ = ("errors", "passed", "rows", "scored", "spread", "spread_seen", "total", "total_sq")
+
+    def __init__(self) -> None:
+        self.rows = self.scored = self.passed = self.errors = 0
+        self.total = self.total_sq = self.spread = Fraction(0)
+        self.spread_seen = False
+
+    def add(self, m: "MetricResult") -> None:
+        self.rows += 1
+        if m.score is not None:
+            x = Fraction(m.score)
+            self.scored += 1
+            self.total += x
+            self.total_sq += x * x
+            if m.score_spread is not None:
+                self.spread += Fraction(m.score_spread)
+                self.spread_seen = True
+        self.passed += bool(m.success)
+        self.errors += m.error is not None
+
+    def mean(self) -> float | None:
+        return float(self.total / self.scored) if self.scored else None
+
+    def interval(self) -> Interval:
+        within = self.spread / self.scored if self.spread_seen and self.scored else 0
+        return moments_interval(self.scored, self.total, self.total_sq, within_mean=within)
+
+    def pass_rate_interval(self) -> Interval:
+        return proportion_interval(self.passed, self.rows)
+
+    def summary(self) -> dict[str, Any]:
+        mean_iv, pass_iv = self.interval(), self.pass_rate_interval()
+        return {"mean": self.mean(), "mean_ci": mean_iv.as_list(), "pass_rate": pass_iv.estimate,
+                "pass_rate_ci": pass_iv.as_list(), "scored": self.scored, "errors": self.errors}
+
+
+def _moments(rows: list["MetricResult"]) -> _Moments:
+    out = _Moments()
+    for m in rows:
+        out.add(m)
+    return out
+
+
 class Tally:
-    """Running per-metric totals of a run, for a run that does not keep its per-case results."""
+    """Running per-metric totals of a run, for a run that does not keep its per-case results: enough for each
+    metric's mean and pass rate with their intervals. A bias-corrected estimate needs the per-case scores, so such a
+    run has none (``EvaluationResult.corrected`` returns None)."""
 
     def __init__(self) -> None:
         self.cases = 0
-        self.metrics: dict[str, list[float]] = {}  # name -> [rows, scored, score sum, passed, errors]
+        self.metrics: dict[str, _Moments] = {}
         self.judges: set[str] = set()
 
     def add(self, tr: "TestResult") -> None:
@@ -180,18 +232,10 @@ class Tally:
         for m in tr.metrics_data:
             if m.evaluation_model:
                 self.judges.add(m.evaluation_model)
-            row = self.metrics.setdefault(m.name, [0, 0, 0.0, 0, 0])
-            row[0] += 1
-            if m.score is not None:
-                row[1] += 1
-                row[2] += m.score
-            row[3] += bool(m.success)
-            row[4] += m.error is not None
+            self.metrics.setdefault(m.name, _Moments()).add(m)
 
     def summary(self) -> dict[str, dict[str, Any]]:
-        return {name: {"mean": total / scored if scored else None, "pass_rate": passed / rows if rows else None,
-                       "scored": int(scored), "errors": int(errors)}
-                for name, (rows, scored, total, passed, errors) in self.metrics.items()}
+        return {name: row.summary() for name, row in self.metrics.items()}
 
 
 @dataclass
@@ -241,31 +285,55 @@ class EvaluationResult:
             out.append(hit[0] if hit else None)
         return out
 
-    def mean(self, metric: str) -> float | None:
+    def _rows(self, metric: str) -> list[MetricResult]:
+        return [m for tr in self.test_results for m in tr.metrics_data if m.name == metric]
+
+    def _moments(self, metric: str) -> _Moments:
         if self.tally is not None:
-            return self.tally.summary().get(metric, {}).get("mean")
-        vals = [s for s in self.scores(metric) if s is not None]
-        return sum(vals) / len(vals) if vals else None
+            return self.tally.metrics.get(metric) or _Moments()
+        return _moments(self._rows(metric))
+
+    def mean(self, metric: str) -> float | None:
+        return self._moments(metric).mean()
 
     def pass_rate(self, metric: str) -> float | None:
+        return self._moments(metric).pass_rate_interval().estimate
+
+    def interval(self, metric: str) -> Interval:
+        """The metric's mean score over the scored cases with its 95% interval (Student t over cases; with judge
+        repeats, each case's spread across repeats widens it; see ``contextjudge.stats.mean_interval``).
+        ``str()`` of it reads "0.650 [0.412, 0.888]"; ``.low``/``.high`` are None with fewer than two scores."""
+        return self._moments(metric).interval()
+
+    def pass_rate_interval(self, metric: str) -> Interval:
+        """The share of the metric's results that passed (errors count as not passing) with its 95% Wilson
+        interval."""
+        return self._moments(metric).pass_rate_interval()
+
+    def corrected(self, metric: str) -> PPIEstimate | None:
+        """The metric's mean corrected for the judge's bias by the cases that carry gold labels (prediction-powered
+        inference, ``contextjudge.stats.ppi_mean``): the estimate with its 95% interval, the judge's measured bias,
+        and the labelled cases' own mean and interval. None unless at least two scored cases carry gold labels for
+        this metric and at least one scored case does not (with every case labelled, the gold mean is the answer),
+        and for a run that did not keep its per-case results."""
         if self.tally is not None:
-            return self.tally.summary().get(metric, {}).get("pass_rate")
-        rows = [m for tr in self.test_results for m in tr.metrics_data if m.name == metric]
-        return sum(m.success for m in rows) / len(rows) if rows else None
+            return None
+        rows = [m for m in self._rows(metric) if m.score is not None]
+        return ppi_mean([m.score for m in rows], [m.gold_score for m in rows])
 
     def summary(self) -> dict[str, dict[str, Any]]:
-        """Per metric: mean score, pass rate, how many cases were scored and how many errored."""
+        """Per metric: the mean score and its 95% interval (``mean_ci``, ``[low, high]`` or None), the pass rate and
+        its interval (``pass_rate_ci``), how many cases were scored and how many errored; and ``corrected`` (the
+        bias-corrected estimate, ``PPIEstimate.to_dict()``) when labelled cases allow one."""
         if self.tally is not None:
             return self.tally.summary()
         out: dict[str, dict[str, Any]] = {}
         for name in self.metric_names():
-            rows = [m for tr in self.test_results for m in tr.metrics_data if m.name == name]
-            out[name] = {
-                "mean": self.mean(name),
-                "pass_rate": self.pass_rate(name),
-                "scored": sum(m.score is not None for m in rows),
-                "errors": sum(m.error is not None for m in rows),
-            }
+            row = _moments(self._rows(name)).summary()
+            ppi = self.corrected(name)
+            if ppi is not None:
+                row["corrected"] = ppi.to_dict()
+            out[name] = row
         return out
 
     def to_records(self) -> list[dict[str, Any]]:
@@ -341,9 +409,17 @@ class EvaluationResult:
 
     def __repr__(self) -> str:
         summary = self.summary()
-        parts = [f"{n}={v['mean']:.3f}" if v["mean"] is not None else f"{n}=n/a" for n, v in summary.items()]
+        parts = [f"{n}={_mean_text(v)}" for n, v in summary.items()]
         errors = sum(v["errors"] for v in summary.values())
         judges = self.judges()
         tail = (f"; {errors} metric error(s)" if errors else "") + (f"; judge {', '.join(judges)}" if judges else "")
         return f"EvaluationResult({len(self)} cases; {', '.join(parts)}{tail})"
 
+
+
+def _mean_text(row: dict[str, Any]) -> str:
+    """A summary row's mean with its interval: "0.650 [0.412, 0.888]", "1.000" (one case), "n/a"."""
+    if row.get("mean") is None:
+        return "n/a"
+    ci = row.get("mean_ci")
+    return f"{row['mean']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")

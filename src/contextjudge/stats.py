@@ -27,7 +27,7 @@ from statistics import NormalDist
 from typing import Any, Sequence
 
 __all__ = ["Agreement", "Interval", "PPIEstimate", "binary_agreement", "bootstrap", "cohen_kappa", "mae",
-           "mean_interval", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
+           "mean_interval", "moments_interval", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
            "significantly_worse", "spearman", "t_quantile"]
 
 LEVEL = 0.95
@@ -137,7 +137,25 @@ def mean_interval(values: Sequence[Any], *, level: float = LEVEL, bounds: tuple[
         return Interval(m, None, None, 1, level, "t")
     within = [float(w) for w in (within_variances or []) if w is not None]
     extra = (sum(within) / len(within)) if within else 0.0
-    var = _var(xs) + extra
+    return _t_or_wilson(m, n, _var(xs) + extra, level, bounds)
+
+
+def moments_interval(n: int, total: Any, total_sq: Any, *, within_mean: Any = 0.0, level: float = LEVEL,
+                     bounds: tuple[float, float] | None = (0.0, 1.0)) -> Interval:
+    """``mean_interval`` from running sums: ``n`` values, their sum and their sum of squares (and the mean of the
+    cases' repeat variances), for a run that keeps totals instead of values. Pass ``fractions.Fraction`` sums to
+    get an answer that does not depend on the order the values came in (float sums would); a spread that is exactly
+    zero then takes the Wilson branch, as ``mean_interval`` does."""
+    if n <= 0:
+        return Interval(None, None, None, 0, level, "t")
+    m = total / n
+    if n == 1:
+        return Interval(float(m), None, None, 1, level, "t")
+    var = (total_sq - total * total / n) / (n - 1)
+    return _t_or_wilson(float(m), n, max(0.0, float(var)) + float(within_mean), level, bounds)
+
+
+def _t_or_wilson(m: float, n: int, var: float, level: float, bounds: tuple[float, float] | None) -> Interval:
     if var <= 0.0:
         lo_b, hi_b = bounds or (0.0, 1.0)
         if hi_b > lo_b:

@@ -2,8 +2,10 @@
 
 It picks the metrics that apply to the case's kind, runs their ``a_score`` concurrently, turns a case the metric
 cannot score into a result with its error (or skips it, when asked), turns any other failure into a result with
-its error (one bad metric never aborts the rest), reuses results the run already has in its store, and writes every
-new result to the run's store.
+its error (one bad metric never aborts the rest), reuses results the run already has in its store, sets each
+result's ``gold_score`` when the case carries gold labels for its metric (``cases/labels.py``), and writes every
+new result to the run's store. ``fill_gold_scores`` does the last for results read back from a store, whose cases
+were labelled after they were scored (``contextjudge label``).
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import logging
 from typing import Any, Literal, Sequence
 
 from .._result import MetricResult
+from ..cases.labels import labels_of
 from ..cases.provenance import app_error_of, short
 from ..cases.testcase import ConversationalTestCase
 from ..errors import InvalidTestCaseError, MissingTestCaseParamsError
 from .run import Run
 
-__all__ = ["MissingParams", "applicable", "missing_message", "score_case"]
+__all__ = ["MissingParams", "applicable", "fill_gold_scores", "gold_score_of", "missing_message", "score_case"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -29,6 +32,49 @@ def applicable(metrics: Sequence[Any], test_case: Any) -> list[Any]:
     """The metrics that score this kind of case: single-turn ones for LLMTestCase, Turn* ones for conversations."""
     conv = isinstance(test_case, ConversationalTestCase)
     return [m for m in metrics if bool(getattr(m, "conversational", False)) == conv]
+
+
+def gold_score_of(metric_name: str, test_case: Any) -> float | None:
+    """The score ``test_case``'s gold labels give for ``metric_name``, or None (no labels for it, or labels that do
+    not fit the case: the calibrate command reports those; a run only leaves the case out of the correction)."""
+    try:
+        labels = labels_of(test_case)
+    except Exception:  # noqa: BLE001 - a malformed label must not fail a run: the case simply counts as unlabelled
+        logger.warning("contextjudge: the gold labels of case %r cannot be read; it counts as unlabelled.",
+                       short(getattr(test_case, "input", "") or "", 60))
+        return None
+    if not labels:
+        return None
+    try:
+        from ..metrics.gold import gold_score  # noqa: PLC0415 - metrics/gold.py holds the metrics' own formulas
+    except ImportError:  # pragma: no cover - only before metrics/gold.py exists
+        return None
+    try:
+        value = gold_score(metric_name, test_case, labels)
+    except Exception as exc:  # noqa: BLE001 - e.g. a labels count that is not the nodes count
+        logger.warning("contextjudge: %s: the case's gold labels give no score (%s); it counts as unlabelled.",
+                       metric_name, exc)
+        return None
+    return None if value is None else float(value)
+
+
+def fill_gold_scores(result: Any) -> Any:
+    """Set ``gold_score`` on every scored result of ``result`` (an EvaluationResult with its per-case results) whose
+    case carries gold labels for that metric and that has none yet; returns ``result``."""
+    for tr in getattr(result, "test_results", None) or []:
+        if _labels_or_none(tr.test_case) is None:
+            continue
+        for m in tr.metrics_data:
+            if m.score is not None and m.gold_score is None:
+                m.gold_score = gold_score_of(m.name, tr.test_case)
+    return result
+
+
+def _labels_or_none(test_case: Any) -> dict[str, Any] | None:
+    try:
+        return labels_of(test_case)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _error_result(metric: Any, exc: BaseException, message: str | None = None) -> MetricResult:
@@ -114,6 +160,8 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
                 raise
             logger.exception("contextjudge: %s failed on case %s", metric.name, key)
             result = _error_result(metric, exc, f"{type(exc).__name__}: {exc}")
+        if result.score is not None and result.gold_score is None:
+            result.gold_score = gold_score_of(metric.name, test_case)
         run.save_result(key, result)
         return result
 

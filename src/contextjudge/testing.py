@@ -7,6 +7,7 @@
     judge = FakeJudge(omit_ids={"n2"})                                   # leaves out n2 once (exercises the re-ask)
     judge = FakeJudge(failures=[JudgeHTTPError(429, retry_after=0)] * 2) # two rate limits, then answers
     judge = FakeJudge(failures=[JudgeHTTPError(401)])                    # authentication failure
+    judge = FakeJudge(confidences={"Paris": 0.8, "n3": 0.3})             # reports confidences (yes at >= 0.5)
 
 It records every call in ``judge.calls`` (task, method, item ids, prompt), so tests can count judge calls.
 """
@@ -79,6 +80,12 @@ class FakeJudge(BaseChatModel):
     """Ids left out of the first answer that includes them (each id once)."""
     failures: list[BaseException] = Field(default_factory=list)
     """Raised, in order, by the next calls, before the judge starts answering."""
+    confidences: dict[str, float] | Callable[[JudgeRequest, Item], float | None] = Field(default_factory=dict)
+    """Substring of an item's text (or an exact item id) -> the confidence (0-1) the judge reports for it, first match
+    wins; or a function (request, item) -> confidence or None. An item with a confidence and no matching rule gets
+    "yes" at confidence >= 0.5, as a judge that reports confidences decides; items without one report none.
+    Confidences reach the judge client on the plain chat path (``style="json"`` or ``"prose"``) only: the
+    structured-output schemas have no confidence field, as a provider's strict schema would not either."""
     rubric_score: float = 1.0
     verdict_words: dict[str, str] = Field(default_factory=lambda: {"yes": "yes", "no": "no"})
     """How to spell the verdicts, e.g. {"yes": "Yes.", "no": "FALSE"}, to test normalisation."""
@@ -106,13 +113,26 @@ class FakeJudge(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"model_name": self.model_name, "style": self.style, "rules": self.rules,
                 "default": self.default if isinstance(self.default, str) else getattr(self.default, "__name__", "fn"),
-                "rubric_score": self.rubric_score}
+                "rubric_score": self.rubric_score,
+                "confidences": self.confidences if isinstance(self.confidences, dict)
+                else getattr(self.confidences, "__name__", "fn")}
 
     # -------------------------------------------------------------------------------------------- answering
+    def _confidence(self, request: JudgeRequest, item: Item) -> float | None:
+        if callable(self.confidences):
+            return self.confidences(request, item)
+        for needle, conf in self.confidences.items():
+            if needle == item.id or needle in item.text:
+                return float(conf)
+        return None
+
     def _decide(self, request: JudgeRequest, item: Item) -> str:
         for needle, verdict in self.rules.items():
             if needle == item.id or needle in item.text:
                 return verdict
+        conf = self._confidence(request, item) if self.confidences else None
+        if conf is not None:
+            return "yes" if conf >= 0.5 else "no"
         if callable(self.default):
             return self.default(request, item)
         if self.default == "overlap":
@@ -131,6 +151,9 @@ class FakeJudge(BaseChatModel):
                     continue
             v = self._decide(request, item)
             entry = {"id": item.id, "verdict": self.verdict_words.get(v, v), "reason": f"scripted: {v}"}
+            conf = self._confidence(request, item) if self.confidences else None
+            if conf is not None:
+                entry["confidence"] = conf
             if request.task == "statement_support" and v == "yes":
                 entry["node_ids"] = [c.id for c in request.context if _words(c.text) & _words(item.text)][:3]
             verdicts.append(entry)

@@ -211,6 +211,8 @@ class JudgeClient:
                 f"({shown}) even after a re-ask, so the ranks cannot be scored safely. Its answer began: "
                 f"{(raw or '')[:200]!r}. Use a stronger judge model, or lower JudgeOptions.token_budget so each "
                 "request holds fewer items.", raw=raw)
+        if self._judge.adjust is not None:  # a calibrated judge's thresholds (judges.calibration), before caching
+            self._judge.adjust(request, verdicts)
         return Answer(verdicts=verdicts, usage=total, method=method)
 
     def _messages(self, request: JudgeRequest, prompt: str, dump: dict[str, Any] | None = None) -> list[Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from ..errors import ConfigurationTypeError, JudgeUnavailableError
+from ..errors import ConfigurationError, ConfigurationTypeError, JudgeUnavailableError
 
 __all__ = ["judge_identity", "judge_name", "resolve_model"]
 
@@ -52,12 +52,21 @@ def _openai(name: str) -> BaseChatModel:
 def resolve_model(model: Any = None) -> BaseChatModel:
     """Turn the ``model`` argument of a metric into a LangChain chat model.
 
-    A ``BaseChatModel`` is used as it is. ``"local"`` is the embedded offline judge. Another string is an OpenAI
-    model name, optionally prefixed ``openai:``. ``None`` reads ``CONTEXTJUDGE_MODEL``; failing that, OpenAI's
+    A ``BaseChatModel`` is used as it is. ``"local"`` is the embedded offline judge. ``"@path/to/file.json"`` (or a
+    ``pathlib.Path``) is a calibration file written by ``contextjudge calibrate``: the judge it names, with the
+    thresholds fitted on your labels (``judges.calibration``). Another string is an OpenAI model name, optionally
+    prefixed ``openai:``. ``None`` reads ``CONTEXTJUDGE_MODEL``; failing that, OpenAI's
     default model when ``OPENAI_API_KEY`` is set; failing that, the embedded judge (with one log line).
     """
     if isinstance(model, BaseChatModel):
         return model
+    if isinstance(model, os.PathLike) or (isinstance(model, str) and model.strip().startswith("@")):
+        from .calibration import load_calibrated_judge  # noqa: PLC0415 - only a calibration file needs it
+
+        path = os.fspath(model) if isinstance(model, os.PathLike) else model.strip()[1:]
+        if not path:
+            raise ConfigurationError("model='@' names no calibration file: write model='@path/to/file.json'.")
+        return load_calibrated_judge(path)
     if model is None:
         env = os.environ.get("CONTEXTJUDGE_MODEL")
         if env:
@@ -99,7 +108,8 @@ def resolve_model(model: Any = None) -> BaseChatModel:
                 ) from exc
         return _openai(name)
     raise ConfigurationTypeError(
-        f"model must be a LangChain chat model, a model name string, 'local' or None, not {type(model).__name__}. "
+        f"model must be a LangChain chat model, a model name string, 'local', '@calibration.json' or None, not "
+        f"{type(model).__name__}. "
         "Wrap other clients in a LangChain BaseChatModel."
     )
 

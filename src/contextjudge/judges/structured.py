@@ -48,8 +48,16 @@ class _JudgeCopies:
 
     def __init__(self, model: BaseChatModel, limit: int | None) -> None:
         self.original = model
-        self.capped = _with_output_cap(model, limit)
+        # a calibrated judge (judges.calibration): calls go to the judge it wraps, and its thresholds are applied to
+        # the parsed verdicts (``adjust``) and are part of the identity
+        wrapped = getattr(model, "contextjudge_wrapped", None)
+        self.capped = _with_output_cap(wrapped if wrapped is not None else model, limit)
         self.identity = judge_identity(self.capped)
+        self.adjust: Any = getattr(model, "contextjudge_adjust", None) if wrapped is not None else None
+        if self.adjust is not None:
+            from .calibration import combined_identity  # noqa: PLC0415
+
+            self.identity = combined_identity(self.identity, model.contextjudge_fingerprint)
         self.name = judge_name(model)
         self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, BaseChatModel] = (
             weakref.WeakKeyDictionary())

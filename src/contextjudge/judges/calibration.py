@@ -1,0 +1,259 @@
+"""Calibration files: decision thresholds fitted on a user's own labels, and the judge that applies them.
+
+``contextjudge calibrate`` writes a file like::
+
+    {"contextjudge_calibration": 1, "judge": "local", "judge_name": "contextjudge-local", "judge_identity": "...",
+     "thresholds": {"node_usefulness": 0.42, "sentence_relevance": 0.61},
+     "fitted": {"node_usefulness": {"items": 240, "kappa_before": 0.51, "kappa_after": 0.58, ...}},
+     "created": "2026-01-01T00:00:00+00:00"}
+
+and ``model="@contextjudge-calibration.json"`` (curl's ``@file``; a ``provider:model`` string never starts with
+"@"), ``--model @file`` or a ``pathlib.Path`` loads it as a ``CalibratedJudge``: the judge named in ``judge``, whose
+verdict on an item is yes iff the item's confidence is at least its family's threshold. Items without a confidence,
+and families without a threshold, keep the judge's own verdict. The thresholds are part of the judge's identity, so
+verdicts cached for the bare judge are never reused for the calibrated one, nor for another file's thresholds.
+
+The judge client calls the wrapped judge itself (``contextjudge_wrapped``) and applies the thresholds to the parsed
+verdicts (``contextjudge_adjust``), before they are cached.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict
+
+from ..errors import ConfigurationError
+from .protocol import JudgeRequest, request_from_message_kwargs
+
+__all__ = ["DEFAULT_FILE", "FAMILIES", "FORMAT_KEY", "CalibratedJudge", "Calibration",
+           "combined_identity", "family_of", "load_calibrated_judge"]
+
+logger = logging.getLogger("contextjudge")
+
+FORMAT_KEY = "contextjudge_calibration"
+FORMAT_VERSION = 1
+DEFAULT_FILE = "contextjudge-calibration.json"
+# the verdict families, named as the judge protocol's tasks; node usefulness judged against the app's own answer
+# (context utilization) is its own family, since "useful for the actual output" is a different question
+FAMILIES = ("node_usefulness", "node_usefulness.actual_output", "sentence_relevance", "statement_support")
+
+
+def family_of(task: str, reference_kind: str | None = None) -> str:
+    """The verdict family of a request: its task, with ``.actual_output`` for usefulness against the app's answer."""
+    return f"{task}.actual_output" if task == "node_usefulness" and reference_kind == "actual_output" else task
+
+
+@dataclass
+class Calibration:
+    """The contents of a calibration file (see the module docstring)."""
+
+    judge: str
+    thresholds: dict[str, float] = field(default_factory=dict)
+    judge_name: str | None = None
+    judge_identity: str | None = None
+    fitted: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+    path: str | None = None
+
+    def __post_init__(self) -> None:
+        where = self.path or "calibration"
+        if not isinstance(self.judge, str) or not self.judge.strip() or self.judge.strip().startswith("@"):
+            raise ConfigurationError(f"{where}: 'judge' must name the judge it calibrates (a model spec such as "
+                                     f"'local'), got {self.judge!r}.")
+        clean: dict[str, float] = {}
+        for fam, t in (self.thresholds or {}).items():
+            if fam not in FAMILIES:
+                raise ConfigurationError(f"{where}: unknown verdict family {fam!r} in 'thresholds'; the families are "
+                                         f"{', '.join(FAMILIES)}.")
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= float(t) <= 1.0:
+                raise ConfigurationError(f"{where}: the threshold of {fam!r} must be a number between 0 and 1, got "
+                                         f"{t!r}.")
+            clean[fam] = float(t)
+        self.thresholds = clean
+        self.created = self.created or _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+    # ------------------------------------------------------------------------------------------- file
+    def to_dict(self) -> dict[str, Any]:
+        return {FORMAT_KEY: FORMAT_VERSION, "judge": self.judge, "judge_name": self.judge_name,
+                "judge_identity": self.judge_identity, "thresholds": dict(sorted(self.thresholds.items())),
+                "fitted": self.fitted, "created": self.created}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "calibration") -> Calibration:
+        if not isinstance(data, dict) or data.get(FORMAT_KEY) is None:
+            raise ConfigurationError(f"{where} is not a contextjudge calibration file (no {FORMAT_KEY!r} key). Write "
+                                     "one with `contextjudge calibrate --labels FILE --model MODEL`.")
+        if data.get(FORMAT_KEY) != FORMAT_VERSION:
+            raise ConfigurationError(f"{where}: calibration format {data.get(FORMAT_KEY)!r} is not one this version "
+                                     f"reads ({FORMAT_VERSION}); run `contextjudge calibrate` again to rewrite it.")
+        thresholds = data.get("thresholds") or {}
+        if not isinstance(thresholds, dict):
+            raise ConfigurationError(f"{where}: 'thresholds' must be an object of family -> threshold.")
+        return cls(judge=data.get("judge"), thresholds=thresholds, judge_name=data.get("judge_name"),
+                   judge_identity=data.get("judge_identity"), fitted=data.get("fitted") or {},
+                   created=data.get("created") or "", path=where)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> Calibration:
+        p = Path(path)
+        try:
+            text = p.read_text("utf-8")
+        except FileNotFoundError:
+            raise ConfigurationError(f"calibration file {str(p)!r} does not exist. Write it with `contextjudge "
+                                     "calibrate --labels FILE --model MODEL`, or check the path after '@'.") from None
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read calibration file {str(p)!r}: {exc.strerror or exc}.") from exc
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"calibration file {str(p)!r} is not valid JSON ({exc}).") from exc
+        return cls.from_dict(data, str(p))
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        p = Path(path)
+        if p.parent and not p.parent.exists():
+            p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", "utf-8")
+        os.replace(tmp, p)  # never leaves half a file where a judge would load it
+
+    # ------------------------------------------------------------------------------------------- judging
+    def fingerprint(self) -> str:
+        """What of the file changes verdicts: the thresholds (part of the judge identity)."""
+        return json.dumps(dict(sorted(self.thresholds.items())), sort_keys=True)
+
+    def adjust(self, request: JudgeRequest, verdicts: dict[str, dict[str, Any]]) -> None:
+        """Apply the family's threshold to ``verdicts`` (parsed, keyed by item id) in place."""
+        t = self.thresholds.get(family_of(request.task, request.reference_kind))
+        if t is None:
+            return
+        for v in verdicts.values():
+            conf = v.get("confidence")
+            if not isinstance(conf, (int, float)):
+                continue
+            new = "yes" if conf >= t else "no"
+            if new != v.get("verdict"):
+                v["reason"] = (f"{v.get('reason') or ''} (calibrated: confidence {conf:.2f} is "
+                               f"{'at or above' if new == 'yes' else 'below'} the threshold {t:.2f})").strip()
+                v["verdict"] = new
+                if new == "no":
+                    v["node_ids"] = []
+            v["threshold"] = t
+
+
+class CalibratedJudge(BaseChatModel):
+    """A judge with decision thresholds fitted on labels (a calibration file): usable wherever ``model=`` is."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    judge: BaseChatModel
+    calibration: Calibration
+
+    @property
+    def _llm_type(self) -> str:
+        return "contextjudge-calibrated"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        from .models import judge_identity, judge_name  # noqa: PLC0415 - models loads this module for "@file"
+
+        return {"judge": f"{judge_name(self.judge)}+calibrated", "wraps": judge_identity(self.judge),
+                "thresholds": self.calibration.fingerprint()}
+
+    # what the judge client and the run read from a judge: the wrapped judge's, except the identity
+    @property
+    def contextjudge_wrapped(self) -> BaseChatModel:
+        return self.judge
+
+    @property
+    def contextjudge_adjust(self) -> Any:
+        return self.calibration.adjust
+
+    @property
+    def contextjudge_fingerprint(self) -> str:
+        return self.calibration.fingerprint()
+
+    @property
+    def contextjudge_native(self) -> bool:
+        return bool(getattr(self.judge, "contextjudge_native", False))
+
+    @property
+    def contextjudge_deterministic(self) -> bool:
+        return bool(getattr(self.judge, "contextjudge_deterministic", False))
+
+    @property
+    def contextjudge_min_concurrency(self) -> int:
+        return int(getattr(self.judge, "contextjudge_min_concurrency", 0) or 0)
+
+    @property
+    def supports_images(self) -> Any:
+        return getattr(self.judge, "supports_images", None)
+
+    @property
+    def temperature(self) -> Any:
+        return getattr(self.judge, "temperature", None)
+
+    # A direct call (not through the judge client) still gets the thresholds when the answer is plain JSON.
+    def _adjusted(self, messages: list[BaseMessage], msg: Any) -> Any:
+        request = None
+        for m in reversed(messages):
+            request = request_from_message_kwargs(getattr(m, "additional_kwargs", None) or {})
+            if request is not None:
+                break
+        try:
+            data = json.loads(msg.content) if request is not None and isinstance(msg.content, str) else None
+        except json.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict) or not isinstance(data.get("verdicts"), list):
+            return msg
+        by_id = {str(v.get("id")): v for v in data["verdicts"] if isinstance(v, dict)}
+        self.calibration.adjust(request, by_id)
+        return AIMessage(content=json.dumps(data, ensure_ascii=False),
+                         usage_metadata=getattr(msg, "usage_metadata", None),
+                         response_metadata=getattr(msg, "response_metadata", None) or {})
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        msg = self.judge.invoke(messages, stop=stop)
+        return ChatResult(generations=[ChatGeneration(message=self._adjusted(messages, msg))])
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                         **kwargs: Any) -> ChatResult:
+        msg = await self.judge.ainvoke(messages, stop=stop)
+        return ChatResult(generations=[ChatGeneration(message=self._adjusted(messages, msg))])
+
+
+def combined_identity(identity: str, fingerprint: str) -> str:
+    """The identity of a calibrated judge: its wrapped judge's (as called) and its thresholds."""
+    return hashlib.sha256(f"{identity}|calibrated|{fingerprint}".encode()).hexdigest()[:20]
+
+
+def load_calibrated_judge(path: str | os.PathLike[str], judge: BaseChatModel | None = None) -> CalibratedJudge:
+    """The judge a calibration file names (or ``judge``, when given), calibrated by the file's thresholds.
+
+    Warns when the judge's identity differs from the one the thresholds were fitted for (an upgraded embedded judge,
+    another model under the same name): the thresholds may no longer fit it.
+    """
+    from .models import judge_identity, resolve_model  # noqa: PLC0415 - models loads this module for "@file"
+
+    cal = Calibration.read(path)
+    if judge is None:
+        judge = resolve_model(cal.judge)
+    if isinstance(judge, CalibratedJudge):
+        judge = judge.judge  # thresholds replace thresholds; they never stack
+    if cal.judge_identity and cal.judge_identity != judge_identity(judge):
+        logger.warning("contextjudge: %s was fitted for another version or setting of the judge %r (identity %s, "
+                       "now %s); run `contextjudge calibrate` again so the thresholds fit this one.",
+                       cal.path, cal.judge, cal.judge_identity, judge_identity(judge))
+    return CalibratedJudge(judge=judge, calibration=cal)

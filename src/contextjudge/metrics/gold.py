@@ -1,0 +1,127 @@
+"""Gold scores: the score a metric would give a case if every verdict were the case's gold label.
+
+The formulas and the sentence and statement splitting are the metrics' own (``_formulas``, ``_text``), so a gold
+score and a judged score differ only where the judge and the labels do. ``label_problems`` says why a case's labels
+cannot be lined up with what the metric judges (a count that does not match the nodes, the sentences or the
+statements); ``gold_score`` then gives None, or raises with ``strict=True``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._text import split_sentences
+from ..cases.labels import METRIC_OF_FIELD, labels_of
+from ..errors import ConfigurationError
+from ._formulas import fraction, weighted_cumulative_precision
+
+__all__ = ["FIELD_OF_METRIC", "gold_score", "gold_statements", "label_problems", "relevance_items"]
+
+# metric name (as results carry it) -> the label field that checks it; metric keys are accepted too
+FIELD_OF_METRIC = {name: field for field, name in METRIC_OF_FIELD.items()}
+_KEYS = {"contextual_precision": "labels", "contextual_relevancy": "relevance_labels",
+         "context_utilization": "utilization_labels", "contextual_recall": "statement_labels"}
+# results name utilization "Context Utilization"; cases/labels.py spells it "Contextual Utilization"
+FIELD_OF_METRIC.setdefault("Context Utilization", "utilization_labels")
+
+
+def _field(metric_name: str) -> str | None:
+    return FIELD_OF_METRIC.get(metric_name) or _KEYS.get(metric_name) or _KEYS.get(
+        str(metric_name).lower().replace(" ", "_"))
+
+
+def _nodes(test_case: Any) -> list[Any]:
+    return list(getattr(test_case, "retrieval_context", None) or [])
+
+
+def _case_name(test_case: Any) -> str:
+    cid = getattr(test_case, "id", None) or getattr(test_case, "name", None)
+    if cid:
+        return f"case {cid!r}"
+    text = str(getattr(test_case, "input", "") or "")
+    return f"case with input {text[:60]!r}"
+
+
+def gold_statements(test_case: Any, labels: dict[str, Any]) -> list[str]:
+    """The statements the statement labels refer to: ``labels["statements"]`` when given, else the expected output
+    split into sentences the way the recall metric splits it."""
+    given = labels.get("statements")
+    if given is not None:
+        return list(given)
+    return split_sentences(getattr(test_case, "expected_output", None) or "")
+
+
+def relevance_items(test_case: Any, labels: dict[str, Any]) -> list[tuple[str, bool]]:
+    """(item id, label) for every sentence the relevancy metric judges: node k's label applies to each of its
+    sentences (ids ``n<k>.s<j>``); an empty node is one irrelevant sentence, as the metric counts it."""
+    out: list[tuple[str, bool]] = []
+    for k, (node, label) in enumerate(zip(_nodes(test_case), labels.get("relevance_labels") or []), start=1):
+        sents = split_sentences(getattr(node, "text", "") or "")
+        if not sents:
+            out.append((f"n{k}.s1", False))
+        out += [(f"n{k}.s{j}", bool(label)) for j in range(1, len(sents) + 1)]
+    return out
+
+
+def label_problems(test_case: Any, labels: dict[str, Any]) -> list[str]:
+    """Why ``labels`` cannot be lined up with the case (empty when they can), one message per label field, each
+    saying which case, what the counts are and what to do."""
+    return list(_problems(test_case, labels).values())
+
+
+def _problems(test_case: Any, labels: dict[str, Any]) -> dict[str, str]:
+    problems: dict[str, str] = {}
+    where = _case_name(test_case)
+    n_nodes = len(_nodes(test_case))
+    for field in ("labels", "relevance_labels", "utilization_labels"):
+        got = labels.get(field)
+        if got is not None and len(got) != n_nodes:
+            problems[field] = (f"{where}: {len(got)} {field} for {n_nodes} retrieved nodes. Give one label per "
+                               "node of retrieval_context, in rank order.")
+    got = labels.get("statement_labels")
+    if got is not None:
+        statements = gold_statements(test_case, labels)
+        if len(got) != len(statements):
+            if labels.get("statements") is not None:
+                problems["statement_labels"] = (f"{where}: {len(got)} statement_labels for {len(statements)} "
+                                                "statements. Give one label per entry of 'statements'.")
+            else:
+                listed = "; ".join(f"{j}. {s!r}" for j, s in enumerate(statements, 1)) or "(none)"
+                problems["statement_labels"] = (
+                    f"{where}: {len(got)} statement_labels, but the recall metric splits the expected_output into "
+                    f"{len(statements)} statements: {listed}. Label those, or give your own statements in a "
+                    "'statements' list beside the labels.")
+    return problems
+
+
+def gold_score(metric_name: str, test_case: Any, labels: dict[str, Any] | None = None, *,
+               strict: bool = False) -> float | None:
+    """The score ``metric_name`` (a result's name, "Contextual Precision", or a key, "contextual_precision") gets
+    from the case's gold labels (``labels``, else the labels the case carries): None when the case has no labels
+    for that metric, when the metric has no gold form (rubric, turn metrics), or when the labels do not line up with
+    the case (``label_problems``; with ``strict=True`` that raises ConfigurationError instead).
+
+    precision / utilization: weighted cumulative precision of the node labels; recall: the share of supported
+    statements; relevancy: the share of relevant sentences, a node's label counting once per sentence. With no
+    retrieved node every metric scores 0, as the metrics do.
+    """
+    field = _field(metric_name)
+    if field is None:
+        return None
+    if labels is None:
+        labels = labels_of(test_case)
+    if not labels or labels.get(field) is None:
+        return None
+    problem = _problems(test_case, labels).get(field)
+    if problem:
+        if strict:
+            raise ConfigurationError(problem)
+        return None
+    if not _nodes(test_case):
+        return 0.0
+    flags = [bool(x) for x in labels[field]]
+    if field in ("labels", "utilization_labels"):
+        return weighted_cumulative_precision(flags)
+    if field == "statement_labels":
+        return fraction(flags)
+    return fraction([label for _, label in relevance_items(test_case, labels)])

@@ -331,22 +331,60 @@ def _usage_line(result: Any) -> str:
     return f"{who}judge calls {u.calls}, cache hits {u.cache_hits}, {tokens}"
 
 
-def _print_summary(result: Any, gates: dict[str, _Gate]) -> None:
-    from .report import bootstrap_mean  # noqa: PLC0415
+def _ci(iv: Any) -> str:
+    return "n/a" if iv.low is None else f"[{iv.low:.3f}, {iv.high:.3f}]"
 
+
+def _corrected_lines(result: Any, names: Sequence[str]) -> list[str]:
+    """Per metric with labelled cases: the bias-corrected mean (prediction-powered), the judge's measured bias and
+    what the labelled cases alone say."""
+    lines = []
+    for name in names:
+        est = result.corrected(name)
+        if est is None:
+            continue
+        c, b, lab = est.corrected, est.bias, est.labelled
+        lines.append(f"{name}: bias-corrected mean {c.estimate:.3f} {_ci(c)} from {est.n_labelled} labelled and "
+                     f"{est.n_unlabelled} unlabelled case(s); judge bias {b.estimate:+.3f} "
+                     f"[{b.low:+.3f}, {b.high:+.3f}] (judge's mean minus gold on the labelled cases); labelled "
+                     f"cases alone {lab.estimate:.3f} {_ci(lab)}")
+    return lines
+
+
+def _tier_line(result: Any) -> str | None:
+    """Items and cost per judge tier, for a tiered judge (``result.tiers``)."""
+    tiers = getattr(result, "tiers", None)
+    if not tiers:
+        return None
+    parts = []
+    for tier, t in tiers.items():
+        tokens = int(t.get("input_tokens", 0) or 0) + int(t.get("output_tokens", 0) or 0)
+        parts.append(f"{tier} {t.get('items', 0)} item(s), {t.get('calls', 0)} call(s), {tokens} token(s), "
+                     f"{float(t.get('seconds', 0) or 0):.1f}s")
+    return "judge tiers: " + "; ".join(parts)
+
+
+def _print_summary(result: Any, gates: dict[str, _Gate]) -> None:
     rows = []
     for name, (s, t, fails) in gates.items():
-        iv = bootstrap_mean([x for x in result.scores(name) if x is not None])
-        ci = "n/a" if iv.low is None else f"[{iv.low:.3f}, {iv.high:.3f}]"
+        iv, pr = result.interval(name), result.pass_rate_interval(name)
         gate = "FAIL: " + "; ".join(fails) if fails else f"pass: mean >= {_t(t)}" if t is not None else "pass"
-        rows.append([name, _f(s["mean"]), ci, _f(s["pass_rate"]), str(s["scored"]), str(s["errors"]),
+        rows.append([name, _f(s["mean"]), _ci(iv), _f(s["pass_rate"]), _ci(pr), str(s["scored"]), str(s["errors"]),
                      "-" if t is None else _t(t), gate])
     if not rows:
         print("no metric results")
         return
-    _print_table(["metric", "mean", "95% CI", "pass rate", "scored", "errors", "threshold", "gate"], rows)
+    _print_table(["metric", "mean", "95% CI", "pass rate", "95% CI", "scored", "errors", "threshold", "gate"], rows)
+    corrected = _corrected_lines(result, list(gates))
+    if corrected:
+        print("\nbias-corrected with your gold labels (prediction-powered inference, 95% intervals):")
+        for line in corrected:
+            print("  " + line)
+    tiers = _tier_line(result)
     errored = _errored_cases(result)
     print(f"\n{len(result)} case(s), {len(errored)} with an error; {_usage_line(result)}; run {result.run_id}")
+    if tiers:
+        print(tiers)
     for tr in errored[:3]:
         what = tr.name or getattr(tr.test_case, "input", None) or f"case {tr.index}"
         first = tr.error or next(f"{m.name}: {m.error}" for m in tr.metrics_data if m.error)
@@ -621,30 +659,47 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    """Paired differences per metric over the cases both runs scored; with --fail-on-regression, exit 1 only when a
+    metric is significantly worse (its whole 95% paired-t interval below zero). A metric without shared cases is
+    said so and never fails the gate."""
     from .report import compare_runs  # noqa: PLC0415
 
     store = _existing_store(args.store)
     base = _resolve(store, args.baseline)
     cur = _resolve(store, args.run)
     changes = compare_runs(store.load_run(cur), store.load_run(base))
-    rows, worse = [], []
+    rows, worse, unpaired = [], [], []
     for c in changes:
         iv = c.difference
         ci = "n/a" if iv.low is None else f"[{iv.low:+.3f}, {iv.high:+.3f}]"
         diff = "n/a" if iv.estimate is None else f"{iv.estimate:+.3f}"
         rows.append([c.metric, _f(c.baseline_mean), _f(c.current_mean), diff, ci, str(iv.n), c.reading])
-        if c.reading == "worse":
+        if c.significantly_worse:
             worse.append(c.metric)
+        if iv.n == 0:
+            unpaired.append(c)
     print(f"{_run_label(store, cur)} compared with {_run_label(store, base)} (paired by test case id, else input; "
-          "95% bootstrap intervals)")
+          "difference = this run - baseline, 95% paired-t intervals)")
     _print_table(["metric", "baseline", "this run", "difference", "95% CI", "pairs", "reading"], rows)
+    for c in unpaired:
+        where = ("only the baseline scored it" if c.current_mean is None else
+                 "only this run scored it" if c.baseline_mean is None else "no case has a score in both runs")
+        print(f"{c.metric}: no shared cases ({where}); not compared, and never a regression")
+    for c in changes:
+        if not c.top_cases:
+            continue
+        print(f"\nCases that changed most on {c.metric} (top {len(c.top_cases)} by |difference|):")
+        _print_table(["case", "baseline", "this run", "change"],
+                     [[_short(f"#{cc.index + 1} {cc.text}", 70), _f(cc.baseline), _f(cc.current),
+                       f"{cc.difference:+.3f}"] for cc in c.top_cases])
     if args.output:
         from .report import render_report  # noqa: PLC0415
 
         _write(args.output, render_report(store=store, run=cur, compare=base))
         print(f"report: {args.output}")
     if args.fail_on_regression and worse:
-        print("FAILED: worse on " + ", ".join(worse))
+        print("FAILED: worse on " + ", ".join(worse)
+              + " (significantly: the whole 95% interval of the paired difference is below zero)")
         return EXIT_GATE
     return EXIT_OK
 
@@ -825,14 +880,17 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="paired differences between two runs, with confidence intervals",
-                       description="Print, per metric, the paired difference between RUN and BASELINE with its 95% "
-                                   "bootstrap interval. Exits 1 with --fail-on-regression when a metric is worse.")
+                       description="Print, per metric, the paired difference between RUN and BASELINE (RUN minus "
+                                   "BASELINE, over the cases both runs scored, paired by test case id, else input) "
+                                   "with its 95% paired-t interval, and the cases that changed most. With "
+                                   "--fail-on-regression, exits 1 only when a metric is significantly worse: its "
+                                   "whole interval is below zero. A metric with no shared cases never fails.")
     p.add_argument("baseline", help="baseline run id or name")
     p.add_argument("run", nargs="?", help="run to compare (default: the latest run)")
     _store_arg(p)
     p.add_argument("-o", "--output", metavar="FILE", help="also write the HTML compare report")
     p.add_argument("--fail-on-regression", action="store_true",
-                   help="exit 1 when a metric's whole interval is below zero")
+                   help="exit 1 when a metric is significantly worse (its whole 95%% interval below zero)")
     _common(p)
     p.set_defaults(func=cmd_compare)
 

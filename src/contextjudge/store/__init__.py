@@ -5,9 +5,12 @@
     store = open_store("postgresql+psycopg://me@db/evals")    # PostgreSQL (pip install 'contextjudge[postgres]')
     result = evaluate(cases, metrics, store=store, run_id="nightly-42")   # resumable: rerun with the same id
     store.load_run("nightly-42")                               # back as an EvaluationResult
+    store.add_labels([{"input": "...", "labels": [1, 0, 1]}])    # gold labels on captured cases (contextjudge label)
+    store.labelled_cases()                                     # the cases that carry labels, for calibrate
 """
 
 from ._schema import SCHEMA_VERSION
-from ._store import DEFAULT_STORE_PATH, ResultsStore, RunInfo, StoredCase, open_store
+from ._store import DEFAULT_STORE_PATH, LabelMatch, ResultsStore, RunInfo, StoredCase, open_store
 
-__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
+__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "LabelMatch", "ResultsStore", "RunInfo", "StoredCase",
+           "open_store"]

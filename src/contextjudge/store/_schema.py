@@ -19,10 +19,11 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["SCHEMA_VERSION", "cases", "judge_calls", "meta", "metadata", "nodes", "results", "runs", "verdict_cache",
-           "verdicts"]
+__all__ = ["SCHEMA_VERSION", "cases", "judge_calls", "labels", "meta", "metadata", "nodes", "results", "runs",
+           "verdict_cache", "verdicts"]
 
-SCHEMA_VERSION = 1
+# 1: the first schema. 2: cj_results.gold_score and .score_spread, and the cj_labels table (issue 16).
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -94,6 +95,8 @@ results = Table(
     Column("usage", Text),                                  # JSON
     Column("details", Text),                                # JSON
     Column("created_at", Float, nullable=False),
+    Column("gold_score", Float),                            # the score the case's gold labels give (schema 2)
+    Column("score_spread", Float),                          # variance across judge repeats (schema 2)
     ForeignKeyConstraint(["run_id"], ["cj_runs.run_id"], ondelete="CASCADE"),
 )
 
@@ -138,3 +141,15 @@ verdict_cache = Table(
     Column("value", Text, nullable=False),
     Column("created_at", Float, nullable=False),
 )
+
+# gold labels attached to captured cases (`contextjudge label`), by case key, whatever run holds the case
+labels = Table(
+    "cj_labels", metadata,
+    Column("case_key", String(255), primary_key=True),
+    Column("input", Text),                                  # the case's input when the labels were attached
+    Column("labels", Text, nullable=False),                 # JSON: the normalised label fields (cases/labels.py)
+    Column("created_at", Float, nullable=False),
+)
+
+# columns added after schema 1, by table: a store of version 1 gains them in ResultsStore._migrate
+ADDED_COLUMNS = {"cj_results": (("gold_score", "FLOAT"), ("score_spread", "FLOAT"))}

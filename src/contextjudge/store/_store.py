@@ -18,19 +18,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
-from sqlalchemy import and_, bindparam, create_engine, delete, event, func, insert, inspect, select, update
+from sqlalchemy import and_, bindparam, create_engine, delete, event, func, insert, inspect, or_, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from .._result import EvaluationResult, MetricResult, TestResult, Usage
 from ..cases.testcase import ConversationalTestCase, LLMTestCase, dump_json, jsonable
-from ..errors import StoreError
+from ..cases.labels import LABELS_KEY
+from ..errors import ConfigurationError, StoreError
 from ..cases.identity import new_run_id
 from . import _schema as S
 
-__all__ = ["DEFAULT_STORE_PATH", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
+__all__ = ["DEFAULT_STORE_PATH", "LabelMatch", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -78,6 +79,18 @@ class RunInfo:
 
 
 @dataclass
+class LabelMatch:
+    """What one labels record matched: its position in the file (from 1), the key and input it gave, the case keys
+    it labelled, and how it matched (``"key"``, ``"input"``, or None: no case)."""
+
+    record: int
+    key: str | None
+    input: str | None
+    case_keys: list[str]
+    by: str | None
+
+
+@dataclass
 class StoredCase:
     """A test case read back from the store, with its key and position in the run."""
 
@@ -107,6 +120,12 @@ def _case_from_json(kind: str, data: str, key: str) -> LLMTestCase | Conversatio
         # the key is the case's identity in this store: results written later (``contextjudge score``) land on it
         tc.id = key
     return tc
+
+
+def _attach_labels(test_case: Any, labels: dict[str, Any]) -> None:
+    meta = dict(getattr(test_case, "additional_metadata", None) or {})
+    meta[LABELS_KEY] = labels
+    test_case.additional_metadata = meta
 
 
 def _usage_from(value: Any) -> Usage:
@@ -168,6 +187,9 @@ class ResultsStore:
     # ------------------------------------------------------------------------------------------ plumbing
     def _setup(self) -> None:
         try:
+            before = self._recorded_version()
+            if before is not None and before < S.SCHEMA_VERSION:
+                self._migrate(before)  # before the columns check: an older store lacks the newer columns
             self._check_foreign_tables()
             for attempt in range(3):
                 try:
@@ -200,7 +222,7 @@ class ResultsStore:
                              f"contextjudge (schema version {S.SCHEMA_VERSION}) does not know: a newer contextjudge "
                              "or another program made it. Upgrade contextjudge to read it, or pass a new path (or "
                              "another database) for this version's store.")
-        if version < S.SCHEMA_VERSION:  # pragma: no cover - no older schema exists yet
+        if version < S.SCHEMA_VERSION:  # pragma: no cover - migrated above; a store older than its meta row
             self._migrate(version)
         self.schema_version = S.SCHEMA_VERSION
         self._q = self._statements()
@@ -248,8 +270,39 @@ class ResultsStore:
             "cache_put": ignore(S.verdict_cache, ["key"]),
         }
 
-    def _migrate(self, version: int) -> None:  # pragma: no cover - no older schema exists yet
-        raise StoreError(f"the store has schema version {version} and no migration to {S.SCHEMA_VERSION} exists.")
+    def _recorded_version(self) -> int | None:
+        """The schema version the store records, or None (a new store, or a meta table another program wrote)."""
+        if not inspect(self.engine).has_table(S.meta.name):
+            return None
+        with self._begin(write=False) as conn:
+            row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).first()
+        return None if row is None else _schema_version(row[0])
+
+    def _migrate(self, version: int) -> None:
+        """Bring a store of an older schema to this one, in place, keeping everything in it. 1 -> 2: results gain
+        ``gold_score`` and ``score_spread``; the labels table is created."""
+        if version != 1:
+            raise StoreError(f"the store has schema version {version} and no migration to {S.SCHEMA_VERSION} "
+                             "exists. Pass a new path (or another database) for the store.")
+        with self._write_lock:
+            for table, columns in S.ADDED_COLUMNS.items():
+                for name, sql_type in columns:
+                    found = inspect(self.engine)
+                    if not found.has_table(table) or name in {c["name"] for c in found.get_columns(table)}:
+                        continue
+                    try:
+                        with self.engine.begin() as conn:
+                            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}"))
+                    except SQLAlchemyError:
+                        # another process may have added it at the same moment; anything else is a real failure
+                        if name not in {c["name"] for c in inspect(self.engine).get_columns(table)}:
+                            raise
+            S.metadata.create_all(self.engine, checkfirst=True)
+            with self.engine.begin() as conn:
+                conn.execute(update(S.meta).where(S.meta.c.key == "schema_version")
+                             .values(value=str(S.SCHEMA_VERSION)))
+        logger.info("contextjudge: the store %s was upgraded from schema %d to %d.", _redact(self.url), version,
+                    S.SCHEMA_VERSION)
 
     @contextlib.contextmanager
     def _begin(self, write: bool = True) -> Iterator[Connection]:
@@ -360,7 +413,8 @@ class ResultsStore:
                "strict_mode": bool(result.strict_mode), "reason": result.reason, "error": result.error,
                "error_type": result.error_type, "evaluation_model": result.evaluation_model,
                "verbose_logs": result.verbose_logs, "usage": _dumps(result.usage.to_dict()),
-               "details": _dumps(result.details or {}), "created_at": time.time()}
+               "details": _dumps(result.details or {}), "created_at": time.time(),
+               "gold_score": result.gold_score, "score_spread": result.score_spread}
         vrows = []
         for pos, v in enumerate(result.verdicts or []):
             v = v if isinstance(v, dict) else {"value": v}
@@ -478,15 +532,121 @@ class ResultsStore:
         raise StoreError(f"no run {ref!r} in the store; `contextjudge runs --store ...` lists them. Latest: {shown}")
 
     def load_cases(self, run_id: str) -> list[StoredCase]:
-        """The test cases of ``run_id`` in their order, with how many metric results each has."""
+        """The test cases of ``run_id`` in their order, with how many metric results each has. A case with labels
+        attached by ``add_labels`` carries them in ``additional_metadata["gold_labels"]`` (replacing any the case
+        came with)."""
         with self._guard("read test cases"), self._begin(write=False) as conn:
             counts = dict(conn.execute(select(S.results.c.case_key, func.count()).where(S.results.c.run_id == run_id)
                                        .group_by(S.results.c.case_key)).all())
             rows = conn.execute(select(S.cases).where(S.cases.c.run_id == run_id)
                                 .order_by(S.cases.c.position, S.cases.c.created_at)).all()
-        return [StoredCase(case_key=r.case_key, position=r.position,
-                           test_case=_case_from_json(r.kind, r.data, r.case_key),
-                           scored=int(counts.get(r.case_key, 0))) for r in rows]
+            labels = dict(conn.execute(select(S.labels.c.case_key, S.labels.c.labels).join(
+                S.cases, S.cases.c.case_key == S.labels.c.case_key).where(S.cases.c.run_id == run_id)).all())
+        out = [StoredCase(case_key=r.case_key, position=r.position,
+                          test_case=_case_from_json(r.kind, r.data, r.case_key),
+                          scored=int(counts.get(r.case_key, 0))) for r in rows]
+        for sc in out:
+            if sc.case_key in labels:
+                _attach_labels(sc.test_case, _loads(labels[sc.case_key], {}) or {})
+        return out
+
+    # ------------------------------------------------------------------------------------------ gold labels
+    def add_labels(self, records: Iterable[dict[str, Any]]) -> tuple[list[LabelMatch], list[LabelMatch]]:
+        """Attach gold labels to the store's captured cases; returns (matched, unmatched), one ``LabelMatch`` per
+        record, in order.
+
+        Each record holds label fields (``labels``, ``relevance_labels``, ``utilization_labels``,
+        ``statement_labels``, ``statements``: see ``contextjudge.cases.labels``) and says which case it labels: by
+        ``key`` (or ``id``: the case's key in the store, which is its own id when it has one), else by ``input``
+        (normalised: case, punctuation and white space do not matter). A record matches every case with that key
+        or input, in any run. Labels replace earlier labels of the same case. A record with no label field, or a
+        label that is not yes/no, raises ConfigurationError naming it, and nothing is written.
+        """
+        from ..cases.goldens import normalize_input  # noqa: PLC0415 - layer 2, read only here
+        from ..cases.labels import normalize_labels  # noqa: PLC0415
+
+        parsed = []
+        for i, rec in enumerate(records, start=1):
+            if not isinstance(rec, dict):
+                raise ConfigurationError(f"labels record {i}: expected a JSON object with 'key', 'id' or 'input' "
+                                         f"and label fields, got {type(rec).__name__}.")
+            labels = normalize_labels(rec, f"labels record {i}")
+            if not any(k != "statements" for k in labels):
+                raise ConfigurationError(f"labels record {i}: no label field; give at least one of 'labels', "
+                                         "'relevance_labels', 'utilization_labels', 'statement_labels'.")
+            key = rec.get("key") if rec.get("key") is not None else rec.get("id")
+            text_in = rec.get("input")
+            if key is None and not text_in:
+                raise ConfigurationError(f"labels record {i}: say which case it labels with 'key', 'id' or "
+                                         "'input'.")
+            parsed.append((i, None if key is None else str(key), text_in, labels))
+        with self._guard("read test cases"), self._begin(write=False) as conn:
+            rows = conn.execute(select(S.cases.c.case_key, S.cases.c.input)).all()
+        by_key: dict[str, str | None] = {}
+        by_input: dict[str, list[str]] = {}
+        for r in rows:
+            by_key.setdefault(r.case_key, r.input)
+            if r.input:
+                keys = by_input.setdefault(normalize_input(r.input), [])
+                if r.case_key not in keys:
+                    keys.append(r.case_key)
+        matched, unmatched, writes = [], [], {}
+        for i, key, text_in, labels in parsed:
+            if key is not None and key in by_key:
+                hit, by = [key], "key"
+            elif text_in and normalize_input(str(text_in)) in by_input:
+                hit, by = by_input[normalize_input(str(text_in))], "input"
+            else:
+                unmatched.append(LabelMatch(i, key, text_in, [], None))
+                continue
+            matched.append(LabelMatch(i, key, text_in, list(hit), by))
+            for k in hit:
+                writes[k] = {"case_key": k, "input": by_key.get(k), "labels": _dumps(labels),
+                             "created_at": time.time()}
+        if writes:
+            ins = self._dialect_insert(S.labels)
+            upsert = ins.on_conflict_do_update(index_elements=["case_key"], set_={
+                "input": ins.excluded.input, "labels": ins.excluded.labels, "created_at": ins.excluded.created_at})
+            with self._guard("save gold labels"), self._begin() as conn:
+                conn.execute(upsert, list(writes.values()))
+        return matched, unmatched
+
+    def labelled_cases(self, run: str | None = None) -> list[LLMTestCase]:
+        """The single-turn cases that carry gold labels (attached with ``add_labels``, or brought by their golden),
+        with the labels in ``additional_metadata["gold_labels"]``: those of ``run`` (an id, name or prefix), or with
+        ``run=None`` those of every run, each case key once (from its newest run)."""
+        from ..cases.labels import labels_of  # noqa: PLC0415
+
+        if run is not None:
+            cases = [sc.test_case for sc in self.load_cases(self.resolve_run(run))]
+        else:
+            with self._guard("read test cases"), self._begin(write=False) as conn:
+                labels = dict(conn.execute(select(S.labels.c.case_key, S.labels.c.labels)).all())
+                # only cases that may carry labels: a labels-table entry, or label fields in the case's own data
+                rows = conn.execute(select(S.cases).where(S.cases.c.kind == "llm").where(or_(
+                    S.cases.c.case_key.in_(select(S.labels.c.case_key)), S.cases.c.data.like('%labels"%')))
+                    .order_by(S.cases.c.created_at.desc())).all()
+            cases, seen = [], set()
+            for r in rows:
+                if r.case_key in seen:
+                    continue
+                seen.add(r.case_key)
+                tc = _case_from_json(r.kind, r.data, r.case_key)
+                if r.case_key in labels:
+                    _attach_labels(tc, _loads(labels[r.case_key], {}) or {})
+                cases.append(tc)
+            cases.reverse()  # oldest first, as runs list their cases
+        out = []
+        for tc in cases:
+            if not isinstance(tc, LLMTestCase):
+                continue
+            try:
+                if labels_of(tc):
+                    out.append(tc)
+            except ConfigurationError as exc:
+                logger.warning("contextjudge: case %s has gold labels that cannot be read (%s); left out.", tc.id,
+                               exc)
+        return out
 
     def unscored_cases(self, run_id: str) -> list[StoredCase]:
         """Cases that have no metric result yet, e.g. captured in deferred mode."""
@@ -508,7 +668,7 @@ class ResultsStore:
                 strict_mode=bool(r.strict_mode), error=r.error, error_type=r.error_type,
                 verdicts=by.get((r.case_key, r.metric), []), verbose_logs=r.verbose_logs,
                 usage=_usage_from(_loads(r.usage, {})), evaluation_model=r.evaluation_model,
-                details=_loads(r.details, {}) or {})
+                details=_loads(r.details, {}) or {}, gold_score=r.gold_score, score_spread=r.score_spread)
         return out
 
     def usage(self, run_id: str) -> Usage:

@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .._result import EvaluationResult, MetricResult, TestResult
+from ..stats import Interval as StatsInterval
+from ..stats import paired_difference as paired_t
+from ..stats import significantly_better, significantly_worse
 from ._case import CaseContext, case_card, case_row
 from ._format import case_input, ci, e, num, pct, short, signed, when
 from ._script import CSP, script_tag
-from ._stats import Interval, bootstrap_mean, pair_key, paired_difference
+from ._stats import Interval, bootstrap_mean, pair_key
 
 __all__ = ["MetricChange", "RunView", "compare_runs", "render_html"]
 
@@ -241,28 +244,58 @@ def _score_of(tr: TestResult, name: str) -> float | None:
 
 
 @dataclass
+class CaseChange:
+    """One paired case whose score of a metric differs between the two runs."""
+
+    key: str  # how the case was paired: "id:<test case id>" or "in:<normalised input>"
+    text: str  # the case as a person knows it: its name, else its input
+    index: int  # its position in the current run
+    baseline: float
+    current: float
+
+    @property
+    def difference(self) -> float:
+        return self.current - self.baseline
+
+
+@dataclass
 class MetricChange:
-    """One metric compared across two runs over their paired cases."""
+    """One metric compared across two runs over their paired cases.
+
+    ``difference``: the mean of (current - baseline) over the cases both runs scored, with its 95% paired-t interval
+    (``contextjudge.stats.paired_difference``); ``reading``: "worse" or "better" only when that whole interval is
+    below or above zero, "no shared cases" when no case has a score in both runs, else "no clear change".
+    ``top_cases``: the paired cases that changed most (largest |difference| first, unchanged cases left out)."""
 
     metric: str
     baseline_mean: float | None
     current_mean: float | None
-    difference: Interval
-    reading: str  # "better", "worse" or "no clear change"
+    difference: StatsInterval
+    reading: str  # "better", "worse", "no clear change" or "no shared cases"
+    top_cases: list[CaseChange] = field(default_factory=list)
+
+    @property
+    def significantly_worse(self) -> bool:
+        return significantly_worse(self.difference)
 
 
-def compare_runs(current: EvaluationResult, baseline: EvaluationResult) -> list[MetricChange]:
-    """Per metric: both means and the paired difference (current - baseline) with its 95% bootstrap interval."""
+def compare_runs(current: EvaluationResult, baseline: EvaluationResult, *, top: int = 5) -> list[MetricChange]:
+    """Per metric: both means, the paired difference (current - baseline) over the cases both runs scored, with its
+    95% paired-t interval, and the ``top`` cases that changed most. Cases are paired by test case id, else input."""
     pairs = _pairs(current, baseline)
     out = []
     for name in _metric_names(current, baseline):
-        pv = [(sb, sc) for b, c in pairs.values()
-              if (sb := _score_of(b, name)) is not None and (sc := _score_of(c, name)) is not None]
-        iv = paired_difference(pv)
-        reading = ("better" if iv.low is not None and iv.low > 0 else
-                   "worse" if iv.high is not None and iv.high < 0 else "no clear change")
+        paired = [(key, c, sb, sc) for key, (b, c) in pairs.items()
+                  if (sb := _score_of(b, name)) is not None and (sc := _score_of(c, name)) is not None]
+        iv = paired_t([(sb, sc) for _, _, sb, sc in paired])
+        reading = ("no shared cases" if iv.n == 0 else "better" if significantly_better(iv) else
+                   "worse" if significantly_worse(iv) else "no clear change")
+        moved = sorted((p for p in paired if p[3] != p[2]), key=lambda p: (-abs(p[3] - p[2]), p[0]))
+        cases = [CaseChange(key, c.name or case_input(c.test_case), c.index, sb, sc)
+                 for key, c, sb, sc in moved[:top]]
         out.append(MetricChange(name, baseline.mean(name) if name in baseline.metric_names() else None,
-                                current.mean(name) if name in current.metric_names() else None, iv, reading))
+                                current.mean(name) if name in current.metric_names() else None, iv, reading,
+                                cases))
     return out
 
 
@@ -274,7 +307,7 @@ def _compare_section(cur: RunView, base: RunView) -> str:
     out = [f"<h2>Compared with {e(base_label)}</h2>",
            f"<p class='meta cj-compare-runs'>This run: <b>{e(cur_label)}</b> · baseline: <b>{e(base_label)}</b>. "
            f"{len(pairs)} case(s) appear in both runs (matched by test case id, else by input). "
-           "The difference is this run minus the baseline, per paired case; the interval is a 95% bootstrap "
+           "The difference is this run minus the baseline, per paired case; the interval is the 95% paired-t "
            "interval of the mean difference. A changed case shows the baseline's ranked nodes beside this run's.</p>",
            '<table class="cj-compare"><thead><tr><th>Metric</th><th>Baseline mean</th><th>This run mean</th>'
            "<th>Paired difference</th><th>95% CI</th><th>Pairs</th><th></th><th>Reading</th></tr></thead><tbody>"]

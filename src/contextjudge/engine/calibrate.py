@@ -1,0 +1,384 @@
+"""Calibration: a judge's verdicts against a user's own gold labels, and decision thresholds fitted on them.
+
+For every labelled case and every label field it carries, the judge is asked exactly what the metric asks (the
+metric itself runs, through ``JudgeClient``: cache, retries, budgets and per-run limits apply; one request per case
+and family). Then, per verdict family: agreement (``stats.binary_agreement``: confusion counts, base rate, accuracy,
+Cohen's kappa, TPR, TNR, each with a 95% bootstrap interval over cases) and every item where judge and labels
+disagree; per metric: the mean judged score against the mean gold score (``metrics.gold``), MAE and Spearman.
+
+For a judge whose verdicts carry confidences, each family's threshold is fitted to maximise kappa on the labels
+(``fit_threshold``), and the report says how much of that gain survives cross-validation over cases: the in-sample
+figure flatters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .._aio import run_sync
+from .._text import split_sentences
+from ..cases.labels import LABELS_KEY, labels_of, normalize_labels
+from ..cases.testcase import LLMTestCase
+from ..errors import ConfigurationError, ContextJudgeError, JudgeError
+from ..judges.calibration import CalibratedJudge, Calibration
+from ..judges.client import JudgeClient
+from ..judges.context import RunContext, use_run_context
+from ..judges.models import judge_identity, judge_name, resolve_model
+from ..judges.options import JudgeOptions
+from ..judges.protocol import Item, JudgeRequest
+from ..judges.templates import ContextualRecallTemplate
+from ..metrics import (
+    ContextualPrecisionMetric,
+    ContextualRecallMetric,
+    ContextualRelevancyMetric,
+    ContextUtilizationMetric,
+)
+from ..metrics._base import node_items
+from ..metrics.gold import gold_score, gold_statements, label_problems
+from ..stats import binary_agreement, cohen_kappa, mae, spearman
+
+__all__ = ["FAMILY_OF_FIELD", "acalibrate", "calibrate", "calibration_of", "fit_threshold", "read_labels_file"]
+
+# label field -> (verdict family, the metric that asks for it)
+FAMILY_OF_FIELD = {"labels": "node_usefulness", "utilization_labels": "node_usefulness.actual_output",
+                   "relevance_labels": "sentence_relevance", "statement_labels": "statement_support"}
+_METRIC_OF_FIELD = {"labels": ContextualPrecisionMetric, "utilization_labels": ContextUtilizationMetric,
+                    "relevance_labels": ContextualRelevancyMetric, "statement_labels": ContextualRecallMetric}
+MIN_ITEMS, MIN_EACH = 20, 5  # below these a fitted threshold is noise, so none is fitted
+JUDGE_THRESHOLD = 0.5  # a judge's own decision point: ties between thresholds go to the one nearest it
+
+
+# ------------------------------------------------------------------------------------------------ input
+def read_labels_file(path: str | Path) -> list[LLMTestCase]:
+    """The labelled cases of a JSONL file: one test case a line (``input``, ``actual_output``, ``expected_output``,
+    ``retrieval_context`` in rank order, optional ``id``) with the label fields of ``cases.labels`` at top level.
+    Raises ConfigurationError naming the line of anything it cannot read."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigurationError(f"labels file {str(p)!r} does not exist: check the --labels path.")
+    cases: list[LLMTestCase] = []
+    try:
+        lines = p.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"cannot read labels file {str(p)!r}: {exc}.") from exc
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{p.name} line {n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"{where} is not a JSON object ({exc.msg}). Write one test case per line.") \
+                from exc
+        if not isinstance(row, dict):
+            raise ConfigurationError(f"{where} is not a JSON object. Write one test case per line.")
+        labels = normalize_labels(row, where)
+        if not labels:
+            continue
+        fields = {k: row.get(k) for k in ("input", "actual_output", "expected_output", "retrieval_context", "id",
+                                          "name")}
+        try:
+            tc = LLMTestCase(**{k: v for k, v in fields.items() if v is not None})
+        except ContextJudgeError as exc:
+            raise ConfigurationError(f"{where}: {exc}") from exc
+        if tc.id is None:
+            tc.id = f"line {n}"
+        tc.additional_metadata = {LABELS_KEY: labels}
+        cases.append(tc)
+    if not cases:
+        raise ConfigurationError(f"labels file {str(p)!r} holds no labelled case: each line needs a test case and at "
+                                 "least one of labels, relevance_labels, utilization_labels, statement_labels.")
+    return cases
+
+
+def _case_id(tc: Any, index: int) -> str:
+    return str(getattr(tc, "id", None) or getattr(tc, "name", None) or f"case {index + 1}")
+
+
+def _check(cases: Sequence[Any]) -> list[tuple[Any, dict[str, Any]]]:
+    """Each case with its labels; raises ConfigurationError on the first case that cannot be calibrated."""
+    out = []
+    for i, tc in enumerate(cases):
+        labels = labels_of(tc)
+        if not labels:
+            continue
+        problems = label_problems(tc, labels)
+        if problems:
+            raise ConfigurationError(problems[0])
+        for field in FAMILY_OF_FIELD:
+            if labels.get(field) is None:
+                continue
+            try:
+                _METRIC_OF_FIELD[field](model="local").check(tc)
+            except ContextJudgeError as exc:
+                raise ConfigurationError(f"{_case_id(tc, i)}: it has {field}, but {exc}") from exc
+        out.append((tc, labels))
+    if not out:
+        raise ConfigurationError("none of the cases carries gold labels (labels, relevance_labels, utilization_labels "
+                                 "or statement_labels), so there is nothing to calibrate against.")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ judging
+async def _judge_field(model: Any, tc: Any, labels: dict[str, Any], field: str) -> dict[str, Any]:
+    """Ask the judge what the field's metric asks; its verdicts paired with the labels, and the judged score."""
+    if field == "statement_labels" and labels.get("statements") is not None and \
+            labels["statements"] != split_sentences(tc.expected_output or ""):
+        return await _judge_own_statements(model, tc, labels)
+    metric = _METRIC_OF_FIELD[field](model=model, include_reason=False)
+    result = await metric.a_score(tc)
+    if result.error:
+        return {"error": f"{result.error_type or 'JudgeError'}: {result.error}", "metric": metric.name}
+    return {"metric": metric.name, "score": result.score, "verdicts": list(result.verdicts)}
+
+
+async def _judge_own_statements(model: Any, tc: Any, labels: dict[str, Any]) -> dict[str, Any]:
+    """Recall over the user's own statements: the request the recall metric sends, with those statements."""
+    statements = list(labels["statements"])
+    nodes = tc.retrieval_context or []
+    name = ContextualRecallMetric.name
+    if not nodes:
+        return {"metric": name, "score": 0.0, "verdicts": []}
+    req = JudgeRequest(task="statement_support", metric=ContextualRecallMetric.key, input=tc.input,
+                       reference=tc.expected_output, reference_kind="expected_output",
+                       items=[Item(id=f"s{j}", text=s) for j, s in enumerate(statements, 1)], context=node_items(nodes))
+    client = JudgeClient(model, ContextualRecallTemplate)
+    try:
+        ans = await client.ask(req, client.template.generate_verdicts)
+    except JudgeError as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "metric": name}
+    verdicts = [{"id": f"s{j}", "statement": s, "verdict": ans.verdicts[f"s{j}"]["verdict"],
+                 "reason": ans.verdicts[f"s{j}"].get("reason", ""),
+                 "confidence": ans.verdicts[f"s{j}"].get("confidence")} for j, s in enumerate(statements, 1)]
+    score = sum(v["verdict"] == "yes" for v in verdicts) / len(verdicts) if verdicts else 0.0
+    return {"metric": name, "score": score, "verdicts": verdicts}
+
+
+def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per judged item: its label, the judge's verdict and confidence."""
+    nodes = tc.retrieval_context or []
+    out = []
+    for v in verdicts:
+        vid = str(v.get("id", ""))
+        if field in ("labels", "utilization_labels"):
+            k = int(vid[1:])
+            label, text = labels[field][k - 1], nodes[k - 1].text
+        elif field == "relevance_labels":
+            if not v.get("statement"):
+                continue  # an empty node: judged by the metric itself, not by the judge
+            k = int(vid[1:].split(".")[0])
+            label, text = labels[field][k - 1], v["statement"]
+        else:
+            j = int(vid[1:])
+            label, text = labels[field][j - 1], v.get("statement") or gold_statements(tc, labels)[j - 1]
+        conf = v.get("confidence")
+        out.append({"item": vid, "text": text, "label": bool(label), "verdict": v.get("verdict") == "yes",
+                    "confidence": float(conf) if isinstance(conf, (int, float)) else None,
+                    "reason": v.get("reason", "")})
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ fitting
+def _counts(rows: Iterable[tuple[bool, bool]]) -> tuple[int, int, int, int]:
+    tp = fp = fn = tn = 0
+    for verdict, label in rows:
+        if verdict and label:
+            tp += 1
+        elif verdict:
+            fp += 1
+        elif label:
+            fn += 1
+        else:
+            tn += 1
+    return tp, fp, fn, tn
+
+
+def _accuracy(c: tuple[int, int, int, int]) -> float | None:
+    total = sum(c)
+    return (c[0] + c[3]) / total if total else None
+
+
+def _best_threshold(items: Sequence[dict[str, Any]]) -> tuple[float, float] | None:
+    """The threshold (a midpoint between distinct confidences) with the highest kappa, ties to the one nearest 0.5;
+    items without a confidence keep their verdict. None when the confidences take fewer than two values."""
+    scored = sorted(((it["confidence"], it["label"]) for it in items if it["confidence"] is not None),
+                    key=lambda x: -x[0])
+    fixed = _counts((it["verdict"], it["label"]) for it in items if it["confidence"] is None)
+    pos = sum(1 for _, label in scored if label)
+    neg = len(scored) - pos
+    best: tuple[float, float] | None = None
+    tp = fp = 0
+    i = 0
+    while i < len(scored):
+        c = scored[i][0]
+        while i < len(scored) and scored[i][0] == c:  # every item at this confidence becomes yes together
+            tp += scored[i][1]
+            fp += not scored[i][1]
+            i += 1
+        if i == len(scored):
+            break
+        t = (c + scored[i][0]) / 2
+        k = cohen_kappa(tp + fixed[0], fp + fixed[1], pos - tp + fixed[2], neg - fp + fixed[3])
+        if k is None:
+            continue
+        if best is None or k > best[1] + 1e-12 or (
+                abs(k - best[1]) <= 1e-12 and abs(t - JUDGE_THRESHOLD) < abs(best[0] - JUDGE_THRESHOLD)):
+            best = (t, k)
+    return best
+
+
+def _apply(items: Sequence[dict[str, Any]], t: float | None) -> list[tuple[bool, bool]]:
+    return [((it["confidence"] >= t) if t is not None and it["confidence"] is not None else it["verdict"],
+             it["label"]) for it in items]
+
+
+def _enough(items: Sequence[dict[str, Any]]) -> str | None:
+    """Why these items are too few to fit a threshold on, or None."""
+    scored = [it for it in items if it["confidence"] is not None]
+    pos = sum(1 for it in scored if it["label"])
+    if not scored:
+        return "the judge reported no confidences, and a threshold needs them"
+    if len(scored) < MIN_ITEMS or pos < MIN_EACH or len(scored) - pos < MIN_EACH:
+        return (f"too few labelled items with a confidence ({len(scored)}: {pos} yes, {len(scored) - pos} no); "
+                f"fitting needs at least {MIN_ITEMS}, with {MIN_EACH} of each label")
+    return None
+
+
+def fit_threshold(items: Sequence[dict[str, Any]], *, folds: int = 5, seed: int = 0) -> dict[str, Any]:
+    """Fit one family's decision threshold on ``items`` (dicts with ``confidence``, ``verdict``, ``label`` and
+    ``case``, the case each belongs to), maximising Cohen's kappa.
+
+    Returns ``{"fitted": False, "why": ...}`` when there are too few items of either label or no confidences; else
+    the threshold, kappa and accuracy before (the judge's own verdicts) and after (in-sample, which flatters), and
+    ``kappa_after_cv``: kappa of verdicts each made by a threshold fitted without that item's case
+    (``folds``-fold cross-validation over cases; a fold too small to fit keeps the judge's own verdicts).
+    """
+    before = _counts((it["verdict"], it["label"]) for it in items)
+    scored = [it for it in items if it["confidence"] is not None]
+    pos = sum(1 for it in scored if it["label"])
+    base = {"items": len(items), "with_confidence": len(scored), "positives": pos, "negatives": len(scored) - pos,
+            "kappa_before": cohen_kappa(*before), "accuracy_before": _accuracy(before)}
+    why = _enough(items)
+    if why is not None:
+        return {"fitted": False, "why": why, **base}
+    best = _best_threshold(items)
+    if best is None:
+        return {"fitted": False, "why": "every item has the same confidence, so no threshold separates them",
+                **base}
+    t, _ = best
+    after = _counts(_apply(items, t))
+    cases = sorted({str(it["case"]) for it in items})
+    rng = random.Random(seed)
+    rng.shuffle(cases)
+    k = min(folds, len(cases))
+    cv_rows: list[tuple[bool, bool]] = []
+    if k >= 2:
+        fold_of = {c: i % k for i, c in enumerate(cases)}
+        for f in range(k):
+            train = [it for it in items if fold_of[str(it["case"])] != f]
+            test = [it for it in items if fold_of[str(it["case"])] == f]
+            fit = _best_threshold(train) if _enough(train) is None else None
+            cv_rows += _apply(test, fit[0] if fit else None)
+    return {"fitted": True, "threshold": round(t, 6), **base, "kappa_after": cohen_kappa(*after),
+            "accuracy_after": _accuracy(after),
+            "kappa_after_cv": cohen_kappa(*_counts(cv_rows)) if cv_rows else None, "folds": k if k >= 2 else 0}
+
+
+# ------------------------------------------------------------------------------------------------ report
+def _spec_of(model: Any, resolved: Any) -> str:
+    """The model spec a calibration file names: what the user passed, else what resolve_model reads back."""
+    if isinstance(resolved, CalibratedJudge):
+        return resolved.calibration.judge
+    if isinstance(model, str) and not model.strip().startswith("@"):
+        return model.strip()
+    name = judge_name(resolved)
+    return "local" if name.startswith("contextjudge-local") else name
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None = None,
+                     options: JudgeOptions | None = None, resamples: int = 2000, folds: int = 5,
+                     seed: int = 0) -> dict[str, Any]:
+    """The calibration report of ``model`` on the labelled ``cases`` (see the module docstring), as a JSON-ready dict:
+    one key per verdict family judged, ``metrics``, ``thresholds`` (fitted, family -> threshold), ``judge``,
+    ``errors`` (cases the judge failed on; they are left out of the figures). Raises ConfigurationError when a
+    case's labels do not line up with it."""
+    checked = _check(cases)
+    resolved = resolve_model(model)
+    raw = resolved.judge if isinstance(resolved, CalibratedJudge) else resolved
+    ctx = RunContext(options=options or JudgeOptions())
+    jobs = [(i, tc, labels, field) for i, (tc, labels) in enumerate(checked) for field in FAMILY_OF_FIELD
+            if labels.get(field) is not None]
+    with use_run_context(ctx):
+        answers = await asyncio.gather(*(_judge_field(resolved, tc, labels, field) for _, tc, labels, field in jobs))
+    per_family: dict[str, list[dict[str, Any]]] = {}
+    per_metric: dict[str, dict[str, Any]] = {}
+    errors: list[dict[str, Any]] = []
+    for (i, tc, labels, field), got in zip(jobs, answers):
+        fam = FAMILY_OF_FIELD[field]
+        cid = _case_id(tc, i)
+        if "error" in got:
+            errors.append({"case": cid, "family": fam, "metric": got["metric"], "error": got["error"]})
+            continue
+        for rec in _pairs(tc, labels, field, got["verdicts"]):
+            per_family.setdefault(fam, []).append({"case": cid, "input": tc.input, **rec})
+        m = per_metric.setdefault(_METRIC_OF_FIELD[field].key, {"metric": got["metric"], "judged": [], "gold": []})
+        m["judged"].append(float(got["score"]))
+        m["gold"].append(float(gold_score(field_metric_name(field), tc, labels, strict=True)))
+    report: dict[str, Any] = {"judge": judge_name(resolved), "judge_spec": judge_spec or _spec_of(model, resolved),
+                              "judge_identity": judge_identity(raw), "cases": len(checked)}
+    thresholds: dict[str, float] = {}
+    any_confidence = False
+    for fam in FAMILY_OF_FIELD.values():
+        items = per_family.get(fam)
+        if not items:
+            continue
+        by_case: dict[str, list[tuple[bool, bool]]] = {}
+        for it in items:
+            by_case.setdefault(it["case"], []).append((it["verdict"], it["label"]))
+        agreement = binary_agreement(list(by_case.values()), resamples=resamples, seed=seed).to_dict()
+        fit = fit_threshold(items, folds=folds, seed=seed)
+        any_confidence = any_confidence or fit["with_confidence"] > 0
+        if fit.get("fitted"):
+            thresholds[fam] = fit["threshold"]
+        agreement["threshold"] = fit
+        agreement["disagreements"] = [it for it in items if it["verdict"] != it["label"]]
+        report[fam] = agreement
+    report["metrics"] = {key: {"metric": m["metric"], "cases": len(m["judged"]), "judged_mean": _mean(m["judged"]),
+                               "gold_mean": _mean(m["gold"]), "mae": mae(m["judged"], m["gold"]),
+                               "spearman": spearman(m["judged"], m["gold"])} for key, m in per_metric.items()}
+    report["thresholds"] = thresholds
+    report["confidences"] = any_confidence
+    if not any_confidence:
+        report["note"] = ("This judge reports no confidences (a chat model's verdicts are yes/no), so only agreement "
+                          "is measured: fitting a threshold needs a confidence per verdict, as the embedded judge "
+                          "gives.")
+    report["errors"] = errors
+    return report
+
+
+def field_metric_name(field: str) -> str:
+    return _METRIC_OF_FIELD[field].name
+
+
+def calibrate(cases: Sequence[Any], model: Any, **kwargs: Any) -> dict[str, Any]:
+    """Sync form of ``acalibrate`` (runs on contextjudge's shared loop)."""
+    return run_sync(acalibrate(cases, model, **kwargs))
+
+
+def calibration_of(report: dict[str, Any]) -> Calibration | None:
+    """The calibration file's contents for a report with fitted thresholds, else None."""
+    if not report.get("thresholds"):
+        return None
+    fitted = {fam: {k: v for k, v in report[fam]["threshold"].items() if k != "fitted"}
+              for fam in report["thresholds"]}
+    return Calibration(judge=report["judge_spec"], thresholds=dict(report["thresholds"]),
+                       judge_name=report["judge"].removesuffix("+calibrated"),
+                       judge_identity=report["judge_identity"], fitted=fitted)

@@ -12,6 +12,7 @@ __all__ = ["add_trust_commands"]
 
 def add_trust_commands(sub: argparse._SubParsersAction) -> None:
     """Add ``calibrate`` and ``label`` to the CLI's sub-commands (filled in by the calibration work)."""
+    _add_calibrate(sub)
     _add_label(sub)
     return None
 
@@ -99,3 +100,156 @@ def _add_label(sub: argparse._SubParsersAction) -> None:
     _store_arg(p)
     _common(p)
     p.set_defaults(func=cmd_label)
+
+
+# ------------------------------------------------------------------------------------------------ calibrate
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:
+    from .cli import _common  # noqa: PLC0415
+    from .judges.calibration import DEFAULT_FILE  # noqa: PLC0415
+
+    p = sub.add_parser(
+        "calibrate", help="how far your judge agrees with your own labels; fit its thresholds to them",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the judge on test cases you labelled and report, per verdict family, its agreement with "
+                    "your labels (accuracy, Cohen's kappa, true-positive and true-negative rates, each with a 95%% "
+                    "bootstrap interval over cases) and the items where it disagrees; per metric, the mean judged "
+                    "score against the mean gold score. For a judge that reports confidences (the embedded judge), "
+                    "it also fits each family's decision threshold to your labels and saves it to a file a judge "
+                    "loads with --model @FILE.",
+        epilog="Labels file (JSONL, one test case a line):\n"
+               '  {"id": "q1", "input": "...", "expected_output": "...", "actual_output": "...",\n'
+               '   "retrieval_context": ["node 1", "node 2"], "labels": [1, 0], "relevance_labels": [1, 0],\n'
+               '   "utilization_labels": [1, 0], "statement_labels": [1, 1]}\n'
+               "labels: each node useful for the expected output (precision); relevance_labels: relevant to the "
+               "input (relevancy);\nutilization_labels: useful for the actual output (utilization); "
+               "statement_labels: each sentence of the expected\noutput supported by the nodes (recall; give "
+               "'statements' to label your own split). A missing list is not calibrated.\n"
+               "Exit codes: 0 ok, 2 an error (a bad labels file), 3 the judge failed on some cases.")
+    p.add_argument("--labels", metavar="FILE", help="labelled test cases (JSONL)")
+    p.add_argument("--store", metavar="PATH_OR_URL",
+                   help="instead of --labels: the labelled cases of this results store (labels attached with "
+                        "`contextjudge label --store URL FILE`)")
+    p.add_argument("--run", help="with --store: only this run's cases (default: every labelled case)")
+    p.add_argument("--model", help="the judge to calibrate: 'local', a model name, provider:model or @FILE "
+                                   "(default: $CONTEXTJUDGE_MODEL, else as `contextjudge eval`)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (families as top-level keys)")
+    save = p.add_mutually_exclusive_group()
+    save.add_argument("--save", metavar="PATH", default=DEFAULT_FILE,
+                      help=f"where fitted thresholds are written (default: {DEFAULT_FILE})")
+    save.add_argument("--no-save", dest="save", action="store_const", const=None, help="write no threshold file")
+    p.add_argument("--report", metavar="HTML", help="also write an HTML page of the calibration")
+    p.add_argument("--show", type=int, default=5, metavar="N",
+                   help="disagreeing items shown per family in the table (default 5; --json lists all)")
+    _common(p)
+    p.set_defaults(func=cmd_calibrate)
+
+
+def _ci(value: float | None, ci: list[float] | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def _print_calibration(report: dict, show: int) -> None:
+    from ._text import shorten  # noqa: PLC0415
+    from .cli import _f, _print_table  # noqa: PLC0415
+    from .judges.calibration import FAMILIES  # noqa: PLC0415
+
+    fams = [f for f in FAMILIES if f in report]
+    print(f"judge {report['judge']} against your labels: {report['cases']} labelled cases "
+          "(95% bootstrap intervals over cases)")
+    rows = [[f, str(report[f]["cases"]), str(report[f]["items"]), _f(report[f]["base_rate"]),
+             _ci(report[f]["accuracy"], report[f]["accuracy_ci"]), _ci(report[f]["kappa"], report[f]["kappa_ci"]),
+             _ci(report[f]["tpr"], report[f]["tpr_ci"]), _ci(report[f]["tnr"], report[f]["tnr_ci"]),
+             "{tp}/{fp}/{fn}/{tn}".format(**report[f]["confusion"])] for f in fams]
+    _print_table(["family", "cases", "items", "base rate", "accuracy", "kappa", "TPR", "TNR", "tp/fp/fn/tn"], rows)
+    if report.get("metrics"):
+        print()
+        _print_table(["metric", "cases", "judged mean", "gold mean", "MAE", "Spearman"],
+                     [[m["metric"], str(m["cases"]), _f(m["judged_mean"]), _f(m["gold_mean"]), _f(m["mae"]),
+                       _f(m["spearman"])] for m in report["metrics"].values()])
+    print()
+    for f in fams:
+        fit = report[f]["threshold"]
+        if fit.get("fitted"):
+            cv = "n/a" if fit.get("kappa_after_cv") is None else f"{fit['kappa_after_cv']:.3f}"
+            print(f"{f}: threshold {fit['threshold']:.4f} fitted; kappa {_f(fit['kappa_before'])} -> "
+                  f"{_f(fit['kappa_after'])} on these labels (flattered: fitted on them), {cv} cross-validated "
+                  f"({fit['folds']}-fold over cases)")
+        else:
+            print(f"{f}: no threshold fitted: {fit['why']}")
+    for f in fams:
+        dis = report[f]["disagreements"]
+        if not dis or show <= 0:
+            continue
+        print(f"\n{f}: {len(dis)} items where the judge and your labels disagree"
+              + (f" (first {show}; --json lists all)" if len(dis) > show else ""))
+        for d in dis[:show]:
+            conf = "" if d["confidence"] is None else f", confidence {d['confidence']:.2f}"
+            print(f"  {d['case']} {d['item']}: label {'yes' if d['label'] else 'no'}, judge "
+                  f"{'yes' if d['verdict'] else 'no'}{conf}: {shorten(d['text'], 90)!r}")
+    if report.get("note"):
+        print(f"\n{report['note']}")
+    for e in report.get("errors", []):
+        print(f"error: {e['case']} ({e['family']}): {e['error']}")
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Run the judge over labelled cases, print agreement, save fitted thresholds."""
+    import json  # noqa: PLC0415
+
+    from . import cli  # noqa: PLC0415 - its helpers and exit codes
+    from .engine.calibrate import acalibrate, calibration_of, read_labels_file  # noqa: PLC0415
+    from .errors import ConfigurationError, UsageError  # noqa: PLC0415
+
+    if bool(args.labels) == bool(args.store):
+        raise UsageError("calibrate needs the labelled cases: pass --labels FILE (JSONL) or --store URL (a store "
+                         "with labels attached by `contextjudge label`), not both.")
+    try:
+        if args.labels:
+            cases = read_labels_file(args.labels)
+        else:
+            store = cli._existing_store(args.store)  # noqa: SLF001
+            cases = store.labelled_cases(run=cli._resolve(store, args.run) if args.run else None)  # noqa: SLF001
+            if not cases:
+                raise UsageError("the store holds no labelled case: attach labels with `contextjudge label --store "
+                                 "URL FILE`, or pass --labels FILE.")
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from exc
+    judge = cli._judge(args.model, args.quiet)  # noqa: SLF001
+    spec = args.model if args.model and args.model.strip().lower() != "fake" else None
+    cli._info(f"calibrating on {len(cases)} labelled cases ...", args.quiet)  # noqa: SLF001
+    from ._aio import run_sync  # noqa: PLC0415
+
+    try:
+        report = run_sync(acalibrate(cases, judge, judge_spec=spec))
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from exc
+    calibration = calibration_of(report)
+    report["saved"] = None
+    if calibration is not None and args.save:
+        try:
+            calibration.write(args.save)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.save!r}: {exc.strerror or exc}. Pass --save PATH or --no-save.") \
+                from exc
+        report["saved"] = args.save
+    if args.report:
+        try:
+            from .report import render_calibration  # noqa: PLC0415
+        except ImportError as exc:
+            raise UsageError("this version cannot write a calibration report (no report.render_calibration); "
+                             "drop --report, or use --json.") from exc
+        cli._write(args.report, render_calibration(report))  # noqa: SLF001
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        _print_calibration(report, args.show)
+        if args.report:
+            print(f"report: {args.report}")
+    if report["saved"]:
+        cli._info(f"thresholds saved to {report['saved']}; judge with them: --model @{report['saved']} "  # noqa: SLF001
+                  f"(CLI) or model=\"@{report['saved']}\" (Python)", False)
+    elif calibration is not None:
+        cli._info("thresholds fitted but not saved (--no-save)", args.quiet)  # noqa: SLF001
+    return cli.EXIT_CASE_ERRORS if report["errors"] else cli.EXIT_OK

@@ -90,10 +90,14 @@ def test_cohen_kappa_by_hand():
 def test_ppi_classic_by_hand():
     # labelled (judge, gold): (0.5, 0.4), (0.6, 0.7), (0.4, 0.5); unlabelled judge scores 0.9, 0.2, 0.7.
     # theta = mean(y) + mean(u) - mean(f) = 0.53333 + 0.6 - 0.5 = 0.63333
-    # var = var(u)/N + var(y - f)/n = 0.13/3 + 0.013333/3 = 0.047778 -> sd 0.21858 -> half 0.42842 (high clipped)
+    # var = var(u)/N + var(y - f)/n = 0.13/3 + 0.013333/3 = 0.047778 -> sd 0.21858
+    # -> half t_2 * sd = 4.30265 * 0.21858 = 0.94048 (n = 3 labelled: 2 degrees of freedom); clipped to [0, 1]
     est = ppi_mean([0.5, 0.6, 0.4, 0.9, 0.2, 0.7], [0.4, 0.7, 0.5, None, None, None], tune=False)
     assert est.corrected.estimate == pytest.approx(0.63333, abs=1e-5)
-    assert est.corrected.low == pytest.approx(0.63333 - 0.42842, abs=1e-4) and est.corrected.high == 1.0
+    assert (est.corrected.low, est.corrected.high) == (0.0, 1.0)
+    raw = ppi_mean([0.5, 0.6, 0.4, 0.9, 0.2, 0.7], [0.4, 0.7, 0.5, None, None, None], tune=False, bounds=None)
+    assert raw.corrected.low == pytest.approx(0.63333 - 0.94048, abs=1e-4)
+    assert raw.corrected.high == pytest.approx(0.63333 + 0.94048, abs=1e-4)
     assert est.lam == 1.0 and (est.n_labelled, est.n_unlabelled) == (3, 3)
     # the judge's bias on the labelled cases: mean(f - y) = (0.1 - 0.1 - 0.1) / 3
     assert est.bias.estimate == pytest.approx(-0.033333, abs=1e-5)
@@ -102,12 +106,18 @@ def test_ppi_classic_by_hand():
 def test_ppi_power_tuned_by_hand():
     # cov(y, f) = 0.01, var(f) = 0.01, n/N = 1: lam = 0.01 / (2 * 0.01) = 0.5
     # theta = 0.53333 + 0.5 * (0.6 - 0.5) = 0.58333
-    # var = 0.25 * 0.13/3 + var(y - 0.5 f)/3 = 0.010833 + 0.015833/3 = 0.016111 -> half 1.95996 * 0.12693 = 0.24878
+    # var = 0.25 * 0.13/3 + var(y - 0.5 f)/3 = 0.010833 + 0.015833/3 = 0.016111 -> half t_2 * 0.12693 = 4.30265 *
+    # 0.12693 = 0.54613 -> [0.03720, 1.12946], the high end clipped to 1
     est = ppi_mean([0.5, 0.6, 0.4, 0.9, 0.2, 0.7], [0.4, 0.7, 0.5, None, None, None])
     assert est.lam == pytest.approx(0.5)
     assert est.corrected.estimate == pytest.approx(0.58333, abs=1e-5)
-    assert est.corrected.low == pytest.approx(0.33456, abs=1e-4)
-    assert est.corrected.high == pytest.approx(0.83211, abs=1e-4)
+    assert est.corrected.low == pytest.approx(0.03720, abs=1e-4)
+    assert est.corrected.high == 1.0
+    # the labelled-only interval and the bias use the same t_2: gold 0.4, 0.7, 0.5 (mean 0.53333, s = 0.15275);
+    # judge - gold 0.1, -0.1, -0.1 (mean -0.03333, s = 0.11547)
+    assert est.labelled.low == pytest.approx(0.53333 - 4.30265 * 0.15275 / 3 ** 0.5, abs=1e-4)
+    assert est.bias.low == pytest.approx(-0.03333 - 4.30265 * 0.11547 / 3 ** 0.5, abs=1e-4)
+    assert est.labelled.method == est.bias.method == "t"
 
 
 def test_ppi_needs_labelled_and_unlabelled_cases():

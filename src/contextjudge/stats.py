@@ -228,7 +228,14 @@ def ppi_mean(judged: Sequence[float | None], gold: Sequence[float | None], *, le
         lam   = cov(y, f) / ((1 + n/N) var(f))  clipped to [0, 1]   (1 when tune=False)
         theta = mean(y) + lam * (mean(u) - mean(f))
         var   = lam^2 var(u) / N + var(y - lam f) / n
-        interval = theta +- z * sqrt(var)
+        interval = theta +- t_{n-1} * sqrt(var)
+
+    The critical value is Student t with n - 1 degrees of freedom (n the labelled cases), as for the labelled-only
+    and the bias intervals: the labelled term dominates the variance and is estimated from n cases, and with the
+    normal z the interval under-covered with few labels (benchmarks/ppi.py, HotpotQA, 500 draws: 86.4% with 10
+    labelled rows, 91.2% with t; 93.4% with 25, 94.0% with t). The interval is for the mean over cases like these, as
+    ``mean_interval``'s is; it has no finite-population correction, so against the mean of the run's own cases it is
+    conservative when a large share of them is labelled (97.4% coverage with 20% labelled, 100% with half).
 
     None when fewer than two cases are labelled or none is unlabelled (then there is nothing to correct: the gold mean
     of the labelled cases is the whole answer).
@@ -251,19 +258,19 @@ def ppi_mean(judged: Sequence[float | None], gold: Sequence[float | None], *, le
     theta = my + lam * (mu - mf)
     resid = [y - lam * f for f, y in lab]
     var = lam * lam * _var(unl) / big_n + _var(resid) / n
-    z = _z(level)
-    half = z * math.sqrt(var)
+    q = t_quantile(n - 1, level)
+    half = q * math.sqrt(var)
     lo, hi = theta - half, theta + half
     if bounds is not None:
         lo, hi = max(bounds[0], lo), min(bounds[1], hi)
     corrected = Interval(theta, lo, hi, n + big_n, level, "ppi++" if tune else "ppi")
-    half_y = z * math.sqrt(_var(ys) / n)
+    half_y = q * math.sqrt(_var(ys) / n)
     labelled = Interval(my, max(bounds[0], my - half_y) if bounds else my - half_y,
-                        min(bounds[1], my + half_y) if bounds else my + half_y, n, level, "normal")
+                        min(bounds[1], my + half_y) if bounds else my + half_y, n, level, "t")
     diffs = [f - y for f, y in lab]
     md = sum(diffs) / n
-    half_d = z * math.sqrt(_var(diffs) / n)
-    bias = Interval(md, md - half_d, md + half_d, n, level, "normal")
+    half_d = q * math.sqrt(_var(diffs) / n)
+    bias = Interval(md, md - half_d, md + half_d, n, level, "t")
     judged_iv = mean_interval(fs + unl, level=level, bounds=bounds)
     return PPIEstimate(corrected, judged_iv, labelled, bias, lam, n, big_n)
 

@@ -8,6 +8,7 @@
     judge = FakeJudge(failures=[JudgeHTTPError(429, retry_after=0)] * 2) # two rate limits, then answers
     judge = FakeJudge(failures=[JudgeHTTPError(401)])                    # authentication failure
     judge = FakeJudge(confidences={"Paris": 0.8, "n3": 0.3})             # reports confidences (yes at >= 0.5)
+    judge = FakeJudge(temperature=0.7, sequences={"n2": ["yes", "no"]})  # samples: n2 is yes, no, yes, ... by call
 
 It records every call in ``judge.calls`` (task, method, item ids, prompt), so tests can count judge calls.
 """
@@ -86,6 +87,13 @@ class FakeJudge(BaseChatModel):
     "yes" at confidence >= 0.5, as a judge that reports confidences decides; items without one report none.
     Confidences reach the judge client on the plain chat path (``style="json"`` or ``"prose"``) only: the
     structured-output schemas have no confidence field, as a provider's strict schema would not either."""
+    temperature: float = 0.0
+    """Above 0, the judge says it samples, so ``repeats=k`` asks it k times; at 0 it is deterministic (asked once)."""
+    sequences: dict[str, list[str]] = Field(default_factory=dict)
+    """Substring of an item's text (or an exact item id) -> verdicts given in turn, one per time the item is asked
+    (then again from the start): a judge that disagrees with itself. Checked before ``rules``."""
+    rubric_scores: list[float] = Field(default_factory=list)
+    """Rubric scores given in turn, one per rubric request (then again from the start); empty: ``rubric_score``."""
     rubric_score: float = 1.0
     verdict_words: dict[str, str] = Field(default_factory=lambda: {"yes": "yes", "no": "no"})
     """How to spell the verdicts, e.g. {"yes": "Yes.", "no": "FALSE"}, to test normalisation."""
@@ -100,6 +108,7 @@ class FakeJudge(BaseChatModel):
     _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _omitted: set[str] = PrivateAttr(default_factory=set)
+    _asked: dict[tuple[str, str, str], int] = PrivateAttr(default_factory=dict)
 
     @property
     def calls(self) -> list[dict[str, Any]]:
@@ -113,7 +122,8 @@ class FakeJudge(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"model_name": self.model_name, "style": self.style, "rules": self.rules,
                 "default": self.default if isinstance(self.default, str) else getattr(self.default, "__name__", "fn"),
-                "rubric_score": self.rubric_score,
+                "rubric_score": self.rubric_score, "temperature": self.temperature, "sequences": self.sequences,
+                "rubric_scores": self.rubric_scores,
                 "confidences": self.confidences if isinstance(self.confidences, dict)
                 else getattr(self.confidences, "__name__", "fn")}
 
@@ -127,6 +137,12 @@ class FakeJudge(BaseChatModel):
         return None
 
     def _decide(self, request: JudgeRequest, item: Item) -> str:
+        for needle, seq in self.sequences.items():
+            if seq and (needle == item.id or needle in item.text):
+                with self._lock:
+                    key = (request.task, item.id, item.text)
+                    n = self._asked[key] = self._asked.get(key, -1) + 1
+                return seq[n % len(seq)]
         for needle, verdict in self.rules.items():
             if needle == item.id or needle in item.text:
                 return verdict
@@ -142,7 +158,12 @@ class FakeJudge(BaseChatModel):
     def answer(self, request: JudgeRequest) -> dict[str, Any]:
         """The answer this judge gives to ``request``, as a dict."""
         if request.task == "rubric_recall":
-            return {"score": self.rubric_score, "reason": f"scripted rubric score {self.rubric_score}"}
+            score = self.rubric_score
+            if self.rubric_scores:
+                with self._lock:
+                    n = self._asked[("rubric_recall", "", "")] = self._asked.get(("rubric_recall", "", ""), -1) + 1
+                score = self.rubric_scores[n % len(self.rubric_scores)]
+            return {"score": score, "reason": f"scripted rubric score {score}"}
         verdicts = []
         for item in request.items:
             with self._lock:

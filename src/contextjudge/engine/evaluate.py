@@ -22,7 +22,7 @@ from .._result import EvaluationResult, Tally, TestResult, Usage
 from ..cases.identity import case_key
 from ..cases.testcase import ConversationalTestCase, LLMTestCase
 from ..errors import ConfigurationError, ConfigurationTypeError, InvalidTestCaseError
-from ..judges.context import RunContext, use_run_context
+from ..judges.context import RunContext, tally_since, use_run_context
 from ..judges.options import JudgeOptions
 from .run import Run
 from .score import score_case
@@ -84,8 +84,14 @@ async def aevaluate(
     model: Any = None,
     run: Run | None = None,
     case_keys: Sequence[str] | None = None,
+    repeats: int | None = None,
 ) -> EvaluationResult:
     """Score every test case with every applicable metric. See ``evaluate`` for the parameters."""
+    if repeats is not None:
+        if run is not None or context is not None:
+            raise ConfigurationError("evaluate(repeats=...) sets the judge options of a run it starts; with run= or "
+                                     "context=, set JudgeOptions(repeats=...) on that run's judge options instead.")
+        judge_options = dataclasses.replace(judge_options or JudgeOptions(), repeats=repeats)
     case_metrics: list[Sequence[Any]] | None = None
     failed: list[TestResult] = []
     if observed_callback is not None:
@@ -190,6 +196,7 @@ async def aevaluate(
                 progress.case_done()
 
     usage_before = copy.copy(ctx.usage)
+    tiers_before, repeats_before = copy.deepcopy(ctx.tiers), copy.deepcopy(ctx.repeats)
     try:
         with use_run_context(ctx):
             workers = [asyncio.ensure_future(worker()) for _ in range(max(1, max_concurrency))]
@@ -222,13 +229,27 @@ async def aevaluate(
                   seconds=ctx.usage.seconds - usage_before.seconds)
     result = EvaluationResult(test_results=[tr for tr in slots if tr is not None], usage=usage, run_id=run_id,
                               duration_seconds=time.perf_counter() - t0,
-                              tally=None if keep_results else tally, callback_errors=callback_errors[0])
+                              tally=None if keep_results else tally, callback_errors=callback_errors[0],
+                              tiers=tally_since(ctx.tiers, tiers_before) or None,
+                              repeats=_repeats_summary(tally_since(ctx.repeats, repeats_before)))
     if owns_run:
         errored = (sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in result.test_results)
                    if keep_results else None)
         run.end({"summary": result.summary(), "usage": usage.to_dict(), "duration_seconds": result.duration_seconds,
-                 "judges": result.judges(), "cases_with_errors": errored})
+                 "judges": result.judges(), "cases_with_errors": errored,
+                 **({"tiers": result.tiers} if result.tiers else {}),
+                 **({"repeats": result.repeats} if result.repeats else {})})
     return result
+
+
+def _repeats_summary(counts: dict[str, Any]) -> dict[str, Any] | None:
+    """The judge's own disagreement under repeats: per judge, the share of items whose k answers were not
+    unanimous."""
+    if not counts or (not counts.get("judges") and not counts.get("deterministic")):
+        return None
+    for row in (counts.get("judges") or {}).values():
+        row["disagreement"] = row["not_unanimous"] / row["items"] if row["items"] else None
+    return counts
 
 
 def _check_case(i: int, tc: Any) -> None:
@@ -250,7 +271,9 @@ def evaluate(
     judge calls in flight per model), ``show_progress`` (default: when stderr is a terminal), ``store`` (a results
     store or its path/URL), ``run_id`` (resume that run), ``run_name``, ``run_config`` (extra facts kept with the
     run in the store, such as the app and its code version), ``skip_on_missing_params``, ``raise_exceptions``
-    (default False: failures are recorded per case).
+    (default False: failures are recorded per case), ``repeats`` (ask a sampling judge each request k times:
+    the majority verdict, ``votes`` and ``agreement`` on each verdict, the score's spread in ``score_spread``, and the
+    judge's own disagreement in the result's ``repeats``; a deterministic judge is asked once).
 
     Long runs: ``test_cases`` may be any iterable, a generator included; it is read as cases are scored, never
     all at once. ``on_result`` (a function or coroutine function) gets each ``TestResult`` as soon as it is

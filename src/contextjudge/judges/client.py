@@ -45,6 +45,7 @@ from .structured import (
     _MethodUnsupported,
     _openai_response_format,
 )
+from .tiered import TieredJudge, ask_tiered
 
 __all__ = ['JudgeClient']
 
@@ -98,6 +99,34 @@ class JudgeClient:
         self._judge = _judge_of(model, self.options.max_output_tokens)
         self.identity = self._judge.identity
         self.name = self._judge.name
+        # A TieredJudge is never called itself: its tiers are asked, each through its own client (tiered.py).
+        self.tiered: TieredJudge | None = model if isinstance(model, TieredJudge) else None
+        self._tiers: tuple[JudgeClient, JudgeClient] | None = None
+
+    def tier_clients(self) -> tuple["JudgeClient", "JudgeClient"]:
+        """The clients of a TieredJudge's cheap and strong tiers, sharing this client's run and options."""
+        if self._tiers is None:
+            tj = self.tiered
+            assert tj is not None, "tier_clients() is for a TieredJudge"  # noqa: S101 - a programming error
+            self._tiers = (JudgeClient(tj.cheap, self.template, self.ctx, self.options),
+                           JudgeClient(tj.strong, self.template, self.ctx, self.options))
+        return self._tiers
+
+    @property
+    def repeats(self) -> int:
+        """How many times each request is asked (``JudgeOptions.repeats``: the metric's own, else the run's); 1 for
+        a deterministic judge, which would answer the same every time."""
+        k = self.options.repeats if self.options.repeats != 1 else self.ctx.options.repeats
+        if k <= 1:
+            return 1
+        if _deterministic(self._judge.capped):
+            self.ctx.add_repeats(self.name, k, deterministic=True)
+            if self.identity not in _SAID_DETERMINISTIC:
+                _SAID_DETERMINISTIC.add(self.identity)
+                logger.info("contextjudge: judge %s is deterministic (temperature 0, or declared so): it answers "
+                            "each request once, whatever repeats=%d says", self.name, k)
+            return 1
+        return k
 
     @property
     def model(self) -> BaseChatModel:
@@ -106,16 +135,40 @@ class JudgeClient:
 
     # ----------------------------------------------------------------------------------------------- public
     async def ask(self, request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
-        """Ask ``request`` (split by the token budget when large) and merge the answers."""
+        """Ask ``request`` (split by the token budget when large) and merge the answers; of each tier of a
+        TieredJudge; ``repeats`` times, past the verdict cache, for a judge that is not deterministic."""
+        if self.tiered is not None:
+            return await ask_tiered(self, request, build)
+        k = self.repeats
+        if k > 1:
+            return await self._ask_repeated(request, build, k)
+        return await self._ask_split(request, build, self._ask_cached)
+
+    async def _ask_repeated(self, request: JudgeRequest, build: Callable[[JudgeRequest], str], k: int) -> Answer:
+        async def fresh(req: JudgeRequest, b: Callable[[JudgeRequest], str]) -> Answer:
+            return await self._ask_fresh(req, b(req), b)  # neither read from nor written to the verdict cache
+
+        got = await asyncio.gather(*(self._ask_split(request, build, fresh) for _ in range(k)),
+                                   return_exceptions=True)
+        for a in got:
+            if isinstance(a, BaseException):
+                raise a
+        answers: list[Answer] = got  # type: ignore[assignment]
+        merged, split = _majority(answers, request)
+        self.ctx.add_repeats(self.name, k, items=len(merged.verdicts) or 1, split=split)
+        return merged
+
+    async def _ask_split(self, request: JudgeRequest, build: Callable[[JudgeRequest], str],
+                         fetch: Callable[[JudgeRequest, Callable[[JudgeRequest], str]], Any]) -> Answer:
         if request.task == "rubric_recall":
-            return await self._ask_cached(request, build)
+            return await fetch(request, build)
         budget = self.options.token_budget
         item_chunks = _split_by_budget(request.items, budget)
         ctx_chunks = _split_by_budget(request.context, budget) if request.context else [[]]
         if len(item_chunks) == 1 and len(ctx_chunks) == 1:
-            return await self._ask_cached(request, build)  # the whole request fits: no copy
+            return await fetch(request, build)  # the whole request fits: no copy
         subs = [_sub_request(request, ic, cc) for ic in item_chunks for cc in ctx_chunks]
-        answers = await asyncio.gather(*(self._ask_cached(s, build) for s in subs))
+        answers = await asyncio.gather(*(fetch(s, build) for s in subs))
         merged = Answer(method=answers[0].method)
         for ans in answers:
             merged.usage.add(ans.usage)
@@ -132,7 +185,9 @@ class JudgeClient:
         return merged
 
     async def complete_text(self, prompt: str) -> tuple[str, Usage]:
-        """A plain prompt and its text answer (for the opt-in LLM-written reason)."""
+        """A plain prompt and its text answer (for the opt-in LLM-written reason; a TieredJudge's strong tier)."""
+        if self.tiered is not None:
+            return await self.tier_clients()[1].complete_text(prompt)
         messages = [SystemMessage(self.template.system()), HumanMessage(prompt)]
         t0 = time.perf_counter()
         async with self.ctx.semaphore(self.identity, self.model):
@@ -404,6 +459,55 @@ class JudgeClient:
                 raise _MethodUnsupported(f"{method}: {exc}") from exc
             raise JudgeError(f"The judge {self.name!r} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
         raise JudgeError("unreachable")  # pragma: no cover
+
+
+_SAID_DETERMINISTIC: set[str] = set()
+
+
+def _deterministic(model: Any) -> bool:
+    """A judge that gives the same answer every time: declared so (``contextjudge_deterministic``, as the embedded
+    judge), or a temperature of 0. A chat model with no temperature set samples at its provider's default."""
+    if getattr(model, "contextjudge_deterministic", False):
+        return True
+    t = getattr(model, "temperature", None)
+    try:
+        return t is not None and float(t) == 0.0
+    except (TypeError, ValueError):
+        return False
+
+
+def _majority(answers: list[Answer], request: JudgeRequest) -> tuple[Answer, int]:
+    """The answers of k repeats as one: per item the majority verdict (a tie keeps the first repeat's, and says so
+    in the reason), with ``votes`` (the k verdicts) and ``agreement`` (the share that agree with it); a rubric score
+    is the mean of the k scores. Also how many items the repeats did not all agree on."""
+    merged = Answer(method=answers[0].method)
+    for a in answers:
+        merged.usage.add(a.usage)
+    k = len(answers)
+    if request.task == "rubric_recall":
+        scores = [float(a.score or 0.0) for a in answers]
+        merged.score = sum(scores) / k
+        merged.reason = (f"{answers[0].reason} (mean of {k} repeats: "
+                         f"{', '.join(f'{x:.2f}' for x in scores)})").strip()
+        merged.verdicts = {"rubric": {"verdict": "", "votes": scores, "agreement": None}}
+        return merged, int(len(set(scores)) > 1)
+    split = 0
+    for vid in answers[0].verdicts:
+        got = [a.verdicts[vid] for a in answers if vid in a.verdicts]
+        votes = [v["verdict"] for v in got]
+        yes = votes.count("yes")
+        no = len(votes) - yes
+        tie = yes == no
+        majority = votes[0] if tie else ("yes" if yes > no else "no")
+        out = dict(next(v for v in got if v["verdict"] == majority))
+        out["votes"] = votes
+        out["agreement"] = votes.count(majority) / len(votes)
+        if tie:
+            out["reason"] = (f"{out.get('reason', '')} (the {k} repeats tied {yes} yes to {no} no; the first "
+                             "repeat's verdict is kept)").strip()
+        split += len(set(votes)) > 1
+        merged.verdicts[vid] = out
+    return merged, split
 
 
 def _judged_text(request: JudgeRequest) -> list[str]:

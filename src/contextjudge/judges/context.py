@@ -14,7 +14,7 @@ from .._result import Usage
 from .cache import VerdictCache
 from .options import JudgeOptions
 
-__all__ = ['CallHook', 'JUDGE_TAG', 'RunContext', 'current_run_context', 'in_judge_call', 'use_run_context']
+__all__ = ['CallHook', 'JUDGE_TAG', 'RunContext', 'current_run_context', 'in_judge_call', 'tally_since', 'use_run_context']
 
 logger = logging.getLogger("contextjudge")
 
@@ -45,6 +45,39 @@ class RunContext:
     # a parser chain each time, and the answer-length cap copies the model. Keyed by id(model) with the model kept
     # alive in the value, so an id is never reused while its entry exists.
     _runnables: dict[tuple[Any, ...], tuple[Any, Any]] = field(default_factory=dict)
+    # Tiered judging (judges/tiered.py): per tier, the items it judged, those whose final verdict it gave, its
+    # errors and its cost. Judge repeats (JudgeOptions.repeats): items asked k times and how many were not unanimous.
+    tiers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    repeats: dict[str, Any] = field(default_factory=dict)
+
+    def add_tier(self, tier: str, *, items: int = 0, final: int = 0, errors: int = 0, usage: Usage | None = None
+                 ) -> None:
+        """Count ``items`` judged by ``tier`` (``final``: whose verdict stands), and what that cost."""
+        row = self.tiers.setdefault(tier, {"items": 0, "final": 0, "errors": 0, "calls": 0, "cache_hits": 0,
+                                           "input_tokens": 0, "output_tokens": 0, "seconds": 0.0})
+        row["items"] += items
+        row["final"] += final
+        row["errors"] += errors
+        if usage is not None:
+            row["calls"] += usage.calls
+            row["cache_hits"] += usage.cache_hits
+            row["input_tokens"] += usage.input_tokens
+            row["output_tokens"] += usage.output_tokens
+            row["seconds"] += usage.seconds
+
+    def add_repeats(self, judge: str, k: int, *, items: int = 0, split: int = 0, deterministic: bool = False
+                    ) -> None:
+        """Count items asked ``k`` times of ``judge`` and how many of them the repeats did not agree on (``split``);
+        a ``deterministic`` judge is recorded as asked once."""
+        self.repeats["k"] = max(int(self.repeats.get("k", 1)), int(k))
+        if deterministic:
+            names = self.repeats.setdefault("deterministic", [])
+            if judge not in names:
+                names.append(judge)
+            return
+        row = self.repeats.setdefault("judges", {}).setdefault(judge, {"items": 0, "not_unanimous": 0})
+        row["items"] += items
+        row["not_unanimous"] += split
 
     def semaphore(self, identity: str, model: Any = None) -> asyncio.Semaphore:
         """Judge calls in flight per model: ``JudgeOptions.max_concurrency``, or more when the model asks for it
@@ -91,6 +124,23 @@ _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("co
 
 def current_run_context() -> RunContext | None:
     return _current.get()
+
+
+def tally_since(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """The counts of ``now`` minus those of ``before`` (nested dicts of numbers, as ``RunContext.tiers``), for a run
+    context shared by several ``evaluate`` calls; lists are taken from ``now`` as they are."""
+    out: dict[str, Any] = {}
+    for key, value in now.items():
+        old = before.get(key)
+        if isinstance(value, dict):
+            sub = tally_since(value, old if isinstance(old, dict) else {})
+            if sub:
+                out[key] = sub
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and key != "k":
+            out[key] = value - (old or 0)
+        else:
+            out[key] = value
+    return out
 
 
 class use_run_context:  # noqa: N801 - used as a context manager, named like one

@@ -9,7 +9,15 @@ __all__ = ["JudgeOptions"]
 
 @dataclass(frozen=True)
 class JudgeOptions:
-    """Knobs of judge calls. None of them can change a verdict, so none is part of the cache key."""
+    """Knobs of judge calls. None of them can change a verdict, so none is part of the cache key (``repeats`` is
+    not either: repeated requests neither read nor write the cache)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.repeats, int) or isinstance(self.repeats, bool) or self.repeats < 1:
+            from ..errors import ConfigurationError  # noqa: PLC0415
+
+            raise ConfigurationError(f"JudgeOptions.repeats must be a whole number >= 1, got {self.repeats!r}; "
+                                     "pass e.g. repeats=3 to ask a sampling judge three times.")
 
     max_attempts: int = 6             # attempts per request, the first included
     attempt_timeout: float = 120.0    # seconds for one attempt
@@ -18,6 +26,11 @@ class JudgeOptions:
     backoff_max: float = 30.0         # cap of one backoff (and of an honoured Retry-After)
     max_concurrency: int = 8          # judge calls in flight per judge model
     token_budget: int = 6000          # approximate prompt tokens of items per request; larger inputs are split
+    repeats: int = 1
+    """How many times each judge request is asked, for a judge that samples (temperature above zero): the verdict
+    is the majority of the k answers (a tie keeps the first), each verdict carries ``votes`` and ``agreement``, and
+    a metric's ``score_spread`` is the variance of its score across the repeats. Repeats bypass the verdict cache.
+    A deterministic judge (temperature 0, or the embedded judge) is asked once, and the log says so."""
     max_output_tokens: int | None = None
     """Cap on the tokens of one judge answer. None leaves the model's own setting alone. When set, it is applied
     to chat models that have a ``max_tokens`` field and none set (ChatOpenAI, ChatAnthropic, ...); for ChatOpenAI

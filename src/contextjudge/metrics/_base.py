@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 from typing import Any, ClassVar
 
 from .._aio import run_sync
@@ -62,13 +63,16 @@ class Outcome:
     """What a metric computed, before thresholds and reasons are applied."""
 
     def __init__(self, score: float, verdicts: list[dict[str, Any]], reason: str, usage: Usage | None = None,
-                 details: dict[str, Any] | None = None, judged: bool = True) -> None:
+                 details: dict[str, Any] | None = None, judged: bool = True,
+                 repeat_scores: list[float] | None = None) -> None:
         self.score = score
         self.verdicts = verdicts
         self.reason = reason
         self.usage = usage or Usage()
         self.details = details or {}
         self.judged = judged
+        # with judge repeats: the score each repeat's verdicts give (the spread of the case's score)
+        self.repeat_scores = repeat_scores
 
 
 def node_items(nodes: list[RetrievedNode]) -> list[Item]:
@@ -234,7 +238,16 @@ class BaseMetric:
             reason=reason, strict_mode=self.strict_mode, verdicts=outcome.verdicts, verbose_logs=verbose,
             usage=outcome.usage, evaluation_model=client.name,
             details={**outcome.details, PER_NODE: True} if self.judges_nodes else outcome.details,
+            score_spread=self._spread(outcome.repeat_scores),
         )
+
+    def _spread(self, scores: list[float] | None) -> float | None:
+        """The variance (k - 1 in the denominator) of the case's score across judge repeats, strict mode applied."""
+        if not scores or len(scores) < 2:
+            return None
+        if self.strict_mode:
+            scores = [1.0 if x >= 1.0 - 1e-9 else 0.0 for x in scores]
+        return float(statistics.variance(scores))
 
     async def _llm_reason(self, client: JudgeClient, score: float, outcome: Outcome) -> str:
         try:

@@ -30,6 +30,23 @@ def _gist(reason: str, n: int = 200) -> str:
     return shorten(first[0] if first else reason, n).rstrip(".")
 
 
+# What a verdict may carry beyond yes/no and its reason: the tier that gave it (tiered.py), the fallback's reason,
+# the cheap tier's verdict it replaced, and with judge repeats the k votes and the share agreeing with the majority.
+_CARRIED = ("tier", "fallback_reason", "cheap_verdict", "cheap_confidence", "votes", "agreement")
+
+
+def _carried(v: dict[str, Any]) -> dict[str, Any]:
+    return {k: v[k] for k in _CARRIED if k in v}
+
+
+def _repeat_scores(flags: list[bool], votes: list[list[str] | None], formula: Any) -> list[float] | None:
+    """With judge repeats, the score each repeat's verdicts give (items no repeat judged keep their verdict)."""
+    k = max((len(v) for v in votes if v), default=0)
+    if k < 2:
+        return None
+    return [formula([(v[r] == "yes") if v and r < len(v) else f for f, v in zip(flags, votes)]) for r in range(k)]
+
+
 def _ranks(ks: list[int]) -> str:
     """'rank 3', 'ranks 1, 2', or 'none'."""
     if not ks:
@@ -53,11 +70,13 @@ async def node_usefulness(client: JudgeClient, *, metric: str, input: str, refer
     ans = await client.ask(req, client.template.generate_verdicts)
     verdicts: list[dict[str, Any]] = []
     flags: list[bool] = []
+    votes: list[list[str] | None] = []
     for k, node in enumerate(nodes, start=1):
         v = ans.verdicts[f"n{k}"]
         flags.append(v["verdict"] == "yes")
+        votes.append(v.get("votes"))
         verdicts.append({"rank": k, "id": f"n{k}", "node_id": node.id, "verdict": v["verdict"],
-                         "reason": v.get("reason", ""), "confidence": v.get("confidence")})
+                         "reason": v.get("reason", ""), "confidence": v.get("confidence"), **_carried(v)})
     score = weighted_cumulative_precision(flags)
     useful = [k for k, f in enumerate(flags, 1) if f]
     useless = [k for k, f in enumerate(flags, 1) if not f]
@@ -80,7 +99,8 @@ async def node_usefulness(client: JudgeClient, *, metric: str, input: str, refer
         else:
             reason += " Every useful node is ranked above every irrelevant one."
     return Outcome(score, verdicts, reason, usage=ans.usage,
-                   details={"useful_ranks": useful, "irrelevant_ranks": useless})
+                   details={"useful_ranks": useful, "irrelevant_ranks": useless},
+                   repeat_scores=_repeat_scores(flags, votes, weighted_cumulative_precision))
 
 
 async def statement_support(client: JudgeClient, *, metric: str, input: str, reference: str,
@@ -97,13 +117,15 @@ async def statement_support(client: JudgeClient, *, metric: str, input: str, ref
     id_to_rank = {f"n{k}": k for k in range(1, len(nodes) + 1)}
     verdicts = []
     flags = []
+    votes: list[list[str] | None] = []
     for j, s in enumerate(statements, start=1):
         v = ans.verdicts[f"s{j}"]
         yes = v["verdict"] == "yes"
         flags.append(yes)
+        votes.append(v.get("votes"))
         ranks = sorted({id_to_rank[n] for n in v.get("node_ids", []) if n in id_to_rank}) if yes else []
         verdicts.append({"statement": s, "id": f"s{j}", "verdict": v["verdict"], "reason": v.get("reason", ""),
-                         "supporting_ranks": ranks, "confidence": v.get("confidence")})
+                         "supporting_ranks": ranks, "confidence": v.get("confidence"), **_carried(v)})
     score = fraction(flags)
     unsupported = [v for v in verdicts if v["verdict"] != "yes"]
     reason = f"{len(statements) - len(unsupported)} of {len(statements)} statements of the expected_output are " \
@@ -119,7 +141,8 @@ async def statement_support(client: JudgeClient, *, metric: str, input: str, ref
         reason += f" Supporting nodes: {_ranks(used)}."
     return Outcome(score, verdicts, reason, usage=ans.usage,
                    details={"unsupported_statements": [v["statement"] for v in unsupported],
-                            "statements": statements})
+                            "statements": statements},
+                   repeat_scores=_repeat_scores(flags, votes, fraction))
 
 
 async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, nodes: list[RetrievedNode],
@@ -139,10 +162,12 @@ async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, no
         req = JudgeRequest(task="sentence_relevance", metric=metric, input=input, history=history or [], items=items)
         ans = await client.ask(req, client.template.generate_verdicts)
     flags: list[bool] = []
+    votes: list[list[str] | None] = []
     node_rel: list[tuple[int, int, int]] = []
     for k, sents in enumerate(per_node, start=1):
         if not sents:  # an empty node is one irrelevant statement, judged by us, not the judge
             flags.append(False)
+            votes.append(None)
             verdicts.append({"rank": k, "id": f"n{k}.s1", "statement": "", "verdict": "no",
                              "reason": "The node is empty.", "confidence": 0.0})
             node_rel.append((k, 0, 1))
@@ -153,8 +178,9 @@ async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, no
             yes = v["verdict"] == "yes"
             hits += yes
             flags.append(yes)
+            votes.append(v.get("votes"))
             verdicts.append({"rank": k, "id": f"n{k}.s{j}", "statement": s, "verdict": v["verdict"],
-                             "reason": v.get("reason", ""), "confidence": v.get("confidence")})
+                             "reason": v.get("reason", ""), "confidence": v.get("confidence"), **_carried(v)})
         node_rel.append((k, hits, len(sents)))
     score = fraction(flags)
     empty_nodes = [k for k, h, _ in node_rel if h == 0]
@@ -168,4 +194,4 @@ async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, no
         reason += f" (rank {empty_nodes[0]}: {_gist(first['reason'])})." if first and first["reason"] else "."
     return Outcome(score, verdicts, reason, usage=ans.usage if ans else None,
                    details={"node_relevance": [{"rank": k, "relevant": h, "sentences": n} for k, h, n in node_rel]},
-                   judged=ans is not None)
+                   judged=ans is not None, repeat_scores=_repeat_scores(flags, votes, fraction))

@@ -97,5 +97,6 @@ class RubricContextRecallMetric(BaseMetric):
                            reference_kind="expected_output", answer=tc.actual_output, context=node_items(nodes))
         ans = await client.ask(req, client.template.generate_verdicts)
         score = min(1.0, max(0.0, float(ans.score or 0.0)))
+        repeats = (ans.verdicts.get("rubric") or {}).get("votes")  # judge repeats: each repeat's score
         return Outcome(score, [{"score": score, "reason": ans.reason}], ans.reason or f"Rubric score {score:.2f}.",
-                       usage=ans.usage)
+                       usage=ans.usage, repeat_scores=[min(1.0, max(0.0, x)) for x in repeats] if repeats else None)

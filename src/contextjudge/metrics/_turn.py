@@ -115,7 +115,11 @@ class _TurnMetric(BaseMetric):
         reason += f" Lowest, exchange {ex[targets[worst]]}: {outcomes[worst].reason}"
         if skipped:
             reason += f" Not judged (no retrieval): exchange(s) {', '.join(str(ex[i]) for i in skipped)}."
-        return Outcome(score, verdicts, reason, usage=usage,
+        # with judge repeats: repeat r's score is the mean over turns of each turn's repeat-r score
+        k = max((len(o.repeat_scores) for o in outcomes if o.repeat_scores), default=0)
+        repeat_scores = [mean([o.repeat_scores[r] if o.repeat_scores and r < len(o.repeat_scores) else o.score
+                               for o in outcomes]) for r in range(k)] if k > 1 else None
+        return Outcome(score, verdicts, reason, usage=usage, repeat_scores=repeat_scores,
                        details={"turn_scores": dict(zip(targets, scores)), "skipped_turns": skipped,
                                 "exchange_scores": {ex[i]: sc for i, sc in zip(targets, scores)},
                                 "exchanges": {i: ex[i] for i in targets + skipped}},

@@ -92,6 +92,8 @@ class LocalJudge(BaseChatModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     contextjudge_native: ClassVar[bool] = True
+    # Every verdict is a function of its request: judge repeats (JudgeOptions.repeats) ask it once.
+    contextjudge_deterministic: ClassVar[bool] = True
     # No rate limit to respect, and the more calls wait, the larger the batches the embedding cache makes of them.
     contextjudge_min_concurrency: ClassVar[int] = 32
     # It never sees pixels: it judges the text around an image and its alt text or caption, and says so.

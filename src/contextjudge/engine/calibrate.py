@@ -115,7 +115,8 @@ def _check(cases: Sequence[Any]) -> list[tuple[Any, dict[str, Any]]]:
             try:
                 _METRIC_OF_FIELD[field](model="local").check(tc)
             except ContextJudgeError as exc:
-                raise ConfigurationError(f"{_case_id(tc, i)}: it has {field}, but {exc}") from exc
+                raise ConfigurationError(f"case {_case_id(tc, i)!r} has {field}, which cannot be checked: {exc}") \
+                    from exc
         out.append((tc, labels))
     if not out:
         raise ConfigurationError("none of the cases carries gold labels (labels, relevance_labels, utilization_labels "

@@ -4,7 +4,8 @@
     write_report("report.html", result)                                  # an EvaluationResult
     write_report("report.html", store="results.db", run="latest", compare="nightly-41")
 
-Per metric: the score distribution (inline SVG), the mean with a 95% bootstrap interval, the pass rate and the
+Per metric: the score distribution (inline SVG), the mean and the pass rate each with a 95% interval over cases
+(``contextjudge.stats``), the bias-corrected mean when some cases carry gold labels, and the
 errors (with a table of the errors by metric and kind). The cases: a table with each metric's cell coloured by its
 own result, which the page's one inline script filters (failing, errors, passing, changed), sorts by any metric
 (worst first) and searches by text; with scripts off every case is still listed. Per case: the input, output and
@@ -12,7 +13,8 @@ expected output, an agent's tool call (tool, query, the tool's own answer), the 
 nodes with each per-node metric's verdict and reasons, recall's unsupported statements, and the retriever's own
 ranking against the final one when a reranker or postprocessors changed it. Compared with a baseline run: the paired
 difference per metric with its interval, the cases that changed most, and for a changed case the baseline's ranked
-nodes beside this run's. Runs are shown by name and id.
+nodes beside this run's. Runs are shown by name and id. ``render_calibration`` renders a calibration report
+(``contextjudge calibrate --report``): confusion counts per verdict family and the items judge and labels disagree on.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import os
 from typing import Any
 
 from .._result import EvaluationResult
+from ..engine.score import fill_gold_scores
 from ..errors import ConfigurationTypeError
+from ._calibration import render_calibration
 from ._html import MetricChange, RunView, compare_runs, render_html
 from ._stats import Interval, bootstrap_mean, paired_difference
 
 __all__ = ["Interval", "MetricChange", "RunView", "bootstrap_mean", "compare_runs", "paired_difference",
-           "render_report", "run_view", "write_report"]
+           "render_calibration", "render_report", "run_view", "write_report"]
 
 
 def run_view(store: Any, run: str | None = None) -> RunView:
@@ -37,7 +41,9 @@ def run_view(store: Any, run: str | None = None) -> RunView:
     try:
         run_id = s.resolve_run(run)
         info = s.run_info(run_id)
-        return RunView(result=s.load_run(run_id), run_id=run_id, name=info.name, created_at=info.created_at,
+        # labels attached after the run was scored (contextjudge label) give their gold scores here
+        result = fill_gold_scores(s.load_run(run_id))
+        return RunView(result=result, run_id=run_id, name=info.name, created_at=info.created_at,
                        judges=info.judges, store=s.target)
     finally:
         if not isinstance(store, ResultsStore):

@@ -18,7 +18,7 @@ from ..stats import significantly_better, significantly_worse
 from ._case import CaseContext, case_card, case_row
 from ._format import case_input, ci, e, num, pct, short, signed, when
 from ._script import CSP, script_tag
-from ._stats import Interval, bootstrap_mean, pair_key
+from ._stats import Interval, pair_key
 
 __all__ = ["MetricChange", "RunView", "compare_runs", "render_html"]
 
@@ -170,13 +170,13 @@ def _summary_table(cur: RunView, base: RunView | None) -> str:
     names = _metric_names(cur.result)
     if not names:
         return "<p>No metric results in this run.</p>"
-    out = ['<table class="cj-summary"><thead><tr><th>Metric</th><th>Mean</th><th>95% CI (bootstrap)</th>'
-           "<th>Pass rate</th><th>Scored</th><th>Errors</th><th>Threshold</th><th>Score distribution</th>"
-           "</tr></thead><tbody>"]
+    out = ['<table class="cj-summary"><thead><tr><th>Metric</th><th>Mean</th><th>95% CI</th>'
+           "<th>Pass rate</th><th>Pass rate 95% CI</th><th>Scored</th><th>Errors</th><th>Threshold</th>"
+           "<th>Score distribution</th></tr></thead><tbody>"]
     for name in names:
         rows = _rows(cur.result, name)
         scores = [m.score for m in rows if m.score is not None]
-        iv = bootstrap_mean(scores)
+        iv, pr = cur.result.interval(name), cur.result.pass_rate_interval(name)
         thresholds = sorted({m.threshold for m in rows})
         thr = thresholds[0] if len(thresholds) == 1 else None
         passed = sum(m.success for m in rows)
@@ -188,15 +188,59 @@ def _summary_table(cur: RunView, base: RunView | None) -> str:
         out.append(
             f"<tr data-metric='{e(name)}'><td>{e(name)}</td><td class='num'>{num(iv.estimate)}</td>"
             f"<td class='num'>{ci(iv)}</td>"
-            f"<td class='num'>{pct(passed / len(rows) if rows else None)} ({passed}/{len(rows)})</td>"
+            f"<td class='num'>{pct(pr.estimate)} ({passed}/{len(rows)})</td><td class='num'>{_pct_ci(pr)}</td>"
             f"<td class='num'>{len(scores)}</td><td class='num cj-errors{' err' if errors else ''}'>{errors}</td>"
             f"<td class='num'>{', '.join(f'{t:.2f}' for t in thresholds)}</td><td>{chart}</td></tr>")
     out.append("</tbody></table>")
     legend = ('<p class="small legend"><span>blue bars: this run</span>'
               + ("<span>grey bars: baseline</span>" if base is not None else "")
               + "<span>black line: mean</span><span>red dashed line: threshold</span>"
-              + "<span>errors: results that could not be scored (they count as not passing)</span></p>")
-    return "".join(out) + legend + _errors_table(cur.result)
+              + "<span>errors: results that could not be scored (they count as not passing)</span></p>"
+              + '<p class="small">Intervals are 95% over cases: the mean\'s is Student t (with judge repeats, each '
+              "case's spread across repeats widens it; when every score is equal, the Wilson interval of that value), "
+              "the pass rate's is Wilson. They say how far the figure could move on other cases like these, not "
+              "how right the judge is: with gold labels on some cases, the bias-corrected means below answer "
+              "that.</p>")
+    return "".join(out) + legend + _corrected_section(cur.result, names) + _errors_table(cur.result)
+
+
+def _pct_ci(iv: Interval) -> str:
+    return "n/a" if iv.low is None or iv.high is None else f"[{pct(iv.low)}, {pct(iv.high)}]"
+
+
+def _corrected_section(result: EvaluationResult, names: list[str]) -> str:
+    """Per metric with gold labels on some cases: the prediction-powered (bias-corrected) mean with its interval, the
+    judge's measured bias and the labelled cases' own mean."""
+    rows, short_of = [], []
+    for name in names:
+        est = result.corrected(name)
+        labelled = sum(m.gold_score is not None and m.score is not None for m in _rows(result, name))
+        if est is None:
+            if labelled:
+                short_of.append(f"{name}: {labelled} labelled case(s)")
+            continue
+        rows.append(f"<tr><td>{e(name)}</td><td class='num'>{num(est.judged.estimate)} {ci(est.judged)}</td>"
+                    f"<td class='num'><b>{num(est.corrected.estimate)}</b> {ci(est.corrected)}</td>"
+                    f"<td class='num'>{signed(est.bias.estimate)} {ci(est.bias, True)}</td>"
+                    f"<td class='num'>{num(est.labelled.estimate)} {ci(est.labelled)}</td>"
+                    f"<td class='num'>{est.n_labelled} / {est.n_unlabelled}</td><td class='num'>{est.lam:.2f}</td></tr>")
+    if not rows and not short_of:
+        return ""
+    out = ["<h2 id='cj-corrected'>Bias-corrected means</h2>",
+           "<p class='small'>Cases that carry your gold labels correct the judge's mean for its bias "
+           "(prediction-powered inference, tuned as in PPI++): the corrected mean's 95% interval is valid whatever "
+           "the judge's bias, and narrower than the labelled cases alone give when the judge tracks the labels. "
+           "Judge bias: the judge's mean minus the gold mean on the labelled cases. &lambda;: how much the judge's "
+           "scores are trusted (0: not at all, 1: fully).</p>"]
+    if rows:
+        out.append("<table class='cj-corrected'><thead><tr><th>Metric</th><th>Judge's mean</th>"
+                   "<th>Bias-corrected mean</th><th>Judge bias</th><th>Labelled cases alone</th>"
+                   "<th>Labelled / unlabelled</th><th>&lambda;</th></tr></thead><tbody>" + "".join(rows)
+                   + "</tbody></table>")
+    if short_of:
+        out.append("<p class='small'>No correction yet for " + e("; ".join(short_of)) + ": it needs at least two "
+                   "scored cases with labels and one without (`contextjudge label` attaches labels).</p>")
+    return "".join(out)
 
 
 def _errors_table(result: EvaluationResult) -> str:

@@ -332,7 +332,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
             per_family.setdefault(fam, []).append({"case": cid, "input": tc.input, **rec})
         m = per_metric.setdefault(_METRIC_OF_FIELD[field].key, {"metric": got["metric"], "judged": [], "gold": []})
         m["judged"].append(float(got["score"]))
-        m["gold"].append(float(gold_score(field_metric_name(field), tc, labels, strict=True)))
+        m["gold"].append(float(gold_score(_field_metric_name(field), tc, labels, strict=True)))
     report: dict[str, Any] = {"judge": judge_name(resolved), "judge_spec": judge_spec if judge_spec and not judge_spec.strip().startswith("@")
                               else _spec_of(model, resolved),
                               "judge_identity": judge_identity(raw), "cases": len(checked)}
@@ -366,7 +366,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     return report
 
 
-def field_metric_name(field: str) -> str:
+def _field_metric_name(field: str) -> str:
     return _METRIC_OF_FIELD[field].name
 
 

@@ -177,7 +177,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--contextjudge-min-pass-rate", dest="contextjudge_min_pass_rate", default=None,
                     metavar="RATE",
                     help="gate on pass rates: cases below a threshold no longer fail their tests (errors still do); "
-                         "the session fails when a metric's pass rate is below RATE (0..1) with its whole 95% "
+                         "the session fails when a metric's pass rate is below RATE (0..1) with its whole 95%% "
                          "interval")
     parser.addini("contextjudge_model", "default for --contextjudge-model", default=None)
     parser.addini("contextjudge_store", "default for --contextjudge-store", default=None)

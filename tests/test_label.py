@@ -187,3 +187,21 @@ def test_score_of_labelled_deferred_cases_prints_the_correction(capsys, tmp_path
                        "--metrics", "contextual_precision", "--threshold", "0")
     assert rc == 0, err
     assert "Contextual Precision: bias-corrected mean" in out and "from 3 labelled and 3 unlabelled" in out
+
+
+def test_the_summary_shows_tiers_and_repeats(capsys):
+    trs = [TestResult(index=i, name=None, test_case=LLMTestCase(input=f"q{i}"), metrics_data=[
+        MetricResult(name="Contextual Precision", score=s, threshold=0.5, success=s >= 0.5)])
+        for i, s in enumerate([0.2, 0.9])]
+    result = EvaluationResult(test_results=trs, run_id="r")
+    result.tiers = {"cheap": {"items": 10, "final": 7, "calls": 2, "input_tokens": 0, "output_tokens": 0,
+                              "seconds": 0.5},
+                    "strong": {"items": 3, "final": 3, "calls": 1, "input_tokens": 900, "output_tokens": 100,
+                               "seconds": 2.0}}
+    result.repeats = {"k": 3, "judges": {"gpt-x": {"items": 13, "not_unanimous": 2, "disagreement": 0.15}},
+                      "deterministic": []}
+    cli._print_summary(result, cli._metric_gates(result, None))
+    out = capsys.readouterr().out
+    assert ("judge tiers: cheap 10 item(s), 7 final, 2 call(s), 0 token(s), 0.5s; strong 3 item(s), 3 final, "
+            "1 call(s), 1000 token(s), 2.0s") in out
+    assert "judge repeats (k=3): gpt-x disagreed with itself on 2 of 13 item(s)" in out

@@ -359,9 +359,23 @@ def _tier_line(result: Any) -> str | None:
     parts = []
     for tier, t in tiers.items():
         tokens = int(t.get("input_tokens", 0) or 0) + int(t.get("output_tokens", 0) or 0)
-        parts.append(f"{tier} {t.get('items', 0)} item(s), {t.get('calls', 0)} call(s), {tokens} token(s), "
+        extra = "".join(f", {t[k]} {what}" for k, what in (("final", "final"), ("errors", "error(s)")) if t.get(k))
+        parts.append(f"{tier} {t.get('items', 0)} item(s){extra}, {t.get('calls', 0)} call(s), {tokens} token(s), "
                      f"{float(t.get('seconds', 0) or 0):.1f}s")
     return "judge tiers: " + "; ".join(parts)
+
+
+def _repeats_line(result: Any) -> str | None:
+    """The judge's disagreement with itself across repeats (``result.repeats``), folded into the intervals above."""
+    rep = getattr(result, "repeats", None)
+    if not rep:
+        return None
+    parts = [f"{name} disagreed with itself on {j.get('not_unanimous', 0)} of {j.get('items', 0)} item(s)"
+             for name, j in (rep.get("judges") or {}).items() if isinstance(j, dict)]
+    once = rep.get("deterministic") or []
+    if once:
+        parts.append(f"asked once (deterministic): {', '.join(map(str, once))}")
+    return f"judge repeats (k={rep.get('k')}): " + "; ".join(parts) if parts else None
 
 
 def _print_summary(result: Any, gates: dict[str, _Gate]) -> None:
@@ -385,6 +399,9 @@ def _print_summary(result: Any, gates: dict[str, _Gate]) -> None:
     print(f"\n{len(result)} case(s), {len(errored)} with an error; {_usage_line(result)}; run {result.run_id}")
     if tiers:
         print(tiers)
+    repeats = _repeats_line(result)
+    if repeats:
+        print(repeats)
     for tr in errored[:3]:
         what = tr.name or getattr(tr.test_case, "input", None) or f"case {tr.index}"
         first = tr.error or next(f"{m.name}: {m.error}" for m in tr.metrics_data if m.error)

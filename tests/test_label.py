@@ -103,6 +103,10 @@ def test_label_with_nothing_matched_exits_1(capsys, tmp_path, store_path):
     ([{"key": "c-vacation", "labels": [1, "maybe", 0]}], "labels record 1: labels[1]: a label must be yes/no"),
     ([{"key": "c-vacation"}], "labels record 1: no label field"),
     ([{"labels": [1, 0, 1]}], "labels record 1: say which case it labels"),
+    # counts are checked against the matched case, not left for calibrate or the report to trip over
+    ([{"key": "c-vacation", "labels": [1, 0, 1, 1]}], "labels record 1: case 'c-vacation': 4 labels for 3 retrieved"),
+    ([{"key": "c-vacation", "statement_labels": [1, 1, 0]}],
+     "labels record 1: case 'c-vacation': 3 statement_labels, but the recall metric splits"),
 ])
 def test_a_bad_record_is_exit_2_and_nothing_is_written(capsys, tmp_path, store_path, records, message):
     good = {"input": "Do vacation days carry over?", "labels": [0, 0, 1]}

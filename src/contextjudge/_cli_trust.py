@@ -53,11 +53,12 @@ def cmd_label(args: argparse.Namespace) -> int:
     from . import cli  # noqa: PLC0415 - its helpers and exit codes
     from ._text import shorten  # noqa: PLC0415
     from .errors import ConfigurationError, UsageError  # noqa: PLC0415
+    from .metrics.gold import label_problems  # noqa: PLC0415 - counts against each matched case
 
     records = _read_label_records(args.file)
     store = cli._existing_store(args.store)
     try:
-        matched, unmatched = store.add_labels(records)
+        matched, unmatched = store.add_labels(records, check=label_problems)
     except ConfigurationError as exc:
         raise UsageError(f"{args.file}: {exc}") from exc
     cases = sorted({k for m in matched for k in m.case_keys})

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from sqlalchemy import and_, bindparam, create_engine, delete, event, func, insert, inspect, or_, select, text, update
 from sqlalchemy.engine import Connection, Engine
@@ -551,7 +551,8 @@ class ResultsStore:
         return out
 
     # ------------------------------------------------------------------------------------------ gold labels
-    def add_labels(self, records: Iterable[dict[str, Any]]) -> tuple[list[LabelMatch], list[LabelMatch]]:
+    def add_labels(self, records: Iterable[dict[str, Any]], check: Callable[[Any, dict[str, Any]], list[str]] | None
+                   = None) -> tuple[list[LabelMatch], list[LabelMatch]]:
         """Attach gold labels to the store's captured cases; returns (matched, unmatched), one ``LabelMatch`` per
         record, in order.
 
@@ -560,7 +561,10 @@ class ResultsStore:
         ``key`` (or ``id``: the case's key in the store, which is its own id when it has one), else by ``input``
         (normalised: case, punctuation and white space do not matter). A record matches every case with that key
         or input, in any run. Labels replace earlier labels of the same case. A record with no label field, or a
-        label that is not yes/no, raises ConfigurationError naming it, and nothing is written.
+        label that is not yes/no, raises ConfigurationError naming it, and nothing is written. ``check(test_case,
+        labels) -> problems`` (``contextjudge.metrics.gold.label_problems``: counts against the case's nodes and
+        statements) is asked about every case a record matched; any problem raises ConfigurationError naming the
+        record, and nothing is written.
         """
         from ..cases.goldens import normalize_input  # noqa: PLC0415 - layer 2, read only here
         from ..cases.labels import normalize_labels  # noqa: PLC0415
@@ -603,6 +607,21 @@ class ResultsStore:
             for k in hit:
                 writes[k] = {"case_key": k, "input": by_key.get(k), "labels": _dumps(labels),
                              "created_at": time.time()}
+        if writes and check is not None:
+            record_of = {k: m.record for m in matched for k in m.case_keys}
+            with self._guard("read test cases"), self._begin(write=False) as conn:
+                rows = conn.execute(select(S.cases.c.case_key, S.cases.c.kind, S.cases.c.data)
+                                    .where(S.cases.c.case_key.in_(list(writes)))).all()
+            problems = []
+            for r in rows:
+                for problem in check(_case_from_json(r.kind, r.data, r.case_key), _loads(writes[r.case_key]["labels"],
+                                                                                             {}) or {}):
+                    text_p = f"labels record {record_of[r.case_key]}: {problem}"
+                    if text_p not in problems:
+                        problems.append(text_p)
+            if problems:
+                more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+                raise ConfigurationError(" ".join(problems[:5]) + more + " Nothing was written.")
         if writes:
             ins = self._dialect_insert(S.labels)
             upsert = ins.on_conflict_do_update(index_elements=["case_key"], set_={

@@ -86,3 +86,20 @@ def test_gold_equals_the_metric_score_when_the_judge_answers_the_labels(metric_c
     metric = metric_cls(model=FakeJudge(rules=rules, default="no"))
     metric.measure(tc)
     assert gold_score(metric.name, tc, {field: labels}) == pytest.approx(metric.score)
+
+
+def test_a_strict_metric_gets_a_strict_gold_score_so_the_correction_compares_like_with_like():
+    # labels [1, 0, 1] give precision (1 + 2/3) / 2 = 0.833; a strict metric scores 1 or 0, so its gold score is 0
+    # (not 0.833), or the bias-corrected mean would report the strictness as the judge's bias
+    from contextjudge import evaluate
+
+    labelled = with_labels(_case(id="lab"), {"labels": [1, 0, 1]})
+    metric = ContextualPrecisionMetric(model=FakeJudge(rules={"n1": "yes", "n2": "no", "n3": "yes"}, default="no"),
+                                       strict_mode=True)
+    result = evaluate([labelled], [metric], show_progress=False)
+    m = result.test_results[0].metrics_data[0]
+    assert m.score == 0.0
+    assert m.gold_score == 0.0
+    plain = evaluate([labelled], [ContextualPrecisionMetric(model=FakeJudge(rules={"n1": "yes", "n3": "yes"},
+                                                                              default="no"))], show_progress=False)
+    assert plain.test_results[0].metrics_data[0].gold_score == pytest.approx(5 / 6)

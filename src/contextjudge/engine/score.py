@@ -34,9 +34,13 @@ def applicable(metrics: Sequence[Any], test_case: Any) -> list[Any]:
     return [m for m in metrics if bool(getattr(m, "conversational", False)) == conv]
 
 
-def gold_score_of(metric_name: str, test_case: Any) -> float | None:
+def gold_score_of(metric_name: str, test_case: Any, strict_mode: bool = False) -> float | None:
     """The score ``test_case``'s gold labels give for ``metric_name``, or None (no labels for it, or labels that do
-    not fit the case: the calibrate command reports those; a run only leaves the case out of the correction)."""
+    not fit the case: the calibrate command reports those; a run only leaves the case out of the correction).
+
+    ``strict_mode``: the metric's strict mode, which scores 1 or 0; the gold score is made 1 or 0 the same way, so
+    the bias-corrected mean and the judge's bias compare like with like (a 0/1 judged score against a fractional
+    gold one would count the strictness as the judge's bias)."""
     try:
         labels = labels_of(test_case)
     except Exception:  # noqa: BLE001 - a malformed label must not fail a run: the case simply counts as unlabelled
@@ -55,7 +59,9 @@ def gold_score_of(metric_name: str, test_case: Any) -> float | None:
         logger.warning("contextjudge: %s: the case's gold labels give no score (%s); it counts as unlabelled.",
                        metric_name, exc)
         return None
-    return None if value is None else float(value)
+    if value is None:
+        return None
+    return (1.0 if value >= 1.0 - 1e-9 else 0.0) if strict_mode else float(value)
 
 
 def fill_gold_scores(result: Any) -> Any:
@@ -66,7 +72,7 @@ def fill_gold_scores(result: Any) -> Any:
             continue
         for m in tr.metrics_data:
             if m.score is not None and m.gold_score is None:
-                m.gold_score = gold_score_of(m.name, tr.test_case)
+                m.gold_score = gold_score_of(m.name, tr.test_case, bool(m.strict_mode))
     return result
 
 
@@ -161,7 +167,7 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
             logger.exception("contextjudge: %s failed on case %s", metric.name, key)
             result = _error_result(metric, exc, f"{type(exc).__name__}: {exc}")
         if result.score is not None and result.gold_score is None:
-            result.gold_score = gold_score_of(metric.name, test_case)
+            result.gold_score = gold_score_of(metric.name, test_case, bool(result.strict_mode))
         run.save_result(key, result)
         return result
 

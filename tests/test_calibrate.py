@@ -186,6 +186,23 @@ def test_cli_plain_output_with_a_chat_model_judge(tmp_path, capsys):
     assert not (tmp_path / "never.json").exists()
 
 
+def test_cli_report_writes_the_calibration_page(tmp_path, capsys):
+    """--report writes render_calibration's page of the same report the table (or --json) shows."""
+    page_path = tmp_path / "out" / "calibration.html"
+    rc = main(["calibrate", "--labels", str(_write(tmp_path, ROWS)), "--model", "fake", "--no-save", "--report",
+               str(page_path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and f"report: {page_path}" in out
+    page = page_path.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in page and "<script" not in page
+    assert "Node usefulness (contextual precision)" in page and "judge yes</th>" in page and "judge no</th>" in page
+    rc = main(["calibrate", "--labels", str(_write(tmp_path, ROWS)), "--model", "fake", "--no-save", "--json",
+               "--report", str(tmp_path / "j.html")])
+    report = json.loads(capsys.readouterr().out)  # the page does not spoil --json's one object
+    assert rc == 0 and (tmp_path / "j.html").read_text(encoding="utf-8") == page
+    assert "confusion" in report["node_usefulness"]
+
+
 @pytest.mark.parametrize("row,expected", [
     ({"labels": [1, 0]}, "case 'a': 2 labels for 3 retrieved nodes"),
     ({"labels": [1, 0, "maybe"]}, "labels[2]: a label must be yes/no"),

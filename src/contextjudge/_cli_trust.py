@@ -236,11 +236,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 from exc
         report["saved"] = args.save
     if args.report:
-        try:
-            from .report import render_calibration  # noqa: PLC0415
-        except ImportError as exc:
-            raise UsageError("this version cannot write a calibration report (no report.render_calibration); "
-                             "drop --report, or use --json.") from exc
+        from .report import render_calibration  # noqa: PLC0415
+
         cli._write(args.report, render_calibration(report))  # noqa: SLF001
     if args.json:
         print(json.dumps(report, indent=2, default=str))

@@ -186,3 +186,25 @@ def test_the_embedded_judge_as_cheap_tier_sends_up_exactly_its_uncertain_items(t
         else:
             text = ten_node_case.retrieval_context[v["rank"] - 1].text.lower()
             assert v["verdict"] == ("yes" if "paris" in text else "no")  # the server's answer
+
+
+def test_a_calibrated_cheap_tier_moves_the_band_with_its_fitted_threshold(tmp_path):
+    # The calibrated cheap judge says yes at confidence >= 0.2 for node usefulness: Bread (0.1) is a "no" just below
+    # where its verdict flips, Lyon (0.55) a clear "yes". The band (0.3, 0.7), stated around 0.5, moves by 0.2 - 0.5
+    # to (0.0, 0.4): Bread goes up, Lyon does not (unmoved, it would send Lyon up and keep Bread's near-miss).
+    from contextjudge.judges.calibration import Calibration, load_calibrated_judge
+
+    path = tmp_path / "cal.json"
+    Calibration(judge="local", thresholds={"node_usefulness": 0.2}).write(path)
+    cheap = load_calibrated_judge(path, judge=cheap_judge())
+    strong = FakeJudge(default="no", model_name="strong-fake")
+    tj = TieredJudge(strong, cheap=cheap, band=(0.3, 0.7))
+    _, m = run(tj)
+    assert m.error is None
+    assert [c["ids"] for c in strong.calls] == [["n3", "n4"]]
+    assert tj.band_for(None) == (0.3, 0.7)
+    # a family without a threshold keeps the band as given
+    strong2 = FakeJudge(default="no")
+    run(TieredJudge(strong2, cheap=load_calibrated_judge(path, judge=cheap_judge()), band=(0.3, 0.7)),
+        metric_cls=ContextualRelevancyMetric)
+    assert [c["ids"] for c in strong2.calls] == [["n2.s1", "n4.s1"]]

@@ -9,6 +9,11 @@ so caching, retries, the token budget and the run's concurrency apply to each ti
    go to the strong judge in one sub-request holding only those ids;
 3. the verdicts are merged by id, each marked ``"tier": "cheap"`` or ``"strong"``.
 
+The band is stated around the cheap judge's own decision point, 0.5. When the cheap tier is a calibrated judge
+(``cheap="@contextjudge-calibration.json"``), whose verdict flips at the threshold ``t`` fitted for the request's
+verdict family instead, the band moves with it, to ``(low + t - 0.5, high + t - 0.5)`` clipped to [0, 1]: the
+uncertain items are those near where its verdict flips, not those near 0.5.
+
 ``rubric_recall`` (one score per case, no items) goes to the strong judge. When the strong tier fails, the request
 fails (a ``JudgeError`` naming how many items were sent up and why), never the cheap verdicts in silence, unless
 ``fallback=True``: then those items keep the cheap verdict, marked ``"tier": "cheap-fallback"`` with the
@@ -27,6 +32,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ..errors import ConfigurationError, JudgeError, JudgeUnavailableError
 from .budget import _sub_request
+from .calibration import CalibratedJudge, family_of
 from .models import judge_identity, judge_name, resolve_model
 from .protocol import JudgeRequest
 from .schemas import Answer
@@ -92,11 +98,25 @@ class TieredJudge(BaseChatModel):
         return {"judge": self._label, "cheap": judge_identity(self.cheap), "strong": judge_identity(self.strong),
                 "band": list(self.band), "fallback": self.fallback}
 
-    def sends_up(self, confidence: Any) -> bool:
-        """Whether an item with this cheap ``confidence`` goes to the strong judge."""
+    def band_for(self, request: JudgeRequest | None = None) -> tuple[float, float]:
+        """The band for ``request``: ``band`` as given, or, when the cheap tier is a calibrated judge with a threshold
+        ``t`` for the request's verdict family, ``band`` moved by ``t - 0.5`` (clipped to [0, 1]), so it stays
+        around the confidence at which the cheap verdict flips."""
+        low, high = self.band
+        if request is None or not isinstance(self.cheap, CalibratedJudge):
+            return low, high
+        t = self.cheap.calibration.thresholds.get(family_of(request.task, request.reference_kind))
+        if t is None:
+            return low, high
+        shift = t - 0.5
+        return min(1.0, max(0.0, low + shift)), min(1.0, max(0.0, high + shift))
+
+    def sends_up(self, confidence: Any, band: tuple[float, float] | None = None) -> bool:
+        """Whether an item with this cheap ``confidence`` goes to the strong judge (``band``: ``band_for`` the
+        request; the band as given when omitted)."""
         if confidence is None:
             return True
-        low, high = self.band
+        low, high = band or self.band
         return low <= float(confidence) <= high
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
@@ -116,7 +136,8 @@ async def ask_tiered(client: "JudgeClient", request: JudgeRequest, build: Callab
         ctx.add_tier(STRONG, items=1, final=1, usage=ans.usage)
         return ans
     cheap = await cheap_client.ask(request, build)
-    up = [it for it in request.items if tj.sends_up(cheap.verdicts.get(it.id, {}).get("confidence"))]
+    band = tj.band_for(request)
+    up = [it for it in request.items if tj.sends_up(cheap.verdicts.get(it.id, {}).get("confidence"), band)]
     merged = Answer(verdicts={vid: {**v, "tier": CHEAP} for vid, v in cheap.verdicts.items()}, method=cheap.method)
     merged.usage.add(cheap.usage)
     ctx.add_tier(CHEAP, items=len(request.items), final=len(request.items) - len(up), usage=cheap.usage)
@@ -131,7 +152,7 @@ async def ask_tiered(client: "JudgeClient", request: JudgeRequest, build: Callab
             ctx.add_tier(STRONG, items=len(up), final=0, errors=len(up))
             raise JudgeUnavailableError(
                 f"The strong tier of {client.name!r} ({strong_client.name!r}) failed on the {len(up)} of "
-                f"{len(request.items)} items sent up (cheap confidence in {list(tj.band)} or none), so they have no "
+                f"{len(request.items)} items sent up (cheap confidence in [{band[0]:g}, {band[1]:g}] or none), so they have no "
                 f"verdict: {why}. Fix the strong judge, or pass TieredJudge(..., fallback=True) to keep the cheap "
                 "verdicts for them (recorded on each verdict).", status_code=getattr(exc, "status_code", None),
             ) from exc

@@ -279,6 +279,39 @@ def test_schema_is_versioned(store):
             conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
 
 
+def test_a_version_1_store_is_upgraded_in_place_on_both_backends(store):
+    """Schema 1 -> 2 through real ALTER TABLE on SQLite and PostgreSQL: the results gain gold_score and score_spread,
+    cj_labels is created, the recorded version becomes 2, and nothing stored before is lost."""
+    from sqlalchemy import inspect, select, text, update
+
+    from contextjudge.store import _schema as S
+    evaluate(_cases()[:2], [ContextualPrecisionMetric(model=FakeJudge())], store=store, run_id="old-run")
+    with store.engine.begin() as conn:  # make it a version-1 store: what a contextjudge of schema 1 left behind
+        conn.execute(text("DROP TABLE cj_labels"))
+        conn.execute(text("ALTER TABLE cj_results DROP COLUMN gold_score"))
+        conn.execute(text("ALTER TABLE cj_results DROP COLUMN score_spread"))
+        conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value="1"))
+    store.engine.dispose()
+    upgraded = ResultsStore(store.target)
+    try:
+        assert upgraded.schema_version == SCHEMA_VERSION == 2
+        found = inspect(upgraded.engine)
+        assert {"gold_score", "score_spread"} <= {c["name"] for c in found.get_columns("cj_results")}
+        assert found.has_table("cj_labels")
+        with upgraded.engine.connect() as conn:
+            assert conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar() == "2"
+        back = upgraded.load_run("old-run")  # the old rows read back, their new columns empty
+        assert len(back) == 2 and all(m.score is not None and m.gold_score is None
+                                      for tr in back.test_results for m in tr.metrics_data)
+        key = upgraded.load_cases("old-run")[0].case_key
+        matched, _ = upgraded.add_labels([{"key": key, "labels": [1, 0]}])
+        assert [m.case_keys for m in matched] == [[key]]
+        evaluate(_cases()[:2], [ContextualPrecisionMetric(model=FakeJudge())], store=upgraded, run_id="new-run")
+        assert len(upgraded.load_run("new-run")) == 2
+    finally:
+        upgraded.close()
+
+
 def _sqlite_file(path, *statements):
     import sqlite3
 

@@ -236,3 +236,16 @@ def test_own_statements_are_judged_as_given(tmp_path):
     assert [d["text"] for d in fam["disagreements"]] == ["plain fact"]
     assert report["metrics"]["contextual_recall"]["judged_mean"] == 1.0
     assert report["metrics"]["contextual_recall"]["gold_mean"] == 0.5
+
+
+def test_a_threshold_worse_than_the_judges_own_verdicts_out_of_sample_is_not_saved():
+    # A judge whose verdicts are all right (kappa 1) but whose confidence says how sure it is of its verdict, not how
+    # likely a yes is: 0.9 or 0.7 on either label. No threshold on such confidences matches its verdicts, so the
+    # best one does worse on held-out cases; saving it would make a judge loaded from the file worse.
+    rows = [(0.9 if i % 2 else 0.7, i % 3 != 0) for i in range(30)]
+    items = [{"confidence": c, "verdict": lab, "label": lab, "case": f"c{i % 6}"} for i, (c, lab) in enumerate(rows)]
+    fit = fit_threshold(items)
+    assert fit["kappa_before"] == pytest.approx(1.0)
+    assert fit["kappa_after_cv"] < fit["kappa_before"]
+    assert fit["fitted"] is False and "threshold" not in fit
+    assert "does worse than the judge's own verdicts" in fit["why"] and fit["rejected_threshold"] == pytest.approx(0.8)

@@ -256,7 +256,9 @@ def fit_threshold(items: Sequence[dict[str, Any]], *, folds: int = 5, seed: int 
     Returns ``{"fitted": False, "why": ...}`` when there are too few items of either label or no confidences; else
     the threshold, kappa and accuracy before (the judge's own verdicts) and after (in-sample, which flatters), and
     ``kappa_after_cv``: kappa of verdicts each made by a threshold fitted without that item's case
-    (``folds``-fold cross-validation over cases; a fold too small to fit keeps the judge's own verdicts).
+    (``folds``-fold cross-validation over cases; a fold too small to fit keeps the judge's own verdicts). When the
+    cross-validated kappa is below the judge's own, the threshold would make the judge worse: ``fitted`` is False,
+    with ``why`` and the ``rejected_threshold``.
     """
     before = _counts((it["verdict"], it["label"]) for it in items)
     scored = [it for it in items if it["confidence"] is not None]
@@ -284,9 +286,19 @@ def fit_threshold(items: Sequence[dict[str, Any]], *, folds: int = 5, seed: int 
             test = [it for it in items if fold_of[str(it["case"])] == f]
             fit = _best_threshold(train) if _enough(train) is None else None
             cv_rows += _apply(test, fit[0] if fit else None)
-    return {"fitted": True, "threshold": round(t, 6), **base, "kappa_after": cohen_kappa(*after),
-            "accuracy_after": _accuracy(after),
-            "kappa_after_cv": cohen_kappa(*_counts(cv_rows)) if cv_rows else None, "folds": k if k >= 2 else 0}
+    out = {"fitted": True, "threshold": round(t, 6), **base, "kappa_after": cohen_kappa(*after),
+           "accuracy_after": _accuracy(after),
+           "kappa_after_cv": cohen_kappa(*_counts(cv_rows)) if cv_rows else None, "folds": k if k >= 2 else 0}
+    # A threshold that does worse than the judge's own verdicts on cases it was not fitted on would make a judge
+    # loaded from the file worse: it is reported, never saved.
+    kb, kcv = out["kappa_before"], out["kappa_after_cv"]
+    if kb is not None and kcv is not None and kcv < kb - 1e-12:
+        out["fitted"] = False
+        out["rejected_threshold"] = out.pop("threshold")
+        out["why"] = (f"the best threshold on these labels ({t:.3f}) does worse than the judge's own verdicts on cases "
+                      f"it was not fitted on (kappa {kcv:.3f} cross-validated against {kb:.3f}), so none is saved; "
+                      "label more cases and calibrate again")
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ report

@@ -345,6 +345,30 @@ def test_score_scores_deferred_captures(capsys, project):
     assert rc == 0 and "nothing to score" in out
 
 
+def test_eval_and_score_take_repeats(capsys, project, monkeypatch):
+    """--repeats K reaches evaluate(repeats=K): a sampling judge is asked K times and its self-disagreement is
+    printed; a deterministic judge says it was asked once; K must be a whole number >= 1."""
+    from contextjudge.testing import FakeJudge
+
+    rc, out, err = run(capsys, "eval", "--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--model", "fake",
+                       "--store", "res.db", "--no-progress", "--metrics", "contextual_precision", "--threshold", "0",
+                       "--repeats", "3")
+    assert rc == 0, err
+    assert "judge repeats (k=3): asked once (deterministic): fake-judge" in out
+    sampling = FakeJudge(temperature=0.7, sequences={"n1": ["yes", "no", "no"]})
+    monkeypatch.setattr(cli, "_judge", lambda model, quiet=False: sampling)
+    rc, out, err = run(capsys, "eval", "--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--store", "res.db",
+                       "--no-progress", "--metrics", "contextual_precision", "--threshold", "0", "--repeats", "3",
+                       "--run-id", "sampled")
+    assert rc == 0, err
+    assert re.search(r"judge repeats \(k=3\): fake-judge disagreed with itself on [1-9]\d* of \d+ item\(s\)", out), out
+    assert len(sampling.calls) == 3 * 3  # three cases, one request each, asked three times (no cache)
+    for argv in (["eval", "--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--repeats", "0"],
+                 ["score", "--store", "res.db", "--repeats", "two"]):
+        rc, _, err = run(capsys, *argv)
+        assert rc == 2 and "--repeats: expected a whole number >= 1" in err
+
+
 # ---------------------------------------------------------------------------------------------- real processes
 def _console_script() -> str:
     exe = os.path.join(os.path.dirname(sys.executable), "contextjudge")

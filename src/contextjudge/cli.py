@@ -171,6 +171,22 @@ def _thresholds(values: Sequence[str] | None, what: str) -> tuple[float | None, 
     return default, per
 
 
+def _repeats_arg(text: str) -> int:
+    """argparse type of --repeats: a whole number >= 1."""
+    try:
+        k = int(text)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 (times the judge is asked), got {text!r}")
+    return k
+
+
+_REPEATS_HELP = ("ask a sampling judge (temperature above zero) each question K times: the verdict is the majority, "
+                 "the judge's disagreement with itself is printed and widens the intervals; repeats bypass the "
+                 "verdict cache. A deterministic judge (local, fake) says so and is asked once (default 1)")
+
+
 def _judge(model: str | None, quiet: bool = False) -> Any:
     """The judge for ``--model``, and one line on stderr saying which judge that is (and why, for the default)."""
     from .errors import JudgeUnavailableError  # noqa: PLC0415
@@ -468,7 +484,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .engine.evaluate import evaluate  # noqa: PLC0415
 
     result = evaluate(test_cases, metrics, store=store, run_id=args.run_id, run_name=args.name or args.app,
-                      max_concurrency=args.concurrency * 4, show_progress=_progress(args),
+                      max_concurrency=args.concurrency * 4, show_progress=_progress(args), repeats=args.repeats,
                       run_config={"app": args.app, "goldens": os.path.abspath(args.goldens), "adapter": adapter[0],
                                   "code": _code_fingerprint(app), "golden_failures": len(failed)})
     gates = _metric_gates(result, metrics, gate_pass)
@@ -634,7 +650,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from .engine.evaluate import evaluate  # noqa: PLC0415
 
     result = evaluate([c.test_case for c in todo], metrics, store=store, run_id=run_id,
-                      show_progress=_progress(args),
+                      show_progress=_progress(args), repeats=args.repeats,
                       case_keys=[c.case_key for c in todo])  # results go to the stored cases, under their keys
     gates = _metric_gates(result, metrics)
     _print_summary(result, gates)
@@ -862,6 +878,7 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     p.add_argument("--run-id", help="run id in the store; an existing id resumes that run")
     p.add_argument("--name", help="a name for the run (default: the --app value)")
     p.add_argument("--concurrency", type=int, default=4, help="goldens run through the app at once (default 4)")
+    p.add_argument("--repeats", type=_repeats_arg, metavar="K", help=_REPEATS_HELP)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _common(p)
     p.set_defaults(func=cmd_eval)
@@ -879,6 +896,7 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
                    help="a metric's threshold, as in `contextjudge eval` (cases pass at score >= it, the run at "
                         "mean >= it)")
     p.add_argument("--allow-errors", action="store_true", help="do not fail (exit 3) on test cases with an error")
+    p.add_argument("--repeats", type=_repeats_arg, metavar="K", help=_REPEATS_HELP)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _common(p)
     p.set_defaults(func=cmd_score)

@@ -65,3 +65,30 @@ def test_the_readme_eval_command_on_the_example_app(app: str, tmp_path: Path, mo
     out = capsys.readouterr().out
     assert "FAIL: mean 0.242 < 0.50" in out and "15 case(s), 0 with an error" in out
     assert main([*common, "--threshold", "contextual_relevancy=0.2"]) == 0
+
+
+@pytest.mark.slow
+def test_the_readme_calibrate_commands_on_the_example_labels(tmp_path: Path, monkeypatch, capsys) -> None:
+    """"How far to trust a score": eval, label, calibrate in three commands, with the kappas the README quotes."""
+    pytest.importorskip("contextjudge_langchain")
+    import json
+
+    from contextjudge.cli import main
+
+    monkeypatch.chdir(ROOT)
+    db = str(tmp_path / "cj.db")
+    assert main(["eval", "--app", "examples.hr_app:chain", "--goldens", "examples/goldens.jsonl", "--model", "local",
+                 "--store", db, "--no-progress"]) == 1  # relevancy fails its default bar, as in the eval example
+    assert main(["label", "--store", db, "examples/labels.jsonl"]) == 0
+    assert "labelled 15 case(s)" in capsys.readouterr().out
+    saved = tmp_path / "cal.json"
+    assert main(["calibrate", "--store", db, "--model", "local", "--json", "--save", str(saved)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert round(report["node_usefulness"]["kappa"], 2) == 0.61
+    assert [round(x, 2) for x in report["node_usefulness"]["kappa_ci"]] == [0.40, 0.86]
+    assert round(report["sentence_relevance"]["kappa"], 2) == 0.65
+    assert [round(x, 2) for x in report["sentence_relevance"]["kappa_ci"]] == [0.43, 0.84]
+    assert json.loads(saved.read_text())["thresholds"]["node_usefulness"] == pytest.approx(0.9996, abs=1e-4)
+    # the same figures from the labels file alone, without a store
+    assert main(["calibrate", "--labels", "examples/labels.jsonl", "--model", "local", "--json", "--no-save"]) == 0
+    assert round(json.loads(capsys.readouterr().out)["node_usefulness"]["kappa"], 2) == 0.61

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any
 
+from contextjudge.stats import mean_interval
+
 __all__ = ["main"]
 
 CORPUS = "data/demo_corpus"
@@ -66,7 +68,6 @@ class Outcome:
     hits: int = 0
     questions: int = 0
     scores: dict[str, list[float]] = field(default_factory=dict)
-    passes: dict[str, list[bool]] = field(default_factory=dict)
 
 
 def pick_judge(choice: str) -> tuple[Any, str, bool]:
@@ -166,12 +167,17 @@ def run_config(config: Config, docs: list[dict[str, Any]], goldens: list[dict[st
     for case, result in handler.results:
         if result.score is not None:
             outcome.scores.setdefault(result.name, []).append(result.score)
-            outcome.passes.setdefault(result.name, []).append(bool(result.success))
     return outcome
 
 
 def _mean(xs: list[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
+
+
+def _interval(xs: list[float]) -> str:
+    """The 95% interval of a mean score over the questions, as the CLI and the report print it."""
+    iv = mean_interval(xs)
+    return "" if iv.low is None else f"[{iv.low:.2f}, {iv.high:.2f}]"
 
 
 def _fmt(x: float | None) -> str:
@@ -220,21 +226,20 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
     for o in outcomes:
         add(f"  {o.config.key:<5} retriever: {o.config.label}")
     add("")
-    add(f"  {'metric (mean score, pass rate)':<40}{'weak':>16}{'good':>16}{'change':>9}")
+    add(f"  {'metric: mean score [95% interval]':<40}{'weak':>18}{'good':>19}{'change':>9}")
     wins = 0
     compared = 0
     losses: list[str] = []
     for name in SINGLE_METRICS:
         w, g = _mean(weak.scores.get(name, [])), _mean(good.scores.get(name, []))
-        wp, gp = _mean([float(x) for x in weak.passes.get(name, [])]), _mean([float(x) for x in
-                                                                          good.passes.get(name, [])])
+        wi, gi = _interval(weak.scores.get(name, [])), _interval(good.scores.get(name, []))
         delta = "" if w is None or g is None else f"{g - w:+.2f}"
         if w is not None and g is not None:
             compared += 1
             wins += g > w
             if g < w:
                 losses.append(f"{name} ({g:.2f} vs {w:.2f})")
-        add(f"  {name:<40}{_fmt(w):>8} ({_pct(wp)}){_fmt(g):>9} ({_pct(gp)}){delta:>9}")
+        add(f"  {name:<40}{_fmt(w):>6} {wi:>11}{_fmt(g):>7} {gi:>11}{delta:>9}")
     for name in TURN_METRICS:
         cw, _ = _conversation_score(weak, name)
         cg, _ = _conversation_score(good, name)
@@ -243,10 +248,11 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
             wins += cg > cw
             if cg < cw:
                 losses.append(f"{name} on the conversation ({cg:.2f} vs {cw:.2f})")
-        add(f"  {name + ' (conv.)':<40}{_fmt(cw):>8}{'':>7}{_fmt(cg):>9}{'':>7}"
+        add(f"  {name + ' (conv.)':<40}{_fmt(cw):>6}{'':>12}{_fmt(cg):>7}{'':>12}"
             f"{'' if cw is None or cg is None else f'{cg - cw:+.2f}':>9}")
-    add(f"  {'answering document retrieved (labels)':<40}{f'{weak.hits}/{weak.questions}':>8}{'':>7}"
-        f"{f'{good.hits}/{good.questions}':>9}")
+    add(f"  {'answering document retrieved (labels)':<40}{f'{weak.hits}/{weak.questions}':>6}{'':>12}"
+        f"{f'{good.hits}/{good.questions}':>7}")
+    add(f"  (intervals: 95% over the {good.questions} questions; a turn metric is one conversation, so it has none)")
     add("")
     verdict = "wins" if wins == compared and compared else ("mostly wins" if wins * 2 > compared else "does not win")
     add(f"Verdict: the good retriever {verdict} ({wins} of {compared} metrics higher).")
@@ -287,10 +293,6 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
     add("Next: attach ContextJudgeCallbackHandler to your own chain, or run `contextjudge eval --app module:chain "
         "--goldens goldens.jsonl`.")
     return "\n".join(lines)
-
-
-def _pct(x: float | None) -> str:
-    return " n/a" if x is None else f"{x * 100:3.0f}%"
 
 
 def main(argv: list[str] | None = None) -> int:

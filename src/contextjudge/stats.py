@@ -24,9 +24,9 @@ import math
 import random
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
-__all__ = ["Agreement", "Interval", "PPIEstimate", "binary_agreement", "bootstrap", "cohen_kappa", "mae",
+__all__ = ["Agreement", "Interval", "PPIEstimate", "binary_agreement", "bootstrap", "cohen_kappa", "confusion", "mae",
            "mean_interval", "moments_interval", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
            "significantly_worse", "spearman", "t_quantile"]
 
@@ -294,7 +294,8 @@ def cohen_kappa(tp: int, fp: int, fn: int, tn: int) -> float | None:
     return (po - pe) / (1 - pe)
 
 
-def _confusion(pairs: Sequence[tuple[bool, bool]]) -> tuple[int, int, int, int]:
+def confusion(pairs: Iterable[tuple[bool, bool]]) -> tuple[int, int, int, int]:
+    """(tp, fp, fn, tn) of (verdict, label) pairs."""
     tp = fp = fn = tn = 0
     for verdict, label in pairs:
         if verdict and label:
@@ -370,9 +371,9 @@ def binary_agreement(cases: Sequence[Sequence[tuple[bool, bool]]], *, level: flo
     """Agreement of (verdict, label) pairs grouped by case; intervals resample whole cases."""
     groups = [list(c) for c in cases if c]
     flat = [p for g in groups for p in g]
-    counts = _confusion(flat)
+    counts = confusion(flat)
     point = _agreement_stats(*counts)
-    conf_by_group = [_confusion(g) for g in groups]
+    conf_by_group = [confusion(g) for g in groups]
 
     def stat_of(name: str):
         def f(sample: list[tuple[int, int, int, int]]) -> float | None:

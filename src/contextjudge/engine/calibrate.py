@@ -39,7 +39,7 @@ from ..metrics import (
 )
 from ..metrics._base import node_items
 from ..metrics.gold import gold_score, gold_statements, label_problems
-from ..stats import binary_agreement, cohen_kappa, mae, spearman
+from ..stats import binary_agreement, cohen_kappa, confusion, mae, spearman
 
 __all__ = ["FAMILY_OF_FIELD", "acalibrate", "calibrate", "calibration_of", "fit_threshold", "read_labels_file"]
 
@@ -184,20 +184,6 @@ def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str,
 
 
 # ------------------------------------------------------------------------------------------------ fitting
-def _counts(rows: Iterable[tuple[bool, bool]]) -> tuple[int, int, int, int]:
-    tp = fp = fn = tn = 0
-    for verdict, label in rows:
-        if verdict and label:
-            tp += 1
-        elif verdict:
-            fp += 1
-        elif label:
-            fn += 1
-        else:
-            tn += 1
-    return tp, fp, fn, tn
-
-
 def _accuracy(c: tuple[int, int, int, int]) -> float | None:
     total = sum(c)
     return (c[0] + c[3]) / total if total else None
@@ -208,7 +194,7 @@ def _best_threshold(items: Sequence[dict[str, Any]]) -> tuple[float, float] | No
     items without a confidence keep their verdict. None when the confidences take fewer than two values."""
     scored = sorted(((it["confidence"], it["label"]) for it in items if it["confidence"] is not None),
                     key=lambda x: -x[0])
-    fixed = _counts((it["verdict"], it["label"]) for it in items if it["confidence"] is None)
+    fixed = confusion((it["verdict"], it["label"]) for it in items if it["confidence"] is None)
     pos = sum(1 for _, label in scored if label)
     neg = len(scored) - pos
     best: tuple[float, float] | None = None
@@ -260,7 +246,7 @@ def fit_threshold(items: Sequence[dict[str, Any]], *, folds: int = 5, seed: int 
     cross-validated kappa is below the judge's own, the threshold would make the judge worse: ``fitted`` is False,
     with ``why`` and the ``rejected_threshold``.
     """
-    before = _counts((it["verdict"], it["label"]) for it in items)
+    before = confusion((it["verdict"], it["label"]) for it in items)
     scored = [it for it in items if it["confidence"] is not None]
     pos = sum(1 for it in scored if it["label"])
     base = {"items": len(items), "with_confidence": len(scored), "positives": pos, "negatives": len(scored) - pos,
@@ -273,7 +259,7 @@ def fit_threshold(items: Sequence[dict[str, Any]], *, folds: int = 5, seed: int 
         return {"fitted": False, "why": "every item has the same confidence, so no threshold separates them",
                 **base}
     t, _ = best
-    after = _counts(_apply(items, t))
+    after = confusion(_apply(items, t))
     cases = sorted({str(it["case"]) for it in items})
     rng = random.Random(seed)
     rng.shuffle(cases)
@@ -288,7 +274,7 @@ def fit_threshold(items: Sequence[dict[str, Any]], *, folds: int = 5, seed: int 
             cv_rows += _apply(test, fit[0] if fit else None)
     out = {"fitted": True, "threshold": round(t, 6), **base, "kappa_after": cohen_kappa(*after),
            "accuracy_after": _accuracy(after),
-           "kappa_after_cv": cohen_kappa(*_counts(cv_rows)) if cv_rows else None, "folds": k if k >= 2 else 0}
+           "kappa_after_cv": cohen_kappa(*confusion(cv_rows)) if cv_rows else None, "folds": k if k >= 2 else 0}
     # A threshold that does worse than the judge's own verdicts on cases it was not fitted on would make a judge
     # loaded from the file worse: it is reported, never saved.
     kb, kcv = out["kappa_before"], out["kappa_after_cv"]

@@ -208,3 +208,22 @@ def test_a_calibrated_cheap_tier_moves_the_band_with_its_fitted_threshold(tmp_pa
     run(TieredJudge(strong2, cheap=load_calibrated_judge(path, judge=cheap_judge()), band=(0.3, 0.7)),
         metric_cls=ContextualRelevancyMetric)
     assert [c["ids"] for c in strong2.calls] == [["n2.s1", "n4.s1"]]
+
+
+async def test_two_runs_in_a_row_inside_a_running_loop_each_count_their_own_tiers():
+    """What a user does: the same TieredJudge (strong tier over loopback HTTP) in two aevaluate() calls from a running
+    event loop. langchain-openai keeps one HTTP client per loop; each run counts only its own tiers, and the second
+    run asks the strong judge again (a new run, a new in-memory cache)."""
+    from contextjudge import aevaluate
+
+    with FaultServer(yes_words=["nobody"]) as srv:
+        judge = TieredJudge(chat(srv.url), cheap=cheap_judge())
+        runs = [await aevaluate([CASE], [ContextualPrecisionMetric(model=judge)], show_progress=False,
+                                judge_options=FAST) for _ in range(2)]
+        served = sum(1 for r in srv.requests if r["status"] == 200)
+    for res in runs:
+        m = res.test_results[0].metrics_data[0]
+        assert m.error is None and m.score == pytest.approx(0.75)
+        assert res.tiers["strong"]["items"] == 2 and res.tiers["strong"]["calls"] == 1
+        assert res.tiers["cheap"]["items"] == 4
+    assert served == 2

@@ -903,7 +903,7 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
 
     p = sub.add_parser("report", help="write the HTML report of a run (optionally compared with another)",
                        description="Write one self-contained HTML file: per metric the score distribution, the mean "
-                                   "with a 95% bootstrap interval and the pass rate; per case the ranked nodes "
+                                   "and the pass rate, each with a 95% interval; per case the ranked nodes "
                                    "coloured by verdict with the judge's reasons. With --compare, the paired "
                                    "difference per metric and the cases that changed most.")
     p.add_argument("run", nargs="?", help="run id, name or unique id prefix (default: the latest run)")

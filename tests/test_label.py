@@ -144,15 +144,17 @@ def test_a_version_1_store_is_upgraded_in_place(tmp_path, store_path):
     con.execute("ALTER TABLE cj_results DROP COLUMN gold_score")
     con.execute("ALTER TABLE cj_results DROP COLUMN score_spread")
     con.execute("DROP TABLE cj_labels")
+    con.execute("DROP TABLE cj_queue")
+    con.execute("DROP TABLE cj_spend")
     con.execute("UPDATE cj_meta SET value = '1' WHERE key = 'schema_version'")
     con.commit()
     con.close()
     s = open_store(store_path)
-    assert s.schema_version == 2 and len(s.load_run("r1")) == 3  # nothing lost
+    assert s.schema_version == 3 and len(s.load_run("r1")) == 3  # nothing lost
     matched, unmatched = s.add_labels([{"key": "c-vacation", "labels": [1, 0, 1]}])
     assert [m.case_keys for m in matched] == [["c-vacation"]] and unmatched == []
     con = sqlite3.connect(store_path)
-    assert con.execute("SELECT value FROM cj_meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert con.execute("SELECT value FROM cj_meta WHERE key = 'schema_version'").fetchone() == ("3",)
     con.close()
 
 

@@ -948,6 +948,11 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     from ._cli_trust import add_trust_commands  # noqa: PLC0415 - calibrate and label live in their own module
 
     add_trust_commands(sub)
+    from ._cli_estimate import add_estimate_command  # noqa: PLC0415 - production commands, each in its own module
+    from ._cli_worker import add_worker_command  # noqa: PLC0415
+
+    add_estimate_command(sub)
+    add_worker_command(sub)
 
     for name, ep in sorted(plugins.items()):
         dist = getattr(getattr(ep, "dist", None), "name", None)

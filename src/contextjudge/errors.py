@@ -29,6 +29,7 @@ Every message says what to do about it. Third-party errors are translated at one
 from __future__ import annotations
 
 __all__ = [
+    "BudgetExhaustedError",
     "CaptureError",
     "ConfigurationError",
     "ConfigurationTypeError",
@@ -124,6 +125,17 @@ class JudgeUnavailableError(JudgeError):
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+
+class BudgetExhaustedError(JudgeError):
+    """A judge call was refused before it was sent because a spend budget (``judges.spend.Budget``) has no room
+    left in its window. The case is skipped and counted (never an error result, never a wrong score); judging
+    resumes when the window turns over (``resumes_at``, seconds since the epoch)."""
+
+    def __init__(self, message: str, *, scope: str | None = None, resumes_at: float | None = None) -> None:
+        super().__init__(message)
+        self.scope = scope
+        self.resumes_at = resumes_at
 
 
 class StoreError(ContextJudgeError):

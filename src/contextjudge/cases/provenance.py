@@ -15,20 +15,26 @@ the LangChain and LlamaIndex integrations say the same thing the same way:
 - ``APP_ERROR_KEY`` (``"app_error"``): the app raised on this golden (``contextjudge eval``); a dict with ``type``
   and ``message``. Every metric of such a case is an error result, counted and gated like any other.
 - ``MATCH_INPUTS_KEY`` (``"match_inputs"``): other texts a golden may match besides ``input`` (an agent's tool query).
+- ``OTEL_KEY`` (``"otel"``): where the case sits in the app's OpenTelemetry trace, recorded at capture when the app
+  has an active span: ``{"trace_id": "<32 hex>", "span_id": "<16 hex>" (the request's span: the one active when the
+  chain/engine call began), "retriever_span_id": "<16 hex>" (the span active at the retrieval, when it differs),
+  "trace_flags": int}``. Stored with the case, so a worker in another process can export evaluation spans into
+  that trace (``contextjudge.otel``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AGENT_KEY", "APP_ERROR_KEY", "MATCH_INPUTS_KEY", "RETRIEVER_KEY", "RETRIEVER_RANKING_KEY", "agent_of",
-           "app_error_of", "match_inputs_of", "short"]
+__all__ = ["AGENT_KEY", "APP_ERROR_KEY", "MATCH_INPUTS_KEY", "OTEL_KEY", "RETRIEVER_KEY", "RETRIEVER_RANKING_KEY",
+           "agent_of", "app_error_of", "match_inputs_of", "otel_of", "short"]
 
 AGENT_KEY = "agent"
 RETRIEVER_RANKING_KEY = "retriever_ranking"
 RETRIEVER_KEY = "retriever"
 APP_ERROR_KEY = "app_error"
 MATCH_INPUTS_KEY = "match_inputs"
+OTEL_KEY = "otel"
 
 
 def _meta(test_case: Any) -> dict[str, Any]:
@@ -46,6 +52,12 @@ def app_error_of(test_case: Any) -> dict[str, Any] | None:
     """``{"type": ..., "message": ...}`` when the app raised on this case's golden, else None."""
     found = _meta(test_case).get(APP_ERROR_KEY)
     return found if isinstance(found, dict) else None
+
+
+def otel_of(test_case: Any) -> dict[str, Any] | None:
+    """The case's place in the app's OpenTelemetry trace (see ``OTEL_KEY``), or None when none was recorded."""
+    found = _meta(test_case).get(OTEL_KEY)
+    return found if isinstance(found, dict) and found.get("trace_id") and found.get("span_id") else None
 
 
 def match_inputs_of(test_case: Any) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["JudgeOptions"]
 
@@ -31,6 +32,10 @@ class JudgeOptions:
     is the majority of the k answers (a tie keeps the first), each verdict carries ``votes`` and ``agreement``, and
     a metric's ``score_spread`` is the variance of its score across the repeats. Repeats bypass the verdict cache.
     A deterministic judge (temperature 0, or the embedded judge) is asked once, and the log says so."""
+    budget: "Any" = None
+    """A ``judges.spend.Budget``: hard limits on judge spend per hour/day (tokens; dollars where the judge's price
+    is known). Each call reserves its estimated tokens before it is sent; a call with no room left raises
+    ``BudgetExhaustedError`` and its case is skipped and counted. None: no limit."""
     max_output_tokens: int | None = None
     """Cap on the tokens of one judge answer. None leaves the model's own setting alone. When set, it is applied
     to chat models that have a ``max_tokens`` field and none set (ChatOpenAI, ChatAnthropic, ...); for ChatOpenAI

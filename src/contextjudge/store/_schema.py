@@ -19,11 +19,12 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["SCHEMA_VERSION", "cases", "judge_calls", "labels", "meta", "metadata", "nodes", "results", "runs",
-           "verdict_cache", "verdicts"]
+__all__ = ["SCHEMA_VERSION", "cases", "judge_calls", "labels", "meta", "metadata", "nodes", "queue", "results", "runs",
+           "spend", "verdict_cache", "verdicts"]
 
 # 1: the first schema. 2: cj_results.gold_score and .score_spread, and the cj_labels table (issue 16).
-SCHEMA_VERSION = 2
+# 3: cj_queue (cases waiting for a worker, with leases) and cj_spend (judge spend per budget window) (issue 17).
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -149,6 +150,41 @@ labels = Table(
     Column("input", Text),                                  # the case's input when the labels were attached
     Column("labels", Text, nullable=False),                 # JSON: the normalised label fields (cases/labels.py)
     Column("created_at", Float, nullable=False),
+)
+
+# cases waiting for a worker (`contextjudge worker`, capture mode "worker", the Ray engine): one row per stored case
+# that is to be scored. A worker claims rows by setting owner and lease_until (an expired lease may be claimed
+# again), and marks a row done in the same transaction that writes the case's results, only while it still holds
+# the lease: so each case's results are written once, and a killed worker's cases return when their lease expires.
+queue = Table(
+    "cj_queue", metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("case_key", String(255), primary_key=True),
+    Column("state", String(16), nullable=False),            # queued | claimed | done | skipped
+    Column("owner", String(255)),                           # the worker holding the lease ("host:pid:random")
+    Column("lease_until", Float),                           # time.time() at which the lease expires
+    Column("attempts", Integer, nullable=False),            # claims so far (a case claimed too often is skipped)
+    Column("priority", Integer, nullable=False),            # lower first; then enqueued_at
+    Column("enqueued_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("note", Text),                                   # why a case was skipped (budget, too many attempts...)
+    ForeignKeyConstraint(["run_id", "case_key"], ["cj_cases.run_id", "cj_cases.case_key"], ondelete="CASCADE"),
+)
+Index("ix_cj_queue_state", queue.c.state, queue.c.priority, queue.c.enqueued_at)
+
+# judge spend per budget window, shared by every process of an app that uses this store (judges/spend.py): a call
+# reserves its estimated tokens (and dollars) with one conditional UPDATE before it is sent, and settles the
+# difference with its real usage after. ``scope`` names the budget (e.g. "tokens:day" of a judge), ``window`` the
+# window's start (seconds since the epoch, a multiple of the window's length).
+spend = Table(
+    "cj_spend", metadata,
+    Column("scope", String(255), primary_key=True),
+    Column("window", Float, primary_key=True),
+    Column("tokens", Integer, nullable=False),              # reserved or used tokens in this window
+    Column("dollars", Float, nullable=False),               # reserved or used dollars in this window
+    Column("calls", Integer, nullable=False),
+    Column("refused", Integer, nullable=False),             # reservations refused (cases skipped) in this window
+    Column("updated_at", Float, nullable=False),
 )
 
 # columns added after schema 1, by table: a store of version 1 gains them in ResultsStore._migrate

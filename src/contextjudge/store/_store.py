@@ -30,6 +30,8 @@ from ..cases.labels import LABELS_KEY
 from ..errors import ConfigurationError, StoreError
 from ..cases.identity import new_run_id
 from . import _schema as S
+from ._queue import QueueStore
+from ._spend import SpendStore
 
 __all__ = ["DEFAULT_STORE_PATH", "LabelMatch", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
 
@@ -157,7 +159,7 @@ def _to_url(target: str) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
-class ResultsStore:
+class ResultsStore(QueueStore, SpendStore):
     """A results store on one SQL database. Create it with ``open_store(path_or_url)``."""
 
     def __init__(self, target: str, *, echo: bool = False) -> None:
@@ -280,8 +282,9 @@ class ResultsStore:
 
     def _migrate(self, version: int) -> None:
         """Bring a store of an older schema to this one, in place, keeping everything in it. 1 -> 2: results gain
-        ``gold_score`` and ``score_spread``; the labels table is created."""
-        if version != 1:
+        ``gold_score`` and ``score_spread``; the labels table is created. 2 -> 3: the queue and spend tables are
+        created (new tables only)."""
+        if version not in (1, 2):
             raise StoreError(f"the store has schema version {version} and no migration to {S.SCHEMA_VERSION} "
                              "exists. Pass a new path (or another database) for the store.")
         with self._write_lock:

@@ -34,7 +34,8 @@ from typing import Any, Iterable
 
 from contextjudge import LLMTestCase, RetrievedNode
 from contextjudge.cases.identity import GOLDEN_ID_KEY
-from contextjudge.cases.provenance import AGENT_KEY, RETRIEVER_KEY, RETRIEVER_RANKING_KEY, short
+from contextjudge.cases.provenance import AGENT_KEY, OTEL_KEY, RETRIEVER_KEY, RETRIEVER_RANKING_KEY, short
+from contextjudge.otel import case_trace
 from ._images import node_from_image_metadata
 
 THREAD_KEYS = ("thread_id", "session_id", "conversation_id")
@@ -47,7 +48,7 @@ class RunRecord:
     """What the handler keeps of one LangChain run: enough to assemble test cases, and cheap to make."""
 
     __slots__ = ("id", "parent_run_id", "root_id", "run_type", "name", "inputs", "tags", "metadata", "start",
-                 "end", "outputs", "error", "child_runs", "tool_call_id")
+                 "end", "outputs", "error", "child_runs", "tool_call_id", "otel")
 
     def __init__(self, id: Any, parent_run_id: Any, root_id: Any, run_type: str, name: str, inputs: Any,
                  tags: list[str] | None, metadata: dict[str, Any] | None, start: int) -> None:
@@ -65,6 +66,7 @@ class RunRecord:
         self.error: str | None = None
         self.child_runs: list[RunRecord] = []
         self.tool_call_id: str | None = None  # a tool run's id of the model's tool call, which orders the calls
+        self.otel: dict[str, Any] | None = None  # the app's active OpenTelemetry span at a root's or retriever's start
 
     def __repr__(self) -> str:
         return f"RunRecord({self.run_type}:{self.name} {self.id})"
@@ -442,6 +444,9 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
             meta[RETRIEVER_RANKING_KEY] = [node_of(d).model_dump() for d in ranking]
         if root.error:
             meta["root_error"] = root.error[:300]
+        where = case_trace(root.otel, run.otel)
+        if where is not None:
+            meta[OTEL_KEY] = where
         for key in (GOLDEN_ID_KEY, *THREAD_KEYS):
             if key in root_meta:
                 meta[key] = root_meta[key]

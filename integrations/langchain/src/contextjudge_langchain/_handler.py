@@ -28,6 +28,13 @@ from langchain_core.tracers.base import BaseTracer
 from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureSession, result_event
 from contextjudge.cases.identity import golden_id_of, new_case_id
+from contextjudge.cases.provenance import OTEL_KEY
+from contextjudge.otel import span_context_now
+
+try:  # the capture metadata keys Sampling's filters and key read (contextjudge.capture re-exports them)
+    from contextjudge.capture import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
+except ImportError:  # pragma: no cover - a core whose public module does not re-export them yet
+    from contextjudge.engine.sampling import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
 
 from ._assemble import THREAD_KEYS, RunRecord, final_answer, question_of, retrievals, thread_id_of, walk
 
@@ -56,6 +63,7 @@ class _ThreadLog:
     turns: list[tuple[Any, str, list[Turn]]] = field(default_factory=list)  # (start_time, root id, turns)
     submitted: int = 0
     golden_ids: list[str] = field(default_factory=list)
+    latest: Any = None  # the latest turn's root run: its name, tags, metadata and trace describe the conversation
 
 
 class ContextJudgeCallbackHandler(BaseTracer):
@@ -191,16 +199,23 @@ class ContextJudgeCallbackHandler(BaseTracer):
             for _, log in todo:
                 log.submitted = len(log.turns)
             snapshot = [(tid, sorted(log.turns, key=lambda t: t[0]), list(log.golden_ids)) for tid, log in todo]
+            latest_roots = {tid: log.latest for tid, log in todo}
         for tid, entries, golden_ids in snapshot:
             try:
                 turns = [t for _, _, ts in entries for t in ts]
                 case_id = new_case_id()
                 root_ids = [rid for _, rid, _ in entries]
+                extra: dict[str, Any] = {}
+                latest = latest_roots.get(tid)
+                if latest is not None and latest.otel is not None:
+                    extra[OTEL_KEY] = dict(latest.otel)  # the results go into the latest turn's trace
                 tc = ConversationalTestCase(turns=turns, name=f"thread:{tid}", id=case_id,
-                                            additional_metadata={"thread_id": tid, "root_run_ids": root_ids})
+                                            additional_metadata={"thread_id": tid, "root_run_ids": root_ids, **extra})
+                meta: dict[str, Any] = {THREAD_KEY: tid, "root_run_ids": root_ids}
+                if latest is not None:
+                    meta.update(_call_keys(latest))
                 captured = CapturedCase(test_case=tc, source=f"thread:{tid}", case_id=case_id,
-                                        root_run_id=root_ids[-1], metadata={"thread_id": tid,
-                                                                            "root_run_ids": root_ids})
+                                        root_run_id=root_ids[-1], metadata=meta)
                 self.scorer.submit(captured)
                 out.append(captured)
             except Exception:  # noqa: BLE001 - capture never breaks the app
@@ -214,13 +229,17 @@ class ContextJudgeCallbackHandler(BaseTracer):
               tool_call_id: str | None = None) -> None:
         try:
             key = run_id.int
+            # where the run sits in the app's OpenTelemetry trace, read on the app's thread (None, at the cost of one
+            # dict lookup, when the app does not use OpenTelemetry): the request's span, the retriever's span
+            where = span_context_now() if parent_run_id is None or run_type == "retriever" else None
             with self._lock:
                 if parent_run_id is None:
                     if tags and JUDGE_TAG in tags:
                         self._ignored.add(key)
                         return
-                    self._runs[key] = RunRecord(run_id, None, run_id, run_type, name or run_type, inputs, tags,
-                                                metadata, next(self._clock))
+                    run = self._runs[key] = RunRecord(run_id, None, run_id, run_type, name or run_type, inputs, tags,
+                                                      metadata, next(self._clock))
+                    run.otel = where
                     return
                 parent_key = parent_run_id.int
                 if parent_key in self._ignored or (tags and JUDGE_TAG in tags):
@@ -236,6 +255,9 @@ class ContextJudgeCallbackHandler(BaseTracer):
                     parent.child_runs.append(run)
                 if tool_call_id is not None:
                     run.tool_call_id = tool_call_id
+                if parent is None and where is None:
+                    where = span_context_now()
+                run.otel = where
                 self._runs[key] = run
                 if parent is not None and run.root_id.int not in self._noted:
                     self._note_target(run, parent_run_id)
@@ -307,9 +329,15 @@ class ContextJudgeCallbackHandler(BaseTracer):
         if thread_id is None and target is not None:
             thread_id = target.thread_id
         found = retrievals(root, thread_id=thread_id)
+        keys = _call_keys(root)
+        if thread_id is not None:
+            keys[THREAD_KEY] = thread_id
         for item in found:
-            captured = CapturedCase(test_case=item.case, source=item.name, root_run_id=root_id,
-                                    metadata=dict(item.case.additional_metadata or {}), golden_id=golden_id)
+            meta = dict(item.case.additional_metadata or {})
+            meta.update(keys)
+            meta[RETRIEVER_NAME_KEY] = item.name
+            captured = CapturedCase(test_case=item.case, source=item.name, root_run_id=root_id, metadata=meta,
+                                    golden_id=golden_id)
             item.case.id = captured.case_id
             self.scorer.submit(captured)
         if not found and thread_id is None:
@@ -344,6 +372,8 @@ class ContextJudgeCallbackHandler(BaseTracer):
         with self._lock:
             log = self._threads.setdefault(thread_id, _ThreadLog())
             log.turns.append((root.start, str(root.id), turns))
+            if log.latest is None or root.start >= log.latest.start:
+                log.latest = root
             if golden_id:
                 log.golden_ids.append(golden_id)
 
@@ -494,6 +524,12 @@ class _Assembler:
                 return self._cond.wait_for(lambda: self._pending == 0, timeout)
             finally:
                 self._waiters -= 1
+
+
+def _call_keys(root: Any) -> dict[str, Any]:
+    """What Sampling's filters read of a root run (``contextjudge.capture``'s metadata keys): the chain's name, and
+    the tags and metadata the call was made with."""
+    return {CHAIN_KEY: root.name, TAGS_KEY: list(root.tags or ()), RUN_METADATA_KEY: dict(root.metadata or {})}
 
 
 def _name(serialized: Any, name: str | None) -> str | None:

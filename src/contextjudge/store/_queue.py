@@ -17,11 +17,25 @@ PostgreSQL: several workers claim at once (``FOR UPDATE SKIP LOCKED``). SQLite: 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+import os
+import time
+from typing import Any, Iterator, Sequence
+
+from sqlalchemy import and_, func, or_, select, tuple_, update
 
 from .._result import MetricResult
+from ..errors import StoreError
+from . import _schema as S
 
 __all__ = ["QueueStore"]
+
+_Q = S.queue
+
+
+def _claimable(now: float) -> Any:
+    """Rows a worker may claim: waiting, or claimed by a worker whose lease has passed (it died or hangs)."""
+    return or_(_Q.c.state == "queued", and_(_Q.c.state == "claimed", _Q.c.lease_until < now))
 
 
 class QueueStore:
@@ -31,42 +45,326 @@ class QueueStore:
                           priority: int = 0) -> None:
         """Save several cases ``(key, position, test_case)`` with their nodes and (``enqueue``) a queue row each, in
         one transaction (capture mode "worker" writes its batches with this). Saving a key again changes nothing."""
-        raise NotImplementedError
+        if not items:
+            return
+        now = time.time()
+        case_rows, node_rows, queue_rows = [], [], []
+        for i, (key, position, test_case) in enumerate(items):
+            row, nodes = _case_rows(run_id, key, position, test_case)
+            case_rows.append(row)
+            node_rows += nodes
+            if enqueue:
+                queue_rows.append(_queue_row(run_id, key, now + i * 1e-6, priority))
+        with self._guard("save queued test cases"), self._begin() as conn:  # type: ignore[attr-defined]
+            conn.execute(self._q["case"], case_rows)  # type: ignore[attr-defined]
+            if node_rows:
+                conn.execute(self._q["node"], node_rows)  # type: ignore[attr-defined]
+            if queue_rows:
+                conn.execute(self._queue_insert(), queue_rows)
 
     def enqueue(self, run_id: str, keys: Sequence[str] | None = None, *, priority: int = 0,
                 only_unscored: bool = True) -> int:
         """Add queue rows for stored cases of ``run_id`` (``keys``, or every case of the run), skipping cases that
         already have a row and, with ``only_unscored``, cases that already have results. Returns rows added."""
-        raise NotImplementedError
+        q = select(S.cases.c.case_key).where(S.cases.c.run_id == run_id).where(
+            ~select(_Q.c.case_key).where(and_(_Q.c.run_id == run_id, _Q.c.case_key == S.cases.c.case_key)).exists())
+        if only_unscored:
+            q = q.where(~select(S.results.c.case_key).where(and_(
+                S.results.c.run_id == run_id, S.results.c.case_key == S.cases.c.case_key)).exists())
+        q = q.order_by(S.cases.c.position, S.cases.c.created_at)
+        wanted = None if keys is None else set(keys)
+        count = select(func.count()).select_from(_Q).where(_Q.c.run_id == run_id)
+        with self._guard("enqueue test cases"), self._begin() as conn:  # type: ignore[attr-defined]
+            found = [k for (k,) in conn.execute(q).all() if wanted is None or k in wanted]
+            if not found:
+                return 0
+            before = conn.execute(count).scalar() or 0
+            now = time.time()
+            conn.execute(self._queue_insert(), [_queue_row(run_id, k, now + i * 1e-6, priority)
+                                                for i, k in enumerate(found)])
+            return int((conn.execute(count).scalar() or 0) - before)
 
     def claim(self, owner: str, *, limit: int = 8, lease: float = 60.0, run_id: str | None = None,
               now: float | None = None, max_attempts: int = 5) -> list[Any]:
         """Claim up to ``limit`` rows (queued, or claimed with an expired lease), oldest first, for ``owner`` until
         ``now + lease``; return them as ``StoredCase`` objects (with ``run_id`` set). A row already claimed
         ``max_attempts`` times is marked skipped instead (a case that kills its worker must not kill them all)."""
-        raise NotImplementedError
+        from ._store import StoredCase, _attach_labels, _case_from_json, _loads  # noqa: PLC0415
+
+        if limit <= 0:
+            return []
+        now = time.time() if now is None else float(now)
+        scope = [] if run_id is None else [_Q.c.run_id == run_id]
+        pg = not self.is_sqlite  # type: ignore[attr-defined]
+        with self._guard("claim queued test cases"), self._begin() as conn:  # type: ignore[attr-defined]
+            # cases that were claimed too often (each claim whose worker never completed nor released it) are set
+            # aside, so one case that kills its worker cannot take every worker down in turn
+            worn = select(_Q.c.run_id, _Q.c.case_key).where(_claimable(now), _Q.c.attempts >= max_attempts, *scope)
+            if pg:
+                worn = worn.with_for_update(skip_locked=True)
+            conn.execute(update(_Q).where(_picked(worn, pg)).values(
+                state="skipped", owner=None, lease_until=None, updated_at=now,
+                note=f"claimed {max_attempts} times without finishing: its worker died or hung each time"))
+            pick = (select(_Q.c.run_id, _Q.c.case_key).where(_claimable(now), *scope)
+                    .order_by(_Q.c.priority, _Q.c.enqueued_at).limit(int(limit)))
+            if pg:  # several workers at once: each takes rows nobody else is taking right now
+                pick = pick.with_for_update(skip_locked=True)
+            got = conn.execute(
+                update(_Q).where(_picked(pick, pg), _claimable(now))
+                .values(state="claimed", owner=owner, lease_until=now + float(lease), attempts=_Q.c.attempts + 1,
+                        updated_at=now, note=None)
+                .returning(_Q.c.run_id, _Q.c.case_key, _Q.c.attempts)).all()
+            if not got:
+                return []
+            out = []
+            by_run: dict[str, dict[str, int]] = {}
+            for r in got:
+                by_run.setdefault(r.run_id, {})[r.case_key] = r.attempts
+            for rid, attempts in by_run.items():
+                rows = conn.execute(select(S.cases).where(S.cases.c.run_id == rid, S.cases.c.case_key.in_(
+                    list(attempts)))).all()
+                labels = dict(conn.execute(select(S.labels.c.case_key, S.labels.c.labels).where(
+                    S.labels.c.case_key.in_(list(attempts)))).all())
+                for row in rows:
+                    sc = StoredCase(case_key=row.case_key, position=row.position,
+                                    test_case=_case_from_json(row.kind, row.data, row.case_key))
+                    if row.case_key in labels:
+                        _attach_labels(sc.test_case, _loads(labels[row.case_key], {}) or {})
+                    sc.run_id = rid  # type: ignore[attr-defined]
+                    sc.attempts = attempts[row.case_key]  # type: ignore[attr-defined]
+                    out.append(sc)
+        out.sort(key=lambda sc: (sc.run_id, sc.position))  # type: ignore[attr-defined]
+        return out
 
     def renew(self, owner: str, items: Sequence[tuple[str, str]], *, lease: float = 60.0,
               now: float | None = None) -> int:
         """Extend the leases ``owner`` still holds on ``(run_id, case_key)`` items; returns how many it holds."""
-        raise NotImplementedError
+        items = list(items)
+        if not items:
+            return 0
+        now = time.time() if now is None else float(now)
+        held = 0
+        with self._guard("renew leases"), self._begin() as conn:  # type: ignore[attr-defined]
+            for start in range(0, len(items), 500):
+                part = items[start:start + 500]
+                hit = conn.execute(update(_Q).where(
+                    _Q.c.owner == owner, _Q.c.state == "claimed",
+                    tuple_(_Q.c.run_id, _Q.c.case_key).in_(part)).values(
+                    lease_until=now + float(lease), updated_at=now))
+                held += max(0, int(hit.rowcount or 0))
+        return held
+
+    def held(self, owner: str, items: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which of ``(run_id, case_key)`` items ``owner`` still holds (claimed by it; its lease may have passed as
+        long as nobody claimed the case since)."""
+        items = list(items)
+        if not items:
+            return set()
+        with self._guard("read leases"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+            rows = conn.execute(select(_Q.c.run_id, _Q.c.case_key).where(
+                _Q.c.owner == owner, _Q.c.state == "claimed",
+                tuple_(_Q.c.run_id, _Q.c.case_key).in_(items))).all()
+        return {(r.run_id, r.case_key) for r in rows}
 
     def complete(self, owner: str, run_id: str, key: str, results: Sequence[MetricResult], *,
                  judge_calls: Sequence[dict[str, Any]] = ()) -> bool:
         """Write ``results`` (and the judge calls' usage) and mark the row done, in one transaction, only while
         ``owner`` holds the lease; returns False, writing nothing, when it does not (the lease expired and another
         worker claimed the case)."""
-        raise NotImplementedError
+        now = time.time()
+        with self._guard("complete a queued test case"), self._begin() as conn:  # type: ignore[attr-defined]
+            # the row first: on PostgreSQL this locks it, so no other worker can claim it until this commits; an
+            # expired lease nobody has claimed since still counts as held (the row says so)
+            hit = conn.execute(update(_Q).where(
+                _Q.c.run_id == run_id, _Q.c.case_key == key, _Q.c.owner == owner, _Q.c.state == "claimed").values(
+                state="done", lease_until=None, updated_at=now, note=None))
+            if not hit.rowcount:
+                return False
+            for result in results:
+                row, vrows = _result_rows(run_id, key, result)
+                conn.execute(self._q["verdicts_delete"], {"b_run": run_id, "b_key": key,  # type: ignore[attr-defined]
+                                                          "b_metric": result.name})
+                conn.execute(self._q["result"], row)  # type: ignore[attr-defined]
+                if vrows:
+                    conn.execute(self._q["verdict"], vrows)  # type: ignore[attr-defined]
+            if judge_calls:
+                conn.execute(self._q["call"], [_call_row(run_id, e) for e in judge_calls])  # type: ignore[attr-defined]
+        return True
 
     def release(self, owner: str, run_id: str, key: str, *, state: str = "queued", note: str | None = None) -> bool:
         """Give back a case ``owner`` holds (``queued``) or set it aside (``skipped``, with ``note``)."""
-        raise NotImplementedError
+        if state not in ("queued", "skipped"):
+            raise StoreError(f"release(state={state!r}): a case is given back as 'queued' or set aside as 'skipped'.")
+        now = time.time()
+        values: dict[str, Any] = {"state": state, "owner": None, "lease_until": None, "updated_at": now, "note": note}
+        if state == "queued":  # given back on purpose (a clean shutdown): that claim does not count as a failure
+            values["attempts"] = func.max(_Q.c.attempts - 1, 0) if self.is_sqlite else \
+                func.greatest(_Q.c.attempts - 1, 0)  # type: ignore[attr-defined]
+        with self._guard("release a queued test case"), self._begin() as conn:  # type: ignore[attr-defined]
+            hit = conn.execute(update(_Q).where(
+                _Q.c.run_id == run_id, _Q.c.case_key == key, _Q.c.owner == owner, _Q.c.state == "claimed")
+                .values(**values))
+            return bool(hit.rowcount)
 
     def queue_counts(self, run_id: str | None = None) -> dict[str, int]:
         """Rows per state (``queued``, ``claimed``, ``expired`` (claimed, lease passed), ``done``, ``skipped``)."""
-        raise NotImplementedError
+        now = time.time()
+        expired = and_(_Q.c.state == "claimed", _Q.c.lease_until < now)
+        q = select(_Q.c.state, expired.label("expired"), func.count()).group_by(_Q.c.state, expired)
+        if run_id is not None:
+            q = q.where(_Q.c.run_id == run_id)
+        out = {"queued": 0, "claimed": 0, "expired": 0, "done": 0, "skipped": 0}
+        with self._guard("count queued test cases"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+            for state, is_expired, n in conn.execute(q).all():
+                name = "expired" if (state == "claimed" and is_expired) else state
+                out[name] = out.get(name, 0) + int(n)
+        return out
 
     def results_since(self, run_id: str, since: float) -> list[tuple[str, MetricResult, float]]:
         """``(case_key, result, created_at)`` of the results of ``run_id`` written after ``since``, oldest first
         (a capture session in mode "worker" polls this to send results back as framework events)."""
-        raise NotImplementedError
+        with self._guard("read results"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+            rows = conn.execute(select(S.results).where(S.results.c.run_id == run_id, S.results.c.created_at > since)
+                                .order_by(S.results.c.created_at, S.results.c.case_key, S.results.c.metric)).all()
+            keys = sorted({r.case_key for r in rows})
+            verdicts: dict[tuple[str, str], list[Any]] = {}
+            for start in range(0, len(keys), 500):
+                for vr in conn.execute(select(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.data).where(
+                        S.verdicts.c.run_id == run_id, S.verdicts.c.case_key.in_(keys[start:start + 500]))
+                        .order_by(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.position)).all():
+                    verdicts.setdefault((vr.case_key, vr.metric), []).append(vr.data)
+        return [(r.case_key, _result_of(r, verdicts.get((r.case_key, r.metric), [])), float(r.created_at))
+                for r in rows]
+
+    # ------------------------------------------------------------------------------------------ one worker on SQLite
+    @contextlib.contextmanager
+    def worker_slot(self, owner: str) -> Iterator[None]:
+        """Held by a worker while it runs. PostgreSQL: any number of workers (nothing to hold). SQLite: one worker
+        per store file, held with an OS file lock next to the database (released when the process ends, however it
+        ends); a second worker gets a ``StoreError`` that says to use PostgreSQL for several."""
+        if not self.is_sqlite:  # type: ignore[attr-defined]
+            yield
+            return
+        path = self.engine.url.database  # type: ignore[attr-defined]
+        if not path or path == ":memory:":
+            yield
+            return
+        lock_path = path + ".worker-lock"
+        fh = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the block
+        try:
+            if not _try_lock(fh):
+                fh.seek(0)
+                holder = fh.read().strip() or "another process"
+                raise StoreError(f"SQLite allows one worker, and {holder} is already working on the store {path!r}. "
+                                 "Stop it first, or use PostgreSQL (--store postgresql+psycopg://...) for several "
+                                 "workers.")
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"worker {owner} (pid {os.getpid()})")
+            fh.flush()
+            yield
+        finally:
+            fh.close()  # closing the file releases the lock
+
+    def _queue_insert(self) -> Any:
+        return self._dialect_insert(_Q).on_conflict_do_nothing(  # type: ignore[attr-defined]
+            index_elements=["run_id", "case_key"])
+
+
+def _picked(rows: Any, pg: bool) -> Any:
+    """A condition on cj_queue: the row is one of ``rows`` (a select of run_id, case_key). On PostgreSQL through a
+    CTE (UPDATE ... FROM), which is evaluated once: an ``IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`` may be
+    evaluated again for each row and take more than n."""
+    if pg:
+        cte = rows.cte("picked")
+        return and_(_Q.c.run_id == cte.c.run_id, _Q.c.case_key == cte.c.case_key)
+    return tuple_(_Q.c.run_id, _Q.c.case_key).in_(rows)
+
+
+def _queue_row(run_id: str, key: str, at: float, priority: int) -> dict[str, Any]:
+    return {"run_id": run_id, "case_key": key, "state": "queued", "owner": None, "lease_until": None, "attempts": 0,
+            "priority": int(priority), "enqueued_at": at, "updated_at": at, "note": None}
+
+
+def _try_lock(fh: Any) -> bool:
+    """An exclusive, non-blocking lock on an open file; False when another process holds it."""
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX
+    except ImportError:  # pragma: no cover - Windows
+        import msvcrt  # noqa: PLC0415
+
+        try:
+            fh.seek(0)
+            msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------- rows
+# The same rows ResultsStore.save_case / save_result / save_judge_call write, built here so that a batch of cases,
+# or a case's results with its queue row, go in one transaction. (_store imports this module: its helpers are
+# imported when called.)
+def _case_rows(run_id: str, key: str, position: int, test_case: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from ._store import _case_input, _case_to_json, _dumps, _retrievals  # noqa: PLC0415
+
+    kind, data = _case_to_json(test_case)
+    fp = test_case.fingerprint() if hasattr(test_case, "fingerprint") else None
+    row = {"run_id": run_id, "case_key": key, "position": int(position), "kind": kind,
+           "name": getattr(test_case, "name", None), "input": _case_input(test_case),
+           "actual_output": getattr(test_case, "actual_output", None),
+           "expected_output": getattr(test_case, "expected_output", None) or
+           getattr(test_case, "expected_outcome", None), "fingerprint": fp, "data": data, "created_at": time.time()}
+    nodes = []
+    for turn, retrieval in _retrievals(test_case):
+        for rank, node in enumerate(retrieval, start=1):
+            nodes.append({"run_id": run_id, "case_key": key, "turn": turn, "rank": rank, "node_id": node.id,
+                          "text": node.text, "score": node.score, "node_metadata": _dumps(node.metadata or {})})
+    return row, nodes
+
+
+def _result_rows(run_id: str, key: str, result: MetricResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from ._store import _dumps  # noqa: PLC0415
+
+    row = {"run_id": run_id, "case_key": key, "metric": result.name, "score": result.score,
+           "threshold": float(result.threshold), "success": bool(result.success),
+           "strict_mode": bool(result.strict_mode), "reason": result.reason, "error": result.error,
+           "error_type": result.error_type, "evaluation_model": result.evaluation_model,
+           "verbose_logs": result.verbose_logs, "usage": _dumps(result.usage.to_dict()),
+           "details": _dumps(result.details or {}), "created_at": time.time(),
+           "gold_score": result.gold_score, "score_spread": result.score_spread}
+    vrows = []
+    for pos, v in enumerate(result.verdicts or []):
+        v = v if isinstance(v, dict) else {"value": v}
+        rank = v.get("rank")
+        vrows.append({"run_id": run_id, "case_key": key, "metric": result.name, "position": pos,
+                      "item_id": None if v.get("id") is None else str(v.get("id")),
+                      "rank": rank if isinstance(rank, int) else None, "statement": v.get("statement"),
+                      "verdict": None if v.get("verdict") is None else str(v.get("verdict")),
+                      "reason": v.get("reason"), "data": _dumps(v)})
+    return row, vrows
+
+
+def _call_row(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
+    from ._store import _usage_from  # noqa: PLC0415
+
+    u = _usage_from(event.get("usage"))
+    return {"run_id": run_id, "judge": event.get("judge"), "task": event.get("task"), "metric": event.get("metric"),
+            "method": event.get("method"), "cached": bool(event.get("cached")), "input_tokens": int(u.input_tokens),
+            "output_tokens": int(u.output_tokens), "seconds": float(u.seconds), "cost": u.cost,
+            "created_at": time.time()}
+
+
+def _result_of(r: Any, verdict_data: list[str]) -> MetricResult:
+    from ._store import _loads, _usage_from  # noqa: PLC0415
+
+    return MetricResult(name=r.metric, score=r.score, threshold=r.threshold, success=bool(r.success), reason=r.reason,
+                        strict_mode=bool(r.strict_mode), error=r.error, error_type=r.error_type,
+                        verdicts=[_loads(d, {}) for d in verdict_data], verbose_logs=r.verbose_logs,
+                        usage=_usage_from(_loads(r.usage, {})), evaluation_model=r.evaluation_model,
+                        details=_loads(r.details, {}) or {}, gold_score=r.gold_score, score_spread=r.score_spread)

@@ -4,16 +4,552 @@ tokens before it is sent.
     from contextjudge.judges.spend import Budget
     Budget(tokens_per_day=2_000_000, dollars_per_day=5.0)
 
-CONTRACT (issue 17; the lead wrote the names, the budgets helper fills them in):
-
 - ``Budget`` (frozen dataclass): ``tokens_per_hour``, ``tokens_per_day``, ``dollars_per_hour``, ``dollars_per_day``
   (None: no limit of that kind); windows are calendar hours/days in UTC. A dollar limit on a judge with no known
-  price and no token limit is refused (``ConfigurationError``) before anything is judged.
+  price and no token limit is refused (``ConfigurationError``) before anything is judged. Budgets with the same
+  ``name`` share their windows (in one process, and across processes through a shared store).
 - the price table ships in ``contextjudge/data/prices.json`` (dollars per million input/output tokens, by model
   name); ``register_prices({...})`` extends it; ``price_of(name)`` looks a judge up (None when unknown).
 - ``BudgetLedger(budget, judge=..., price=..., store=None, clock=time.time)``: ``reserve(input_tokens,
   output_tokens)`` before a call (raises ``errors.BudgetExhaustedError`` when a limit has no room), ``settle(res,
   usage)`` after it, ``exhausted_until()`` for a cheap check before a case starts. With a store (``store/_spend.py``)
-  the windows are shared by every process that uses it.
-- ``JudgeOptions.budget`` carries a ``Budget`` into every run; the judge client reserves and settles per call.
+  the windows are shared by every process that uses it; without one, by every ledger of this process.
+- ``RateLimit(requests_per_minute=, tokens_per_minute=)``: a cluster-wide rate limit on the same windows (of one
+  minute) that waits for the next window instead of refusing (``RateGate``).
+- ``JudgeOptions.budget`` carries a ``Budget`` into every run and ``JudgeOptions.rate_limit`` a ``RateLimit``; the
+  judge client reserves and settles per call.
+
+A reservation holds the call's estimated tokens (prompt tokens counted with tiktoken when it is installed and its
+encoding is on disk, else four characters a token; plus the answer: ``max_output_tokens`` when set, else a figure per
+judged item) until the call returns, when the real usage replaces it (the estimate is kept when the provider reports
+none). So a window's limit is overshot at most by the estimation error of the calls in flight at that moment.
 """
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping
+
+from ..errors import BudgetExhaustedError, ConfigurationError
+
+__all__ = ["Budget", "BudgetLedger", "MemorySpend", "Price", "RateGate", "RateLimit", "Reservation",
+           "count_tokens", "output_estimate", "price_of", "register_prices"]
+
+logger = logging.getLogger("contextjudge")
+
+HOUR = 3600.0
+DAY = 86400.0
+MINUTE = 60.0
+# answer tokens reserved per judged item (a verdict with its id and a one-sentence reason) and per answer
+OUTPUT_TOKENS_PER_ITEM = 60
+OUTPUT_TOKENS_BASE = 20
+# a rubric score with its reason, and a free-text reason
+OUTPUT_TOKENS_RUBRIC = 120
+OUTPUT_TOKENS_TEXT = 250
+
+
+# ---------------------------------------------------------------------------------------------- limits
+def _check_limit(name: str, value: Any, *, whole: bool) -> None:
+    if value is None:
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    if ok and whole:
+        ok = float(value).is_integer()
+    if not ok:
+        kind = "a whole number > 0" if whole else "a number > 0"
+        raise ConfigurationError(f"{name} must be {kind} or None (no limit), got {value!r}.")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Hard limits on judge spend per calendar hour and day (UTC): tokens, and dollars where the judge's price is
+    known (``price_of``). A call that would pass a limit is refused before it is sent (``BudgetExhaustedError``);
+    its case is skipped and counted, and judging resumes when the window turns over.
+
+    ``name``: budgets with the same name share their windows: in one process, and across the processes of an app
+    that share a store."""
+
+    tokens_per_hour: int | None = None
+    tokens_per_day: int | None = None
+    dollars_per_hour: float | None = None
+    dollars_per_day: float | None = None
+    name: str = "default"
+
+    def __post_init__(self) -> None:
+        for attr in ("tokens_per_hour", "tokens_per_day"):
+            _check_limit(f"Budget.{attr}", getattr(self, attr), whole=True)
+        for attr in ("dollars_per_hour", "dollars_per_day"):
+            _check_limit(f"Budget.{attr}", getattr(self, attr), whole=False)
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigurationError(f"Budget.name must be a non-empty string, got {self.name!r}.")
+        if not self.has_limits:
+            raise ConfigurationError("Budget() has no limit: give at least one of tokens_per_hour, tokens_per_day, "
+                                     "dollars_per_hour, dollars_per_day (or pass budget=None for no budget).")
+
+    @property
+    def has_limits(self) -> bool:
+        return any(v is not None for v in (self.tokens_per_hour, self.tokens_per_day, self.dollars_per_hour,
+                                           self.dollars_per_day))
+
+    @property
+    def has_token_limit(self) -> bool:
+        return self.tokens_per_hour is not None or self.tokens_per_day is not None
+
+    @property
+    def has_dollar_limit(self) -> bool:
+        return self.dollars_per_hour is not None or self.dollars_per_day is not None
+
+    def windows(self) -> list[tuple[str, float, int | None, float | None]]:
+        """(kind, length in seconds, token limit, dollar limit) of each window this budget limits."""
+        out: list[tuple[str, float, int | None, float | None]] = []
+        if self.tokens_per_day is not None or self.dollars_per_day is not None:
+            out.append(("day", DAY, _int(self.tokens_per_day), self.dollars_per_day))
+        if self.tokens_per_hour is not None or self.dollars_per_hour is not None:
+            out.append(("hour", HOUR, _int(self.tokens_per_hour), self.dollars_per_hour))
+        return out
+
+    def describe(self) -> str:
+        bits = []
+        if self.tokens_per_hour is not None:
+            bits.append(f"{self.tokens_per_hour:,} tokens/hour")
+        if self.tokens_per_day is not None:
+            bits.append(f"{self.tokens_per_day:,} tokens/day")
+        if self.dollars_per_hour is not None:
+            bits.append(f"${self.dollars_per_hour:g}/hour")
+        if self.dollars_per_day is not None:
+            bits.append(f"${self.dollars_per_day:g}/day")
+        return ", ".join(bits)
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A cluster-wide judge rate limit: requests and (estimated) tokens per minute, shared like a ``Budget`` (by
+    ``name``, in one process or through a shared store). Unlike a budget it never refuses: a call with no room waits
+    for the next minute."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    name: str = "default"
+
+    def __post_init__(self) -> None:
+        _check_limit("RateLimit.requests_per_minute", self.requests_per_minute, whole=True)
+        _check_limit("RateLimit.tokens_per_minute", self.tokens_per_minute, whole=True)
+        if self.requests_per_minute is None and self.tokens_per_minute is None:
+            raise ConfigurationError("RateLimit() has no limit: give requests_per_minute and/or tokens_per_minute.")
+
+
+def _int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+# ---------------------------------------------------------------------------------------------- prices
+@dataclass(frozen=True)
+class Price:
+    """Dollars per million input and output tokens."""
+
+    input: float
+    output: float
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+
+_TABLE: dict[str, Price] | None = None
+_REGISTERED: dict[str, Price] = {}
+_TABLE_LOCK = threading.Lock()
+# a dated or aliased release of a listed model costs what the model does: gpt-4o-mini-2024-07-18,
+# claude-3-5-haiku-20241022, claude-3-5-haiku-latest, gemini-2.0-flash-001
+_SUFFIX = re.compile(r"^-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest|\d{3})$")
+
+
+def _price(value: Any, name: str) -> Price:
+    if isinstance(value, Price):
+        return value
+    if isinstance(value, Mapping):
+        inp, out = value.get("input"), value.get("output")
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        inp, out = value
+    else:
+        inp = out = None
+    for v in (inp, out):
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise ConfigurationError(f"price of {name!r} must be {{'input': dollars, 'output': dollars}} per million "
+                                     f"tokens (numbers >= 0), or (input, output); got {value!r}.")
+    return Price(float(inp), float(out))  # type: ignore[arg-type]
+
+
+def _table() -> dict[str, Price]:
+    global _TABLE
+    if _TABLE is None:
+        with _TABLE_LOCK:
+            if _TABLE is None:
+                from importlib import resources  # noqa: PLC0415 - read once, on first use
+
+                raw = json.loads(resources.files("contextjudge").joinpath("data/prices.json").read_text("utf-8"))
+                _TABLE = {k.lower(): _price(v, k) for k, v in (raw.get("models") or {}).items()}
+    return _TABLE
+
+
+def register_prices(prices: Mapping[str, Any]) -> None:
+    """Add or correct judge prices: ``{"model-name": {"input": 0.4, "output": 1.6}}`` in dollars per million tokens
+    (or ``(input, output)``). Names match the judge's model name, case-insensitively, and its dated releases."""
+    if not isinstance(prices, Mapping):
+        raise ConfigurationError("register_prices takes a mapping {'model-name': {'input': ..., 'output': ...}}.")
+    parsed = {str(k).strip().lower(): _price(v, str(k)) for k, v in prices.items()}
+    with _TABLE_LOCK:
+        _REGISTERED.update(parsed)
+
+
+def _model_name(model: Any) -> str | None:
+    if model is None:
+        return None
+    if isinstance(model, str):
+        return model
+    from .models import judge_name  # noqa: PLC0415
+
+    try:
+        return judge_name(model)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def price_of(model: Any) -> Price | None:
+    """The price of a judge (a model name or a chat model), or None when it is not known. A provider prefix
+    (``openai:``, ``models/``) is ignored, and a dated release (``gpt-4o-mini-2024-07-18``) costs what its model does."""
+    name = _model_name(model)
+    if not name:
+        return None
+    key = name.strip().lower()
+    for prefix in ("models/", "openai:", "anthropic:", "google_genai:", "google_vertexai:", "google:"):
+        if key.startswith(prefix):
+            key = key[len(prefix):]
+    table = _table()
+    for source in (_REGISTERED, table):
+        hit = source.get(key)
+        if hit is not None:
+            return hit
+    best: tuple[int, Price] | None = None
+    for source in (_REGISTERED, table):
+        for base, price in source.items():
+            if key.startswith(base) and _SUFFIX.match(key[len(base):]) and (best is None or len(base) > best[0]):
+                best = (len(base), price)
+        if best is not None:
+            return best[1]
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- token estimates
+_ENCODERS: dict[str, Any] = {}
+_NO_TIKTOKEN = object()
+
+
+def _encoder(model_name: str | None) -> Any:
+    """A tiktoken encoding for ``model_name`` when tiktoken is installed and the encoding is already on disk (this
+    never downloads: offline it would hang), else None."""
+    enc_name = "o200k_base" if model_name and re.match(r"(gpt-4o|gpt-4\.1|gpt-5|o\d)", model_name.lower()) \
+        else "cl100k_base"
+    hit = _ENCODERS.get(enc_name)
+    if hit is not None:
+        return None if hit is _NO_TIKTOKEN else hit
+    enc: Any = _NO_TIKTOKEN
+    try:
+        import hashlib  # noqa: PLC0415
+
+        cache = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+        if not cache:
+            try:
+                from importlib.util import find_spec  # noqa: PLC0415
+
+                spec = find_spec("llama_index.core")
+                if spec is not None and spec.submodule_search_locations:
+                    found = os.path.join(list(spec.submodule_search_locations)[0], "_static", "tiktoken_cache")
+                    if os.path.isdir(found):
+                        cache = os.environ["TIKTOKEN_CACHE_DIR"] = found
+            except (ImportError, ValueError):
+                cache = None
+        url = f"https://openaipublic.blob.core.windows.net/encodings/{enc_name}.tiktoken"
+        if cache and os.path.exists(os.path.join(cache, hashlib.sha1(url.encode()).hexdigest())):  # noqa: S324
+            import tiktoken  # noqa: PLC0415 - optional, loaded on first use
+
+            enc = tiktoken.get_encoding(enc_name)
+    except Exception:  # noqa: BLE001 - no tiktoken, or an unreadable cache: four characters a token
+        enc = _NO_TIKTOKEN
+    _ENCODERS[enc_name] = enc
+    return None if enc is _NO_TIKTOKEN else enc
+
+
+def count_tokens(text: str, model_name: str | None = None) -> int:
+    """Tokens of ``text`` for ``model_name``: tiktoken's count when available, else about four characters a token."""
+    if not text:
+        return 0
+    enc = _encoder(model_name)
+    if enc is not None:
+        try:
+            return len(enc.encode(text, disallowed_special=()))
+        except Exception:  # noqa: BLE001
+            pass
+    return max(1, (len(text) + 3) // 4)
+
+
+def output_estimate(task: str | None, items: int, max_output_tokens: int | None = None) -> int:
+    """The answer tokens a call reserves: ``max_output_tokens`` when set, else a figure per judged item."""
+    if max_output_tokens:
+        return int(max_output_tokens)
+    if task == "rubric_recall":
+        return OUTPUT_TOKENS_RUBRIC
+    if task is None or items <= 0:
+        return OUTPUT_TOKENS_TEXT
+    return OUTPUT_TOKENS_BASE + OUTPUT_TOKENS_PER_ITEM * items
+
+
+# ---------------------------------------------------------------------------------------------- windows
+def window_start(now: float, length: float) -> float:
+    """The start of the calendar window (UTC) of ``length`` seconds that holds ``now``."""
+    return float(int(now // length) * int(length))
+
+
+def _when(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+class MemorySpend:
+    """The spend windows of one process (``spend_reserve``/``spend_adjust``/``spend_get`` as the store has them),
+    for ledgers without a store. Old windows are forgotten after two days."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, float], dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def _row(self, scope: str, window: float) -> dict[str, Any]:
+        row = self._rows.get((scope, window))
+        if row is None:
+            if len(self._rows) > 256:
+                newest = max(w for _, w in self._rows)
+                for k in [k for k in self._rows if k[1] < newest - 2 * DAY]:
+                    del self._rows[k]
+            row = self._rows[(scope, window)] = {"tokens": 0, "dollars": 0.0, "calls": 0, "refused": 0}
+        return row
+
+    def spend_reserve(self, scope: str, window: float, *, tokens: int, dollars: float = 0.0,
+                      max_tokens: int | None = None, max_dollars: float | None = None, calls: int = 0,
+                      max_calls: int | None = None) -> bool:
+        with self._lock:
+            row = self._row(scope, window)
+            if ((max_tokens is not None and row["tokens"] + tokens > max_tokens)
+                    or (max_dollars is not None and row["dollars"] + dollars > max_dollars + 1e-12)
+                    or (max_calls is not None and row["calls"] + calls > max_calls)):
+                row["refused"] += 1
+                return False
+            row["tokens"] += tokens
+            row["dollars"] += dollars
+            row["calls"] += calls
+            return True
+
+    def spend_adjust(self, scope: str, window: float, *, tokens: int = 0, dollars: float = 0.0,
+                     calls: int = 0) -> None:
+        with self._lock:
+            row = self._row(scope, window)
+            row["tokens"] += tokens
+            row["dollars"] += dollars
+            row["calls"] += calls
+
+    def spend_get(self, scope: str, window: float) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._rows.get((scope, window))
+            return None if row is None else dict(row)
+
+
+_PROCESS_SPEND = MemorySpend()
+# (scope, window) pairs already warned about, so a spent window is said once per process
+_WARNED: set[tuple[str, float]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _warn_once(scope: str, window: float, message: str) -> None:
+    with _WARNED_LOCK:
+        if (scope, window) in _WARNED:
+            return
+        _WARNED.add((scope, window))
+    logger.warning("contextjudge: %s", message)
+
+
+@dataclass
+class Reservation:
+    """What one call holds in each window until it settles."""
+
+    tokens: int
+    dollars: float
+    input_tokens: int
+    output_tokens: int
+    windows: list[tuple[str, float]] = field(default_factory=list)
+    settled: bool = False
+
+
+class BudgetLedger:
+    """Reserves and settles one judge's calls against a ``Budget``'s windows, in ``store`` (a ``ResultsStore`` or
+    anything with its ``spend_*`` methods) or, without one, in this process's windows."""
+
+    def __init__(self, budget: Budget, *, judge: str | None = None, price: Price | None = None, store: Any = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.budget = budget
+        self.judge = judge
+        self.price = price
+        self.store = store if store is not None else _PROCESS_SPEND
+        self.clock = clock
+        self._blocked_until: float | None = None
+
+    def check(self) -> None:
+        """Refuse (``ConfigurationError``) a dollar limit on a judge with no known price and no token limit."""
+        if self.judge is not None and self.price is None and self.budget.has_dollar_limit \
+                and not self.budget.has_token_limit:
+            raise ConfigurationError(
+                f"The budget ({self.budget.describe()}) limits dollars, but the judge {self.judge!r} has no known "
+                "price, so its spend could not be limited at all. Give a token limit too (Budget(tokens_per_day=..., "
+                f"dollars_per_day=...)), or its price: contextjudge.judges.spend.register_prices({{{self.judge!r}: "
+                "{'input': <$ per 1M input tokens>, 'output': <$ per 1M output tokens>}})."
+            )
+
+    def scope(self, kind: str) -> str:
+        return f"budget:{self.budget.name}:{kind}"
+
+    def reserve(self, input_tokens: int, output_tokens: int) -> Reservation:
+        """Hold ``input_tokens + output_tokens`` (and their price) in every window, or raise
+        ``BudgetExhaustedError`` (holding nothing) when one of them has no room."""
+        now = self.clock()
+        tokens = int(input_tokens) + int(output_tokens)
+        dollars = self.price.cost(input_tokens, output_tokens) if self.price is not None else 0.0
+        res = Reservation(tokens=tokens, dollars=dollars, input_tokens=int(input_tokens),
+                          output_tokens=int(output_tokens))
+        for kind, length, max_tokens, max_dollars in self.budget.windows():
+            start = window_start(now, length)
+            scope = self.scope(kind)
+            ok = self.store.spend_reserve(scope, start, tokens=tokens, dollars=dollars, max_tokens=max_tokens,
+                                          max_dollars=max_dollars if self.price is not None else None, calls=1)
+            if not ok:
+                for held_scope, held_start in res.windows:  # give back what the wider windows already hold
+                    self.store.spend_adjust(held_scope, held_start, tokens=-tokens, dollars=-dollars, calls=-1)
+                resumes = start + length
+                self._blocked_until = resumes
+                msg = self._exhausted_message(kind, scope, start, resumes, max_tokens, max_dollars)
+                _warn_once(scope, start, msg + " Cases are skipped and counted until then.")
+                raise BudgetExhaustedError(msg, scope=scope, resumes_at=resumes)
+            res.windows.append((scope, start))
+        return res
+
+    def _exhausted_message(self, kind: str, scope: str, start: float, resumes: float, max_tokens: int | None,
+                           max_dollars: float | None) -> str:
+        row = self.store.spend_get(scope, start) or {}
+        spent = []
+        if max_tokens is not None:
+            spent.append(f"{int(row.get('tokens', 0)):,} of {max_tokens:,} tokens")
+        if max_dollars is not None and self.price is not None:
+            spent.append(f"${float(row.get('dollars', 0.0)):.4f} of ${max_dollars:g}")
+        wait = max(0.0, resumes - self.clock())
+        return (f"the judge budget {self.budget.name!r} is spent for this {kind} ({'; '.join(spent) or 'no room'}); "
+                f"judging resumes at {_when(resumes)} (in {int(wait // 3600)}h{int(wait % 3600 // 60):02d}m). "
+                "Raise the Budget's limits to judge more now.")
+
+    def settle(self, res: Reservation, usage: Any = None) -> None:
+        """Replace the estimate with the call's real usage (``Usage`` or a dict of input/output tokens); a call
+        whose provider reported none keeps its estimate."""
+        if res.settled:
+            return
+        res.settled = True
+        inp, out = _tokens_of(usage)
+        if inp + out <= 0:
+            return
+        d_tokens = inp + out - res.tokens
+        d_dollars = (self.price.cost(inp, out) - res.dollars) if self.price is not None else 0.0
+        if d_tokens == 0 and abs(d_dollars) < 1e-15:
+            return
+        for scope, start in res.windows:
+            self.store.spend_adjust(scope, start, tokens=d_tokens, dollars=d_dollars)
+
+    def release(self, res: Reservation) -> None:
+        """Give a reservation back whole (a call the provider refused, which it does not bill)."""
+        if res.settled:
+            return
+        res.settled = True
+        for scope, start in res.windows:
+            self.store.spend_adjust(scope, start, tokens=-res.tokens, dollars=-res.dollars, calls=-1)
+
+    def exhausted_until(self) -> float | None:
+        """When judging resumes, if a window of this budget is spent now (a call was refused in it, or it is full);
+        else None. Cheap: it remembers a spent window until it ends."""
+        now = self.clock()
+        if self._blocked_until is not None:
+            if now < self._blocked_until:
+                return self._blocked_until
+            self._blocked_until = None
+        until = None
+        for kind, length, max_tokens, max_dollars in self.budget.windows():
+            start = window_start(now, length)
+            row = self.store.spend_get(self.scope(kind), start)
+            if not row:
+                continue
+            full = (row.get("refused", 0) > 0
+                    or (max_tokens is not None and row.get("tokens", 0) >= max_tokens)
+                    or (max_dollars is not None and row.get("dollars", 0.0) >= max_dollars - 1e-12))
+            if full:
+                until = max(until or 0.0, start + length)
+        self._blocked_until = until
+        return until
+
+
+def _tokens_of(usage: Any) -> tuple[int, int]:
+    if isinstance(usage, Mapping):
+        return int(usage.get("input_tokens", 0) or 0), int(usage.get("output_tokens", 0) or 0)
+    return int(getattr(usage, "input_tokens", 0) or 0), int(getattr(usage, "output_tokens", 0) or 0)
+
+
+class RateGate:
+    """Waits until a ``RateLimit``'s current minute has room for one more call, then takes it."""
+
+    def __init__(self, limit: RateLimit, *, store: Any = None, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Awaitable[Any]] | None = None) -> None:
+        self.limit = limit
+        self.store = store if store is not None else _PROCESS_SPEND
+        self.clock = clock
+        self._sleep = sleep
+        self.waits = 0
+        self.waited = 0.0
+        self.scope = f"rate:{limit.name}"
+
+    def try_take(self, tokens: int) -> tuple[bool, float, float]:
+        """Take room for one call of ``tokens`` in this minute: (taken, window start, when the next one starts)."""
+        now = self.clock()
+        start = window_start(now, MINUTE)
+        tpm = self.limit.tokens_per_minute
+        # a call larger than the whole minute's allowance counts as the allowance, else it would wait forever
+        held = min(int(tokens), tpm) if tpm is not None else int(tokens)
+        ok = self.store.spend_reserve(self.scope, start, tokens=held, max_tokens=tpm, calls=1,
+                                      max_calls=self.limit.requests_per_minute)
+        return ok, start, start + MINUTE
+
+    async def acquire(self, tokens: int) -> tuple[float, int]:
+        """Wait for room and take it; returns the (window, tokens) held, for ``adjust``."""
+        import asyncio  # noqa: PLC0415
+        import random  # noqa: PLC0415
+
+        sleep = self._sleep or asyncio.sleep
+        while True:
+            ok, start, nxt = self.try_take(tokens)
+            if ok:
+                tpm = self.limit.tokens_per_minute
+                return start, (min(int(tokens), tpm) if tpm is not None else int(tokens))
+            delay = max(0.0, nxt - self.clock()) + random.uniform(0.0, 0.05)  # noqa: S311 - spreads the wake-ups
+            self.waits += 1
+            self.waited += delay
+            await sleep(delay)
+
+    def adjust(self, start: float, held: int, used: int) -> None:
+        """Count a call's real tokens instead of its estimate in the minute it was taken in."""
+        if used > 0 and used != held:
+            self.store.spend_adjust(self.scope, start, tokens=used - held)

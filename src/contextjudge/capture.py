@@ -1,7 +1,9 @@
 """The public spelling of capture's framework-agnostic half (it lives in ``contextjudge.engine.capture``).
 
 Integrations and users import ``CaptureSession``, ``CapturedCase``, ``AppAdapter``, ``result_event`` and
-``in_judge_call`` from here. ``CaptureScorer`` is the session's name before 0.2, kept for one release.
+``in_judge_call`` from here, and, for production capture, ``Sampling`` with the metadata keys the integrations record
+on a ``CapturedCase`` for its filters and key (``THREAD_KEY``, ``RETRIEVER_NAME_KEY``, ``CHAIN_KEY``, ``TAGS_KEY``,
+``RUN_METADATA_KEY``). ``CaptureScorer`` is the session's name before 0.2, kept for one release.
 """
 
 from .engine.capture import (
@@ -15,6 +17,8 @@ from .engine.capture import (
     in_judge_call,
     result_event,
 )
+from .engine.sampling import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY, Sampling
 
-__all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "Mode", "default_metrics",
+__all__ = ["CHAIN_KEY", "RETRIEVER_NAME_KEY", "RUN_METADATA_KEY", "TAGS_KEY", "THREAD_KEY", "AppAdapter",
+           "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "Mode", "Sampling", "default_metrics",
            "in_judge_call", "result_event"]

@@ -7,10 +7,21 @@ to a session (both integrations' ``instrument()`` return one). The session match
 - ``"deferred"``: keeps the cases (and writes them to the store) for a later ``contextjudge score`` or
   ``session.score_deferred()``.
 - ``"off"``: keeps the cases only.
+- ``"worker"``: only writes the cases, with a queue row each, to the store (``store.save_cases_queued``) from a
+  ``contextjudge-writer`` thread, in batches; a ``contextjudge worker`` process scores them. The app's thread only
+  appends the case to a bounded deque. While ``on_result`` callbacks listen, the same thread polls the store
+  (``results_since``) and sends the worker's results back as events for the cases it still holds (bounded).
+
+Before any of that, ``sample_rate`` / ``sampling`` (``engine.sampling.Sampling``) decide which cases are judged,
+deterministically by conversation or input; the others are counted and forgotten. ``budget`` (a
+``judges.spend.Budget``) caps the judge's spend: in background mode a case the budget refuses is skipped and
+counted, with one warning per budget window. ``session.counters`` counts it all (seen, sampled, unsampled, filtered,
+judged, skipped_budget, dropped, written, results_received).
 
 Everything is scored inside one ``Run`` (``engine.run``) through ``score_case`` (``engine.score``), like
 ``evaluate``; the run begins with the first case and ends at ``close()``, when ``score_deferred`` finishes it, or at
-interpreter exit. Memory is bounded by ``max_kept``: cases that are scored or safely in the store are forgotten
+interpreter exit (mode "worker": the run ends "captured", or "finished" when the store's queue for it is done;
+workers score queued cases whatever the run's status). Memory is bounded by ``max_kept``: cases that are scored or safely in the store are forgotten
 first, then the oldest unscored ones, which are counted (``dropped``) and reported in one warning. Cases may be
 assembled lazily (``CapturedCase.assembled`` / ``assemble()``): the session assembles them off the request path,
 matches their goldens then, and leaves out a case whose assembly failed. Integrations with work of their own in
@@ -26,6 +37,8 @@ import atexit
 import collections
 import concurrent.futures
 import contextvars
+import dataclasses
+import inspect
 import logging
 import threading
 import time
@@ -39,21 +52,31 @@ from .._result import EvaluationResult, MetricResult
 from ..cases.goldens import Goldens, load_goldens
 from ..cases.identity import new_case_id
 from ..cases.testcase import ConversationalTestCase, LLMTestCase
-from ..errors import ConfigurationError
+from ..errors import BudgetExhaustedError, ConfigurationError
 from ..judges.context import in_judge_call, use_run_context
 from ..judges.options import JudgeOptions
 from .run import Run
+from .sampling import Sampling
 from .score import score_case
 
-__all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "Mode", "default_metrics",
-           "in_judge_call", "result_event"]
+# budget="raise" (the budgets work) makes score_case raise BudgetExhaustedError instead of recording it as an error
+_SCORE_BUDGET: dict[str, Any] = ({"budget": "raise"} if "budget" in inspect.signature(score_case).parameters
+                                 else {})
+
+__all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "Mode", "Sampling",
+           "default_metrics", "in_judge_call", "result_event"]
 
 logger = logging.getLogger("contextjudge")
 
-Mode = Literal["background", "deferred", "off"]
+Mode = Literal["background", "deferred", "off", "worker"]
 ResultCallback = Callable[["CapturedCase", MetricResult], None]
 _UNSET: Any = object()
+_MODES = ("background", "deferred", "off", "worker")
 _DEFAULT_MAX_KEPT = 10_000
+_WORKER_MAX_KEPT = 1_000  # mode "worker": written cases held for their results to come back (None are needed else)
+_WORKER_HANDOFF_DELAY = 0.2
+_HOLD_FOR = 900.0  # mode "worker": seconds a written case waits for its results before it is forgotten
+_POLL_OVERLAP = 5.0  # mode "worker": seconds of results read again at each poll (commits land out of order)
 
 _live_workers: set[concurrent.futures.Future] = set()
 
@@ -61,6 +84,7 @@ _live_workers: set[concurrent.futures.Future] = set()
 _POSITION = "_contextjudge_position"
 _DONE = "_contextjudge_scored"
 _STORED = "_contextjudge_stored"
+_SAMPLED = "_contextjudge_sampled"  # the sampling's decision: True, False (left out), absent (not decided yet)
 
 
 @dataclass
@@ -223,7 +247,15 @@ class CaptureSession:
     (default 10,000; None: no bound). In "deferred" or "off" mode without a store the kept cases are the only copy
     of the work, so that combination needs ``max_kept`` given explicitly. ``max_queue`` bounds the cases waiting
     for a judge; ``concurrency`` the cases scored at once; ``on_result(case, result)`` is called for every result;
-    ``exit_timeout`` is how long interpreter exit waits for pending scores.
+    ``exit_timeout`` is how long interpreter exit waits for pending scores (mode "worker": pending writes).
+
+    ``sample_rate`` (0 to 1) is shorthand for ``sampling=Sampling(rate=...)``: the cases judged, decided by the
+    conversation (``THREAD_KEY``), a user key function or the normalised input, so a conversation is judged whole or
+    not at all and reruns pick the same cases; filters by retriever, chain, tags and metadata. ``budget`` (a
+    ``judges.spend.Budget``) is shorthand for ``JudgeOptions(budget=...)``. Mode ``"worker"`` needs ``store``; it
+    writes batches of up to ``batch`` cases at most every ``handoff_delay`` seconds (default 0.2), holds at most
+    ``max_kept`` written cases (default 1,000) while their results may come back, and polls for those results every
+    ``poll_interval`` seconds while ``on_result`` callbacks listen. ``counters`` says what became of every case.
     """
 
     def __init__(
@@ -240,13 +272,28 @@ class CaptureSession:
         concurrency: int = 4,
         on_result: ResultCallback | None = None,
         run_name: str | None = None,
-        handoff_delay: float = 0.0,
+        handoff_delay: float | None = None,
         exit_timeout: float = 5.0,
+        sample_rate: float | None = None,
+        sampling: Sampling | None = None,
+        budget: Any = None,
+        batch: int = 64,
+        poll_interval: float = 1.0,
     ) -> None:
-        if mode not in ("background", "deferred", "off"):
-            raise ConfigurationError(f"capture mode must be 'background', 'deferred' or 'off', not {mode!r}.")
+        if mode not in _MODES:
+            raise ConfigurationError(f"capture mode must be 'background', 'deferred', 'off' or 'worker', not {mode!r}.")
+        if mode == "worker" and store is None:
+            raise ConfigurationError(
+                "capture in mode='worker' only writes the captured cases for a `contextjudge worker` process to "
+                "score, so it needs a store both can reach: pass store='captured.db' (SQLite, one worker) or a "
+                "PostgreSQL URL (several workers), and run `contextjudge worker --store <the same>`.")
+        sampler = Sampling.of(sample_rate, sampling)
+        if budget is not None:
+            judge_options = dataclasses.replace(judge_options or JudgeOptions(), budget=budget)
         if max_kept is _UNSET:
-            if mode != "background" and store is None:
+            if mode == "worker":
+                max_kept = _WORKER_MAX_KEPT
+            elif mode != "background" and store is None:
                 raise ConfigurationError(
                     f"capture in mode={mode!r} without a store keeps every captured case in memory, and they are "
                     "the only copy of that work. Pass store='captured.db' (then `contextjudge score` or "
@@ -260,7 +307,10 @@ class CaptureSession:
                         else default_metrics(expected_output=bool(len(self.goldens))))
         self.mode = mode
         self.run_name = run_name or f"capture-{time.strftime('%Y%m%d-%H%M%S')}"
-        self.run = Run(store=store, name=self.run_name, config={"mode": mode}, judge_options=judge_options,
+        config: dict[str, Any] = {"mode": mode}
+        if sampler is not None:
+            config["sample_rate"] = sampler.rate
+        self.run = Run(store=store, name=self.run_name, config=config, judge_options=judge_options,
                        model=model, contain_store_errors=True)
         self.judge_options = self.run.context.options
         self.max_queue = max(1, int(max_queue))
@@ -269,12 +319,41 @@ class CaptureSession:
         self.exit_timeout = exit_timeout
         self.on_result: list[ResultCallback] = [on_result] if on_result else []
         # background mode: > 0 hands cases to the worker in batches, at most this many seconds after the first one
-        # (one wake-up of the worker per batch: the app's thread is interrupted less often); flush() does not wait
+        # (one wake-up of the worker per batch: the app's thread is interrupted less often); flush() does not wait.
+        # Mode "worker": the writer thread writes a batch at most this often (default 0.2 s), sooner when it fills.
+        if handoff_delay is None:
+            handoff_delay = _WORKER_HANDOFF_DELAY if mode == "worker" else 0.0
         self.handoff_delay = max(0.0, handoff_delay)
+        self.sampling = sampler
+        # no decision to make when every case is judged: the app's thread does not even look at the case
+        self._sampler = None if sampler is None or sampler.everything else sampler
+        self._sampler_fallback: Sampling | None = None
+        self.batch = max(1, int(batch))
+        self.poll_interval = max(0.05, float(poll_interval))
         self._cases: list[CapturedCase] = []
         self.evicted = 0  # scored or stored cases forgotten from memory (nothing lost)
         self.dropped = 0  # unscored cases dropped from memory (lost without a store; unscored in it with one)
         self.seen = 0
+        self.sampled = 0  # cases the sampling let through (every case, without sampling)
+        self.unsampled = 0  # cases the draw left out: not kept, queued, stored or judged
+        self.filtered = 0  # cases a sampling filter left out (retriever, chain, tags, metadata)
+        self.judged = 0  # cases scored by this session (mode "worker": whose results came back to it)
+        self.skipped_budget = 0  # cases not judged because the judge budget was spent
+        self.written = 0  # mode "worker": cases written to the store with their queue rows
+        self.results_received = 0  # mode "worker": results a worker wrote that came back to this session
+        self._warned_budget: Any = _UNSET
+        # mode "worker": the cases waiting for the writer thread, those it is writing, and those awaiting results
+        self._outbox: collections.deque[CapturedCase] = collections.deque()
+        self._writing = 0
+        self._held: dict[str, CapturedCase] = {}
+        self._writer: threading.Thread | None = None
+        self._writer_running = False
+        self._writer_stop = False
+        self._writer_hurry = False
+        self._writer_wake = threading.Event()
+        self._results_since = 0.0
+        self._next_poll = 0.0
+        self._warned_write = False
         self._lock = threading.RLock()
         self._idle = threading.Condition(self._lock)
         self._queue: collections.deque[CapturedCase] = collections.deque()
@@ -295,8 +374,23 @@ class CaptureSession:
         _register(self)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(mode={self.mode!r}, cases={len(self._cases)}, dropped={self.dropped}, "
-                f"run_id={self.run.id!r})")
+        counts = ", ".join(f"{k}={v}" for k, v in self.counters.items() if v or k in ("seen", "dropped"))
+        return f"{type(self).__name__}(mode={self.mode!r}, cases={len(self._cases)}, {counts}, run_id={self.run.id!r})"
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """What the session did with the cases it was given (a snapshot; also in the run's summary at its end).
+
+        ``seen``: cases submitted. ``sampled`` / ``unsampled`` / ``filtered``: the sampling's decisions (a lazily
+        assembled case is decided at its assembly). ``judged``: cases scored (mode "worker": whose results came back
+        to this session). ``skipped_budget``: cases not judged because the judge budget was spent. ``dropped``:
+        cases dropped to keep memory bounded (``max_queue`` / ``max_kept``) or that could not be written.
+        ``written``, ``results_received``: mode "worker" (cases written for a worker; results it sent back).
+        """
+        with self._lock:
+            return {"seen": self.seen, "sampled": self.sampled, "unsampled": self.unsampled,
+                    "filtered": self.filtered, "judged": self.judged, "skipped_budget": self.skipped_budget,
+                    "dropped": self.dropped, "written": self.written, "results_received": self.results_received}
 
     # ----------------------------------------------------------------------------------------------- access
     @property
@@ -393,7 +487,7 @@ class CaptureSession:
     # ----------------------------------------------------------------------------------------------- intake
     def apply_golden(self, case: CapturedCase) -> None:
         """Fill the case's expected outputs from the goldens (see ``contextjudge.identity.match_golden``)."""
-        if not len(self.goldens):
+        if not len(self.goldens) or case.__dict__.get(_SAMPLED) is False:
             return
         from ..cases.identity import match_golden  # noqa: PLC0415
 
@@ -403,13 +497,41 @@ class CaptureSession:
             case.golden_id = gid
 
     def _prepare(self, case: CapturedCase) -> bool:
-        """Assemble a lazily built case (its goldens are matched then); False, and the case is forgotten, when its
-        assembly failed."""
-        if case.assemble():
+        """Assemble a lazily built case (its sampling is decided and its goldens matched then); False, and the case
+        is forgotten, when its assembly failed or the sampling left it out."""
+        if case.assemble() and case.__dict__.get(_SAMPLED) is not False:
             return True
         with self._lock:
             self._forget(case)
         return False
+
+    def _decide(self, case: CapturedCase) -> bool:
+        """The sampling's decision on ``case``, counted and kept on the case (it is made once)."""
+        sampler = self._sampler
+        known = case.__dict__.get(_SAMPLED)
+        if sampler is None or known is not None:
+            return known is not False
+        try:
+            verdict = sampler.decide(case)
+        except Exception:  # noqa: BLE001 - a user's key function that fails: sample by the default key instead
+            if self._sampler_fallback is None:
+                logger.exception("contextjudge: the sampling key function failed; cases are sampled by their "
+                                 "conversation or input instead (fix the key function)")
+                self._sampler_fallback = dataclasses.replace(sampler, key=None)
+            try:
+                verdict = self._sampler_fallback.decide(case)
+            except Exception:  # noqa: BLE001
+                logger.exception("contextjudge: could not sample a captured case; it is judged")
+                verdict = "sampled"
+        with self._lock:
+            if verdict == "sampled":
+                self.sampled += 1
+            elif verdict == "filtered":
+                self.filtered += 1
+            else:
+                self.unsampled += 1
+        case.__dict__[_SAMPLED] = verdict == "sampled"
+        return verdict == "sampled"
 
     def ready_cases(self) -> list[CapturedCase]:
         """The kept cases, lazily built ones assembled now (and goldens matched); failed ones are left out."""
@@ -422,15 +544,32 @@ class CaptureSession:
         return [c for c in cases if self._prepare(c)]
 
     def submit(self, case: CapturedCase) -> None:
-        """Take a captured case. Never raises and never blocks on a judge."""
+        """Take a captured case. Never raises and never blocks on a judge (nor, in mode "worker", on the store).
+
+        The sampling decides here when it can without assembling the case (a plain case; its filters and key are
+        in its metadata), else at the case's assembly, off the request path; either way before any judging or
+        store write. A case left out is counted and forgotten.
+        """
         try:
-            case.when_assembled(self.apply_golden)  # a lazy case: at its assembly, off the request path
-            if not self.run.begun or self.run.ended:
-                self.run.begin(self.metrics)  # with a store, the run exists from the first case on
             with self._lock:
                 self.seen += 1
-                case.__dict__[_POSITION] = self.seen - 1
+                position = self.seen - 1
                 self._closed = False  # a case after close(): exit looks after this session again
+                if self._sampler is None:
+                    self.sampled += 1
+            case.__dict__[_POSITION] = position
+            if self._sampler is not None:
+                if case.assembled:
+                    if not self._decide(case):
+                        return
+                else:
+                    case.when_assembled(self._decide)  # at its assembly, before its goldens are matched
+            case.when_assembled(self.apply_golden)  # a lazy case: at its assembly, off the request path
+            if self.mode == "worker":
+                self._hand_to_writer(case)
+                return
+            if not self.run.begun or self.run.ended:
+                self.run.begin(self.metrics)  # with a store, the run exists from the first case on
             if self.store is not None and self.mode != "background":
                 self._store_case(case)
             victims: list[CapturedCase] = []
@@ -476,6 +615,226 @@ class CaptureSession:
             loop.call_soon_threadsafe(wake.set)
         else:
             loop.call_soon_threadsafe(loop.call_later, self.handoff_delay, wake.set)
+
+    # ----------------------------------------------------------------------------------------------- mode "worker"
+    def _hand_to_writer(self, case: CapturedCase) -> None:
+        """Mode "worker", on the app's thread: append the case for the writer thread; nothing else."""
+        with self._lock:
+            self._outbox.append(case)
+            n = len(self._outbox)
+            if n > self.max_queue:
+                self._outbox.popleft()
+                self.dropped += 1
+                n -= 1
+                if not self._warned_drop:
+                    self._warned_drop = True
+                    logger.warning(
+                        "contextjudge: capture's writer is not keeping up with the store (more than max_queue=%d "
+                        "cases wait to be written), so it drops the oldest unwritten ones: they are lost. Check "
+                        "the store, or lower the traffic captured (sample_rate). session.counters['dropped'] "
+                        "counts them; a summary is logged at close.", self.max_queue)
+            start = not self._writer_running
+            if start:
+                self._writer_running = True
+                self._writer_stop = False
+            wake = n == 1 or n >= self.batch
+        if start:
+            self._start_writer()
+        elif wake:
+            self._writer_wake.set()
+
+    def _start_writer(self) -> None:
+        thread = threading.Thread(target=self._writer_main, name="contextjudge-writer", daemon=True)
+        self._writer = thread
+        try:
+            thread.start()
+        except RuntimeError:  # interpreter shutdown: no new threads; the exit hook writes what is queued
+            with self._lock:
+                self._writer_running = False
+
+    def _writer_main(self) -> None:
+        """The writer thread: writes the queued cases in batches (at most every ``handoff_delay``, sooner when a
+        batch fills) and, while written cases await results and someone listens, polls the store for them."""
+        wake = self._writer_wake
+        try:
+            while True:
+                with self._lock:
+                    waiting = len(self._outbox)
+                    stop, hurry = self._writer_stop, self._writer_hurry
+                    if not waiting and stop:  # decided under the lock: a case handed over now starts a writer
+                        self._writer_running = False
+                        break
+                if not waiting:
+                    wake.wait(self._poll_wait())
+                    wake.clear()
+                    self._poll_if_due()
+                    continue
+                if waiting < self.batch and not (stop or hurry) and self.handoff_delay > 0:
+                    wake.clear()
+                    wake.wait(self.handoff_delay)  # let the batch fill; set early when it is full, or to flush
+                self._write_queued()
+                self._poll_if_due()
+        except Exception:  # noqa: BLE001 - never an unhandled exception in a thread of the user's app
+            logger.exception("contextjudge: capture's writer thread failed; captured cases are no longer written")
+        finally:
+            with self._lock:
+                self._writer_running = False
+                self._idle.notify_all()
+
+    def _write_queued(self) -> None:
+        while True:
+            with self._lock:
+                take = [self._outbox.popleft() for _ in range(min(self.batch, len(self._outbox)))]
+                self._writing += len(take)
+            if not take:
+                return
+            try:
+                self._write_batch(take)
+            except Exception:  # noqa: BLE001
+                logger.exception("contextjudge: could not write captured cases to the store")
+            finally:
+                with self._lock:
+                    self._writing -= len(take)
+                    self._idle.notify_all()
+
+    def _write_batch(self, cases: list[CapturedCase]) -> None:
+        """Write cases and their queue rows in one transaction (``store.save_cases_queued``); a batch that cannot be
+        written is dropped and counted."""
+        ready = [c for c in cases if self._prepare(c)]  # lazy ones are assembled (and sampled) here
+        if not ready:
+            return
+        if not self.run.begun or self.run.ended:
+            self.run.begin(self.metrics)  # the run's config names the metrics and judge the worker uses
+        store = self.store
+        error: BaseException | None = None
+        if store is None:  # the run could not start in the store (logged)
+            error = ConfigurationError("the store could not be used")
+        else:
+            items = [(c.case_id, c.__dict__.get(_POSITION, 0), c.test_case) for c in ready]
+            try:
+                store.save_cases_queued(self.run.id, items)
+            except Exception as exc:  # noqa: BLE001 - capture never breaks the app over its store
+                error = exc
+        if error is not None:
+            with self._lock:
+                self.dropped += len(ready)
+                first, self._warned_write = not self._warned_write, True
+            if first:
+                logger.error("contextjudge: could not write %d captured case(s) for the worker to %r (%s: %s); "
+                             "they are dropped and counted (session.counters['dropped']). Check the store.",
+                             len(ready), store, type(error).__name__, error, exc_info=error)
+            return
+        now = time.time()
+        with self._lock:
+            self.written += len(ready)
+            listening = bool(self.on_result)
+            for c in ready:
+                c.__dict__[_STORED] = True
+                if listening:  # held (bounded) only so that its results can come back as events
+                    self._cases.append(c)
+                    self._held[c.case_id] = c
+            while self.max_kept is not None and len(self._held) > self.max_kept:
+                self._held.pop(next(iter(self._held)))
+            self._evict()  # every held case is in the store: only forgotten, never dropped
+            if listening and not self._results_since:
+                self._results_since = now - _POLL_OVERLAP
+                self._next_poll = time.monotonic() + self.poll_interval
+
+    def _poll_wait(self) -> float | None:
+        """How long the idle writer sleeps: until the next poll while cases await results, else until woken."""
+        with self._lock:
+            if not self._held or not self.on_result:
+                return None
+        return max(0.0, self._next_poll - time.monotonic())
+
+    def _poll_if_due(self) -> None:
+        if not self._held or not self.on_result or time.monotonic() < self._next_poll:
+            return
+        self._next_poll = time.monotonic() + self.poll_interval
+        try:
+            self._poll_results()
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: could not read the worker's results from the store")
+
+    def _poll_results(self) -> None:
+        """Send the results a worker wrote for the cases this session still holds as ``on_result`` events."""
+        store, run_id = self.store, self.run.id
+        if store is None or run_id is None:
+            return
+        rows = store.results_since(run_id, self._results_since)
+        newest = self._results_since
+        got: dict[str, list[MetricResult]] = {}
+        with self._lock:
+            for key, result, created in rows:
+                newest = max(newest, float(created))
+                if key in self._held:
+                    got.setdefault(key, []).append(result)
+            # a case's results are written in one transaction, so a case seen here has all of them
+            cases = [(self._held.pop(key), results) for key, results in got.items()]
+            for case, results in cases:
+                case.results.extend(results)
+                case.__dict__[_DONE] = True
+                self.judged += 1
+                self.results_received += len(results)
+            stale = time.time() - _HOLD_FOR  # skipped by a budget, or no worker: stop waiting for it
+            while self._held and next(iter(self._held.values())).captured_at < stale:
+                self._held.pop(next(iter(self._held)))
+            self._idle.notify_all()
+        self._results_since = max(self._results_since, newest - _POLL_OVERLAP)
+        for case, results in cases:
+            self._emit(case, results)
+
+    def wait_results(self, timeout: float | None = None) -> bool:
+        """Mode "worker": write what is queued, then wait until the results of every case this session holds came
+        back from a worker (only held while ``on_result`` callbacks listen). False when ``timeout`` passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.flush(timeout):
+            return False
+        with self._lock:
+            while self._held and self.on_result:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                if not self._writer_running:  # the writer ended (closed): nothing polls any more
+                    return False
+                self._idle.wait(remaining if remaining is None else min(remaining, self.poll_interval))
+        return True
+
+    def _flush_writer(self, deadline: float | None) -> bool:
+        """Mode "worker": wait until every queued case is written (or ``deadline``)."""
+        if threading.current_thread() is self._writer:  # an on_result callback calling flush: do not wait on itself
+            return not self._outbox
+        with self._lock:
+            if self._outbox and not self._writer_running:
+                self._writer_running = True
+                self._writer_stop = False
+                start = True
+            else:
+                start = False
+            self._writer_hurry = True
+        if start:
+            self._start_writer()
+        self._writer_wake.set()
+        try:
+            with self._lock:
+                while self._outbox or self._writing:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if (remaining is not None and remaining <= 0) or not self._writer_running:
+                        return False
+                    self._idle.wait(remaining)
+            return True
+        finally:
+            with self._lock:
+                self._writer_hurry = False
+
+    def _stop_writer(self, timeout: float | None) -> None:
+        """End the writer thread once it has written what is queued (it goes on, a daemon, after ``timeout``)."""
+        with self._lock:
+            self._writer_stop = True
+            thread = self._writer
+        self._writer_wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     def _forget(self, case: CapturedCase) -> None:
         """Take ``case`` out of memory (lock held)."""
@@ -604,18 +963,59 @@ class CaptureSession:
         error result that says what to do (never a silent skip)."""
         if not self._prepare(case):  # a lazily built case is assembled here, off the app's thread
             return []
+        blocked = self._budget_blocked()
+        if blocked is not None:  # the budget is spent: skip before any store write or judge call
+            self._skip_budget(case, blocked)
+            return []
         if self.store is not None and not case.__dict__.get(_STORED):
             await asyncio.to_thread(self._store_case, case)  # a store write never holds up the shared loop
         if not self.run.begun or self.run.ended:
             self.run.begin(self.metrics)
-        with use_run_context(self.run.context):
-            results = await score_case(self.run, case.case_id, case.test_case, self.metrics)
+        try:
+            with use_run_context(self.run.context):
+                results = await score_case(self.run, case.case_id, case.test_case, self.metrics, **_SCORE_BUDGET)
+        except BudgetExhaustedError as exc:
+            self._skip_budget(case, exc.resumes_at, exc)
+            return []
         results = results or []
+        refused = [r for r in results if r.error_type == "BudgetExhaustedError"]
+        if refused:  # a score_case that records the refusal: the case is skipped all the same
+            self._skip_budget(case, None, refused[0])
+            return []
         with self._lock:
             case.results.extend(results)
             case.__dict__[_DONE] = True
+            self.judged += 1
         self._emit(case, results)
         return results
+
+    def _budget_blocked(self) -> float | None:
+        """When the run's judge budget is spent, the time (epoch seconds) it resumes; None when there is room."""
+        check = getattr(self.run.context, "budget_blocked", None)
+        if check is None or self.run.context.options.budget is None:
+            return None
+        try:
+            return check()
+        except Exception:  # noqa: BLE001 - a failing check never stops judging: the call reserves anyway
+            logger.debug("contextjudge: the budget check failed", exc_info=True)
+            return None
+
+    def _skip_budget(self, case: CapturedCase, resumes_at: float | None, why: Any = None) -> None:
+        """Skip ``case`` because the judge budget is spent: forget it, count it, and warn once per budget window."""
+        if resumes_at is None:
+            resumes_at = getattr(why, "resumes_at", None)
+        with self._lock:
+            self.skipped_budget += 1
+            self._forget(case)
+            warn = self._warned_budget is _UNSET or resumes_at != self._warned_budget
+            self._warned_budget = resumes_at
+        if warn:
+            until = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(resumes_at)) if resumes_at
+                     else "the budget's next window")
+            detail = getattr(why, "error", None) or (str(why) if why is not None else "")
+            logger.warning("contextjudge: the judge budget is spent%s, so capture skips cases until %s; "
+                           "session.counters['skipped_budget'] counts them. Raise the budget or lower sample_rate "
+                           "to judge more.", f" ({detail})" if detail else "", until)
 
     def _emit(self, case: CapturedCase, results: list[MetricResult]) -> None:
         for r in results:
@@ -627,10 +1027,13 @@ class CaptureSession:
 
     # ----------------------------------------------------------------------------------------------- waiting
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every submitted case is scored. Returns False if ``timeout`` passed first."""
+        """Wait until every submitted case is scored (mode "worker": written to the store for a worker; see
+        ``wait_results``). Returns False if ``timeout`` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._drain(timeout):
             return False
+        if self.mode == "worker":
+            return self._flush_writer(deadline)
         if self.mode == "background":
             with self._lock:
                 waiting = bool(self._queue)
@@ -657,6 +1060,10 @@ class CaptureSession:
         or forgotten from memory). Keyword arguments go to ``evaluate`` (``max_concurrency``, ``show_progress``...)."""
         from .evaluate import aevaluate  # noqa: PLC0415
 
+        if self.mode == "worker":
+            raise ConfigurationError("score_deferred() scores in this process, and this session (mode='worker') "
+                                     "leaves scoring to `contextjudge worker`: run one on the session's store, or "
+                                     "use mode='deferred' to score later in the app.")
         self._drain(None)
         todo = [c for c in self._ready_cases() if not c.__dict__.get(_DONE)]
         with self._lock:
@@ -674,6 +1081,8 @@ class CaptureSession:
             cases += [sc.test_case for sc in stored]
             keys += [sc.case_key for sc in stored]
             from_store = len(stored)
+            with self._lock:
+                self.judged += from_store
         result = run_sync(aevaluate(cases, self.metrics, run=self.run, case_keys=keys, **kwargs))
         by_index = {tr.index: tr for tr in result.test_results}
         for i, case in enumerate(todo):
@@ -683,6 +1092,7 @@ class CaptureSession:
             with self._lock:
                 case.results.extend(tr.metrics_data)
                 case.__dict__[_DONE] = True
+                self.judged += 1
             self._emit(case, tr.metrics_data)
         if from_store or self.store is not None:
             with self._lock:
@@ -698,13 +1108,16 @@ class CaptureSession:
             unscored = sum(1 for c in kept if not c.__dict__.get(_DONE))
             backlog = self._backlog
             results = [r for c in kept for r in c.results]
+        if status is None and self.mode == "worker":
+            status = self._worker_status()
         if status is None:
             # finished: nothing of this run is left unscored, in memory or in the store
             left = unscored + backlog
             status = "finished" if not left else "captured" if self.mode != "background" else "interrupted"
         summary: dict[str, Any] = {"captured": self.seen, "unscored_in_memory": unscored,
                                    "unscored_in_store_only": backlog, "dropped": self.dropped,
-                                   "evicted": self.evicted, "usage": self.run.context.usage.to_dict()}
+                                   "evicted": self.evicted, "usage": self.run.context.usage.to_dict(),
+                                   "counters": self.counters}
         by_metric: dict[str, list[float]] = {}
         errors: dict[str, int] = {}
         for r in results:
@@ -719,6 +1132,18 @@ class CaptureSession:
             summary["judges"] = judges
         self.run.end(summary, status=status)
 
+    def _worker_status(self) -> str:
+        """Mode "worker": "finished" when a worker has done every case of the run, else "captured" (the cases wait in
+        the store's queue; workers go on with them whatever the run's status)."""
+        try:
+            counts = self.store.queue_counts(self.run.id) if self.store is not None else {}
+        except Exception:  # noqa: BLE001
+            return "captured"
+        with self._lock:
+            unwritten = len(self._outbox) + self._writing
+        open_rows = sum(counts.get(k, 0) for k in ("queued", "claimed", "expired"))
+        return "finished" if counts and not open_rows and not unwritten else "captured"
+
     def close(self, timeout: float | None = 30.0) -> bool:
         """Hand over, score what is pending, stop the scoring task and end the run; ``timeout`` bounds it all.
 
@@ -731,6 +1156,8 @@ class CaptureSession:
             return None if deadline is None else max(0.0, deadline - time.monotonic())
 
         done = self.flush(left())
+        if self.mode == "worker":
+            self._stop_writer(left())
         self._stop_worker(left())
         self._closed = True
         unscored = self._keep_unscored()
@@ -753,7 +1180,11 @@ class CaptureSession:
         self._worker_future = None
 
     def _keep_unscored(self) -> int:
-        """Write every kept, unscored case to the store (so ``contextjudge score`` can finish it); their count."""
+        """Write every kept, unscored case to the store (so ``contextjudge score`` can finish it); their count.
+        Mode "worker": the cases not written yet (the writer goes on with them after a timeout, until exit)."""
+        if self.mode == "worker":
+            with self._lock:
+                return len(self._outbox) + self._writing
         with self._lock:
             unscored = [c for c in self._cases if not c.__dict__.get(_DONE)]
         if self.store is not None:
@@ -770,15 +1201,24 @@ class CaptureSession:
             return
         when = "at exit" if at_exit else "at close"
         parts = []
-        if unscored and self.mode == "background":
+        if unscored and self.mode == "worker":
+            parts.append(f"{unscored} captured case(s) were not written to the store yet (the writer goes on with "
+                         "them until the process exits)")
+        elif unscored and self.mode == "background":
             parts.append(f"{unscored} captured case(s) were not scored yet")
         elif unscored and at_exit:
             parts.append(f"{unscored} captured case(s) are unscored (mode={self.mode!r})")
-        if self.dropped:
+        if self.dropped and self.mode == "worker":
+            parts.append(f"{self.dropped} case(s) were dropped (lost: not written for a worker; max_queue or a "
+                         "store that failed)")
+        elif self.dropped:
             parts.append(f"{self.dropped} unscored case(s) were dropped to stay within max_kept/max_queue")
         if not parts:
             return
-        if self.store is not None:
+        if self.mode == "worker":
+            where = (f"{self.written} case(s) were written to run {self.run.id} of {self.store!r} for "
+                     "`contextjudge worker`; session.counters has the counts")
+        elif self.store is not None:
             where = (f"the cases are in run {self.run.id} of {self.store!r}: `contextjudge score --run "
                      f"{self.run.id}` scores them")
         else:
@@ -798,6 +1238,9 @@ class CaptureSession:
         if self.mode == "background":
             self.flush(left())
             self._stop_worker(min(1.0, left()))
+        elif self.mode == "worker":
+            self.flush(left())
+            self._stop_writer(left())
         unscored = self._keep_unscored()
         self._end_run()
         self._report(unscored, at_exit=True)

@@ -106,7 +106,7 @@ class Sampling:
             object.__setattr__(self, what, _frozen(getattr(self, what), what))
 
     @classmethod
-    def of(cls, sample_rate: float | None = None, sampling: "Sampling | None" = None) -> "Sampling | None":
+    def of(cls, sample_rate: float | None = None, sampling: Sampling | None = None) -> Sampling | None:
         """What a capture entry point's ``sample_rate`` / ``sampling`` arguments mean together (None: every case)."""
         from ..errors import ConfigurationError  # noqa: PLC0415
 

@@ -26,6 +26,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 from contextjudge import JUDGE_TAG, RetrievedNode
 from contextjudge.capture import in_judge_call
 from contextjudge.cases.identity import golden_id_of
+from contextjudge.otel import span_context_now
 from ._adapter import _INPUT_FIELDS, _KINDS, _MODULES
 from ._images import node_from_llama_image_node
 
@@ -181,6 +182,17 @@ class Record:
     user_message: str | None = None  # the message that started the agent's turn (the case's input then)
     agent_output: str | None = None  # the agent's final answer (the case's actual_output then)
     name: str | None = None  # the case's name, for agent cases
+    tags: dict[str, Any] | None = None  # the instrument tags active when the call began
+    retriever: str | None = None  # the class of the (first) retriever the call ran
+    otel: dict[str, Any] | None = None  # the app's OpenTelemetry span when the call began (otel.span_context_now)
+    retriever_otel: dict[str, Any] | None = None  # ... and when the (first) retrieval began
+
+    @property
+    def conversation_id(self) -> str | None:
+        """The conversation the call belongs to, from its instrument tags (``instrument_tags(conversation_id=)``)."""
+        tags = self.tags or {}
+        found = next((tags[k] for k in _CONVERSATION_TAGS if tags.get(k) not in (None, "")), None)
+        return None if found is None else str(found)
 
     @property
     def retrieval_query(self) -> str | None:
@@ -349,6 +361,8 @@ class AgentRun:
         self.span_ids = [span_id]
         self.output: str | None = None
         self.done = False
+        self.tags = tags
+        self.otel: dict[str, Any] | None = None  # the app's OpenTelemetry span when the run began
 
     def new_call(self, tool: str, tool_input: Any, span_id: str | None) -> ToolCall:
         call = ToolCall(tool=tool, tool_input=tool_input, call=len(self.calls) + 1,
@@ -383,6 +397,13 @@ class AgentRun:
                     record.golden_id = self.golden_id
                 if record.golden_index is None:
                     record.golden_index = self.golden_index
+                if self.otel is not None:  # the agent's run is the request; the tool's call led to the retrieval
+                    record.retriever_otel = record.retriever_otel or record.otel
+                    record.otel = self.otel
+                if not record.tags and self.tags:
+                    record.tags = dict(self.tags)
+                if isinstance(self.conversation, str) and record.conversation_id is None:
+                    record.tags = {**(record.tags or {}), CONVERSATION_TAG: self.conversation}
                 out.append((record, sink))
         return out
 
@@ -562,6 +583,10 @@ class Router:
             # most spans (LLMs, synthesizers, splitters) belong to classes already known to be none of ours
             if instance is not None and self._kinds.get(type(instance), "?") is not None:
                 retrieval = self._kind(instance, id_) == "retrieve"
+                if retrieval and not parent[1] and not parent[2] and unit.record.retriever is None:
+                    # the first top-level retrieval: its retriever, and where it sits in the app's trace
+                    unit.record.retriever = type(instance).__name__
+                    unit.record.retriever_otel = span_context_now()
             self._spans[id_] = (unit, retrieval, parent[1] or parent[2])
             unit.span_ids.append(id_)
             return
@@ -601,6 +626,10 @@ class Router:
             record.golden_id = golden_id_of(tags)
             idx = tags.get(GOLDEN_INDEX_TAG)
             record.golden_index = idx if isinstance(idx, int) else None
+            record.tags = dict(tags)
+        record.otel = span_context_now()  # the request's span, read on the app's thread (None without OpenTelemetry)
+        if kind == "retrieve":
+            record.retriever = record.engine
         self._spans[id_] = (_Unit(record, sink), kind == "retrieve", False)
 
     def exit(self, id_: str, instance: Any, result: Any) -> None:
@@ -659,6 +688,7 @@ class Router:
             except Exception:  # noqa: BLE001
                 conversation = None
         run = AgentRun(id_, workflow, _user_message(start), sink, tags, conversation)
+        run.otel = span_context_now()
         self._agent_spans[id_] = (run, None, None)
 
     def _run_span(self, in_run: tuple[AgentRun, ToolCall | None, str | None], id_: str, bound_args: Any,

@@ -19,8 +19,14 @@ from typing import Any
 from contextjudge import ConversationalTestCase, LLMTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureSession, result_event
 from contextjudge.errors import CaptureError
-from contextjudge.cases.identity import new_case_id
-from contextjudge.cases.provenance import AGENT_KEY, MATCH_INPUTS_KEY, short
+from contextjudge.cases.identity import GOLDEN_ID_KEY, new_case_id
+from contextjudge.cases.provenance import AGENT_KEY, MATCH_INPUTS_KEY, OTEL_KEY, short
+from contextjudge.otel import case_trace
+
+try:  # the capture metadata keys Sampling's filters and key read (contextjudge.capture re-exports them)
+    from contextjudge.capture import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
+except ImportError:  # pragma: no cover - a core whose public module does not re-export them yet
+    from contextjudge.engine.sampling import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
 
 try:
     from llama_index_instrumentation.base import BaseEvent
@@ -79,6 +85,9 @@ def record_to_case(record: Record) -> CapturedCase:
     nodes, rank_meta = record.contexts()
     meta = record.base_metadata()
     meta.update(rank_meta)
+    where = case_trace(record.otel, record.retriever_otel)
+    if where is not None:
+        meta[OTEL_KEY] = where
     if record.agent is not None:
         return _agent_case(record, nodes, meta)
     inp = record.input
@@ -99,8 +108,28 @@ def record_to_case(record: Record) -> CapturedCase:
     return _captured(record, tc, user_message if user_message and user_message != inp else None)
 
 
+def _user_tags(tags: dict[str, Any] | None) -> dict[str, Any]:
+    """The app's own instrument tags: those contextjudge sets (golden id, golden index, conversation) left out."""
+    return {k: v for k, v in (tags or {}).items() if k != GOLDEN_ID_KEY and not str(k).startswith("contextjudge.")}
+
+
+def call_keys(record: Record, thread: str | None = None) -> dict[str, Any]:
+    """What Sampling's filters and key read of a call (``contextjudge.capture``'s metadata keys): the engine (or
+    agent), its retriever, the instrument tags (their names, and the tags themselves as the call's metadata) and
+    the conversation."""
+    tags = _user_tags(record.tags)
+    out: dict[str, Any] = {CHAIN_KEY: (record.agent or {}).get("agent") or record.engine,
+                           TAGS_KEY: list(tags), RUN_METADATA_KEY: tags}
+    if record.retriever:
+        out[RETRIEVER_NAME_KEY] = record.retriever
+    thread = thread or record.conversation_id
+    if thread:
+        out[THREAD_KEY] = thread
+    return out
+
+
 def _captured(record: Record, tc: LLMTestCase, chain_input: str | None = None) -> CapturedCase:
-    cmeta: dict[str, Any] = {"query_span_id": record.span_id}
+    cmeta: dict[str, Any] = {"query_span_id": record.span_id, **call_keys(record)}
     if chain_input:
         cmeta["chain_input"] = chain_input
     if record.golden_index is not None:
@@ -129,9 +158,11 @@ def _agent_case(record: Record, nodes: Any, meta: dict[str, Any]) -> CapturedCas
     return _captured(record, tc)
 
 
-def turn_case(record: Record, golden: Any) -> CapturedCase:
+def turn_case(record: Record, golden: Any, session_id: str | None = None) -> CapturedCase:
     """One turn of a conversation as a single-turn case (for the single-turn metrics), when a golden matches it."""
     case = record_to_case(record)
+    if session_id is not None:
+        case.metadata[THREAD_KEY] = session_id  # sampled with its conversation
     tc = case.test_case
     if tc.expected_output is None and getattr(golden, "expected_output", None):
         tc.expected_output = golden.expected_output
@@ -153,13 +184,20 @@ def agent_conversation_case(runs: list[AgentRun], conversation_id: str) -> Captu
         turns.append(Turn(role="assistant", content=run.output or "", retrieval_context=nodes,
                           additional_metadata=a_meta))
         span_ids.append(run.span_id)
+    extra = {OTEL_KEY: dict(runs[-1].otel)} if runs[-1].otel else {}  # the latest turn's trace
     tc = ConversationalTestCase(turns=turns, name=f"conversation: {short(runs[0].user_message, 60)}",
                                 additional_metadata={"source": "llama_index", "engine": runs[0].workflow,
                                                      "session_id": conversation_id, "span_ids": span_ids,
-                                                     "agent_name": runs[0].agent, "framework": "llama_index"})
-    return CapturedCase(test_case=tc, source="llama_index", root_run_id=span_ids[-1],
-                        metadata={"query_span_id": span_ids[-1], "session_id": conversation_id,
-                                  "span_ids": span_ids})
+                                                     "agent_name": runs[0].agent, "framework": "llama_index",
+                                                     **extra})
+    tags = _user_tags(runs[-1].tags)
+    retrievers = [r.retriever for run in runs for r in run.records() if r.retriever]
+    meta: dict[str, Any] = {"query_span_id": span_ids[-1], "session_id": conversation_id, "span_ids": span_ids,
+                            THREAD_KEY: conversation_id, CHAIN_KEY: runs[-1].agent, TAGS_KEY: list(tags),
+                            RUN_METADATA_KEY: tags}
+    if retrievers:
+        meta[RETRIEVER_NAME_KEY] = list(dict.fromkeys(retrievers))
+    return CapturedCase(test_case=tc, source="llama_index", root_run_id=span_ids[-1], metadata=meta)
 
 
 def conversation_case(records: list[Record], session_id: str, engine: str) -> CapturedCase:
@@ -182,10 +220,17 @@ def conversation_case(records: list[Record], session_id: str, engine: str) -> Ca
         turns.append(Turn(role="assistant", content=r.output or "", retrieval_context=nodes,
                           additional_metadata=a_meta))
         span_ids.append(r.span_id)
+    extra = {OTEL_KEY: dict(records[-1].otel)} if records[-1].otel else {}  # the latest turn's trace
     tc = ConversationalTestCase(turns=turns, additional_metadata={"source": "llama_index", "engine": engine,
-                                                                  "session_id": session_id, "span_ids": span_ids})
-    return CapturedCase(test_case=tc, source="llama_index", root_run_id=span_ids[-1],
-                        metadata={"query_span_id": span_ids[-1], "session_id": session_id, "span_ids": span_ids})
+                                                                  "session_id": session_id, "span_ids": span_ids,
+                                                                  **extra})
+    meta: dict[str, Any] = {"query_span_id": span_ids[-1], "session_id": session_id, "span_ids": span_ids,
+                            **call_keys(records[-1], session_id)}
+    meta[CHAIN_KEY] = engine
+    retrievers = [r.retriever for r in records if r.retriever]
+    if retrievers:
+        meta[RETRIEVER_NAME_KEY] = list(dict.fromkeys(retrievers))
+    return CapturedCase(test_case=tc, source="llama_index", root_run_id=span_ids[-1], metadata=meta)
 
 
 _ASSEMBLY_LOCK = threading.RLock()  # guards every LazyCase's one-time assembly (re-entrant: see LazyCase)
@@ -451,7 +496,7 @@ class ChatSession(Sink):
                 golden = goldens.match(record.input) or goldens.match(record.retrieval_query)
                 if golden is not None:
                     try:
-                        self.scorer.submit(turn_case(record, golden))
+                        self.scorer.submit(turn_case(record, golden, self.session_id))
                     except Exception:  # noqa: BLE001 - capture never breaks the app
                         logger.exception("contextjudge: could not make a test case of a chat turn")
         return case

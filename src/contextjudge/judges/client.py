@@ -1,7 +1,9 @@
-"""The judge client: one facade a metric calls with a ``JudgeRequest``; it caches, bounds concurrency, negotiates
-structured output (``structured``), splits by token budget (``budget``), retries (``retry``), salvages odd answers
-(``salvage``), parses (``parsing``) and counts usage. It returns verdicts keyed by the request's ids, or raises a
-``JudgeError`` subclass with a message that says what to do.
+"""The judge client: one facade a metric calls with a ``JudgeRequest``; it caches, bounds concurrency (an adaptive
+limit per judge, ``limiter``), reserves each call's tokens against the run's budget and rate limit before sending
+it (``spend``), negotiates structured output (``structured``), splits by token budget (``budget``), retries
+(``retry``), salvages odd answers (``salvage``), parses (``parsing``) and counts usage (and its cost, where the
+judge's price is known). It returns verdicts keyed by the request's ids, or raises a ``JudgeError`` subclass with a
+message that says what to do.
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ from ..errors import (
 from .budget import _split_by_budget, _sub_request
 from .cache import _hash
 from .context import JUDGE_TAG, RunContext, _judge_context, current_run_context
+from .limiter import is_rate_limited
 from .options import JudgeOptions
 from .parsing import parse_answer
 from .protocol import REQUEST_KEY, JudgeRequest
 from .retry import classify, policy, status_of
 from .salvage import _find_cause, _odd_response, _recover_answer
 from .schemas import _ANSWER_SCHEMAS, Answer, Verdicts
+from .spend import CallSpend, price_of
 from .structured import (
     METHODS,
     _DirectCall,
@@ -102,6 +106,31 @@ class JudgeClient:
         # A TieredJudge is never called itself: its tiers are asked, each through its own client (tiered.py).
         self.tiered: TieredJudge | None = model if isinstance(model, TieredJudge) else None
         self._tiers: tuple[JudgeClient, JudgeClient] | None = None
+        self.price = price_of(self.name) if self.tiered is None else None
+        self._spend: CallSpend | None | bool = False  # built on first call
+
+    def _usage(self, msg: Any, seconds: float) -> Usage:
+        usage = _usage_of(msg, seconds)
+        if self.price is not None:
+            usage.cost = self.price.cost(usage.input_tokens, usage.output_tokens)
+        return usage
+
+    def _call_spend(self) -> CallSpend | None:
+        """This judge's budget ledger and rate gate (the metric's own options first, then the run's), or None."""
+        if self._spend is False:
+            budget = self.options.budget or self.ctx.options.budget
+            rate = self.options.rate_limit or self.ctx.options.rate_limit
+            if budget is None and rate is None:
+                self._spend = None
+            else:
+                ledger = None
+                if budget is not None:
+                    ledger = self.ctx.ledger(budget, self.name, self.price)
+                    ledger.check()
+                gate = self.ctx.rate_gate(rate) if rate is not None else None
+                self._spend = CallSpend(ledger, gate, model_name=self.name,
+                                        max_output_tokens=self.options.max_output_tokens)
+        return self._spend  # type: ignore[return-value]
 
     def tier_clients(self) -> tuple["JudgeClient", "JudgeClient"]:
         """The clients of a TieredJudge's cheap and strong tiers, sharing this client's run and options."""
@@ -190,9 +219,8 @@ class JudgeClient:
             return await self.tier_clients()[1].complete_text(prompt)
         messages = [SystemMessage(self.template.system()), HumanMessage(prompt)]
         t0 = time.perf_counter()
-        async with self.ctx.semaphore(self.identity, self.model):
-            msg = await self._invoke("text", messages)
-        usage = _usage_of(msg, time.perf_counter() - t0)
+        msg = await self._invoke("text", messages)
+        usage = self._usage(msg, time.perf_counter() - t0)
         self.ctx.usage.add(usage)
         return _content_text(msg), usage
 
@@ -316,8 +344,7 @@ class JudgeClient:
         for method in methods:
             t0 = time.perf_counter()
             try:
-                async with self.ctx.semaphore(self.identity, self.model):
-                    result = await self._invoke(method, messages)
+                result = await self._invoke(method, messages)
             except _MethodUnsupported as exc:
                 logger.debug("contextjudge: %s does not support %s (%s); trying the next method",
                              self.name, method, exc)
@@ -325,7 +352,7 @@ class JudgeClient:
                 continue
             self.ctx._methods.setdefault(self.identity, method)  # noqa: SLF001
             raw_msg = result.get("raw") if isinstance(result, dict) else result
-            usage = _usage_of(raw_msg, time.perf_counter() - t0)
+            usage = self._usage(raw_msg, time.perf_counter() - t0)
             total.add(usage)
             self.ctx.usage.add(usage)
             self.ctx.record({"judge": self.name, "task": request.task, "metric": request.metric, "cached": False,
@@ -393,7 +420,14 @@ class JudgeClient:
 
     async def _invoke(self, method: str, messages: list[Any]) -> Any:
         """One request with retries. Returns an AIMessage, or LangChain's include_raw dict for a model whose
-        structured output is not a bound model (see ``_structured``)."""
+        structured output is not a bound model (see ``_structured``).
+
+        Each attempt holds a slot of the judge's adaptive limiter only while it is on the wire; the first one
+        reserves the request's estimated tokens against the budget and rate limit before it is sent (raising
+        ``BudgetExhaustedError`` when the budget has no room), and the request settles with its real usage. A 429
+        halves the judge's calls in flight; 429s do not use up ``max_attempts`` (up to four times as many attempts),
+        unless the provider says a quota is spent: only the deadline ends the retries of a provider that is only
+        asking us to slow down."""
         opts = self.options
         request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
         schema = _ANSWER_SCHEMAS.get(request_dump.get("task"), Verdicts)
@@ -403,33 +437,82 @@ class JudgeClient:
             runnable = self._structured(method, schema)
         config = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
                   "metadata": {"contextjudge": "judge"}}
+        limiter = self.ctx.limiter(self.identity, self.model, self.name)
+        spend = self._call_spend()
+        holds: list[Any] = []  # the budget reservation and rate-limit room, taken by the first attempt
 
         async def attempt_once() -> Any:
-            try:
-                return await _isolated(runnable.ainvoke(messages, config=config), opts.attempt_timeout)
-            except JudgeError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - sorted here, raised again below
-                recovered = _recover_answer(exc) if method != "text" else None
-                if recovered is not None:
-                    # The server answered, but the SDK's own parsing of the structured answer failed (invalid or
-                    # truncated JSON, prose around it, finish_reason "length"): read it with our tolerant parser.
-                    logger.info("contextjudge: judge %s answered %s output its SDK could not parse (%s); reading "
-                                "the raw text instead", self.name, method, type(exc).__name__)
-                    return recovered
-                odd = _odd_response(exc)
-                if odd is not None:
-                    raise odd from exc
-                raise
+            async with limiter.slot() as slot:
+                if spend is not None and not holds:
+                    text = "\n".join(_content_text(m) for m in messages)
+                    n_items = len(request_dump.get("items") or []) if method != "text" else 0
+                    holds.append(await spend.take(*spend.estimate(
+                        text, request_dump.get("task") if method != "text" else None, n_items)))
+                try:
+                    out = await _isolated(runnable.ainvoke(messages, config=config), opts.attempt_timeout)
+                except JudgeError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - sorted here, raised again below
+                    if is_rate_limited(exc):
+                        before = limiter.limit
+                        slot.throttle()
+                        if limiter.limit < before:
+                            logger.info("contextjudge: judge %s is rate limited (HTTP 429): calls in flight lowered "
+                                        "from %d to %d", self.name, before, limiter.limit)
+                    recovered = _recover_answer(exc) if method != "text" else None
+                    if recovered is not None:
+                        # The server answered, but the SDK's own parsing of the structured answer failed (invalid
+                        # or truncated JSON, prose around it, finish_reason "length"): read it with our tolerant
+                        # parser.
+                        logger.info("contextjudge: judge %s answered %s output its SDK could not parse (%s); "
+                                    "reading the raw text instead", self.name, method, type(exc).__name__)
+                        slot.ok()
+                        return recovered
+                    odd = _odd_response(exc)
+                    if odd is not None:
+                        raise odd from exc
+                    raise
+                slot.ok()
+                return out
+
+        free = [0]  # 429 attempts, which do not count against max_attempts
 
         def _retryable(exc: BaseException) -> bool:
-            return classify(exc) == "transient" and not _is_method_rejection(exc, method)
+            ok = classify(exc) == "transient" and not _is_method_rejection(exc, method)
+            if ok and is_rate_limited(exc) and "quota" not in str(exc).lower():
+                free[0] += 1
+            return ok
+
+        def _stop(state: Any) -> bool:
+            n = state.attempt_number
+            return (state.seconds_since_start or 0.0) >= opts.deadline or n >= 4 * opts.max_attempts \
+                or n - free[0] >= opts.max_attempts
 
         def _on_retry(attempt: int, exc: BaseException, delay: float) -> None:
+            if is_rate_limited(exc):
+                logger.debug("contextjudge: judge %s rate limited (HTTP 429); retry %d in %.1fs", self.name,
+                             attempt, delay)
+                return
             logger.warning("contextjudge: judge %s call failed (%s: %s); retry %d in %.1fs", self.name,
                            type(exc).__name__, str(exc)[:120], attempt, delay)
 
-        retrying = policy(opts, _retryable, _on_retry)
+        retrying = policy(opts, _retryable, _on_retry).copy(stop=_stop)
+        try:
+            result = await self._retry_loop(retrying, attempt_once, method)
+        except BaseException as exc:
+            if holds and spend is not None:
+                if _refused_status(exc):
+                    await spend.release(holds[0])  # refused by the provider: not billed
+                else:
+                    await spend.settle(holds[0], None)  # timed out or cut: it may have been billed; keep the estimate
+            raise
+        if holds and spend is not None:
+            raw = result.get("raw") if isinstance(result, dict) else result
+            await spend.settle(holds[0], getattr(raw, "usage_metadata", None) or None)
+        return result
+
+    async def _retry_loop(self, retrying: Any, attempt_once: Callable[[], Any], method: str) -> Any:
+        """Run ``attempt_once`` under ``retrying`` and translate what fails into a ``JudgeError``."""
         try:
             async for attempt in retrying:
                 with attempt:
@@ -462,6 +545,18 @@ class JudgeClient:
 
 
 _SAID_DETERMINISTIC: set[str] = set()
+
+
+def _refused_status(exc: BaseException) -> bool:
+    """Whether a failed call ended with the provider refusing it (an HTTP error status), which it does not bill."""
+    seen = 0
+    cur: BaseException | None = exc
+    while cur is not None and seen < 4:
+        if status_of(cur) is not None and status_of(cur) != 200:
+            return True
+        cur = cur.__cause__
+        seen += 1
+    return False
 
 
 def _deterministic(model: Any) -> bool:

@@ -1,5 +1,6 @@
-"""Judge-call context: the ``RunContext`` judge calls of one run share (options, verdict cache, semaphores, usage, the
-run's default judge), held in a ContextVar, and the marker that code runs inside a judge call.
+"""Judge-call context: the ``RunContext`` judge calls of one run share (options, verdict cache, concurrency limiters,
+budget ledgers, usage, the run's default judge), held in a ContextVar, and the marker that code runs inside a judge
+call.
 """
 
 from __future__ import annotations
@@ -7,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from .._result import Usage
 from .cache import VerdictCache
@@ -49,6 +51,12 @@ class RunContext:
     # errors and its cost. Judge repeats (JudgeOptions.repeats): items asked k times and how many were not unanimous.
     tiers: dict[str, dict[str, Any]] = field(default_factory=dict)
     repeats: dict[str, Any] = field(default_factory=dict)
+    # The clock of budget and rate-limit windows (seconds since the epoch) and the sleep of rate-limit waits: tests
+    # pass fake ones, so windows turn over without waiting.
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], Awaitable[Any]] | None = None
+    _limiters: dict[tuple[str, int], Any] = field(default_factory=dict)
+    _spend: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def add_tier(self, tier: str, *, items: int = 0, final: int = 0, errors: int = 0, usage: Usage | None = None
                  ) -> None:
@@ -89,6 +97,97 @@ class RunContext:
             n = max(self.options.max_concurrency, int(getattr(model, "contextjudge_min_concurrency", 0) or 0))
             sem = self._semaphores[key] = asyncio.Semaphore(n)
         return sem
+
+    def limiter(self, identity: str, model: Any = None, name: str | None = None) -> Any:
+        """The adaptive limit on judge calls in flight per model on this loop (``judges.limiter``): at most
+        ``JudgeOptions.max_concurrency`` (or more when the model asks for it, as ``semaphore`` says), halved on the
+        provider's 429s and grown back after successes."""
+        key = (identity, id(asyncio.get_running_loop()))
+        lim = self._limiters.get(key)
+        if lim is None:
+            from .limiter import AdaptiveLimiter  # noqa: PLC0415
+
+            n = max(self.options.max_concurrency, int(getattr(model, "contextjudge_min_concurrency", 0) or 0))
+            lim = self._limiters[key] = AdaptiveLimiter(n, name=name or identity)
+        return lim
+
+    @property
+    def throttle(self) -> dict[str, dict[str, Any]]:
+        """Per judge: its in-flight limit now and at most, the lowest it fell to, the 429s seen, the decreases and
+        increases of the limit, and the peak of calls in flight (summed over event loops)."""
+        out: dict[str, dict[str, Any]] = {}
+        for lim in list(self._limiters.values()):
+            st = lim.stats()
+            row = out.get(lim.name)
+            if row is None:
+                out[lim.name] = st
+                continue
+            for k in ("throttled", "decreases", "increases", "inflight"):
+                row[k] += st[k]
+            for k in ("limit", "max", "peak_inflight"):
+                row[k] = max(row[k], st[k])
+            row["lowest"] = min(row["lowest"], st["lowest"])
+        return out
+
+    def spend_store(self) -> Any:
+        """Where budget and rate-limit windows are kept: the run's store (the verdict cache's backend) when it has
+        them, so every process of the app that shares it shares the windows; else None (this process's)."""
+        backend = getattr(self.cache, "backend", None)
+        return backend if hasattr(backend, "spend_reserve") else None
+
+    def ledger(self, budget: Any, judge: str | None = None, price: Any = None) -> Any:
+        """The ``BudgetLedger`` of ``budget`` for ``judge`` in this run (one per budget and judge)."""
+        key = ("ledger", budget, judge)
+        led = self._spend.get(key)
+        if led is None:
+            from .spend import BudgetLedger  # noqa: PLC0415
+
+            led = self._spend[key] = BudgetLedger(budget, judge=judge, price=price, store=self.spend_store(),
+                                                  clock=self.clock)
+        return led
+
+    def rate_gate(self, limit: Any) -> Any:
+        """The ``RateGate`` of ``limit`` in this run."""
+        key = ("rate", limit)
+        gate = self._spend.get(key)
+        if gate is None:
+            from .spend import RateGate  # noqa: PLC0415
+
+            gate = self._spend[key] = RateGate(limit, store=self.spend_store(), clock=self.clock, sleep=self.sleep)
+        return gate
+
+    def check_budget(self, judges: Any) -> None:
+        """Refuse, before anything is judged, a dollar budget on a judge with no known price and no token limit
+        (``ConfigurationError``). ``judges``: the chat models that will judge."""
+        budget = self.options.budget
+        if budget is None:
+            return
+        from .models import judge_name  # noqa: PLC0415
+        from .spend import price_of  # noqa: PLC0415
+
+        for model in judges:
+            name = judge_name(model)
+            key = ("checked", budget, name)
+            if key in self._spend:
+                continue
+            tiers = [getattr(model, "cheap", None), getattr(model, "strong", None)]
+            if any(t is not None for t in tiers):  # a TieredJudge: each tier is priced on its own
+                self.check_budget([t for t in tiers if t is not None])
+            else:
+                self.ledger(budget, name, price_of(model)).check()
+            self._spend[key] = True
+
+    def budget_blocked(self) -> float | None:
+        """When judging resumes if the run's budget (``JudgeOptions.budget``) is spent now, else None: a cheap check
+        that lets a case be skipped before any judge call."""
+        budget = self.options.budget
+        if budget is None:
+            return None
+        try:
+            return self.ledger(budget).exhausted_until()
+        except Exception:  # noqa: BLE001 - a store that cannot be read: the calls themselves will say
+            logger.debug("contextjudge: the budget check could not read the spend", exc_info=True)
+            return None
 
     def judge_for(self, metric: Any) -> Any:
         """The judge model ``metric`` uses in this run: its own, else the run's default, else the global default."""

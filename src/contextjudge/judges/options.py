@@ -25,7 +25,7 @@ class JudgeOptions:
     deadline: float = 600.0           # seconds for all attempts of one request, backoff included
     backoff_initial: float = 1.0      # first backoff, doubled each retry, with full jitter
     backoff_max: float = 30.0         # cap of one backoff (and of an honoured Retry-After)
-    max_concurrency: int = 8          # judge calls in flight per judge model
+    max_concurrency: int = 8          # judge calls in flight per judge model (at most: halved on HTTP 429s, AIMD)
     token_budget: int = 6000          # approximate prompt tokens of items per request; larger inputs are split
     repeats: int = 1
     """How many times each judge request is asked, for a judge that samples (temperature above zero): the verdict
@@ -36,6 +36,10 @@ class JudgeOptions:
     """A ``judges.spend.Budget``: hard limits on judge spend per hour/day (tokens; dollars where the judge's price
     is known). Each call reserves its estimated tokens before it is sent; a call with no room left raises
     ``BudgetExhaustedError`` and its case is skipped and counted. None: no limit."""
+    rate_limit: "Any" = None
+    """A ``judges.spend.RateLimit``: judge requests and tokens per minute, shared by every process of the app that
+    uses the same store (else by this process). A call with no room in the current minute waits for the next one;
+    it is never refused. None: no limit (the provider's 429s still slow the calls down: see max_concurrency)."""
     max_output_tokens: int | None = None
     """Cap on the tokens of one judge answer. None leaves the model's own setting alone. When set, it is applied
     to chat models that have a ``max_tokens`` field and none set (ChatOpenAI, ChatAnthropic, ...); for ChatOpenAI

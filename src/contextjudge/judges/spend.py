@@ -39,8 +39,10 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from ..errors import BudgetExhaustedError, ConfigurationError
 
-__all__ = ["Budget", "BudgetLedger", "MemorySpend", "Price", "RateGate", "RateLimit", "Reservation",
-           "count_tokens", "output_estimate", "price_of", "register_prices"]
+__all__ = ["DAY", "HOUR", "MINUTE", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC",
+           "OUTPUT_TOKENS_TEXT", "Budget", "BudgetLedger", "CallSpend", "Hold", "MemorySpend", "Price", "RateGate",
+           "RateLimit", "Reservation", "count_tokens", "output_estimate", "price_of", "register_prices",
+           "window_start"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -553,3 +555,66 @@ class RateGate:
         """Count a call's real tokens instead of its estimate in the minute it was taken in."""
         if used > 0 and used != held:
             self.store.spend_adjust(self.scope, start, tokens=used - held)
+
+
+@dataclass
+class Hold:
+    """What one judge call holds: its budget reservation and its rate-limit room."""
+
+    reservation: Reservation | None = None
+    rate: tuple[float, int] | None = None
+    estimate: int = 0
+    done: bool = False
+
+
+class CallSpend:
+    """One judge's budget ledger and rate gate as the judge client uses them around each call: estimate, take
+    (before the call is sent), settle (after it). A ledger on a store is read and written off the event loop."""
+
+    def __init__(self, ledger: BudgetLedger | None, gate: RateGate | None, *, model_name: str | None,
+                 max_output_tokens: int | None = None) -> None:
+        self.ledger = ledger
+        self.gate = gate
+        self.model_name = model_name
+        self.max_output_tokens = max_output_tokens
+        self._threaded = ledger is not None and not isinstance(ledger.store, MemorySpend)
+
+    def estimate(self, prompt: str, task: str | None, items: int) -> tuple[int, int]:
+        return count_tokens(prompt, self.model_name), output_estimate(task, items, self.max_output_tokens)
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._threaded:
+            import asyncio  # noqa: PLC0415
+
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
+
+    async def take(self, input_tokens: int, output_tokens: int) -> Hold:
+        hold = Hold(estimate=input_tokens + output_tokens)
+        if self.ledger is not None:
+            hold.reservation = await self._run(self.ledger.reserve, input_tokens, output_tokens)
+        if self.gate is not None:
+            try:
+                hold.rate = await self.gate.acquire(input_tokens + output_tokens)
+            except BaseException:
+                if hold.reservation is not None:
+                    await self._run(self.ledger.release, hold.reservation)  # type: ignore[union-attr]
+                raise
+        return hold
+
+    async def settle(self, hold: Hold, usage: Any) -> None:
+        if hold.done:
+            return
+        hold.done = True
+        if hold.reservation is not None and self.ledger is not None:
+            await self._run(self.ledger.settle, hold.reservation, usage)
+        if hold.rate is not None and self.gate is not None:
+            inp, out = _tokens_of(usage)
+            await self._run(self.gate.adjust, hold.rate[0], hold.rate[1], inp + out)
+
+    async def release(self, hold: Hold) -> None:
+        if hold.done:
+            return
+        hold.done = True
+        if hold.reservation is not None and self.ledger is not None:
+            await self._run(self.ledger.release, hold.reservation)

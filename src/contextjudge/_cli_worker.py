@@ -4,9 +4,150 @@ CONTRACT: ``add_worker_command(sub)`` registers the subcommand."""
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
 
 __all__ = ["add_worker_command"]
 
+_DESCRIPTION = (
+    "Follow a store's queue: claim the cases a capture in mode='worker' wrote (or --enqueue-unscored ones), score "
+    "them with the run's metrics and judge, write each case's results once, and keep going until stopped. Cases "
+    "are claimed with leases: a worker that dies gives its cases back when their leases expire (only the judge "
+    "calls that were in flight are repeated). Several workers may share a PostgreSQL store; a SQLite store takes "
+    "one. SIGTERM or Ctrl-C stops it cleanly (it finishes the cases in hand within --grace seconds and gives back "
+    "the rest; a second signal gives back everything at once) and exits 0. By default it runs on all CPUs but one, "
+    "at a lower priority (nice 10), so the app keeps a core.")
+
 
 def add_worker_command(sub: argparse._SubParsersAction) -> None:
-    """Register ``worker`` (filled in by the worker helper)."""
+    """Register ``worker``."""
+    from .cli import _common, _store_arg  # noqa: PLC0415 - its shared argument helpers
+
+    p = sub.add_parser("worker", help="score queued cases out of the app's process (capture mode='worker')",
+                       description=_DESCRIPTION)
+    _store_arg(p)
+    p.add_argument("--run", help="only this run's cases (id, name or id prefix; default: every run's)")
+    p.add_argument("--metrics", nargs="+", metavar="METRIC",
+                   help="metrics to score (default: each run's own, as its capture was given, else contextual "
+                        "precision, recall, relevancy, utilization and turn relevancy)")
+    p.add_argument("--model", help="judge (see `contextjudge eval --help`); default: $CONTEXTJUDGE_MODEL, else "
+                                   "OpenAI with OPENAI_API_KEY, else the embedded judge")
+    p.add_argument("--threshold", action="append", metavar="[METRIC=]VALUE",
+                   help="a metric's threshold (default: the run's, else the metric's own)")
+    p.add_argument("--lease", type=_positive(float), default=60.0, metavar="S",
+                   help="seconds a claim holds before another worker may take the case; renewed every third of it "
+                        "while the case is scored (default 60)")
+    p.add_argument("--batch", type=_positive(int), default=8, metavar="N", help="cases claimed at once (default 8)")
+    p.add_argument("--concurrency", type=_positive(int), default=4, metavar="N",
+                   help="cases scored at once (default 4)")
+    p.add_argument("--cpus", type=_non_negative_int, default=None, metavar="N",
+                   help="CPUs to run on, the highest-numbered (default: all but one; 0: no limit)")
+    p.add_argument("--nice", type=_non_negative_int, default=10, metavar="N",
+                   help="lower the worker's priority by N (default 10; 0: unchanged)")
+    p.add_argument("--grace", type=_non_negative(float), default=10.0, metavar="S",
+                   help="at a stop, seconds to finish the cases in hand before giving them back (default 10)")
+    p.add_argument("--poll", type=_positive(float), default=1.0, metavar="S",
+                   help="seconds between looks at an empty queue (default 1)")
+    for span in ("day", "hour"):
+        p.add_argument(f"--budget-tokens-per-{span}", type=_positive(int), metavar="N",
+                       help=f"judge tokens allowed per calendar {span} (UTC); shared by every process on the store")
+        p.add_argument(f"--budget-dollars-per-{span}", type=_positive(float), metavar="D",
+                       help=f"judge dollars allowed per calendar {span} (needs a known price, or a token limit)")
+    p.add_argument("--otel", action="store_true",
+                   help="send each result as an OpenTelemetry evaluation span into its request's trace "
+                        "(configured from the OTEL_* environment variables; pip install 'contextjudge[otel]')")
+    p.add_argument("--once", action="store_true", help="score what the queue holds now, then exit")
+    p.add_argument("--enqueue-unscored", action="store_true",
+                   help="first queue the unscored cases of --run (default: the latest run), e.g. a deferred capture")
+    p.add_argument("--every", type=_positive(int), default=100, metavar="N",
+                   help="print a progress line every N cases (default 100)")
+    _common(p)
+    p.set_defaults(func=cmd_worker)
+
+
+def _positive(kind: Any) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {'whole ' if kind is int else ''}number, got {text!r}") \
+                from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
+        return value
+    return parse
+
+
+def _non_negative(kind: Any) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+        return value
+    return parse
+
+
+_non_negative_int = _non_negative(int)
+
+
+def _budget(args: argparse.Namespace) -> Any:
+    limits = {name: getattr(args, f"budget_{name}") for name in ("tokens_per_day", "dollars_per_day",
+                                                                 "tokens_per_hour", "dollars_per_hour")}
+    limits = {k: v for k, v in limits.items() if v is not None}
+    if not limits:
+        return None
+    from .judges.spend import Budget  # noqa: PLC0415
+
+    return Budget(**limits)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from . import cli  # noqa: PLC0415 - its helpers and exit codes
+    from .engine.worker import Worker, limit_cpu, metrics_for_run  # noqa: PLC0415
+    from .errors import StoreError, UsageError  # noqa: PLC0415
+    from .judges.options import JudgeOptions  # noqa: PLC0415
+
+    # before the judge is built: the embedded judge sizes its encoder's threads from the CPUs it may use
+    limit_cpu(args.cpus, args.nice)
+    store = cli._store(args.store)  # noqa: SLF001
+    run_id = cli._resolve(store, args.run) if args.run else None  # noqa: SLF001
+    if args.enqueue_unscored:
+        target = run_id or cli._resolve(store, None)  # noqa: SLF001
+        added = store.enqueue(target, only_unscored=True)
+        cli._info(f"queued {added} unscored case(s) of run {target}", args.quiet)  # noqa: SLF001
+    threshold, per = cli._thresholds(args.threshold, "--threshold")  # noqa: SLF001
+    judge = cli._judge(args.model, args.quiet)  # noqa: SLF001
+    if args.metrics:
+        keys = cli._metric_keys(args.metrics, [])  # noqa: SLF001
+        metrics: Any = cli._build_metrics(keys, None, threshold, per)  # noqa: SLF001 - the run's judge: --model
+    else:
+        def metrics(config: dict[str, Any]) -> list[Any]:
+            return metrics_for_run(config, threshold=threshold, thresholds=per)
+    budget = _budget(args)
+    options = JudgeOptions(budget=budget) if budget is not None else None
+    hooks = []
+    if args.otel:
+        from .otel import exporter_from_environment  # noqa: PLC0415 - optional: only with --otel
+
+        hooks.append(exporter_from_environment())
+
+    def say(text: str) -> None:
+        if not args.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    worker = Worker(store, metrics, judge, lease=args.lease, batch=args.batch, concurrency=args.concurrency,
+                    run_id=run_id, judge_options=options, on_results=hooks, poll=args.poll, cpus=args.cpus,
+                    nice=args.nice, grace=args.grace, log=say, report_every=args.every)
+    try:
+        worker.run(once=args.once, handle_signals=True)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from exc
+    finally:
+        store.close()
+    print(f"worker: {worker.counts.judged} judged, {worker.counts.skipped_budget} skipped (budget), "
+          f"{worker.counts.lost_lease} lost lease, {worker.counts.errors} with errors, "
+          f"{worker.counts.released} given back")
+    return cli.EXIT_OK

@@ -1,0 +1,525 @@
+"""``Worker``: score the cases a store's queue holds, out of the app's process (``contextjudge worker``).
+
+A worker claims batches of queued cases with leases (``store/_queue.py``), scores each with ``score_case`` inside a
+``Run`` that has no store (so nothing is written outside ``complete``) and whose verdict cache is backed by the
+store (a verdict one worker paid for serves them all), keeps its leases alive from a heartbeat thread while it
+scores, and completes each case in one transaction that writes its results only while it still holds the lease.
+So every case's results are written once; a killed worker's cases are claimed again when their leases expire, and
+only the judge calls that were in flight are repeated.
+
+Several workers may share a PostgreSQL store; a SQLite store takes one (``QueueStore.worker_slot``).
+
+Threads: the worker's event loop (the caller's thread), where cases are scored; ``contextjudge-heartbeat``, which
+renews the leases every third of the lease and cancels the cases whose lease was lost (another worker took them,
+after this one stalled for longer than the lease); store writes run on the loop's default executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import inspect
+import logging
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+from ..errors import BudgetExhaustedError, ConfigurationError
+from ..judges.options import JudgeOptions
+from .run import Run
+from .score import score_case
+
+__all__ = ["DEFAULT_METRIC_KEYS", "Worker", "WorkerCounts", "limit_cpu", "metrics_for_run"]
+
+logger = logging.getLogger("contextjudge")
+
+# what a run with no metrics in its configuration is scored with (as `contextjudge score` does)
+DEFAULT_METRIC_KEYS = ("contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization",
+                       "turn_contextual_relevancy")
+
+OnResults = Callable[[Any, list, str, str], Any]
+
+# the (run id, case key) of the case a task scores: judge-call events are filed under it, and written with the
+# case's results in the same transaction
+_CASE: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("contextjudge_worker_case",
+                                                                              default=None)
+
+
+@dataclass
+class WorkerCounts:
+    """What a worker did: cases claimed, judged (results written), skipped by a budget, lost (the lease passed to
+    another worker before the results were written: nothing written), with an error result, given back at a
+    stop, and completed with no result (no metric applies to the case's kind)."""
+
+    claimed: int = 0
+    judged: int = 0
+    skipped_budget: int = 0
+    lost_lease: int = 0
+    errors: int = 0
+    released: int = 0
+    no_metric: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def metrics_for_run(config: dict[str, Any], *, threshold: float | None = None,
+                    thresholds: dict[str, float] | None = None, default: Sequence[str] = DEFAULT_METRIC_KEYS
+                    ) -> list[Any]:
+    """The metrics a stored run is scored with: those its configuration names (class, threshold, strict mode, as
+    ``Run.begin`` wrote them), else ``default`` (metric keys). ``threshold`` (every metric) and ``thresholds`` (by
+    metric key) override the recorded thresholds. Built without a judge: the worker's run gives them its own."""
+    from ..metrics import BY_KEY  # noqa: PLC0415
+
+    by_class = {cls.__name__: key for key, cls in BY_KEY.items()}
+    specs: list[tuple[str, dict[str, Any]]] = []
+    for m in (config or {}).get("metrics") or []:
+        cls = m.get("class") if isinstance(m, dict) else m
+        key = by_class.get(cls)
+        if key is None or any(k == key for k, _ in specs):
+            continue
+        kw: dict[str, Any] = {}
+        if isinstance(m, dict):
+            if isinstance(m.get("threshold"), (int, float)):
+                kw["threshold"] = float(m["threshold"])
+            if isinstance(m.get("strict_mode"), bool):
+                kw["strict_mode"] = m["strict_mode"]
+        specs.append((key, kw))
+    if not specs:
+        specs = [(k, {}) for k in default]
+    out = []
+    for key, kw in specs:
+        t = (thresholds or {}).get(key, threshold)
+        if t is not None:
+            kw["threshold"] = t
+        out.append(BY_KEY[key](**kw))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- CPU
+_APPLIED: dict[str, Any] = {}
+
+
+def _tids() -> list[int]:
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+
+
+def limit_cpu(cpus: int | None = None, nice: int | None = 10) -> str:
+    """Keep this process off part of the machine, for every thread it has and starts: affinity to ``cpus`` cores
+    (None: all usable but one, at least one; the highest-numbered, so an app pinned to the first cores keeps them;
+    0: unchanged), numpy's BLAS threads to as many (threadpoolctl, when installed), and its niceness raised by
+    ``nice`` (None or 0: unchanged). Process-wide and meant for the worker's own process; applied once (a second
+    call with the same values changes nothing). The embedded judge sizes its encoder's thread pool from the
+    process's affinity when it loads: call this before building it. Returns a phrase for the startup line."""
+    key = f"{cpus}:{nice}"
+    if key in _APPLIED:
+        return _APPLIED[key]
+    said = []
+    try:
+        usable = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = list(range(os.cpu_count() or 1))
+    if cpus != 0:
+        n = max(1, len(usable) - 1) if cpus is None else max(1, min(int(cpus), len(usable)))
+        chosen = usable[-n:]
+        if hasattr(os, "sched_setaffinity") and chosen != usable:
+            for tid in _tids():
+                try:
+                    os.sched_setaffinity(tid, chosen)
+                except OSError:  # a thread that ended meanwhile
+                    pass
+        said.append(f"{n} of {len(usable)} CPUs" + (f" (cores {','.join(map(str, chosen))})"
+                                                      if hasattr(os, "sched_setaffinity") else ""))
+        try:
+            from threadpoolctl import threadpool_limits  # noqa: PLC0415 - optional
+
+            _APPLIED["blas"] = threadpool_limits(limits=n)  # kept: the limit holds while the object lives
+        except Exception:  # noqa: BLE001 - not installed, or no BLAS loaded yet
+            pass
+    else:
+        said.append(f"all {len(usable)} CPUs")
+    if nice:
+        try:
+            if hasattr(os, "setpriority"):  # Linux counts niceness per thread: set it on each
+                for tid in _tids():
+                    try:
+                        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + int(nice)))
+                    except OSError:
+                        pass
+            else:  # pragma: no cover
+                os.nice(int(nice))
+            said.append(f"nice +{int(nice)}")
+        except (AttributeError, OSError) as exc:
+            said.append(f"nice unchanged ({exc})")
+    _APPLIED[key] = ", ".join(said)
+    return _APPLIED[key]
+
+
+# ---------------------------------------------------------------------------------------------------- the worker
+class Worker:
+    """Claims queued cases of ``store`` (every run's, or ``run_id``'s), scores them and writes their results once.
+
+    ``metrics``: a list of metric objects for every run, a callable ``(run config) -> metrics``, or None (each
+    run's own metrics from its configuration, else the defaults: ``metrics_for_run``). ``model``: the judge of
+    metrics built without one. ``lease``: seconds a claim holds before another worker may take the case (renewed
+    every third of it while the case is scored). ``batch``: cases claimed at once. ``concurrency``: cases scored at
+    once (judge calls in flight per judge: ``judge_options.max_concurrency``). ``on_results``: hooks called as
+    ``hook(test_case, results, case_key, run_id)`` after a case's results are written (the OTel exporter); one
+    failing is logged and the worker goes on. ``poll``: seconds between looks at an empty queue. ``cpus`` / ``nice``:
+    ``limit_cpu`` when the worker starts (``cpus=0, nice=0`` leave the process as it is). ``grace``: seconds a
+    stopping worker gives the cases it is scoring before it gives them back. ``log``: where progress lines go
+    (None: the logger, at INFO); ``report_every``: a line per that many cases.
+    """
+
+    def __init__(self, store: Any, metrics: Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]] | None = None,
+                 model: Any = None, *, owner: str | None = None, lease: float = 60.0, batch: int = 8,
+                 concurrency: int = 4, run_id: str | None = None, judge_options: JudgeOptions | None = None,
+                 on_results: Sequence[OnResults] = (), poll: float = 1.0, cpus: int | None = None,
+                 nice: int | None = 10, grace: float = 10.0, max_attempts: int = 5,
+                 log: Callable[[str], None] | None = None, report_every: int = 100) -> None:
+        if isinstance(store, (str, os.PathLike)):
+            from ..store import open_store  # noqa: PLC0415
+
+            store = open_store(store)
+        if not hasattr(store, "claim"):
+            raise ConfigurationError(f"Worker needs a results store (open_store(...)), not {type(store).__name__}.")
+        if lease <= 0 or batch < 1 or concurrency < 1:
+            raise ConfigurationError("Worker: lease must be > 0 seconds, batch and concurrency >= 1.")
+        self.store = store
+        self.metrics = metrics
+        self.model = model
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.lease = float(lease)
+        self.batch = int(batch)
+        self.concurrency = int(concurrency)
+        self.run_id = run_id
+        self.judge_options = judge_options
+        self.on_results = list(on_results)
+        self.poll = float(poll)
+        self.cpus = cpus
+        self.nice = nice
+        self.grace = float(grace)
+        self.max_attempts = int(max_attempts)
+        self.report_every = max(1, int(report_every))
+        self._log = log
+        self.counts = WorkerCounts()
+        self._run: Run | None = None
+        self._metrics_by_run: dict[str, list[Any]] = {}
+        self._held: set[tuple[str, str]] = set()
+        self._held_lock = threading.Lock()
+        self._tasks: dict[tuple[str, str], asyncio.Task] = {}
+        self._completing: set[tuple[str, str]] = set()
+        self._lost: set[tuple[str, str]] = set()
+        self._calls: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._stop = threading.Event()
+        self._hard = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._budget_warned: float | None = None
+        self._score_kw: dict[str, Any] = ({"budget": "raise"} if "budget" in inspect.signature(score_case).parameters
+                                          else {})
+        self.started_line = ""
+
+    def __repr__(self) -> str:
+        return f"Worker(owner={self.owner!r}, store={self.store!r}, {self.counts.to_dict()})"
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return self.counts.to_dict()
+
+    # ------------------------------------------------------------------------------------------ control
+    def stop(self, now: bool = False) -> None:
+        """Stop claiming; finish the cases in hand within ``grace`` and give back the rest (``now``: give back
+        everything at once). Safe from any thread."""
+        self._stop.set()
+        if now:
+            self._hard.set()
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(wake.set)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    def run(self, stop: threading.Event | None = None, *, once: bool = False, handle_signals: bool = False
+            ) -> WorkerCounts:
+        """Work until ``stop`` is set (or ``stop()`` is called; with ``once``, until the queue has nothing to claim)
+        and return the counts. ``handle_signals``: SIGTERM and SIGINT stop the worker cleanly (a second one: at
+        once); the CLI sets it. Every case it still holds when it returns has been given back (``queued``)."""
+        desc = limit_cpu(self.cpus, self.nice) if (self.cpus != 0 or self.nice) else "CPU and niceness unchanged"
+        where = f"run {self.run_id}" if self.run_id else "every run"
+        self.started_line = (f"worker {self.owner}: {where} of {self.store!r}; lease {self.lease:g}s, batch "
+                             f"{self.batch}, {self.concurrency} case(s) at once; {desc}")
+        self._say(self.started_line)
+        with self.store.worker_slot(self.owner):
+            asyncio.run(self._main(stop, once, handle_signals))
+        self._say(self.summary())
+        return self.counts
+
+    def summary(self) -> str:
+        c = self.counts
+        return (f"worker {self.owner}: {c.judged} case(s) judged, {c.skipped_budget} skipped (budget), "
+                f"{c.lost_lease} lost to an expired lease, {c.errors} with errors, {c.released} given back, "
+                f"{c.no_metric} with no applicable metric ({c.claimed} claimed)")
+
+    def _say(self, text: str) -> None:
+        if self._log is not None:
+            self._log(text)
+        else:
+            logger.info("contextjudge: %s", text)
+
+    # ------------------------------------------------------------------------------------------ the loop
+    async def _main(self, stop: threading.Event | None, once: bool, handle_signals: bool) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop, self._wake = loop, asyncio.Event()
+        if stop is not None and stop.is_set():
+            self._stop.set()
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    loop.add_signal_handler(sig, self._on_signal, sig)
+                except (NotImplementedError, RuntimeError, ValueError):  # pragma: no cover - not the main thread
+                    pass
+        watcher = None
+        if stop is not None:  # the caller's event, polled from a thread that only waits
+            watcher = threading.Thread(target=self._watch, args=(stop,), name="contextjudge-worker-stop", daemon=True)
+            watcher.start()
+        run = self._run = Run(store=None, judge_options=self.judge_options, model=self.model)
+        run.context.cache.backend = self.store  # verdicts shared by every worker (and later run) on this store
+        run.context.on_call.append(self._on_call)
+        run.begin()
+        beat_stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(beat_stop,), name="contextjudge-heartbeat", daemon=True)
+        beat.start()
+        waiting: collections.deque = collections.deque()
+        try:
+            from ..judges.context import use_run_context  # noqa: PLC0415
+
+            with use_run_context(run.context):
+                await self._loop_body(waiting, once)
+        finally:
+            await self._wind_down(waiting)
+            beat_stop.set()
+            beat.join(timeout=5)
+            if handle_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    try:
+                        loop.remove_signal_handler(sig)
+                    except (NotImplementedError, RuntimeError, ValueError):  # pragma: no cover
+                        pass
+            self._loop = None
+            self._stop.set()  # ends the watcher thread
+
+    def _on_signal(self, sig: int) -> None:
+        first = not self._stop.is_set()
+        self._say(f"worker {self.owner}: {signal.Signals(sig).name}: " +
+                  ("stopping (finishing the cases in hand, giving back the rest; again to stop at once)" if first
+                   else "stopping now, giving back every case in hand"))
+        self.stop(now=not first)
+
+    def _watch(self, stop: threading.Event) -> None:
+        while not self._stop.is_set():
+            if stop.wait(0.2):
+                self.stop()
+                return
+
+    async def _nap(self, seconds: float) -> None:
+        """Wait ``seconds``, or until a case finishes or the worker is told to stop."""
+        assert self._wake is not None
+        waits = [asyncio.ensure_future(self._wake.wait()), *self._tasks.values()]
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waits[0].cancel()
+        if not self._stop.is_set():
+            self._wake.clear()
+
+    async def _loop_body(self, waiting: collections.deque, once: bool) -> None:
+        last_report = 0
+        while not self._stop.is_set():
+            while waiting and len(self._tasks) < self.concurrency:
+                sc = waiting.popleft()
+                ref = (sc.run_id, sc.case_key)
+                self._tasks[ref] = asyncio.ensure_future(self._score(sc))
+                self._tasks[ref].add_done_callback(lambda _t, ref=ref: self._tasks.pop(ref, None))
+            if not waiting and len(self._tasks) < self.concurrency:
+                got = await asyncio.to_thread(self.store.claim, self.owner, limit=self.batch, lease=self.lease,
+                                              run_id=self.run_id, max_attempts=self.max_attempts)
+                if got:
+                    with self._held_lock:
+                        self._held.update((sc.run_id, sc.case_key) for sc in got)
+                    self.counts.claimed += len(got)
+                    waiting.extend(got)
+                    continue
+                if once and not self._tasks:
+                    return
+                await self._nap(self.poll)
+            else:
+                await self._nap(self.poll)
+            done = self.counts.judged + self.counts.skipped_budget
+            if done - last_report >= self.report_every:
+                last_report = done - done % self.report_every
+                self._say(self.summary())
+
+    async def _wind_down(self, waiting: collections.deque) -> None:
+        """Give back what was claimed and not started; give the cases being scored ``grace`` seconds (none after a
+        second signal), then cancel them; give back every case still held."""
+        for sc in waiting:
+            await self._give_back(sc.run_id, sc.case_key)
+        waiting.clear()
+        if self._tasks and not self._hard.is_set():
+            deadline = time.monotonic() + self.grace
+            while self._tasks and not self._hard.is_set() and time.monotonic() < deadline:
+                await self._nap(min(0.2, max(0.0, deadline - time.monotonic())))
+        pending = list(self._tasks.values())
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        with self._held_lock:
+            left = list(self._held)
+        for run_id, key in left:
+            await self._give_back(run_id, key)
+
+    async def _give_back(self, run_id: str, key: str) -> None:
+        try:
+            if await asyncio.to_thread(self.store.release, self.owner, run_id, key):
+                self.counts.released += 1
+        except Exception:  # noqa: BLE001 - its lease expires anyway, and another worker takes it then
+            logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
+                             "its lease expires", key, run_id)
+        with self._held_lock:
+            self._held.discard((run_id, key))
+
+    # ------------------------------------------------------------------------------------------ one case
+    def _metrics_for(self, run_id: str) -> list[Any]:
+        got = self._metrics_by_run.get(run_id)
+        if got is None:
+            if self.metrics is not None and not callable(self.metrics):
+                got = list(self.metrics)
+            else:
+                try:
+                    config = self.store.run_info(run_id).config
+                except Exception:  # noqa: BLE001 - a run deleted meanwhile: its defaults
+                    config = {}
+                got = list(self.metrics(config)) if callable(self.metrics) else metrics_for_run(config)
+            self._metrics_by_run[run_id] = got
+        return got
+
+    def _on_call(self, event: dict[str, Any]) -> None:
+        ref = _CASE.get()
+        if ref is not None:
+            self._calls.setdefault(ref, []).append(event)
+
+    def _budget_skip(self, resumes_at: float | None, scope: str | None = None) -> str:
+        when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(resumes_at)) if resumes_at else
+                "the next window")
+        if self._budget_warned != resumes_at:
+            self._budget_warned = resumes_at
+            logger.warning("contextjudge: the judge budget%s is spent; queued cases are set aside (skipped, note "
+                           "'budget') until %s, when judging resumes.", f" {scope}" if scope else "", when)
+        return f"budget{f' {scope}' if scope else ''} spent; resumes {when}"
+
+    async def _score(self, sc: Any) -> None:
+        run_id, key = sc.run_id, sc.case_key
+        ref = (run_id, key)
+        _CASE.set(ref)
+        assert self._run is not None
+        try:
+            blocked = getattr(self._run.context, "budget_blocked", None)
+            resumes = blocked() if blocked is not None else None
+            if resumes is not None:
+                await self._set_aside(ref, self._budget_skip(resumes))
+                return
+            metrics = await asyncio.to_thread(self._metrics_for, run_id)
+            try:
+                results = await score_case(self._run, key, sc.test_case, metrics, **self._score_kw)
+            except BudgetExhaustedError as exc:
+                await self._set_aside(ref, self._budget_skip(getattr(exc, "resumes_at", None),
+                                                             getattr(exc, "scope", None)))
+                return
+            results = list(results or [])
+            self._completing.add(ref)
+            ok = await asyncio.to_thread(self.store.complete, self.owner, run_id, key, results,
+                                         judge_calls=self._calls.pop(ref, []))
+            with self._held_lock:
+                self._held.discard(ref)
+            if not ok:
+                self.counts.lost_lease += 1
+                logger.warning("contextjudge: case %s of run %s was taken by another worker (this one held it past "
+                               "its %gs lease); its results were not written twice", key, run_id, self.lease)
+                return
+            if not results:
+                self.counts.no_metric += 1
+            else:
+                self.counts.judged += 1
+                if any(r.error for r in results):
+                    self.counts.errors += 1
+            for hook in self.on_results:
+                try:
+                    out = hook(sc.test_case, results, key, run_id)
+                    if inspect.isawaitable(out):
+                        await out
+                except Exception:  # noqa: BLE001 - a hook never stops the worker
+                    logger.exception("contextjudge: an on_results hook failed on case %s", key)
+        except asyncio.CancelledError:
+            if ref in self._lost:  # another worker has it: nothing of this case is written here
+                self.counts.lost_lease += 1
+                with self._held_lock:
+                    self._held.discard(ref)
+                return
+            raise  # stopping: _wind_down gives it back
+        except Exception:  # noqa: BLE001 - e.g. the store is unreachable: give the case back, go on
+            self.counts.errors += 1
+            logger.exception("contextjudge: case %s of run %s could not be scored; given back to the queue", key,
+                             run_id)
+            await self._give_back(run_id, key)
+        finally:
+            self._completing.discard(ref)
+            self._calls.pop(ref, None)
+            self._lost.discard(ref)
+
+    async def _set_aside(self, ref: tuple[str, str], note: str) -> None:
+        await asyncio.to_thread(self.store.release, self.owner, ref[0], ref[1], state="skipped", note=note)
+        with self._held_lock:
+            self._held.discard(ref)
+        self.counts.skipped_budget += 1
+
+    # ------------------------------------------------------------------------------------------ heartbeat
+    def _heartbeat(self, done: threading.Event) -> None:
+        """Renew the leases held, every third of the lease; cancel the cases whose lease another worker took."""
+        every = max(0.1, self.lease / 3.0)
+        while not done.wait(every):
+            with self._held_lock:
+                held = list(self._held)
+            if not held:
+                continue
+            try:
+                n = self.store.renew(self.owner, held, lease=self.lease)
+                if n < len(held):
+                    still = self.store.held(self.owner, held)
+                    lost = [ref for ref in held if ref not in still]
+                    loop = self._loop
+                    if lost and loop is not None and not loop.is_closed():
+                        loop.call_soon_threadsafe(self._cancel_lost, lost)
+            except Exception:  # noqa: BLE001 - the store is briefly unreachable: try again at the next beat
+                logger.warning("contextjudge: could not renew the worker's leases; retrying", exc_info=True)
+
+    def _cancel_lost(self, lost: list[tuple[str, str]]) -> None:
+        for ref in lost:
+            with self._held_lock:
+                if ref not in self._held:  # completed or given back meanwhile
+                    continue
+            task = self._tasks.get(ref)
+            if task is not None and ref not in self._completing and not task.done():
+                self._lost.add(ref)
+                task.cancel()

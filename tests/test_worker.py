@@ -1,0 +1,188 @@
+"""The worker (engine/worker.py, `contextjudge worker`): claims queued cases, scores them, writes each case's results
+once, shares verdicts through the store, skips on a spent budget, stops cleanly; in process and as a real CLI
+subprocess on SQLite (one worker per store file). The several-workers-on-PostgreSQL tests are in
+tests/test_worker_pg.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from contextjudge import LLMTestCase
+from contextjudge.engine.score import score_case
+from contextjudge.engine.worker import Worker, limit_cpu, metrics_for_run
+from contextjudge.errors import BudgetExhaustedError, StoreError
+from contextjudge.judges.context import RunContext
+from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
+from contextjudge.store import open_store
+from contextjudge.testing import FakeJudge
+
+from fault_server import FaultServer
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [str(Path(sys.executable).with_name("contextjudge"))]
+
+
+def _case(i: int) -> LLMTestCase:
+    return LLMTestCase(input=f"case-{i:03d}: what is the capital of France?", actual_output="Paris.",
+                       expected_output="Paris is the capital of France.",
+                       retrieval_context=["Paris is the capital of France.", f"Bananas are yellow (case-{i:03d})."])
+
+
+def _queued(path_or_url, n: int, run: str = "prod", metrics=("ContextualRelevancyMetric",)):
+    store = open_store(path_or_url)
+    rid = store.begin_run(run, {"mode": "worker", "metrics": [{"class": c, "threshold": 0.4} for c in metrics]})
+    store.save_cases_queued(rid, [(f"k{i:03d}", i, _case(i)) for i in range(n)])
+    return store, rid
+
+
+def test_worker_scores_each_queued_case_once_with_calls_hooks_and_counts(tmp_path):
+    store, rid = _queued(str(tmp_path / "q.db"), 12)
+    seen = []
+    w = Worker(store, [ContextualPrecisionMetric(), ContextualRelevancyMetric()], FakeJudge(), batch=5,
+               concurrency=3, cpus=0, nice=0, poll=0.05, on_results=[lambda tc, rs, k, r: seen.append((k, r, len(rs)))])
+    counts = w.run(once=True)
+    assert counts.judged == 12 and counts.claimed == 12 and counts.lost_lease == 0 and counts.released == 0
+    assert sorted(seen) == [(f"k{i:03d}", rid, 2) for i in range(12)]
+    res = store.load_run(rid)
+    assert all(len(tr.metrics_data) == 2 and all(m.error is None for m in tr.metrics_data) for tr in res.test_results)
+    assert store.queue_counts(rid) == {"queued": 0, "claimed": 0, "expired": 0, "done": 12, "skipped": 0}
+    assert len(store.judge_calls(rid)) >= 12  # each case's judge calls, written with its results
+    # a second worker finds nothing to do; the verdicts are in the store's cache for any later run
+    assert Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0).run(once=True).claimed == 0
+
+
+def test_worker_uses_the_runs_own_metrics_and_thresholds(tmp_path):
+    store, rid = _queued(str(tmp_path / "q.db"), 2, metrics=("ContextualRecallMetric",))
+    Worker(store, None, FakeJudge(), cpus=0, nice=0).run(once=True)
+    got = store.load_run(rid).test_results[0].metrics_data
+    assert [(m.name, m.threshold) for m in got] == [("Contextual Recall", 0.4)]
+    assert [m.name for m in metrics_for_run({})][:2] == ["Contextual Precision", "Contextual Recall"]
+    assert metrics_for_run({}, threshold=0.9)[0].threshold == 0.9
+
+
+def test_worker_sets_cases_aside_while_the_budget_is_blocked(tmp_path, monkeypatch, caplog):
+    store, rid = _queued(str(tmp_path / "q.db"), 4)
+    resumes = time.time() + 3600
+    monkeypatch.setattr(RunContext, "budget_blocked", lambda self: resumes, raising=False)
+    with caplog.at_level("WARNING", logger="contextjudge"):
+        counts = Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0).run(once=True)
+    assert counts.skipped_budget == 4 and counts.judged == 0
+    assert store.queue_counts(rid)["skipped"] == 4
+    assert sum("budget" in r.getMessage() for r in caplog.records) == 1  # one warning per window
+    assert store.load_run(rid).test_results[0].metrics_data == []
+
+
+@pytest.mark.skipif("budget" not in __import__("inspect").signature(score_case).parameters,
+                    reason="score_case(budget=...) is the budgets helper's part and is not in yet")
+def test_worker_sets_aside_a_case_whose_judge_call_the_budget_refused(tmp_path):
+    store, rid = _queued(str(tmp_path / "q.db"), 3)
+
+    class Broke(ContextualRelevancyMetric):
+        async def a_score(self, test_case, *a, **kw):
+            raise BudgetExhaustedError("spent", scope="tokens:day", resumes_at=time.time() + 60)
+
+    counts = Worker(store, [Broke()], FakeJudge(), cpus=0, nice=0).run(once=True)
+    assert counts.skipped_budget == 3 and store.queue_counts(rid)["skipped"] == 3
+
+
+def test_stop_gives_back_the_cases_in_hand(tmp_path):
+    store, rid = _queued(str(tmp_path / "q.db"), 6)
+    with FaultServer(yes_words=["paris"], latency=0.6) as srv:
+        from langchain_openai import ChatOpenAI
+
+        judge = ChatOpenAI(model="slow", base_url=srv.url, api_key="x", max_retries=0)
+        w = Worker(store, [ContextualRelevancyMetric()], judge, batch=6, concurrency=2, cpus=0, nice=0, grace=0.0)
+        stop = threading.Event()
+        t = threading.Thread(target=w.run, args=(stop,))
+        t.start()
+        deadline = time.time() + 20
+        while not srv.requests and srv._inflight == 0 and time.time() < deadline:  # noqa: SLF001
+            time.sleep(0.02)
+        stop.set()
+        t.join(20)
+    assert not t.is_alive()
+    assert w.counts.claimed == 6 and w.counts.released + w.counts.judged == 6 and w.counts.released >= 4
+    c = store.queue_counts(rid)
+    assert c["claimed"] == 0 and c["queued"] == w.counts.released
+
+
+def test_limit_cpu_says_what_it_did():
+    assert limit_cpu(0, 0) .startswith("all ")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CONTEXTJUDGE_"))}
+    env.update(extra)
+    return env
+
+
+def test_cli_worker_once_on_sqlite_and_one_worker_per_file(tmp_path):
+    db = str(tmp_path / "q.db")
+    store, rid = _queued(db, 5)
+    store.close()
+    # a second worker on the same SQLite file is refused while the first holds it
+    first = subprocess.Popen([*CLI, "worker", "--store", db, "--model", "fake", "--cpus", "0", "--nice", "0",
+                              "--poll", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and open_store(db).queue_counts(rid)["done"] < 5:
+            time.sleep(0.1)
+        second = subprocess.run([*CLI, "worker", "--store", db, "--model", "fake", "--once"], capture_output=True,
+                                text=True, timeout=60, env=_env())
+        assert second.returncode == 2, second.stderr
+        assert "SQLite allows one worker" in second.stderr and "PostgreSQL" in second.stderr
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err
+    assert "every run of" in err and "CPU and niceness unchanged" in err  # its startup line
+    assert "5 judged" in out
+    s = open_store(db)
+    assert s.queue_counts(rid)["done"] == 5
+    assert all(len(tr.metrics_data) == 1 for tr in s.load_run(rid).test_results)
+    # --enqueue-unscored --once: a deferred capture's cases, scored and done
+    rid2 = s.begin_run("deferred", {"mode": "deferred"})
+    for i in range(3):
+        s.save_case(rid2, f"d{i}", i, _case(i))
+    done = subprocess.run([*CLI, "worker", "--store", db, "--run", "deferred", "--model", "fake", "--once",
+                           "--enqueue-unscored", "--metrics", "contextual_relevancy", "--cpus", "0", "--nice", "0"],
+                          capture_output=True, text=True, timeout=60, env=_env())
+    assert done.returncode == 0, done.stderr
+    assert "3 judged" in done.stdout
+    assert s.queue_counts(rid2)["done"] == 3
+
+
+def test_cli_worker_sigterm_releases_what_it_holds(tmp_path):
+    db = str(tmp_path / "q.db")
+    store, rid = _queued(db, 8)
+    with FaultServer(yes_words=["paris"], latency=5.0) as srv:
+        p = subprocess.Popen([*CLI, "worker", "--store", db, "--model", "openai:slow-judge", "--cpus", "0", "--nice",
+                              "0", "--batch", "8", "--concurrency", "2", "--grace", "0"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=_env(OPENAI_BASE_URL=srv.url, OPENAI_API_KEY="dummy"))
+        try:
+            deadline = time.time() + 30
+            while srv._inflight < 1 and time.time() < deadline:  # noqa: SLF001 - a judge call is in flight
+                time.sleep(0.05)
+            assert store.queue_counts(rid)["claimed"] == 8
+            p.send_signal(signal.SIGTERM)
+            out, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert p.returncode == 0, err
+    assert "SIGTERM" in err and "8 given back" in out
+    assert store.queue_counts(rid) == {"queued": 8, "claimed": 0, "expired": 0, "done": 0, "skipped": 0}
+    # nothing half-written, and a release does not count as a failed attempt
+    assert all(tr.metrics_data == [] for tr in store.load_run(rid).test_results)
+    assert all(c.attempts == 1 for c in store.claim("next", limit=8))

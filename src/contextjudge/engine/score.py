@@ -4,7 +4,9 @@ It picks the metrics that apply to the case's kind, runs their ``a_score`` concu
 cannot score into a result with its error (or skips it, when asked), turns any other failure into a result with
 its error (one bad metric never aborts the rest), reuses results the run already has in its store, sets each
 result's ``gold_score`` when the case carries gold labels for its metric (``cases/labels.py``), and writes every
-new result to the run's store. ``fill_gold_scores`` does the last for results read back from a store, whose cases
+new result to the run's store. A metric refused by the run's judge budget (``BudgetExhaustedError``) gives an error
+result that says when judging resumes, or, with ``budget="raise"`` (capture and the worker, which skip and count
+such cases), makes the case raise once its other metrics have finished. ``fill_gold_scores`` does the last for results read back from a store, whose cases
 were labelled after they were scored (``contextjudge label``).
 """
 
@@ -18,14 +20,16 @@ from .._result import MetricResult
 from ..cases.labels import labels_of
 from ..cases.provenance import app_error_of, short
 from ..cases.testcase import ConversationalTestCase
-from ..errors import InvalidTestCaseError, MissingTestCaseParamsError
+from ..errors import BudgetExhaustedError, InvalidTestCaseError, MissingTestCaseParamsError
 from .run import Run
 
-__all__ = ["MissingParams", "applicable", "fill_gold_scores", "gold_score_of", "missing_message", "score_case"]
+__all__ = ["BudgetMode", "MissingParams", "applicable", "fill_gold_scores", "gold_score_of", "missing_message", "score_case"]
 
 logger = logging.getLogger("contextjudge")
 
 MissingParams = Literal["record", "skip", "skip-noted"]
+BudgetMode = Literal["record", "raise"]
+BUDGET_ERROR = "BudgetExhaustedError"
 
 
 def applicable(metrics: Sequence[Any], test_case: Any) -> list[Any]:
@@ -113,8 +117,23 @@ def missing_message(metric: Any, exc: MissingTestCaseParamsError, test_case: Any
     return "; ".join(said) + "."
 
 
+def _check_budget(run: Run, metrics: Sequence[Any]) -> None:
+    """Refuse a dollar budget on a judge with no known price and no token limit before anything is judged."""
+    ctx = run.context
+    if ctx.options.budget is None:
+        return
+    judges = []
+    for m in metrics:
+        try:
+            judges.append(ctx.judge_for(m))
+        except Exception:  # noqa: BLE001 - a judge that cannot load says so when its metric runs
+            continue
+    ctx.check_budget(judges)
+
+
 async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any], *,
-                     missing: MissingParams = "record", raise_exceptions: bool = False) -> list[MetricResult] | None:
+                     missing: MissingParams = "record", raise_exceptions: bool = False,
+                     budget: BudgetMode = "record") -> list[MetricResult] | None:
     """Score ``test_case`` (known in ``run`` as ``key``) with every metric of ``metrics`` that applies to it.
 
     Returns the results in the order of ``metrics``, or None when no metric applies to the case's kind. A metric
@@ -123,11 +142,19 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
     ``"skip-noted"`` the skip is logged once per metric and field in the run). A case whose golden made the app
     raise (``provenance.APP_ERROR_KEY``) gives an error result for every metric. ``raise_exceptions`` lets a failure
     propagate instead of becoming a result.
+
+    ``budget``: what a metric whose judge call the run's budget refused gives (``JudgeOptions.budget``): a result
+    with error type ``BudgetExhaustedError`` whose message says when judging resumes (``"record"``), or nothing: the
+    case raises ``BudgetExhaustedError`` once the other metrics have finished, and no result of the refused metrics is
+    saved (``"raise"``, for callers that skip and count such cases). A dollar budget on a judge with no known price
+    and no token limit raises ``ConfigurationError`` before anything is judged.
     """
     todo = applicable(metrics, test_case)
     if not todo:
         return None
+    _check_budget(run, todo)
     app_error = app_error_of(test_case)
+    refused: list[str] = []
 
     async def one(metric: Any) -> MetricResult | None:
         prior = run.completed.get((key, metric.name))
@@ -161,15 +188,24 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
             if raise_exceptions:
                 raise
             result = _error_result(metric, exc)
+        except BudgetExhaustedError as exc:
+            result = _error_result(metric, exc)
         except Exception as exc:  # noqa: BLE001 - one bad metric never aborts a run
             if raise_exceptions:
                 raise
             logger.exception("contextjudge: %s failed on case %s", metric.name, key)
             result = _error_result(metric, exc, f"{type(exc).__name__}: {exc}")
+        if result.error_type == BUDGET_ERROR and budget == "raise":
+            refused.append(result.error or "the judge budget is spent")
+            return None
         if result.score is not None and result.gold_score is None:
             result.gold_score = gold_score_of(metric.name, test_case, bool(result.strict_mode))
         run.save_result(key, result)
         return result
 
     results = await asyncio.gather(*(one(m) for m in todo))
+    if refused:
+        spent = run.context.options.budget
+        raise BudgetExhaustedError(refused[0], scope=f"budget:{spent.name}" if spent is not None else None,
+                                   resumes_at=run.context.budget_blocked())
     return [r for r in results if r is not None]

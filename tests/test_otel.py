@@ -1,0 +1,184 @@
+"""contextjudge.otel: the span context recorded at capture, and metric results as evaluation spans in that trace,
+from the app's process (a session callback) and from another process that reads the case from the store (the
+worker's path, with the exporter configured from the OTEL_* environment)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from contextjudge import LLMTestCase, MetricResult
+from contextjudge.capture import CapturedCase, CaptureSession
+from contextjudge.cases.provenance import OTEL_KEY, otel_of
+from contextjudge.errors import ConfigurationError
+from contextjudge.otel import OTelExporter, case_trace, exporter_from_environment, span_context_now
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
+@pytest.fixture()
+def otel():
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    yield provider, spans
+    provider.shutdown()
+
+
+def test_without_opentelemetry_imported_nothing_is_recorded_or_imported():
+    code = textwrap.dedent("""
+        import sys, timeit
+        import contextjudge, contextjudge.capture, contextjudge.otel
+        from contextjudge.otel import span_context_now
+        assert span_context_now() is None
+        assert not [m for m in sys.modules if m.startswith("opentelemetry")], "OpenTelemetry was imported"
+        print(timeit.timeit(span_context_now, number=100_000) * 10)  # microseconds per call
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip()) < 1.0  # one dict lookup: well under a microsecond
+
+
+def test_span_context_now_reads_the_active_span(otel):
+    provider, _ = otel
+    tracer = provider.get_tracer("app")
+    assert span_context_now() is None  # OpenTelemetry imported, no span active
+    with tracer.start_as_current_span("request") as request:
+        here = span_context_now()
+        with tracer.start_as_current_span("retrieve") as retrieve:
+            inner = span_context_now()
+    ctx = request.get_span_context()
+    assert here == {"trace_id": format(ctx.trace_id, "032x"), "span_id": format(ctx.span_id, "016x"),
+                    "trace_flags": int(ctx.trace_flags)}
+    assert case_trace(here, inner) == {**here, "retriever_span_id": format(retrieve.get_span_context().span_id,
+                                                                            "016x")}
+    assert case_trace(here, here) == here and case_trace(None, inner) == inner and case_trace(None) is None
+    assert case_trace(here, {**inner, "trace_id": "f" * 32}) == here  # another trace's span is no retriever link
+
+
+def result(name="Contextual Relevancy", score=0.75, **kw) -> MetricResult:
+    return MetricResult(name=name, score=score, threshold=0.5, success=score is not None and score >= 0.5,
+                        reason="2 of 3 nodes are relevant", evaluation_model="gpt-4o-mini", **kw)
+
+
+def test_export_skips_a_case_without_a_trace_and_counts_it(otel):
+    provider, spans = otel
+    exporter = OTelExporter(provider)
+    assert exporter.export(LLMTestCase(input="q", actual_output="a"), [result()]) == 0
+    assert exporter.skipped == 1 and spans.get_finished_spans() == ()
+
+
+def test_as_a_session_callback_in_the_app_process(otel):
+    provider, spans = otel
+    tracer = provider.get_tracer("app")
+    session = CaptureSession(metrics=[], mode="off", max_kept=None)
+    exporter = OTelExporter(provider, include_input=True)
+    session.on_result.append(exporter)  # the contract's spelling: called as exporter(case, result)
+    with tracer.start_as_current_span("request") as request:
+        tc = LLMTestCase(input="How many PTO days?", actual_output="25",
+                         additional_metadata={OTEL_KEY: case_trace(span_context_now())})
+    case = CapturedCase(test_case=tc)
+    session._emit(case, [result(), result("Contextual Precision", None, error="needs expected_output",
+                                          error_type="MissingFieldError")])
+    session.close()
+    evals = sorted(spans.get_finished_spans(), key=lambda s: s.name)
+    assert [s.name for s in evals if s.name != "request"] == ["contextjudge.eval Contextual Precision",
+                                                            "contextjudge.eval Contextual Relevancy"]
+    bad, good = [s for s in evals if s.name != "request"]
+    for s in (bad, good):
+        assert s.context.trace_id == request.get_span_context().trace_id
+        assert s.parent.span_id == request.get_span_context().span_id and s.links == ()
+        assert s.attributes["contextjudge.case_key"] == case.case_id
+        assert s.attributes["input.value"] == "How many PTO days?"
+    assert good.attributes["evaluations.0.evaluation.score"] == 0.75
+    assert good.attributes["evaluations.0.evaluation.label"] == "pass"
+    assert good.attributes["evaluations.0.evaluation.explanation"] == "2 of 3 nodes are relevant"
+    assert good.attributes["contextjudge.judge"] == "gpt-4o-mini"
+    assert good.events[0].attributes["gen_ai.evaluation.score.value"] == 0.75
+    assert bad.status.status_code is StatusCode.ERROR
+    assert bad.status.description == "MissingFieldError: needs expected_output"
+    assert bad.attributes["contextjudge.error_type"] == "MissingFieldError"
+
+
+def test_a_request_the_app_did_not_sample_gets_no_evaluation_spans(otel):
+    provider, spans = otel
+    where = {"trace_id": "1" * 32, "span_id": "2" * 16, "trace_flags": 0}  # recorded from an unsampled request
+    tc = LLMTestCase(input="q", actual_output="a", additional_metadata={OTEL_KEY: where})
+    OTelExporter(provider).export(tc, [result()])
+    assert spans.get_finished_spans() == ()  # the default parent-based sampler follows the request
+
+
+def test_the_worker_path_exports_a_stored_case_from_another_process(tmp_path, otel):
+    """The case is captured (in mode "deferred", to a real SQLite store) inside an app span; another process reads
+    it back, builds the exporter from the OTEL_* environment and exports its results into the app's trace."""
+    provider, _ = otel
+    tracer = provider.get_tracer("app")
+    db = tmp_path / "capture.db"
+    session = CaptureSession(metrics=[], mode="deferred", store=str(db))
+    with tracer.start_as_current_span("request") as request:
+        with tracer.start_as_current_span("retrieve") as retrieve:
+            at_retrieval = span_context_now()
+        tc = LLMTestCase(input="How many PTO days?", actual_output="25", retrieval_context=["25 days of PTO."],
+                         additional_metadata={OTEL_KEY: case_trace(span_context_now(), at_retrieval)})
+        session.submit(CapturedCase(test_case=tc))
+    run_id = session.run_id
+    session.close()
+
+    worker = textwrap.dedent(f"""
+        from contextjudge import MetricResult
+        from contextjudge.otel import exporter_from_environment
+        from contextjudge.store import open_store
+
+        store = open_store({str(db)!r})
+        exporter = exporter_from_environment()
+        for sc in store.load_cases({run_id!r}):
+            results = [MetricResult(name="Contextual Relevancy", score=1.0, threshold=0.5, success=True,
+                                    reason="all relevant", evaluation_model="contextjudge-local"),
+                       MetricResult(name="Contextual Recall", score=None, threshold=0.5, success=False,
+                                    error="the judge timed out", error_type="JudgeTimeoutError")]
+            exporter(sc.test_case, results, sc.case_key, {run_id!r})  # the worker's on_results hook
+        exporter.close()
+    """)
+    env = {**ENV, "OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "cj-worker-test"}
+    out = subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    exported = json.loads("[" + out.stdout.strip().replace("}\n{", "},\n{") + "]")
+    assert len(exported) == 2
+    req = request.get_span_context()
+    for s in exported:
+        assert s["context"]["trace_id"] == "0x" + format(req.trace_id, "032x")
+        assert s["parent_id"] == "0x" + format(req.span_id, "016x")
+        assert [link["context"]["span_id"] for link in s["links"]] == [
+            "0x" + format(retrieve.get_span_context().span_id, "016x")]
+        assert s["attributes"]["openinference.span.kind"] == "EVALUATOR"
+        assert s["attributes"]["contextjudge.run_id"] == run_id
+        assert s["resource"]["attributes"]["service.name"] == "cj-worker-test"
+    by_name = {s["attributes"]["evaluations.0.evaluation.name"]: s for s in exported}
+    assert by_name["Contextual Relevancy"]["attributes"]["evaluations.0.evaluation.annotator_kind"] == "CODE"
+    assert by_name["Contextual Relevancy"]["status"]["status_code"] == "UNSET"
+    assert by_name["Contextual Recall"]["status"]["status_code"] == "ERROR"
+
+
+def test_exporter_from_environment_says_what_to_install(monkeypatch):
+    from importlib.metadata import entry_points
+
+    if "otlp" in {ep.name for ep in entry_points(group="opentelemetry_traces_exporter")}:
+        pytest.skip("an OTLP exporter is installed here")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    with pytest.raises(ConfigurationError, match="opentelemetry-exporter-otlp"):
+        exporter_from_environment()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    exporter = exporter_from_environment()
+    assert isinstance(exporter.tracer_provider, TracerProvider)
+    assert exporter.tracer_provider is not trace.get_tracer_provider()
+    exporter.close()

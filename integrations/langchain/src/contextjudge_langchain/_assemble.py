@@ -23,6 +23,8 @@ The rules, applied when a root run ends:
   A retriever in a graph node that is not a tool gets ``tool=None`` and ``node=<the node's name>``; its case is
   named after the node. Cases are named ``"<tool>: <user message>"`` (``"<tool> #2: ..."`` for the same tool's
   second call in the turn); other cases after their question.
+- *Trace.* When the app traces with OpenTelemetry, the span active at the root run's start (the request) and at the
+  retriever run's start go under ``provenance.OTEL_KEY`` (``contextjudge.otel.case_trace``).
 """
 
 from __future__ import annotations

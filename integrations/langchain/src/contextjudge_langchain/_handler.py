@@ -72,9 +72,10 @@ class ContextJudgeCallbackHandler(BaseTracer):
     Attach it per call (``config={"callbacks": [handler]}``), for a block (``with capture(...)``) or for the process
     (``instrument(...)``). ``metrics`` defaults to the four single-turn metrics plus turn relevancy; ``model`` is
     the judge (``"local"``, a model name, or a LangChain chat model); ``goldens`` (a list of dicts, a JSONL or a CSV
-    path) fills ``expected_output``; ``mode`` is ``"background"``, ``"deferred"`` or ``"off"``; ``store`` is a
-    contextjudge store or a path/URL. Other keyword arguments go to ``CaptureSession``
-    (``judge_options``, ``max_queue``, ``max_kept``, ``concurrency``, ``on_result``, ``run_name``).
+    path) fills ``expected_output``; ``mode`` is ``"background"``, ``"deferred"``, ``"off"`` or ``"worker"`` (only
+    write the cases, for ``contextjudge worker``); ``store`` is a contextjudge store or a path/URL. Other keyword
+    arguments go to ``CaptureSession`` (``sample_rate``, ``sampling``, ``budget``, ``judge_options``, ``max_queue``,
+    ``max_kept``, ``concurrency``, ``on_result``, ``run_name``).
     ``session`` (also ``scorer``, its older name) is the ``CaptureSession`` the cases go to; ``instrument()``
     returns it, as LlamaIndex's ``instrument()`` does.
 
@@ -82,6 +83,12 @@ class ContextJudgeCallbackHandler(BaseTracer):
     ``thread_id``, ``session_id`` or ``conversation_id`` in the config's ``configurable`` or ``metadata``, as a
     LangGraph checkpointer needs) also form one ``ConversationalTestCase`` for the turn metrics;
     ``conversations=False`` turns that off.
+
+    Each case records what sampling filters on (``contextjudge.capture``'s metadata keys: the root run's name, its
+    tags and metadata, the retriever's name and the thread) and, when the app traces with OpenTelemetry, the spans
+    active when the root run and the retrieval began (``provenance.OTEL_KEY``), so ``contextjudge.otel`` can put the
+    scores into that trace. A thread id given only in ``configurable`` is read from the config of the root's first
+    child run: a bare retriever called as the root needs it in ``metadata``.
 
     It is a ``BaseTracer`` (so LangChain shares one instance across copied configs, as with its own tracers), but it
     records runs as light ``RunRecord`` objects in its own locked map instead of LangSmith ``RunTree`` models:

@@ -8,8 +8,9 @@ return; the unit is finalized when its outermost span exits, or when a streaming
 record goes to a *sink* (the global capture, or a wrapper), which hands it to a ``CaptureScorer``.
 
 On the request path only cheap copies are made, of what could change later (each node's text, id, score and
-metadata, when the retrieval ends and when the call returns); the test case is assembled from them later, on the
-scorer's worker thread or when first read (``_results.LazyCase``).
+metadata, when the retrieval ends and when the call returns), and, when the app traces with OpenTelemetry, the ids of
+the span active when the call and its first retrieval began (``contextjudge.otel.span_context_now``); the test case
+is assembled from them later, on the scorer's worker thread or when first read (``_results.LazyCase``).
 
 Everything here runs inside LlamaIndex calls, so every failure is logged and contained.
 """

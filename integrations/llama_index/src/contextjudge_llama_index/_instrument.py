@@ -33,8 +33,13 @@ def instrument(
     called); no change to the app's code. ``metrics`` default to the four single-turn context metrics and turn
     relevancy, judged by ``model``. ``goldens`` (a list of dicts, or a JSONL/CSV path) fill ``expected_output``.
     ``mode`` is ``"background"`` (score on a worker thread), ``"deferred"`` (keep and store for later) or ``"off"``
-    (capture only). Results are sent back as ``ContextJudgeResultEvent`` through the dispatcher and written to
-    ``store`` when one is given.
+    (capture only) or ``"worker"`` (only write the cases to ``store``, for ``contextjudge worker``). Results are sent
+    back as ``ContextJudgeResultEvent`` through the dispatcher and written to ``store`` when one is given. Other
+    keyword arguments go to ``CaptureSession`` (``sample_rate``, ``sampling``, ``budget``, ``max_kept``...).
+
+    Each case records what sampling filters on (``contextjudge.capture``'s metadata keys: the engine, the
+    retriever, the instrument tags and the conversation) and, when the app traces with OpenTelemetry, the spans
+    active when the call and its retrieval began (``provenance.OTEL_KEY``), for ``contextjudge.otel``.
 
     Calling it again replaces the configuration; it returns the ``CaptureSession`` that receives the cases (its
     ``flush()``, ``close()``, ``results`` and ``test_cases`` are what tests and scripts read), the same kind of

@@ -1001,21 +1001,22 @@ class CaptureSession:
             return None
 
     def _skip_budget(self, case: CapturedCase, resumes_at: float | None, why: Any = None) -> None:
-        """Skip ``case`` because the judge budget is spent: forget it, count it, and warn once per budget window."""
+        """Skip ``case`` because the judge budget is spent: forget it and count it. One warning per budget window:
+        a refused call's (``why``) is the budget ledger's own, said once per window in the process; a window found
+        spent before any call (another process spent it) is said here, once."""
         if resumes_at is None:
             resumes_at = getattr(why, "resumes_at", None)
         with self._lock:
             self.skipped_budget += 1
             self._forget(case)
-            warn = self._warned_budget is _UNSET or resumes_at != self._warned_budget
+            warn = why is None and resumes_at != self._warned_budget
             self._warned_budget = resumes_at
         if warn:
-            until = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(resumes_at)) if resumes_at
+            until = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(resumes_at)) if resumes_at
                      else "the budget's next window")
-            detail = getattr(why, "error", None) or (str(why) if why is not None else "")
-            logger.warning("contextjudge: the judge budget is spent%s, so capture skips cases until %s; "
-                           "session.counters['skipped_budget'] counts them. Raise the budget or lower sample_rate "
-                           "to judge more.", f" ({detail})" if detail else "", until)
+            logger.warning("contextjudge: the judge budget is spent for this window (by this or another process of "
+                           "the app), so capture skips cases until %s; session.counters['skipped_budget'] counts "
+                           "them. Raise the Budget's limits or lower sample_rate to judge more.", until)
 
     def _emit(self, case: CapturedCase, results: list[MetricResult]) -> None:
         for r in results:

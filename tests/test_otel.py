@@ -104,6 +104,7 @@ def test_as_a_session_callback_in_the_app_process(otel):
     assert good.attributes["evaluations.0.evaluation.label"] == "pass"
     assert good.attributes["evaluations.0.evaluation.explanation"] == "2 of 3 nodes are relevant"
     assert good.attributes["contextjudge.judge"] == "gpt-4o-mini"
+    assert good.attributes["evaluations.0.evaluation.identifier"] == f"{case.case_id}:Contextual Relevancy"
     assert good.events[0].attributes["gen_ai.evaluation.score.value"] == 0.75
     assert bad.status.status_code is StatusCode.ERROR
     assert bad.status.description == "MissingFieldError: needs expected_output"
@@ -162,6 +163,7 @@ def test_the_worker_path_exports_a_stored_case_from_another_process(tmp_path, ot
             "0x" + format(retrieve.get_span_context().span_id, "016x")]
         assert s["attributes"]["openinference.span.kind"] == "EVALUATOR"
         assert s["attributes"]["contextjudge.run_id"] == run_id
+        assert s["attributes"]["evaluations.0.evaluation.identifier"].startswith(f"{run_id}:")
         assert s["resource"]["attributes"]["service.name"] == "cj-worker-test"
     by_name = {s["attributes"]["evaluations.0.evaluation.name"]: s for s in exported}
     assert by_name["Contextual Relevancy"]["attributes"]["evaluations.0.evaluation.annotator_kind"] == "CODE"

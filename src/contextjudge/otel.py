@@ -23,7 +23,7 @@ Each evaluation span is named ``contextjudge.eval <metric>`` and carries:
 - the result in OpenInference's feedback form (spec "Annotations and Evaluations"), flattened at index 0:
   ``evaluations.0.evaluation.name`` (the metric), ``.score``, ``.label`` (``pass``/``fail``), ``.explanation`` (the
   judge's reason, or the error), ``.annotator_kind`` (``LLM`` for a model judge, ``CODE`` for the embedded local
-  judge), ``.identifier`` (``<run id>:<case key>:<metric>``, stable, so a result exported twice is one result) and
+  judge), ``.identifier`` (``[<run id>:]<case key>:<metric>``, stable, so a result exported twice is one result) and
   ``.metadata`` (a JSON object: threshold, success, judge, case key, run id); missing fields are omitted;
 - the same result as the OpenTelemetry GenAI event ``gen_ai.evaluation.result`` on the span;
 - ``contextjudge.metric``, ``contextjudge.score``, ``contextjudge.threshold``, ``contextjudge.success``,
@@ -260,7 +260,7 @@ class OTelExporter:
         if explanation:
             attrs[a["explanation"]] = _cut(explanation)
         if case_key:
-            attrs[a["identifier"]] = f"{run_id or ''}:{case_key}:{name}"
+            attrs[a["identifier"]] = f"{run_id}:{case_key}:{name}" if run_id else f"{case_key}:{name}"
             attrs["contextjudge.case_key"] = str(case_key)
         if run_id:
             attrs["contextjudge.run_id"] = str(run_id)

@@ -8,10 +8,19 @@ added, or at most 0.3 ms.
     python benchmarks/capture_overhead.py            # every case, 1000 calls each
     python benchmarks/capture_overhead.py -n 500 --case langchain
     python benchmarks/capture_overhead.py --mode off  # capture only, no scoring (sets CJ_MODE for every case)
+    python benchmarks/capture_overhead.py --worker    # mode "worker" at sample rates 1.0 and 0.1, next to a busy
+                                                      # `contextjudge worker` process (embedded judge)
 
 To add a framework, write a function ``bench_<name>(n: int) -> Measurement`` below and add it to ``CASES``.
 The judge is contextjudge's FakeJudge: it answers in-process, so its CPU time competes with the app for the GIL,
 which a remote judge would not; the figure is therefore on the pessimistic side.
+
+``--worker`` measures the production set-up instead: the LangChain app with capture in mode "worker" (the app only
+writes cases to a SQLite store, from its writer thread) at each ``--rates`` value, against the same app with no
+capture at all, while a real ``contextjudge worker`` subprocess (``--worker-model``, the embedded judge by default;
+its default CPU share: all cores but one, nice 10) is busy scoring a queue pre-filled with ``--prefill`` cases. It
+checks that the worker was busy from the first measured call to the last (cases still queued at the end), and also
+prints the app's median with no worker running, for reference.
 """
 
 from __future__ import annotations
@@ -201,6 +210,133 @@ def bench_llama_index(n: int) -> Measurement:
     return Measurement("llama_index", n, baseline, captured_ms, len(scorer.cases), len(scorer.results))
 
 
+# ---------------------------------------------------------------------------------------------- mode "worker"
+def _langchain_app() -> tuple[object, list[str]]:
+    """The LCEL chain of ``bench_langchain`` and the demo questions."""
+    import json as _json
+    from importlib.resources import files
+
+    from langchain_core.documents import Document
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import RunnablePassthrough
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from contextjudge_langchain.testing import BagOfWordsEmbeddings, ExtractiveChatModel
+
+    corpus = files("contextjudge") / "data/demo_corpus"
+    docs = _json.loads((corpus / "docs.json").read_text("utf-8"))["documents"]
+    questions = [g["input"] for g in _json.loads((corpus / "goldens.json").read_text("utf-8"))["goldens"]]
+    store = InMemoryVectorStore(BagOfWordsEmbeddings(dim=256))
+    store.add_documents([Document(d["text"], id=d["id"], metadata={"title": d["title"]}) for d in docs])
+    prompt = ChatPromptTemplate.from_messages([("human", "Context:\n{context}\n\nQuestion: {question}")])
+    chain = ({"context": store.as_retriever(search_kwargs={"k": 3})
+              | (lambda ds: "\n\n".join(d.page_content for d in ds)),
+              "question": RunnablePassthrough()} | prompt | ExtractiveChatModel() | StrOutputParser())
+    return chain, questions
+
+
+def _worker_metrics() -> list[object]:
+    from contextjudge.metrics import ContextualRelevancyMetric, ContextUtilizationMetric
+
+    return [ContextualRelevancyMetric(), ContextUtilizationMetric()]
+
+
+def _prefill(store_path: str, questions: list[str], n: int) -> None:
+    """Write ``n`` distinct cases for the worker (distinct inputs: its verdict cache cannot answer them)."""
+    from contextjudge import LLMTestCase
+    from contextjudge.capture import CapturedCase, CaptureSession
+
+    session = CaptureSession(_worker_metrics(), mode="worker", store=store_path, run_name="prefill", batch=256)
+    for i in range(n):
+        q = f"{questions[i % len(questions)]} (prefill {i})"
+        session.submit(CapturedCase(LLMTestCase(
+            input=q, actual_output="Refunds are accepted within 30 days of purchase.",
+            retrieval_context=["Refunds are accepted within 30 days of purchase with a receipt.",
+                               f"Order {i} ships from the warehouse in Lyon.",
+                               "Support answers within one business day."])))
+    session.close(120)
+
+
+def _queue(store_path: str) -> dict[str, int]:
+    from contextjudge.store import open_store
+
+    store = open_store(store_path)
+    try:
+        return store.queue_counts()
+    finally:
+        store.close()
+
+
+def bench_worker(n: int, rates: list[float], worker_model: str, prefill: int, cpus: int | None) -> list[Measurement]:
+    """The app with capture in mode "worker" at each rate, against no capture, next to a busy worker process."""
+    import subprocess
+    import tempfile
+
+    from contextjudge_langchain import ContextJudgeCallbackHandler
+
+    chain, questions = _langchain_app()
+    tmp = tempfile.mkdtemp(prefix="cj-bench-worker-")
+    store_path = os.path.join(tmp, "queue.db")
+    counter = iter(range(10**9))
+
+    def ask(_i: int, cfg: dict | None = None) -> object:  # every call a new input, as production traffic is
+        k = next(counter)
+        return chain.invoke(f"{questions[k % len(questions)]} (request {k})", config=cfg)
+
+    _prefill(store_path, questions, prefill)
+    cmd = [sys.executable, "-m", "contextjudge", "worker", "--store", store_path, "--model", worker_model, "--quiet"]
+    if cpus is not None:
+        cmd += ["--cpus", str(cpus)]
+    print("worker: " + " ".join(cmd), file=sys.stderr)
+    worker = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    rows: list[Measurement] = []
+    try:
+        deadline = time.monotonic() + 120
+        while _queue(store_path).get("done", 0) < 8:  # busy: its judge loaded and scoring
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the worker did not start scoring: {worker.stderr.read() if worker.stderr else ''}")
+            time.sleep(0.2)
+        for rate in rates:
+            handler = ContextJudgeCallbackHandler(metrics=_worker_metrics(), mode="worker", store=store_path,
+                                                  sample_rate=rate, run_name=f"bench-{rate}")
+            config = {"callbacks": [handler]}
+            before = _queue(store_path)
+            means: list[tuple[float, float]] = []
+            baseline, captured = interleaved_medians(ask, lambda i: ask(i, config), n, means=means)
+            handler.session.close(60)
+            after = _queue(store_path)
+            counters = handler.session.counters
+            if after.get("queued", 0) == 0 or worker.poll() is not None:
+                print(f"worker: WARNING: the worker ran out of work (or stopped) during the rate {rate} measurement; "
+                      "raise --prefill", file=sys.stderr)
+            print(f"worker: rate {rate}: {counters['sampled']} of {counters['seen']} calls written for the worker; "
+                  f"the worker judged {after.get('done', 0) - before.get('done', 0)} cases meanwhile "
+                  f"({after.get('queued', 0)} still queued)", file=sys.stderr)
+            rows.append(Measurement(f"worker@{rate:g}", n, baseline, captured, counters["written"], 0,
+                                    mean_added_ms=means[0][1] - means[0][0]))
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class DoNothing(BaseCallbackHandler):
+        run_inline = True
+
+        def on_chat_model_start(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    quiet, floor = interleaved_medians(ask, lambda i: ask(i, {"callbacks": [DoNothing()]}), n)
+    print(f"worker: after the worker stopped: the app alone {quiet:.3f} ms median; a do-nothing callback handler "
+          f"adds {floor - quiet:.3f} ms (LangChain's own cost of calling any handler)", file=sys.stderr)
+    for r in rows:
+        r.floor_ms = floor - quiet
+    return rows
+
+
 CASES: dict[str, Callable[[int], Measurement]] = {
     "langchain": bench_langchain,
     "llama_index": bench_llama_index,
@@ -214,10 +350,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("background", "deferred", "off"), default=None,
                         help="scoring mode of the captured side (default: $CJ_MODE, else background)")
     parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    parser.add_argument("--worker", action="store_true",
+                        help='measure capture in mode "worker" next to a busy `contextjudge worker` process instead')
+    parser.add_argument("--rates", type=float, nargs="+", default=[1.0, 0.1], help="--worker: sample rates")
+    parser.add_argument("--worker-model", default="local", help="--worker: the worker's judge (default: local)")
+    parser.add_argument("--prefill", type=int, default=5000, help="--worker: cases queued before measuring")
+    parser.add_argument("--cpus", type=int, default=None, help="--worker: the worker's --cpus (default: its own)")
     args = parser.parse_args(argv)
     if args.mode:
         os.environ["CJ_MODE"] = args.mode
-    rows = [CASES[name](args.calls) for name in (args.case or CASES)]
+    if args.worker:
+        rows = bench_worker(args.calls, args.rates, args.worker_model, args.prefill, args.cpus)
+    else:
+        rows = [CASES[name](args.calls) for name in (args.case or CASES)]
     if args.json:
         print(json.dumps([asdict(r) | {"added_ms": r.added_ms, "ratio": r.ratio} for r in rows], indent=2))
     else:

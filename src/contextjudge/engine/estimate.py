@@ -1,0 +1,313 @@
+"""What judging would cost, before anything is judged: judge calls, input and output tokens, and dollars where the
+judge's price is known, for a set of cases or goldens, at a sampling rate, and per day at a traffic rate.
+
+    from contextjudge.engine.estimate import estimate
+    est = estimate("goldens.jsonl", ["contextual_precision", "contextual_recall"], model="gpt-4o-mini",
+                   sample_rate=0.1, per_day=50_000)
+    print(est)
+
+No judge is called. The metrics run as they would, against a stand-in judge that answers every request with valid
+verdicts ("yes" to every item) and records the prompts it was sent; the requests are the real ones (the same
+prompts, the same splitting by ``JudgeOptions.token_budget``, the same re-use of identical requests within a run).
+Input tokens are the prompts' tokens (tiktoken's count when it is installed and its encoding is on disk, else four
+characters a token); output tokens are the figure a budget reserves per call (``judges.spend.output_estimate``).
+What an estimate cannot know: verdicts the real judge gives differently (a metric that asks again after an
+unreadable answer), the structured-output schema some providers count as input, verdicts already in a store's
+cache, and provider discounts (batch, cached input).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+__all__ = ["Estimate", "estimate"]
+
+# placeholder nodes for goldens that carry no retrieval context (the app has not run, so its nodes are unknown)
+ASSUMED_NODES = 5
+ASSUMED_NODE_CHARS = 600
+
+
+@dataclass
+class Estimate:
+    """The judge work a run would do. ``calls``, ``input_tokens``, ``output_tokens`` and ``dollars`` are for the
+    cases given at ``sample_rate`` (the share of them that would be judged); ``per_case`` is one judged case on
+    average; ``per_day`` is ``requests_per_day`` at ``sample_rate`` (None without a traffic rate). ``dollars`` is
+    None when the judge's price is not known (``why``)."""
+
+    model: str
+    cases: int
+    sample_rate: float
+    metrics: list[str]
+    calls: float
+    input_tokens: float
+    output_tokens: float
+    dollars: float | None
+    why: str | None = None
+    price: dict[str, float] | None = None
+    per_case: dict[str, Any] = field(default_factory=dict)
+    per_metric: dict[str, dict[str, Any]] = field(default_factory=dict)
+    per_day: dict[str, Any] | None = None
+    skipped: int = 0
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def total_tokens(self) -> float:
+        return self.input_tokens + self.output_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["total_tokens"] = self.total_tokens
+        return d
+
+    def __str__(self) -> str:
+        def money(x: float | None) -> str:
+            return "unknown" if x is None else f"${x:,.4f}" if x < 100 else f"${x:,.2f}"
+
+        rate = f" at sample rate {self.sample_rate:g}" if self.sample_rate != 1.0 else ""
+        lines = [f"Estimate for judge {self.model}: {self.cases} case(s){rate}, metrics {', '.join(self.metrics)} "
+                 "(no judge was called)"]
+        lines.append(f"  run:      {_n(self.calls)} calls, {_n(self.input_tokens)} input + {_n(self.output_tokens)} "
+                     f"output tokens, {money(self.dollars)}")
+        pc = self.per_case
+        lines.append(f"  per case: {pc.get('calls', 0):.2f} calls, {_n(pc.get('input_tokens', 0))} input + "
+                     f"{_n(pc.get('output_tokens', 0))} output tokens, {money(pc.get('dollars'))}")
+        if self.per_day is not None:
+            pd = self.per_day
+            lines.append(f"  per day:  {_n(pd['requests'])} requests, {_n(pd['judged_cases'])} judged, "
+                         f"{_n(pd['calls'])} calls, {_n(pd['input_tokens'] + pd['output_tokens'])} tokens, "
+                         f"{money(pd['dollars'])}")
+        for name, row in self.per_metric.items():
+            lines.append(f"    {name}: {row['calls']:.2f} calls, {_n(row['input_tokens'])} input + "
+                         f"{_n(row['output_tokens'])} output tokens per case")
+        if self.dollars is None and self.why:
+            lines.append(f"  dollars unknown: {self.why}")
+        if self.skipped:
+            lines.append(f"  {self.skipped} case(s) no metric could score (missing fields) cost nothing")
+        for a in self.assumptions:
+            lines.append(f"  note: {a}")
+        return "\n".join(lines)
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}" if x >= 10 or float(x).is_integer() else f"{x:,.1f}"
+
+
+def _metric_objects(metrics: Any) -> list[Any]:
+    from ..metrics import BY_KEY  # noqa: PLC0415
+
+    if metrics is None:
+        metrics = ["contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization"]
+    out = []
+    for m in metrics:
+        if isinstance(m, str):
+            key = m.strip().lower().replace("-", "_")
+            if key not in BY_KEY:
+                from ..errors import ConfigurationError  # noqa: PLC0415
+
+                raise ConfigurationError(f"unknown metric {m!r}: choose from {', '.join(BY_KEY)}.")
+            out.append(BY_KEY[key](model=None))
+        else:
+            # a copy that judges with the run's judge (the stand-in), never the metric's own: no call goes out
+            c = copy.copy(m)
+            c._model_arg = None  # noqa: SLF001
+            c._model = None  # noqa: SLF001
+            out.append(c)
+    return out
+
+
+def _model_name(model: Any, metrics: Sequence[Any]) -> str:
+    from ..judges.models import DEFAULT_OPENAI_MODEL, judge_name  # noqa: PLC0415
+
+    if model is None:
+        for m in metrics:
+            arg = getattr(m, "_model_arg", None)
+            if arg is not None:
+                model = arg
+                break
+    if model is None:
+        model = os.environ.get("CONTEXTJUDGE_MODEL") or (DEFAULT_OPENAI_MODEL if os.environ.get("OPENAI_API_KEY")
+                                                          else "local")
+    if isinstance(model, str):
+        name = model.strip()
+        return "local" if name.lower() in ("local", "embedded", "offline") else name
+    return judge_name(model)
+
+
+def _cases(source: Any, assumptions: list[str]) -> list[Any]:
+    from ..cases.goldens import Golden, Goldens, load_goldens  # noqa: PLC0415
+    from ..cases.testcase import ConversationalTestCase, LLMTestCase  # noqa: PLC0415
+
+    if isinstance(source, (str, os.PathLike, Goldens)):
+        items: list[Any] = list(load_goldens(source))
+    else:
+        items = [getattr(x, "test_case", x) for x in source]  # StoredCase -> its test case
+    out: list[Any] = []
+    assumed = stand_in_output = 0
+    for it in items:
+        if isinstance(it, dict):
+            it = Golden.from_dict(it)
+        if isinstance(it, (LLMTestCase, ConversationalTestCase)):
+            out.append(it)
+            continue
+        if not isinstance(it, Golden):
+            from ..errors import ConfigurationError  # noqa: PLC0415
+
+            raise ConfigurationError(f"estimate takes test cases, goldens (or a goldens file), not "
+                                     f"{type(it).__name__}.")
+        nodes = it.retrieval_context or it.context
+        if not nodes:
+            assumed += 1
+            nodes = [("The retrieved text of a node, about as long as a typical chunk. " * 20)[:ASSUMED_NODE_CHARS]
+                     for _ in range(ASSUMED_NODES)]
+        if not it.expected_output:
+            stand_in_output += 1
+        answer = it.expected_output or it.input
+        out.append(LLMTestCase(input=it.input, actual_output=answer, expected_output=it.expected_output or answer,
+                               retrieval_context=list(nodes)))
+    if assumed:
+        assumptions.append(f"{assumed} golden(s) carry no retrieval_context: each was given {ASSUMED_NODES} nodes of "
+                           f"{ASSUMED_NODE_CHARS} characters (the app's real nodes are only known once it runs)")
+    if any(isinstance(it, Golden) for it in items):
+        assumptions.append("the app's answer is taken to be the golden's expected_output (the app did not run)")
+    if stand_in_output:
+        assumptions.append(f"{stand_in_output} golden(s) have no expected_output: their input stands in for it")
+    return out
+
+
+def estimate(cases_or_goldens: Iterable[Any] | str | os.PathLike, metrics: Sequence[Any] | None = None, *,
+             model: Any = None, sample_rate: float = 1.0, per_day: float | None = None,
+             judge_options: Any = None) -> Estimate:
+    """What judging ``cases_or_goldens`` (test cases, goldens, stored cases or a goldens file) with ``metrics``
+    (metric objects or keys such as ``"contextual_precision"``; default: the four retrieval metrics) by ``model``
+    (a model name or chat model, used for its price and tokenizer only: it is never called) would cost, at
+    ``sample_rate``, and per day at ``per_day`` requests a day. No judge call is made."""
+    from ..errors import ConfigurationError  # noqa: PLC0415
+
+    if not isinstance(sample_rate, (int, float)) or isinstance(sample_rate, bool) or not 0.0 <= sample_rate <= 1.0:
+        raise ConfigurationError(f"sample_rate must be a number from 0 to 1, got {sample_rate!r}.")
+    if per_day is not None and (not isinstance(per_day, (int, float)) or per_day < 0):
+        raise ConfigurationError(f"per_day (requests a day) must be a number >= 0, got {per_day!r}.")
+    assumptions: list[str] = []
+    ms = _metric_objects(metrics)
+    name = _model_name(model, [m for m in (metrics or []) if not isinstance(m, str)])
+    cases = _cases(cases_or_goldens, assumptions)
+    calls, skipped = _drive(cases, ms, name, judge_options)
+    return _tally(name, ms, cases, calls, skipped, float(sample_rate), per_day, judge_options, assumptions)
+
+
+def _drive(cases: list[Any], metrics: list[Any], name: str, judge_options: Any) -> tuple[list[dict[str, Any]], int]:
+    """Score ``cases`` against the stand-in judge; the calls it was sent and how many cases nothing could score."""
+    import asyncio  # noqa: PLC0415
+
+    from .._aio import run_sync  # noqa: PLC0415
+    from ..judges.context import RunContext, use_run_context  # noqa: PLC0415
+    from ..judges.options import JudgeOptions  # noqa: PLC0415
+    from ..testing import FakeJudge  # noqa: PLC0415
+    from .run import Run  # noqa: PLC0415
+    from .score import score_case  # noqa: PLC0415
+
+    judge = FakeJudge(default="yes", model_name=name)
+    opts = judge_options or JudgeOptions()
+    if opts.budget is not None or opts.rate_limit is not None or opts.repeats != 1:
+        import dataclasses  # noqa: PLC0415
+
+        opts = dataclasses.replace(opts, budget=None, rate_limit=None, repeats=1)
+    ctx = RunContext(options=opts, cache=_NoCache())
+    ctx.default_model = judge
+    run = Run(context=ctx)
+    skipped = [0]
+
+    async def main() -> None:
+        sem = asyncio.Semaphore(16)
+
+        async def one(i: int, tc: Any) -> None:
+            async with sem:
+                out = await score_case(run, f"estimate-{i}", tc, metrics, missing="skip")
+                if not out:
+                    skipped[0] += 1
+
+        with use_run_context(ctx):
+            await asyncio.gather(*(one(i, tc) for i, tc in enumerate(cases)))
+
+    run_sync(main())
+    return judge.calls, skipped[0]
+
+
+class _NoCache:
+    """A verdict cache that never hits: a golden's stand-in answer is its expected output, which would make
+    requests that differ in a real run (the app's answer against the expected one) look identical."""
+
+    backend = None
+
+    def get(self, key: str) -> None:
+        return None
+
+    def put(self, key: str, value: Any) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str, Any]], skipped: int,
+           sample_rate: float, per_day: float | None, judge_options: Any, assumptions: list[str]) -> Estimate:
+    from ..judges.spend import count_tokens, output_estimate, price_of  # noqa: PLC0415
+
+    price = price_of(name)
+    max_out = getattr(judge_options, "max_output_tokens", None)
+    repeats = int(getattr(judge_options, "repeats", 1) or 1)
+    if name in ("local", "contextjudge-local"):
+        repeats = 1  # the embedded judge is deterministic: asked once
+    from ..metrics import BY_KEY  # noqa: PLC0415
+
+    key_of = {cls: key for key, cls in BY_KEY.items()}
+    by_metric: dict[str, dict[str, Any]] = {key_of.get(type(m), getattr(m, "name", type(m).__name__)): {
+        "calls": 0, "input_tokens": 0, "output_tokens": 0} for m in metrics}
+    tin = tout = 0
+    for c in calls:
+        task = c.get("task")
+        inp = count_tokens(c.get("prompt") or "", name)
+        out = output_estimate(task if c.get("method") != "text" else None, len(c.get("ids") or []), max_out)
+        tin += inp
+        tout += out
+        row = by_metric.setdefault(c.get("metric") or "?", {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        row["calls"] += 1
+        row["input_tokens"] += inp
+        row["output_tokens"] += out
+    n_calls = len(calls) * repeats
+    tin, tout = tin * repeats, tout * repeats
+    if repeats > 1:
+        assumptions.append(f"each request is asked {repeats} times (JudgeOptions.repeats)")
+    n = len(cases)
+    why = None
+    if price is None:
+        why = (f"no known price for {name!r}: add it with contextjudge.judges.spend.register_prices (or give a "
+               "budget in tokens)")
+    dollars = price.cost(tin, tout) if price is not None else None
+    scale = sample_rate
+    per_case = {"calls": n_calls / n if n else 0.0, "input_tokens": tin / n if n else 0.0,
+                "output_tokens": tout / n if n else 0.0,
+                "dollars": (dollars / n if n else 0.0) if dollars is not None else None}
+    per_metric = {k: {kk: (v * repeats / n if n else 0.0) for kk, v in row.items()} for k, row in by_metric.items()}
+    day = None
+    if per_day is not None:
+        judged = per_day * sample_rate
+        day = {"requests": per_day, "judged_cases": judged, "calls": per_case["calls"] * judged,
+               "input_tokens": per_case["input_tokens"] * judged, "output_tokens": per_case["output_tokens"] * judged,
+               "dollars": per_case["dollars"] * judged if per_case["dollars"] is not None else None}
+    assumptions.append("output tokens are the figure a budget reserves per call (about "
+                       "20 + 60 per judged item, or max_output_tokens when set); every request is counted, also "
+                       "one a run would answer from its verdict cache")
+    return Estimate(model=name, cases=n, sample_rate=sample_rate, metrics=list(by_metric),
+                    calls=_round(n_calls * scale), input_tokens=_round(tin * scale),
+                    output_tokens=_round(tout * scale), dollars=dollars * scale if dollars is not None else None,
+                    why=why, price=({"input": price.input, "output": price.output} if price is not None else None),
+                    per_case=per_case, per_metric=per_metric, per_day=day, skipped=skipped, assumptions=assumptions)
+
+
+def _round(x: float) -> float:
+    return float(x) if not float(x).is_integer() else float(math.floor(x))

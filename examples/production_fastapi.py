@@ -32,6 +32,8 @@ import time
 from importlib.resources import files
 from typing import Any
 
+from pydantic import BaseModel
+
 STORE = os.environ.get("CONTEXTJUDGE_STORE", "production.db")
 SAMPLE_RATE = 0.1
 DAILY_TOKENS = 2_000_000  # the worker's judge budget per (UTC) day; cases past it are skipped and counted
@@ -57,6 +59,11 @@ def build_chain() -> Any:
     return ({"context": retriever | (lambda ds: "\n\n".join(d.page_content for d in ds)),
              "question": RunnablePassthrough()} | prompt | ExtractiveChatModel() | StrOutputParser()
             ).with_config(run_name="policy_rag")
+
+
+class Ask(BaseModel):
+    question: str
+    session_id: str | None = None
 
 
 class Scoreboard:
@@ -85,7 +92,6 @@ class Scoreboard:
 
 def create_app(store: str = STORE, sample_rate: float = SAMPLE_RATE) -> Any:
     from fastapi import FastAPI
-    from pydantic import BaseModel
 
     from contextjudge_langchain import instrument
 
@@ -100,10 +106,6 @@ def create_app(store: str = STORE, sample_rate: float = SAMPLE_RATE) -> Any:
         session.close(timeout=10)  # writes what is still queued for the worker; never judges
 
     app = FastAPI(title="policy assistant", lifespan=lifespan)
-
-    class Ask(BaseModel):
-        question: str
-        session_id: str | None = None
 
     @app.post("/ask")
     async def ask(body: Ask) -> dict[str, str]:

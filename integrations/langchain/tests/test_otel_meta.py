@@ -129,6 +129,7 @@ def test_sampling_keys_are_recorded_on_every_case(chain, judge):
     s = Sampling(retrievers=["policy_retriever"], chains=["faq_chain"], tags=["beta"], metadata={"tenant": "acme"})
     assert s.sampled(case)
     assert not Sampling(chains=["other"]).sampled(case)
+    session.close()
 
 
 def test_a_langgraph_thread_is_sampled_whole(retriever, judge):
@@ -172,6 +173,7 @@ def test_a_langgraph_thread_is_sampled_whole(retriever, judge):
         by_thread.setdefault(c.metadata[THREAD_KEY], set()).add(sampling.sampled(c))
     assert all(len(v) == 1 for v in by_thread.values())  # every turn (and the conversation) in, or none
     assert {True, False} == {next(iter(v)) for v in by_thread.values()}  # and the rate does pick some threads
+    session.close()
 
 
 def test_the_session_samples_a_thread_whole(chain, judge):

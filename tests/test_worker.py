@@ -186,3 +186,44 @@ def test_cli_worker_sigterm_releases_what_it_holds(tmp_path):
     # nothing half-written, and a release does not count as a failed attempt
     assert all(tr.metrics_data == [] for tr in store.load_run(rid).test_results)
     assert all(c.attempts == 1 for c in store.claim("next", limit=8))
+
+
+def test_a_lease_taken_by_another_worker_cancels_the_case_and_writes_nothing(tmp_path):
+    store, rid = _queued(str(tmp_path / "q.db"), 2)
+    with FaultServer(yes_words=["paris"], latency=3.0) as srv:
+        from langchain_openai import ChatOpenAI
+
+        judge = ChatOpenAI(model="slow", base_url=srv.url, api_key="x", max_retries=0)
+        w = Worker(store, [ContextualRelevancyMetric()], judge, lease=0.6, batch=2, concurrency=2, cpus=0, nice=0,
+                   grace=0.0)
+        stop = threading.Event()
+        t = threading.Thread(target=w.run, args=(stop,))
+        t.start()
+        deadline = time.time() + 20
+        while srv._inflight < 1 and time.time() < deadline:  # noqa: SLF001 - the first judge call is out
+            time.sleep(0.02)
+        # as if this worker had stalled past its lease: another one takes both cases
+        stolen = store.claim("thief", limit=2, lease=60, now=time.time() + 10)
+        assert len(stolen) == 2
+        deadline = time.time() + 10
+        while w.counts.lost_lease < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        t.join(20)
+    assert not t.is_alive()
+    assert w.counts.lost_lease == 2 and w.counts.judged == 0 and w.counts.released == 0
+    assert store.queue_counts(rid)["claimed"] == 2  # still the thief's
+    assert store.held("thief", [(rid, "k000"), (rid, "k001")]) == {(rid, "k000"), (rid, "k001")}
+    assert all(tr.metrics_data == [] for tr in store.load_run(rid).test_results)
+
+
+def test_cli_worker_by_default_leaves_a_core_and_runs_nice(tmp_path):
+    db = str(tmp_path / "q.db")
+    open_store(db).close()
+    p = subprocess.run([*CLI, "worker", "--store", db, "--model", "fake", "--once"], capture_output=True, text=True,
+                       timeout=60, env=_env())
+    assert p.returncode == 0, p.stderr
+    usable = sorted(os.sched_getaffinity(0))
+    if len(usable) > 1:
+        assert f"{len(usable) - 1} of {len(usable)} CPUs (cores {','.join(map(str, usable[1:]))})" in p.stderr
+    assert "nice +10" in p.stderr

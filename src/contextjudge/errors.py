@@ -12,8 +12,10 @@
     │   ├── JudgeOutputError          the judge answered, but not in a form we can use (after re-asks)
     │   ├── JudgeResponseError        the server answered, but not with a completion (an HTML page, no
     │   │                             choices); transient: retried, and named in the error that ends them
-    │   └── JudgeUnavailableError     the judge cannot be reached or refuses us (auth, bad request,
-    │                                 retries exhausted, deadline passed, not installed)
+    │   ├── JudgeUnavailableError     the judge cannot be reached or refuses us (auth, bad request,
+    │   │                             retries exhausted, deadline passed, not installed)
+    │   └── BudgetExhaustedError      a judge call refused before it was sent: a spend budget has no room
+    │                                 left in its window (the case is skipped and counted)
     ├── StoreError                    the results store cannot be opened, read or written
     ├── CaptureError                  a capture integration could not assemble a test case
     └── SyncCallOnLoopError           a sync call made from contextjudge's own event loop (also a RuntimeError)

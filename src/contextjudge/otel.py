@@ -329,6 +329,16 @@ def exporter_from_environment(**kwargs: Any) -> OTelExporter:
     names = [n.strip() for n in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if n.strip()]
     names = [n for n in names if n.lower() != "none"]
     available = {ep.name: ep for ep in entry_points(group="opentelemetry_traces_exporter")}
+    # "otlp" is the SDK's name for OTLP over the protocol OTEL_EXPORTER_OTLP_PROTOCOL names (gRPC unless it says
+    # http/protobuf); the packages register their exporters as otlp_proto_grpc / otlp_proto_http
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+    order = (["otlp_proto_http", "otlp_proto_grpc"] if (protocol or "").startswith("http")
+             else ["otlp_proto_grpc", "otlp_proto_http"] if protocol else ["otlp_proto_http", "otlp_proto_grpc"])
+    if "otlp" not in available:
+        for alias in order:
+            if alias in available:
+                available["otlp"] = available[alias]
+                break
     missing = [n for n in names if n not in available]
     if missing:
         hint = ("pip install opentelemetry-exporter-otlp" if any(n.startswith("otlp") for n in missing)

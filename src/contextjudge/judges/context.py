@@ -90,7 +90,8 @@ class RunContext:
     def semaphore(self, identity: str, model: Any = None) -> asyncio.Semaphore:
         """Judge calls in flight per model: ``JudgeOptions.max_concurrency``, or more when the model asks for it
         (``contextjudge_min_concurrency``: the embedded judge has no rate limit, and the calls it has waiting are
-        embedded together)."""
+        embedded together). A plain semaphore of that size; the judge client itself uses ``limiter``, which starts
+        at the same size and adapts to the provider's 429s."""
         key = (identity, id(asyncio.get_running_loop()))
         sem = self._semaphores.get(key)
         if sem is None:

@@ -102,8 +102,8 @@ def test_drops_are_in_the_counters_and_the_run_summary(tmp_path):
 
 def test_worker_mode_holds_nothing_for_unsampled_cases(tmp_path):
     store = open_store(tmp_path / "cj.db")
-    session = CaptureSession(model=FakeJudge(), mode="worker", store=store, sample_rate=0.1, on_result=lambda c, r: None,
-                             poll_interval=10)
+    session = CaptureSession(model=FakeJudge(), mode="worker", store=store, sample_rate=0.1,
+                             on_result=lambda c, r: None, poll_interval=10)
     t0 = time.perf_counter()
     for i in range(3000):
         session.submit(_case(i))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = ["CHAIN_KEY", "RETRIEVER_NAME_KEY", "RUN_METADATA_KEY", "TAGS_KEY", "THREAD_KEY", "Decision", "Sampling",
-           "draw"]
+           "draw", "input_key"]
 
 # keys of CapturedCase.metadata, written by the integrations (LangChain, LlamaIndex, @observe) at capture
 THREAD_KEY = "thread_id"          # the conversation's id (thread_id, session_id or conversation_id), when there is one

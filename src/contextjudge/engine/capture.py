@@ -21,8 +21,9 @@ judged, skipped_budget, dropped, written, results_received).
 Everything is scored inside one ``Run`` (``engine.run``) through ``score_case`` (``engine.score``), like
 ``evaluate``; the run begins with the first case and ends at ``close()``, when ``score_deferred`` finishes it, or at
 interpreter exit (mode "worker": the run ends "captured", or "finished" when the store's queue for it is done;
-workers score queued cases whatever the run's status). Memory is bounded by ``max_kept``: cases that are scored or safely in the store are forgotten
-first, then the oldest unscored ones, which are counted (``dropped``) and reported in one warning. Cases may be
+workers score queued cases whatever the run's status). Memory is bounded by ``max_kept``: cases that are scored
+or safely in the store are forgotten first, then the oldest unscored ones, which are counted (``dropped``) and
+reported in one warning (mode "worker": ``max_queue`` bounds the cases waiting to be written). Cases may be
 assembled lazily (``CapturedCase.assembled`` / ``assemble()``): the session assembles them off the request path,
 matches their goldens then, and leaves out a case whose assembly failed. Integrations with work of their own in
 flight (a thread assembling cases) register it with ``add_drain``, so ``flush``, ``close`` and exit wait for it.

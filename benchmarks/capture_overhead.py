@@ -270,6 +270,7 @@ def _queue(store_path: str) -> dict[str, int]:
 
 def bench_worker(n: int, rates: list[float], worker_model: str, prefill: int, cpus: int | None) -> list[Measurement]:
     """The app with capture in mode "worker" at each rate, against no capture, next to a busy worker process."""
+    import shutil
     import subprocess
     import tempfile
 
@@ -321,6 +322,7 @@ def bench_worker(n: int, rates: list[float], worker_model: str, prefill: int, cp
             worker.wait(30)
         except subprocess.TimeoutExpired:
             worker.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
     from langchain_core.callbacks import BaseCallbackHandler
 
     class DoNothing(BaseCallbackHandler):

@@ -27,6 +27,11 @@ _EXPORTS = {
     "TestResult": "._result",
     "Usage": "._result",
     "JudgeOptions": ".judges.options",
+    "Budget": ".judges.spend",
+    "RateLimit": ".judges.spend",
+    "register_prices": ".judges.spend",
+    "estimate": ".engine.estimate",
+    "BudgetExhaustedError": ".errors",
     "aevaluate": ".engine.evaluate",
     "evaluate": ".engine.evaluate",
     "ConversationalTestCase": ".cases.testcase",
@@ -78,9 +83,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .judges.models import resolve_model
     from ._result import EvaluationResult, MetricResult, TestResult, Usage
     from .judges.options import JudgeOptions
+    from .judges.spend import Budget, RateLimit, register_prices
+    from .engine.estimate import estimate
     from .engine.evaluate import aevaluate, evaluate
     from .cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
     from .errors import (
+        BudgetExhaustedError,
         CaptureError,
         ConfigurationError,
         ConfigurationTypeError,

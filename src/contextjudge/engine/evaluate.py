@@ -226,7 +226,8 @@ async def aevaluate(
                   cache_hits=ctx.usage.cache_hits - usage_before.cache_hits,
                   input_tokens=ctx.usage.input_tokens - usage_before.input_tokens,
                   output_tokens=ctx.usage.output_tokens - usage_before.output_tokens,
-                  seconds=ctx.usage.seconds - usage_before.seconds)
+                  seconds=ctx.usage.seconds - usage_before.seconds,
+                  cost=None if ctx.usage.cost is None else ctx.usage.cost - (usage_before.cost or 0.0))
     result = EvaluationResult(test_results=[tr for tr in slots if tr is not None], usage=usage, run_id=run_id,
                               duration_seconds=time.perf_counter() - t0,
                               tally=None if keep_results else tally, callback_errors=callback_errors[0],

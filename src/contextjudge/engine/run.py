@@ -108,8 +108,11 @@ class Run:
                 return self.id
             from .._version import __version__  # noqa: PLC0415
 
+            # a capture in mode "worker" never judges: the worker's --model does, so resolving (and announcing)
+            # a judge in the app's process would be wrong and noisy
+            judges = [] if self.config.get("mode") == "worker" else self.judges(metrics)
             config = {**self.config, "name": self.name, "metrics": [metric_config(m) for m in metrics],
-                      "judges": self.judges(metrics), "contextjudge": __version__, "cases": cases}
+                      "judges": judges, "contextjudge": __version__, "cases": cases}
             try:
                 self.id = self.store.begin_run(self.id, config)
                 self.completed = self.store.completed_results(self.id)

@@ -6,12 +6,11 @@ from __future__ import annotations
 import threading
 
 import pytest
+from test_store import _wipe, pg_url  # noqa: F401 - the throwaway PostgreSQL server fixture
 
 from contextjudge import LLMTestCase, MetricResult, RetrievedNode
 from contextjudge.errors import StoreError
 from contextjudge.store import open_store
-
-from test_store import _wipe, pg_url  # noqa: F401 - the throwaway PostgreSQL server fixture
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -97,7 +96,7 @@ def test_complete_is_one_transaction_with_judge_calls(store):
     [c2] = store.claim("A", run_id=rid2)
     bad = _result()
     bad.threshold = "not a number"  # float() fails while the rows are built, after the row was marked done
-    with pytest.raises(Exception):
+    with pytest.raises((TypeError, ValueError)):
         store.complete("A", rid2, c2.case_key, [_result("Contextual Recall"), bad])
     assert store.queue_counts(rid2)["claimed"] == 1
     assert store.load_run(rid2).test_results[0].metrics_data == []
@@ -185,10 +184,9 @@ def test_two_claimers_never_share_a_case(store):
 def test_sqlite_allows_one_worker_slot(tmp_path):
     s = open_store(str(tmp_path / "one.db"))
     other = open_store(str(tmp_path / "one.db"))
-    with s.worker_slot("first"):
-        with pytest.raises(StoreError, match="SQLite allows one worker"):
-            with other.worker_slot("second"):
-                pass
+    with s.worker_slot("first"), pytest.raises(StoreError, match="SQLite allows one worker"), \
+            other.worker_slot("second"):
+        pass
     with other.worker_slot("second"):
         pass
 

@@ -14,17 +14,16 @@ import time
 from pathlib import Path
 
 import pytest
+from fault_server import FaultServer
 
 from contextjudge import LLMTestCase
 from contextjudge.engine.score import score_case
 from contextjudge.engine.worker import Worker, limit_cpu, metrics_for_run
-from contextjudge.errors import BudgetExhaustedError, StoreError
+from contextjudge.errors import BudgetExhaustedError
 from contextjudge.judges.context import RunContext
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
-
-from fault_server import FaultServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [str(Path(sys.executable).with_name("contextjudge"))]
@@ -104,7 +103,7 @@ def test_stop_gives_back_the_cases_in_hand(tmp_path):
         t = threading.Thread(target=w.run, args=(stop,))
         t.start()
         deadline = time.time() + 20
-        while not srv.requests and srv._inflight == 0 and time.time() < deadline:  # noqa: SLF001
+        while not srv.requests and srv._inflight == 0 and time.time() < deadline:
             time.sleep(0.02)
         stop.set()
         t.join(20)
@@ -135,7 +134,7 @@ def test_cli_worker_once_on_sqlite_and_one_worker_per_file(tmp_path):
         deadline = time.time() + 30
         while time.time() < deadline and open_store(db).queue_counts(rid)["done"] < 5:
             time.sleep(0.1)
-        second = subprocess.run([*CLI, "worker", "--store", db, "--model", "fake", "--once"], capture_output=True,
+        second = subprocess.run([*CLI, "worker", "--store", db, "--model", "fake", "--once"], capture_output=True, check=False,
                                 text=True, timeout=60, env=_env())
         assert second.returncode == 2, second.stderr
         assert "SQLite allows one worker" in second.stderr and "PostgreSQL" in second.stderr
@@ -156,7 +155,7 @@ def test_cli_worker_once_on_sqlite_and_one_worker_per_file(tmp_path):
         s.save_case(rid2, f"d{i}", i, _case(i))
     done = subprocess.run([*CLI, "worker", "--store", db, "--run", "deferred", "--model", "fake", "--once",
                            "--enqueue-unscored", "--metrics", "contextual_relevancy", "--cpus", "0", "--nice", "0"],
-                          capture_output=True, text=True, timeout=60, env=_env())
+                          capture_output=True, check=False, text=True, timeout=60, env=_env())
     assert done.returncode == 0, done.stderr
     assert "3 judged" in done.stdout
     assert s.queue_counts(rid2)["done"] == 3
@@ -172,7 +171,7 @@ def test_cli_worker_sigterm_releases_what_it_holds(tmp_path):
                              env=_env(OPENAI_BASE_URL=srv.url, OPENAI_API_KEY="dummy"))
         try:
             deadline = time.time() + 30
-            while srv._inflight < 1 and time.time() < deadline:  # noqa: SLF001 - a judge call is in flight
+            while srv._inflight < 1 and time.time() < deadline:
                 time.sleep(0.05)
             assert store.queue_counts(rid)["claimed"] == 8
             p.send_signal(signal.SIGTERM)
@@ -200,7 +199,7 @@ def test_a_lease_taken_by_another_worker_cancels_the_case_and_writes_nothing(tmp
         t = threading.Thread(target=w.run, args=(stop,))
         t.start()
         deadline = time.time() + 20
-        while srv._inflight < 1 and time.time() < deadline:  # noqa: SLF001 - the first judge call is out
+        while srv._inflight < 1 and time.time() < deadline:
             time.sleep(0.02)
         # as if this worker had stalled past its lease: another one takes both cases
         stolen = store.claim("thief", limit=2, lease=60, now=time.time() + 10)
@@ -220,7 +219,7 @@ def test_a_lease_taken_by_another_worker_cancels_the_case_and_writes_nothing(tmp
 def test_cli_worker_by_default_leaves_a_core_and_runs_nice(tmp_path):
     db = str(tmp_path / "q.db")
     open_store(db).close()
-    p = subprocess.run([*CLI, "worker", "--store", db, "--model", "fake", "--once"], capture_output=True, text=True,
+    p = subprocess.run([*CLI, "worker", "--store", db, "--model", "fake", "--once"], capture_output=True, check=False, text=True,
                        timeout=60, env=_env())
     assert p.returncode == 0, p.stderr
     usable = sorted(os.sched_getaffinity(0))

@@ -16,12 +16,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from fault_server import FaultServer
+from test_store import _wipe, pg_url  # noqa: F401 - the throwaway PostgreSQL server fixture
 
 from contextjudge import LLMTestCase
 from contextjudge.store import open_store
-
-from fault_server import FaultServer
-from test_store import _wipe, pg_url  # noqa: F401 - the throwaway PostgreSQL server fixture
 
 CLI = [str(Path(sys.executable).with_name("contextjudge"))]
 MARK = re.compile(r"case-(\d{3})")
@@ -142,7 +141,7 @@ def test_a_killed_workers_cases_are_judged_once_by_the_other(pg_url):  # noqa: F
         # (received before the kill returned; answered after it, or clearly after it)
         inflight_at_kill, surely_inflight = at_kill(0.05), at_kill(-0.1)
     assert victim.returncode == -signal.SIGKILL
-    rc, out, err = outs[0]
+    rc, _out, err = outs[0]
     assert rc == 0, err
     _results_once(store, rid, n)  # every case's results exactly once
     assert set(asked) == set(range(n))

@@ -21,7 +21,7 @@ _DESCRIPTION = (
 
 def add_worker_command(sub: argparse._SubParsersAction) -> None:
     """Register ``worker``."""
-    from .cli import _common, _store_arg  # noqa: PLC0415 - its shared argument helpers
+    from .cli import _common, _store_arg
 
     p = sub.add_parser("worker", help="score queued cases out of the app's process (capture mode='worker')",
                        description=_DESCRIPTION)
@@ -99,30 +99,30 @@ def _budget(args: argparse.Namespace) -> Any:
     limits = {k: v for k, v in limits.items() if v is not None}
     if not limits:
         return None
-    from .judges.spend import Budget  # noqa: PLC0415
+    from .judges.spend import Budget
 
     return Budget(**limits)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from . import cli  # noqa: PLC0415 - its helpers and exit codes
-    from .engine.worker import Worker, limit_cpu, metrics_for_run  # noqa: PLC0415
-    from .errors import StoreError, UsageError  # noqa: PLC0415
-    from .judges.options import JudgeOptions  # noqa: PLC0415
+    from . import cli
+    from .engine.worker import Worker, limit_cpu, metrics_for_run
+    from .errors import StoreError, UsageError
+    from .judges.options import JudgeOptions
 
     # before the judge is built: the embedded judge sizes its encoder's threads from the CPUs it may use
     limit_cpu(args.cpus, args.nice)
-    store = cli._store(args.store)  # noqa: SLF001
-    run_id = cli._resolve(store, args.run) if args.run else None  # noqa: SLF001
+    store = cli._store(args.store)
+    run_id = cli._resolve(store, args.run) if args.run else None
     if args.enqueue_unscored:
-        target = run_id or cli._resolve(store, None)  # noqa: SLF001
+        target = run_id or cli._resolve(store, None)
         added = store.enqueue(target, only_unscored=True)
-        cli._info(f"queued {added} unscored case(s) of run {target}", args.quiet)  # noqa: SLF001
-    threshold, per = cli._thresholds(args.threshold, "--threshold")  # noqa: SLF001
-    judge = cli._judge(args.model, args.quiet)  # noqa: SLF001
+        cli._info(f"queued {added} unscored case(s) of run {target}", args.quiet)
+    threshold, per = cli._thresholds(args.threshold, "--threshold")
+    judge = cli._judge(args.model, args.quiet)
     if args.metrics:
-        keys = cli._metric_keys(args.metrics, [])  # noqa: SLF001
-        metrics: Any = cli._build_metrics(keys, None, threshold, per)  # noqa: SLF001 - the run's judge: --model
+        keys = cli._metric_keys(args.metrics, [])
+        metrics: Any = cli._build_metrics(keys, None, threshold, per)
     else:
         def metrics(config: dict[str, Any]) -> list[Any]:
             return metrics_for_run(config, threshold=threshold, thresholds=per)
@@ -130,7 +130,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     options = JudgeOptions(budget=budget) if budget is not None else None
     hooks = []
     if args.otel:
-        from .otel import exporter_from_environment  # noqa: PLC0415 - optional: only with --otel
+        from .otel import exporter_from_environment
 
         hooks.append(exporter_from_environment())
 

@@ -27,8 +27,9 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..errors import BudgetExhaustedError, ConfigurationError
 from ..judges.options import JudgeOptions
@@ -75,7 +76,7 @@ def metrics_for_run(config: dict[str, Any], *, threshold: float | None = None,
     """The metrics a stored run is scored with: those its configuration names (class, threshold, strict mode, as
     ``Run.begin`` wrote them), else ``default`` (metric keys). ``threshold`` (every metric) and ``thresholds`` (by
     metric key) override the recorded thresholds. Built without a judge: the worker's run gives them its own."""
-    from ..metrics import BY_KEY  # noqa: PLC0415
+    from ..metrics import BY_KEY
 
     by_class = {cls.__name__: key for key, cls in BY_KEY.items()}
     specs: list[tuple[str, dict[str, Any]]] = []
@@ -140,11 +141,11 @@ def limit_cpu(cpus: int | None = None, nice: int | None = 10) -> str:
         said.append(f"{n} of {len(usable)} CPUs" + (f" (cores {','.join(map(str, chosen))})"
                                                       if hasattr(os, "sched_setaffinity") else ""))
         try:
-            from threadpoolctl import threadpool_limits  # noqa: PLC0415 - optional
+            from threadpoolctl import threadpool_limits
 
             _APPLIED["blas"] = threadpool_limits(limits=n)  # kept: the limit holds while the object lives
-        except Exception:  # noqa: BLE001 - not installed, or no BLAS loaded yet
-            pass
+        except Exception:  # not installed, or no BLAS loaded yet
+            logger.debug("contextjudge: BLAS threads left as they are", exc_info=True)
     else:
         said.append(f"all {len(usable)} CPUs")
     if nice:
@@ -187,7 +188,7 @@ class Worker:
                  nice: int | None = 10, grace: float = 10.0, max_attempts: int = 5,
                  log: Callable[[str], None] | None = None, report_every: int = 100) -> None:
         if isinstance(store, (str, os.PathLike)):
-            from ..store import open_store  # noqa: PLC0415
+            from ..store import open_store
 
             store = open_store(store)
         if not hasattr(store, "claim"):
@@ -302,7 +303,7 @@ class Worker:
         beat.start()
         waiting: collections.deque = collections.deque()
         try:
-            from ..judges.context import use_run_context  # noqa: PLC0415
+            from ..judges.context import use_run_context
 
             with use_run_context(run.context):
                 await self._loop_body(waiting, once)
@@ -394,7 +395,7 @@ class Worker:
         try:
             if await asyncio.to_thread(self.store.release, self.owner, run_id, key):
                 self.counts.released += 1
-        except Exception:  # noqa: BLE001 - its lease expires anyway, and another worker takes it then
+        except Exception:
             logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
                              "its lease expires", key, run_id)
         with self._held_lock:
@@ -469,7 +470,7 @@ class Worker:
                     out = hook(sc.test_case, results, key, run_id)
                     if inspect.isawaitable(out):
                         await out
-                except Exception:  # noqa: BLE001 - a hook never stops the worker
+                except Exception:
                     logger.exception("contextjudge: an on_results hook failed on case %s", key)
         except asyncio.CancelledError:
             if ref in self._lost:  # another worker has it: nothing of this case is written here
@@ -478,7 +479,7 @@ class Worker:
                     self._held.discard(ref)
                 return
             raise  # stopping: _wind_down gives it back
-        except Exception:  # noqa: BLE001 - e.g. the store is unreachable: give the case back, go on
+        except Exception:
             self.counts.errors += 1
             logger.exception("contextjudge: case %s of run %s could not be scored; given back to the queue", key,
                              run_id)
@@ -511,7 +512,7 @@ class Worker:
                     loop = self._loop
                     if lost and loop is not None and not loop.is_closed():
                         loop.call_soon_threadsafe(self._cancel_lost, lost)
-            except Exception:  # noqa: BLE001 - the store is briefly unreachable: try again at the next beat
+            except Exception:
                 logger.warning("contextjudge: could not renew the worker's leases; retrying", exc_info=True)
 
     def _cancel_lost(self, lost: list[tuple[str, str]]) -> None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import and_, func, or_, select, tuple_, update
 
@@ -89,7 +90,7 @@ class QueueStore:
         """Claim up to ``limit`` rows (queued, or claimed with an expired lease), oldest first, for ``owner`` until
         ``now + lease``; return them as ``StoredCase`` objects (with ``run_id`` set). A row already claimed
         ``max_attempts`` times is marked skipped instead (a case that kills its worker must not kill them all)."""
-        from ._store import StoredCase, _attach_labels, _case_from_json, _loads  # noqa: PLC0415
+        from ._store import StoredCase, _attach_labels, _case_from_json, _loads
 
         if limit <= 0:
             return []
@@ -289,9 +290,9 @@ def _queue_row(run_id: str, key: str, at: float, priority: int) -> dict[str, Any
 def _try_lock(fh: Any) -> bool:
     """An exclusive, non-blocking lock on an open file; False when another process holds it."""
     try:
-        import fcntl  # noqa: PLC0415 - POSIX
+        import fcntl
     except ImportError:  # pragma: no cover - Windows
-        import msvcrt  # noqa: PLC0415
+        import msvcrt
 
         try:
             fh.seek(0)
@@ -311,7 +312,7 @@ def _try_lock(fh: Any) -> bool:
 # or a case's results with its queue row, go in one transaction. (_store imports this module: its helpers are
 # imported when called.)
 def _case_rows(run_id: str, key: str, position: int, test_case: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from ._store import _case_input, _case_to_json, _dumps, _retrievals  # noqa: PLC0415
+    from ._store import _case_input, _case_to_json, _dumps, _retrievals
 
     kind, data = _case_to_json(test_case)
     fp = test_case.fingerprint() if hasattr(test_case, "fingerprint") else None
@@ -329,7 +330,7 @@ def _case_rows(run_id: str, key: str, position: int, test_case: Any) -> tuple[di
 
 
 def _result_rows(run_id: str, key: str, result: MetricResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from ._store import _dumps  # noqa: PLC0415
+    from ._store import _dumps
 
     row = {"run_id": run_id, "case_key": key, "metric": result.name, "score": result.score,
            "threshold": float(result.threshold), "success": bool(result.success),
@@ -351,7 +352,7 @@ def _result_rows(run_id: str, key: str, result: MetricResult) -> tuple[dict[str,
 
 
 def _call_row(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
-    from ._store import _usage_from  # noqa: PLC0415
+    from ._store import _usage_from
 
     u = _usage_from(event.get("usage"))
     return {"run_id": run_id, "judge": event.get("judge"), "task": event.get("task"), "metric": event.get("metric"),
@@ -361,7 +362,7 @@ def _call_row(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _result_of(r: Any, verdict_data: list[str]) -> MetricResult:
-    from ._store import _loads, _usage_from  # noqa: PLC0415
+    from ._store import _loads, _usage_from
 
     return MetricResult(name=r.metric, score=r.score, threshold=r.threshold, success=bool(r.success), reason=r.reason,
                         strict_mode=bool(r.strict_mode), error=r.error, error_type=r.error_type,

@@ -235,3 +235,26 @@ def test_at_interpreter_exit_what_is_queued_is_written_and_the_run_ends(tmp_path
     (run,) = store.list_runs()
     assert store.queue_counts(run.run_id)["queued"] == 7 and run.status == "captured"
     assert run.summary["counters"]["written"] == 7
+
+
+def test_results_of_a_worker_whose_clock_is_behind_the_apps_still_come_back(tmp_path, monkeypatch):
+    """A worker stamps its results with its own clock: the first poll reads the run's results from its start, not
+    from the app's "now", so a worker host a minute behind loses nothing; no result is sent twice."""
+    import types
+
+    import contextjudge.store._queue as queue_module
+
+    store = open_store(tmp_path / "cj.db")
+    events = []
+    session = _session(store, poll_interval=0.05, on_result=lambda case, r: events.append((case.case_id, r.name)))
+    for i in range(4):
+        session.submit(_case(i))
+    assert session.flush(10)
+    real_time = time.time
+    monkeypatch.setattr(queue_module, "time", types.SimpleNamespace(time=lambda: real_time() - 60.0))
+    assert _fake_worker(open_store(tmp_path / "cj.db"), session.run.id) == 4
+    assert session.wait_results(5)
+    time.sleep(0.3)  # more polls over the same window
+    assert len(events) == 4 and len(set(events)) == 4
+    assert session.counters["results_received"] == 4
+    session.close(5)

@@ -77,7 +77,8 @@ _DEFAULT_MAX_KEPT = 10_000
 _WORKER_MAX_KEPT = 1_000  # mode "worker": written cases held for their results to come back (None are needed else)
 _WORKER_HANDOFF_DELAY = 0.2
 _HOLD_FOR = 900.0  # mode "worker": seconds a written case waits for its results before it is forgotten
-_POLL_OVERLAP = 5.0  # mode "worker": seconds of results read again at each poll (commits land out of order)
+_POLL_OVERLAP = 5.0  # mode "worker": seconds of results read again at each poll (commits land out of order, and
+# the workers' clocks differ): a case's results are sent once, when the case is first seen, and it is held no more
 
 _live_workers: set[concurrent.futures.Future] = set()
 
@@ -725,7 +726,6 @@ class CaptureSession:
                              "they are dropped and counted (session.counters['dropped']). Check the store.",
                              len(ready), store, type(error).__name__, error, exc_info=error)
             return
-        now = time.time()
         with self._lock:
             self.written += len(ready)
             listening = bool(self.on_result)
@@ -737,8 +737,9 @@ class CaptureSession:
             while self.max_kept is not None and len(self._held) > self.max_kept:
                 self._held.pop(next(iter(self._held)))
             self._evict()  # every held case is in the store: only forgotten, never dropped
-            if listening and not self._results_since:
-                self._results_since = now - _POLL_OVERLAP
+            if listening and not self._next_poll:
+                # the first poll reads the run's results from its start (the run is this session's own, so that is
+                # little): the workers stamp results with their own clocks, which may be behind this host's
                 self._next_poll = time.monotonic() + self.poll_interval
 
     def _poll_wait(self) -> float | None:

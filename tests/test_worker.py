@@ -226,3 +226,67 @@ def test_cli_worker_by_default_leaves_a_core_and_runs_nice(tmp_path):
     if len(usable) > 1:
         assert f"{len(usable) - 1} of {len(usable)} CPUs (cores {','.join(map(str, usable[1:]))})" in p.stderr
     assert "nice +10" in p.stderr
+
+
+def test_a_down_judge_gives_cases_back_instead_of_burning_the_queue(tmp_path, caplog):
+    """The judge answers 503 (retries spent: JudgeUnavailableError) for a while: no case is completed with an error
+    meanwhile, the worker backs off and warns once; when the judge recovers every case is judged."""
+    from fault_server import Fault
+    from langchain_openai import ChatOpenAI
+
+    from contextjudge.judges.options import JudgeOptions
+
+    n = 6
+    store, rid = _queued(str(tmp_path / "q.db"), n)
+    with FaultServer(yes_words=["paris"], faults=[Fault("http", status=503, times=None)]) as srv:
+        judge = ChatOpenAI(model="down", base_url=srv.url, api_key="x", max_retries=0)
+        opts = JudgeOptions(max_attempts=2, deadline=2.0, backoff_initial=0.01, backoff_max=0.02)
+        w = Worker(store, [ContextualRelevancyMetric()], judge, batch=3, concurrency=2, cpus=0, nice=0, poll=0.05,
+                   judge_options=opts, backoff_max=0.4)
+        stop = threading.Event()
+        t = threading.Thread(target=w.run, args=(stop,))
+        with caplog.at_level("WARNING", logger="contextjudge"):
+            t.start()
+            try:
+                deadline = time.time() + 20
+                while w.counts.judge_down < 4 and time.time() < deadline:  # several rounds of the outage
+                    time.sleep(0.02)
+                assert w.counts.judge_down >= 4
+                c = store.queue_counts(rid)
+                assert c["done"] == 0 and c["skipped"] == 0, c  # nothing burnt into error results
+                assert all(tr.metrics_data == [] for tr in store.load_run(rid).test_results)
+                down_requests = len(srv.requests)
+                srv.set_faults([])  # the judge is back
+                deadline = time.time() + 20
+                while store.queue_counts(rid)["done"] < n and time.time() < deadline:
+                    time.sleep(0.05)
+            finally:
+                stop.set()
+                t.join(20)
+    assert not t.is_alive()
+    assert store.queue_counts(rid) == {"queued": 0, "claimed": 0, "expired": 0, "done": n, "skipped": 0}
+    assert all(len(tr.metrics_data) == 1 and tr.metrics_data[0].error is None
+               for tr in store.load_run(rid).test_results)
+    assert w.counts.judged == n and w.counts.errors == 0 and w.counts.released == 0
+    assert len(srv.requests) > down_requests
+    said = [r.getMessage() for r in caplog.records if "judge is unavailable" in r.getMessage()]
+    assert len(said) == 1 and "given back to the queue" in said[0] and "Check the judge" in said[0]
+    # the give-backs did not count as attempts: nothing was worn toward max_attempts
+    assert store.claim("next", limit=n) == []
+
+
+def test_once_stops_when_the_judge_is_down_and_leaves_the_queue(tmp_path):
+    from fault_server import Fault
+    from langchain_openai import ChatOpenAI
+
+    from contextjudge.judges.options import JudgeOptions
+
+    store, rid = _queued(str(tmp_path / "q.db"), 4)
+    with FaultServer(faults=[Fault("http", status=503, times=None)]) as srv:
+        judge = ChatOpenAI(model="down", base_url=srv.url, api_key="x", max_retries=0)
+        opts = JudgeOptions(max_attempts=1, deadline=2.0)
+        counts = Worker(store, [ContextualRelevancyMetric()], judge, batch=4, concurrency=2, cpus=0, nice=0,
+                        judge_options=opts, grace=5).run(once=True)
+    assert counts.judge_down >= 1 and counts.judged == 0 and counts.errors == 0
+    assert store.queue_counts(rid) == {"queued": 4, "claimed": 0, "expired": 0, "done": 0, "skipped": 0}
+    assert all(c.attempts == 1 for c in store.claim("next", limit=4))

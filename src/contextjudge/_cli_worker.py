@@ -149,5 +149,5 @@ def cmd_worker(args: argparse.Namespace) -> int:
         store.close()
     print(f"worker: {worker.counts.judged} judged, {worker.counts.skipped_budget} skipped (budget), "
           f"{worker.counts.lost_lease} lost lease, {worker.counts.errors} with errors, "
-          f"{worker.counts.released} given back")
+          f"{worker.counts.released} given back, {worker.counts.judge_down} given back while the judge was down")
     return cli.EXIT_OK

@@ -46,6 +46,22 @@ DEFAULT_METRIC_KEYS = ("contextual_precision", "contextual_recall", "contextual_
 
 OnResults = Callable[[Any, list, str, str], Any]
 
+_UNAVAILABLE = "JudgeUnavailableError"
+# an unavailable-judge error that is this request's own (HTTP 400-class: too long, unsupported), not an outage
+_REQUEST_REFUSED = ("rejected the request",)
+
+
+def _judge_down(result: Any) -> bool:
+    """Whether ``result`` failed because the judge could not be reached or kept failing (retries spent), rather
+    than because of the case: such a case is given back, not completed with an error."""
+    if not getattr(result, "error", None) or getattr(result, "score", None) is not None:
+        return False
+    if getattr(result, "error_type", None) == _UNAVAILABLE:
+        return not any(s in result.error for s in _REQUEST_REFUSED)
+    # a connection failure that reached the metric untranslated
+    text = f"{getattr(result, 'error_type', '')} {result.error}".lower()
+    return any(s in text for s in ("connecterror", "connectionerror", "connection refused", "apiconnectionerror"))
+
 # the (run id, case key) of the case a task scores: judge-call events are filed under it, and written with the
 # case's results in the same transaction
 _CASE: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("contextjudge_worker_case",
@@ -56,7 +72,9 @@ _CASE: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("
 class WorkerCounts:
     """What a worker did: cases claimed, judged (results written), skipped by a budget, lost (the lease passed to
     another worker before the results were written: nothing written), with an error result, given back at a
-    stop, and completed with no result (no metric applies to the case's kind)."""
+    stop, completed with no result (no metric applies to the case's kind), and given back because the judge was
+    down (every result an unavailable-judge error: the case is queued again, not completed, and not counted as an
+    attempt)."""
 
     claimed: int = 0
     judged: int = 0
@@ -65,6 +83,7 @@ class WorkerCounts:
     errors: int = 0
     released: int = 0
     no_metric: int = 0
+    judge_down: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -178,7 +197,10 @@ class Worker:
     failing is logged and the worker goes on. ``poll``: seconds between looks at an empty queue. ``cpus`` / ``nice``:
     ``limit_cpu`` when the worker starts (``cpus=0, nice=0`` leave the process as it is). ``grace``: seconds a
     stopping worker gives the cases it is scoring before it gives them back. ``log``: where progress lines go
-    (None: the logger, at INFO); ``report_every``: a line per that many cases.
+    (None: the logger, at INFO); ``report_every``: a line per that many cases. ``backoff_max``: the longest pause
+    in claiming while the judge is down (a case whose every result says the judge is unavailable goes back to the
+    queue uncounted and claiming pauses 1 s, doubling up to this, until a judge call succeeds again; ``run(once=
+    True)`` stops instead and leaves the cases queued).
     """
 
     def __init__(self, store: Any, metrics: Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]] | None = None,
@@ -186,7 +208,8 @@ class Worker:
                  concurrency: int = 4, run_id: str | None = None, judge_options: JudgeOptions | None = None,
                  on_results: Sequence[OnResults] = (), poll: float = 1.0, cpus: int | None = None,
                  nice: int | None = 10, grace: float = 10.0, max_attempts: int = 5,
-                 log: Callable[[str], None] | None = None, report_every: int = 100) -> None:
+                 log: Callable[[str], None] | None = None, report_every: int = 100,
+                 backoff_max: float = 60.0) -> None:
         if isinstance(store, (str, os.PathLike)):
             from ..store import open_store
 
@@ -211,6 +234,12 @@ class Worker:
         self.grace = float(grace)
         self.max_attempts = int(max_attempts)
         self.report_every = max(1, int(report_every))
+        self.backoff_max = max(0.01, float(backoff_max))
+        self._backoff = 0.0  # the current pause while the judge is down (0: it is up)
+        self._pause_until = 0.0  # time.monotonic() before which nothing is claimed nor started
+        self._last_ok = 0.0  # time.monotonic() of the last answered (not cached) judge call
+        self._down_since: float | None = None
+        self._once = False
         self._log = log
         self.counts = WorkerCounts()
         self._run: Run | None = None
@@ -270,7 +299,8 @@ class Worker:
         c = self.counts
         return (f"worker {self.owner}: {c.judged} case(s) judged, {c.skipped_budget} skipped (budget), "
                 f"{c.lost_lease} lost to an expired lease, {c.errors} with errors, {c.released} given back, "
-                f"{c.no_metric} with no applicable metric ({c.claimed} claimed)")
+                f"{c.no_metric} with no applicable metric, {c.judge_down} given back while the judge was down "
+                f"({c.claimed} claimed)")
 
     def _say(self, text: str) -> None:
         if self._log is not None:
@@ -346,7 +376,12 @@ class Worker:
 
     async def _loop_body(self, waiting: collections.deque, once: bool) -> None:
         last_report = 0
+        self._once = once
         while not self._stop.is_set():
+            paused = self._pause_until - time.monotonic()
+            if paused > 0:  # the judge is down: start and claim nothing until the pause ends
+                await self._nap(min(paused, self.poll if self._tasks else paused))
+                continue
             while waiting and len(self._tasks) < self.concurrency:
                 sc = waiting.popleft()
                 ref = (sc.run_id, sc.case_key)
@@ -391,9 +426,9 @@ class Worker:
         for run_id, key in left:
             await self._give_back(run_id, key)
 
-    async def _give_back(self, run_id: str, key: str) -> None:
+    async def _give_back(self, run_id: str, key: str, *, count: bool = True) -> None:
         try:
-            if await asyncio.to_thread(self.store.release, self.owner, run_id, key):
+            if await asyncio.to_thread(self.store.release, self.owner, run_id, key) and count:
                 self.counts.released += 1
         except Exception:
             logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
@@ -417,6 +452,10 @@ class Worker:
         return got
 
     def _on_call(self, event: dict[str, Any]) -> None:
+        if not event.get("cached"):
+            self._last_ok = time.monotonic()
+            if self._backoff:
+                self._judge_back()
         ref = _CASE.get()
         if ref is not None:
             self._calls.setdefault(ref, []).append(event)
@@ -442,6 +481,7 @@ class Worker:
                 await self._set_aside(ref, self._budget_skip(resumes))
                 return
             metrics = await asyncio.to_thread(self._metrics_for, run_id)
+            started = time.monotonic()
             try:
                 results = await score_case(self._run, key, sc.test_case, metrics, **self._score_kw)
             except BudgetExhaustedError as exc:
@@ -449,6 +489,11 @@ class Worker:
                                                              getattr(exc, "scope", None)))
                 return
             results = list(results or [])
+            # every result says the judge is down, and no judge call was answered meanwhile (the judge is not
+            # merely refusing this one case): give the case back instead of completing it with errors
+            if results and all(_judge_down(r) for r in results) and self._last_ok < started:
+                await self._judge_unavailable(ref, results[0].error)
+                return
             self._completing.add(ref)
             ok = await asyncio.to_thread(self.store.complete, self.owner, run_id, key, results,
                                          judge_calls=self._calls.pop(ref, []))
@@ -488,6 +533,35 @@ class Worker:
             self._completing.discard(ref)
             self._calls.pop(ref, None)
             self._lost.discard(ref)
+
+    async def _judge_unavailable(self, ref: tuple[str, str], error: str) -> None:
+        """Give a case back (queued, the attempt not counted) because the judge is down; pause claiming, doubling
+        the pause from 1 s up to ``backoff_max`` while the outage lasts; warn once per outage."""
+        await self._give_back(*ref, count=False)
+        self.counts.judge_down += 1
+        now = time.monotonic()
+        if now >= self._pause_until:  # the cases in flight when it went down share one step of the backoff
+            self._backoff = min(self.backoff_max, self._backoff * 2 if self._backoff else min(1.0, self.backoff_max))
+            self._pause_until = now + self._backoff
+        if self._down_since is None:
+            self._down_since = time.time()
+            if self._once:
+                what = ("this --once pass stops and leaves the queue as it is: run it again when the judge is back")
+                self.stop()
+            else:
+                what = (f"claiming pauses, {self._backoff:g}s at first and up to {self.backoff_max:g}s, and the "
+                        "worker resumes by itself when the judge answers again")
+            logger.warning("contextjudge: the judge is unavailable (%s). The case was given back to the queue, not "
+                           "completed with an error; %s. Check the judge: its server or base_url, the API key, the "
+                           "provider's status page.", (error or "")[:300], what)
+
+    def _judge_back(self) -> None:
+        if self._down_since is not None:
+            self._say(f"worker {self.owner}: the judge answers again after {time.time() - self._down_since:.0f}s "
+                      f"down; {self.counts.judge_down} case(s) were given back meanwhile")
+        self._backoff = 0.0
+        self._pause_until = 0.0
+        self._down_since = None
 
     async def _set_aside(self, ref: tuple[str, str], note: str) -> None:
         await asyncio.to_thread(self.store.release, self.owner, ref[0], ref[1], state="skipped", note=note)

@@ -290,3 +290,39 @@ def test_once_stops_when_the_judge_is_down_and_leaves_the_queue(tmp_path):
     assert counts.judge_down >= 1 and counts.judged == 0 and counts.errors == 0
     assert store.queue_counts(rid) == {"queued": 4, "claimed": 0, "expired": 0, "done": 0, "skipped": 0}
     assert all(c.attempts == 1 for c in store.claim("next", limit=4))
+
+
+_APP = """
+import sys
+from contextjudge import LLMTestCase
+from contextjudge.engine.capture import CapturedCase, CaptureSession
+
+session = CaptureSession(mode="worker", store=sys.argv[1])
+for i in range(3):
+    session.submit(CapturedCase(LLMTestCase(input=f"case-{i:03d}: what is the capital of France?",
+                                            actual_output="Paris.",
+                                            retrieval_context=["Paris is the capital of France.", "Bananas."])))
+session.close()
+"""
+
+
+def test_worker_with_model_local_announces_no_default_judge(tmp_path):
+    """`contextjudge worker --model local` on cases a capture in mode "worker" wrote: the judge is the one given,
+    and neither the app's process nor the worker's says "metrics without model= are judged by ..." (the app's
+    process once resolved the default judge while opening its run; the worker hands --model to its run)."""
+    db = str(tmp_path / "q.db")
+    env = _env(PYTHONWARNINGS="always")
+    app = subprocess.run([sys.executable, "-c", _APP, db], capture_output=True, text=True, timeout=120, env=env,
+                         check=False)
+    assert app.returncode == 0, app.stderr
+    w = subprocess.run([*CLI, "worker", "--store", db, "--model", "local", "--once", "--cpus", "0", "--nice", "0"],
+                       capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert w.returncode == 0, w.stderr
+    for out in (app.stderr, w.stderr, w.stdout):
+        assert "JudgeChoiceWarning" not in out and "metrics without model=" not in out, out
+    assert "3 judged" in w.stdout
+    s = open_store(db)
+    [run] = s.list_runs()
+    results = [m for tr in s.load_run(run.run_id).test_results for m in tr.metrics_data]
+    assert results and {m.evaluation_model for m in results} == {"contextjudge-local"}
+    assert all(m.error is None for m in results)

@@ -3,7 +3,8 @@
 Integrations and users import ``CaptureSession``, ``CapturedCase``, ``AppAdapter``, ``result_event`` and
 ``in_judge_call`` from here, and, for production capture, ``Sampling`` with the metadata keys the integrations record
 on a ``CapturedCase`` for its filters and key (``THREAD_KEY``, ``RETRIEVER_NAME_KEY``, ``CHAIN_KEY``, ``TAGS_KEY``,
-``RUN_METADATA_KEY``). ``CaptureScorer`` is the session's name before 0.2, kept for one release.
+``RUN_METADATA_KEY``), and ``IdleConversations``, which submits an integration's open conversations once they go
+idle (``CaptureSession(conversation_idle=...)``). ``CaptureScorer`` is the session's name before 0.2, kept for one release.
 """
 
 from .engine.capture import (
@@ -12,6 +13,7 @@ from .engine.capture import (
     CaptureScorer,
     CaptureSession,
     GoldenFailure,
+    IdleConversations,
     Mode,
     default_metrics,
     in_judge_call,
@@ -20,5 +22,5 @@ from .engine.capture import (
 from .engine.sampling import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY, Sampling
 
 __all__ = ["CHAIN_KEY", "RETRIEVER_NAME_KEY", "RUN_METADATA_KEY", "TAGS_KEY", "THREAD_KEY", "AppAdapter",
-           "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "Mode", "Sampling", "default_metrics",
+           "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "IdleConversations", "Mode", "Sampling", "default_metrics",
            "in_judge_call", "result_event"]

@@ -64,8 +64,8 @@ from .score import score_case
 _SCORE_BUDGET: dict[str, Any] = ({"budget": "raise"} if "budget" in inspect.signature(score_case).parameters
                                  else {})
 
-__all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "Mode", "Sampling",
-           "default_metrics", "in_judge_call", "result_event"]
+__all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "IdleConversations",
+           "Mode", "Sampling", "default_metrics", "in_judge_call", "result_event"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -76,6 +76,7 @@ _MODES = ("background", "deferred", "off", "worker")
 _DEFAULT_MAX_KEPT = 10_000
 _WORKER_MAX_KEPT = 1_000  # mode "worker": written cases held for their results to come back (None are needed else)
 _WORKER_HANDOFF_DELAY = 0.2
+_CONVERSATION_IDLE = 300.0  # seconds without a turn after which an open conversation is submitted
 _HOLD_FOR = 900.0  # mode "worker": seconds a written case waits for its results before it is forgotten
 _POLL_OVERLAP = 5.0  # mode "worker": seconds of results read again at each poll (commits land out of order, and
 # the workers' clocks differ): a case's results are sent once, when the case is first seen, and it is held no more
@@ -201,6 +202,96 @@ class AppAdapter:
         raise NotImplementedError  # pragma: no cover - interface
 
 
+# ---------------------------------------------------------------------------------------------------- conversations
+class IdleConversations:
+    """When each open conversation of an integration last had a turn, and a call when it has had none for ``idle``
+    seconds.
+
+    A long-running service never closes its conversations, so an integration cannot wait for ``close()`` to submit
+    them: it calls ``touch(key)`` with each turn (a dict write under a lock), and a daemon thread
+    (``contextjudge-conversations``, started with the first open conversation, gone when none is left) calls
+    ``on_idle(key)`` for each conversation idle for ``idle`` seconds, off the request path. ``idle=None`` (or 0):
+    never; the conversations are then submitted only at ``flush``/``close``. ``run_due(now)`` does the thread's
+    work at once (tests drive it with a fake ``clock``). ``on_idle`` failures are logged, never raised.
+    """
+
+    def __init__(self, on_idle: Callable[[Any], Any], idle: float | None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if idle is not None and (isinstance(idle, bool) or not isinstance(idle, (int, float)) or idle < 0):
+            raise ConfigurationError(f"conversation_idle must be a number of seconds >= 0, or None, not {idle!r}.")
+        self.on_idle = on_idle
+        self.idle = float(idle) if idle else None
+        self.clock = clock
+        self._last: dict[Any, float] = {}  # oldest activity first (a touch moves its key to the end)
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+    def touch(self, key: Any) -> None:
+        """A turn of conversation ``key`` now."""
+        if self.idle is None:
+            return
+        with self._cond:
+            self._last.pop(key, None)
+            self._last[key] = self.clock()
+            if self._thread is None:
+                thread = threading.Thread(target=self._loop, name="contextjudge-conversations", daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # interpreter shutdown: exit's drain submits what is open
+                    return
+                self._thread = thread
+
+    def discard(self, key: Any) -> None:
+        with self._cond:
+            self._last.pop(key, None)
+
+    def due(self, now: float | None = None) -> list[Any]:
+        """Take the conversations idle at ``now`` (default: the clock) off the watch; oldest first."""
+        if self.idle is None:
+            return []
+        with self._cond:
+            now = self.clock() if now is None else now
+            out = []
+            for key, last in self._last.items():
+                if now - last < self.idle:
+                    break  # ordered by activity: the rest are more recent
+                out.append(key)
+            for key in out:
+                del self._last[key]
+            return out
+
+    def run_due(self, now: float | None = None) -> int:
+        """Call ``on_idle`` for each conversation idle now; how many."""
+        keys = self.due(now)
+        for key in keys:
+            try:
+                self.on_idle(key)
+            except Exception:  # noqa: BLE001 - capture never breaks the app
+                logger.exception("contextjudge: could not submit an idle conversation")
+        return len(keys)
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    if not self._last:
+                        self._thread = None
+                        return
+                    wait = next(iter(self._last.values())) + (self.idle or 0.0) - self.clock()
+                    if wait > 0:
+                        self._cond.wait(min(wait, 60.0))
+                        continue
+                self.run_due()
+        except Exception:  # noqa: BLE001 - never an unhandled exception in a thread of the user's app
+            logger.exception("contextjudge: the idle-conversation watch failed; conversations are submitted at "
+                             "flush or close only")
+            with self._cond:
+                self._thread = None
+
+
 # ---------------------------------------------------------------------------------------------------- exit
 _sessions: "weakref.WeakSet[CaptureSession]" = weakref.WeakSet()
 _exit_lock = threading.Lock()
@@ -281,6 +372,7 @@ class CaptureSession:
         budget: Any = None,
         batch: int = 64,
         poll_interval: float = 1.0,
+        conversation_idle: float | None = _CONVERSATION_IDLE,
     ) -> None:
         if mode not in _MODES:
             raise ConfigurationError(f"capture mode must be 'background', 'deferred', 'off' or 'worker', not {mode!r}.")
@@ -290,6 +382,11 @@ class CaptureSession:
                 "score, so it needs a store both can reach: pass store='captured.db' (SQLite, one worker) or a "
                 "PostgreSQL URL (several workers), and run `contextjudge worker --store <the same>`.")
         sampler = Sampling.of(sample_rate, sampling)
+        if conversation_idle is not None and (isinstance(conversation_idle, bool)
+                                              or not isinstance(conversation_idle, (int, float))
+                                              or conversation_idle < 0):
+            raise ConfigurationError(f"conversation_idle must be a number of seconds >= 0 (0 or None: submit "
+                                     f"conversations only at flush/close), not {conversation_idle!r}.")
         if budget is not None:
             judge_options = dataclasses.replace(judge_options or JudgeOptions(), budget=budget)
         if max_kept is _UNSET:
@@ -332,6 +429,9 @@ class CaptureSession:
         self._sampler_fallback: Sampling | None = None
         self.batch = max(1, int(batch))
         self.poll_interval = max(0.05, float(poll_interval))
+        # the integrations submit an open conversation (a LangChain thread, a LlamaIndex agent's memory) once it has
+        # had no turn for this many seconds (IdleConversations), and at flush/close; None or 0: at flush/close only
+        self.conversation_idle = float(conversation_idle) if conversation_idle else None
         self._cases: list[CapturedCase] = []
         self.evicted = 0  # scored or stored cases forgotten from memory (nothing lost)
         self.dropped = 0  # unscored cases dropped from memory (lost without a store; unscored in it with one)

@@ -27,6 +27,11 @@ from langchain_core.tracers.base import BaseTracer
 
 from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureSession, result_event
+
+try:  # submits a thread once it goes idle (a service never closes its conversations)
+    from contextjudge.capture import IdleConversations
+except ImportError:  # pragma: no cover - an older core: conversations are submitted at flush/close only
+    IdleConversations = None  # type: ignore[assignment,misc]
 from contextjudge.cases.identity import golden_id_of, new_case_id
 from contextjudge.cases.provenance import OTEL_KEY
 from contextjudge.otel import span_context_now
@@ -64,6 +69,7 @@ class _ThreadLog:
     submitted: int = 0
     golden_ids: list[str] = field(default_factory=list)
     latest: Any = None  # the latest turn's root run: its name, tags, metadata and trace describe the conversation
+    retrievers: list[str] = field(default_factory=list)  # the retrievers its turns ran (Sampling's retriever filter)
 
 
 class ContextJudgeCallbackHandler(BaseTracer):
@@ -82,7 +88,11 @@ class ContextJudgeCallbackHandler(BaseTracer):
     Pass ``emit_events=False`` to keep results out of LangChain's callbacks. Runs that share a thread (a
     ``thread_id``, ``session_id`` or ``conversation_id`` in the config's ``configurable`` or ``metadata``, as a
     LangGraph checkpointer needs) also form one ``ConversationalTestCase`` for the turn metrics;
-    ``conversations=False`` turns that off.
+    ``conversations=False`` turns that off. A thread is submitted once it has had no turn for the session's
+    ``conversation_idle`` seconds (default 300; checked on a thread of its own, off the request path) and then
+    forgotten, and at ``flush``/``close`` (the whole thread so far); a thread that goes on after it was submitted
+    idle comes back later as a new case with its new turns, sampled the same way (by its thread id). At most
+    ``max_conversations`` threads are followed at once (the least recently active one is submitted first).
 
     Each case records what sampling filters on (``contextjudge.capture``'s metadata keys: the root run's name, its
     tags and metadata, the retriever's name and the thread) and, when the app traces with OpenTelemetry, the spans
@@ -97,6 +107,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
 
     name = "contextjudge"
     run_inline = True
+    max_conversations = 10_000
 
     def __init__(
         self,
@@ -130,7 +141,10 @@ class ContextJudgeCallbackHandler(BaseTracer):
         self._clock = itertools.count()
         self._assembler = _Assembler(self._capture_root)
         self._targets: OrderedDict[str, _Target] = OrderedDict()
-        self._threads: dict[str, _ThreadLog] = {}
+        self._threads: dict[str, _ThreadLog] = {}  # least recently active first
+        idle = getattr(self.session, "conversation_idle", None)
+        self._idle = (IdleConversations(self._thread_idle, idle)
+                      if IdleConversations is not None and conversations else None)
 
     # ------------------------------------------------------------------------------------------ LangChain knobs
     @property
@@ -200,13 +214,26 @@ class ContextJudgeCallbackHandler(BaseTracer):
     def submit_conversations(self) -> list[CapturedCase]:
         """Turn each thread with new turns into a ConversationalTestCase (the whole thread so far) and submit it."""
         self._assembler.wait()
-        out: list[CapturedCase] = []
         with self._lock:
             todo = [(tid, log) for tid, log in self._threads.items() if len(log.turns) > log.submitted]
+        return self._submit_threads(todo)
+
+    def _thread_idle(self, tid: str) -> None:
+        """The idle watch: submit a thread that has had no turn for ``conversation_idle`` seconds, and forget it."""
+        with self._lock:
+            log = self._threads.pop(tid, None)
+        if log is not None:
+            self._submit_threads([(tid, log)])
+
+    def _submit_threads(self, todo: list[tuple[str, _ThreadLog]]) -> list[CapturedCase]:
+        out: list[CapturedCase] = []
+        with self._lock:
+            todo = [(tid, log) for tid, log in todo if len(log.turns) > log.submitted]
             for _, log in todo:
                 log.submitted = len(log.turns)
             snapshot = [(tid, sorted(log.turns, key=lambda t: t[0]), list(log.golden_ids)) for tid, log in todo]
             latest_roots = {tid: log.latest for tid, log in todo}
+            retrievers = {tid: list(log.retrievers) for tid, log in todo}
         for tid, entries, golden_ids in snapshot:
             try:
                 turns = [t for _, _, ts in entries for t in ts]
@@ -221,6 +248,8 @@ class ContextJudgeCallbackHandler(BaseTracer):
                 meta: dict[str, Any] = {THREAD_KEY: tid, "root_run_ids": root_ids}
                 if latest is not None:
                     meta.update(_call_keys(latest))
+                if retrievers.get(tid):
+                    meta[RETRIEVER_NAME_KEY] = retrievers[tid]
                 captured = CapturedCase(test_case=tc, source=f"thread:{tid}", case_id=case_id,
                                         root_run_id=root_ids[-1], metadata=meta)
                 self.scorer.submit(captured)
@@ -376,13 +405,27 @@ class ContextJudgeCallbackHandler(BaseTracer):
         turns = [Turn(role="user", content=question),
                  Turn(role="assistant", content=answer, retrieval_context=nodes if found else None,
                       expected_output=expected, additional_metadata=meta)]
+        evicted: list[tuple[str, _ThreadLog]] = []
         with self._lock:
-            log = self._threads.setdefault(thread_id, _ThreadLog())
+            log = self._threads.pop(thread_id, None) or _ThreadLog()
+            self._threads[thread_id] = log  # the most recently active last
             log.turns.append((root.start, str(root.id), turns))
             if log.latest is None or root.start >= log.latest.start:
                 log.latest = root
             if golden_id:
                 log.golden_ids.append(golden_id)
+            for item in found:
+                if item.name not in log.retrievers:
+                    log.retrievers.append(item.name)
+            while len(self._threads) > self.max_conversations:
+                oldest = next(iter(self._threads))
+                evicted.append((oldest, self._threads.pop(oldest)))
+        if self._idle is not None:
+            self._idle.touch(thread_id)
+            for tid, _ in evicted:
+                self._idle.discard(tid)
+        if evicted:
+            self._submit_threads(evicted)
 
     # ------------------------------------------------------------------------------------------ results back
     def _emit_result(self, case: CapturedCase, result: MetricResult) -> None:

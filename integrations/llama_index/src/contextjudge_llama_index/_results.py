@@ -14,13 +14,19 @@ import logging
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from typing import Any
 
 from contextjudge import ConversationalTestCase, LLMTestCase, MetricResult, Turn
 from contextjudge.capture import CapturedCase, CaptureSession, result_event
-from contextjudge.errors import CaptureError
+
+try:  # submits a conversation once it goes idle (a service never closes its conversations)
+    from contextjudge.capture import IdleConversations
+except ImportError:  # pragma: no cover - an older core: conversations are submitted at flush/close only
+    IdleConversations = None  # type: ignore[assignment,misc]
 from contextjudge.cases.identity import GOLDEN_ID_KEY, new_case_id
 from contextjudge.cases.provenance import AGENT_KEY, MATCH_INPUTS_KEY, OTEL_KEY, short
+from contextjudge.errors import CaptureError
 from contextjudge.otel import case_trace
 
 try:  # the capture metadata keys Sampling's filters and key read (contextjudge.capture re-exports them)
@@ -392,18 +398,25 @@ class CaseSink(Sink):
 
     An agent's runs that share a memory object (``memory=``) or a conversation id (instrument tag
     ``contextjudge.conversation_id``) are also kept as one conversation, submitted as a ``ConversationalTestCase``
-    when the session is flushed or closed (then again, whole, if more turns came since). The per-tool-call
-    ``LLMTestCase`` of each run is submitted as it ends, as for any agent run. At most ``max_conversations`` are
-    followed at once (the oldest is submitted and forgotten first).
+    once it has had no run for the session's ``conversation_idle`` seconds (default 300, checked off the request
+    path; it is then forgotten, and later runs of it form a new case under the same conversation id, so sampling
+    keeps the two together), and when the session is flushed or closed (then again, whole, if more turns came
+    since). The per-tool-call ``LLMTestCase`` of each run is submitted as it ends, as for any agent run. At most
+    ``max_conversations`` are followed at once (the least recently active is submitted and forgotten first).
     """
 
     max_conversations = 1000
 
     def __init__(self, scorer: CaptureSession) -> None:
         self.scorer = scorer
-        self._conversations: dict[Any, _Conversation] = {}
+        self._conversations: dict[Any, _Conversation] = {}  # least recently active first
+        # conversations keyed by a memory object that were submitted idle: the memory's id, so its later runs keep
+        # the conversation id (and so the sampling decision)
+        self._retired: OrderedDict[Any, _Conversation] = OrderedDict()
         self._lock = threading.Lock()
         self._drain_added = False
+        idle = getattr(scorer, "conversation_idle", None)
+        self._idle = IdleConversations(self._conversation_idle, idle) if IdleConversations is not None else None
 
     def deliver(self, record: Record) -> None:
         self.scorer.submit(LazyCase(record))
@@ -415,7 +428,7 @@ class CaseSink(Sink):
             memory, key = key, ("memory", id(key))
         evicted: list[_Conversation] = []
         with self._lock:
-            conv = self._conversations.get(key)
+            conv = self._conversations.pop(key, None)
             if conv is not None and conv.memory is not None and conv.memory() is not memory:
                 evicted.append(conv)  # the memory that keyed it is gone and its id was reused: a new conversation
                 conv = None
@@ -426,15 +439,38 @@ class CaseSink(Sink):
                         ref = weakref.ref(memory)
                     except TypeError:  # not weakly referenceable: held (and bounded by max_conversations)
                         ref = _held(memory)
-                conv = self._conversations[key] = _Conversation(key if isinstance(key, str) else new_case_id(), ref)
-                while len(self._conversations) > self.max_conversations:
-                    evicted.append(self._conversations.pop(next(iter(self._conversations))))
+                old = self._retired.pop(key, None)
+                if isinstance(key, str):
+                    conv_id = key
+                elif old is not None and old.memory is not None and old.memory() is memory:
+                    conv_id = old.id  # the same memory after it went idle: the same conversation
+                else:
+                    conv_id = new_case_id()
+                conv = _Conversation(conv_id, ref)
+            self._conversations[key] = conv  # the most recently active last
+            while len(self._conversations) > self.max_conversations:
+                evicted.append(self._conversations.pop(next(iter(self._conversations))))
             conv.runs.append(turn)
             if not self._drain_added:
                 self._drain_added = True
                 self.scorer.add_drain(self.submit_conversations)
-        for old in evicted:
-            self._submit(old)
+        if self._idle is not None:
+            self._idle.touch(key)
+        for old_conv in evicted:
+            self._submit(old_conv)
+
+    def _conversation_idle(self, key: Any) -> None:
+        """The idle watch: submit a conversation that has had no run for ``conversation_idle`` seconds, and forget
+        it (a memory-keyed one is remembered by its id only, bounded)."""
+        with self._lock:
+            conv = self._conversations.pop(key, None)
+            if conv is None:
+                return
+            if conv.memory is not None:
+                self._retired[key] = _Conversation(conv.id, conv.memory)
+                while len(self._retired) > self.max_conversations:
+                    self._retired.popitem(last=False)
+        self._submit(conv)
 
     def submit_conversations(self, timeout: float | None = None) -> bool:
         """Submit every conversation with turns not submitted yet (a drain of the session: flush and close)."""
@@ -463,10 +499,15 @@ class ChatSession(Sink):
         self.records: list[Record] = []
         self._submitted = 0
         self._lock = threading.Lock()
+        idle = getattr(scorer, "conversation_idle", None)
+        # the session so far is submitted once it has had no call for conversation_idle seconds, as end() does
+        self._idle = (IdleConversations(lambda _key: self.end(), idle) if IdleConversations is not None else None)
 
     def deliver(self, record: Record) -> None:
         with self._lock:
             self.records.append(record)
+        if self._idle is not None:
+            self._idle.touch(self.session_id)
 
     def ordered(self) -> list[Record]:
         with self._lock:

@@ -135,7 +135,8 @@ class EvaluatedChatEngine(_ScorerAccess, BaseChatEngine):
     Each assistant turn carries the nodes retrieved for it; with the condense chat modes, the user turn records the
     rewritten standalone question that retrieval used (``additional_metadata["retrieval_query"]``). The session's
     conversation is submitted for scoring by ``reset()`` (which also starts a new session), ``end_session()``,
-    ``flush()`` or ``aflush()``; ``conversation`` shows it at any time.
+    ``flush()`` or ``aflush()``, and once it has had no call for ``conversation_idle`` seconds (default 300: a
+    service that never ends its sessions); ``conversation`` shows it at any time.
     """
 
     _contextjudge_transparent = True

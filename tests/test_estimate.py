@@ -120,3 +120,20 @@ def test_the_estimate_command_reads_a_stored_run(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert rc == 0 and data["cases"] == 3 and data["calls"] == 3            # the run's own metric: precision
     assert data["metrics"] == ["contextual_precision"] and data["price"] == {"input": 0.8, "output": 4.0}
+
+
+def test_the_text_says_how_many_cases_a_sampled_run_judges_and_the_dollars_are_tokens_times_the_price():
+    est = estimate([Golden(**g) for g in GOLDENS], model="openai:gpt-4o-mini", sample_rate=0.5, per_day=100_000)
+    price = price_of("openai:gpt-4o-mini")
+    pc, pd = est.per_case, est.per_day
+    assert pc["dollars"] == pytest.approx(price.cost(pc["input_tokens"], pc["output_tokens"]))
+    assert est.dollars == pytest.approx(price.cost(est.input_tokens, est.output_tokens))
+    assert pd["dollars"] == pytest.approx(price.cost(pd["input_tokens"], pd["output_tokens"]))
+    assert pd["dollars"] == pytest.approx(pd["judged_cases"] * pc["dollars"]) and pd["judged_cases"] == 50_000
+    text = str(est)
+    assert "run (1.5 of 3 cases judged on average):" in text  # not "run: 6 calls" for 3 cases, unexplained
+    assert f"per day:  100,000 requests, 50,000 judged, {pd['calls']:,.0f} calls, {pd['input_tokens']:,.0f} input + " \
+           f"{pd['output_tokens']:,.0f} output tokens, ${pd['dollars']:,.2f}" in text
+    lines = text.splitlines()  # the per-metric rows (per judged case) sit under the per-case line
+    assert lines[2].startswith("  per judged case:") and lines[3].startswith("    contextual_precision:")
+    assert "$0 (a free judge)" in str(estimate([Golden(**g) for g in GOLDENS], ["contextual_recall"], model="local"))

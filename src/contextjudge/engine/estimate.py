@@ -65,24 +65,31 @@ class Estimate:
 
     def __str__(self) -> str:
         def money(x: float | None) -> str:
-            return "unknown" if x is None else f"${x:,.4f}" if x < 100 else f"${x:,.2f}"
+            if x is None:
+                return "dollars unknown"
+            if x == 0:
+                return "$0 (a free judge)"
+            return f"${x:,.4f}" if x < 1 else f"${x:,.2f}"
 
         rate = f" at sample rate {self.sample_rate:g}" if self.sample_rate != 1.0 else ""
         lines = [f"Estimate for judge {self.model}: {self.cases} case(s){rate}, metrics {', '.join(self.metrics)} "
                  "(no judge was called)"]
-        lines.append(f"  run:      {_n(self.calls)} calls, {_n(self.input_tokens)} input + {_n(self.output_tokens)} "
-                     f"output tokens, {money(self.dollars)}")
+        judged = self.cases * self.sample_rate
+        what = (f"all {self.cases} cases" if self.sample_rate >= 1.0
+                else f"{_n(judged)} of {self.cases} cases judged on average")
+        lines.append(f"  run ({what}): {_n(self.calls)} calls, {_n(self.input_tokens)} input + "
+                     f"{_n(self.output_tokens)} output tokens, {money(self.dollars)}")
         pc = self.per_case
-        lines.append(f"  per case: {pc.get('calls', 0):.2f} calls, {_n(pc.get('input_tokens', 0))} input + "
+        lines.append(f"  per judged case: {pc.get('calls', 0):.2f} calls, {_n(pc.get('input_tokens', 0))} input + "
                      f"{_n(pc.get('output_tokens', 0))} output tokens, {money(pc.get('dollars'))}")
+        for name, row in self.per_metric.items():
+            lines.append(f"    {name}: {row['calls']:.2f} calls, {_n(row['input_tokens'])} input + "
+                         f"{_n(row['output_tokens'])} output tokens")
         if self.per_day is not None:
             pd = self.per_day
             lines.append(f"  per day:  {_n(pd['requests'])} requests, {_n(pd['judged_cases'])} judged, "
-                         f"{_n(pd['calls'])} calls, {_n(pd['input_tokens'] + pd['output_tokens'])} tokens, "
-                         f"{money(pd['dollars'])}")
-        for name, row in self.per_metric.items():
-            lines.append(f"    {name}: {row['calls']:.2f} calls, {_n(row['input_tokens'])} input + "
-                         f"{_n(row['output_tokens'])} output tokens per case")
+                         f"{_n(pd['calls'])} calls, {_n(pd['input_tokens'])} input + {_n(pd['output_tokens'])} "
+                         f"output tokens, {money(pd['dollars'])}")
         if self.dollars is None and self.why:
             lines.append(f"  dollars unknown: {self.why}")
         if self.skipped:

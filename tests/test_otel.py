@@ -188,3 +188,22 @@ def test_exporter_from_environment_says_what_to_install(monkeypatch):
     assert isinstance(exporter.tracer_provider, TracerProvider)
     assert exporter.tracer_provider is not trace.get_tracer_provider()
     exporter.close()
+
+
+def test_flush_and_close_never_raise_when_the_provider_fails(caplog):
+    class BrokenProvider:
+        def get_tracer(self, *a, **k):
+            return trace.NoOpTracer()
+
+        def force_flush(self, timeout_millis=30_000):
+            raise RuntimeError("collector unreachable")
+
+        def shutdown(self):
+            raise RuntimeError("collector unreachable")
+
+    exporter = OTelExporter(BrokenProvider())
+    exporter._owns_provider = True  # noqa: SLF001 - as exporter_from_environment builds it
+    with caplog.at_level("WARNING", logger="contextjudge"):
+        assert exporter.flush() is False
+        exporter.close()  # at a worker's exit: logged, never raised
+    assert any("collector unreachable" in r.getMessage() for r in caplog.records)

@@ -294,16 +294,27 @@ class OTelExporter:
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def flush(self, timeout_millis: int = 30_000) -> bool:
-        """Send the spans the provider still buffers (a batch processor); True when it could."""
-        provider = self.tracer_provider if self.tracer_provider is not None else self._trace.get_tracer_provider()
-        flush = getattr(provider, "force_flush", None)
-        return bool(flush(timeout_millis)) if callable(flush) else True
+        """Send the spans the provider still buffers (a batch processor); True when it could. Never raises (a
+        failure is logged)."""
+        try:
+            provider = (self.tracer_provider if self.tracer_provider is not None
+                        else self._trace.get_tracer_provider())
+            flush = getattr(provider, "force_flush", None)
+            return bool(flush(timeout_millis)) if callable(flush) else True
+        except Exception as exc:  # noqa: BLE001 - an unreachable collector must not fail the app or the worker
+            logger.warning("contextjudge: could not flush the OpenTelemetry spans (%s: %s)", type(exc).__name__, exc)
+            return False
 
     def close(self) -> None:
-        """Flush; and shut the provider down when this exporter built it (``exporter_from_environment``)."""
+        """Flush; and shut the provider down when this exporter built it (``exporter_from_environment``). Never
+        raises."""
         self.flush()
         if getattr(self, "_owns_provider", False):
-            self.tracer_provider.shutdown()
+            try:
+                self.tracer_provider.shutdown()
+            except Exception as exc:  # noqa: BLE001
+                logger.warning("contextjudge: could not shut the OpenTelemetry provider down (%s: %s)",
+                               type(exc).__name__, exc)
 
 
 # ---------------------------------------------------------------------------------------------------- worker

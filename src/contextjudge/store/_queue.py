@@ -28,6 +28,7 @@ from sqlalchemy import and_, func, or_, select, tuple_, update
 from .._result import MetricResult
 from ..errors import StoreError
 from . import _schema as S
+from . import _store as _rows  # the row builders (a circular import: used only inside functions)
 
 __all__ = ["QueueStore"]
 
@@ -51,7 +52,7 @@ class QueueStore:
         now = time.time()
         case_rows, node_rows, queue_rows = [], [], []
         for i, (key, position, test_case) in enumerate(items):
-            row, nodes = _case_rows(run_id, key, position, test_case)
+            row, nodes = _rows.case_rows(run_id, key, position, test_case)
             case_rows.append(row)
             node_rows += nodes
             if enqueue:
@@ -90,8 +91,6 @@ class QueueStore:
         """Claim up to ``limit`` rows (queued, or claimed with an expired lease), oldest first, for ``owner`` until
         ``now + lease``; return them as ``StoredCase`` objects (with ``run_id`` set). A row already claimed
         ``max_attempts`` times is marked skipped instead (a case that kills its worker must not kill them all)."""
-        from ._store import StoredCase, _attach_labels, _case_from_json, _loads
-
         if limit <= 0:
             return []
         now = time.time() if now is None else float(now)
@@ -126,15 +125,9 @@ class QueueStore:
                     list(attempts)))).all()
                 labels = dict(conn.execute(select(S.labels.c.case_key, S.labels.c.labels).where(
                     S.labels.c.case_key.in_(list(attempts)))).all())
-                for row in rows:
-                    sc = StoredCase(case_key=row.case_key, position=row.position,
-                                    test_case=_case_from_json(row.kind, row.data, row.case_key))
-                    if row.case_key in labels:
-                        _attach_labels(sc.test_case, _loads(labels[row.case_key], {}) or {})
-                    sc.run_id = rid  # type: ignore[attr-defined]
-                    sc.attempts = attempts[row.case_key]  # type: ignore[attr-defined]
-                    out.append(sc)
-        out.sort(key=lambda sc: (sc.run_id, sc.position))  # type: ignore[attr-defined]
+                out += [_rows.stored_case(row, labels.get(row.case_key), run_id=rid, attempts=attempts[row.case_key])
+                        for row in rows]
+        out.sort(key=lambda sc: (sc.run_id, sc.position))
         return out
 
     def renew(self, owner: str, items: Sequence[tuple[str, str]], *, lease: float = 60.0,
@@ -182,14 +175,10 @@ class QueueStore:
             if not hit.rowcount:
                 return False
             for result in results:
-                row, vrows = _result_rows(run_id, key, result)
-                conn.execute(self._q["verdicts_delete"], {"b_run": run_id, "b_key": key,  # type: ignore[attr-defined]
-                                                          "b_metric": result.name})
-                conn.execute(self._q["result"], row)  # type: ignore[attr-defined]
-                if vrows:
-                    conn.execute(self._q["verdict"], vrows)  # type: ignore[attr-defined]
+                self._write_result(conn, run_id, key, result)  # type: ignore[attr-defined]
             if judge_calls:
-                conn.execute(self._q["call"], [_call_row(run_id, e) for e in judge_calls])  # type: ignore[attr-defined]
+                conn.execute(self._q["call"], [_rows.judge_call_row(run_id, e)  # type: ignore[attr-defined]
+                                               for e in judge_calls])
         return True
 
     def release(self, owner: str, run_id: str, key: str, *, state: str = "queued", note: str | None = None) -> bool:
@@ -234,7 +223,7 @@ class QueueStore:
                         S.verdicts.c.run_id == run_id, S.verdicts.c.case_key.in_(keys[start:start + 500]))
                         .order_by(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.position)).all():
                     verdicts.setdefault((vr.case_key, vr.metric), []).append(vr.data)
-        return [(r.case_key, _result_of(r, verdicts.get((r.case_key, r.metric), [])), float(r.created_at))
+        return [(r.case_key, _rows.result_from_row(r, verdicts.get((r.case_key, r.metric), [])), float(r.created_at))
                 for r in rows]
 
     # ------------------------------------------------------------------------------------------ one worker on SQLite
@@ -305,67 +294,3 @@ def _try_lock(fh: Any) -> bool:
         return True
     except OSError:
         return False
-
-
-# ---------------------------------------------------------------------------------------------- rows
-# The same rows ResultsStore.save_case / save_result / save_judge_call write, built here so that a batch of cases,
-# or a case's results with its queue row, go in one transaction. (_store imports this module: its helpers are
-# imported when called.)
-def _case_rows(run_id: str, key: str, position: int, test_case: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from ._store import _case_input, _case_to_json, _dumps, _retrievals
-
-    kind, data = _case_to_json(test_case)
-    fp = test_case.fingerprint() if hasattr(test_case, "fingerprint") else None
-    row = {"run_id": run_id, "case_key": key, "position": int(position), "kind": kind,
-           "name": getattr(test_case, "name", None), "input": _case_input(test_case),
-           "actual_output": getattr(test_case, "actual_output", None),
-           "expected_output": getattr(test_case, "expected_output", None) or
-           getattr(test_case, "expected_outcome", None), "fingerprint": fp, "data": data, "created_at": time.time()}
-    nodes = []
-    for turn, retrieval in _retrievals(test_case):
-        for rank, node in enumerate(retrieval, start=1):
-            nodes.append({"run_id": run_id, "case_key": key, "turn": turn, "rank": rank, "node_id": node.id,
-                          "text": node.text, "score": node.score, "node_metadata": _dumps(node.metadata or {})})
-    return row, nodes
-
-
-def _result_rows(run_id: str, key: str, result: MetricResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from ._store import _dumps
-
-    row = {"run_id": run_id, "case_key": key, "metric": result.name, "score": result.score,
-           "threshold": float(result.threshold), "success": bool(result.success),
-           "strict_mode": bool(result.strict_mode), "reason": result.reason, "error": result.error,
-           "error_type": result.error_type, "evaluation_model": result.evaluation_model,
-           "verbose_logs": result.verbose_logs, "usage": _dumps(result.usage.to_dict()),
-           "details": _dumps(result.details or {}), "created_at": time.time(),
-           "gold_score": result.gold_score, "score_spread": result.score_spread}
-    vrows = []
-    for pos, v in enumerate(result.verdicts or []):
-        v = v if isinstance(v, dict) else {"value": v}
-        rank = v.get("rank")
-        vrows.append({"run_id": run_id, "case_key": key, "metric": result.name, "position": pos,
-                      "item_id": None if v.get("id") is None else str(v.get("id")),
-                      "rank": rank if isinstance(rank, int) else None, "statement": v.get("statement"),
-                      "verdict": None if v.get("verdict") is None else str(v.get("verdict")),
-                      "reason": v.get("reason"), "data": _dumps(v)})
-    return row, vrows
-
-
-def _call_row(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
-    from ._store import _usage_from
-
-    u = _usage_from(event.get("usage"))
-    return {"run_id": run_id, "judge": event.get("judge"), "task": event.get("task"), "metric": event.get("metric"),
-            "method": event.get("method"), "cached": bool(event.get("cached")), "input_tokens": int(u.input_tokens),
-            "output_tokens": int(u.output_tokens), "seconds": float(u.seconds), "cost": u.cost,
-            "created_at": time.time()}
-
-
-def _result_of(r: Any, verdict_data: list[str]) -> MetricResult:
-    from ._store import _loads, _usage_from
-
-    return MetricResult(name=r.metric, score=r.score, threshold=r.threshold, success=bool(r.success), reason=r.reason,
-                        strict_mode=bool(r.strict_mode), error=r.error, error_type=r.error_type,
-                        verdicts=[_loads(d, {}) for d in verdict_data], verbose_logs=r.verbose_logs,
-                        usage=_usage_from(_loads(r.usage, {})), evaluation_model=r.evaluation_model,
-                        details=_loads(r.details, {}) or {}, gold_score=r.gold_score, score_spread=r.score_spread)

@@ -94,12 +94,15 @@ class LabelMatch:
 
 @dataclass
 class StoredCase:
-    """A test case read back from the store, with its key and position in the run."""
+    """A test case read back from the store, with its key and position in the run; from a queue claim also its
+    run (``run_id``) and how many times it has been claimed (``attempts``, this claim included)."""
 
     case_key: str
     position: int
     test_case: LLMTestCase | ConversationalTestCase
     scored: int = 0
+    run_id: str | None = None
+    attempts: int = 0
 
 
 def _case_to_json(tc: Any) -> tuple[str, str]:
@@ -128,6 +131,75 @@ def _attach_labels(test_case: Any, labels: dict[str, Any]) -> None:
     meta = dict(getattr(test_case, "additional_metadata", None) or {})
     meta[LABELS_KEY] = labels
     test_case.additional_metadata = meta
+
+
+# ---------------------------------------------------------------------------------------------- rows
+# The rows of a case, a result and a judge call, and a result or case read back: ResultsStore's single writes and
+# the queue's batched, one-transaction writes (store/_queue.py) build them here.
+def case_rows(run_id: str, key: str, position: int, test_case: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``cj_cases`` row of ``test_case`` and the ``cj_nodes`` rows of its ranked nodes."""
+    kind, data = _case_to_json(test_case)
+    fp = test_case.fingerprint() if hasattr(test_case, "fingerprint") else None
+    row = {"run_id": run_id, "case_key": key, "position": int(position), "kind": kind,
+           "name": getattr(test_case, "name", None), "input": _case_input(test_case),
+           "actual_output": getattr(test_case, "actual_output", None),
+           "expected_output": getattr(test_case, "expected_output", None) or
+           getattr(test_case, "expected_outcome", None), "fingerprint": fp, "data": data, "created_at": time.time()}
+    nodes = []
+    for turn, retrieval in _retrievals(test_case):
+        for rank, node in enumerate(retrieval, start=1):
+            nodes.append({"run_id": run_id, "case_key": key, "turn": turn, "rank": rank, "node_id": node.id,
+                          "text": node.text, "score": node.score, "node_metadata": _dumps(node.metadata or {})})
+    return row, nodes
+
+
+def result_rows(run_id: str, key: str, result: MetricResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``cj_results`` row of ``result`` and the ``cj_verdicts`` rows of its verdicts."""
+    row = {"run_id": run_id, "case_key": key, "metric": result.name, "score": result.score,
+           "threshold": float(result.threshold), "success": bool(result.success),
+           "strict_mode": bool(result.strict_mode), "reason": result.reason, "error": result.error,
+           "error_type": result.error_type, "evaluation_model": result.evaluation_model,
+           "verbose_logs": result.verbose_logs, "usage": _dumps(result.usage.to_dict()),
+           "details": _dumps(result.details or {}), "created_at": time.time(),
+           "gold_score": result.gold_score, "score_spread": result.score_spread}
+    vrows = []
+    for pos, v in enumerate(result.verdicts or []):
+        v = v if isinstance(v, dict) else {"value": v}
+        rank = v.get("rank")
+        vrows.append({"run_id": run_id, "case_key": key, "metric": result.name, "position": pos,
+                      "item_id": None if v.get("id") is None else str(v.get("id")),
+                      "rank": rank if isinstance(rank, int) else None, "statement": v.get("statement"),
+                      "verdict": None if v.get("verdict") is None else str(v.get("verdict")),
+                      "reason": v.get("reason"), "data": _dumps(v)})
+    return row, vrows
+
+
+def judge_call_row(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The ``cj_judge_calls`` row of one judge-call event."""
+    u = _usage_from(event.get("usage"))
+    return {"run_id": run_id, "judge": event.get("judge"), "task": event.get("task"), "metric": event.get("metric"),
+            "method": event.get("method"), "cached": bool(event.get("cached")), "input_tokens": int(u.input_tokens),
+            "output_tokens": int(u.output_tokens), "seconds": float(u.seconds), "cost": u.cost,
+            "created_at": time.time()}
+
+
+def result_from_row(r: Any, verdicts: list[Any]) -> MetricResult:
+    """A ``cj_results`` row read back, with its verdicts (dicts, or their stored JSON texts)."""
+    return MetricResult(name=r.metric, score=r.score, threshold=r.threshold, success=bool(r.success), reason=r.reason,
+                        strict_mode=bool(r.strict_mode), error=r.error, error_type=r.error_type,
+                        verdicts=[_loads(v, {}) if isinstance(v, str) else v for v in verdicts],
+                        verbose_logs=r.verbose_logs, usage=_usage_from(_loads(r.usage, {})),
+                        evaluation_model=r.evaluation_model, details=_loads(r.details, {}) or {},
+                        gold_score=r.gold_score, score_spread=r.score_spread)
+
+
+def stored_case(r: Any, labels: str | None = None, **extra: Any) -> StoredCase:
+    """A ``cj_cases`` row read back, with the gold labels attached to it (their stored JSON text), if any."""
+    sc = StoredCase(case_key=r.case_key, position=r.position, test_case=_case_from_json(r.kind, r.data, r.case_key),
+                    **extra)
+    if labels is not None:
+        _attach_labels(sc.test_case, _loads(labels, {}) or {})
+    return sc
 
 
 def _usage_from(value: Any) -> Usage:
@@ -390,20 +462,7 @@ class ResultsStore(QueueStore, SpendStore):
 
     def save_case(self, run_id: str, key: str, index: int, test_case: Any) -> None:
         """Keep a test case and its ranked nodes (once: saving the same key again changes nothing)."""
-        kind, data = _case_to_json(test_case)
-        fp = test_case.fingerprint() if hasattr(test_case, "fingerprint") else None
-        row = {"run_id": run_id, "case_key": key, "position": int(index), "kind": kind,
-               "name": getattr(test_case, "name", None), "input": _case_input(test_case),
-               "actual_output": getattr(test_case, "actual_output", None),
-               "expected_output": getattr(test_case, "expected_output", None) or
-               getattr(test_case, "expected_outcome", None), "fingerprint": fp, "data": data,
-               "created_at": time.time()}
-        node_rows = []
-        for turn, retrieval in _retrievals(test_case):
-            for rank, node in enumerate(retrieval, start=1):
-                node_rows.append({"run_id": run_id, "case_key": key, "turn": turn, "rank": rank,
-                                  "node_id": node.id, "text": node.text, "score": node.score,
-                                  "node_metadata": _dumps(node.metadata or {})})
+        row, node_rows = case_rows(run_id, key, index, test_case)
         with self._guard("save a test case"), self._begin() as conn:
             conn.execute(self._q["case"], row)
             if node_rows:
@@ -411,37 +470,22 @@ class ResultsStore(QueueStore, SpendStore):
 
     def save_result(self, run_id: str, key: str, result: MetricResult) -> None:
         """Keep one metric result with its verdicts, replacing an earlier result of the same metric on this case."""
-        row = {"run_id": run_id, "case_key": key, "metric": result.name, "score": result.score,
-               "threshold": float(result.threshold), "success": bool(result.success),
-               "strict_mode": bool(result.strict_mode), "reason": result.reason, "error": result.error,
-               "error_type": result.error_type, "evaluation_model": result.evaluation_model,
-               "verbose_logs": result.verbose_logs, "usage": _dumps(result.usage.to_dict()),
-               "details": _dumps(result.details or {}), "created_at": time.time(),
-               "gold_score": result.gold_score, "score_spread": result.score_spread}
-        vrows = []
-        for pos, v in enumerate(result.verdicts or []):
-            v = v if isinstance(v, dict) else {"value": v}
-            rank = v.get("rank")
-            vrows.append({"run_id": run_id, "case_key": key, "metric": result.name, "position": pos,
-                          "item_id": None if v.get("id") is None else str(v.get("id")),
-                          "rank": rank if isinstance(rank, int) else None,
-                          "statement": v.get("statement"), "verdict": None if v.get("verdict") is None
-                          else str(v.get("verdict")), "reason": v.get("reason"), "data": _dumps(v)})
         with self._guard("save a metric result"), self._begin() as conn:
-            conn.execute(self._q["verdicts_delete"], {"b_run": run_id, "b_key": key, "b_metric": result.name})
-            self._upsert(conn, row)
-            if vrows:
-                conn.execute(self._q["verdict"], vrows)
+            self._write_result(conn, run_id, key, result)
+
+    def _write_result(self, conn: Connection, run_id: str, key: str, result: MetricResult) -> None:
+        """The writes of one result in an open transaction (its verdicts replaced): ``save_result`` and the queue's
+        ``complete`` use it."""
+        row, vrows = result_rows(run_id, key, result)
+        conn.execute(self._q["verdicts_delete"], {"b_run": run_id, "b_key": key, "b_metric": result.name})
+        self._upsert(conn, row)
+        if vrows:
+            conn.execute(self._q["verdict"], vrows)
 
     def save_judge_call(self, run_id: str, event: dict[str, Any]) -> None:
         """Keep one judge call's usage: tokens, seconds, whether the cache answered it."""
-        u = _usage_from(event.get("usage"))
-        row = {"run_id": run_id, "judge": event.get("judge"), "task": event.get("task"),
-               "metric": event.get("metric"), "method": event.get("method"), "cached": bool(event.get("cached")),
-               "input_tokens": int(u.input_tokens), "output_tokens": int(u.output_tokens),
-               "seconds": float(u.seconds), "cost": u.cost, "created_at": time.time()}
         with self._guard("save a judge call"), self._begin() as conn:
-            conn.execute(self._q["call"], row)
+            conn.execute(self._q["call"], judge_call_row(run_id, event))
 
     def end_run(self, run_id: str, summary: dict[str, Any], status: str = "finished") -> None:
         """Mark ``run_id`` ended (``finished``, or ``interrupted`` when it stopped early) and keep its summary."""
@@ -545,13 +589,7 @@ class ResultsStore(QueueStore, SpendStore):
                                 .order_by(S.cases.c.position, S.cases.c.created_at)).all()
             labels = dict(conn.execute(select(S.labels.c.case_key, S.labels.c.labels).join(
                 S.cases, S.cases.c.case_key == S.labels.c.case_key).where(S.cases.c.run_id == run_id)).all())
-        out = [StoredCase(case_key=r.case_key, position=r.position,
-                          test_case=_case_from_json(r.kind, r.data, r.case_key),
-                          scored=int(counts.get(r.case_key, 0))) for r in rows]
-        for sc in out:
-            if sc.case_key in labels:
-                _attach_labels(sc.test_case, _loads(labels[sc.case_key], {}) or {})
-        return out
+        return [stored_case(r, labels.get(r.case_key), scored=int(counts.get(r.case_key, 0))) for r in rows]
 
     # ------------------------------------------------------------------------------------------ gold labels
     def add_labels(self, records: Iterable[dict[str, Any]], check: Callable[[Any, dict[str, Any]], list[str]] | None
@@ -683,15 +721,7 @@ class ResultsStore(QueueStore, SpendStore):
         by: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for vr in vrows:
             by.setdefault((vr.case_key, vr.metric), []).append(_loads(vr.data, {}))
-        out = {}
-        for r in rows:
-            out[(r.case_key, r.metric)] = MetricResult(
-                name=r.metric, score=r.score, threshold=r.threshold, success=bool(r.success), reason=r.reason,
-                strict_mode=bool(r.strict_mode), error=r.error, error_type=r.error_type,
-                verdicts=by.get((r.case_key, r.metric), []), verbose_logs=r.verbose_logs,
-                usage=_usage_from(_loads(r.usage, {})), evaluation_model=r.evaluation_model,
-                details=_loads(r.details, {}) or {}, gold_score=r.gold_score, score_spread=r.score_spread)
-        return out
+        return {(r.case_key, r.metric): result_from_row(r, by.get((r.case_key, r.metric), [])) for r in rows}
 
     def usage(self, run_id: str) -> Usage:
         """Judge usage of ``run_id`` summed over its calls."""

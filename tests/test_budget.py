@@ -36,7 +36,6 @@ from contextjudge.judges.spend import (
 from contextjudge.metrics import ContextualPrecisionMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
-from test_store import _wipe, pg_url  # noqa: F401 - the throwaway PostgreSQL server fixture
 
 T0 = 1_750_000_000.0 - (1_750_000_000.0 % 86400) + 3 * 3600 + 120  # 03:02 UTC on some day
 
@@ -271,11 +270,8 @@ def store_url(request, tmp_path):
     if request.param == "sqlite":
         yield str(tmp_path / "spend.db")
         return
-    url = request.getfixturevalue("pg_url")
-    s = open_store(url)
-    _wipe(s)
-    s.close()
-    yield url
+    request.getfixturevalue("pg_store").close()  # emptied (the session's cluster: tests/conftest.py)
+    yield request.getfixturevalue("pg_url")
 
 
 def test_two_processes_sharing_a_store_stay_within_the_budget_together(store_url):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from test_store import _wipe, pg_url  # noqa: F401 - the throwaway PostgreSQL server fixture
 
 from contextjudge import LLMTestCase, MetricResult, RetrievedNode
 from contextjudge.errors import StoreError
@@ -18,8 +17,7 @@ def store(request, tmp_path):
     if request.param == "sqlite":
         s = open_store(str(tmp_path / "results.db"))
     else:
-        s = open_store(request.getfixturevalue("pg_url"))
-        _wipe(s)
+        s = request.getfixturevalue("pg_store")  # a wiped store on the session's throwaway cluster (conftest)
     yield s
     s.close()
 
@@ -191,7 +189,7 @@ def test_sqlite_allows_one_worker_slot(tmp_path):
         pass
 
 
-def test_postgres_allows_many_worker_slots(pg_url):  # noqa: F811
+def test_postgres_allows_many_worker_slots(pg_url):
     a, b = open_store(pg_url), open_store(pg_url)
     with a.worker_slot("a"), b.worker_slot("b"):
         pass

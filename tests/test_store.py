@@ -1,19 +1,9 @@
-"""The results store, on both backends: SQLite (a file) and PostgreSQL (a server this module starts itself).
-
-PostgreSQL comes from Debian's postgresql package. The session fixture starts a throwaway cluster on loopback (as
-the ``postgres`` user when the tests run as root) and removes it afterwards. Set ``CONTEXTJUDGE_TEST_PG_URL`` to use
-a server you already run instead. The PostgreSQL half is skipped, with the reason, only where no server can start.
-"""
+"""The results store, on both backends: SQLite (a file) and PostgreSQL (the throwaway server of the session fixture
+``pg_url`` in tests/conftest.py; skipped, with the reason, only where no server can start)."""
 
 from __future__ import annotations
 
-import glob
-import os
-import pwd
-import shutil
-import socket
 import subprocess
-import tempfile
 import threading
 
 import pytest
@@ -31,90 +21,14 @@ from contextjudge.store import SCHEMA_VERSION, ResultsStore, open_store
 from contextjudge.testing import FakeJudge
 
 
-# ---------------------------------------------------------------------------------------------- PostgreSQL server
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _pg_bin() -> str | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
-    if found:
-        return os.path.dirname(found[-1])
-    initdb = shutil.which("initdb")
-    return os.path.dirname(initdb) if initdb else None
-
-
-@pytest.fixture(scope="session")
-def pg_url():
-    url = os.environ.get("CONTEXTJUDGE_TEST_PG_URL")
-    if url:
-        yield url
-        return
-    try:
-        import psycopg  # noqa: F401 - only whether it is installed
-    except ImportError:
-        pytest.skip("PostgreSQL tests need psycopg: pip install 'contextjudge[postgres]'")
-    bindir = _pg_bin()
-    if bindir is None:
-        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql), so the PostgreSQL store tests "
-                    "cannot run; set CONTEXTJUDGE_TEST_PG_URL to use an existing server")
-    prefix: list[str] = []
-    owner = None
-    if os.geteuid() == 0:  # initdb refuses to run as root: use the postgres account the Debian package made
-        try:
-            owner = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no 'postgres' user to run the PostgreSQL server as")
-        prefix = ["runuser", "-u", "postgres", "--"] if shutil.which("runuser") else ["su", "postgres", "-c"]
-    data = tempfile.mkdtemp(prefix="contextjudge-pg-")
-    if owner is not None:
-        os.chown(data, owner.pw_uid, owner.pw_gid)
-    os.chmod(data, 0o700)
-    port = _free_port()
-    log = os.path.join(data, "server.log")
-
-    def run(args: list[str]) -> subprocess.CompletedProcess:
-        cmd = prefix + args if prefix[:1] != ["su"] else prefix + [" ".join(args)]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-    init = run([f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"])
-    if init.returncode != 0:
-        shutil.rmtree(data, ignore_errors=True)
-        pytest.skip(f"PostgreSQL could not be initialised here (initdb: {init.stderr.strip()[:300]})")
-    start = run([f"{bindir}/pg_ctl", "-D", data, "-l", log, "-w", "-t", "60", "-o",
-                 f"-h 127.0.0.1 -p {port} -k {data} -F", "start"])
-    if start.returncode != 0:
-        detail = open(log).read()[-300:] if os.path.exists(log) else start.stderr
-        shutil.rmtree(data, ignore_errors=True)
-        pytest.skip(f"PostgreSQL could not start here: {detail.strip()}")
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        run([f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"])
-        shutil.rmtree(data, ignore_errors=True)
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request, tmp_path):
     if request.param == "sqlite":
         s = open_store(str(tmp_path / "results.db"))
     else:
-        url = request.getfixturevalue("pg_url")
-        s = open_store(url)
-        _wipe(s)
+        s = request.getfixturevalue("pg_store")  # a wiped store on the session's throwaway cluster
     yield s
     s.close()
-
-
-def _wipe(s: ResultsStore) -> None:
-    from contextjudge.store import _schema as S
-
-    with s.engine.begin() as conn:
-        for t in reversed(S.metadata.sorted_tables):
-            if t.name != "cj_meta":
-                conn.execute(t.delete())
 
 
 # ---------------------------------------------------------------------------------------------- helpers

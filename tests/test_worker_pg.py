@@ -21,10 +21,8 @@ from pathlib import Path
 
 import pytest
 from fault_server import FaultServer
-from test_store import _wipe, pg_url  # noqa: F401 - the throwaway PostgreSQL server fixture
 
 from contextjudge import LLMTestCase
-from contextjudge.store import open_store
 
 CLI = [str(Path(sys.executable).with_name("contextjudge"))]
 MARK = re.compile(r"case-(\d{3})")
@@ -48,9 +46,7 @@ def _worker(store_url: str, judge_url: str, model: str = "fault-judge") -> subpr
                             env=_env(judge_url))
 
 
-def _setup(pg_url: str, n: int):  # noqa: F811
-    store = open_store(pg_url)
-    _wipe(store)
+def _setup(store, n: int):
     rid = store.begin_run("prod", {"mode": "worker", "metrics": [{"class": "ContextualRelevancyMetric"}]})
     store.save_cases_queued(rid, [(f"k{i:03d}", i, _case(i)) for i in range(n)])
     return store, rid
@@ -91,9 +87,9 @@ def _results_once(store, rid: str, n: int) -> None:
     assert store.queue_counts(rid) == {"queued": 0, "claimed": 0, "expired": 0, "done": n, "skipped": 0}
 
 
-def test_two_workers_judge_each_case_exactly_once(pg_url):  # noqa: F811
+def test_two_workers_judge_each_case_exactly_once(pg_url, pg_store):
     n = 16
-    store, rid = _setup(pg_url, n)
+    store, rid = _setup(pg_store, n)
     with FaultServer(yes_words=["paris"], latency=0.15, keep_prompts=True) as srv:
         procs = [_worker(pg_url, srv.url) for _ in range(2)]
         try:
@@ -136,9 +132,9 @@ class _GatedServer(FaultServer):
 
 
 @pytest.mark.slow
-def test_a_killed_workers_cases_are_judged_once_by_the_other(pg_url):  # noqa: F811
+def test_a_killed_workers_cases_are_judged_once_by_the_other(pg_url, pg_store):
     n = 24
-    store, rid = _setup(pg_url, n)
+    store, rid = _setup(pg_store, n)
     with _GatedServer(gated_model="victim-judge", free=4, yes_words=["paris"], latency=0.1) as srv:
         # the victim judges 4 cases, then its next requests hang; it is killed once both of its case slots
         # (--concurrency 2) wait on a held request, so no case of its own is between an answer and its write

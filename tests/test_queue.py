@@ -140,6 +140,40 @@ def test_enqueue_stored_cases_only_unscored(store):
     assert store.enqueue(rid) == 0
     assert store.enqueue(rid, ["k1"], only_unscored=False) == 1
     assert store.queue_counts(rid)["queued"] == 4
+    assert [c.case_key for c in store.claim("A", limit=9)] == ["k0", "k1", "k2", "k3"]
+
+
+def test_enqueue_many_keys_in_position_order(store):
+    rid = store.begin_run("r1", {})
+    store.save_cases_queued(rid, [(f"k{i:04d}", 1200 - i, _case(i)) for i in range(1200)], enqueue=False)
+    assert store.enqueue(rid, [f"k{i:04d}" for i in range(0, 1200, 2)] + ["nope"]) == 600  # keys in batches
+    assert store.enqueue(rid) == 600
+    got = store.claim("A", limit=3)
+    # in the order they were queued: the first call's cases first, each call's by position
+    assert [c.case_key for c in got] == ["k1198", "k1196", "k1194"]
+
+
+def test_complete_after_the_run_was_deleted_writes_nothing(store):
+    from contextjudge.store import _schema as S
+
+    rid = _fill(store, 1)
+    [c] = store.claim("A")
+    with store.engine.begin() as conn:
+        conn.execute(S.runs.delete().where(S.runs.c.run_id == rid))
+    assert store.complete("A", rid, c.case_key, [_result()]) is False
+    assert store.release("A", rid, c.case_key) is False
+    with store.engine.connect() as conn:
+        assert conn.execute(S.results.select()).all() == []
+    assert store.claim("B") == []
+
+
+def test_a_failed_release_counts_the_attempt(store):
+    rid = _fill(store, 1)
+    for t in range(2):
+        [c] = store.claim(f"W{t}", max_attempts=2)
+        assert store.release(f"W{t}", rid, c.case_key, failed=True, note="boom") is True
+    assert store.claim("W9", max_attempts=2) == []
+    assert store.queue_counts(rid)["skipped"] == 1
 
 
 def test_results_since_in_order(store):

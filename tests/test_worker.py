@@ -326,3 +326,44 @@ def test_worker_with_model_local_announces_no_default_judge(tmp_path):
     results = [m for tr in s.load_run(run.run_id).test_results for m in tr.metrics_data]
     assert results and {m.evaluation_model for m in results} == {"contextjudge-local"}
     assert all(m.error is None for m in results)
+
+
+def test_a_case_that_crashes_the_scoring_is_set_aside_and_the_worker_goes_on(tmp_path, caplog):
+    """Scoring that raises (here: the metrics of one run cannot be built) neither kills the worker loop nor makes it
+    claim the same cases forever: each failed claim counts, and after max_attempts the case is set aside."""
+    store, good = _queued(str(tmp_path / "q.db"), 3, run="good")
+    bad = store.begin_run("bad", {"mode": "worker", "crash": True})
+    store.save_cases_queued(bad, [(f"b{i}", i, _case(i)) for i in range(2)])
+
+    def metrics(config):
+        if config.get("crash"):
+            raise RuntimeError("no metrics for this run")
+        return [ContextualRelevancyMetric()]
+
+    with caplog.at_level("ERROR", logger="contextjudge"):
+        counts = Worker(store, metrics, FakeJudge(), cpus=0, nice=0, max_attempts=3, poll=0.05).run(once=True)
+    assert store.queue_counts(good)["done"] == 3 and counts.judged == 3
+    assert store.queue_counts(bad) == {"queued": 0, "claimed": 0, "expired": 0, "done": 0, "skipped": 2,}
+    assert counts.errors == 2 * 3 and counts.released == 0
+    from contextjudge.store import _schema as S
+
+    with store.engine.connect() as conn:
+        notes = {r.note for r in conn.execute(S.queue.select().where(S.queue.c.run_id == bad))}
+    assert len(notes) == 1 and "claimed 3 times without finishing" in notes.pop()
+
+
+def test_a_case_whose_run_is_deleted_while_it_is_scored_writes_nothing(tmp_path):
+    store, rid = _queued(str(tmp_path / "q.db"), 2)
+    from contextjudge.store import _schema as S
+
+    class DeletesTheRun(ContextualRelevancyMetric):
+        async def a_score(self, test_case, *a, **kw):
+            result = await super().a_score(test_case, *a, **kw)
+            with store.engine.begin() as conn:  # the user drops the run meanwhile (its cases and queue rows go)
+                conn.execute(S.runs.delete().where(S.runs.c.run_id == rid))
+            return result
+
+    counts = Worker(store, [DeletesTheRun()], FakeJudge(), concurrency=1, cpus=0, nice=0).run(once=True)
+    assert counts.claimed == 2 and counts.judged == 0 and counts.lost_lease >= 1 and counts.errors == 0
+    with store.engine.connect() as conn:
+        assert conn.execute(S.results.select()).all() == [] and conn.execute(S.queue.select()).all() == []

@@ -388,6 +388,9 @@ class Worker:
                 self._tasks[ref] = asyncio.ensure_future(self._score(sc))
                 self._tasks[ref].add_done_callback(lambda _t, ref=ref: self._tasks.pop(ref, None))
             if not waiting and len(self._tasks) < self.concurrency:
+                # a case may be given back while this claim runs: --once ends only on an empty claim made when
+                # nothing was being scored
+                busy = bool(self._tasks)
                 got = await asyncio.to_thread(self.store.claim, self.owner, limit=self.batch, lease=self.lease,
                                               run_id=self.run_id, max_attempts=self.max_attempts)
                 if got:
@@ -396,7 +399,7 @@ class Worker:
                     self.counts.claimed += len(got)
                     waiting.extend(got)
                     continue
-                if once and not self._tasks:
+                if once and not busy and not self._tasks:
                     return
                 await self._nap(self.poll)
             else:
@@ -426,9 +429,10 @@ class Worker:
         for run_id, key in left:
             await self._give_back(run_id, key)
 
-    async def _give_back(self, run_id: str, key: str, *, count: bool = True) -> None:
+    async def _give_back(self, run_id: str, key: str, *, count: bool = True, failed: str | None = None) -> None:
         try:
-            if await asyncio.to_thread(self.store.release, self.owner, run_id, key) and count:
+            kw: dict[str, Any] = {"failed": True, "note": failed} if failed is not None else {}
+            if await asyncio.to_thread(self.store.release, self.owner, run_id, key, **kw) and count and not failed:
                 self.counts.released += 1
         except Exception:
             logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
@@ -502,7 +506,8 @@ class Worker:
             if not ok:
                 self.counts.lost_lease += 1
                 logger.warning("contextjudge: case %s of run %s was taken by another worker (this one held it past "
-                               "its %gs lease); its results were not written twice", key, run_id, self.lease)
+                               "its %gs lease) or removed from the queue (its run deleted); its results were not "
+                               "written", key, run_id, self.lease)
                 return
             if not results:
                 self.counts.no_metric += 1
@@ -524,11 +529,12 @@ class Worker:
                     self._held.discard(ref)
                 return
             raise  # stopping: _wind_down gives it back
-        except Exception:
+        except Exception as exc:
             self.counts.errors += 1
-            logger.exception("contextjudge: case %s of run %s could not be scored; given back to the queue", key,
-                             run_id)
-            await self._give_back(run_id, key)
+            logger.exception("contextjudge: case %s of run %s could not be scored; given back to the queue (set aside "
+                             "after %d failed claims)", key, run_id, self.max_attempts)
+            # the claim counts as an attempt: a case that fails every time is set aside, not claimed forever
+            await self._give_back(run_id, key, failed=f"{type(exc).__name__}: {exc}"[:500])
         finally:
             self._completing.discard(ref)
             self._calls.pop(ref, None)

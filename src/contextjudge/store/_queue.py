@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, tuple_, update
+from sqlalchemy import and_, func, literal, null, or_, select, tuple_, update
 
 from .._result import MetricResult
 from ..errors import StoreError
@@ -68,22 +68,28 @@ class QueueStore:
                 only_unscored: bool = True) -> int:
         """Add queue rows for stored cases of ``run_id`` (``keys``, or every case of the run), skipping cases that
         already have a row and, with ``only_unscored``, cases that already have results. Returns rows added."""
-        q = select(S.cases.c.case_key).where(S.cases.c.run_id == run_id).where(
-            ~select(_Q.c.case_key).where(and_(_Q.c.run_id == run_id, _Q.c.case_key == S.cases.c.case_key)).exists())
+        now = time.time()
+        # INSERT ... SELECT: the rows are made in the database, never held in memory (a run may have millions)
+        cols = [S.cases.c.run_id, S.cases.c.case_key, literal("queued").label("state"),
+                null().label("owner"), null().label("lease_until"), literal(0).label("attempts"),
+                literal(int(priority)).label("priority"),
+                (literal(now) + S.cases.c.position * 1e-6).label("enqueued_at"), literal(now).label("updated_at"),
+                null().label("note")]
+        base = select(*cols).where(S.cases.c.run_id == run_id)  # a case with a row already: ON CONFLICT skips it
         if only_unscored:
-            q = q.where(~select(S.results.c.case_key).where(and_(
+            base = base.where(~select(S.results.c.case_key).where(and_(
                 S.results.c.run_id == run_id, S.results.c.case_key == S.cases.c.case_key)).exists())
-        q = q.order_by(S.cases.c.position, S.cases.c.created_at)
-        wanted = None if keys is None else set(keys)
+        wanted = None if keys is None else sorted(set(keys))
+        parts = [base] if wanted is None else [base.where(S.cases.c.case_key.in_(wanted[i:i + 500]))
+                                               for i in range(0, len(wanted), 500)]
+        names = [c.name for c in _Q.c]
+        # rows added: counted, as the drivers' rowcount of an INSERT ... SELECT is not reliable (psycopg gives -1)
         count = select(func.count()).select_from(_Q).where(_Q.c.run_id == run_id)
         with self._guard("enqueue test cases"), self._begin() as conn:  # type: ignore[attr-defined]
-            found = [k for (k,) in conn.execute(q).all() if wanted is None or k in wanted]
-            if not found:
-                return 0
             before = conn.execute(count).scalar() or 0
-            now = time.time()
-            conn.execute(self._queue_insert(), [_queue_row(run_id, k, now + i * 1e-6, priority)
-                                                for i, k in enumerate(found)])
+            for part in parts:
+                conn.execute(self._dialect_insert(_Q).from_select(names, part).on_conflict_do_nothing(  # type: ignore
+                    index_elements=["run_id", "case_key"]))
             return int((conn.execute(count).scalar() or 0) - before)
 
     def claim(self, owner: str, *, limit: int = 8, lease: float = 60.0, run_id: str | None = None,
@@ -104,7 +110,8 @@ class QueueStore:
                 worn = worn.with_for_update(skip_locked=True)
             conn.execute(update(_Q).where(_picked(worn, pg)).values(
                 state="skipped", owner=None, lease_until=None, updated_at=now,
-                note=f"claimed {max_attempts} times without finishing: its worker died or hung each time"))
+                note=f"claimed {max_attempts} times without finishing: its scoring failed, or its worker died or hung, "
+                     "each time"))
             pick = (select(_Q.c.run_id, _Q.c.case_key).where(_claimable(now), *scope)
                     .order_by(_Q.c.priority, _Q.c.enqueued_at).limit(int(limit)))
             if pg:  # several workers at once: each takes rows nobody else is taking right now
@@ -181,13 +188,17 @@ class QueueStore:
                                                for e in judge_calls])
         return True
 
-    def release(self, owner: str, run_id: str, key: str, *, state: str = "queued", note: str | None = None) -> bool:
-        """Give back a case ``owner`` holds (``queued``) or set it aside (``skipped``, with ``note``)."""
+    def release(self, owner: str, run_id: str, key: str, *, state: str = "queued", note: str | None = None,
+                failed: bool = False) -> bool:
+        """Give back a case ``owner`` holds (``queued``) or set it aside (``skipped``, with ``note``). A case given
+        back on purpose (a clean stop, the judge down) does not count its claim as an attempt; one given back
+        because scoring it failed (``failed``) does, so a case that fails every time is set aside after
+        ``max_attempts`` claims instead of being claimed again forever."""
         if state not in ("queued", "skipped"):
             raise StoreError(f"release(state={state!r}): a case is given back as 'queued' or set aside as 'skipped'.")
         now = time.time()
         values: dict[str, Any] = {"state": state, "owner": None, "lease_until": None, "updated_at": now, "note": note}
-        if state == "queued":  # given back on purpose (a clean shutdown): that claim does not count as a failure
+        if state == "queued" and not failed:  # given back on purpose: that claim does not count as a failure
             values["attempts"] = func.max(_Q.c.attempts - 1, 0) if self.is_sqlite else \
                 func.greatest(_Q.c.attempts - 1, 0)  # type: ignore[attr-defined]
         with self._guard("release a queued test case"), self._begin() as conn:  # type: ignore[attr-defined]

@@ -91,29 +91,11 @@ def interleaved_medians(plain: Callable[[int], object], captured: Callable[[int]
 
 def bench_langchain(n: int) -> Measurement:
     """An LCEL chain: in-memory vector retriever | prompt | offline chat model | parser; handler in background."""
-    import json as _json
-    from importlib.resources import files
-
-    from langchain_core.documents import Document
-    from langchain_core.output_parsers import StrOutputParser
-    from langchain_core.prompts import ChatPromptTemplate
-    from langchain_core.runnables import RunnablePassthrough
-    from langchain_core.vectorstores import InMemoryVectorStore
-
     from contextjudge.metrics import ContextualRelevancyMetric
     from contextjudge.testing import FakeJudge
     from contextjudge_langchain import ContextJudgeCallbackHandler
-    from contextjudge_langchain.testing import BagOfWordsEmbeddings, ExtractiveChatModel
 
-    corpus = files("contextjudge") / "data/demo_corpus"
-    docs = _json.loads((corpus / "docs.json").read_text("utf-8"))["documents"]
-    questions = [g["input"] for g in _json.loads((corpus / "goldens.json").read_text("utf-8"))["goldens"]]
-    store = InMemoryVectorStore(BagOfWordsEmbeddings(dim=256))
-    store.add_documents([Document(d["text"], id=d["id"], metadata={"title": d["title"]}) for d in docs])
-    prompt = ChatPromptTemplate.from_messages([("human", "Context:\n{context}\n\nQuestion: {question}")])
-    chain = ({"context": store.as_retriever(search_kwargs={"k": 3})
-              | (lambda ds: "\n\n".join(d.page_content for d in ds)),
-              "question": RunnablePassthrough()} | prompt | ExtractiveChatModel() | StrOutputParser())
+    chain, questions = _langchain_app()
     from langchain_core.callbacks import BaseCallbackHandler
 
     class DoNothing(BaseCallbackHandler):
@@ -212,7 +194,8 @@ def bench_llama_index(n: int) -> Measurement:
 
 # ---------------------------------------------------------------------------------------------- mode "worker"
 def _langchain_app() -> tuple[object, list[str]]:
-    """The LCEL chain of ``bench_langchain`` and the demo questions."""
+    """The LCEL chain the LangChain cases measure (an in-memory vector retriever | prompt | offline chat model |
+    parser over the demo corpus) and the demo questions."""
     import json as _json
     from importlib.resources import files
 

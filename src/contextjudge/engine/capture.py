@@ -39,7 +39,6 @@ import collections
 import concurrent.futures
 import contextvars
 import dataclasses
-import inspect
 import logging
 import threading
 import time
@@ -59,10 +58,6 @@ from ..judges.options import JudgeOptions
 from .run import Run
 from .sampling import Sampling
 from .score import score_case
-
-# budget="raise" (the budgets work) makes score_case raise BudgetExhaustedError instead of recording it as an error
-_SCORE_BUDGET: dict[str, Any] = ({"budget": "raise"} if "budget" in inspect.signature(score_case).parameters
-                                 else {})
 
 __all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "IdleConversations",
            "Mode", "Sampling", "default_metrics", "in_judge_call", "result_event"]
@@ -1065,7 +1060,7 @@ class CaptureSession:
         error result that says what to do (never a silent skip)."""
         if not self._prepare(case):  # a lazily built case is assembled here, off the app's thread
             return []
-        blocked = self._budget_blocked()
+        blocked = self.run.context.budget_blocked()
         if blocked is not None:  # the budget is spent: skip before any store write or judge call
             self._skip_budget(case, blocked)
             return []
@@ -1075,32 +1070,17 @@ class CaptureSession:
             self.run.begin(self.metrics)
         try:
             with use_run_context(self.run.context):
-                results = await score_case(self.run, case.case_id, case.test_case, self.metrics, **_SCORE_BUDGET)
+                results = await score_case(self.run, case.case_id, case.test_case, self.metrics, budget="raise")
         except BudgetExhaustedError as exc:
             self._skip_budget(case, exc.resumes_at, exc)
             return []
         results = results or []
-        refused = [r for r in results if r.error_type == "BudgetExhaustedError"]
-        if refused:  # a score_case that records the refusal: the case is skipped all the same
-            self._skip_budget(case, None, refused[0])
-            return []
         with self._lock:
             case.results.extend(results)
             case.__dict__[_DONE] = True
             self.judged += 1
         self._emit(case, results)
         return results
-
-    def _budget_blocked(self) -> float | None:
-        """When the run's judge budget is spent, the time (epoch seconds) it resumes; None when there is room."""
-        check = getattr(self.run.context, "budget_blocked", None)
-        if check is None or self.run.context.options.budget is None:
-            return None
-        try:
-            return check()
-        except Exception:  # noqa: BLE001 - a failing check never stops judging: the call reserves anyway
-            logger.debug("contextjudge: the budget check failed", exc_info=True)
-            return None
 
     def _skip_budget(self, case: CapturedCase, resumes_at: float | None, why: Any = None) -> None:
         """Skip ``case`` because the judge budget is spent: forget it and count it. One warning per budget window:

@@ -255,8 +255,6 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._budget_warned: float | None = None
-        self._score_kw: dict[str, Any] = ({"budget": "raise"} if "budget" in inspect.signature(score_case).parameters
-                                          else {})
         self.started_line = ""
 
     def __repr__(self) -> str:
@@ -479,18 +477,16 @@ class Worker:
         _CASE.set(ref)
         assert self._run is not None
         try:
-            blocked = getattr(self._run.context, "budget_blocked", None)
-            resumes = blocked() if blocked is not None else None
+            resumes = self._run.context.budget_blocked()
             if resumes is not None:
                 await self._set_aside(ref, self._budget_skip(resumes))
                 return
             metrics = await asyncio.to_thread(self._metrics_for, run_id)
             started = time.monotonic()
             try:
-                results = await score_case(self._run, key, sc.test_case, metrics, **self._score_kw)
+                results = await score_case(self._run, key, sc.test_case, metrics, budget="raise")
             except BudgetExhaustedError as exc:
-                await self._set_aside(ref, self._budget_skip(getattr(exc, "resumes_at", None),
-                                                             getattr(exc, "scope", None)))
+                await self._set_aside(ref, self._budget_skip(exc.resumes_at, exc.scope))
                 return
             results = list(results or [])
             # every result says the judge is down, and no judge call was answered meanwhile (the judge is not

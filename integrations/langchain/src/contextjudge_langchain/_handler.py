@@ -26,20 +26,20 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tracers.base import BaseTracer
 
 from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
-from contextjudge.capture import CapturedCase, CaptureSession, result_event
-
-try:  # submits a thread once it goes idle (a service never closes its conversations)
-    from contextjudge.capture import IdleConversations
-except ImportError:  # pragma: no cover - an older core: conversations are submitted at flush/close only
-    IdleConversations = None  # type: ignore[assignment,misc]
+from contextjudge.capture import (
+    CHAIN_KEY,
+    RETRIEVER_NAME_KEY,
+    RUN_METADATA_KEY,
+    TAGS_KEY,
+    THREAD_KEY,
+    CapturedCase,
+    CaptureSession,
+    IdleConversations,
+    result_event,
+)
 from contextjudge.cases.identity import golden_id_of, new_case_id
 from contextjudge.cases.provenance import OTEL_KEY
 from contextjudge.otel import span_context_now
-
-try:  # the capture metadata keys Sampling's filters and key read (contextjudge.capture re-exports them)
-    from contextjudge.capture import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
-except ImportError:  # pragma: no cover - a core whose public module does not re-export them yet
-    from contextjudge.engine.sampling import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
 
 from ._assemble import THREAD_KEYS, RunRecord, final_answer, question_of, retrievals, thread_id_of, walk
 
@@ -143,8 +143,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         self._targets: OrderedDict[str, _Target] = OrderedDict()
         self._threads: dict[str, _ThreadLog] = {}  # least recently active first
         idle = getattr(self.session, "conversation_idle", None)
-        self._idle = (IdleConversations(self._thread_idle, idle)
-                      if IdleConversations is not None and conversations else None)
+        self._idle = IdleConversations(self._thread_idle, idle) if conversations else None
 
     # ------------------------------------------------------------------------------------------ LangChain knobs
     @property

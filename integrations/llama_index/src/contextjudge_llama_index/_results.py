@@ -18,21 +18,21 @@ from collections import OrderedDict
 from typing import Any
 
 from contextjudge import ConversationalTestCase, LLMTestCase, MetricResult, Turn
-from contextjudge.capture import CapturedCase, CaptureSession, result_event
-
-try:  # submits a conversation once it goes idle (a service never closes its conversations)
-    from contextjudge.capture import IdleConversations
-except ImportError:  # pragma: no cover - an older core: conversations are submitted at flush/close only
-    IdleConversations = None  # type: ignore[assignment,misc]
+from contextjudge.capture import (
+    CHAIN_KEY,
+    RETRIEVER_NAME_KEY,
+    RUN_METADATA_KEY,
+    TAGS_KEY,
+    THREAD_KEY,
+    CapturedCase,
+    CaptureSession,
+    IdleConversations,
+    result_event,
+)
 from contextjudge.cases.identity import GOLDEN_ID_KEY, new_case_id
 from contextjudge.cases.provenance import AGENT_KEY, MATCH_INPUTS_KEY, OTEL_KEY, short
 from contextjudge.errors import CaptureError
 from contextjudge.otel import case_trace
-
-try:  # the capture metadata keys Sampling's filters and key read (contextjudge.capture re-exports them)
-    from contextjudge.capture import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
-except ImportError:  # pragma: no cover - a core whose public module does not re-export them yet
-    from contextjudge.engine.sampling import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
 
 try:
     from llama_index_instrumentation.base import BaseEvent
@@ -416,7 +416,7 @@ class CaseSink(Sink):
         self._lock = threading.Lock()
         self._drain_added = False
         idle = getattr(scorer, "conversation_idle", None)
-        self._idle = IdleConversations(self._conversation_idle, idle) if IdleConversations is not None else None
+        self._idle = IdleConversations(self._conversation_idle, idle)
 
     def deliver(self, record: Record) -> None:
         self.scorer.submit(LazyCase(record))
@@ -454,8 +454,7 @@ class CaseSink(Sink):
             if not self._drain_added:
                 self._drain_added = True
                 self.scorer.add_drain(self.submit_conversations)
-        if self._idle is not None:
-            self._idle.touch(key)
+        self._idle.touch(key)
         for old_conv in evicted:
             self._submit(old_conv)
 
@@ -501,13 +500,12 @@ class ChatSession(Sink):
         self._lock = threading.Lock()
         idle = getattr(scorer, "conversation_idle", None)
         # the session so far is submitted once it has had no call for conversation_idle seconds, as end() does
-        self._idle = (IdleConversations(lambda _key: self.end(), idle) if IdleConversations is not None else None)
+        self._idle = IdleConversations(lambda _key: self.end(), idle)
 
     def deliver(self, record: Record) -> None:
         with self._lock:
             self.records.append(record)
-        if self._idle is not None:
-            self._idle.touch(self.session_id)
+        self._idle.touch(self.session_id)
 
     def ordered(self) -> list[Record]:
         with self._lock:

@@ -641,7 +641,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(f"run {run_id}: nothing to score (every case already has results).")
         return EXIT_OK
     info = store.run_info(run_id)
-    default_keys = _config_metric_keys(info.config) or list(DEFAULT_EVAL_METRICS) + ["turn_contextual_relevancy"]
+    from .engine.worker import DEFAULT_METRIC_KEYS  # noqa: PLC0415 - the worker scores a stored run the same way
+
+    default_keys = _config_metric_keys(info.config) or list(DEFAULT_METRIC_KEYS)
     keys = _metric_keys(args.metrics, default_keys)
     threshold, per = _thresholds(args.threshold, "--threshold")
     metrics = _build_metrics(keys, _judge(args.model, args.quiet), threshold, per)
@@ -658,15 +660,9 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def _config_metric_keys(config: dict[str, Any]) -> list[str]:
-    from .metrics import BY_KEY  # noqa: PLC0415
+    from .engine.run import metric_specs  # noqa: PLC0415
 
-    by_class = {cls.__name__: key for key, cls in BY_KEY.items()}
-    keys = []
-    for m in config.get("metrics") or []:
-        cls = m.get("class") if isinstance(m, dict) else m
-        if cls in by_class and by_class[cls] not in keys:
-            keys.append(by_class[cls])
-    return keys
+    return [key for key, _ in metric_specs(config)]
 
 
 def _write(path: str, text: str) -> None:

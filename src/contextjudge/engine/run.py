@@ -20,7 +20,7 @@ from ..judges.cache import VerdictCache
 from ..judges.context import RunContext
 from ..judges.options import JudgeOptions
 
-__all__ = ["Run", "metric_config"]
+__all__ = ["Run", "metric_config", "metric_specs"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -30,6 +30,29 @@ def metric_config(metric: Any) -> dict[str, Any]:
     return {"class": type(metric).__name__, "name": getattr(metric, "name", None),
             "threshold": getattr(metric, "threshold", None), "strict_mode": getattr(metric, "strict_mode", None),
             "template": getattr(getattr(metric, "evaluation_template", None), "__qualname__", None)}
+
+
+def metric_specs(config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """The metrics a run's stored configuration names (as ``metric_config`` wrote them), read back: each metric's
+    key (``metrics.BY_KEY``) with its recorded ``threshold`` and ``strict_mode`` as keyword arguments, in order,
+    each key once; classes this contextjudge does not know are left out."""
+    from ..metrics import BY_KEY  # noqa: PLC0415
+
+    by_class = {cls.__name__: key for key, cls in BY_KEY.items()}
+    specs: list[tuple[str, dict[str, Any]]] = []
+    for m in (config or {}).get("metrics") or []:
+        cls = m.get("class") if isinstance(m, dict) else m
+        key = by_class.get(cls)
+        if key is None or any(k == key for k, _ in specs):
+            continue
+        kw: dict[str, Any] = {}
+        if isinstance(m, dict):
+            if isinstance(m.get("threshold"), (int, float)):
+                kw["threshold"] = float(m["threshold"])
+            if isinstance(m.get("strict_mode"), bool):
+                kw["strict_mode"] = m["strict_mode"]
+        specs.append((key, kw))
+    return specs
 
 
 class Run:

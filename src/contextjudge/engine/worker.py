@@ -33,14 +33,14 @@ from typing import Any
 
 from ..errors import BudgetExhaustedError, ConfigurationError
 from ..judges.options import JudgeOptions
-from .run import Run
+from .run import Run, metric_specs
 from .score import score_case
 
 __all__ = ["DEFAULT_METRIC_KEYS", "Worker", "WorkerCounts", "limit_cpu", "metrics_for_run"]
 
 logger = logging.getLogger("contextjudge")
 
-# what a run with no metrics in its configuration is scored with (as `contextjudge score` does)
+# what a run with no metrics in its configuration is scored with (here and by `contextjudge score`)
 DEFAULT_METRIC_KEYS = ("contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization",
                        "turn_contextual_relevancy")
 
@@ -97,20 +97,7 @@ def metrics_for_run(config: dict[str, Any], *, threshold: float | None = None,
     metric key) override the recorded thresholds. Built without a judge: the worker's run gives them its own."""
     from ..metrics import BY_KEY
 
-    by_class = {cls.__name__: key for key, cls in BY_KEY.items()}
-    specs: list[tuple[str, dict[str, Any]]] = []
-    for m in (config or {}).get("metrics") or []:
-        cls = m.get("class") if isinstance(m, dict) else m
-        key = by_class.get(cls)
-        if key is None or any(k == key for k, _ in specs):
-            continue
-        kw: dict[str, Any] = {}
-        if isinstance(m, dict):
-            if isinstance(m.get("threshold"), (int, float)):
-                kw["threshold"] = float(m["threshold"])
-            if isinstance(m.get("strict_mode"), bool):
-                kw["strict_mode"] = m["strict_mode"]
-        specs.append((key, kw))
+    specs = metric_specs(config)
     if not specs:
         specs = [(k, {}) for k in default]
     out = []

@@ -62,7 +62,7 @@ class QueueStore:
             if node_rows:
                 conn.execute(self._q["node"], node_rows)  # type: ignore[attr-defined]
             if queue_rows:
-                conn.execute(self._queue_insert(), queue_rows)
+                conn.execute(self._q["queue"], queue_rows)  # type: ignore[attr-defined]
 
     def enqueue(self, run_id: str, keys: Sequence[str] | None = None, *, priority: int = 0,
                 only_unscored: bool = True) -> int:
@@ -266,10 +266,6 @@ class QueueStore:
             yield
         finally:
             fh.close()  # closing the file releases the lock
-
-    def _queue_insert(self) -> Any:
-        return self._dialect_insert(_Q).on_conflict_do_nothing(  # type: ignore[attr-defined]
-            index_elements=["run_id", "case_key"])
 
 
 def _picked(rows: Any, pg: bool) -> Any:

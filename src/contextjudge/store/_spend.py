@@ -15,6 +15,8 @@ from typing import Any
 
 from sqlalchemy import and_, select, update
 
+from . import _schema as S
+
 __all__ = ["SpendStore"]
 
 
@@ -22,11 +24,9 @@ class SpendStore:
     """Mixed into ``ResultsStore``: the spend methods. ``self`` is the store."""
 
     def _spend_row(self, conn: Any, scope: str, window: float, now: float) -> None:
-        from . import _schema as S  # noqa: PLC0415 - the mixin is imported by _store before the schema is needed
-
-        self._insert_ignore(conn, S.spend, {  # type: ignore[attr-defined]
+        conn.execute(self._q["spend_row"], {  # type: ignore[attr-defined]
             "scope": scope, "window": float(window), "tokens": 0, "dollars": 0.0, "calls": 0, "refused": 0,
-            "updated_at": now}, ["scope", "window"])
+            "updated_at": now})
 
     def spend_reserve(self, scope: str, window: float, *, tokens: int, dollars: float = 0.0,
                       max_tokens: int | None = None, max_dollars: float | None = None, calls: int = 0,
@@ -34,8 +34,6 @@ class SpendStore:
         """Add ``tokens``/``dollars``/``calls`` to ``scope``'s row for ``window`` if the totals stay within
         ``max_tokens`` / ``max_dollars`` / ``max_calls`` (None: no limit of that kind); True when reserved, False (and
         the refusal counted) when not."""
-        from . import _schema as S  # noqa: PLC0415
-
         t = S.spend
         now = time.time()
         key = and_(t.c.scope == scope, t.c.window == float(window))
@@ -59,8 +57,6 @@ class SpendStore:
     def spend_adjust(self, scope: str, window: float, *, tokens: int = 0, dollars: float = 0.0,
                      calls: int = 0) -> None:
         """Add (or, negative, take back) tokens, dollars and calls to ``scope``'s row for ``window``."""
-        from . import _schema as S  # noqa: PLC0415
-
         t = S.spend
         now = time.time()
         with self._guard("record judge spend"), self._begin() as conn:  # type: ignore[attr-defined]
@@ -71,8 +67,6 @@ class SpendStore:
 
     def spend_get(self, scope: str, window: float) -> dict[str, Any] | None:
         """``{"tokens", "dollars", "calls", "refused"}`` of ``scope`` in ``window``, or None when nothing was spent."""
-        from . import _schema as S  # noqa: PLC0415
-
         t = S.spend
         with self._guard("read judge spend"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
             row = conn.execute(select(t.c.tokens, t.c.dollars, t.c.calls, t.c.refused).where(

@@ -342,6 +342,8 @@ class ResultsStore(QueueStore, SpendStore):
             "call": insert(S.judge_calls),
             "cache_get": select(S.verdict_cache.c.value).where(S.verdict_cache.c.key == bindparam("b_key")),
             "cache_put": ignore(S.verdict_cache, ["key"]),
+            "queue": ignore(S.queue, ["run_id", "case_key"]),
+            "spend_row": ignore(S.spend, ["scope", "window"]),
         }
 
     def _recorded_version(self) -> int | None:

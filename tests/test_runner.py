@@ -145,6 +145,6 @@ async def test_a_judge_can_ask_for_more_calls_in_flight_than_the_default():
         contextjudge_min_concurrency: int = 20
 
     ctx = RunContext(options=JudgeOptions(max_concurrency=2))
-    assert ctx.semaphore("plain", FakeJudge())._value == 2
-    assert ctx.semaphore("roomy", Roomy())._value == 20
-    assert RunContext(options=JudgeOptions(max_concurrency=50)).semaphore("roomy", Roomy())._value == 50
+    assert ctx.limiter("plain", FakeJudge()).limit == 2
+    assert ctx.limiter("roomy", Roomy()).limit == 20
+    assert RunContext(options=JudgeOptions(max_concurrency=50)).limiter("roomy", Roomy()).limit == 50

@@ -39,7 +39,6 @@ class RunContext:
     # held here, so the user's metric objects are never changed. Resolved once, on first use.
     default_model: Any = None
     _default_resolved: Any = None
-    _semaphores: dict[tuple[str, int], asyncio.Semaphore] = field(default_factory=dict)
     _methods: dict[str, str] = field(default_factory=dict)
     _inflight: dict[str, asyncio.Future] = field(default_factory=dict)
     _probes: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
@@ -87,21 +86,10 @@ class RunContext:
         row["items"] += items
         row["not_unanimous"] += split
 
-    def semaphore(self, identity: str, model: Any = None) -> asyncio.Semaphore:
-        """Judge calls in flight per model: ``JudgeOptions.max_concurrency``, or more when the model asks for it
-        (``contextjudge_min_concurrency``: the embedded judge has no rate limit, and the calls it has waiting are
-        embedded together). A plain semaphore of that size; the judge client itself uses ``limiter``, which starts
-        at the same size and adapts to the provider's 429s."""
-        key = (identity, id(asyncio.get_running_loop()))
-        sem = self._semaphores.get(key)
-        if sem is None:
-            n = max(self.options.max_concurrency, int(getattr(model, "contextjudge_min_concurrency", 0) or 0))
-            sem = self._semaphores[key] = asyncio.Semaphore(n)
-        return sem
-
     def limiter(self, identity: str, model: Any = None, name: str | None = None) -> Any:
         """The adaptive limit on judge calls in flight per model on this loop (``judges.limiter``): at most
-        ``JudgeOptions.max_concurrency`` (or more when the model asks for it, as ``semaphore`` says), halved on the
+        ``JudgeOptions.max_concurrency``, or more when the model asks for it (``contextjudge_min_concurrency``: the
+        embedded judge has no rate limit, and the calls it has waiting are embedded together); halved on the
         provider's 429s and grown back after successes."""
         key = (identity, id(asyncio.get_running_loop()))
         lim = self._limiters.get(key)

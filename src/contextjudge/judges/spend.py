@@ -511,6 +511,16 @@ def _tokens_of(usage: Any) -> tuple[int, int]:
     return int(getattr(usage, "input_tokens", 0) or 0), int(getattr(usage, "output_tokens", 0) or 0)
 
 
+async def _off_loop(store: Any, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, a read or write of ``store``'s spend windows: on a worker thread when the store is a database
+    (the event loop never waits on it), at once when it is this process's memory (``MemorySpend``)."""
+    if isinstance(store, MemorySpend):
+        return fn(*args)
+    import asyncio  # noqa: PLC0415
+
+    return await asyncio.to_thread(fn, *args)
+
+
 class RateGate:
     """Waits until a ``RateLimit``'s current minute has room for one more call, then takes it."""
 
@@ -542,7 +552,7 @@ class RateGate:
 
         sleep = self._sleep or asyncio.sleep
         while True:
-            ok, start, nxt = self.try_take(tokens)
+            ok, start, nxt = await _off_loop(self.store, self.try_take, tokens)
             if ok:
                 tpm = self.limit.tokens_per_minute
                 return start, (min(int(tokens), tpm) if tpm is not None else int(tokens))
@@ -569,7 +579,8 @@ class Hold:
 
 class CallSpend:
     """One judge's budget ledger and rate gate as the judge client uses them around each call: estimate, take
-    (before the call is sent), settle (after it). A ledger on a store is read and written off the event loop."""
+    (before the call is sent), settle (after it). A ledger or gate on a store is read and written off the event
+    loop."""
 
     def __init__(self, ledger: BudgetLedger | None, gate: RateGate | None, *, model_name: str | None,
                  max_output_tokens: int | None = None) -> None:
@@ -577,28 +588,21 @@ class CallSpend:
         self.gate = gate
         self.model_name = model_name
         self.max_output_tokens = max_output_tokens
-        self._threaded = ledger is not None and not isinstance(ledger.store, MemorySpend)
 
     def estimate(self, prompt: str, task: str | None, items: int) -> tuple[int, int]:
         return count_tokens(prompt, self.model_name), output_estimate(task, items, self.max_output_tokens)
 
-    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self._threaded:
-            import asyncio  # noqa: PLC0415
-
-            return await asyncio.to_thread(fn, *args)
-        return fn(*args)
-
     async def take(self, input_tokens: int, output_tokens: int) -> Hold:
         hold = Hold(estimate=input_tokens + output_tokens)
         if self.ledger is not None:
-            hold.reservation = await self._run(self.ledger.reserve, input_tokens, output_tokens)
+            hold.reservation = await _off_loop(self.ledger.store, self.ledger.reserve, input_tokens, output_tokens)
         if self.gate is not None:
             try:
                 hold.rate = await self.gate.acquire(input_tokens + output_tokens)
             except BaseException:
                 if hold.reservation is not None:
-                    await self._run(self.ledger.release, hold.reservation)  # type: ignore[union-attr]
+                    await _off_loop(self.ledger.store, self.ledger.release,  # type: ignore[union-attr]
+                                    hold.reservation)
                 raise
         return hold
 
@@ -607,14 +611,14 @@ class CallSpend:
             return
         hold.done = True
         if hold.reservation is not None and self.ledger is not None:
-            await self._run(self.ledger.settle, hold.reservation, usage)
+            await _off_loop(self.ledger.store, self.ledger.settle, hold.reservation, usage)
         if hold.rate is not None and self.gate is not None:
             inp, out = _tokens_of(usage)
-            await self._run(self.gate.adjust, hold.rate[0], hold.rate[1], inp + out)
+            await _off_loop(self.gate.store, self.gate.adjust, hold.rate[0], hold.rate[1], inp + out)
 
     async def release(self, hold: Hold) -> None:
         if hold.done:
             return
         hold.done = True
         if hold.reservation is not None and self.ledger is not None:
-            await self._run(self.ledger.release, hold.reservation)
+            await _off_loop(self.ledger.store, self.ledger.release, hold.reservation)

@@ -198,6 +198,14 @@ class AppAdapter:
 
 
 # ---------------------------------------------------------------------------------------------------- conversations
+def _idle_seconds(idle: Any) -> float | None:
+    """``conversation_idle`` checked: seconds (a number >= 0), or None for 0/None (at flush/close only)."""
+    if idle is not None and (isinstance(idle, bool) or not isinstance(idle, (int, float)) or idle < 0):
+        raise ConfigurationError(f"conversation_idle must be a number of seconds >= 0 (0 or None: submit "
+                                 f"conversations only at flush/close), not {idle!r}.")
+    return float(idle) if idle else None
+
+
 class IdleConversations:
     """When each open conversation of an integration last had a turn, and a call when it has had none for ``idle``
     seconds.
@@ -212,10 +220,8 @@ class IdleConversations:
 
     def __init__(self, on_idle: Callable[[Any], Any], idle: float | None, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if idle is not None and (isinstance(idle, bool) or not isinstance(idle, (int, float)) or idle < 0):
-            raise ConfigurationError(f"conversation_idle must be a number of seconds >= 0, or None, not {idle!r}.")
         self.on_idle = on_idle
-        self.idle = float(idle) if idle else None
+        self.idle = _idle_seconds(idle)
         self.clock = clock
         self._last: dict[Any, float] = {}  # oldest activity first (a touch moves its key to the end)
         self._cond = threading.Condition()
@@ -377,11 +383,7 @@ class CaptureSession:
                 "score, so it needs a store both can reach: pass store='captured.db' (SQLite, one worker) or a "
                 "PostgreSQL URL (several workers), and run `contextjudge worker --store <the same>`.")
         sampler = Sampling.of(sample_rate, sampling)
-        if conversation_idle is not None and (isinstance(conversation_idle, bool)
-                                              or not isinstance(conversation_idle, (int, float))
-                                              or conversation_idle < 0):
-            raise ConfigurationError(f"conversation_idle must be a number of seconds >= 0 (0 or None: submit "
-                                     f"conversations only at flush/close), not {conversation_idle!r}.")
+        idle_seconds = _idle_seconds(conversation_idle)
         if budget is not None:
             judge_options = dataclasses.replace(judge_options or JudgeOptions(), budget=budget)
         if max_kept is _UNSET:
@@ -426,7 +428,7 @@ class CaptureSession:
         self.poll_interval = max(0.05, float(poll_interval))
         # the integrations submit an open conversation (a LangChain thread, a LlamaIndex agent's memory) once it has
         # had no turn for this many seconds (IdleConversations), and at flush/close; None or 0: at flush/close only
-        self.conversation_idle = float(conversation_idle) if conversation_idle else None
+        self.conversation_idle = idle_seconds
         self._cases: list[CapturedCase] = []
         self.evicted = 0  # scored or stored cases forgotten from memory (nothing lost)
         self.dropped = 0  # unscored cases dropped from memory (lost without a store; unscored in it with one)

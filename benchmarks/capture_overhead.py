@@ -96,14 +96,6 @@ def bench_langchain(n: int) -> Measurement:
     from contextjudge_langchain import ContextJudgeCallbackHandler
 
     chain, questions = _langchain_app()
-    from langchain_core.callbacks import BaseCallbackHandler
-
-    class DoNothing(BaseCallbackHandler):
-        run_inline = True
-
-        def on_chat_model_start(self, *args: object, **kwargs: object) -> None:
-            return None
-
     handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=FakeJudge())],
                                           mode=os.environ.get("CJ_MODE", "background"))
     config = {"callbacks": [handler]}
@@ -114,7 +106,7 @@ def bench_langchain(n: int) -> Measurement:
     means: list[tuple[float, float]] = []
     baseline, captured = interleaved_medians(ask, lambda i: ask(i, config), n, means=means)
     handler.flush(120)
-    noop = {"callbacks": [DoNothing()]}
+    noop = {"callbacks": [_do_nothing_handler()]}
     floor_base, floor = interleaved_medians(ask, lambda i: ask(i, noop), n)
     return Measurement("langchain", n, baseline, captured, len(handler.cases), len(handler.results),
                        floor_ms=floor - floor_base, mean_added_ms=means[0][1] - means[0][0])
@@ -219,6 +211,19 @@ def _langchain_app() -> tuple[object, list[str]]:
     return chain, questions
 
 
+def _do_nothing_handler() -> object:
+    """A LangChain callback handler that does nothing: what LangChain's own calling of any handler costs."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class DoNothing(BaseCallbackHandler):
+        run_inline = True
+
+        def on_chat_model_start(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    return DoNothing()
+
+
 def _worker_metrics() -> list[object]:
     from contextjudge.metrics import ContextualRelevancyMetric, ContextUtilizationMetric
 
@@ -306,15 +311,8 @@ def bench_worker(n: int, rates: list[float], worker_model: str, prefill: int, cp
         except subprocess.TimeoutExpired:
             worker.kill()
         shutil.rmtree(tmp, ignore_errors=True)
-    from langchain_core.callbacks import BaseCallbackHandler
-
-    class DoNothing(BaseCallbackHandler):
-        run_inline = True
-
-        def on_chat_model_start(self, *args: object, **kwargs: object) -> None:
-            return None
-
-    quiet, floor = interleaved_medians(ask, lambda i: ask(i, {"callbacks": [DoNothing()]}), n)
+    noop = {"callbacks": [_do_nothing_handler()]}
+    quiet, floor = interleaved_medians(ask, lambda i: ask(i, noop), n)
     print(f"worker: after the worker stopped: the app alone {quiet:.3f} ms median; a do-nothing callback handler "
           f"adds {floor - quiet:.3f} ms (LangChain's own cost of calling any handler)", file=sys.stderr)
     for r in rows:

@@ -17,7 +17,7 @@ import asyncio
 import json
 import random
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from .._aio import run_sync
 from .._text import split_sentences

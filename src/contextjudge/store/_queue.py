@@ -28,7 +28,7 @@ from sqlalchemy import and_, func, literal, null, or_, select, tuple_, update
 from .._result import MetricResult
 from ..errors import StoreError
 from . import _schema as S
-from . import _store as _rows  # the row builders (a circular import: used only inside functions)
+from . import _rows  # the row builders, shared with _store.py
 
 __all__ = ["QueueStore"]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import socket
@@ -25,12 +24,24 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from .._result import EvaluationResult, MetricResult, TestResult, Usage
-from ..cases.testcase import ConversationalTestCase, LLMTestCase, dump_json, jsonable
-from ..cases.labels import LABELS_KEY
+from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError, StoreError
 from ..cases.identity import new_run_id
 from . import _schema as S
 from ._queue import QueueStore
+from ._rows import (
+    StoredCase,
+    _attach_labels,
+    _case_from_json,
+    _case_input,
+    _dumps,
+    _loads,
+    case_rows,
+    judge_call_row,
+    result_from_row,
+    result_rows,
+    stored_case,
+)
 from ._spend import SpendStore
 
 __all__ = ["DEFAULT_STORE_PATH", "LabelMatch", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
@@ -40,27 +51,6 @@ logger = logging.getLogger("contextjudge")
 DEFAULT_STORE_PATH = ".contextjudge/results.db"
 # runs that many callers add to (capture, pytest): differing configurations there are expected
 _SHARED_MODES = ("background", "deferred", "off", "pytest")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, default=_json_default, sort_keys=True)
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    if hasattr(obj, "model_dump"):
-        return dump_json(obj)
-    return jsonable(obj)
-
-
-def _loads(text: str | None, default: Any = None) -> Any:
-    if text is None or text == "":
-        return default
-    try:
-        return json.loads(text)
-    except ValueError:
-        return default
 
 
 @dataclass
@@ -90,126 +80,6 @@ class LabelMatch:
     input: str | None
     case_keys: list[str]
     by: str | None
-
-
-@dataclass
-class StoredCase:
-    """A test case read back from the store, with its key and position in the run; from a queue claim also its
-    run (``run_id``) and how many times it has been claimed (``attempts``, this claim included)."""
-
-    case_key: str
-    position: int
-    test_case: LLMTestCase | ConversationalTestCase
-    scored: int = 0
-    run_id: str | None = None
-    attempts: int = 0
-
-
-def _case_to_json(tc: Any) -> tuple[str, str]:
-    kind = "conversational" if isinstance(tc, ConversationalTestCase) else "llm"
-    if hasattr(tc, "model_dump"):
-        try:
-            data = dump_json(tc)
-        except Exception:  # noqa: BLE001 - arbitrary metadata objects are kept as their text
-            data = json.loads(json.dumps(tc.model_dump(), default=str))
-    else:  # pragma: no cover - the runner only hands us test cases
-        data = {"input": str(tc)}
-    return kind, json.dumps(data, default=str)
-
-
-def _case_from_json(kind: str, data: str, key: str) -> LLMTestCase | ConversationalTestCase:
-    raw = json.loads(data)
-    cls = ConversationalTestCase if kind == "conversational" else LLMTestCase
-    tc = cls(**raw)
-    if not tc.id:
-        # the key is the case's identity in this store: results written later (``contextjudge score``) land on it
-        tc.id = key
-    return tc
-
-
-def _attach_labels(test_case: Any, labels: dict[str, Any]) -> None:
-    meta = dict(getattr(test_case, "additional_metadata", None) or {})
-    meta[LABELS_KEY] = labels
-    test_case.additional_metadata = meta
-
-
-# ---------------------------------------------------------------------------------------------- rows
-# The rows of a case, a result and a judge call, and a result or case read back: ResultsStore's single writes and
-# the queue's batched, one-transaction writes (store/_queue.py) build them here.
-def case_rows(run_id: str, key: str, position: int, test_case: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The ``cj_cases`` row of ``test_case`` and the ``cj_nodes`` rows of its ranked nodes."""
-    kind, data = _case_to_json(test_case)
-    fp = test_case.fingerprint() if hasattr(test_case, "fingerprint") else None
-    row = {"run_id": run_id, "case_key": key, "position": int(position), "kind": kind,
-           "name": getattr(test_case, "name", None), "input": _case_input(test_case),
-           "actual_output": getattr(test_case, "actual_output", None),
-           "expected_output": getattr(test_case, "expected_output", None) or
-           getattr(test_case, "expected_outcome", None), "fingerprint": fp, "data": data, "created_at": time.time()}
-    nodes = []
-    for turn, retrieval in _retrievals(test_case):
-        for rank, node in enumerate(retrieval, start=1):
-            nodes.append({"run_id": run_id, "case_key": key, "turn": turn, "rank": rank, "node_id": node.id,
-                          "text": node.text, "score": node.score, "node_metadata": _dumps(node.metadata or {})})
-    return row, nodes
-
-
-def result_rows(run_id: str, key: str, result: MetricResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The ``cj_results`` row of ``result`` and the ``cj_verdicts`` rows of its verdicts."""
-    row = {"run_id": run_id, "case_key": key, "metric": result.name, "score": result.score,
-           "threshold": float(result.threshold), "success": bool(result.success),
-           "strict_mode": bool(result.strict_mode), "reason": result.reason, "error": result.error,
-           "error_type": result.error_type, "evaluation_model": result.evaluation_model,
-           "verbose_logs": result.verbose_logs, "usage": _dumps(result.usage.to_dict()),
-           "details": _dumps(result.details or {}), "created_at": time.time(),
-           "gold_score": result.gold_score, "score_spread": result.score_spread}
-    vrows = []
-    for pos, v in enumerate(result.verdicts or []):
-        v = v if isinstance(v, dict) else {"value": v}
-        rank = v.get("rank")
-        vrows.append({"run_id": run_id, "case_key": key, "metric": result.name, "position": pos,
-                      "item_id": None if v.get("id") is None else str(v.get("id")),
-                      "rank": rank if isinstance(rank, int) else None, "statement": v.get("statement"),
-                      "verdict": None if v.get("verdict") is None else str(v.get("verdict")),
-                      "reason": v.get("reason"), "data": _dumps(v)})
-    return row, vrows
-
-
-def judge_call_row(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
-    """The ``cj_judge_calls`` row of one judge-call event."""
-    u = _usage_from(event.get("usage"))
-    return {"run_id": run_id, "judge": event.get("judge"), "task": event.get("task"), "metric": event.get("metric"),
-            "method": event.get("method"), "cached": bool(event.get("cached")), "input_tokens": int(u.input_tokens),
-            "output_tokens": int(u.output_tokens), "seconds": float(u.seconds), "cost": u.cost,
-            "created_at": time.time()}
-
-
-def result_from_row(r: Any, verdicts: list[Any]) -> MetricResult:
-    """A ``cj_results`` row read back, with its verdicts (dicts, or their stored JSON texts)."""
-    return MetricResult(name=r.metric, score=r.score, threshold=r.threshold, success=bool(r.success), reason=r.reason,
-                        strict_mode=bool(r.strict_mode), error=r.error, error_type=r.error_type,
-                        verdicts=[_loads(v, {}) if isinstance(v, str) else v for v in verdicts],
-                        verbose_logs=r.verbose_logs, usage=_usage_from(_loads(r.usage, {})),
-                        evaluation_model=r.evaluation_model, details=_loads(r.details, {}) or {},
-                        gold_score=r.gold_score, score_spread=r.score_spread)
-
-
-def stored_case(r: Any, labels: str | None = None, **extra: Any) -> StoredCase:
-    """A ``cj_cases`` row read back, with the gold labels attached to it (their stored JSON text), if any."""
-    sc = StoredCase(case_key=r.case_key, position=r.position, test_case=_case_from_json(r.kind, r.data, r.case_key),
-                    **extra)
-    if labels is not None:
-        _attach_labels(sc.test_case, _loads(labels, {}) or {})
-    return sc
-
-
-def _usage_from(value: Any) -> Usage:
-    if isinstance(value, Usage):
-        return value
-    if isinstance(value, dict):
-        known = {k: value[k] for k in ("calls", "cache_hits", "input_tokens", "output_tokens", "seconds", "cost")
-                 if k in value}
-        return Usage(**known)
-    return Usage()
 
 
 def _to_url(target: str) -> str:
@@ -850,20 +720,6 @@ def _redact(url: str) -> str:
 def _fingerprint(config: dict[str, Any]) -> str:
     stable = {k: v for k, v in config.items() if k not in ("name", "cases")}
     return hashlib.sha256(_dumps(stable).encode()).hexdigest()[:16]
-
-
-def _case_input(tc: Any) -> str | None:
-    if isinstance(tc, ConversationalTestCase):
-        users = [t.content for t in tc.turns if t.role == "user"]
-        return users[-1] if users else None
-    return getattr(tc, "input", None)
-
-
-def _retrievals(tc: Any) -> list[tuple[int, list[Any]]]:
-    if isinstance(tc, ConversationalTestCase):
-        return [(i, t.retrieval_context) for i, t in enumerate(tc.turns) if t.retrieval_context]
-    rc = getattr(tc, "retrieval_context", None)
-    return [(0, rc)] if rc else []
 
 
 def _metric_order(info: RunInfo, seen: list[str]) -> dict[str, int]:

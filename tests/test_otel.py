@@ -207,3 +207,40 @@ def test_flush_and_close_never_raise_when_the_provider_fails(caplog):
         assert exporter.flush() is False
         exporter.close()  # at a worker's exit: logged, never raised
     assert any("collector unreachable" in r.getMessage() for r in caplog.records)
+
+
+def test_contextjudge_worker_otel_exports_the_queued_cases_into_the_app_trace(tmp_path, otel):
+    """The whole path a user runs: the app captures in mode "worker" inside its request span, and
+    `contextjudge worker --otel --once` (configured by OTEL_*) judges the case and puts its results on that trace,
+    sending them before it exits."""
+    from contextjudge.metrics import ContextualRelevancyMetric
+
+    provider, _ = otel
+    tracer = provider.get_tracer("app")
+    db = tmp_path / "prod.db"
+    session = CaptureSession(metrics=[ContextualRelevancyMetric()], mode="worker", store=str(db))
+    with tracer.start_as_current_span("request") as request:
+        with tracer.start_as_current_span("retrieve") as retrieve:
+            at_retrieval = span_context_now()
+        tc = LLMTestCase(input="How many PTO days?", actual_output="25", retrieval_context=["25 days of PTO."],
+                         additional_metadata={OTEL_KEY: case_trace(span_context_now(), at_retrieval)})
+        session.submit(CapturedCase(test_case=tc))
+    assert session.flush(30)
+    session.close()
+    env = {**ENV, "OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "cj-worker"}
+    out = subprocess.run([sys.executable, "-m", "contextjudge", "worker", "--store", str(db), "--model", "fake",
+                          "--once", "--otel", "--cpus", "0", "--nice", "0", "--quiet"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    decoder, text, spans, at = json.JSONDecoder(), out.stdout, [], 0
+    while (at := text.find("{", at)) != -1:  # the console exporter's JSON spans, then the worker's summary line
+        span, at = decoder.raw_decode(text, at)
+        spans.append(span)
+    assert len(spans) == 1, out.stdout
+    s = spans[0]
+    assert s["context"]["trace_id"] == "0x" + format(request.get_span_context().trace_id, "032x")
+    assert s["parent_id"] == "0x" + format(request.get_span_context().span_id, "016x")
+    assert [link["context"]["span_id"] for link in s["links"]] == [
+        "0x" + format(retrieve.get_span_context().span_id, "016x")]
+    assert s["attributes"]["evaluations.0.evaluation.name"] == "Contextual Relevancy"
+    assert "worker: 1 judged" in out.stdout

@@ -147,6 +147,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     finally:
         store.close()
+        for hook in hooks:  # the exporter sends the spans still in its batch before the worker exits
+            hook.close()
     print(f"worker: {worker.counts.judged} judged, {worker.counts.skipped_budget} skipped (budget), "
           f"{worker.counts.lost_lease} lost lease, {worker.counts.errors} with errors, "
           f"{worker.counts.released} given back, {worker.counts.judge_down} given back while the judge was down")

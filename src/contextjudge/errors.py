@@ -131,8 +131,9 @@ class JudgeUnavailableError(JudgeError):
 
 class BudgetExhaustedError(JudgeError):
     """A judge call was refused before it was sent because a spend budget (``judges.spend.Budget``) has no room
-    left in its window. The case is skipped and counted (never an error result, never a wrong score); judging
-    resumes when the window turns over (``resumes_at``, seconds since the epoch)."""
+    left in its window; judging resumes when the window turns over (``resumes_at``, seconds since the epoch).
+    Capture and ``contextjudge worker`` skip the case and count it; ``evaluate`` records an error result that says
+    so (``score_case(budget="record")``). Never a score."""
 
     def __init__(self, message: str, *, scope: str | None = None, resumes_at: float | None = None) -> None:
         super().__init__(message)

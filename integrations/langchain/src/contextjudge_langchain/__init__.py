@@ -14,7 +14,7 @@ from ._attach import capture, current_handler, instrument, uninstrument
 from ._handler import METRIC_RESULT_EVENT, ContextJudgeCallbackHandler
 from ._images import node_from_image_metadata
 
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
 
 __all__ = [
     "METRIC_RESULT_EVENT",

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ._results import ContextJudgeResultEvent
     from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine
 
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
 
 __all__ = [
     "ContextJudgeResultEvent",

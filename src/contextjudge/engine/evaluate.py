@@ -85,8 +85,14 @@ async def aevaluate(
     run: Run | None = None,
     case_keys: Sequence[str] | None = None,
     repeats: int | None = None,
+    engine: str = "local",
+    ray_address: str | None = None,
+    workers: int | None = None,
 ) -> EvaluationResult:
     """Score every test case with every applicable metric. See ``evaluate`` for the parameters."""
+    if engine != "local":
+        kw = _ray_kwargs(engine, test_cases, metrics, locals())
+        return await asyncio.to_thread(_evaluate_on_ray, **kw)
     if repeats is not None:
         if run is not None or context is not None:
             raise ConfigurationError("evaluate(repeats=...) sets the judge options of a run it starts; with run= or "
@@ -243,6 +249,37 @@ async def aevaluate(
     return result
 
 
+def _ray_kwargs(engine: str, test_cases: Any, metrics: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of ``engine_ray.evaluate_on_ray`` from evaluate's, refusing what the Ray engine does not do."""
+    if engine != "ray":
+        raise ConfigurationError(f"evaluate(engine={engine!r}): the engines are 'local' (this process) and 'ray'.")
+    unsupported = [name for name, default in (("observed_callback", None), ("goldens", None), ("context", None),
+                                              ("run", None), ("on_result", None), ("keep_results", True),
+                                              ("raise_exceptions", False), ("skip_on_missing_params", False))
+                   if given.get(name, default) is not default and given.get(name, default) != default]
+    if unsupported:
+        raise ConfigurationError(f"evaluate(engine='ray') does not take {', '.join(unsupported)}: the Ray actors "
+                                 "score stored cases; use the local engine for these.")
+    if test_cases is None or not metrics:
+        raise ConfigurationError("evaluate(engine='ray') needs test_cases=[...] and metrics=[...].")
+    cases = list(test_cases)
+    for i, tc in enumerate(cases):
+        _check_case(i, tc)
+    options = given.get("judge_options")
+    if given.get("repeats") is not None:
+        options = dataclasses.replace(options or JudgeOptions(), repeats=given["repeats"])
+    return {"cases": cases, "metrics": list(metrics), "model": given.get("model"), "store": given.get("store"),
+            "run_id": given.get("run_id"), "run_name": given.get("run_name"), "run_config": given.get("run_config"),
+            "case_keys": given.get("case_keys"), "ray_address": given.get("ray_address"),
+            "workers": given.get("workers"), "judge_options": options}
+
+
+def _evaluate_on_ray(**kw: Any) -> EvaluationResult:
+    from .ray_engine import evaluate_on_ray  # noqa: PLC0415 - imports ray only when asked for
+
+    return evaluate_on_ray(**kw)
+
+
 def _repeats_summary(counts: dict[str, Any]) -> dict[str, Any] | None:
     """The judge's own disagreement under repeats: per judge, the share of items whose k answers were not
     unanimous."""
@@ -283,6 +320,13 @@ def evaluate(
     the run's summary, means, pass rates and usage, and no ``test_results``): with ``on_result`` or a ``store``,
     a million cases never need to fit in memory.
 
+    Scale-out: ``engine="ray"`` scores the cases on Ray actors (``pip install "contextjudge[ray]"``): a local Ray
+    instance with ``workers`` actors (default: one per CPU), or the cluster at ``ray_address`` (then ``store=`` must
+    be a PostgreSQL URL every node reaches). The cases are written to ``store`` (default: a temporary SQLite file),
+    each actor builds the judge (``model``) once and claims cases from the store's queue, and the results come
+    back in the cases' order, the same as the local engine's. Not with ``observed_callback``, ``on_result``,
+    ``keep_results=False``, ``raise_exceptions`` or ``skip_on_missing_params``.
+
     Component-level evaluation: ``evaluate(observed_callback=app, goldens=[Golden(input=..., ...)])`` calls
     ``app(golden.input)`` once per golden and scores every ``@observe`` span that carries metrics (see
     ``contextjudge.tracing``); ``metrics=`` then also scores one end-to-end test case per trace. Spans that cannot
@@ -292,4 +336,8 @@ def evaluate(
     if not observed and (test_cases is None or metrics is None):
         raise ConfigurationError("evaluate() needs test_cases=[...] and metrics=[...] (or observed_callback=app "
                                 "with goldens=[...]).")
+    engine = kwargs.pop("engine", "local")
+    if engine != "local":  # the Ray driver runs here, in the caller's thread (no event loop needed)
+        given = dict(inspect.signature(aevaluate).bind(test_cases, metrics, **kwargs).arguments)
+        return _evaluate_on_ray(**_ray_kwargs(engine, test_cases, metrics, given))
     return run_sync(aevaluate(test_cases, metrics, **kwargs))

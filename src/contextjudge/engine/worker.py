@@ -7,7 +7,8 @@ scores, and completes each case in one transaction that writes its results only 
 So every case's results are written once; a killed worker's cases are claimed again when their leases expire, and
 only the judge calls that were in flight are repeated.
 
-Several workers may share a PostgreSQL store; a SQLite store takes one (``QueueStore.worker_slot``).
+Several workers may share a PostgreSQL store; a SQLite store takes one (``QueueStore.worker_slot``), except the Ray
+engine's actors on one machine (``exclusive=False``).
 
 Threads: the worker's event loop (the caller's thread), where cases are scored; ``contextjudge-heartbeat``, which
 renews the leases every third of the lease and cancels the cases whose lease was lost (another worker took them,
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import contextvars
 import inspect
 import logging
@@ -187,7 +189,9 @@ class Worker:
     (None: the logger, at INFO); ``report_every``: a line per that many cases. ``backoff_max``: the longest pause
     in claiming while the judge is down (a case whose every result says the judge is unavailable goes back to the
     queue uncounted and claiming pauses 1 s, doubling up to this, until a judge call succeeds again; ``run(once=
-    True)`` stops instead and leaves the cases queued).
+    True)`` stops instead and leaves the cases queued). ``exclusive=False`` skips the one-worker lock of a SQLite
+    store (``QueueStore.worker_slot``): for the Ray engine's actors on one machine, which share the file knowingly
+    (each claim is one atomic UPDATE ... RETURNING, and SQLite serialises the writers).
     """
 
     def __init__(self, store: Any, metrics: Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]] | None = None,
@@ -196,7 +200,7 @@ class Worker:
                  on_results: Sequence[OnResults] = (), poll: float = 1.0, cpus: int | None = None,
                  nice: int | None = 10, grace: float = 10.0, max_attempts: int = 5,
                  log: Callable[[str], None] | None = None, report_every: int = 100,
-                 backoff_max: float = 60.0) -> None:
+                 backoff_max: float = 60.0, exclusive: bool = True) -> None:
         if isinstance(store, (str, os.PathLike)):
             from ..store import open_store
 
@@ -222,6 +226,7 @@ class Worker:
         self.max_attempts = int(max_attempts)
         self.report_every = max(1, int(report_every))
         self.backoff_max = max(0.01, float(backoff_max))
+        self.exclusive = bool(exclusive)
         self._backoff = 0.0  # the current pause while the judge is down (0: it is up)
         self._pause_until = 0.0  # time.monotonic() before which nothing is claimed nor started
         self._last_ok = 0.0  # time.monotonic() of the last answered (not cached) judge call
@@ -275,7 +280,8 @@ class Worker:
         self.started_line = (f"worker {self.owner}: {where} of {self.store!r}; lease {self.lease:g}s, batch "
                              f"{self.batch}, {self.concurrency} case(s) at once; {desc}")
         self._say(self.started_line)
-        with self.store.worker_slot(self.owner):
+        slot = self.store.worker_slot(self.owner) if self.exclusive else contextlib.nullcontext()
+        with slot:
             asyncio.run(self._main(stop, once, handle_signals))
         self._say(self.summary())
         return self.counts

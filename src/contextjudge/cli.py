@@ -182,6 +182,17 @@ def _repeats_arg(text: str) -> int:
     return k
 
 
+def _positive_int(text: str) -> int:
+    """argparse type of --workers: a whole number >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return n
+
+
 _REPEATS_HELP = ("ask a sampling judge (temperature above zero) each question K times: the verdict is the majority, "
                  "the judge's disagreement with itself is printed and widens the intervals; repeats bypass the "
                  "verdict cache. A deterministic judge (local, fake) says so and is asked once (default 1)")
@@ -634,26 +645,109 @@ def _progress(args: argparse.Namespace) -> bool | None:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    ray_engine = getattr(args, "engine", "local") == "ray"
+    if not ray_engine and (getattr(args, "address", None) or getattr(args, "workers", None)):
+        raise UsageError("--address and --workers are for --engine ray (scoring on a Ray cluster).")
+    if ray_engine:
+        from .engine.ray_engine import require_ray  # noqa: PLC0415
+        from .errors import ConfigurationError  # noqa: PLC0415
+
+        try:
+            require_ray()
+        except ConfigurationError as exc:
+            raise UsageError(f"--engine ray: {exc}") from exc
     store = _existing_store(args.store)
     run_id = _resolve(store, args.run)
-    todo = store.unscored_cases(run_id)
-    if not todo:
-        print(f"run {run_id}: nothing to score (every case already has results).")
-        return EXIT_OK
     info = store.run_info(run_id)
+    rescore = bool(getattr(args, "rescore", False))
+    todo = store.load_cases(run_id) if rescore else store.unscored_cases(run_id)
+    if not todo:
+        print(f"run {run_id}: nothing to " + ("re-score (it has no cases)." if rescore else
+                                             "score (every case already has results)."))
+        return EXIT_OK
     from .engine.worker import DEFAULT_METRIC_KEYS  # noqa: PLC0415 - the worker scores a stored run the same way
 
     default_keys = _config_metric_keys(info.config) or list(DEFAULT_METRIC_KEYS)
     keys = _metric_keys(args.metrics, default_keys)
     threshold, per = _thresholds(args.threshold, "--threshold")
+    if ray_engine:
+        return _score_on_ray(args, store, run_id, info, todo, keys, threshold, per, rescore)
     metrics = _build_metrics(keys, _judge(args.model, args.quiet), threshold, per)
-    _info(f"scoring {len(todo)} deferred case(s) of run {run_id} with {', '.join(m.name for m in metrics)} ...",
-          args.quiet)
     from .engine.evaluate import evaluate  # noqa: PLC0415
 
-    result = evaluate([c.test_case for c in todo], metrics, store=store, run_id=run_id,
-                      show_progress=_progress(args), repeats=args.repeats,
-                      case_keys=[c.case_key for c in todo])  # results go to the stored cases, under their keys
+    if rescore:  # a new run of the old run's cases (same keys), scored with this judge and these metrics
+        _info(f"re-scoring the {len(todo)} case(s) of run {run_id} into a new run with "
+              f"{', '.join(m.name for m in metrics)} ...", args.quiet)
+        result = evaluate([c.test_case for c in todo], metrics, store=store, show_progress=_progress(args),
+                          repeats=args.repeats, run_name=f"{info.name or run_id} rescore",
+                          run_config={"rescore_of": run_id}, case_keys=[c.case_key for c in todo])
+        print(f"rescore: run {result.run_id} (of run {run_id})")
+    else:
+        _info(f"scoring {len(todo)} deferred case(s) of run {run_id} with {', '.join(m.name for m in metrics)} ...",
+              args.quiet)
+        result = evaluate([c.test_case for c in todo], metrics, store=store, run_id=run_id,
+                          show_progress=_progress(args), repeats=args.repeats,
+                          case_keys=[c.case_key for c in todo])  # results go to the stored cases, under their keys
+    gates = _metric_gates(result, metrics)
+    _print_summary(result, gates)
+    return _verdict(result, gates, args.allow_errors)
+
+
+def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, todo: list[Any], keys: list[str],
+                  threshold: float | None, per: dict[str, float], rescore: bool) -> int:
+    """`contextjudge score --engine ray`: queue the run's unscored cases (or, with --rescore, copy every case into a
+    new run), score them on Ray actors that claim them from the store's queue, and gate like the local engine."""
+    import dataclasses  # noqa: PLC0415
+
+    from ._result import EvaluationResult  # noqa: PLC0415
+    from ._version import __version__  # noqa: PLC0415
+    from .engine.ray_engine import RayEngine, copy_run  # noqa: PLC0415
+    from .engine.run import metric_config  # noqa: PLC0415
+    from .errors import ConfigurationError  # noqa: PLC0415
+    from .judges.options import JudgeOptions  # noqa: PLC0415
+
+    metrics = _build_metrics(keys, None, threshold, per)
+    spec = args.model  # built on each Ray worker, once: "local", "openai:...", "fake", "@calibration.json" or None
+    _info(f"judge: {spec or 'the default judge ($CONTEXTJUDGE_MODEL, else OpenAI with OPENAI_API_KEY, else local)'}"
+          ", built once on each Ray worker", args.quiet)
+    if rescore:
+        config = {"metrics": [metric_config(m) for m in metrics], "judges": [{"name": spec or "default"}],
+                  "contextjudge": __version__, "cases": len(todo), "engine": "ray"}
+        old = run_id
+        run_id = copy_run(store, old, config)
+        _info(f"rescore: run {run_id} holds the {len(todo)} case(s) of run {old}", args.quiet)
+    else:
+        store.enqueue(run_id, only_unscored=True)
+    _info(f"scoring {len(todo)} case(s) of run {run_id} on Ray with {', '.join(m.name for m in metrics)} ...",
+          args.quiet)
+    options = JudgeOptions(repeats=args.repeats) if args.repeats else None
+
+    def say(text: str) -> None:
+        _info(text, args.quiet)
+
+    engine = RayEngine(store, model=spec, metrics=metrics, address=args.address, workers=args.workers,
+                       judge_options=options, log=say)
+    try:
+        report = engine.score(run_id)
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from exc
+    say(report.line())
+    if not report.complete:
+        say(f"ray: stopped before every case was scored ({report.stopped_because or report.queue}); run the same "
+            "command again to finish")
+    loaded = store.load_run(run_id)
+    wanted = {c.case_key for c in todo}
+    trs = [dataclasses.replace(tr, index=i) for i, (sc, tr) in
+           enumerate((sc, tr) for sc, tr in zip(store.load_cases(run_id), loaded.test_results) if sc.case_key in wanted)]
+    result = EvaluationResult(test_results=trs, usage=loaded.usage, run_id=run_id, duration_seconds=report.seconds)
+    errored = sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in trs)
+    store.end_run(run_id, {"summary": result.summary(), "usage": result.usage.to_dict(),
+                           "duration_seconds": report.seconds, "judges": result.judges(), "cases_with_errors": errored,
+                           "ray": {"workers": report.workers, "rounds": report.rounds,
+                                   "actors_lost": report.actors_lost}},
+                  status="finished" if report.complete else "interrupted")
+    if rescore:
+        print(f"rescore: run {run_id} (of run {info.run_id})")
     gates = _metric_gates(result, metrics)
     _print_summary(result, gates)
     return _verdict(result, gates, args.allow_errors)
@@ -893,6 +987,19 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
                         "mean >= it)")
     p.add_argument("--allow-errors", action="store_true", help="do not fail (exit 3) on test cases with an error")
     p.add_argument("--repeats", type=_repeats_arg, metavar="K", help=_REPEATS_HELP)
+    p.add_argument("--rescore", action="store_true",
+                   help="score every case of --run again, into a NEW run (e.g. with another --model or template); "
+                        "the old run is left as it is")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: in this process (default). ray: on Ray actors that each build the judge once and "
+                        "claim cases from the store's queue (pip install \"contextjudge[ray]\"); a killed worker's "
+                        "cases are claimed again and nothing is written twice")
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --engine ray: the Ray cluster to join (e.g. ray://head:10001, or head:6379 on a node "
+                        "of it); default: start a local Ray instance. Clusters need a PostgreSQL --store")
+    p.add_argument("--workers", type=_positive_int, metavar="N",
+                   help="with --engine ray: scoring actors, one CPU each (default: every CPU of the local instance "
+                        "or the cluster)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _common(p)
     p.set_defaults(func=cmd_score)

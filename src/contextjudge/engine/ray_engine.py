@@ -84,10 +84,45 @@ def _pin_one_core() -> int | None:
     return None
 
 
+class _Rebuild:
+    """A chat model shipped as its class and the fields it was given (those that pickle): its clients, locks and
+    loaded weights are built again in the actor, once."""
+
+    def __init__(self, model: Any, dumps: Callable[[Any], bytes]) -> None:
+        self.cls = type(model)
+        self.fields: dict[str, Any] = {}
+        for name in sorted(getattr(model, "model_fields_set", ()) or ()):
+            value = getattr(model, name, None)
+            try:
+                dumps(value)
+            except Exception:  # noqa: BLE001 - a client, a lock, loaded weights: rebuilt by the model itself
+                continue
+            self.fields[name] = value
+
+    def build(self) -> Any:
+        return self.cls(**self.fields)
+
+
+def _judge_recipe(model: Any, dumps: Callable[[Any], bytes]) -> Any:
+    """What the driver ships for ``model``: a string, None and a factory as they are; a chat model pickled when it
+    can be, else as a ``_Rebuild``."""
+    from langchain_core.language_models import BaseChatModel  # noqa: PLC0415
+
+    if not isinstance(model, BaseChatModel):
+        return model
+    try:
+        dumps(model)
+        return model
+    except Exception:  # noqa: BLE001 - clients and locks do not pickle
+        return _Rebuild(model, dumps)
+
+
 def _build_judge(spec: Any) -> Any:
     """The judge an actor scores with, built once: a spec string ("fake", "local", "openai:...", "@calib.json"),
-    None (resolved from the environment, as ``resolve_model(None)``), a chat model (shipped pickled), or a function
-    of no arguments that returns one (called here, in the actor)."""
+    None (resolved from the environment, as ``resolve_model(None)``), a chat model (shipped pickled, or rebuilt from
+    its class and given fields), or a function of no arguments that returns one (called here, in the actor)."""
+    if isinstance(spec, _Rebuild):
+        return spec.build()
     if isinstance(spec, str) and spec.strip().lower() == "fake":
         from ..testing import FakeJudge  # noqa: PLC0415
 
@@ -234,6 +269,7 @@ class RayEngine:
         self.actors_ready = threading.Event()  # set once the first actors answered (their pids are known)
         self._ray: Any = None
         self._started_ray = False
+        self._recipe: tuple[Any] | None = None
 
     # ------------------------------------------------------------------------------------------ Ray itself
     def _connect(self) -> int:
@@ -265,7 +301,9 @@ class RayEngine:
         cls = ray.remote(_ScoringActor).options(
             num_cpus=1, max_concurrency=2, max_restarts=0, name=None,
             runtime_env={"env_vars": _forwarded_env(self.env)})
-        return cls.remote(url, self.model, self.metrics, self.settings)
+        if self._recipe is None:
+            self._recipe = (_judge_recipe(self.model, ray.cloudpickle.dumps),)
+        return cls.remote(url, self._recipe[0], self.metrics, self.settings)
 
     def _actor_info(self, actor: Any, number: int) -> None:
         ray = self._ray

@@ -112,6 +112,72 @@ def _metrics() -> list[Any]:
     return [BY_KEY[k]() for k in METRICS]
 
 
+# ---------------------------------------------------------------------------------------------------- the machine
+def _procs() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, CPU ticks used so far) of every process."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+            out[int(pid)] = (int(f[1]), int(f[11]) + int(f[12]))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def _descendants(procs: dict[int, tuple[int, int]], root: int) -> set[int]:
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = set(), [root]
+    while todo:
+        p = todo.pop()
+        out.add(p)
+        todo += kids.get(p, [])
+    return out
+
+
+class OtherLoad:
+    """While open, the CPU that processes outside this benchmark's process tree use, sampled every second: ``share``
+    is their CPU time over the machine's (wall x cores). A measurement with another job on the machine is not one."""
+
+    def __init__(self, every: float = 1.0) -> None:
+        import threading
+
+        self.every = every
+        self.ticks = 0
+        self.share = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _sample(self, last: dict[int, int]) -> dict[int, int]:
+        procs = _procs()
+        mine = _descendants(procs, os.getpid())
+        now = {pid: t for pid, (_, t) in procs.items() if pid not in mine}
+        self.ticks += sum(max(0, t - last[pid]) for pid, t in now.items() if pid in last)
+        return now
+
+    def _watch(self) -> None:
+        last = self._sample({})
+        while not self._stop.wait(self.every):
+            last = self._sample(last)
+        self._sample(last)
+
+    def __enter__(self) -> OtherLoad:  # noqa: PYI034 - Python 3.10 has no typing.Self
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        wall = time.monotonic() - self._t0
+        self.share = self.ticks / os.sysconf("SC_CLK_TCK") / (wall * len(os.sched_getaffinity(0)) or 1)
+
+
 # ---------------------------------------------------------------------------------------------------- one process
 def _busy(stats: dict[int, int], before: dict[int, int]) -> tuple[int, int]:
     used = {t: stats[t] - before.get(t, 0) for t in stats}
@@ -272,12 +338,10 @@ def ray_available() -> str | None:
 
 
 def _actor_procs() -> dict[int, dict[str, Any]]:
-    """The Ray scoring actors' processes on this machine (process title ``ray::_ScoringActor...``): their affinity
-    and thread count."""
+    """The Ray scoring actors' processes this process started (process title ``ray::_ScoringActor...``, descended
+    from this process): their affinity and thread count."""
     out = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    for pid in _descendants(_procs(), os.getpid()):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
                 cmd = fh.read().split(b"\0")[0].decode(errors="replace")
@@ -285,7 +349,7 @@ def _actor_procs() -> dict[int, dict[str, Any]]:
                 continue
             with open(f"/proc/{pid}/status", encoding="ascii") as fh:
                 st = dict(line.split(":", 1) for line in fh if ":" in line)
-            out[int(pid)] = {"affinity": st["Cpus_allowed_list"].strip(), "threads": int(st["Threads"])}
+            out[pid] = {"affinity": st["Cpus_allowed_list"].strip(), "threads": int(st["Threads"])}
         except (OSError, KeyError, ValueError):
             pass
     return out
@@ -507,8 +571,8 @@ def cluster_arithmetic(one: dict[str, Any], two: dict[str, Any], stores: dict[st
 def render(rows: list[dict[str, Any]], speedup: float | None, ray_vs_local: float | None,
            stores: dict[str, dict[str, Any]], arith: dict[str, Any] | None, notes: list[str]) -> str:
     lines = [("| run | workers | cases | nodes | wall s | nodes/s | load s | warm-up s | judge calls | cache hits | "
-              "errors | threads (busy, CPU s / wall s) per process | BLAS / encoder threads |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "errors | threads (busy, CPU s / wall s) per process | BLAS / encoder threads | other jobs' CPU |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pw = r.get("per_worker") or []
         th = ", ".join(f"{p['threads']} ({p['busy_threads']}, {p['cpu_s'] / p['wall_s']:.2f})" for p in pw) or "-"
@@ -519,7 +583,7 @@ def render(rows: list[dict[str, Any]], speedup: float | None, ray_vs_local: floa
         load = "-" if r.get("load_s") is None else f"{r['load_s']:.1f}"
         lines.append(f"| {r['label']} | {r['workers']} | {r['cases']} | {r['nodes']} | {r['wall_s']:.1f} | "
                      f"{r['nodes_per_s']:.1f} | {load} | {r['warmup_s']:.1f} | {r['calls']} | {r['cache_hits']} | "
-                     f"{r['errors']} | {th} | {pools} |")
+                     f"{r['errors']} | {th} | {pools} | {r.get('other_load', 0):.0%} |")
     out = ["\n".join(lines), ""]
     if speedup is not None:
         out.append(f"speed-up, 2 one-core workers over 1: {speedup:.2f}x (target >= {TARGET_SPEEDUP}x: "
@@ -539,7 +603,7 @@ def render(rows: list[dict[str, Any]], speedup: float | None, ray_vs_local: floa
         else:
             out.append(f"store {name}: {s['completes_per_s']:.0f} cases completed/s (claims of 8 included; "
                        f"{s['results_per_case']} results and {s['verdicts_per_case']} verdicts a case) "
-                       f"= {s['nodes_per_s']:.0f} nodes/s")
+                       f"= {s['nodes_per_s']:.0f} nodes/s; other jobs' CPU {s.get('other_load', 0):.0%}")
     if arith:
         a = arith
         out += ["", (f"A {a['workers']}-worker cluster (one core each, the embedded judge): "
@@ -554,6 +618,10 @@ def render(rows: list[dict[str, Any]], speedup: float | None, ray_vs_local: floa
                    f"({a['hosted_nodes_per_request']} nodes a request, {len(METRICS)} metrics): "
                    f"{a['hosted_nodes_per_s']:.0f} nodes/s whatever the worker count; 10M nodes in "
                    f"{a['hosted_hours_10m']:.1f} h")
+    busy = [r["label"] for r in rows if r.get("other_load", 0) > 0.05]
+    if busy:
+        out.append(f"WARNING: other jobs used more than 5% of the machine during {', '.join(busy)}: those figures "
+                   "are not clean; run again on an idle machine")
     out += [f"note: {n}" for n in notes]
     return "\n".join(out)
 
@@ -584,23 +652,31 @@ def main(argv: list[str] | None = None) -> int:
 
     say(f"{args.cases} cases x {args.nodes} nodes, metrics {', '.join(METRICS)}; "
         f"cores {sorted(os.sched_getaffinity(0))}")
-    one = run_processes(rows_in, warm, 1, keep_result=True)
+    with OtherLoad() as other:
+        one = run_processes(rows_in, warm, 1, keep_result=True)
+    one["other_load"] = other.share
     sample = one.pop("sample_results")
     rows.append(one)
     say(f"  1 worker: {one['nodes_per_s']:.1f} nodes/s")
-    two = run_processes(rows_in, warm, 2)
+    with OtherLoad() as other:
+        two = run_processes(rows_in, warm, 2)
+    two["other_load"] = other.share
     rows.append(two)
     say(f"  2 workers: {two['nodes_per_s']:.1f} nodes/s")
     speedup = two["nodes_per_s"] / one["nodes_per_s"]
     local = None
     if not args.no_local:
-        local = run_processes(rows_in, warm, None)
+        with OtherLoad() as other:
+            local = run_processes(rows_in, warm, None)
+        local["other_load"] = other.share
         rows.append(local)
         say(f"  local engine: {local['nodes_per_s']:.1f} nodes/s")
     ray_vs_local = None
     why = "--no-ray" if args.no_ray else ray_available()
     if why is None:
-        ray_row = run_ray(rows_in, warm, 2)
+        with OtherLoad() as other:
+            ray_row = run_ray(rows_in, warm, 2)
+        ray_row["other_load"] = other.share
         rows.append(ray_row)
         say(f"  ray: {ray_row['nodes_per_s']:.1f} nodes/s")
         if local:
@@ -611,14 +687,18 @@ def main(argv: list[str] | None = None) -> int:
     for clients in args.store_clients:
         with tempfile.TemporaryDirectory(prefix="cj-scale-") as tmp:
             name = f"sqlite, {clients} client{'s' if clients > 1 else ''}"
-            stores[name] = store_ceiling(f"sqlite:///{tmp}/store.db", rows_in, sample, args.store_cases, clients)
+            with OtherLoad() as other:
+                stores[name] = store_ceiling(f"sqlite:///{tmp}/store.db", rows_in, sample, args.store_cases, clients)
+            stores[name]["other_load"] = other.share
             say(f"  store {name}: {stores[name]['completes_per_s']:.0f} completes/s")
     if args.postgres:
         with ThrowawayPostgres() as pg:
             for clients in args.store_clients:
                 name = f"postgresql, {clients} client{'s' if clients > 1 else ''}"
                 if pg.url:
-                    stores[name] = store_ceiling(pg.url, rows_in, sample, args.store_cases, clients)
+                    with OtherLoad() as other:
+                        stores[name] = store_ceiling(pg.url, rows_in, sample, args.store_cases, clients)
+                    stores[name]["other_load"] = other.share
                     say(f"  store {name}: {stores[name]['completes_per_s']:.0f} completes/s")
                 else:
                     stores[name] = {"why": pg.why}

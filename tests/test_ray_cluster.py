@@ -53,7 +53,7 @@ def ray_head():
             if head.poll() is not None:
                 pytest.fail(f"ray start --head exited: {head.stdout.read()[-2000:]}")
             st = subprocess.run([str(BIN / "ray"), "status", "--address", address], capture_output=True, text=True,
-                                env=_env(), timeout=30)
+                                env=_env(), timeout=30, check=False)
             if st.returncode == 0 and "CPU" in st.stdout:
                 break
             time.sleep(0.5)
@@ -100,7 +100,7 @@ def test_score_joins_a_ray_head_started_with_ray_start(ray_head, pg_url, pg_stor
                                                                            "Bananas are yellow."]))
     out = subprocess.run([*CLI, "score", "--store", pg_url, "--run", rid, "--engine", "ray", "--address", ray_head,
                           "--workers", "2", "--model", "fake"], capture_output=True, text=True, env=_env(),
-                         timeout=180)
+                         timeout=180, check=False)
     assert out.returncode == 0, (out.stdout, out.stderr)
     assert f"on cluster {ray_head}" in out.stderr
     assert "8 case(s) judged by 2 worker(s)" in out.stderr

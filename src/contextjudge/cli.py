@@ -737,8 +737,8 @@ def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, 
             "command again to finish")
     loaded = store.load_run(run_id)
     wanted = {c.case_key for c in todo}
-    trs = [dataclasses.replace(tr, index=i) for i, (sc, tr) in
-           enumerate((sc, tr) for sc, tr in zip(store.load_cases(run_id), loaded.test_results) if sc.case_key in wanted)]
+    mine = [tr for sc, tr in zip(store.load_cases(run_id), loaded.test_results) if sc.case_key in wanted]
+    trs = [dataclasses.replace(tr, index=i) for i, tr in enumerate(mine)]
     result = EvaluationResult(test_results=trs, usage=loaded.usage, run_id=run_id, duration_seconds=report.seconds)
     errored = sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in trs)
     store.end_run(run_id, {"summary": result.summary(), "usage": result.usage.to_dict(),

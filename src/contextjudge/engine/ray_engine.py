@@ -95,7 +95,7 @@ class _Rebuild:
             value = getattr(model, name, None)
             try:
                 dumps(value)
-            except Exception:  # noqa: BLE001 - a client, a lock, loaded weights: rebuilt by the model itself
+            except Exception:  # noqa: BLE001, S112 - a client, a lock, loaded weights: rebuilt by the model
                 continue
             self.fields[name] = value
 
@@ -388,7 +388,7 @@ class RayEngine:
             for a in actors.values():
                 try:
                     ray.kill(a, no_restart=True)
-                except Exception:  # noqa: BLE001 - already gone
+                except Exception:  # noqa: BLE001, S110 - already gone
                     pass
             self.pids.clear()
             self._disconnect()

@@ -144,10 +144,11 @@ class OtherLoad:
     """While open, the CPU that processes outside this benchmark's process tree use, sampled every second: ``share``
     is their CPU time over the machine's (wall x cores). A measurement with another job on the machine is not one."""
 
-    def __init__(self, every: float = 1.0) -> None:
+    def __init__(self, every: float = 1.0, ours: str | None = None) -> None:
         import threading
 
         self.every = every
+        self.ours = ours  # a string whose presence in a process's command line makes it ours (the PostgreSQL server)
         self.ticks = 0
         self.share = 0.0
         self._stop = threading.Event()
@@ -156,6 +157,14 @@ class OtherLoad:
     def _sample(self, last: dict[int, int]) -> dict[int, int]:
         procs = _procs()
         mine = _descendants(procs, os.getpid())
+        if self.ours:
+            for pid in procs:
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                        if self.ours.encode() in fh.read():
+                            mine |= _descendants(procs, pid)
+                except OSError:
+                    pass
         now = {pid: t for pid, (_, t) in procs.items() if pid not in mine}
         self.ticks += sum(max(0, t - last[pid]) for pid, t in now.items() if pid in last)
         return now
@@ -487,6 +496,7 @@ class ThrowawayPostgres:
         self.url: str | None = None
         self.why = ""
         self._data: str | None = None
+        self.data = ""
         self._prefix: list[str] = []
         self._bindir: str | None = None
 
@@ -518,7 +528,7 @@ class ThrowawayPostgres:
                 self.why = "running as root with no 'postgres' user to run the server as"
                 return self
             self._prefix = ["runuser", "-u", "postgres", "--"] if shutil.which("runuser") else ["su", "postgres", "-c"]
-        self._data = tempfile.mkdtemp(prefix="cj-scale-pg-")
+        self._data = self.data = tempfile.mkdtemp(prefix="cj-scale-pg-")
         if owner is not None:
             os.chown(self._data, owner.pw_uid, owner.pw_gid)
         os.chmod(self._data, 0o700)
@@ -696,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
             for clients in args.store_clients:
                 name = f"postgresql, {clients} client{'s' if clients > 1 else ''}"
                 if pg.url:
-                    with OtherLoad() as other:
+                    with OtherLoad(ours=pg.data) as other:
                         stores[name] = store_ceiling(pg.url, rows_in, sample, args.store_cases, clients)
                     stores[name]["other_load"] = other.share
                     say(f"  store {name}: {stores[name]['completes_per_s']:.0f} completes/s")

@@ -294,3 +294,28 @@ def test_two_actors_on_postgresql_judge_each_case_once(ray_local, pg_url, pg_sto
         total.update(c)
     assert set(total) == set(range(n)) and set(total.values()) == {1}  # each case once, by one actor
     _written_once(pg_store, rid, n)
+
+
+def test_a_rate_limit_is_one_count_for_every_actor(ray_local, tmp_path):
+    """The cluster-wide rate limit: both actors reserve from the same rows of the shared store, so the minute's count
+    holds every call of the run, whichever actor made it (each process with its own count could send the limit
+    once per actor)."""
+    import sqlite3
+
+    from contextjudge.judges.options import JudgeOptions
+    from contextjudge.judges.spend import RateLimit
+
+    cases = [_case(i) for i in range(12)]
+    db = str(tmp_path / "rate.db")
+    result = evaluate(cases, [ContextualRelevancyMetric()], model=FakeJudge(), engine="ray", workers=2, store=db,
+                      judge_options=JudgeOptions(rate_limit=RateLimit(requests_per_minute=10_000, name="cluster")))
+    assert all(m.error is None for tr in result.test_results for m in tr.metrics_data)
+    con = sqlite3.connect(db)
+    try:
+        calls = con.execute("SELECT coalesce(sum(calls), 0) FROM cj_spend WHERE scope LIKE 'rate:cluster%'"
+                            ).fetchone()[0]
+        made = con.execute("SELECT count(*) FROM cj_judge_calls WHERE run_id = ? AND cached = 0",
+                           (result.run_id,)).fetchone()[0]
+    finally:
+        con.close()
+    assert made >= 12 and calls == made

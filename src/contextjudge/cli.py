@@ -171,26 +171,20 @@ def _thresholds(values: Sequence[str] | None, what: str) -> tuple[float | None, 
     return default, per
 
 
-def _repeats_arg(text: str) -> int:
-    """argparse type of --repeats: a whole number >= 1."""
-    try:
-        k = int(text)
-    except ValueError:
-        k = 0
-    if k < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 (times the judge is asked), got {text!r}")
-    return k
-
-
-def _positive_int(text: str) -> int:
-    """argparse type of --workers: a whole number >= 1."""
+def _positive_int(text: str, what: str = "") -> int:
+    """argparse type of --workers (and, with ``what``, --repeats): a whole number >= 1."""
     try:
         n = int(text)
     except ValueError:
         n = 0
     if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1{f' ({what})' if what else ''}, got {text!r}")
     return n
+
+
+def _repeats_arg(text: str) -> int:
+    """argparse type of --repeats: a whole number >= 1."""
+    return _positive_int(text, "times the judge is asked")
 
 
 _REPEATS_HELP = ("ask a sampling judge (temperature above zero) each question K times: the verdict is the majority, "

@@ -22,6 +22,7 @@ from collections import Counter
 
 import pytest
 from fault_server import FaultServer
+from queue_checks import assert_judged_once
 
 from contextjudge import LLMTestCase, evaluate
 from contextjudge.errors import ConfigurationError
@@ -207,15 +208,6 @@ def _queued_run(store, n: int) -> str:
     return rid
 
 
-def _written_once(store, rid: str, n: int) -> None:
-    res = store.load_run(rid)
-    assert len(res.test_results) == n
-    for tr in res.test_results:
-        assert [m.name for m in tr.metrics_data] == ["Contextual Relevancy"], tr.test_case.input
-        assert tr.metrics_data[0].error is None and tr.metrics_data[0].score is not None
-    assert store.queue_counts(rid) == {"queued": 0, "claimed": 0, "expired": 0, "done": n, "skipped": 0}
-
-
 def _by_model(received):
     out: dict[str, Counter] = {}
     for model, case in received:
@@ -259,7 +251,7 @@ def test_a_sigkilled_actors_cases_are_judged_once_and_only_in_flight_calls_repea
     report = box["report"]
     assert report.complete and report.actors_lost == 1 and report.actors_started == 3
     assert report.rounds >= 2  # the survivors waited for the dead actor's leases, then claimed its cases
-    _written_once(store, rid, n)
+    assert_judged_once(store, rid, n)
     per = _by_model(received)
     victim = per.pop(srv.victim)
     assert sum(victim.values()) == 3 + 2 and set(victim.values()) == {1}  # 3 answered, 2 in flight
@@ -272,7 +264,7 @@ def test_a_sigkilled_actors_cases_are_judged_once_and_only_in_flight_calls_repea
     # starting again: nothing left to claim, nothing written twice
     again = score_run(store, rid, model="fake", metrics=[ContextualRelevancyMetric()], workers=1)
     assert again.counts.get("claimed", 0) == 0
-    _written_once(store, rid, n)
+    assert_judged_once(store, rid, n)
 
 
 @pytest.mark.slow
@@ -293,7 +285,7 @@ def test_two_actors_on_postgresql_judge_each_case_once(ray_local, pg_url, pg_sto
     for c in per.values():
         total.update(c)
     assert set(total) == set(range(n)) and set(total.values()) == {1}  # each case once, by one actor
-    _written_once(pg_store, rid, n)
+    assert_judged_once(pg_store, rid, n)
 
 
 def test_a_rate_limit_is_one_count_for_every_actor(ray_local, tmp_path):

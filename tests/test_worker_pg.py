@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from fault_server import FaultServer
+from queue_checks import assert_judged_once
 
 from contextjudge import LLMTestCase
 
@@ -78,15 +79,6 @@ def _stop(procs: list[subprocess.Popen]) -> list[tuple[int, str, str]]:
     return out
 
 
-def _results_once(store, rid: str, n: int) -> None:
-    res = store.load_run(rid)
-    assert len(res.test_results) == n
-    for tr in res.test_results:
-        assert [m.name for m in tr.metrics_data] == ["Contextual Relevancy"], tr.test_case.input
-        assert tr.metrics_data[0].error is None
-    assert store.queue_counts(rid) == {"queued": 0, "claimed": 0, "expired": 0, "done": n, "skipped": 0}
-
-
 def test_two_workers_judge_each_case_exactly_once(pg_url, pg_store):
     n = 16
     store, rid = _setup(pg_store, n)
@@ -102,7 +94,7 @@ def test_two_workers_judge_each_case_exactly_once(pg_url, pg_store):
     judged = [int(re.search(r"(\d+) judged", out).group(1)) for _, out, _ in outs]
     assert sum(judged) == n and all(j > 0 for j in judged), judged  # both worked, no case twice
     assert set(asked) == set(range(n)) and set(asked.values()) == {1}  # one judge request per case, never two
-    _results_once(store, rid, n)
+    assert_judged_once(store, rid, n)
 
 
 class _GatedServer(FaultServer):
@@ -160,7 +152,7 @@ def test_a_killed_workers_cases_are_judged_once_by_the_other(pg_url, pg_store):
     assert victim.returncode == -signal.SIGKILL
     rc, out, err = outs[0]
     assert rc == 0, err
-    _results_once(store, rid, n)  # every case's results exactly once
+    assert_judged_once(store, rid, n)  # every case's results exactly once
     by_victim = Counter(c for mo, c in received if mo == "victim-judge")
     by_survivor = Counter(c for mo, c in received if mo == "survivor-judge")
     assert set(by_victim) | set(by_survivor) == set(range(n))

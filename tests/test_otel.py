@@ -119,6 +119,27 @@ def test_a_request_the_app_did_not_sample_gets_no_evaluation_spans(otel):
     assert spans.get_finished_spans() == ()  # the default parent-based sampler follows the request
 
 
+def _capture_in_app_span(tracer, session):
+    """Submit one case to ``session`` as an app would capture it: inside the app's request span, with its retrieval in
+    a span of its own. Returns the two spans."""
+    with tracer.start_as_current_span("request") as request:
+        with tracer.start_as_current_span("retrieve") as retrieve:
+            at_retrieval = span_context_now()
+        tc = LLMTestCase(input="How many PTO days?", actual_output="25", retrieval_context=["25 days of PTO."],
+                         additional_metadata={OTEL_KEY: case_trace(span_context_now(), at_retrieval)})
+        session.submit(CapturedCase(test_case=tc))
+    return request, retrieve
+
+
+def _console_spans(stdout: str) -> list[dict]:
+    """The spans the SDK's console exporter printed (one JSON object each), whatever else the process printed."""
+    decoder, spans, at = json.JSONDecoder(), [], 0
+    while (at := stdout.find("{", at)) != -1:
+        span, at = decoder.raw_decode(stdout, at)
+        spans.append(span)
+    return spans
+
+
 def test_the_worker_path_exports_a_stored_case_from_another_process(tmp_path, otel):
     """The case is captured (in mode "deferred", to a real SQLite store) inside an app span; another process reads
     it back, builds the exporter from the OTEL_* environment and exports its results into the app's trace."""
@@ -126,12 +147,7 @@ def test_the_worker_path_exports_a_stored_case_from_another_process(tmp_path, ot
     tracer = provider.get_tracer("app")
     db = tmp_path / "capture.db"
     session = CaptureSession(metrics=[], mode="deferred", store=str(db))
-    with tracer.start_as_current_span("request") as request:
-        with tracer.start_as_current_span("retrieve") as retrieve:
-            at_retrieval = span_context_now()
-        tc = LLMTestCase(input="How many PTO days?", actual_output="25", retrieval_context=["25 days of PTO."],
-                         additional_metadata={OTEL_KEY: case_trace(span_context_now(), at_retrieval)})
-        session.submit(CapturedCase(test_case=tc))
+    request, retrieve = _capture_in_app_span(tracer, session)
     run_id = session.run_id
     session.close()
 
@@ -153,7 +169,7 @@ def test_the_worker_path_exports_a_stored_case_from_another_process(tmp_path, ot
     env = {**ENV, "OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "cj-worker-test"}
     out = subprocess.run([sys.executable, "-c", worker], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    exported = json.loads("[" + out.stdout.strip().replace("}\n{", "},\n{") + "]")
+    exported = _console_spans(out.stdout)
     assert len(exported) == 2
     req = request.get_span_context()
     for s in exported:
@@ -219,12 +235,7 @@ def test_contextjudge_worker_otel_exports_the_queued_cases_into_the_app_trace(tm
     tracer = provider.get_tracer("app")
     db = tmp_path / "prod.db"
     session = CaptureSession(metrics=[ContextualRelevancyMetric()], mode="worker", store=str(db))
-    with tracer.start_as_current_span("request") as request:
-        with tracer.start_as_current_span("retrieve") as retrieve:
-            at_retrieval = span_context_now()
-        tc = LLMTestCase(input="How many PTO days?", actual_output="25", retrieval_context=["25 days of PTO."],
-                         additional_metadata={OTEL_KEY: case_trace(span_context_now(), at_retrieval)})
-        session.submit(CapturedCase(test_case=tc))
+    request, retrieve = _capture_in_app_span(tracer, session)
     assert session.flush(30)
     session.close()
     env = {**ENV, "OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "cj-worker"}
@@ -232,10 +243,7 @@ def test_contextjudge_worker_otel_exports_the_queued_cases_into_the_app_trace(tm
                           "--once", "--otel", "--cpus", "0", "--nice", "0", "--quiet"], capture_output=True,
                          text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    decoder, text, spans, at = json.JSONDecoder(), out.stdout, [], 0
-    while (at := text.find("{", at)) != -1:  # the console exporter's JSON spans, then the worker's summary line
-        span, at = decoder.raw_decode(text, at)
-        spans.append(span)
+    spans = _console_spans(out.stdout)  # the console exporter's JSON spans, then the worker's summary line
     assert len(spans) == 1, out.stdout
     s = spans[0]
     assert s["context"]["trace_id"] == "0x" + format(request.get_span_context().trace_id, "032x")

@@ -25,7 +25,7 @@ from ..errors import ConfigurationError, ConfigurationTypeError, InvalidTestCase
 from ..judges.context import RunContext, tally_since, use_run_context
 from ..judges.options import JudgeOptions
 from .run import Run
-from .score import score_case
+from .score import NO_METRIC_APPLIES, score_case
 
 __all__ = ["aevaluate", "case_key", "evaluate"]
 
@@ -193,8 +193,7 @@ async def aevaluate(
                 scored = await score_case(run, key, tc, own, raise_exceptions=raise_exceptions,
                                           missing="skip" if skip_on_missing_params else "record")
                 if scored is None:
-                    tr.error = ("no metric applies to this test case (single-turn metrics need LLMTestCase, Turn* "
-                                "metrics need ConversationalTestCase)")
+                    tr.error = NO_METRIC_APPLIES
                 else:
                     tr.metrics_data = scored
                 await deliver(tr)

@@ -60,25 +60,17 @@ def _pin_one_core() -> int | None:
     """Pin this (actor) process, every thread of it, to one core no other actor on this machine holds (an OS file
     lock per core, released when the process ends however it ends); None when every core is taken or there is
     one. The embedded judge sizes its encoder's thread pool from the affinity, so it then uses one thread."""
-    try:
-        usable = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return None
-    if len(usable) <= 1:
-        return None
     from ..store._queue import _try_lock  # noqa: PLC0415
+    from .worker import pin_threads, usable_cores  # noqa: PLC0415
 
+    usable = usable_cores()
+    if len(usable) <= 1 or not hasattr(os, "sched_setaffinity"):
+        return None
     for core in usable:
         fh = open(os.path.join(tempfile.gettempdir(), f"contextjudge-ray-core-{core}.lock"), "a+")  # noqa: SIM115
         if _try_lock(fh):
             _pin_one_core.held = fh  # type: ignore[attr-defined] - kept open: the lock lives with the process
-            from .worker import _tids  # noqa: PLC0415
-
-            for tid in _tids():
-                try:
-                    os.sched_setaffinity(tid, [core])
-                except OSError:
-                    pass
+            pin_threads([core])
             return core
         fh.close()
     return None
@@ -281,7 +273,9 @@ class RayEngine:
             if self.address:
                 ray.init(address=self.address, **kw)
             else:
-                ray.init(num_cpus=self.workers or _usable_cpus(), include_dashboard=False, **kw)
+                from .worker import usable_cores  # noqa: PLC0415
+
+                ray.init(num_cpus=self.workers or len(usable_cores()), include_dashboard=False, **kw)
             self._started_ray = True
         cpus = int(ray.cluster_resources().get("CPU", 0)) or 1
         n = self.workers or cpus
@@ -413,13 +407,6 @@ def _actor_failure(exc: BaseException, repeated: bool = False) -> str:
     return f"engine='ray': a scoring actor failed to start: {text[-600:]}"
 
 
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 # ---------------------------------------------------------------------------------------------------- run helpers
 def copy_run(store: Any, run_id: str, config: dict[str, Any], *, name: str | None = None,
              chunk: int = 500) -> str:
@@ -452,6 +439,7 @@ def evaluate_on_ray(cases: Sequence[Any], metrics: Sequence[Any], *, model: Any 
     from .._version import __version__  # noqa: PLC0415
     from ..cases.identity import case_key  # noqa: PLC0415
     from .run import metric_config  # noqa: PLC0415
+    from .score import NO_METRIC_APPLIES  # noqa: PLC0415
 
     require_ray()
     cases = list(cases)
@@ -492,8 +480,7 @@ def evaluate_on_ray(cases: Sequence[Any], metrics: Sequence[Any], *, model: Any 
             tr = TestResult(index=i, name=getattr(tc, "name", None), test_case=tc,
                             metrics_data=list(got.metrics_data) if got is not None else [])
             if got is not None and not tr.metrics_data:
-                tr.error = ("no metric applies to this test case (single-turn metrics need LLMTestCase, Turn* "
-                            "metrics need ConversationalTestCase)")
+                tr.error = NO_METRIC_APPLIES
             trs.append(tr)
         result = EvaluationResult(test_results=trs, usage=loaded.usage, run_id=rid,
                                   duration_seconds=time.perf_counter() - t0)

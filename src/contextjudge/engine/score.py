@@ -32,6 +32,11 @@ BudgetMode = Literal["record", "raise"]
 BUDGET_ERROR = "BudgetExhaustedError"
 
 
+NO_METRIC_APPLIES = ("no metric applies to this test case (single-turn metrics need LLMTestCase, Turn* metrics need "
+                     "ConversationalTestCase)")
+"""A test case's error when none of the run's metrics scores its kind (``applicable`` found none)."""
+
+
 def applicable(metrics: Sequence[Any], test_case: Any) -> list[Any]:
     """The metrics that score this kind of case: single-turn ones for LLMTestCase, Turn* ones for conversations."""
     conv = isinstance(test_case, ConversationalTestCase)

@@ -38,7 +38,7 @@ from ..judges.options import JudgeOptions
 from .run import Run, metric_specs
 from .score import score_case
 
-__all__ = ["DEFAULT_METRIC_KEYS", "Worker", "WorkerCounts", "limit_cpu", "metrics_for_run"]
+__all__ = ["DEFAULT_METRIC_KEYS", "Worker", "WorkerCounts", "limit_cpu", "metrics_for_run", "pin_threads", "usable_cores"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -122,6 +122,26 @@ def _tids() -> list[int]:
         return [0]
 
 
+def usable_cores() -> list[int]:
+    """The cores this process may run on, in order (its affinity where the platform has one, else every core)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+def pin_threads(cores: list[int]) -> None:
+    """Pin every thread of this process to ``cores`` (Linux keeps an affinity per thread; threads started later
+    inherit it from the one that starts them)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    for tid in _tids():
+        try:
+            os.sched_setaffinity(tid, cores)
+        except OSError:  # a thread that ended meanwhile
+            pass
+
+
 def limit_cpu(cpus: int | None = None, nice: int | None = 10) -> str:
     """Keep this process off part of the machine, for every thread it has and starts: affinity to ``cpus`` cores
     (None: all usable but one, at least one; the highest-numbered, so an app pinned to the first cores keeps them;
@@ -133,19 +153,12 @@ def limit_cpu(cpus: int | None = None, nice: int | None = 10) -> str:
     if key in _APPLIED:
         return _APPLIED[key]
     said = []
-    try:
-        usable = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        usable = list(range(os.cpu_count() or 1))
+    usable = usable_cores()
     if cpus != 0:
         n = max(1, len(usable) - 1) if cpus is None else max(1, min(int(cpus), len(usable)))
         chosen = usable[-n:]
-        if hasattr(os, "sched_setaffinity") and chosen != usable:
-            for tid in _tids():
-                try:
-                    os.sched_setaffinity(tid, chosen)
-                except OSError:  # a thread that ended meanwhile
-                    pass
+        if chosen != usable:
+            pin_threads(chosen)
         said.append(f"{n} of {len(usable)} CPUs" + (f" (cores {','.join(map(str, chosen))})"
                                                       if hasattr(os, "sched_setaffinity") else ""))
         try:

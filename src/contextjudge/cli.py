@@ -691,11 +691,8 @@ def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, 
                   threshold: float | None, per: dict[str, float], rescore: bool) -> int:
     """`contextjudge score --engine ray`: queue the run's unscored cases (or, with --rescore, copy every case into a
     new run), score them on Ray actors that claim them from the store's queue, and gate like the local engine."""
-    import dataclasses  # noqa: PLC0415
-
-    from ._result import EvaluationResult  # noqa: PLC0415
     from ._version import __version__  # noqa: PLC0415
-    from .engine.ray_engine import RayEngine, copy_run  # noqa: PLC0415
+    from .engine.ray_engine import RayEngine, copy_run, finish_run  # noqa: PLC0415
     from .engine.run import metric_config  # noqa: PLC0415
     from .errors import ConfigurationError  # noqa: PLC0415
     from .judges.options import JudgeOptions  # noqa: PLC0415
@@ -729,17 +726,7 @@ def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, 
     if not report.complete:
         say(f"ray: stopped before every case was scored ({report.stopped_because or report.queue}); run the same "
             "command again to finish")
-    loaded = store.load_run(run_id)
-    wanted = {c.case_key for c in todo}
-    mine = [tr for sc, tr in zip(store.load_cases(run_id), loaded.test_results) if sc.case_key in wanted]
-    trs = [dataclasses.replace(tr, index=i) for i, tr in enumerate(mine)]
-    result = EvaluationResult(test_results=trs, usage=loaded.usage, run_id=run_id, duration_seconds=report.seconds)
-    errored = sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in trs)
-    store.end_run(run_id, {"summary": result.summary(), "usage": result.usage.to_dict(),
-                           "duration_seconds": report.seconds, "judges": result.judges(), "cases_with_errors": errored,
-                           "ray": {"workers": report.workers, "rounds": report.rounds,
-                                   "actors_lost": report.actors_lost}},
-                  status="finished" if report.complete else "interrupted")
+    result = finish_run(store, run_id, report, [c.case_key for c in todo], seconds=report.seconds)
     if rescore:
         print(f"rescore: run {run_id} (of run {info.run_id})")
     gates = _metric_gates(result, metrics)

@@ -34,7 +34,8 @@ from typing import Any
 
 from ..errors import ConfigurationError
 
-__all__ = ["INSTALL_HINT", "RayEngine", "RayScore", "copy_run", "evaluate_on_ray", "require_ray", "score_run"]
+__all__ = ["INSTALL_HINT", "RayEngine", "RayScore", "copy_run", "evaluate_on_ray", "finish_run", "require_ray",
+           "score_run"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -429,17 +430,48 @@ def score_run(store: Any, run_id: str, **kw: Any) -> RayScore:
     return RayEngine(store, **kw).score(run_id)
 
 
+def finish_run(store: Any, run_id: str, report: RayScore, keys: Sequence[str], cases: Sequence[Any] | None = None, *,
+               seconds: float, explain_empty: bool = False) -> Any:
+    """After a Ray pass: the results of ``keys`` (in that order) read back from the store as an ``EvaluationResult``
+    (with ``cases``, the caller's own test case objects stand in the results), and the run ended with its summary
+    (``finished``, or ``interrupted`` when cases are left). ``explain_empty``: a case no metric scored gets
+    ``NO_METRIC_APPLIES`` as its error, as the local engine gives it."""
+    from .._result import EvaluationResult, TestResult  # noqa: PLC0415
+    from .score import NO_METRIC_APPLIES  # noqa: PLC0415
+
+    loaded = store.load_run(run_id)
+    by_key = {sc.case_key: tr for sc, tr in zip(store.load_cases(run_id), loaded.test_results)}
+    trs = []
+    for i, key in enumerate(keys):
+        got = by_key.get(key)
+        if got is None and cases is None:
+            continue
+        tc = cases[i] if cases is not None else got.test_case
+        tr = TestResult(index=len(trs) if cases is None else i, name=getattr(tc, "name", None), test_case=tc,
+                        metrics_data=list(got.metrics_data) if got is not None else [],
+                        error=None if cases is not None or got is None else got.error)
+        if explain_empty and got is not None and not tr.metrics_data:
+            tr.error = NO_METRIC_APPLIES
+        trs.append(tr)
+    result = EvaluationResult(test_results=trs, usage=loaded.usage, run_id=run_id, duration_seconds=seconds)
+    errored = sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in trs)
+    store.end_run(run_id, {"summary": result.summary(), "usage": result.usage.to_dict(),
+                           "duration_seconds": seconds, "judges": result.judges(), "cases_with_errors": errored,
+                           "ray": {"workers": report.workers, "rounds": report.rounds,
+                                   "actors_lost": report.actors_lost}},
+                  status="finished" if report.complete else "interrupted")
+    return result
+
+
 def evaluate_on_ray(cases: Sequence[Any], metrics: Sequence[Any], *, model: Any = None, store: Any = None,
                     run_id: str | None = None, run_name: str | None = None, run_config: dict[str, Any] | None = None,
                     case_keys: Sequence[str] | None = None, ray_address: str | None = None,
                     workers: int | None = None, judge_options: Any = None, **engine_kw: Any) -> Any:
     """``evaluate(..., engine="ray")``: the cases written to ``store`` (a temporary SQLite file when None) under a
     run, scored by Ray actors, read back as an ``EvaluationResult`` in the cases' order."""
-    from .._result import EvaluationResult, TestResult  # noqa: PLC0415
     from .._version import __version__  # noqa: PLC0415
     from ..cases.identity import case_key  # noqa: PLC0415
     from .run import metric_config  # noqa: PLC0415
-    from .score import NO_METRIC_APPLIES  # noqa: PLC0415
 
     require_ray()
     cases = list(cases)
@@ -472,27 +504,10 @@ def evaluate_on_ray(cases: Sequence[Any], metrics: Sequence[Any], *, model: Any 
         st.enqueue(rid, only_unscored=True)  # a resumed run: its cases without results, queued again
         report = RayEngine(st, model=model, metrics=metrics, address=ray_address, workers=workers,
                            judge_options=judge_options, **engine_kw).score(rid)
-        loaded = st.load_run(rid)
-        by_key = {sc.case_key: tr for sc, tr in zip(st.load_cases(rid), loaded.test_results)}
-        trs = []
-        for i, (key, tc) in enumerate(zip(keys, cases)):
-            got = by_key.get(key)
-            tr = TestResult(index=i, name=getattr(tc, "name", None), test_case=tc,
-                            metrics_data=list(got.metrics_data) if got is not None else [])
-            if got is not None and not tr.metrics_data:
-                tr.error = NO_METRIC_APPLIES
-            trs.append(tr)
-        result = EvaluationResult(test_results=trs, usage=loaded.usage, run_id=rid,
-                                  duration_seconds=time.perf_counter() - t0)
+        result = finish_run(st, rid, report, keys, cases, seconds=time.perf_counter() - t0, explain_empty=True)
         if not report.complete:
             logger.warning("contextjudge: engine='ray' stopped before every case was scored (%s); run again with "
                            "run_id=%r to finish", report.stopped_because or report.queue, rid)
-        errored = sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in trs)
-        st.end_run(rid, {"summary": result.summary(), "usage": result.usage.to_dict(),
-                         "duration_seconds": result.duration_seconds, "judges": result.judges(),
-                         "cases_with_errors": errored, "ray": {"workers": report.workers, "rounds": report.rounds,
-                                                              "actors_lost": report.actors_lost}},
-                   status="finished" if report.complete else "interrupted")
         return result
     finally:
         if owns_store:

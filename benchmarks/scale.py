@@ -51,9 +51,6 @@ import argparse
 import json
 import os
 import random
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +60,9 @@ from typing import Any
 # nothing heavy at import: the workers are spawned, and pin themselves before numpy loads
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+# the throwaway PostgreSQL cluster is a test helper, not part of the installed package: it lives in tests/
+sys.path.insert(0, str(ROOT / "tests"))
+from throwaway_pg import ThrowawayPostgres  # noqa: E402
 
 METRICS = ("contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization")
 TARGET_SPEEDUP = 1.7
@@ -488,74 +488,6 @@ def store_ceiling(url: str, rows: list[dict[str, Any]], sample_results: list[Any
         store.close()
 
 
-class ThrowawayPostgres:
-    """A PostgreSQL cluster in a temporary directory on loopback (initdb/pg_ctl; as the ``postgres`` user when run as
-    root), removed on exit. ``url`` is None, with ``why`` set, when none can start."""
-
-    def __init__(self) -> None:
-        self.url: str | None = None
-        self.why = ""
-        self._data: str | None = None
-        self.data = ""
-        self._prefix: list[str] = []
-        self._bindir: str | None = None
-
-    def _run(self, args: list[str]) -> subprocess.CompletedProcess:
-        cmd = self._prefix + args if self._prefix[:1] != ["su"] else self._prefix + [" ".join(args)]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-
-    def __enter__(self) -> ThrowawayPostgres:  # noqa: PYI034 - Python 3.10 has no typing.Self
-        import glob
-
-        try:
-            import psycopg  # noqa: F401
-        except ImportError:
-            self.why = "psycopg is not installed (pip install 'contextjudge[postgres]')"
-            return self
-        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
-        initdb = found[-1] if found else shutil.which("initdb")
-        if not initdb:
-            self.why = "PostgreSQL is not installed (no initdb)"
-            return self
-        self._bindir = os.path.dirname(initdb)
-        owner = None
-        if os.geteuid() == 0:
-            import pwd
-
-            try:
-                owner = pwd.getpwnam("postgres")
-            except KeyError:
-                self.why = "running as root with no 'postgres' user to run the server as"
-                return self
-            self._prefix = ["runuser", "-u", "postgres", "--"] if shutil.which("runuser") else ["su", "postgres", "-c"]
-        self._data = self.data = tempfile.mkdtemp(prefix="cj-scale-pg-")
-        if owner is not None:
-            os.chown(self._data, owner.pw_uid, owner.pw_gid)
-        os.chmod(self._data, 0o700)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        init = self._run([f"{self._bindir}/initdb", "-D", self._data, "-A", "trust", "-U", "postgres", "-E", "UTF8",
-                          "--no-sync"])
-        if init.returncode != 0:
-            self.why = f"initdb failed: {init.stderr.strip()[:200]}"
-            return self
-        log = os.path.join(self._data, "server.log")
-        start = self._run([f"{self._bindir}/pg_ctl", "-D", self._data, "-l", log, "-w", "-t", "60", "-o",
-                           f"-h 127.0.0.1 -p {port} -k {self._data}", "start"])
-        if start.returncode != 0:
-            self.why = f"pg_ctl start failed: {start.stderr.strip()[:200]}"
-            return self
-        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._data:
-            if self.url:
-                self._run([f"{self._bindir}/pg_ctl", "-D", self._data, "-m", "immediate", "-w", "stop"])
-            shutil.rmtree(self._data, ignore_errors=True)
-
-
 # ---------------------------------------------------------------------------------------------------- report
 def cluster_arithmetic(one: dict[str, Any], two: dict[str, Any], stores: dict[str, dict[str, Any]],
                        nodes_per_case: int, workers: int = CLUSTER_WORKERS, total_nodes: int = TEN_MILLION,
@@ -704,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
             stores[name]["other_load"] = other.share
             say(f"  store {name}: {stores[name]['completes_per_s']:.0f} completes/s")
     if args.postgres:
-        with ThrowawayPostgres() as pg:
+        with ThrowawayPostgres(prefix="cj-scale-pg-") as pg:
             for clients in args.store_clients:
                 name = f"postgresql, {clients} client{'s' if clients > 1 else ''}"
                 if pg.url:

@@ -136,6 +136,9 @@ class FaultServer:
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._state = _State()
+        # bumped by reset(): a request begun under an earlier plan (one its client gave up on, still being answered
+        # when the plan changed) is not logged among the new plan's requests
+        self._generation = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._timer: threading.Timer | None = None
@@ -191,6 +194,7 @@ class FaultServer:
         with self._lock:
             self.requests = []
             self.peak_inflight = 0
+            self._generation += 1
         self.set_faults(faults)
 
     def _take_fault(self, method: str) -> Fault | None:
@@ -271,7 +275,8 @@ class FaultServer:
         t0 = time.time()
         method = _method_of(body)
         prompt = "\n".join(_message_text(m) for m in body.get("messages") or [])
-        record: dict[str, Any] = {"t0": t0, "method": method, "model": body.get("model"), "fault": None,
+        record: dict[str, Any] = {"t0": t0, "generation": self._generation, "method": method,
+                                  "model": body.get("model"), "fault": None,
                                   "status": 200, "stream": bool(body.get("stream")),
                                   "max_tokens": body.get("max_tokens"),
                                   "max_completion_tokens": body.get("max_completion_tokens")}
@@ -364,7 +369,8 @@ class FaultServer:
     def _log(self, record: dict[str, Any]) -> None:
         record["t1"] = time.time()
         with self._lock:
-            self.requests.append(record)
+            if record.get("generation", self._generation) == self._generation:
+                self.requests.append(record)
 
     def _enter(self) -> bool:
         with self._lock:

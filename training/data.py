@@ -9,12 +9,12 @@ question and its answer; a statement), ``b`` the text judged, ``y`` 1 or 0, and 
 train/held-back split (an article or a document: no topic is on both sides).
 
 Pairs, per task (the three heads of training/model.py):
-- relevance (question alone): a question and the paragraph or sentence that answers it (1); the same paragraph's
-  other sentences, other paragraphs of the same article, and the paragraph an unanswerable question was written
+- relevance (question alone): a question and the paragraph or sentence that answers it (1); two of the same
+  paragraph's other sentences, other paragraphs of the same article, and the paragraph an unanswerable question was written
   against (0: hard negatives on the question's own topic); MedQuAD: a question and its answer (1), the same
   document's answers to its other questions (0).
 - answer (question plus a reference answer): the question with its answer and a window holding the answer (1); with
-  the same article's other paragraphs that do not contain it (0).
+  another sentence of the same paragraph, and the same article's other paragraphs, that do not contain it (0).
 - support (statement and text): SNLI entailment (1), neutral and contradiction (0); a sentence of a paragraph and
   the paragraph (1); the same sentence with one number changed, one name swapped for another name of the article,
   or its verb negated, against the paragraph (0): a statement is supported only when what it asserts is there.
@@ -36,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from contextjudge._text import split_sentences  # noqa: E402
 
-WINDOW_WORDS = 90  # a node is read in windows of about this many words (see judges/local/_cross.py)
+WINDOW_WORDS = 70  # a node is read in windows of about this many words (see judges/local/_encoder.py)
 
 
 def sha256(path: Path) -> str:
@@ -149,10 +149,12 @@ def squad_pairs(path: Path, src: str, rng: random.Random) -> Iterator[dict[str, 
                 yield {"task": "relevance", "a": q, "b": win, "y": 1, "src": src, "group": g}
                 yield {"task": "relevance", "a": q, "b": sents[si], "y": 1, "src": src, "group": g}
                 rest = [k for k in range(len(sents)) if k != si and ans["text"] not in sents[k]]
-                if rest:
-                    yield {"task": "relevance", "a": q, "b": sents[rng.choice(rest)], "y": 0, "src": src, "group": g}
+                for k in rng.sample(rest, min(2, len(rest))):
+                    yield {"task": "relevance", "a": q, "b": sents[k], "y": 0, "src": src, "group": g}
                 ref = f"{q} Answer: {ans['text']}"
                 yield {"task": "answer", "a": ref, "b": win, "y": 1, "src": src, "group": g}
+                if rest:
+                    yield {"task": "answer", "a": ref, "b": sents[rng.choice(rest)], "y": 0, "src": src, "group": g}
                 if others:
                     k = rng.choice(others)
                     if ans["text"].lower() not in paras[k].lower():
@@ -299,6 +301,18 @@ def build(raw: Path, seed: int = 13) -> tuple[list[dict[str, Any]], list[dict[st
         hashes = {str(f.relative_to(raw)): sha256(f) for f in files if f.is_file()}
         used.append({"source": name, "licence": licence, "files": hashes, "pairs": len(pairs) - n0})
     return pairs, used
+
+
+def held_back_groups(pairs: list[dict[str, Any]], share: float, seed: int) -> set[str]:
+    """The groups (articles, documents) kept out of training: measured by train.py, and the source of the labelled
+    set that ships with the package (training/judge_check.py)."""
+    groups = sorted({p["group"] for p in pairs})
+    return set(random.Random(seed).sample(groups, max(1, int(len(groups) * share))))
+
+
+def read_pairs(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
 
 
 def main() -> None:

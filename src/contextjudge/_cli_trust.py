@@ -131,12 +131,17 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
                    help="instead of --labels: the labelled cases of this results store (labels attached with "
                         "`contextjudge label --store URL FILE`)")
     p.add_argument("--run", help="with --store: only this run's cases (default: every labelled case)")
+    p.add_argument("--builtin", action="store_true",
+                   help="instead of your labels: the labelled set that ships with contextjudge (900 items, 300 per "
+                        "verdict family, from held-back open training data), to learn how far a judge agrees with "
+                        "labels before trusting it; the embedded judge's figures are printed beside (no threshold "
+                        "file is written unless you pass --save)")
     p.add_argument("--model", help="the judge to calibrate: 'local', a model name, provider:model or @FILE "
                                    "(default: $CONTEXTJUDGE_MODEL, else as `contextjudge eval`)")
     p.add_argument("--json", action="store_true", help="print one JSON object (families as top-level keys)")
     save = p.add_mutually_exclusive_group()
-    save.add_argument("--save", metavar="PATH", default=DEFAULT_FILE,
-                      help=f"where fitted thresholds are written (default: {DEFAULT_FILE})")
+    save.add_argument("--save", metavar="PATH", default="",
+                      help=f"where fitted thresholds are written (default: {DEFAULT_FILE}; with --builtin: none)")
     save.add_argument("--no-save", dest="save", action="store_const", const=None, help="write no threshold file")
     p.add_argument("--report", metavar="HTML", help="also write an HTML page of the calibration")
     p.add_argument("--show", type=int, default=5, metavar="N",
@@ -195,6 +200,52 @@ def _print_calibration(report: dict, show: int) -> None:
         print(f"error: {e['case']} ({e['family']}): {e['error']}")
 
 
+def builtin_check_path() -> str:
+    """The labelled set that ships with the package (training/judge_check.py builds it)."""
+    from importlib.resources import files  # noqa: PLC0415
+
+    return str(files("contextjudge") / "data" / "judge_check.jsonl")
+
+
+def _embedded_beside(cases: list, judge: object, quiet: bool) -> dict | None:
+    """The embedded judge's agreement on the same cases (None when it is the judge being checked)."""
+    from . import cli  # noqa: PLC0415
+    from ._aio import run_sync  # noqa: PLC0415
+    from .engine.calibrate import acalibrate  # noqa: PLC0415
+    from .errors import JudgeUnavailableError  # noqa: PLC0415
+    from .judges.models import resolve_model  # noqa: PLC0415
+
+    if type(judge).__name__ == "LocalJudge":
+        return None
+    try:
+        local = resolve_model("local")
+    except JudgeUnavailableError as exc:
+        cli._info(f"the embedded judge's figures are not shown beside: {exc}", quiet)  # noqa: SLF001
+        return None
+    return run_sync(acalibrate(cases, local, judge_spec="local"))
+
+
+def _print_beside(report: dict) -> None:
+    from .cli import _print_table  # noqa: PLC0415
+    from .judges.calibration import FAMILIES  # noqa: PLC0415
+
+    other = report.get("embedded_judge")
+    fams = [f for f in FAMILIES if f in report]
+    print()
+    if other is None:
+        print("This is the embedded judge: an LLM judge worth its cost should beat these figures, above all on "
+              "node_usefulness without a reference and on statement_support (docs/judges.md).")
+        return
+    _print_table(["family", "kappa (this judge)", "kappa (embedded judge)", "TPR this / embedded",
+                  "TNR this / embedded"],
+                 [[f, _ci(report[f]["kappa"], report[f]["kappa_ci"]), _ci(other[f]["kappa"], other[f]["kappa_ci"]),
+                   f"{_ci(report[f]['tpr'], None)} / {_ci(other[f]['tpr'], None)}",
+                   f"{_ci(report[f]['tnr'], None)} / {_ci(other[f]['tnr'], None)}"] for f in fams if f in other])
+    worse = [f for f in fams if f in other and (report[f]["kappa"] or 0) < (other[f]["kappa"] or 0)]
+    if worse:
+        print(f"Your judge agrees with these labels less than the free embedded judge on: {', '.join(worse)}.")
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run the judge over labelled cases, print agreement, save fitted thresholds."""
     import json  # noqa: PLC0415
@@ -203,11 +254,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .engine.calibrate import acalibrate, calibration_of, read_labels_file  # noqa: PLC0415
     from .errors import ConfigurationError, UsageError  # noqa: PLC0415
 
-    if bool(args.labels) == bool(args.store):
-        raise UsageError("calibrate needs the labelled cases: pass --labels FILE (JSONL) or --store URL (a store "
-                         "with labels attached by `contextjudge label`), not both.")
+    from .judges.calibration import DEFAULT_FILE  # noqa: PLC0415
+
+    if sum(map(bool, (args.labels, args.store, args.builtin))) != 1:
+        raise UsageError("calibrate needs the labelled cases: pass --labels FILE (JSONL), --store URL (a store "
+                         "with labels attached by `contextjudge label`) or --builtin (the set that ships with "
+                         "contextjudge), one of them.")
+    if args.save == "":  # not given: the default file, but a check on the built-in set writes none
+        args.save = None if args.builtin else DEFAULT_FILE
     try:
-        if args.labels:
+        if args.builtin:
+            cases = read_labels_file(builtin_check_path())
+        elif args.labels:
             cases = read_labels_file(args.labels)
         else:
             store = cli._existing_store(args.store)  # noqa: SLF001
@@ -239,10 +297,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         from .report import render_calibration  # noqa: PLC0415
 
         cli._write(args.report, render_calibration(report))  # noqa: SLF001
+    if args.builtin:
+        report["embedded_judge"] = _embedded_beside(cases, judge, args.quiet)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
         _print_calibration(report, args.show)
+        if args.builtin:
+            _print_beside(report)
         if args.report:
             print(f"report: {args.report}")
     if report["saved"]:

@@ -1,8 +1,8 @@
 """The embedded judge's model on numpy: a BERT cross-encoder that reads a question (or statement) and a text together.
 
 The file ``contextjudge/data/crossjudge.npz`` holds the whole model: all-MiniLM-L6-v2's encoder (6 layers, 384 wide;
-Apache-2.0) with our trained low-rank adapters merged in, linear weights as int8 with one float32 scale per output
-row (expanded to float32 once at load), the layer norms and one linear head per task over the [CLS] state, and the
+Apache-2.0) with our trained low-rank adapters merged in, linear weights as int8 with one float16 scale per 32 weights
+(expanded to float32 once at load; the word table stays int8 and is expanded per token), the layer norms and one linear head per task over the [CLS] state, and the
 model's WordPiece tokenizer (run by the ``tokenizers`` library). ``training/`` rebuilds it (``training/pack.py``
 writes it; its manifest says from what).
 
@@ -29,7 +29,7 @@ logger = logging.getLogger("contextjudge")
 __all__ = ["TASKS", "CrossEncoderModel", "default_model_path"]
 
 TASKS = ("relevance", "answer", "support")  # the heads, in the order training/model.py trains them
-MAX_LEN = 160  # tokens per pair, [CLS] and both [SEP] included: what the model was trained on
+MAX_LEN = 128  # tokens per pair, [CLS] and both [SEP] included: what the model was trained on
 MAX_QUERY = 80  # tokens of the query side at most; the rest of the window is the text's
 
 
@@ -102,8 +102,8 @@ class CrossEncoderModel:
         self.tokenizer.no_padding()
         self.cls, self.sep = self.tokenizer.token_to_id("[CLS]"), self.tokenizer.token_to_id("[SEP]")
 
-        def w(name: str) -> np.ndarray:  # int8 rows * scale -> float32 (in, out) for x @ w
-            return np.ascontiguousarray((t[name + ".q"].astype(np.float32) * t[name + ".s"][:, None]).T)
+        def w(name: str) -> np.ndarray:  # int8 * its group's scale -> float32, (in, out) for x @ w
+            return np.ascontiguousarray(_dequant(t[name + ".q"], t[name + ".s"]).T)
 
         self._word_q, self._word_s = t["emb.word.q"], t["emb.word.s"]  # stays int8; rows expanded per token
         self._pos = t["emb.pos"].astype(np.float32)
@@ -197,8 +197,7 @@ class CrossEncoderModel:
             types[b, qlen:len(s)] = 1
             mask[b, :len(s)] = True
         flat = ids.reshape(-1)
-        x = self._word_q[flat].astype(np.float32)
-        x *= self._word_s[flat][:, None]
+        x = _dequant(self._word_q[flat], self._word_s[flat])
         x += np.tile(self._pos[:L], (B, 1))
         x += self._type[types.reshape(-1)]
         eps = self.eps
@@ -227,6 +226,15 @@ class CrossEncoderModel:
             _layer_norm(x, *ly.ln2, eps)
         cls = x.reshape(B, L, H)[:, 0]
         return cls @ self._heads_w + self._heads_b
+
+
+def _dequant(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """int8 (rows, cols) with a float16 scale per group of cols // scale.shape[1] -> float32 (rows, cols)."""
+    rows, cols = q.shape
+    groups = scale.shape[1]
+    out = q.astype(np.float32).reshape(rows, groups, cols // groups)
+    out *= scale.astype(np.float32)[:, :, None]
+    return out.reshape(rows, cols)
 
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> None:

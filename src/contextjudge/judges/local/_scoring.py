@@ -5,8 +5,9 @@ Per item, one probability that the answer is yes, from the head of its task (``_
   of a conversation, the previous user turn and the question);
 - node_usefulness with a reference (the expected output, the actual output, or an expected outcome): "answer", the
   question followed by ``Answer:`` and the reference;
-- statement_support: "support", the statement; a statement is then also held to its numbers and names: the
-  probability shrinks with the share of them the best node lacks (``_lexical.specifics``), a rule, not a model.
+- statement_support: "support", the statement; a statement is then also held to its numbers: the probability
+  shrinks with the share of them the node lacks (``numbers``), a rule, not the model. Names are the model's to read:
+  "the nation's capital" supports "the capital of Australia" in a text about Australia, which no word rule sees.
 A node longer than one window is read in overlapping windows; its verdict is its best window's, and the reason
 quotes that window. A verdict depends only on its own item and the question: never on the other nodes of the
 request, their number or their order. The verdict is yes at probability >= 0.5.
@@ -36,8 +37,9 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
 
 
-def _weight(specific: frozenset[str]) -> float:
-    return float(sum(2.0 if x[:1].isdigit() else 1.0 for x in specific))
+def numbers(text: str) -> frozenset[str]:
+    """The numbers a statement asserts (digits, or number words up to twenty, as digits)."""
+    return frozenset(x for x in specifics(text) if x[:1].isdigit())
 
 
 def _listed(words: list[str], n: int = 4) -> str:
@@ -161,9 +163,9 @@ class Scorer:
             cand = sorted(range(len(nodes)), key=lambda j: (-rec[j], j))[:SUPPORT_CANDIDATES]
             got = self.read("support", st, [nodes[j] for j in cand])
             row: list[Read | None] = [None] * len(nodes)
-            spec = specifics(st)
+            spec = numbers(st)
             for j, r in zip(cand, got):
-                miss = _weight(specifics_in(spec, nodes[j])[1]) / _weight(spec) if spec else 0.0
+                miss = len(specifics_in(spec, nodes[j])[1]) / len(spec) if spec else 0.0
                 conf[i, j] = _round(r.prob * (1.0 - miss))
                 row[j] = r
             reads.append(row)
@@ -184,7 +186,7 @@ class Scorer:
             ids = [req.context[k].id for k in range(len(req.context)) if conf[i, k] >= 0.5] if yes else []
             best = req.context[j]
             r = reads[i][j]
-            missing = sorted(specifics_in(specifics(it.text), best.text)[1])
+            missing = sorted(specifics_in(numbers(it.text), best.text)[1])
             lacks = f"its closest node, {best.id}, does not mention {_listed(missing)}; " if missing and not yes else ""
             quote = shorten(r.quote, 160) if r else ""
             reason = (f"{'Supported' if yes else 'Not supported'}: {lacks}the judge reads "

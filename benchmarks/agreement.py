@@ -115,6 +115,11 @@ TARGETS = {"hotpotqa.node_auc": 0.96, "hotpotqa.precision_spearman": 0.75, "trec
 PREVIOUS = json.loads((Path(__file__).resolve().parent / "agreement_previous.json").read_text(encoding="utf-8"))
 
 
+# Node confidences and gold labels per set, kept for --dump (training/calibrate_heads.py fits the heads' scaling on
+# them).
+DUMP: dict[str, dict[str, list[Any]]] = {}
+
+
 def ece(conf: Any, labels: Any, bins: int = 10) -> tuple[float, list[list[float]]]:
     """Expected calibration error of confidences against 0/1 labels, and the reliability table
     (bin low, bin high, count, mean confidence, share of yes labels) it is computed from."""
@@ -188,6 +193,7 @@ def hotpotqa(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
     n_nodes = sum(len(r["passages"]) for r in rows)
     yes_a, gold_a = np.array(yes), np.array(gold)
     calib, table = ece(conf, gold)
+    DUMP["hotpotqa"] = {"conf": conf, "labels": [bool(g) for g in gold]}
     return {"node_auc": round(roc_auc(conf, gold), 4), "node_accuracy": round(float(np.mean(yes_a == gold_a)), 4),
             "precision_spearman": round(spearman(scores, gold_scores), 4),
             "precision_mae": round(float(np.mean(np.abs(np.array(scores) - np.array(gold_scores)))), 4),
@@ -248,6 +254,7 @@ def trec_dl(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
         rel += [bool(p["relevant"]) for p in r["passages"]]
         grade += [int(p["grade"]) for p in r["passages"]]
     calib, table = ece(conf, rel)
+    DUMP["trec_dl"] = {"conf": conf, "labels": rel}
     return {"node_auc": round(roc_auc(conf, rel), 4),
             "node_accuracy": round(float(np.mean((np.array(conf) >= 0.5) == np.array(rel))), 4),
             "grade_spearman": round(spearman(conf, grade), 4), "ece": calib, "reliability": table,
@@ -277,6 +284,7 @@ def mtrag(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
         conf += _node_conf_from_sentences(tr.metric(metric.name).verdicts, len(r["passages"]))
         rel += [bool(p["relevant"]) for p in r["passages"]]
     calib, table = ece(conf, rel)
+    DUMP["mtrag"] = {"conf": conf, "labels": rel}
     return {"node_auc": round(roc_auc(conf, rel), 4),
             "node_accuracy": round(float(np.mean((np.array(conf) >= 0.5) == np.array(rel))), 4),
             "ece": calib, "reliability": table, "cases": len(rows), "nodes": len(conf), "seconds": round(secs, 1)}
@@ -428,6 +436,7 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="*", type=request_size, default=list(SIZES), metavar="SIZE",
                     help="request sizes to judge HotpotQA, TREC DL and MTRAG nodes at: a number of nodes, or full "
                          "(default: 1 2 3 full); --sizes with nothing after it leaves the per-size runs out")
+    ap.add_argument("--dump", metavar="FILE", help="also write each set's node confidences and gold labels (JSON)")
     args = ap.parse_args()
     skip = {k: int(v) for k, v in (kv.split("=") for kv in args.skip)}
     t0 = time.perf_counter()
@@ -469,6 +478,8 @@ def main() -> None:
     if per_size:
         print(size_table(per_size, [n for n in SIZE_RUNS if n in args.sets], sizes), flush=True)
     print(previous_table(out, per_size, args.sets), flush=True)
+    if args.dump:
+        Path(args.dump).write_text(json.dumps(DUMP), encoding="utf-8")
     print(json.dumps(out))
 
 

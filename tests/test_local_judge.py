@@ -62,7 +62,6 @@ def _requests() -> list[JudgeRequest]:
 
 
 @pytest.mark.parametrize("req", _requests(), ids=lambda r: r.task)
-@pytest.mark.parametrize("req", _requests(), ids=lambda r: r.task)
 def test_answers_every_task_with_exactly_the_ids(req):
     ans = _ask(LocalJudge(), req)
     if req.task == "rubric_recall":
@@ -105,7 +104,7 @@ def test_native_flag_usage_and_identity():
     judge = LocalJudge()
     assert LocalJudge.contextjudge_native is True
     params = judge._identifying_params
-    assert params["model"] == MODEL_NAME and len(params["weights"]) == 12
+    assert params["judge"] == "contextjudge-local" and params["encoder"] == MODEL_NAME and len(params["weights"]) == 12
     msg = judge.invoke([HumanMessage("p", additional_kwargs={REQUEST_KEY: _requests()[0].model_dump()})])
     assert msg.usage_metadata["input_tokens"] > 0 and msg.usage_metadata["output_tokens"] > 0
 

@@ -172,7 +172,8 @@ def test_the_embedded_judge_as_cheap_tier_sends_up_exactly_its_uncertain_items(t
 
     local = LocalJudge()
     _, alone = run(local, cases=(ten_node_case,))
-    band = (0.01, 0.8)  # the embedded judge is sure of most of these nodes: a wide band catches a few
+    confs = sorted(v["confidence"] for v in alone.verdicts)
+    band = (confs[3], confs[6])  # a band that holds some of its confidences and not others, whatever the model
     want = [v["id"] for v in alone.verdicts if band[0] <= v["confidence"] <= band[1]]
     assert 0 < len(want) < 10  # the case has both sure and unsure nodes, or the test would prove nothing
     with FaultServer(yes_words=["paris"]) as srv:

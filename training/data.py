@@ -14,7 +14,9 @@ Pairs, per task (the three heads of training/model.py):
   against (0: hard negatives on the question's own topic); MedQuAD: a question and its answer (1), the same
   document's answers to its other questions (0).
 - answer (question plus a reference answer): the question with its answer and a window holding the answer (1); with
-  another sentence of the same paragraph, and the same article's other paragraphs, that do not contain it (0).
+  another sentence of the same paragraph, and the same article's other paragraphs, that do not contain it (0); the
+  same with a written reference (the answer's whole sentence; MedQuAD: the first sentences of the answer, against
+  the same document's other answers).
 - support (statement and text): SNLI entailment (1), neutral and contradiction (0); a sentence of a paragraph and
   the paragraph (1); the same sentence with one number changed, one name swapped for another name of the article,
   or its verb negated, against the paragraph (0): a statement is supported only when what it asserts is there.
@@ -155,6 +157,12 @@ def squad_pairs(path: Path, src: str, rng: random.Random) -> Iterator[dict[str, 
                 yield {"task": "answer", "a": ref, "b": win, "y": 1, "src": src, "group": g}
                 if rest:
                     yield {"task": "answer", "a": ref, "b": sents[rng.choice(rest)], "y": 0, "src": src, "group": g}
+                # a written reference (the answer's whole sentence, as an expected or actual output reads)
+                long_ref = f"{q} Answer: {sents[si]}"
+                yield {"task": "answer", "a": long_ref, "b": win, "y": 1, "src": src, "group": g}
+                if rest:
+                    yield {"task": "answer", "a": long_ref, "b": sents[rng.choice(rest)], "y": 0, "src": src,
+                           "group": g}
                 if others:
                     k = rng.choice(others)
                     if ans["text"].lower() not in paras[k].lower():
@@ -212,6 +220,14 @@ def qa_doc_pairs(src: str, docs: list[tuple[str, list[tuple[str, str]]]], rng: r
                 yield {"task": "relevance", "a": q, "b": rng.choice(wins[rng.choice(others)]), "y": 0, "src": src,
                        "group": g}
             sents = split_sentences(wins[i][0])
+            if sents and others:
+                # a written reference: the first sentences of the answer, against its window (1) and another
+                # answer of the same document (0: same topic, does not hold what the reference says)
+                ref = " ".join(sents[:2])
+                ref = " ".join(ref.split()[:40])
+                yield {"task": "answer", "a": f"{q} Answer: {ref}", "b": wins[i][0], "y": 1, "src": src, "group": g}
+                yield {"task": "answer", "a": f"{q} Answer: {ref}", "b": rng.choice(wins[rng.choice(others)]),
+                       "y": 0, "src": src, "group": g}
             if sents:
                 si = rng.randrange(len(sents))
                 if len(sents[si].split()) >= 5:

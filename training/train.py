@@ -129,9 +129,14 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=32.0)
     ap.add_argument("--max-len", type=int, default=128)
     ap.add_argument("--held-back", type=float, default=0.1, help="share of groups kept out of training")
-    ap.add_argument("--cap", type=int, default=700,
+    ap.add_argument("--cap", type=int, default=1500,
                     help="at most N training pairs of each (source, task, label): keeps one large source from "
                          "swamping the rest, and a run within about an hour on 2 CPU cores (0: no cap)")
+    ap.add_argument("--more", nargs="*", default=["squad2:relevance=4000", "xquad_en:relevance=2500",
+                                                   "covid_qa:relevance=2500", "squad2:answer=4000"],
+                    metavar="SOURCE:TASK=N",
+                    help="a larger cap for some (source, task): the question-and-sentence pairs with same-paragraph "
+                         "negatives teach what 'answers the question' means, and are worth more than their share")
     ap.add_argument("--limit", type=int, default=0, help="train on at most N pairs (a quick trial)")
     ap.add_argument("--base", type=Path, default=None, help="the base model's folder (default: the wheel's)")
     ap.add_argument("--seed", type=int, default=13)
@@ -164,7 +169,9 @@ def main() -> None:
         for i in train_idx:
             p = pairs[i]
             strata.setdefault((p["src"], p["task"], p["y"]), []).append(i)
-        train_idx = sorted(j for key in sorted(strata) for j in rng.sample(strata[key], min(a.cap, len(strata[key]))))
+        more = {tuple(k.split(":")): int(n) for k, n in (m.split("=") for m in a.more)}
+        cap = lambda key: more.get((key[0], key[1]), a.cap)  # noqa: E731
+        train_idx = sorted(j for key in sorted(strata) for j in rng.sample(strata[key], min(cap(key), len(strata[key]))))
     if a.limit:
         rng.shuffle(train_idx)
         train_idx = sorted(train_idx[:a.limit])

@@ -449,7 +449,10 @@ class JudgeClient:
                     holds.append(await spend.take(*spend.estimate(
                         text, request_dump.get("task") if method != "text" else None, n_items)))
                 try:
-                    out = await _isolated(runnable.ainvoke(messages, config=config), opts.attempt_timeout)
+                    # A native judge (the embedded one) waits for this machine's CPU, not for a server: on a busy
+                    # machine its calls queue behind each other, and timing one out would only do its work again.
+                    timeout = None if self.native else opts.attempt_timeout
+                    out = await _isolated(runnable.ainvoke(messages, config=config), timeout)
                 except JudgeError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - sorted here, raised again below
@@ -625,7 +628,7 @@ def _judged_text(request: JudgeRequest) -> list[str]:
     return pieces + joined
 
 
-async def _isolated(coro: Any, timeout: float) -> Any:
+async def _isolated(coro: Any, timeout: float | None) -> Any:
     """Run a judge call with no inherited LangChain context, so the user's tracers never see it."""
     loop = asyncio.get_running_loop()
     if sys.version_info >= (3, 11):

@@ -121,8 +121,10 @@ class CrossEncoderModel:
                 wo=w(p + "o.w"), bo=t[p + "o.b"], ln1=(t[p + "ln1.w"], t[p + "ln1.b"]),
                 wi=w(p + "fi.w"), bi=t[p + "fi.b"], wf=w(p + "fo.w"), bf=t[p + "fo.b"],
                 ln2=(t[p + "ln2.w"], t[p + "ln2.b"])))
-        self._heads_w = np.ascontiguousarray(t["heads.w"].T.astype(np.float32))  # (H, tasks)
-        self._heads_b = t["heads.b"].astype(np.float32)
+        # Each head's Platt scaling (a * logit + b, fitted by training/calibrate_heads.py) folded into the head.
+        cal = t.get("calibration", np.array([[1.0, 0.0]] * len(TASKS), dtype=np.float32)).astype(np.float32)
+        self._heads_w = np.ascontiguousarray(t["heads.w"].T.astype(np.float32) * cal[:, 0])  # (H, tasks)
+        self._heads_b = (t["heads.b"].astype(np.float32) * cal[:, 0] + cal[:, 1]).astype(np.float32)
 
     # --------------------------------------------------------------------------------------------- text
     def query_ids(self, text: str) -> tuple[int, ...]:

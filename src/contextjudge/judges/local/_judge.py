@@ -148,7 +148,7 @@ class LocalJudge(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"judge": "contextjudge-local", "model": MODEL_NAME, "weights": self._weights}
+        return {"judge": "contextjudge-local", "encoder": MODEL_NAME, "weights": self._weights}
 
     @property
     def pair_cache(self) -> BatchCache:

@@ -53,9 +53,16 @@ def _round(x: float) -> float:
     return float(round(float(x), 4))
 
 
+def _closest_sentence(window: str, words: frozenset[str]) -> str:
+    """The sentence of a window that shares most words with the query (the first on a tie): what a reason quotes."""
+    sents = split_sentences(window) or [window]
+    return max(sents, key=lambda s: len(content_tokens(s) & words))
+
+
 @dataclass(frozen=True)
 class Read:
-    """A text as the model read it against one query: the probability of its best window, and that window."""
+    """A text as the model read it against one query: the probability of its best window, and the sentence of that
+    window closest to the query (what the reason quotes)."""
 
     prob: float
     quote: str
@@ -78,11 +85,13 @@ class Scorer:
         q = self._query(query)
         wins: list[list[Window]] = [self._windows(t, len(q)) for t in texts]
         logits = self.cache.get_many([(q, w.ids) for ws in wins for w in ws])
+        words = content_tokens(query)
         out = []
         for t, ws in zip(texts, wins):
             scores = [float(logits[(q, w.ids)][head]) for w in ws]
             best = int(np.argmax(scores))
-            out.append(Read(_round(_sigmoid(np.array(scores[best]))), t[ws[best].start:ws[best].end], len(ws)))
+            out.append(Read(_round(_sigmoid(np.array(scores[best]))),
+                            _closest_sentence(t[ws[best].start:ws[best].end], words), len(ws)))
         return out
 
     @staticmethod

@@ -249,3 +249,32 @@ def test_a_threshold_worse_than_the_judges_own_verdicts_out_of_sample_is_not_sav
     assert fit["kappa_after_cv"] < fit["kappa_before"]
     assert fit["fitted"] is False and "threshold" not in fit
     assert "does worse than the judge's own verdicts" in fit["why"] and fit["rejected_threshold"] == pytest.approx(0.8)
+
+
+def test_builtin_set_is_a_labels_file_of_every_family():
+    from contextjudge._cli_trust import builtin_check_path
+    from contextjudge.cases.labels import labels_of
+
+    cases = read_labels_file(builtin_check_path())
+    assert len(cases) == 900
+    fields = [next(iter(labels_of(tc))) for tc in cases]
+    assert {f: fields.count(f) for f in set(fields)} == {"labels": 300, "relevance_labels": 300,
+                                                         "statement_labels": 300}
+
+
+def test_builtin_and_labels_together_is_a_usage_error(capsys):
+    rc = main(["calibrate", "--builtin", "--labels", str(EXAMPLES), "--model", "local"])
+    assert rc == 2 and "one of them" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_builtin_check_of_a_judge_prints_the_embedded_judges_figures_beside(tmp_path, capsys, monkeypatch):
+    """A user's judge (here the scripted FakeJudge) against the built-in set: each family's agreement, the embedded
+    judge's figures beside it (which must be good on its own held-back data), and no threshold file written."""
+    monkeypatch.chdir(tmp_path)
+    rc = main(["calibrate", "--builtin", "--model", "fake", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["saved"] is None and not list(tmp_path.iterdir())
+    for fam in ("node_usefulness", "sentence_relevance", "statement_support"):
+        assert report[fam]["items"] == 300
+        assert report["embedded_judge"][fam]["items"] == 300 and report["embedded_judge"][fam]["kappa"] > 0.6

@@ -234,7 +234,7 @@ def _print_beside(report: dict) -> None:
     print()
     if other is None:
         print("This is the embedded judge: an LLM judge worth its cost should beat these figures, above all on "
-              "node_usefulness without a reference and on statement_support (docs/judges.md).")
+              "sentence_relevance and statement_support (docs/judges.md).")
         return
     _print_table(["family", "kappa (this judge)", "kappa (embedded judge)", "TPR this / embedded",
                   "TNR this / embedded"],
@@ -311,5 +311,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         cli._info(f"thresholds saved to {report['saved']}; judge with them: --model @{report['saved']} "  # noqa: SLF001
                   f"(CLI) or model=\"@{report['saved']}\" (Python)", False)
     elif calibration is not None:
-        cli._info("thresholds fitted but not saved (--no-save)", args.quiet)  # noqa: SLF001
+        why = "a check on the built-in set writes none; --save PATH keeps them" if args.builtin else "--no-save"
+        cli._info(f"thresholds fitted but not saved ({why})", args.quiet)  # noqa: SLF001
     return cli.EXIT_CASE_ERRORS if report["errors"] else cli.EXIT_OK

@@ -469,6 +469,7 @@ class CaptureSession:
         self._worker_future: concurrent.futures.Future | None = None
         self._drains: list[Callable[[float | None], Any]] = []
         self._syncs: list[Callable[[], Any]] = []
+        self._close_hooks: list[Callable[[], Any]] = []
         self._closed = False
         _register(self)
 
@@ -565,6 +566,11 @@ class CaptureSession:
     def _alive(self) -> bool:
         fut = self._worker_future
         return fut is not None and not fut.done()
+
+    def add_close_hook(self, hook: Callable[[], Any]) -> None:
+        """Call ``hook()`` when the session is closed (an integration takes off what it put on: a patch, a
+        handler). A hook that raises is logged; the others still run."""
+        self._close_hooks.append(hook)
 
     def add_drain(self, drain: Callable[[float | None], Any]) -> None:
         """Register an integration's own pending work: ``drain(timeout)`` hands over what it still holds, and returns
@@ -1248,6 +1254,11 @@ class CaptureSession:
         unscored = self._keep_unscored()
         self._end_run()
         self._report(unscored, at_exit=False)
+        for hook in self._close_hooks:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - closing never raises into the app
+                logger.exception("contextjudge: a capture close hook failed")
         return done
 
     def _stop_worker(self, timeout: float | None) -> None:

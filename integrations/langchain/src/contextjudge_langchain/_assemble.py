@@ -193,7 +193,9 @@ def _prompt_text(run: Any) -> str:
     return str(inputs.get("messages", ""))
 
 
-def node_of(doc: Any) -> RetrievedNode:
+def node_of(doc: Any, score: Any = None) -> RetrievedNode:
+    """A Document as a node: its id (``Document.id``, else a metadata id, else a hash of its text), the score the
+    vector store gave it (``score``, else a score in its metadata) and its metadata."""
     meta = dict(getattr(doc, "metadata", None) or {})
     text = getattr(doc, "page_content", None)
     if text is None:
@@ -201,6 +203,8 @@ def node_of(doc: Any) -> RetrievedNode:
     doc_id = getattr(doc, "id", None) or meta.get("id") or meta.get("doc_id")
     if doc_id is None:
         doc_id = "sha1:" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+    if isinstance(score, (int, float)) and not isinstance(score, bool):
+        return node_from_image_metadata(text, _jsonable(meta), id=str(doc_id), score=float(score))
     score = None
     for key in _SCORE_KEYS:
         value = meta.get(key)
@@ -440,6 +444,9 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
             "answer_source": answer_source,
         }
         meta.update({k: v for k, v in metadata_of(run).items() if k.startswith("ls_") and isinstance(v, str)})
+        call = metadata_of(run).get("contextjudge_vector_store_call")
+        if call:
+            meta["vector_store_call"] = call  # a vector store method called directly (_vectorstores)
         if diagnostics:
             meta["sub_retrievals"] = diagnostics
         if ranking is not None:
@@ -475,7 +482,10 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
             meta[AGENT_KEY] = agent
         else:
             name = short(case_input, 80)
-        case = LLMTestCase(input=case_input, actual_output=answer, retrieval_context=[node_of(d) for d in docs],
+        scored = run.outputs.get("scores")  # a vector store's *_with_score call: one score per document
+        by_doc = ({id(d): sc for d, sc in zip(retrieved, scored)} if isinstance(scored, list) else {})
+        case = LLMTestCase(input=case_input, actual_output=answer,
+                           retrieval_context=[node_of(d, by_doc.get(id(d))) for d in docs],
                            name=name, additional_metadata=meta)
         out.append(Retrieval(case=case, name=run.name, query=query, question=question,
                              answer_source=answer_source, diagnostics=diagnostics, agent=agent))

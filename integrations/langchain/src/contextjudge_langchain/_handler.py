@@ -41,9 +41,12 @@ from contextjudge.cases.identity import golden_id_of, new_case_id
 from contextjudge.cases.provenance import OTEL_KEY
 from contextjudge.otel import span_context_now
 
+from . import _vectorstores
 from ._assemble import THREAD_KEYS, RunRecord, final_answer, question_of, retrievals, thread_id_of, walk
 
 __all__ = ["METRIC_RESULT_EVENT", "ContextJudgeCallbackHandler"]
+
+_in_retriever = _vectorstores.in_retriever
 
 logger = logging.getLogger("contextjudge")
 
@@ -144,6 +147,14 @@ class ContextJudgeCallbackHandler(BaseTracer):
         self._threads: dict[str, _ThreadLog] = {}  # least recently active first
         idle = getattr(self.session, "conversation_idle", None)
         self._idle = IdleConversations(self._thread_idle, idle) if conversations else None
+        # vector stores called directly become retriever runs of this handler while it lives (_vectorstores)
+        _vectorstores.acquire(self)
+        self.session.add_close_hook(self.release_vector_stores)
+
+    def release_vector_stores(self) -> None:
+        """Stop capturing direct vector store calls for this handler; LangChain's own methods come back once no
+        handler needs them (called by ``close()`` and ``uninstrument()``)."""
+        _vectorstores.release(self)
 
     # ------------------------------------------------------------------------------------------ LangChain knobs
     @property
@@ -504,11 +515,16 @@ class ContextJudgeCallbackHandler(BaseTracer):
                            name: str | None = None, **kwargs: Any) -> None:
         self._open("retriever", run_id, parent_run_id, tags, metadata, _name(serialized, name) or "Retriever",
                    {"query": query})
+        # the retriever's own vector store calls are not retrievals of their own (LangChain runs retriever
+        # callbacks inline, in the retriever's context: this marks the rest of its call)
+        _in_retriever.set(_in_retriever.get() + 1)
 
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        _in_retriever.set(max(0, _in_retriever.get() - 1))
         self._close(run_id, {"documents": documents})
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        _in_retriever.set(max(0, _in_retriever.get() - 1))
         self._close(run_id, error=error)
 
 

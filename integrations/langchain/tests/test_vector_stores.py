@@ -218,3 +218,35 @@ def test_uninstrument_and_close_take_the_patch_off():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_calls_that_retrieve_nothing_warn_once(caplog):
+    """A graph that looks its context up without a retriever or a vector store: no case, and one warning after
+    ``warn_after_roots`` calls that names the graph's nodes and the shapes that are captured."""
+    notes = {"pto": "Full-time employees accrue 25 days of paid time off per year."}
+
+    def retrieve(state: State):
+        return {"context": [Document(notes["pto"])]}  # a lookup capture cannot see
+
+    def generate(state: State):
+        return {"answer": ExtractiveChatModel().invoke(
+            PROMPT.invoke({"question": state["question"], "context": state["context"][0].page_content})).content}
+
+    builder = StateGraph(State).add_sequence([retrieve, generate])
+    builder.add_edge(START, "retrieve")
+    graph = builder.compile()
+    session = instrument(metrics=[], mode="off", max_kept=None, warn_after_roots=3)
+    try:
+        with caplog.at_level("WARNING", logger="contextjudge"):
+            for _ in range(5):
+                graph.invoke({"question": QUESTIONS[0]})
+            session.handler.flush(10)
+    finally:
+        uninstrument()
+        session.close(5)
+    warnings = [r.getMessage() for r in caplog.records if "none retrieved anything" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "graph nodes: retrieve (3), generate (3)" in warnings[0] and "LLM calls: 3" in warnings[0]
+    assert "similarity_search" in warnings[0] and "README.md#what-is-captured" in warnings[0]
+    assert session.counters["roots_without_retrieval"] == 5 and session.counters["roots"] == 5
+    assert session.counters["seen"] == 0

@@ -36,7 +36,14 @@ from typing import Any, Iterable
 
 from contextjudge import LLMTestCase, RetrievedNode
 from contextjudge.cases.identity import GOLDEN_ID_KEY
-from contextjudge.cases.provenance import AGENT_KEY, OTEL_KEY, RETRIEVER_KEY, RETRIEVER_RANKING_KEY, short
+from contextjudge.cases.provenance import (
+    AGENT_KEY,
+    OTEL_KEY,
+    RETRIEVER_KEY,
+    RETRIEVER_RANKING_KEY,
+    SOURCE_DOC_KEY,
+    short,
+)
 from contextjudge.otel import case_trace
 from ._images import node_from_image_metadata
 
@@ -203,6 +210,9 @@ def node_of(doc: Any, score: Any = None) -> RetrievedNode:
     doc_id = getattr(doc, "id", None) or meta.get("id") or meta.get("doc_id")
     if doc_id is None:
         doc_id = "sha1:" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+    source = meta.get("source")  # the loader's source document (a URL, a path), beside the chunk's own id
+    if isinstance(source, (str, int)) and str(source) and str(source) != str(doc_id):
+        meta.setdefault(SOURCE_DOC_KEY, str(source))
     if isinstance(score, (int, float)) and not isinstance(score, bool):
         return node_from_image_metadata(text, _jsonable(meta), id=str(doc_id), score=float(score))
     score = None

@@ -144,6 +144,8 @@ class ContextJudgeCallbackHandler(BaseTracer):
         self._clock = itertools.count()
         self._assembler = _Assembler(self._capture_root)
         self._targets: OrderedDict[str, _Target] = OrderedDict()
+        # the latest root runs that retrieved nothing: root run id -> what they ran (CaptureSession.note_root)
+        self.roots_without_retrieval: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._threads: dict[str, _ThreadLog] = {}  # least recently active first
         idle = getattr(self.session, "conversation_idle", None)
         self._idle = IdleConversations(self._thread_idle, idle) if conversations else None
@@ -375,6 +377,13 @@ class ContextJudgeCallbackHandler(BaseTracer):
         if thread_id is None and target is not None:
             thread_id = target.thread_id
         found = retrievals(root, thread_id=thread_id)
+        ran = None if found else _what_ran(root, runs)
+        self.session.note_root(len(found), ran, SHAPES)
+        if ran is not None:
+            with self._lock:
+                self.roots_without_retrieval[root_id] = ran  # read by contextjudge eval's adapter
+                while len(self.roots_without_retrieval) > 1000:
+                    self.roots_without_retrieval.popitem(last=False)
         keys = _call_keys(root)
         if thread_id is not None:
             keys[THREAD_KEY] = thread_id
@@ -589,6 +598,33 @@ class _Assembler:
                 return self._cond.wait_for(lambda: self._pending == 0, timeout)
             finally:
                 self._waiters -= 1
+
+
+SHAPES = ("retriever runs (a BaseRetriever's invoke/ainvoke, as_retriever(), create_retriever_tool, "
+          "compression and ensemble retrievers) and VectorStore searches (similarity_search, "
+          "similarity_search_with_score, similarity_search_with_relevance_scores, max_marginal_relevance_search, "
+          "similarity_search_by_vector and their async forms) in any chain, graph node, tool or agent; tools named "
+          "in retrieval_tools=")
+
+
+def _what_ran(root: Any, runs: list[Any]) -> dict[str, Any]:
+    """What a root run ran, for the warning about calls with no retrieval (``CaptureSession.note_root``)."""
+    nodes, tools, llms = [], [], 0
+    for r in runs:
+        if r.run_type in ("llm", "chat_model"):
+            llms += 1
+        elif r.run_type == "tool":
+            tools.append(r.name)
+        node = (r.metadata or {}).get("langgraph_node")
+        if isinstance(node, str) and not node.startswith("__") and node not in nodes:
+            nodes.append(node)
+    seen: dict[str, Any] = {"chains": [root.name] if root.run_type not in ("llm", "chat_model") else []}
+    if nodes:
+        seen["graph nodes"] = nodes
+    if tools:
+        seen["tools"] = tools
+    seen["LLM calls"] = llms
+    return seen
 
 
 def _call_keys(root: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 from contextjudge import JUDGE_TAG, RetrievedNode
 from contextjudge.capture import in_judge_call
 from contextjudge.cases.identity import golden_id_of
+from contextjudge.cases.provenance import SOURCE_DOC_KEY
 from contextjudge.otel import span_context_now
 from ._adapter import _INPUT_FIELDS, _KINDS, _MODULES
 from ._images import node_from_llama_image_node
@@ -58,6 +59,11 @@ _METHODS = {
 _WRITERS = frozenset({"write_response_to_history", "awrite_response_to_history"})
 _RECORDED_EVENTS = frozenset({"RetrievalEndEvent", "ReRankEndEvent"})  # what Router.event looks at
 _UUID_SUFFIX = 37  # "-" + str(uuid4())
+_LLM_METHODS = frozenset({"chat", "achat", "complete", "acomplete", "stream_chat", "astream_chat", "stream_complete",
+                          "astream_complete"})
+SHAPES = ("query engines (query/aquery, streaming too), retrievers (retrieve/aretrieve of any BaseRetriever: "
+          "index.as_retriever(), a retriever called by hand, in a query engine, a workflow step or an agent's "
+          "tool), chat engines (chat/achat/stream_chat), and agents and workflows whose tools or steps call them")
 GOLDEN_INDEX_TAG = "contextjudge.golden_index"
 CONVERSATION_TAG = "contextjudge.conversation_id"
 """An instrument tag that makes an agent's or workflow's runs one conversation (see ``AgentRun.conversation``)."""
@@ -98,11 +104,18 @@ def _snapshot(nodes: Any) -> Snapshot:
         text = _text_of(inner)
         meta = getattr(inner, "metadata", None)
         meta = dict(meta) if meta else {}
+        nid = getattr(inner, "node_id", None)
+        try:  # the user's document the chunk came from (Document(id_=...)), beside the chunk's own id
+            source = inner.ref_doc_id
+        except Exception:  # noqa: BLE001 - a node type without relationships
+            source = None
+        if source is not None and source != nid:
+            meta[SOURCE_DOC_KEY] = source
         image = None
         fields = _image_fields(type(inner))
         if fields and any(getattr(inner, a, None) for a in fields):
             image = _freeze_image_node(inner, meta)
-        out.append((text, getattr(inner, "node_id", None), getattr(n, "score", None), meta, image))
+        out.append((text, nid, getattr(n, "score", None), meta, image))
     return out
 
 
@@ -260,6 +273,10 @@ class Sink:
         Only sinks that assemble conversations keep it."""
         return None
 
+    def note_root(self, retrievals: int, seen: dict[str, Any] | None) -> None:
+        """One of the app's top-level calls ended with ``retrievals`` retrievals (``CaptureSession.note_root``)."""
+        return None
+
 
 def _text(value: Any) -> str | None:
     """The text of a user message, a chat message, an agent output or a response."""
@@ -364,6 +381,13 @@ class AgentRun:
         self.done = False
         self.tags = tags
         self.otel: dict[str, Any] | None = None  # the app's OpenTelemetry span when the run began
+        self.steps: list[str] = []  # the steps that ran (for the warning about runs that retrieve nothing)
+        self.llm_calls = 0
+
+    def what_ran(self) -> dict[str, Any]:
+        """What the run ran, for ``CaptureSession.note_root``: the workflow, its steps, tools and LLM calls."""
+        return {"workflows": [self.agent], "steps": list(self.steps), "tools": [c.tool for c in self.calls],
+                "LLM calls": self.llm_calls}
 
     def new_call(self, tool: str, tool_input: Any, span_id: str | None) -> ToolCall:
         call = ToolCall(tool=tool, tool_input=tool_input, call=len(self.calls) + 1,
@@ -695,6 +719,12 @@ class Router:
     def _run_span(self, in_run: tuple[AgentRun, ToolCall | None, str | None], id_: str, bound_args: Any,
                   instance: Any) -> None:
         run, call, step = in_run
+        if instance is None:
+            name = _method_of(id_)
+            if name not in run.steps and len(run.steps) < 20:
+                run.steps.append(name)
+        elif _method_of(id_) in _LLM_METHODS:
+            run.llm_calls += 1
         if call is None and instance is None and step is None:  # a step of the run (steps are spans of no instance)
             step = _method_of(id_)
             ev = (getattr(bound_args, "arguments", None) or {}).get("ev")
@@ -726,10 +756,13 @@ class Router:
         final = getattr(result, "result", None) if is_stop else result
         try:
             output = _text(final)
-            for record, sink in run.finish(output):
+            finished = run.finish(output)
+            for record, sink in finished:
                 sink.deliver(record)
             if run.conversation is not None:
                 run.sink.deliver_turn(run)
+            found = sum(len(r.retrievals) for r, _ in finished)
+            run.sink.note_root(found, None if found else run.what_ran())
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: could not turn a llama_index %s run into test cases", run.workflow)
 
@@ -824,6 +857,7 @@ class Router:
         self._forget(unit)
         try:
             unit.sink.deliver(record)
+            unit.sink.note_root(len(record.retrievals), None if record.retrievals else {"engines": [record.engine]})
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: could not turn a llama_index %s into a test case", record.kind)
 

@@ -13,9 +13,8 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-from typing import TypedDict
-
 import pytest
+from typing_extensions import List, TypedDict  # as the tutorial imports them
 
 pytest.importorskip("langgraph", reason="these tests build the tutorial's LangGraph graph (pip install langgraph)")
 
@@ -38,7 +37,7 @@ QUESTIONS = ["How many days of paid time off do full-time employees get?",
 
 class State(TypedDict):
     question: str
-    context: list[Document]
+    context: List[Document]
     answer: str
 
 
@@ -250,3 +249,45 @@ def test_calls_that_retrieve_nothing_warn_once(caplog):
     assert "similarity_search" in warnings[0] and "README.md#what-is-captured" in warnings[0]
     assert session.counters["roots_without_retrieval"] == 5 and session.counters["roots"] == 5
     assert session.counters["seen"] == 0
+
+
+def test_eval_app_golden_that_retrieved_nothing_says_so(judge):
+    """``contextjudge eval --app``: a golden whose run retrieved nothing is a case whose metrics say what the run
+    did and which shapes are captured."""
+    from contextjudge import evaluate  # noqa: PLC0415
+    from contextjudge.cases.provenance import no_retrieval_of  # noqa: PLC0415
+    from contextjudge.metrics import ContextualRelevancyMetric  # noqa: PLC0415
+    from contextjudge_langchain._adapter import adapter, golden_input  # noqa: PLC0415
+
+    def retrieve(state: State):
+        return {"context": [Document("Full-time employees accrue 25 days of paid time off per year.")]}
+
+    def generate(state: State):
+        return {"answer": state["context"][0].page_content}
+
+    builder = StateGraph(State).add_sequence([retrieve, generate])
+    builder.add_edge(START, "retrieve")
+    graph = builder.compile()
+    assert golden_input(graph, "q") == {"question": "q"}
+    assert golden_input(typed_dict_graph(), "q") == {"question": "q"}  # a typing.TypedDict state too
+    [case] = adapter.collect(graph, [{"id": "pto", "input": QUESTIONS[0], "expected_output": "25 days."}])
+    tc = case.test_case
+    assert tc.input == QUESTIONS[0] and tc.retrieval_context is None and case.golden_id == "pto"
+    assert tc.actual_output.startswith("Full-time employees accrue 25 days")
+    said = no_retrieval_of(tc)
+    assert "graph nodes: retrieve, generate" in said and "similarity_search" in said
+    [result] = evaluate([tc], [ContextualRelevancyMetric(model=judge)], show_progress=False).test_results
+    [metric] = result.metrics_data
+    assert metric.score is None and "retrieved nothing that capture sees" in metric.error
+
+
+def typed_dict_graph():
+    import typing  # noqa: PLC0415
+
+    class PlainState(typing.TypedDict):
+        question: str
+        answer: str
+
+    builder = StateGraph(PlainState).add_sequence([lambda s: {"answer": s["question"]}])
+    builder.add_edge(START, "<lambda>")
+    return builder.compile()

@@ -38,7 +38,9 @@ def golden_input(runnable: Any, text: str) -> Any:
     try:
         schema = runnable.get_input_jsonschema()
     except Exception:  # noqa: BLE001 - some Runnables cannot describe their input
-        return text
+        schema = _graph_state_schema(runnable)
+        if schema is None:
+            return text
     props = schema.get("properties") or {}
     messages = {"messages": [{"role": "user", "content": text}]}
     if _is_graph(runnable) and "messages" in props:
@@ -52,6 +54,20 @@ def golden_input(runnable: Any, text: str) -> Any:
         return messages
     required = schema.get("required") or list(props)
     return {required[0]: text} if len(required) == 1 else text
+
+
+def _graph_state_schema(runnable: Any) -> dict[str, Any] | None:
+    """A LangGraph graph's input keys read from its state class's annotations, for a state pydantic cannot turn into
+    a JSON schema (a ``typing.TypedDict`` on Python < 3.12)."""
+    if not _is_graph(runnable):
+        return None
+    builder = getattr(runnable, "builder", None)
+    state = getattr(builder, "input_schema", None) or getattr(builder, "state_schema", None)
+    try:
+        keys = list(getattr(state, "__annotations__", {}) or {})
+    except Exception:  # noqa: BLE001
+        return None
+    return {"type": "object", "properties": {k: {} for k in keys}} if keys else None
 
 
 class LangChainAppAdapter(AppAdapter):

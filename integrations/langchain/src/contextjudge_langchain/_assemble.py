@@ -36,6 +36,8 @@ from typing import Any, Iterable
 
 from contextjudge import LLMTestCase, RetrievedNode
 from contextjudge.cases.identity import GOLDEN_ID_KEY
+from contextjudge.cases.images import may_point_to_image
+from contextjudge.cases.testcase import jsonable
 from contextjudge.cases.provenance import (
     AGENT_KEY,
     OTEL_KEY,
@@ -200,29 +202,44 @@ def _prompt_text(run: Any) -> str:
     return str(inputs.get("messages", ""))
 
 
+def doc_id(doc: Any) -> str:
+    """A Document's id as a node's: ``Document.id``, else an ``id``/``doc_id`` in its metadata, else a hash of its
+    text."""
+    found = getattr(doc, "id", None)
+    if not found:
+        meta = getattr(doc, "metadata", None) or {}
+        found = meta.get("id") or meta.get("doc_id")
+    if found is None:
+        text = getattr(doc, "page_content", None)
+        text = str(doc) if text is None else text
+        return "sha1:" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+    return str(found)
+
+
 def node_of(doc: Any, score: Any = None) -> RetrievedNode:
-    """A Document as a node: its id (``Document.id``, else a metadata id, else a hash of its text), the score the
-    vector store gave it (``score``, else a score in its metadata) and its metadata."""
+    """A Document as a node: its id (``doc_id``), the score the vector store gave it (``score``, else a score in its
+    metadata) and its metadata (with ``provenance.SOURCE_DOC_KEY`` when it names its source document)."""
     meta = dict(getattr(doc, "metadata", None) or {})
     text = getattr(doc, "page_content", None)
     if text is None:
         text = str(doc)
-    doc_id = getattr(doc, "id", None) or meta.get("id") or meta.get("doc_id")
-    if doc_id is None:
-        doc_id = "sha1:" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+    nid = doc_id(doc)
     source = meta.get("source")  # the loader's source document (a URL, a path), beside the chunk's own id
-    if isinstance(source, (str, int)) and str(source) and str(source) != str(doc_id):
+    if isinstance(source, (str, int)) and str(source) and str(source) != nid:
         meta.setdefault(SOURCE_DOC_KEY, str(source))
-    if isinstance(score, (int, float)) and not isinstance(score, bool):
-        return node_from_image_metadata(text, _jsonable(meta), id=str(doc_id), score=float(score))
-    score = None
-    for key in _SCORE_KEYS:
-        value = meta.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            score = float(value)
-            break
-    # a document whose metadata points to an image (image_url, image_path, ...) becomes an image node
-    return node_from_image_metadata(text, _jsonable(meta), id=str(doc_id), score=score)
+    if not (isinstance(score, (int, float)) and not isinstance(score, bool)):
+        score = None
+        for key in _SCORE_KEYS:
+            value = meta.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                score = value
+                break
+    score = None if score is None else float(score)
+    if may_point_to_image(meta):
+        # a document whose metadata points to an image (image_url, image_path, ...) becomes an image node
+        return node_from_image_metadata(text, _jsonable(meta), id=nid, score=score)
+    # the usual text document: every field is already of its type, so no validation is needed
+    return RetrievedNode.model_construct(text=text, id=nid, score=score, metadata=jsonable(meta))
 
 
 def _jsonable(meta: dict[str, Any]) -> dict[str, Any]:
@@ -382,7 +399,7 @@ def _after_steps(retriever: Any, docs: list[Any], runs: list[tuple[Any, tuple[An
 
 
 def _ids(docs: list[Any]) -> list[str]:
-    return [node_of(d).id for d in docs]
+    return [doc_id(d) for d in docs]
 
 
 def _agent_context(run: Any, ancestors: tuple[Any, ...], root: Any) -> tuple[str, Any] | None:
@@ -397,9 +414,11 @@ def _agent_context(run: Any, ancestors: tuple[Any, ...], root: Any) -> tuple[str
     return None
 
 
-def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
-    """The test cases of one finished root run, one per top-level retriever run."""
-    runs = walk(root)
+def retrievals(root: Any, thread_id: str | None = None,
+               runs: list[tuple[Any, tuple[Any, ...]]] | None = None) -> list[Retrieval]:
+    """The test cases of one finished root run, one per top-level retriever run (``runs``: ``walk(root)``, when the
+    caller has it already)."""
+    runs = walk(root) if runs is None else runs
     llms = [(r, a) for r, a in runs if r.run_type in ("llm", "chat_model") and not r.error]
     question = question_of(root.inputs)
     root_text = None if root.error else text_of_output(root.outputs)
@@ -442,7 +461,7 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
             answer_source = "none"
         diagnostics = [
             {"name": r.name, "query": (r.inputs or {}).get("query"),
-             "ids": [node_of(d).id for d in ((r.outputs or {}).get("documents") or [])]}
+             "ids": [doc_id(d) for d in ((r.outputs or {}).get("documents") or [])]}
             for r, _ in subs
         ]
         meta = {

@@ -364,9 +364,12 @@ class ContextJudgeCallbackHandler(BaseTracer):
 
     def _assemble_root(self, root: Any) -> None:
         root_id = str(root.id)
-        runs = [r for r, _ in walk(root)]
+        walked = walk(root)
+        runs = [r for r, _ in walked]
         golden_id = None
         for r in runs:
+            if not r.metadata:
+                continue
             gid = golden_id_of(r.metadata)
             if gid is not None:
                 golden_id = str(gid)
@@ -376,7 +379,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
             target = self._targets.get(root_id)
         if thread_id is None and target is not None:
             thread_id = target.thread_id
-        found = retrievals(root, thread_id=thread_id)
+        found = retrievals(root, thread_id=thread_id, runs=walked)
         ran = None if found else _what_ran(root, runs)
         self.session.note_root(len(found), ran, SHAPES)
         if ran is not None:

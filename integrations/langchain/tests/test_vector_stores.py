@@ -291,3 +291,76 @@ def typed_dict_graph():
     builder = StateGraph(PlainState).add_sequence([lambda s: {"answer": s["question"]}])
     builder.add_edge(START, "<lambda>")
     return builder.compile()
+
+
+SEARCH_RESULTS = [
+    {"url": "https://hr.example.com/pto", "title": "PTO policy",
+     "content": "Full-time employees accrue 25 days of paid time off per year."},
+    {"url": "https://hr.example.com/holidays", "title": "Holidays", "content": "The company observes 10 holidays."},
+]
+
+
+def test_a_web_search_tool_named_in_retrieval_tools_is_a_retrieval():
+    """Opt-in by name: the search tool's result list becomes ranked nodes (text, url as id, title kept); an
+    unnamed tool in the same run is not a retrieval."""
+    from langchain.agents import create_agent  # noqa: PLC0415
+
+    @tool
+    def web_search(query: str) -> list[dict]:
+        """Search the company intranet."""
+        return SEARCH_RESULTS
+
+    @tool
+    def clock(zone: str) -> str:
+        """The time in a zone."""
+        return "09:00"
+
+    plan = [("web_search", {"query": "paid time off days"}), ("clock", {"zone": "UTC"})]
+    agent = create_agent(ScriptedAgentModel(plan=lambda user: plan), [web_search, clock])
+    session = instrument(metrics=[], mode="off", max_kept=None, retrieval_tools=["web_search"])
+    try:
+        out = agent.invoke({"messages": [{"role": "user", "content": QUESTIONS[0]}]})
+        cases = session.cases
+    finally:
+        uninstrument()
+        session.close(5)
+    [case] = cases
+    tc = case.test_case
+    assert tc.input == QUESTIONS[0] and tc.actual_output == out["messages"][-1].content
+    assert [n.id for n in tc.retrieval_context] == ["https://hr.example.com/pto", "https://hr.example.com/holidays"]
+    assert tc.retrieval_context[0].text.startswith("Full-time employees accrue 25 days")
+    assert tc.retrieval_context[0].metadata["title"] == "PTO policy"
+    assert agent_of(tc)["tool"] == "web_search" and agent_of(tc)["tool_input"] == "paid time off days"
+    assert tc.additional_metadata["tool_output_retrieval"] is True and tc.name == f"web_search: {QUESTIONS[0]}"
+
+
+def test_a_tool_marked_by_metadata_a_string_output_is_one_node(store):
+    """Opt-in by marker (a SQL-like tool returning one string): one node; and a retriever inside a marked tool is
+    captured once, as the retriever it is."""
+    from langchain.agents import create_agent  # noqa: PLC0415
+    from langchain_core.tools import StructuredTool  # noqa: PLC0415
+
+    def lookup(query: str) -> str:
+        return "employee_count: 1200; pto_days: 25"
+
+    def search(query: str) -> str:
+        return "\n\n".join(d.page_content for d in store.as_retriever().invoke(query))
+
+    sql = StructuredTool.from_function(lookup, name="sql", description="Query the HR database.",
+                                       metadata={"contextjudge": "retrieval"})
+    docs = StructuredTool.from_function(search, name="docs", description="Search the docs.",
+                                        tags=["contextjudge:retrieval"])
+    plan = [("sql", {"query": "select pto_days"}), ("docs", {"query": "paid time off"})]
+    agent = create_agent(ScriptedAgentModel(plan=lambda user: plan), [sql, docs])
+    session = instrument(metrics=[], mode="off", max_kept=None)
+    try:
+        agent.invoke({"messages": [{"role": "user", "content": QUESTIONS[0]}]})
+        cases = sorted(session.cases, key=lambda c: agent_of(c.test_case)["call"])
+    finally:
+        uninstrument()
+        session.close(5)
+    assert [agent_of(c.test_case)["tool"] for c in cases] == ["sql", "docs"]
+    [node] = cases[0].test_case.retrieval_context
+    assert node.text == "employee_count: 1200; pto_days: 25"
+    assert "tool_output_retrieval" not in cases[1].test_case.additional_metadata  # the retriever's own case
+    assert cases[1].test_case.retrieval_context[0].id == "pto-001"

@@ -42,7 +42,16 @@ from contextjudge.cases.provenance import OTEL_KEY
 from contextjudge.otel import span_context_now
 
 from . import _vectorstores
-from ._assemble import THREAD_KEYS, RunRecord, final_answer, question_of, retrievals, thread_id_of, walk
+from ._assemble import (
+    THREAD_KEYS,
+    RunRecord,
+    add_tool_retrievals,
+    final_answer,
+    question_of,
+    retrievals,
+    thread_id_of,
+    walk,
+)
 
 __all__ = ["METRIC_RESULT_EVENT", "ContextJudgeCallbackHandler"]
 
@@ -88,6 +97,11 @@ class ContextJudgeCallbackHandler(BaseTracer):
     ``session`` (also ``scorer``, its older name) is the ``CaptureSession`` the cases go to; ``instrument()``
     returns it, as LlamaIndex's ``instrument()`` does.
 
+    ``retrieval_tools`` names the tools whose output is the context the model answers from (a web search, an MCP
+    server's tool, a SQL tool): each call's output becomes a retrieval of that tool, its items ranked nodes (a list
+    split into items, search-result dicts giving their text and url/id, a single string one node). A tool tagged
+    ``contextjudge:retrieval`` or made with ``metadata={"contextjudge": "retrieval"}`` is captured the same way.
+
     Pass ``emit_events=False`` to keep results out of LangChain's callbacks. Runs that share a thread (a
     ``thread_id``, ``session_id`` or ``conversation_id`` in the config's ``configurable`` or ``metadata``, as a
     LangGraph checkpointer needs) also form one ``ConversationalTestCase`` for the turn metrics;
@@ -124,9 +138,13 @@ class ContextJudgeCallbackHandler(BaseTracer):
         conversations: bool = True,
         scorer: CaptureSession | None = None,
         session: CaptureSession | None = None,
+        retrieval_tools: Any = (),
         **kwargs: Any,
     ) -> None:
         super().__init__()
+        # tools whose output is the context the model answers from (web search, an MCP tool, SQL): by name
+        self.retrieval_tools = frozenset([retrieval_tools] if isinstance(retrieval_tools, str)
+                                         else (retrieval_tools or ()))
         self._lock = threading.Lock()
         session = session if session is not None else scorer
         self.session = session if session is not None else CaptureSession(
@@ -365,6 +383,8 @@ class ContextJudgeCallbackHandler(BaseTracer):
     def _assemble_root(self, root: Any) -> None:
         root_id = str(root.id)
         walked = walk(root)
+        if any(r.run_type == "tool" for r, _ in walked) and add_tool_retrievals(root, self.retrieval_tools):
+            walked = walk(root)  # with the retrieval tools' outputs as retrievals
         runs = [r for r, _ in walked]
         golden_id = None
         for r in runs:

@@ -140,3 +140,44 @@ def test_a_query_engine_call_without_retrieval_says_why(llm, session):
     assert case.test_case.retrieval_context is None
     assert "SimpleChatEngine" in no_retrieval_of(case.test_case)
     assert session.counters["roots_without_retrieval"] == 1
+
+
+async def test_a_web_search_tool_named_in_retrieval_tools_is_a_retrieval():
+    import warnings  # noqa: PLC0415
+
+    from llama_index.core.agent.workflow import FunctionAgent  # noqa: PLC0415
+    from llama_index.core.tools import FunctionTool  # noqa: PLC0415
+
+    from contextjudge_llama_index.testing import ScriptedAgentLLM  # noqa: PLC0415
+
+    results = [{"url": "https://hr.example.com/pto", "title": "PTO", "content": "Employees get 25 vacation days."},
+               {"url": "https://hr.example.com/remote", "title": "Remote", "content": "Remote work: two days."}]
+
+    def web_search(query: str) -> list[dict]:
+        """Search the intranet."""
+        return results
+
+    def clock(zone: str) -> str:
+        """The time in a zone."""
+        return "09:00"
+
+    llm = ScriptedAgentLLM({QUESTION: [[("web_search", {"query": "vacation days"}), ("clock", {"zone": "UTC"})],
+                                       "You get 25 vacation days."]})
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(web_search), FunctionTool.from_defaults(clock)], llm=llm)
+    session = cj.instrument(metrics=[], mode="off", max_kept=None, retrieval_tools=["web_search"])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            answer = await agent.run(user_msg=QUESTION)
+        cases = session.ready_cases()
+    finally:
+        cj.uninstrument()
+        session.close(5)
+    [case] = cases
+    tc = case.test_case
+    assert tc.input == QUESTION and tc.actual_output == str(answer) == "You get 25 vacation days."
+    assert [n.id for n in tc.retrieval_context] == ["https://hr.example.com/pto", "https://hr.example.com/remote"]
+    assert tc.retrieval_context[0].text == "Employees get 25 vacation days."
+    assert tc.retrieval_context[0].metadata["title"] == "PTO"
+    assert agent_of(tc)["tool"] == "web_search" and tc.additional_metadata["tool_output_retrieval"] is True
+    assert tc.name == f"web_search: {QUESTION}"

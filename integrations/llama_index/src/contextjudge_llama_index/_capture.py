@@ -119,6 +119,39 @@ def _snapshot(nodes: Any) -> Snapshot:
     return out
 
 
+_ITEM_TEXT_KEYS = ("text", "content", "snippet", "body", "description", "result")
+_ITEM_ID_KEYS = ("id", "url", "link", "uri", "source", "doc_id")
+
+
+def tool_snapshot(raw: Any) -> Snapshot:
+    """A tool's output as a snapshot of ranked items: nodes as nodes; a list (or a JSON list in a string) split
+    into items, a search-result dict giving its text and its url/id; anything else one item."""
+    import json  # noqa: PLC0415
+
+    if isinstance(raw, str) and raw.strip()[:1] in ("[", "{"):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            pass
+    if isinstance(raw, dict):
+        listed = next((raw[k] for k in ("results", "documents", "items", "data") if isinstance(raw.get(k), list)),
+                      None)
+        raw = listed if listed is not None else [raw]
+    items = raw if isinstance(raw, (list, tuple)) else [raw]
+    out: Snapshot = []
+    for item in items:
+        if hasattr(item, "get_content") or hasattr(getattr(item, "node", None), "get_content"):
+            out.extend(_snapshot([item]))
+        elif isinstance(item, dict):
+            text = next((item[k] for k in _ITEM_TEXT_KEYS if isinstance(item.get(k), str) and item[k]), None)
+            nid = next((str(item[k]) for k in _ITEM_ID_KEYS if isinstance(item.get(k), (str, int)) and item[k]), None)
+            meta = {k: v for k, v in item.items() if v is not text}
+            out.append((text if text is not None else json.dumps(item, default=str), nid, None, meta, None))
+        elif item is not None and str(item).strip():
+            out.append((_text(item) or "", None, None, {}, None))
+    return out
+
+
 def _text_of(node: Any) -> str:
     try:
         return node.get_content()
@@ -200,6 +233,7 @@ class Record:
     retriever: str | None = None  # the class of the (first) retriever the call ran
     otel: dict[str, Any] | None = None  # the app's OpenTelemetry span when the call began (otel.span_context_now)
     retriever_otel: dict[str, Any] | None = None  # ... and when the (first) retrieval began
+    from_tool: bool = False  # a tool's output captured as a retrieval (instrument(retrieval_tools=...))
 
     @property
     def conversation_id(self) -> str | None:
@@ -254,6 +288,8 @@ class Record:
     def base_metadata(self) -> dict[str, Any]:
         meta: dict[str, Any] = {"source": "llama_index", "kind": self.kind, "engine": self.engine,
                                 "span_id": self.span_id}
+        if self.from_tool:
+            meta["tool_output_retrieval"] = True
         if self.latency_ms is not None:
             meta["latency_ms"] = round(self.latency_ms, 3)
         if self.streamed:
@@ -742,6 +778,14 @@ class Router:
         name = type(result).__name__
         if call is not None and call.span_id == id_:
             call.output = _text(getattr(result, "tool_output", result))
+            names = getattr(run.sink, "retrieval_tools", None)
+            if names and call.tool in names and not call.records:
+                # a tool whose output is the context (a web search, an MCP tool): its items are the retrieval
+                raw = getattr(getattr(result, "tool_output", None), "raw_output", None)
+                record = Record(kind="retrieve", span_id=id_, engine=call.tool, input=call.query, from_tool=True)
+                record.retrievals.append((call.query, tool_snapshot(call.output if raw is None else raw)))
+                record.retriever = call.tool
+                call.records.append((record, run.sink))
         elif name == "AgentOutput":
             agent = getattr(result, "current_agent_name", None)
             if agent:

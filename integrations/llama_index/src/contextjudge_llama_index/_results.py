@@ -412,8 +412,11 @@ class CaseSink(Sink):
 
     max_conversations = 1000
 
-    def __init__(self, scorer: CaptureSession) -> None:
+    def __init__(self, scorer: CaptureSession, retrieval_tools: Any = ()) -> None:
         self.scorer = scorer
+        # tools whose output is the context the agent answers from: captured as retrievals, by tool name
+        self.retrieval_tools = frozenset([retrieval_tools] if isinstance(retrieval_tools, str)
+                                         else (retrieval_tools or ()))
         self._conversations: dict[Any, _Conversation] = {}  # least recently active first
         # conversations keyed by a memory object that were submitted idle: the memory's id, so its later runs keep
         # the conversation id (and so the sampling decision)

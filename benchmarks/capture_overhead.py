@@ -108,8 +108,9 @@ def _bench_langchain_app(name: str, n: int, call: Callable[[str, dict | None], o
     from contextjudge.testing import FakeJudge
     from contextjudge_langchain import ContextJudgeCallbackHandler
 
-    handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=FakeJudge())],
-                                          mode=os.environ.get("CJ_MODE", "background"))
+    mode = os.environ.get("CJ_MODE", "background")
+    handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=FakeJudge())], mode=mode,
+                                          **_kept(mode))
     config = {"callbacks": [handler]}
     cpu: dict[bool, list[float]] = {False: [], True: []}  # this thread's CPU: immune to other processes
 
@@ -132,6 +133,11 @@ def _bench_langchain_app(name: str, n: int, call: Callable[[str, dict | None], o
                          floor_ms=floor - floor_base, mean_added_ms=means[0][1] - means[0][0])
     handler.close(30)
     return result
+
+
+def _kept(mode: str) -> dict[str, object]:
+    """Modes that keep every case without a store need to be told so (``max_kept=None``)."""
+    return {} if mode in ("background", "worker") else {"max_kept": None}
 
 
 def _print_cpu(name: str, plain: list[float], captured: list[float], process_cpu: float, cases: int) -> None:
@@ -172,7 +178,8 @@ def bench_llama_index(n: int) -> Measurement:
     engine = index.as_query_engine(llm=ExtractiveLLM(), similarity_top_k=3)
     env = __import__("os").environ  # CJ_JUDGE_DELAY: seconds per judge call, to mimic a remote judge
     judge = FakeJudge(delay=float(env.get("CJ_JUDGE_DELAY", 0)))
-    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode=env.get("CJ_MODE", "background"))
+    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode=env.get("CJ_MODE", "background"),
+                           **_kept(env.get("CJ_MODE", "background")))
     root = get_dispatcher()
     ours = ([h for h in root.span_handlers if type(h).__name__ == "ContextJudgeSpanHandler"],
             [h for h in root.event_handlers if type(h).__name__ == "ContextJudgeEventHandler"])
@@ -241,7 +248,7 @@ def bench_llama_retriever(n: int) -> Measurement:
     retriever = index.as_retriever(similarity_top_k=3)
     llm = ExtractiveLLM()
     scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=FakeJudge())],
-                           mode=os.environ.get("CJ_MODE", "background"))
+                           mode=os.environ.get("CJ_MODE", "background"), **_kept(os.environ.get("CJ_MODE", "background")))
     root = get_dispatcher()
     ours = ([h for h in root.span_handlers if type(h).__name__ == "ContextJudgeSpanHandler"],
             [h for h in root.event_handlers if type(h).__name__ == "ContextJudgeEventHandler"])

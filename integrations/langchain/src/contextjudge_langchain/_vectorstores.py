@@ -56,6 +56,8 @@ _lock = threading.Lock()
 _holders: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _patched: list[tuple[type, str, Any]] = []  # (class, method name, what its __dict__ held before)
 _WRAPPED = "__contextjudge_wrapped__"
+_handler_cls: Any = None
+_current_handler: Any = None
 
 
 def is_patched() -> bool:
@@ -135,9 +137,13 @@ def _unpatch_all() -> None:
 def _target() -> tuple[list[Any], Any, list[str], dict[str, Any]] | None:
     """(contextjudge handlers, parent run id, tags, metadata) of the run this call is made in; or the current
     ``capture()``/``instrument()`` handler with no parent (the call is a root); None when nothing captures it."""
-    from ._attach import current_handler  # noqa: PLC0415 - _attach imports the handler, which imports this
-    from ._handler import ContextJudgeCallbackHandler  # noqa: PLC0415
+    global _handler_cls, _current_handler  # noqa: PLW0603 - resolved once: _handler imports this module
+    if _handler_cls is None:
+        from ._attach import current_handler  # noqa: PLC0415
+        from ._handler import ContextJudgeCallbackHandler  # noqa: PLC0415
 
+        _handler_cls, _current_handler = ContextJudgeCallbackHandler, current_handler
+    ContextJudgeCallbackHandler, current_handler = _handler_cls, _current_handler
     config = var_child_runnable_config.get()
     manager = config.get("callbacks") if config else None
     if isinstance(manager, BaseCallbackManager):

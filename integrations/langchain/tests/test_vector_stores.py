@@ -364,3 +364,43 @@ def test_a_tool_marked_by_metadata_a_string_output_is_one_node(store):
     assert node.text == "employee_count: 1200; pto_days: 25"
     assert "tool_output_retrieval" not in cases[1].test_case.additional_metadata  # the retriever's own case
     assert cases[1].test_case.retrieval_context[0].id == "pto-001"
+
+
+def test_result_events_of_both_case_shapes(store, judge):
+    """The tutorial graph in a thread: single-turn cases and the conversation are scored, and the result events say
+    which is which (``conversation``; a conversation's ``input`` is None)."""
+    from langchain_core.callbacks import BaseCallbackHandler  # noqa: PLC0415
+
+    from contextjudge import ConversationalTestCase  # noqa: PLC0415
+    from contextjudge.metrics import ContextualRelevancyMetric, TurnContextualRelevancyMetric  # noqa: PLC0415
+    from contextjudge_langchain import METRIC_RESULT_EVENT  # noqa: PLC0415
+
+    class Listener(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.events: list[dict] = []
+
+        def on_custom_event(self, name, data, **kwargs):
+            if name == METRIC_RESULT_EVENT:
+                self.events.append(data)
+
+    seen = []
+
+    def on_result(case, result):  # the README's pattern: both shapes
+        tc = case.test_case
+        seen.append(("conversation", len(tc.turns)) if isinstance(tc, ConversationalTestCase) else ("one", tc.input))
+
+    listener = Listener()
+    graph = tutorial_graph(store, ExtractiveChatModel())
+    session = instrument(metrics=[ContextualRelevancyMetric(model=judge), TurnContextualRelevancyMetric(model=judge)],
+                         on_result=on_result)
+    try:
+        for q in QUESTIONS:
+            graph.invoke({"question": q}, config={"callbacks": [listener], "configurable": {"thread_id": "ana"}})
+        assert session.flush(60)
+    finally:
+        uninstrument()
+        session.close(10)
+    assert sorted(seen) == sorted([("conversation", 4), ("one", QUESTIONS[0]), ("one", QUESTIONS[1])])
+    shapes = sorted((e["conversation"], e["input"], e["metric"]) for e in listener.events)
+    assert shapes == [(False, QUESTIONS[1], "Contextual Relevancy"), (False, QUESTIONS[0], "Contextual Relevancy"),
+                      (True, None, "Turn Contextual Relevancy")]

@@ -124,13 +124,17 @@ def result_event(case: CapturedCase, result: MetricResult, *, run_id: str | None
     ``origin_id`` is the framework record the case came from (LangChain's root run id, LlamaIndex's query span
     id). The older keys of each framework (``test_case_id`` / ``root_run_id`` for LangChain, ``query_span_id``
     for LlamaIndex) are sent beside these for one release; see the changelog.
+
+    Two shapes of case are scored: one retrieval (an ``LLMTestCase``: ``input`` is its question) and a whole
+    conversation (a ``ConversationalTestCase``: ``conversation`` is True, ``input`` is None and ``source`` names the
+    conversation, ``thread:<id>`` in LangChain).
     """
     tc = case.test_case
     return {"metric": result.name, "score": result.score, "success": result.success, "threshold": result.threshold,
             "reason": result.reason, "error": result.error, "error_type": result.error_type,
             "evaluation_model": result.evaluation_model, "case_id": case.case_id, "origin_id": case.root_run_id,
             "source": case.source, "golden_id": case.golden_id, "run_id": run_id,
-            "input": getattr(tc, "input", None)}
+            "input": getattr(tc, "input", None), "conversation": isinstance(tc, ConversationalTestCase)}
 
 
 def _describe_seen(seen: dict[str, dict[str, int]]) -> str:

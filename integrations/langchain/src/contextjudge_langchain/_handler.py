@@ -161,7 +161,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         self._noted: set[int] = set()  # open roots whose target is known
         self._clock = itertools.count()
         self._assembler = _Assembler(self._capture_root)
-        self._targets: OrderedDict[str, _Target] = OrderedDict()
+        self._targets: OrderedDict[int, tuple[Any, Any, Any, Any]] = OrderedDict()  # root run id (int) -> target
         # the latest root runs that retrieved nothing: root run id -> what they ran (CaptureSession.note_root)
         self.roots_without_retrieval: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._threads: dict[str, _ThreadLog] = {}  # least recently active first
@@ -360,15 +360,30 @@ class ContextJudgeCallbackHandler(BaseTracer):
         manager = config.get("callbacks") if config else None
         if not isinstance(manager, BaseCallbackManager) or manager.parent_run_id != parent_run_id:
             return
-        configurable = config.get("configurable") or {}
+        key = run.root_id.int
+        self._noted.add(key)
+        # kept as they are (LangChain makes a new manager, with new lists, for every child run): read into a
+        # _Target only when a result is sent back or the case is assembled, off the request path
+        self._targets[key] = (manager.inheritable_handlers, manager.inheritable_tags, manager.inheritable_metadata,
+                              config.get("configurable"))
+        if len(self._targets) > _MAX_TARGETS:
+            self._targets.popitem(last=False)
+
+    def _target(self, root_id: str) -> _Target | None:
+        """Where a root run's results go (see ``_note_target``), or None when it was not noted or is forgotten."""
+        try:
+            key = UUID(root_id).int
+        except (TypeError, ValueError):
+            return None
+        with self._lock:
+            found = self._targets.get(key)
+        if found is None:
+            return None
+        handlers, tags, metadata, configurable = found
+        configurable = configurable or {}
         thread = next((str(configurable[k]) for k in THREAD_KEYS
                        if isinstance(configurable.get(k), (str, int)) and str(configurable[k])), None)
-        self._noted.add(run.root_id.int)
-        self._targets[str(run.root_id)] = _Target(list(manager.inheritable_handlers),
-                                                  list(manager.inheritable_tags),
-                                                  dict(manager.inheritable_metadata), thread)
-        while len(self._targets) > _MAX_TARGETS:
-            self._targets.popitem(last=False)
+        return _Target(list(handlers), list(tags), dict(metadata), thread)
 
     def _persist_run(self, run: Any) -> None:
         """Required by BaseTracer; unused: finished roots go to ``_capture_root`` on the assembler thread."""
@@ -395,8 +410,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
                 golden_id = str(gid)
                 break
         thread_id = thread_id_of(runs)
-        with self._lock:
-            target = self._targets.get(root_id)
+        target = self._target(root_id)
         if thread_id is None and target is not None:
             thread_id = target.thread_id
         found = retrievals(root, thread_id=thread_id, runs=walked)
@@ -420,7 +434,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
             self.scorer.submit(captured)
         if not found and thread_id is None:
             with self._lock:
-                self._targets.pop(root_id, None)  # nothing will be scored for this run
+                self._targets.pop(root.id.int, None)  # nothing will be scored for this run
         if thread_id is not None and self.conversations and root.run_type not in ("llm", "chat_model"):
             self._add_turn(thread_id, root, found, golden_id)
 
@@ -473,8 +487,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
     def _emit_result(self, case: CapturedCase, result: MetricResult) -> None:
         if not self.emit_events or case.root_run_id is None:
             return
-        with self._lock:
-            target = self._targets.get(case.root_run_id)
+        target = self._target(case.root_run_id)
         if target is None:
             return
         handlers = [h for h in target.handlers if not isinstance(h, ContextJudgeCallbackHandler)]

@@ -76,6 +76,7 @@ class ContextJudgeResultEvent(BaseEvent):
     query_span_id: str | None = None
     input: Any = None
     evaluation_model: str | None = None
+    conversation: bool = False  # a whole conversation was scored (input is None then), not one retrieval
 
     @classmethod
     def class_name(cls) -> str:

@@ -212,6 +212,11 @@ def test_uninstrument_and_close_take_the_patch_off():
         assert vs.is_patched()
         h.close(5)
         assert not vs.is_patched()
+        import gc
+        h = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
+        assert vs.is_patched()
+        del h; gc.collect()  # dropped without close(): the patch goes with it
+        assert not vs.is_patched()
         print("ok")
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -5,7 +5,7 @@ is the one place contextjudge patches LangChain: the search methods below, on ``
 that defines its own (``InMemoryVectorStore``, Chroma, PGVector...), and on subclasses defined later (through
 ``VectorStore.__init_subclass__``). The patch is put on while a ``ContextJudgeCallbackHandler`` is live (made
 directly, by ``capture()`` or by ``instrument()``) and taken off, every original restored, when the last one is
-closed or uninstrumented: with capture off, LangChain runs its own functions and pays nothing.
+closed, uninstrumented or garbage-collected: with capture off, LangChain runs its own functions and pays nothing.
 
 A patched call, inside a run a contextjudge handler captures, is recorded on that handler as a retriever run (a
 child of the run that made the call: the graph node, the tool, the lambda) with the documents in rank order and,
@@ -52,7 +52,7 @@ SEARCH_METHODS.update({"a" + name: kind for name, kind in list(SEARCH_METHODS.it
 # > 0 while a retriever run (recorded by a contextjudge handler) or a patched search call is open in this context
 in_retriever: ContextVar[int] = ContextVar("contextjudge_in_retriever", default=0)
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a handler collected while the lock is held releases through it
 _holders: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _patched: list[tuple[type, str, Any]] = []  # (class, method name, what its __dict__ held before)
 _WRAPPED = "__contextjudge_wrapped__"
@@ -68,9 +68,17 @@ def is_patched() -> bool:
 def acquire(holder: Any) -> None:
     """``holder`` (a handler) needs vector store calls captured: patch them if they are not yet."""
     with _lock:
-        _holders.add(holder)
+        if holder not in _holders:
+            _holders.add(holder)
+            weakref.finalize(holder, _collected)  # a handler dropped without close(): the patch goes with it
         if not _patched:
             _patch_all()
+
+
+def _collected() -> None:
+    with _lock:  # iterating yields only live holders (the collected one's entry may not be removed yet)
+        if _patched and next(iter(_holders), None) is None:
+            _unpatch_all()
 
 
 def release(holder: Any) -> None:

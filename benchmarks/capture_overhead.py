@@ -102,6 +102,30 @@ def bench_langchain_graph(n: int) -> Measurement:
     return _bench_langchain_app("lc_graph", n, lambda q, cfg: graph.invoke({"question": q}, config=cfg), questions)
 
 
+def bench_langchain_request(n: int) -> Measurement:
+    """The LangChain chain's request-thread CPU (``time.thread_time``, immune to other processes) with no handler,
+    a do-nothing handler and the contextjudge handler with assembly switched off, interleaved: how much of the
+    request path is LangChain's cost of calling any handler and how much is contextjudge's own callbacks. Its
+    baseline is the do-nothing handler; the no-handler figure is printed."""
+    from contextjudge_langchain import ContextJudgeCallbackHandler
+
+    chain, questions = _langchain_app()
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
+    handler._assembler.put = lambda root: None  # noqa: SLF001 - the request path only
+    configs = {"none": None, "noop": {"callbacks": [_do_nothing_handler()]}, "ours": {"callbacks": [handler]}}
+    cpu: dict[str, list[float]] = {k: [] for k in configs}
+    for i in range(n + 50):
+        for k, cfg in configs.items():
+            t0 = time.thread_time()
+            chain.invoke(questions[i % len(questions)], config=cfg)
+            cpu[k].append(time.thread_time() - t0)
+    m = {k: statistics.median(v[50:]) * 1000 for k, v in cpu.items()}
+    print(f"lc_request: request-thread CPU per call {m['none']:.3f} ms with no handler, {m['noop']:.3f} ms with a "
+          f"do-nothing handler, {m['ours']:.3f} ms with contextjudge's", file=sys.stderr)
+    handler.close(5)
+    return Measurement("lc_request", n, m["noop"], m["ours"], 0, 0, floor_ms=m["noop"] - m["none"])
+
+
 def _bench_langchain_app(name: str, n: int, call: Callable[[str, dict | None], object],
                          questions: list[str]) -> Measurement:
     from contextjudge.metrics import ContextualRelevancyMetric
@@ -507,6 +531,7 @@ def bench_worker(n: int, rates: list[float], worker_model: str, prefill: int, cp
 CASES: dict[str, Callable[[int], Measurement]] = {
     "langchain": bench_langchain,
     "lc_graph": bench_langchain_graph,
+    "lc_request": bench_langchain_request,
     "llama_index": bench_llama_index,
     "llama_retr": bench_llama_retriever,
     "vs_passthru": bench_vector_store_off,

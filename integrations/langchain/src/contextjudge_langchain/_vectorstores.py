@@ -53,7 +53,7 @@ SEARCH_METHODS.update({"a" + name: kind for name, kind in list(SEARCH_METHODS.it
 in_retriever: ContextVar[int] = ContextVar("contextjudge_in_retriever", default=0)
 
 _lock = threading.RLock()  # re-entrant: a handler collected while the lock is held releases through it
-_holders: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_holders: weakref.WeakSet[Any] = weakref.WeakSet()
 _patched: list[tuple[type, str, Any]] = []  # (class, method name, what its __dict__ held before)
 _WRAPPED = "__contextjudge_wrapped__"
 _handler_cls: Any = None

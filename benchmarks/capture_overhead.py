@@ -91,25 +91,107 @@ def interleaved_medians(plain: Callable[[int], object], captured: Callable[[int]
 
 def bench_langchain(n: int) -> Measurement:
     """An LCEL chain: in-memory vector retriever | prompt | offline chat model | parser; handler in background."""
+    chain, questions = _langchain_app()
+    return _bench_langchain_app("langchain", n, lambda q, cfg: chain.invoke(q, config=cfg), questions)
+
+
+def bench_langchain_graph(n: int) -> Measurement:
+    """LangChain's RAG tutorial: a LangGraph ``StateGraph`` whose ``retrieve`` node calls
+    ``vector_store.similarity_search`` directly (no retriever), then ``generate``; handler in background."""
+    graph, questions = _langchain_graph_app()
+    return _bench_langchain_app("lc_graph", n, lambda q, cfg: graph.invoke({"question": q}, config=cfg), questions)
+
+
+def bench_langchain_request(n: int) -> Measurement:
+    """The LangChain chain's request-thread CPU (``time.thread_time``, immune to other processes) with no handler,
+    a do-nothing handler and the contextjudge handler with assembly switched off, interleaved: how much of the
+    request path is LangChain's cost of calling any handler and how much is contextjudge's own callbacks. Its
+    baseline is the do-nothing handler; the no-handler figure is printed."""
+    from contextjudge_langchain import ContextJudgeCallbackHandler
+
+    chain, questions = _langchain_app()
+    handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
+    handler._assembler.put = lambda root: None  # noqa: SLF001 - the request path only
+    configs = {"none": None, "noop": {"callbacks": [_do_nothing_handler()]}, "ours": {"callbacks": [handler]}}
+    cpu: dict[str, list[float]] = {k: [] for k in configs}
+    for i in range(n + 50):
+        for k, cfg in configs.items():
+            t0 = time.thread_time()
+            chain.invoke(questions[i % len(questions)], config=cfg)
+            cpu[k].append(time.thread_time() - t0)
+    m = {k: statistics.median(v[50:]) * 1000 for k, v in cpu.items()}
+    print(f"lc_request: request-thread CPU per call {m['none']:.3f} ms with no handler, {m['noop']:.3f} ms with a "
+          f"do-nothing handler, {m['ours']:.3f} ms with contextjudge's", file=sys.stderr)
+    handler.close(5)
+    return Measurement("lc_request", n, m["noop"], m["ours"], 0, 0, floor_ms=m["noop"] - m["none"])
+
+
+def _bench_langchain_app(name: str, n: int, call: Callable[[str, dict | None], object],
+                         questions: list[str]) -> Measurement:
     from contextjudge.metrics import ContextualRelevancyMetric
     from contextjudge.testing import FakeJudge
     from contextjudge_langchain import ContextJudgeCallbackHandler
 
-    chain, questions = _langchain_app()
-    handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=FakeJudge())],
-                                          mode=os.environ.get("CJ_MODE", "background"))
+    mode = os.environ.get("CJ_MODE", "background")
+    handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(model=FakeJudge())], mode=mode,
+                                          **_kept(mode))
     config = {"callbacks": [handler]}
+    cpu: dict[bool, list[float]] = {False: [], True: []}  # this thread's CPU: immune to other processes
 
     def ask(i: int, cfg: dict | None = None) -> object:
-        return chain.invoke(questions[i % len(questions)], config=cfg)
+        t0 = time.thread_time()
+        try:
+            return call(questions[i % len(questions)], cfg)
+        finally:
+            cpu[cfg is config].append(time.thread_time() - t0)
 
     means: list[tuple[float, float]] = []
+    ours = _our_threads_cpu()
     baseline, captured = interleaved_medians(ask, lambda i: ask(i, config), n, means=means)
     handler.flush(120)
+    _print_cpu(name, cpu[False], cpu[True], _our_threads_cpu(ours), len(handler.cases))
     noop = {"callbacks": [_do_nothing_handler()]}
     floor_base, floor = interleaved_medians(ask, lambda i: ask(i, noop), n)
-    return Measurement("langchain", n, baseline, captured, len(handler.cases), len(handler.results),
-                       floor_ms=floor - floor_base, mean_added_ms=means[0][1] - means[0][0])
+    result = Measurement(name, n, baseline, captured, len(handler.cases), len(handler.results),
+                         floor_ms=floor - floor_base, mean_added_ms=means[0][1] - means[0][0])
+    handler.close(30)
+    return result
+
+
+def _kept(mode: str) -> dict[str, object]:
+    """Modes that keep every case without a store need to be told so (``max_kept=None``)."""
+    return {} if mode in ("background", "worker") else {"max_kept": None}
+
+
+def _our_threads_cpu(since: dict[int, float] | None = None) -> dict[int, float]:
+    """CPU seconds of each live contextjudge thread (``contextjudge-*``: assembly, the scoring loop, the judge's
+    pools), by thread id; with ``since``, the CPU spent since then (threads that ended meanwhile are not counted)."""
+    import threading
+
+    out: dict[int, float] = {}
+    for t in threading.enumerate():
+        if t.name.startswith("contextjudge") and t.ident is not None:
+            try:
+                out[t.ident] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+            except (OSError, AttributeError):  # not Linux, or the thread just ended
+                continue
+    if since is not None:
+        out = {k: v - since.get(k, 0.0) for k, v in out.items()}
+    return out
+
+
+def _print_cpu(name: str, plain: list[float], captured: list[float], ours: dict[int, float] | float,
+               cases: int) -> None:
+    """The request thread's CPU per call with and without capture (immune to other processes on the machine;
+    work a framework runs on its own threads, as an LCEL ``RunnableParallel`` does, is not in it), and what
+    contextjudge's own threads (assembly, scoring with the in-process FakeJudge) spent per captured case: that CPU
+    competes with the app for the GIL and lands on whichever call runs at that moment."""
+    a, b = (statistics.median(x[50:]) * 1000 for x in (plain, captured))  # 50: the warm-up calls
+    print(f"{name}: request-thread CPU per call {a:.3f} ms plain, {b:.3f} ms captured: {b - a:+.3f} ms "
+          f"({(b - a) / a:+.1%})", file=sys.stderr)
+    spent = sum(ours.values()) if isinstance(ours, dict) else ours
+    print(f"{name}: contextjudge threads' CPU per captured case {spent / max(1, cases) * 1000:.3f} ms "
+          "(assembly and scoring)", file=sys.stderr)
 
 
 def bench_llama_index(n: int) -> Measurement:
@@ -138,7 +220,8 @@ def bench_llama_index(n: int) -> Measurement:
     engine = index.as_query_engine(llm=ExtractiveLLM(), similarity_top_k=3)
     env = __import__("os").environ  # CJ_JUDGE_DELAY: seconds per judge call, to mimic a remote judge
     judge = FakeJudge(delay=float(env.get("CJ_JUDGE_DELAY", 0)))
-    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode=env.get("CJ_MODE", "background"))
+    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], mode=env.get("CJ_MODE", "background"),
+                           **_kept(env.get("CJ_MODE", "background")))
     root = get_dispatcher()
     ours = ([h for h in root.span_handlers if type(h).__name__ == "ContextJudgeSpanHandler"],
             [h for h in root.event_handlers if type(h).__name__ == "ContextJudgeEventHandler"])
@@ -184,6 +267,100 @@ def bench_llama_index(n: int) -> Measurement:
     return Measurement("llama_index", n, baseline, captured_ms, len(scorer.cases), len(scorer.results))
 
 
+def bench_llama_retriever(n: int) -> Measurement:
+    """A LlamaIndex retriever called by hand, outside any query engine (``index.as_retriever().retrieve``), then
+    the offline LLM on its nodes; instrument() in background, attached only around the captured calls."""
+    import json as _json
+    from importlib.resources import files
+
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.schema import TextNode
+
+    import contextjudge_llama_index as cj
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.testing import FakeJudge
+    from contextjudge_llama_index.testing import ExtractiveLLM, KeywordEmbedding
+
+    corpus = files("contextjudge") / "data/demo_corpus"
+    docs = _json.loads((corpus / "docs.json").read_text("utf-8"))["documents"]
+    questions = [g["input"] for g in _json.loads((corpus / "goldens.json").read_text("utf-8"))["goldens"]]
+    index = VectorStoreIndex([TextNode(text=d["text"], id_=d["id"], metadata={"title": d["title"]}) for d in docs],
+                             embed_model=KeywordEmbedding())
+    retriever = index.as_retriever(similarity_top_k=3)
+    llm = ExtractiveLLM()
+    scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=FakeJudge())],
+                           mode=os.environ.get("CJ_MODE", "background"), **_kept(os.environ.get("CJ_MODE", "background")))
+    root = get_dispatcher()
+    ours = ([h for h in root.span_handlers if type(h).__name__ == "ContextJudgeSpanHandler"],
+            [h for h in root.event_handlers if type(h).__name__ == "ContextJudgeEventHandler"])
+    plain_handlers = ([h for h in root.span_handlers if h not in ours[0]],
+                      [h for h in root.event_handlers if h not in ours[1]])
+    root.span_handlers, root.event_handlers = list(plain_handlers[0]), list(plain_handlers[1])
+    cpu: dict[str, list[float]] = {"plain": [], "captured": []}
+
+    def app(i: int) -> object:
+        q = questions[i % len(questions)]
+        nodes = retriever.retrieve(q)
+        return llm.complete("Context:\n" + "\n".join(nd.get_content() for nd in nodes) + f"\n\nQuestion: {q}")
+
+    def plain(i: int) -> object:
+        t0 = time.thread_time()
+        try:
+            return app(i)
+        finally:
+            cpu["plain"].append(time.thread_time() - t0)
+
+    def captured(i: int) -> object:
+        t0 = time.thread_time()
+        root.span_handlers, root.event_handlers = plain_handlers[0] + ours[0], plain_handlers[1] + ours[1]
+        try:
+            return app(i)
+        finally:
+            root.span_handlers, root.event_handlers = list(plain_handlers[0]), list(plain_handlers[1])
+            cpu["captured"].append(time.thread_time() - t0)
+
+    ours_before = _our_threads_cpu()
+    try:
+        baseline, captured_ms = interleaved_medians(plain, captured, n)
+        scorer.flush(300)
+    finally:
+        cj.uninstrument()
+    _print_cpu("llama_retr", cpu["plain"], cpu["captured"], _our_threads_cpu(ours_before), len(scorer.cases))
+    result = Measurement("llama_retr", n, baseline, captured_ms, len(scorer.cases), len(scorer.results))
+    scorer.close(30)
+    return result
+
+
+def bench_vector_store_off(n: int) -> Measurement:
+    """``similarity_search`` itself, called directly: before any handler exists (LangChain's own method), and
+    with a handler live (the patched method) but the call outside any captured run, so the wrapper only looks and
+    calls through. After ``close()`` the method is LangChain's own again, so capture off costs nothing; this
+    measures the look-and-call-through that remains while a handler lives."""
+    from contextjudge_langchain import ContextJudgeCallbackHandler
+    from contextjudge_langchain import _vectorstores
+
+    chain, questions = _langchain_app()
+    store = chain.first.steps__["context"].first.vectorstore  # the chain's InMemoryVectorStore
+    own = type(store).similarity_search
+    times: dict[str, list[float]] = {"own": [], "patched": []}
+    for block in range(2 * max(1, n // 50) + 2):  # blocks of 50 calls, alternating, so drift hits both alike
+        side = "own" if block % 2 == 0 else "patched"
+        handler = None
+        if side == "patched":
+            handler = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
+            assert _vectorstores.is_patched() and type(store).similarity_search is not own
+        for i in range(50):
+            t0 = time.perf_counter()
+            store.similarity_search(questions[(block * 50 + i) % len(questions)], k=3)
+            times[side].append(time.perf_counter() - t0)
+        if handler is not None:
+            handler.close(5)
+            assert not _vectorstores.is_patched() and type(store).similarity_search is own
+    a, b = (statistics.median(times[k][50:]) * 1000 for k in ("own", "patched"))
+    return Measurement("vs_passthru", n, a, b, 0, 0)
+
+
 # ---------------------------------------------------------------------------------------------- mode "worker"
 def _langchain_app() -> tuple[object, list[str]]:
     """The LCEL chain the LangChain cases measure (an in-memory vector retriever | prompt | offline chat model |
@@ -209,6 +386,37 @@ def _langchain_app() -> tuple[object, list[str]]:
               | (lambda ds: "\n\n".join(d.page_content for d in ds)),
               "question": RunnablePassthrough()} | prompt | ExtractiveChatModel() | StrOutputParser())
     return chain, questions
+
+
+def _langchain_graph_app() -> tuple[object, list[str]]:
+    """LangChain's RAG tutorial graph (part 1) over the demo corpus: ``retrieve`` calls
+    ``vector_store.similarity_search(question, k=3)``, ``generate`` prompts the offline chat model."""
+    from typing_extensions import List, TypedDict
+
+    from langchain_core.documents import Document
+    from langchain_core.prompts import ChatPromptTemplate
+    from langgraph.graph import START, StateGraph
+
+    from contextjudge_langchain.testing import ExtractiveChatModel
+
+    chain, questions = _langchain_app()
+    vector_store = chain.first.steps__["context"].first.vectorstore
+    llm = ExtractiveChatModel()
+    prompt = ChatPromptTemplate.from_messages([("human", "Context:\n{context}\n\nQuestion: {question}")])
+
+    # the tutorial's State class, spelled functionally: this module's annotations are strings
+    State = TypedDict("State", {"question": str, "context": List[Document], "answer": str})  # noqa: N806
+
+    def retrieve(state: dict):
+        return {"context": vector_store.similarity_search(state["question"], k=3)}
+
+    def generate(state: dict):
+        docs_content = "\n\n".join(doc.page_content for doc in state["context"])
+        return {"answer": llm.invoke(prompt.invoke({"question": state["question"], "context": docs_content})).content}
+
+    builder = StateGraph(State).add_sequence([retrieve, generate])
+    builder.add_edge(START, "retrieve")
+    return builder.compile(), questions
 
 
 def _do_nothing_handler() -> object:
@@ -322,7 +530,11 @@ def bench_worker(n: int, rates: list[float], worker_model: str, prefill: int, cp
 
 CASES: dict[str, Callable[[int], Measurement]] = {
     "langchain": bench_langchain,
+    "lc_graph": bench_langchain_graph,
+    "lc_request": bench_langchain_request,
     "llama_index": bench_llama_index,
+    "llama_retr": bench_llama_retriever,
+    "vs_passthru": bench_vector_store_off,
 }
 
 

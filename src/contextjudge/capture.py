@@ -17,10 +17,11 @@ from .engine.capture import (
     Mode,
     default_metrics,
     in_judge_call,
+    no_retrieval_message,
     result_event,
 )
 from .engine.sampling import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY, Sampling
 
 __all__ = ["CHAIN_KEY", "RETRIEVER_NAME_KEY", "RUN_METADATA_KEY", "TAGS_KEY", "THREAD_KEY", "AppAdapter",
            "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "IdleConversations", "Mode", "Sampling", "default_metrics",
-           "in_judge_call", "result_event"]
+           "in_judge_call", "no_retrieval_message", "result_event"]

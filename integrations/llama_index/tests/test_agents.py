@@ -250,7 +250,7 @@ def test_non_agent_query_capture_is_unchanged(index, llm):
     tc = case.test_case
     assert tc.input == "How many vacation days do employees get?"
     assert tc.actual_output == "Employees get 25 vacation days per year."
-    assert agent_of(tc) is None and tc.name is None
+    assert agent_of(tc) is None and tc.name == tc.input  # named after its question, as LangChain cases are
 
 
 def test_instrument_tags_is_importable_and_tags_a_golden(index, llm):

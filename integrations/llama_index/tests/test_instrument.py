@@ -62,8 +62,10 @@ def test_every_query_becomes_a_test_case(index, llm, judge):
     assert tc.actual_output == str(response) == "Employees get 25 vacation days per year."
     ranked = [(n.node.node_id, n.score) for n in response.source_nodes]
     assert [(n.id, n.score) for n in tc.retrieval_context] == ranked
-    assert tc.retrieval_context[0].metadata == {"topic": "vacation"}
+    # the chunk's id and the user's Document(id_=...) it came from
+    assert tc.retrieval_context[0].metadata == {"topic": "vacation", "source_doc_id": "vacation"}
     assert "25 vacation days" in tc.retrieval_context[0].text
+    assert tc.name == QUESTIONS["vacation"]
     assert tc.additional_metadata["engine"] == "RetrieverQueryEngine"
     assert case.metadata["query_span_id"].startswith("RetrieverQueryEngine.query-")
     [(_, result)] = scorer.results

@@ -361,6 +361,15 @@ def _is_image_ref(value: str) -> bool:
         in _IMAGE_EXTENSIONS
 
 
+_POINTER_KEYS = frozenset(_URL_KEYS + _PATH_KEYS + _DATA_KEYS + _GENERIC_KEYS)
+
+
+def may_point_to_image(metadata: dict[str, Any] | None) -> bool:
+    """False when ``metadata`` has none of the keys ``image_from_metadata`` reads an image from: then it finds
+    none, and a capture integration can skip it (it runs for every retrieved document)."""
+    return bool(metadata) and not _POINTER_KEYS.isdisjoint(metadata)
+
+
 def image_from_metadata(metadata: dict[str, Any] | None) -> MLLMImage | None:
     """The image a document's metadata points to, or None.
 

@@ -20,14 +20,22 @@ the LangChain and LlamaIndex integrations say the same thing the same way:
   chain/engine call began), "retriever_span_id": "<16 hex>" (the span active at the retrieval, when it differs),
   "trace_flags": int}``. Stored with the case, so a worker in another process can export evaluation spans into
   that trace (``contextjudge.otel``).
+- ``NO_RETRIEVAL_KEY`` (``"no_retrieval"``): ``contextjudge eval`` ran the app on this golden and capture saw no
+  retrieval; a message that says what the run did and which shapes are captured. The metrics that need the
+  retrieval context give it as their error.
+
+A retrieved node's metadata may carry ``SOURCE_DOC_KEY`` (``"source_doc_id"``): the id of the document the chunk
+came from (LlamaIndex: the node's ``ref_doc_id``, the user's ``Document(id_=...)``; LangChain: the document's
+``metadata["source"]``), beside the node's own id (the chunk's). ``source_of`` reads it with the document's title.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AGENT_KEY", "APP_ERROR_KEY", "MATCH_INPUTS_KEY", "OTEL_KEY", "RETRIEVER_KEY", "RETRIEVER_RANKING_KEY",
-           "agent_of", "app_error_of", "match_inputs_of", "otel_of", "short"]
+__all__ = ["AGENT_KEY", "APP_ERROR_KEY", "MATCH_INPUTS_KEY", "NO_RETRIEVAL_KEY", "OTEL_KEY", "RETRIEVER_KEY",
+           "RETRIEVER_RANKING_KEY", "SOURCE_DOC_KEY", "agent_of", "app_error_of", "match_inputs_of",
+           "no_retrieval_of", "otel_of", "short", "source_of"]
 
 AGENT_KEY = "agent"
 RETRIEVER_RANKING_KEY = "retriever_ranking"
@@ -35,6 +43,9 @@ RETRIEVER_KEY = "retriever"
 APP_ERROR_KEY = "app_error"
 MATCH_INPUTS_KEY = "match_inputs"
 OTEL_KEY = "otel"
+NO_RETRIEVAL_KEY = "no_retrieval"
+SOURCE_DOC_KEY = "source_doc_id"
+_TITLE_KEYS = ("title", "document_title", "file_name", "filename")
 
 
 def _meta(test_case: Any) -> dict[str, Any]:
@@ -52,6 +63,21 @@ def app_error_of(test_case: Any) -> dict[str, Any] | None:
     """``{"type": ..., "message": ...}`` when the app raised on this case's golden, else None."""
     found = _meta(test_case).get(APP_ERROR_KEY)
     return found if isinstance(found, dict) else None
+
+
+def no_retrieval_of(test_case: Any) -> str | None:
+    """The message saying that the app's run on this golden retrieved nothing capture sees, or None."""
+    found = _meta(test_case).get(NO_RETRIEVAL_KEY)
+    return found if isinstance(found, str) and found else None
+
+
+def source_of(node_metadata: Any) -> tuple[str | None, str | None]:
+    """(the source document's id, its title) of a retrieved node, from its metadata: ``SOURCE_DOC_KEY`` (else
+    LangChain's ``source``), and the first of ``title``, ``document_title``, ``file_name``, ``filename``."""
+    meta = node_metadata if isinstance(node_metadata, dict) else {}
+    doc = meta.get(SOURCE_DOC_KEY) or meta.get("source")
+    title = next((meta[k] for k in _TITLE_KEYS if isinstance(meta.get(k), str) and meta[k]), None)
+    return (str(doc) if isinstance(doc, (str, int)) and str(doc) else None), title
 
 
 def otel_of(test_case: Any) -> dict[str, Any] | None:

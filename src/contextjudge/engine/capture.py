@@ -60,7 +60,7 @@ from .sampling import Sampling
 from .score import score_case
 
 __all__ = ["AppAdapter", "CaptureScorer", "CaptureSession", "CapturedCase", "GoldenFailure", "IdleConversations",
-           "Mode", "Sampling", "default_metrics", "in_judge_call", "result_event"]
+           "Mode", "Sampling", "default_metrics", "in_judge_call", "no_retrieval_message", "result_event"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -124,13 +124,41 @@ def result_event(case: CapturedCase, result: MetricResult, *, run_id: str | None
     ``origin_id`` is the framework record the case came from (LangChain's root run id, LlamaIndex's query span
     id). The older keys of each framework (``test_case_id`` / ``root_run_id`` for LangChain, ``query_span_id``
     for LlamaIndex) are sent beside these for one release; see the changelog.
+
+    Two shapes of case are scored: one retrieval (an ``LLMTestCase``: ``input`` is its question) and a whole
+    conversation (a ``ConversationalTestCase``: ``conversation`` is True, ``input`` is None and ``source`` names the
+    conversation, ``thread:<id>`` in LangChain).
     """
     tc = case.test_case
     return {"metric": result.name, "score": result.score, "success": result.success, "threshold": result.threshold,
             "reason": result.reason, "error": result.error, "error_type": result.error_type,
             "evaluation_model": result.evaluation_model, "case_id": case.case_id, "origin_id": case.root_run_id,
             "source": case.source, "golden_id": case.golden_id, "run_id": run_id,
-            "input": getattr(tc, "input", None)}
+            "input": getattr(tc, "input", None), "conversation": isinstance(tc, ConversationalTestCase)}
+
+
+def _describe_seen(seen: dict[str, dict[str, int]]) -> str:
+    parts = []
+    for kind, bucket in seen.items():
+        if set(bucket) == {""}:
+            parts.append(f"{kind}: {bucket['']}")
+        elif bucket:
+            parts.append(f"{kind}: " + ", ".join(f"{k} ({n})" if n > 1 else k for k, n in bucket.items()))
+    return "; ".join(parts) or "nothing but the call itself"
+
+
+def no_retrieval_message(seen: dict[str, Any] | None, shapes: str) -> str:
+    """What a golden's error case says when the app's run on it retrieved nothing capture sees (``contextjudge
+    eval``): what the run ran (``seen``, as ``CaptureSession.note_root`` takes it) and the shapes captured."""
+    buckets: dict[str, dict[str, int]] = {}
+    for kind, value in (seen or {}).items():
+        if isinstance(value, int):
+            buckets[kind] = {"": value}
+        else:
+            items = [value] if isinstance(value, str) else list(value or ())
+            buckets[kind] = {str(v): 1 for v in items}
+    return (f"the app's run on this golden retrieved nothing that capture sees (it ran {_describe_seen(buckets)}). "
+            f"Captured: {shapes}. See 'What is captured' in the README (README.md#what-is-captured).")
 
 
 def default_metrics(model: Any = None, *, expected_output: bool = True) -> list[Any]:
@@ -374,6 +402,7 @@ class CaptureSession:
         batch: int = 64,
         poll_interval: float = 1.0,
         conversation_idle: float | None = _CONVERSATION_IDLE,
+        warn_after_roots: int | None = 20,
     ) -> None:
         if mode not in _MODES:
             raise ConfigurationError(f"capture mode must be 'background', 'deferred', 'off' or 'worker', not {mode!r}.")
@@ -382,6 +411,9 @@ class CaptureSession:
                 "capture in mode='worker' only writes the captured cases for a `contextjudge worker` process to "
                 "score, so it needs a store both can reach: pass store='captured.db' (SQLite, one worker) or a "
                 "PostgreSQL URL (several workers), and run `contextjudge worker --store <the same>`.")
+        if warn_after_roots is not None and (not isinstance(warn_after_roots, int) or warn_after_roots < 0):
+            raise ConfigurationError(f"warn_after_roots must be a whole number of calls (0 or None: never warn), "
+                                     f"not {warn_after_roots!r}.")
         sampler = Sampling.of(sample_rate, sampling)
         idle_seconds = _idle_seconds(conversation_idle)
         if budget is not None:
@@ -440,6 +472,13 @@ class CaptureSession:
         self.skipped_budget = 0  # cases not judged because the judge budget was spent
         self.written = 0  # mode "worker": cases written to the store with their queue rows
         self.results_received = 0  # mode "worker": results a worker wrote that came back to this session
+        # "no silent nothing": the app's root calls (a chain, a graph, an engine call, an agent run) and those that
+        # retrieved nothing; one warning when warn_after_roots of them have run and none retrieved (note_root)
+        self.roots = 0
+        self.roots_without_retrieval = 0
+        self.warn_after_roots = warn_after_roots if warn_after_roots and warn_after_roots > 0 else None
+        self._roots_seen: dict[str, dict[str, int]] = {}
+        self._warned_roots = False
         self._warned_budget: Any = _UNSET
         # mode "worker": the cases waiting for the writer thread, those it is writing, and those awaiting results
         self._outbox: collections.deque[CapturedCase] = collections.deque()
@@ -469,6 +508,7 @@ class CaptureSession:
         self._worker_future: concurrent.futures.Future | None = None
         self._drains: list[Callable[[float | None], Any]] = []
         self._syncs: list[Callable[[], Any]] = []
+        self._close_hooks: list[Callable[[], Any]] = []
         self._closed = False
         _register(self)
 
@@ -485,11 +525,51 @@ class CaptureSession:
         to this session). ``skipped_budget``: cases not judged because the judge budget was spent. ``dropped``:
         cases dropped to keep memory bounded (``max_queue`` / ``max_kept``) or that could not be written.
         ``written``, ``results_received``: mode "worker" (cases written for a worker; results it sent back).
+        ``roots``: the app's top-level calls the integration saw end (a chain or graph run, a query/chat/retrieve
+        call, an agent or workflow run); ``roots_without_retrieval``: those in which no retrieval was captured.
         """
         with self._lock:
             return {"seen": self.seen, "sampled": self.sampled, "unsampled": self.unsampled,
                     "filtered": self.filtered, "judged": self.judged, "skipped_budget": self.skipped_budget,
-                    "dropped": self.dropped, "written": self.written, "results_received": self.results_received}
+                    "dropped": self.dropped, "written": self.written, "results_received": self.results_received,
+                    "roots": self.roots, "roots_without_retrieval": self.roots_without_retrieval}
+
+    def note_root(self, retrievals: int, seen: dict[str, Any] | None = None, shapes: str = "") -> None:
+        """An integration saw one of the app's top-level calls end, with ``retrievals`` retrievals captured in it.
+
+        ``seen`` says what the call ran, by kind (``{"chains": ["LangGraph"], "graph nodes": [...], "tools": [...],
+        "LLM calls": 3}``: names, or a count); ``shapes`` names what the integration captures. When
+        ``warn_after_roots`` calls (20 by default; None turns it off) have run and not one retrieved anything, one
+        warning names what was seen and the shapes that are captured: the app retrieves in a way capture does not
+        see, and would otherwise get no test case and no word about it.
+        """
+        warn = None
+        with self._lock:
+            self.roots += 1
+            if retrievals:
+                return
+            self.roots_without_retrieval += 1
+            for kind, value in (seen or {}).items():
+                bucket = self._roots_seen.setdefault(kind, {})
+                items = [(value, 1)] if isinstance(value, str) else (
+                    [("", int(value))] if isinstance(value, int) else [(str(v), 1) for v in value or ()])
+                for name, n in items:
+                    if name in bucket or len(bucket) < 12:
+                        bucket[name] = bucket.get(name, 0) + n
+            if (self.warn_after_roots is not None and not self._warned_roots
+                    and self.roots_without_retrieval >= self.warn_after_roots
+                    and self.roots == self.roots_without_retrieval):
+                self._warned_roots = True
+                warn = self._describe_roots_seen()
+        if warn is not None:
+            logger.warning(
+                "contextjudge: %d calls of the app ran under capture and none retrieved anything that capture "
+                "sees, so no test case was made. Seen: %s. Captured: %s. See 'What is captured' in the README "
+                "(README.md#what-is-captured); session.counters['roots_without_retrieval'] counts these calls.",
+                self.roots_without_retrieval, warn, shapes or "retrievers and vector store searches")
+
+    def _describe_roots_seen(self) -> str:
+        return _describe_seen(self._roots_seen)
 
     # ----------------------------------------------------------------------------------------------- access
     @property
@@ -565,6 +645,11 @@ class CaptureSession:
     def _alive(self) -> bool:
         fut = self._worker_future
         return fut is not None and not fut.done()
+
+    def add_close_hook(self, hook: Callable[[], Any]) -> None:
+        """Call ``hook()`` when the session is closed (an integration takes off what it put on: a patch, a
+        handler). A hook that raises is logged; the others still run."""
+        self._close_hooks.append(hook)
 
     def add_drain(self, drain: Callable[[float | None], Any]) -> None:
         """Register an integration's own pending work: ``drain(timeout)`` hands over what it still holds, and returns
@@ -1248,6 +1333,11 @@ class CaptureSession:
         unscored = self._keep_unscored()
         self._end_run()
         self._report(unscored, at_exit=False)
+        for hook in self._close_hooks:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - closing never raises into the app
+                logger.exception("contextjudge: a capture close hook failed")
         return done
 
     def _stop_worker(self, timeout: float | None) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Literal, Sequence
 
 from .._result import MetricResult
 from ..cases.labels import labels_of
-from ..cases.provenance import app_error_of, short
+from ..cases.provenance import app_error_of, no_retrieval_of, short
 from ..cases.testcase import ConversationalTestCase
 from ..errors import BudgetExhaustedError, InvalidTestCaseError, MissingTestCaseParamsError
 from .run import Run
@@ -108,6 +108,8 @@ def missing_message(metric: Any, exc: MissingTestCaseParamsError, test_case: Any
             said.append(f"{name} needs an expected_output, and no golden matched this input "
                         f"({short(getattr(test_case, 'input', ''), 60)!r}): pass goldens whose input matches it, "
                         "or set golden_id in the call's metadata, or set expected_output on the test case")
+        elif f in ("retrieval_context", "turns[].retrieval_context") and no_retrieval_of(test_case):
+            said.append(f"{name} needs the retrieved nodes: {no_retrieval_of(test_case)}")
         elif f in ("retrieval_context", "turns[].retrieval_context"):
             said.append(f"{name} needs the retrieved nodes, and this case has none (retrieval_context is None): "
                         "check that the app's retriever ran and was captured")

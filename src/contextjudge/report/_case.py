@@ -20,8 +20,10 @@ from ..cases.provenance import (
     MATCH_INPUTS_KEY,
     RETRIEVER_KEY,
     RETRIEVER_RANKING_KEY,
+    SOURCE_DOC_KEY,
     agent_of,
     app_error_of,
+    source_of,
 )
 from ..cases.testcase import ConversationalTestCase
 from ._format import case_input, e, num, short, signed, status
@@ -95,12 +97,17 @@ def _find(node: Any, others: list[Any]) -> int | None:
 def _node_meta(node: Any) -> str:
     _, nid, score, meta = _node_parts(node)
     bits = []
+    doc, title = source_of(meta)
+    if doc or title:  # the user's document the chunk came from, first: what a person recognises
+        bits.append("from " + (f"<b>{e(title)}</b>" if title else "") + (" " if doc and title else "")
+                    + (f"<span class='cj-src'>{e(doc)}</span>" if doc else ""))
     if nid:
         bits.append(f"id {e(nid)}")
     if score is not None:
         bits.append(f"retriever score {score:.3f}")
-    if meta:
-        shown = ", ".join(f"{k}={v}" for k, v in list(meta.items())[:4])
+    rest = {k: v for k, v in (meta or {}).items() if k != SOURCE_DOC_KEY}
+    if rest:
+        shown = ", ".join(f"{k}={v}" for k, v in list(rest.items())[:4])
         bits.append(e(short(shown, 120)))
     return " · ".join(bits)
 

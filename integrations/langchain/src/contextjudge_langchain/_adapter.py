@@ -7,11 +7,14 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable
 
-from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure
+from contextjudge import LLMTestCase
+from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure, no_retrieval_message
 from contextjudge.cases.identity import GOLDEN_ID_KEY
+from contextjudge.cases.provenance import NO_RETRIEVAL_KEY
 from contextjudge.goldens import Golden, Goldens, load_goldens
 
-from ._handler import ContextJudgeCallbackHandler
+from ._assemble import final_answer
+from ._handler import SHAPES, ContextJudgeCallbackHandler
 
 __all__ = ["LangChainAppAdapter", "adapter", "golden_input"]
 
@@ -35,7 +38,9 @@ def golden_input(runnable: Any, text: str) -> Any:
     try:
         schema = runnable.get_input_jsonschema()
     except Exception:  # noqa: BLE001 - some Runnables cannot describe their input
-        return text
+        schema = _graph_state_schema(runnable)
+        if schema is None:
+            return text
     props = schema.get("properties") or {}
     messages = {"messages": [{"role": "user", "content": text}]}
     if _is_graph(runnable) and "messages" in props:
@@ -49,6 +54,20 @@ def golden_input(runnable: Any, text: str) -> Any:
         return messages
     required = schema.get("required") or list(props)
     return {required[0]: text} if len(required) == 1 else text
+
+
+def _graph_state_schema(runnable: Any) -> dict[str, Any] | None:
+    """A LangGraph graph's input keys read from its state class's annotations, for a state pydantic cannot turn into
+    a JSON schema (a ``typing.TypedDict`` on Python < 3.12)."""
+    if not _is_graph(runnable):
+        return None
+    builder = getattr(runnable, "builder", None)
+    state = getattr(builder, "input_schema", None) or getattr(builder, "state_schema", None)
+    try:
+        keys = list(getattr(state, "__annotations__", {}) or {})
+    except Exception:  # noqa: BLE001
+        return None
+    return {"type": "object", "properties": {k: {} for k in keys}} if keys else None
 
 
 class LangChainAppAdapter(AppAdapter):
@@ -74,6 +93,7 @@ class LangChainAppAdapter(AppAdapter):
         items = list(gs)
         run_ids = [uuid.uuid4() for _ in items]
         errors: dict[int, BaseException] = {}
+        answers: dict[int, Any] = {}
         # a graph with a checkpointer needs a thread: each golden gets its own, so goldens never share a history
         checkpointed = _is_graph(obj) and getattr(obj, "checkpointer", None) not in (None, False)
 
@@ -83,7 +103,7 @@ class LangChainAppAdapter(AppAdapter):
                                       "run_name": f"golden:{g.id or i}"}
             if checkpointed:
                 config["configurable"] = {"thread_id": f"contextjudge-golden-{run_ids[i]}"}
-            obj.invoke(golden_input(obj, g.input), config=config)
+            answers[i] = obj.invoke(golden_input(obj, g.input), config=config)
 
         try:
             with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="contextjudge-app") as pool:
@@ -98,15 +118,29 @@ class LangChainAppAdapter(AppAdapter):
             by_root: dict[str, list[CapturedCase]] = {}
             for case in handler.cases:
                 by_root.setdefault(case.root_run_id or "", []).append(case)
+            ran = dict(handler.roots_without_retrieval)
         finally:
             handler.close()
         out: list[CapturedCase | GoldenFailure] = []
         for i, g in enumerate(items):
             if i in errors:  # what it retrieved before failing is not what it answers: the error is the case
                 out.append(GoldenFailure(g, i, errors[i]))
-            else:
-                out.extend(by_root.get(str(run_ids[i]), ()))
+            elif str(run_ids[i]) in by_root:
+                out.extend(by_root[str(run_ids[i])])
+            else:  # it answered without a retrieval capture sees: a case that says so, never a silent gap
+                out.append(_no_retrieval_case(g, i, answers.get(i), ran.get(str(run_ids[i]))))
         return out
+
+
+def _no_retrieval_case(g: Golden, index: int, answer: Any, ran: dict[str, Any] | None) -> CapturedCase:
+    """A golden whose run retrieved nothing: its input, the app's answer and expected output, no retrieval context,
+    and under ``provenance.NO_RETRIEVAL_KEY`` what the run did and what capture sees (the metrics' error)."""
+    meta: dict[str, Any] = {NO_RETRIEVAL_KEY: no_retrieval_message(ran, SHAPES), "golden_index": index}
+    if g.id:
+        meta[GOLDEN_ID_KEY] = g.id
+    tc = LLMTestCase(input=g.input, actual_output=final_answer(answer), expected_output=g.expected_output,
+                     additional_metadata=meta, name=g.input[:80])
+    return CapturedCase(test_case=tc, source="langchain", metadata={"golden_index": index}, golden_id=g.id)
 
 
 adapter = LangChainAppAdapter()

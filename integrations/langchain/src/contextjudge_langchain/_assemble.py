@@ -36,7 +36,16 @@ from typing import Any, Iterable
 
 from contextjudge import LLMTestCase, RetrievedNode
 from contextjudge.cases.identity import GOLDEN_ID_KEY
-from contextjudge.cases.provenance import AGENT_KEY, OTEL_KEY, RETRIEVER_KEY, RETRIEVER_RANKING_KEY, short
+from contextjudge.cases.images import may_point_to_image
+from contextjudge.cases.testcase import jsonable
+from contextjudge.cases.provenance import (
+    AGENT_KEY,
+    OTEL_KEY,
+    RETRIEVER_KEY,
+    RETRIEVER_RANKING_KEY,
+    SOURCE_DOC_KEY,
+    short,
+)
 from contextjudge.otel import case_trace
 from ._images import node_from_image_metadata
 
@@ -85,6 +94,91 @@ class Retrieval:
     answer_source: str
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
     agent: dict[str, Any] | None = None
+
+
+RETRIEVAL_TOOL_TAG = "contextjudge:retrieval"
+"""A tag (or ``metadata={"contextjudge": "retrieval"}``) that makes a tool's output a retrieval."""
+_ITEM_TEXT_KEYS = ("page_content", "content", "text", "snippet", "body", "description", "result")
+_ITEM_ID_KEYS = ("id", "url", "link", "uri", "source", "doc_id")
+
+
+def is_retrieval_tool(run: Any, names: frozenset[str]) -> bool:
+    """Whether a tool run's output is to be captured as a retrieval: named in ``retrieval_tools=``, tagged
+    ``contextjudge:retrieval``, or with ``metadata={"contextjudge": "retrieval"}``."""
+    return run.run_type == "tool" and (run.name in names or RETRIEVAL_TOOL_TAG in (run.tags or ())
+                                       or (run.metadata or {}).get("contextjudge") == "retrieval")
+
+
+def tool_items(output: Any) -> list[Any]:
+    """A tool's output as ranked Documents: a ToolMessage's artifact when it has one (``content_and_artifact``),
+    else its content; a list (or a JSON list in a string) split into items, anything else one item. A dict item
+    (a search result) gives its text (``content``, ``snippet``...) and its id (``id``, ``url``...)."""
+    from langchain_core.documents import Document  # noqa: PLC0415
+
+    raw = output
+    if hasattr(output, "content") and hasattr(output, "tool_call_id"):  # a ToolMessage
+        raw = output.artifact if getattr(output, "artifact", None) is not None else output.content
+    if isinstance(raw, str):
+        stripped = raw.strip()
+        if stripped[:1] in "[{":
+            try:
+                raw = json.loads(stripped)
+            except ValueError:
+                pass
+    if isinstance(raw, dict):
+        listed = next((raw[k] for k in ("results", "documents", "items", "data") if isinstance(raw.get(k), list)),
+                      None)
+        raw = listed if listed is not None else [raw]
+    items = raw if isinstance(raw, (list, tuple)) else [raw]
+    docs = []
+    for item in items:
+        if hasattr(item, "page_content"):
+            docs.append(item)
+        elif isinstance(item, dict):
+            text = next((item[k] for k in _ITEM_TEXT_KEYS if isinstance(item.get(k), str) and item[k]), None)
+            nid = next((item[k] for k in _ITEM_ID_KEYS if isinstance(item.get(k), (str, int)) and item[k]), None)
+            meta = {k: v for k, v in item.items() if v is not text}
+            docs.append(Document(text if text is not None else json.dumps(item, default=str, ensure_ascii=False),
+                                 id=None if nid is None else str(nid), metadata=meta))
+        elif item is not None:
+            text = message_text(item) if hasattr(item, "content") else None
+            text = text if text is not None else (item if isinstance(item, str) else str(item))
+            if text.strip():
+                docs.append(Document(text))
+    return docs
+
+
+def add_tool_retrievals(root: Any, names: frozenset[str]) -> bool:
+    """Give each retrieval tool run (``is_retrieval_tool``) that ran no retriever of its own a retriever child
+    holding its output's items, so it is assembled as any retrieval inside a tool is; True when one was added."""
+    added = False
+    for run, _ in walk(root):
+        if run.error or run.end is None or not is_retrieval_tool(run, names):
+            continue
+        if any(r.run_type == "retriever" for r, _ in walk(run)):
+            continue
+        output = run.outputs.get("output") if isinstance(run.outputs, dict) else run.outputs
+        child = RunRecord(run.id, run.id, run.root_id, "retriever", run.name, {"query": tool_input_of(run)},
+                          run.tags, {**(run.metadata or {}), "contextjudge_tool_output": True}, run.start + 0.25)
+        child.id = _ToolRetrievalId(run.id)
+        child.end = run.end - 0.25
+        child.outputs = {"documents": tool_items(output)}
+        run.child_runs.append(child)
+        added = True
+    return added
+
+
+class _ToolRetrievalId:
+    """The id of a tool's output seen as a retrieval: the tool run's own, as text and as a number."""
+
+    __slots__ = ("int", "_s")
+
+    def __init__(self, tool_id: Any) -> None:
+        self.int = -tool_id.int
+        self._s = f"{tool_id}:output"
+
+    def __str__(self) -> str:
+        return self._s
 
 
 def walk(root: Any) -> list[tuple[Any, tuple[Any, ...]]]:
@@ -193,22 +287,44 @@ def _prompt_text(run: Any) -> str:
     return str(inputs.get("messages", ""))
 
 
-def node_of(doc: Any) -> RetrievedNode:
+def doc_id(doc: Any) -> str:
+    """A Document's id as a node's: ``Document.id``, else an ``id``/``doc_id`` in its metadata, else a hash of its
+    text."""
+    found = getattr(doc, "id", None)
+    if not found:
+        meta = getattr(doc, "metadata", None) or {}
+        found = meta.get("id") or meta.get("doc_id")
+    if found is None:
+        text = getattr(doc, "page_content", None)
+        text = str(doc) if text is None else text
+        return "sha1:" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+    return str(found)
+
+
+def node_of(doc: Any, score: Any = None) -> RetrievedNode:
+    """A Document as a node: its id (``doc_id``), the score the vector store gave it (``score``, else a score in its
+    metadata) and its metadata (with ``provenance.SOURCE_DOC_KEY`` when it names its source document)."""
     meta = dict(getattr(doc, "metadata", None) or {})
     text = getattr(doc, "page_content", None)
     if text is None:
         text = str(doc)
-    doc_id = getattr(doc, "id", None) or meta.get("id") or meta.get("doc_id")
-    if doc_id is None:
-        doc_id = "sha1:" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
-    score = None
-    for key in _SCORE_KEYS:
-        value = meta.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            score = float(value)
-            break
-    # a document whose metadata points to an image (image_url, image_path, ...) becomes an image node
-    return node_from_image_metadata(text, _jsonable(meta), id=str(doc_id), score=score)
+    nid = doc_id(doc)
+    source = meta.get("source")  # the loader's source document (a URL, a path), beside the chunk's own id
+    if isinstance(source, (str, int)) and str(source) and str(source) != nid:
+        meta.setdefault(SOURCE_DOC_KEY, str(source))
+    if not (isinstance(score, (int, float)) and not isinstance(score, bool)):
+        score = None
+        for key in _SCORE_KEYS:
+            value = meta.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                score = value
+                break
+    score = None if score is None else float(score)
+    if may_point_to_image(meta):
+        # a document whose metadata points to an image (image_url, image_path, ...) becomes an image node
+        return node_from_image_metadata(text, _jsonable(meta), id=nid, score=score)
+    # the usual text document: every field is already of its type, so no validation is needed
+    return RetrievedNode.model_construct(text=text, id=nid, score=score, metadata=jsonable(meta))
 
 
 def _jsonable(meta: dict[str, Any]) -> dict[str, Any]:
@@ -368,7 +484,7 @@ def _after_steps(retriever: Any, docs: list[Any], runs: list[tuple[Any, tuple[An
 
 
 def _ids(docs: list[Any]) -> list[str]:
-    return [node_of(d).id for d in docs]
+    return [doc_id(d) for d in docs]
 
 
 def _agent_context(run: Any, ancestors: tuple[Any, ...], root: Any) -> tuple[str, Any] | None:
@@ -383,9 +499,11 @@ def _agent_context(run: Any, ancestors: tuple[Any, ...], root: Any) -> tuple[str
     return None
 
 
-def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
-    """The test cases of one finished root run, one per top-level retriever run."""
-    runs = walk(root)
+def retrievals(root: Any, thread_id: str | None = None,
+               runs: list[tuple[Any, tuple[Any, ...]]] | None = None) -> list[Retrieval]:
+    """The test cases of one finished root run, one per top-level retriever run (``runs``: ``walk(root)``, when the
+    caller has it already)."""
+    runs = walk(root) if runs is None else runs
     llms = [(r, a) for r, a in runs if r.run_type in ("llm", "chat_model") and not r.error]
     question = question_of(root.inputs)
     root_text = None if root.error else text_of_output(root.outputs)
@@ -428,7 +546,7 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
             answer_source = "none"
         diagnostics = [
             {"name": r.name, "query": (r.inputs or {}).get("query"),
-             "ids": [node_of(d).id for d in ((r.outputs or {}).get("documents") or [])]}
+             "ids": [doc_id(d) for d in ((r.outputs or {}).get("documents") or [])]}
             for r, _ in subs
         ]
         meta = {
@@ -440,6 +558,11 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
             "answer_source": answer_source,
         }
         meta.update({k: v for k, v in metadata_of(run).items() if k.startswith("ls_") and isinstance(v, str)})
+        if metadata_of(run).get("contextjudge_tool_output"):
+            meta["tool_output_retrieval"] = True  # a tool's output captured as a retrieval (retrieval_tools=)
+        call = metadata_of(run).get("contextjudge_vector_store_call")
+        if call:
+            meta["vector_store_call"] = call  # a vector store method called directly (_vectorstores)
         if diagnostics:
             meta["sub_retrievals"] = diagnostics
         if ranking is not None:
@@ -475,7 +598,10 @@ def retrievals(root: Any, thread_id: str | None = None) -> list[Retrieval]:
             meta[AGENT_KEY] = agent
         else:
             name = short(case_input, 80)
-        case = LLMTestCase(input=case_input, actual_output=answer, retrieval_context=[node_of(d) for d in docs],
+        scored = run.outputs.get("scores")  # a vector store's *_with_score call: one score per document
+        by_doc = ({id(d): sc for d, sc in zip(retrieved, scored)} if isinstance(scored, list) else {})
+        case = LLMTestCase(input=case_input, actual_output=answer,
+                           retrieval_context=[node_of(d, by_doc.get(id(d))) for d in docs],
                            name=name, additional_metadata=meta)
         out.append(Retrieval(case=case, name=run.name, query=query, question=question,
                              answer_source=answer_source, diagnostics=diagnostics, agent=agent))

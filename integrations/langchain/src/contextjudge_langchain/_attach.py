@@ -116,7 +116,9 @@ def instrument(*args: Any, handler: ContextJudgeCallbackHandler | None = None,
     """
     _ensure_hooks()
     new = _make_handler(handler, args, kwargs)
-    _process_slot.swap(new)
+    old = _process_slot.swap(new)
+    if old is not None and old is not new:
+        old.release_vector_stores()
     return new.session
 
 
@@ -125,6 +127,7 @@ def uninstrument() -> CaptureSession | None:
     old = _process_slot.swap(None)
     if old is not None:
         old.submit_conversations()
+        old.release_vector_stores()
         return old.session
     return None
 

@@ -41,9 +41,21 @@ from contextjudge.cases.identity import golden_id_of, new_case_id
 from contextjudge.cases.provenance import OTEL_KEY
 from contextjudge.otel import span_context_now
 
-from ._assemble import THREAD_KEYS, RunRecord, final_answer, question_of, retrievals, thread_id_of, walk
+from . import _vectorstores
+from ._assemble import (
+    THREAD_KEYS,
+    RunRecord,
+    add_tool_retrievals,
+    final_answer,
+    question_of,
+    retrievals,
+    thread_id_of,
+    walk,
+)
 
 __all__ = ["METRIC_RESULT_EVENT", "ContextJudgeCallbackHandler"]
+
+_in_retriever = _vectorstores.in_retriever
 
 logger = logging.getLogger("contextjudge")
 
@@ -85,6 +97,11 @@ class ContextJudgeCallbackHandler(BaseTracer):
     ``session`` (also ``scorer``, its older name) is the ``CaptureSession`` the cases go to; ``instrument()``
     returns it, as LlamaIndex's ``instrument()`` does.
 
+    ``retrieval_tools`` names the tools whose output is the context the model answers from (a web search, an MCP
+    server's tool, a SQL tool): each call's output becomes a retrieval of that tool, its items ranked nodes (a list
+    split into items, search-result dicts giving their text and url/id, a single string one node). A tool tagged
+    ``contextjudge:retrieval`` or made with ``metadata={"contextjudge": "retrieval"}`` is captured the same way.
+
     Pass ``emit_events=False`` to keep results out of LangChain's callbacks. Runs that share a thread (a
     ``thread_id``, ``session_id`` or ``conversation_id`` in the config's ``configurable`` or ``metadata``, as a
     LangGraph checkpointer needs) also form one ``ConversationalTestCase`` for the turn metrics;
@@ -121,9 +138,13 @@ class ContextJudgeCallbackHandler(BaseTracer):
         conversations: bool = True,
         scorer: CaptureSession | None = None,
         session: CaptureSession | None = None,
+        retrieval_tools: Any = (),
         **kwargs: Any,
     ) -> None:
         super().__init__()
+        # tools whose output is the context the model answers from (web search, an MCP tool, SQL): by name
+        self.retrieval_tools = frozenset([retrieval_tools] if isinstance(retrieval_tools, str)
+                                         else (retrieval_tools or ()))
         self._lock = threading.Lock()
         session = session if session is not None else scorer
         self.session = session if session is not None else CaptureSession(
@@ -140,10 +161,20 @@ class ContextJudgeCallbackHandler(BaseTracer):
         self._noted: set[int] = set()  # open roots whose target is known
         self._clock = itertools.count()
         self._assembler = _Assembler(self._capture_root)
-        self._targets: OrderedDict[str, _Target] = OrderedDict()
+        self._targets: OrderedDict[int, tuple[Any, Any, Any, Any]] = OrderedDict()  # root run id (int) -> target
+        # the latest root runs that retrieved nothing: root run id -> what they ran (CaptureSession.note_root)
+        self.roots_without_retrieval: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._threads: dict[str, _ThreadLog] = {}  # least recently active first
         idle = getattr(self.session, "conversation_idle", None)
         self._idle = IdleConversations(self._thread_idle, idle) if conversations else None
+        # vector stores called directly become retriever runs of this handler while it lives (_vectorstores)
+        _vectorstores.acquire(self)
+        self.session.add_close_hook(self.release_vector_stores)
+
+    def release_vector_stores(self) -> None:
+        """Stop capturing direct vector store calls for this handler; LangChain's own methods come back once no
+        handler needs them (called by ``close()`` and ``uninstrument()``)."""
+        _vectorstores.release(self)
 
     # ------------------------------------------------------------------------------------------ LangChain knobs
     @property
@@ -329,15 +360,30 @@ class ContextJudgeCallbackHandler(BaseTracer):
         manager = config.get("callbacks") if config else None
         if not isinstance(manager, BaseCallbackManager) or manager.parent_run_id != parent_run_id:
             return
-        configurable = config.get("configurable") or {}
+        key = run.root_id.int
+        self._noted.add(key)
+        # kept as they are (LangChain makes a new manager, with new lists, for every child run): read into a
+        # _Target only when a result is sent back or the case is assembled, off the request path
+        self._targets[key] = (manager.inheritable_handlers, manager.inheritable_tags, manager.inheritable_metadata,
+                              config.get("configurable"))
+        if len(self._targets) > _MAX_TARGETS:
+            self._targets.popitem(last=False)
+
+    def _target(self, root_id: str) -> _Target | None:
+        """Where a root run's results go (see ``_note_target``), or None when it was not noted or is forgotten."""
+        try:
+            key = UUID(root_id).int
+        except (TypeError, ValueError):
+            return None
+        with self._lock:
+            found = self._targets.get(key)
+        if found is None:
+            return None
+        handlers, tags, metadata, configurable = found
+        configurable = configurable or {}
         thread = next((str(configurable[k]) for k in THREAD_KEYS
                        if isinstance(configurable.get(k), (str, int)) and str(configurable[k])), None)
-        self._noted.add(run.root_id.int)
-        self._targets[str(run.root_id)] = _Target(list(manager.inheritable_handlers),
-                                                  list(manager.inheritable_tags),
-                                                  dict(manager.inheritable_metadata), thread)
-        while len(self._targets) > _MAX_TARGETS:
-            self._targets.popitem(last=False)
+        return _Target(list(handlers), list(tags), dict(metadata), thread)
 
     def _persist_run(self, run: Any) -> None:
         """Required by BaseTracer; unused: finished roots go to ``_capture_root`` on the assembler thread."""
@@ -351,19 +397,30 @@ class ContextJudgeCallbackHandler(BaseTracer):
 
     def _assemble_root(self, root: Any) -> None:
         root_id = str(root.id)
-        runs = [r for r, _ in walk(root)]
+        walked = walk(root)
+        if any(r.run_type == "tool" for r, _ in walked) and add_tool_retrievals(root, self.retrieval_tools):
+            walked = walk(root)  # with the retrieval tools' outputs as retrievals
+        runs = [r for r, _ in walked]
         golden_id = None
         for r in runs:
+            if not r.metadata:
+                continue
             gid = golden_id_of(r.metadata)
             if gid is not None:
                 golden_id = str(gid)
                 break
         thread_id = thread_id_of(runs)
-        with self._lock:
-            target = self._targets.get(root_id)
+        target = self._target(root_id)
         if thread_id is None and target is not None:
             thread_id = target.thread_id
-        found = retrievals(root, thread_id=thread_id)
+        found = retrievals(root, thread_id=thread_id, runs=walked)
+        ran = None if found else _what_ran(root, runs)
+        self.session.note_root(len(found), ran, SHAPES)
+        if ran is not None:
+            with self._lock:
+                self.roots_without_retrieval[root_id] = ran  # read by contextjudge eval's adapter
+                while len(self.roots_without_retrieval) > 1000:
+                    self.roots_without_retrieval.popitem(last=False)
         keys = _call_keys(root)
         if thread_id is not None:
             keys[THREAD_KEY] = thread_id
@@ -377,7 +434,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
             self.scorer.submit(captured)
         if not found and thread_id is None:
             with self._lock:
-                self._targets.pop(root_id, None)  # nothing will be scored for this run
+                self._targets.pop(root.id.int, None)  # nothing will be scored for this run
         if thread_id is not None and self.conversations and root.run_type not in ("llm", "chat_model"):
             self._add_turn(thread_id, root, found, golden_id)
 
@@ -430,8 +487,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
     def _emit_result(self, case: CapturedCase, result: MetricResult) -> None:
         if not self.emit_events or case.root_run_id is None:
             return
-        with self._lock:
-            target = self._targets.get(case.root_run_id)
+        target = self._target(case.root_run_id)
         if target is None:
             return
         handlers = [h for h in target.handlers if not isinstance(h, ContextJudgeCallbackHandler)]
@@ -504,11 +560,16 @@ class ContextJudgeCallbackHandler(BaseTracer):
                            name: str | None = None, **kwargs: Any) -> None:
         self._open("retriever", run_id, parent_run_id, tags, metadata, _name(serialized, name) or "Retriever",
                    {"query": query})
+        # the retriever's own vector store calls are not retrievals of their own (LangChain runs retriever
+        # callbacks inline, in the retriever's context: this marks the rest of its call)
+        _in_retriever.set(_in_retriever.get() + 1)
 
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        _in_retriever.set(max(0, _in_retriever.get() - 1))
         self._close(run_id, {"documents": documents})
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        _in_retriever.set(max(0, _in_retriever.get() - 1))
         self._close(run_id, error=error)
 
 
@@ -573,6 +634,33 @@ class _Assembler:
                 return self._cond.wait_for(lambda: self._pending == 0, timeout)
             finally:
                 self._waiters -= 1
+
+
+SHAPES = ("retriever runs (a BaseRetriever's invoke/ainvoke, as_retriever(), create_retriever_tool, "
+          "compression and ensemble retrievers) and VectorStore searches (similarity_search, "
+          "similarity_search_with_score, similarity_search_with_relevance_scores, max_marginal_relevance_search, "
+          "similarity_search_by_vector and their async forms) in any chain, graph node, tool or agent; tools named "
+          "in retrieval_tools=")
+
+
+def _what_ran(root: Any, runs: list[Any]) -> dict[str, Any]:
+    """What a root run ran, for the warning about calls with no retrieval (``CaptureSession.note_root``)."""
+    nodes, tools, llms = [], [], 0
+    for r in runs:
+        if r.run_type in ("llm", "chat_model"):
+            llms += 1
+        elif r.run_type == "tool":
+            tools.append(r.name)
+        node = (r.metadata or {}).get("langgraph_node")
+        if isinstance(node, str) and not node.startswith("__") and node not in nodes:
+            nodes.append(node)
+    seen: dict[str, Any] = {"chains": [root.name] if root.run_type not in ("llm", "chat_model") else []}
+    if nodes:
+        seen["graph nodes"] = nodes
+    if tools:
+        seen["tools"] = tools
+    seen["LLM calls"] = llms
+    return seen
 
 
 def _call_keys(root: Any) -> dict[str, Any]:

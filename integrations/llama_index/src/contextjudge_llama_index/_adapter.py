@@ -12,8 +12,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure
+from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure, no_retrieval_message
 from contextjudge.cases.identity import GOLDEN_ID_KEY
+from contextjudge.cases.provenance import NO_RETRIEVAL_KEY
 from contextjudge.errors import ConfigurationTypeError
 from contextjudge.goldens import Goldens, load_goldens
 
@@ -100,6 +101,7 @@ class LlamaIndexAppAdapter(AppAdapter):
         from contextjudge import LLMTestCase  # noqa: PLC0415
         from contextjudge.capture import CaptureSession  # noqa: PLC0415
 
+        from ._capture import SHAPES, Sink  # noqa: PLC0415
         from ._results import CaseSink  # noqa: PLC0415
         from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine  # noqa: PLC0415
 
@@ -113,6 +115,24 @@ class LlamaIndexAppAdapter(AppAdapter):
                 f"--app at {ACCEPTS} (for example index.as_query_engine(), or a FunctionAgent).")
         scorer = CaptureSession(metrics=[], goldens=goldens, mode="off", max_kept=None)  # bounded by the goldens
         sink = CaseSink(scorer)
+        ran: dict[int, dict[str, Any]] = {}  # what each golden's run ran, when it retrieved nothing
+
+        class GoldenSink(Sink):
+            """The golden's own door to the sink: it knows which golden a run that retrieved nothing was."""
+
+            def __init__(self, i: int) -> None:
+                self.i = i
+
+            def deliver(self, record: Any) -> None:
+                sink.deliver(record)
+
+            def deliver_turn(self, turn: Any) -> None:
+                sink.deliver_turn(turn)
+
+            def note_root(self, retrievals: int, seen: dict[str, Any] | None) -> None:
+                if not retrievals and seen:
+                    ran[self.i] = seen
+
         failures: dict[int, GoldenFailure] = {}
         answers: dict[int, str | None] = {}
         lock = threading.Lock()
@@ -141,7 +161,7 @@ class LlamaIndexAppAdapter(AppAdapter):
 
         def run(i: int) -> None:
             g = goldens.items[i]
-            token = current_sink.set(sink)
+            token = current_sink.set(GoldenSink(i))
             try:
                 with instrument_tags(tags_of(i)):
                     if kind == "chat":
@@ -161,7 +181,7 @@ class LlamaIndexAppAdapter(AppAdapter):
         async def arun(i: int, slots: asyncio.Semaphore) -> None:
             g = goldens.items[i]
             async with slots:
-                token = current_sink.set(sink)  # this task's own context: goldens never mix
+                token = current_sink.set(GoldenSink(i))  # this task's own context: goldens never mix
                 try:
                     with instrument_tags(tags_of(i)):
                         handler = obj.run(**_start_kwargs(obj, g.input))
@@ -201,7 +221,7 @@ class LlamaIndexAppAdapter(AppAdapter):
             elif i not in seen and kind != "retrieve":
                 g = goldens.items[i]
                 meta: dict[str, Any] = {"source": "llama_index", "kind": kind, "engine": type(obj).__name__,
-                                        "no_retrieval": True}
+                                        NO_RETRIEVAL_KEY: no_retrieval_message(ran.get(i), SHAPES)}
                 tc = LLMTestCase(input=g.input, actual_output=answers.get(i), expected_output=g.expected_output,
                                  additional_metadata=meta)
                 cases.append(CapturedCase(test_case=tc, source="llama_index", metadata={"golden_index": i},

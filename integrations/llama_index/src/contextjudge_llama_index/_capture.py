@@ -27,6 +27,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 from contextjudge import JUDGE_TAG, RetrievedNode
 from contextjudge.capture import in_judge_call
 from contextjudge.cases.identity import golden_id_of
+from contextjudge.cases.provenance import SOURCE_DOC_KEY
 from contextjudge.otel import span_context_now
 from ._adapter import _INPUT_FIELDS, _KINDS, _MODULES
 from ._images import node_from_llama_image_node
@@ -58,6 +59,11 @@ _METHODS = {
 _WRITERS = frozenset({"write_response_to_history", "awrite_response_to_history"})
 _RECORDED_EVENTS = frozenset({"RetrievalEndEvent", "ReRankEndEvent"})  # what Router.event looks at
 _UUID_SUFFIX = 37  # "-" + str(uuid4())
+_LLM_METHODS = frozenset({"chat", "achat", "complete", "acomplete", "stream_chat", "astream_chat", "stream_complete",
+                          "astream_complete"})
+SHAPES = ("query engines (query/aquery, streaming too), retrievers (retrieve/aretrieve of any BaseRetriever: "
+          "index.as_retriever(), a retriever called by hand, in a query engine, a workflow step or an agent's "
+          "tool), chat engines (chat/achat/stream_chat), and agents and workflows whose tools or steps call them")
 GOLDEN_INDEX_TAG = "contextjudge.golden_index"
 CONVERSATION_TAG = "contextjudge.conversation_id"
 """An instrument tag that makes an agent's or workflow's runs one conversation (see ``AgentRun.conversation``)."""
@@ -98,11 +104,51 @@ def _snapshot(nodes: Any) -> Snapshot:
         text = _text_of(inner)
         meta = getattr(inner, "metadata", None)
         meta = dict(meta) if meta else {}
+        nid = getattr(inner, "node_id", None)
+        try:  # the user's document the chunk came from (Document(id_=...)), beside the chunk's own id
+            source = inner.ref_doc_id
+        except Exception:  # noqa: BLE001 - a node type without relationships
+            source = None
+        if source is not None and source != nid:
+            meta[SOURCE_DOC_KEY] = source
         image = None
         fields = _image_fields(type(inner))
         if fields and any(getattr(inner, a, None) for a in fields):
             image = _freeze_image_node(inner, meta)
-        out.append((text, getattr(inner, "node_id", None), getattr(n, "score", None), meta, image))
+        out.append((text, nid, getattr(n, "score", None), meta, image))
+    return out
+
+
+_ITEM_TEXT_KEYS = ("text", "content", "snippet", "body", "description", "result")
+_ITEM_ID_KEYS = ("id", "url", "link", "uri", "source", "doc_id")
+
+
+def tool_snapshot(raw: Any) -> Snapshot:
+    """A tool's output as a snapshot of ranked items: nodes as nodes; a list (or a JSON list in a string) split
+    into items, a search-result dict giving its text and its url/id; anything else one item."""
+    import json  # noqa: PLC0415
+
+    if isinstance(raw, str) and raw.strip()[:1] in ("[", "{"):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            pass
+    if isinstance(raw, dict):
+        listed = next((raw[k] for k in ("results", "documents", "items", "data") if isinstance(raw.get(k), list)),
+                      None)
+        raw = listed if listed is not None else [raw]
+    items = raw if isinstance(raw, (list, tuple)) else [raw]
+    out: Snapshot = []
+    for item in items:
+        if hasattr(item, "get_content") or hasattr(getattr(item, "node", None), "get_content"):
+            out.extend(_snapshot([item]))
+        elif isinstance(item, dict):
+            text = next((item[k] for k in _ITEM_TEXT_KEYS if isinstance(item.get(k), str) and item[k]), None)
+            nid = next((str(item[k]) for k in _ITEM_ID_KEYS if isinstance(item.get(k), (str, int)) and item[k]), None)
+            meta = {k: v for k, v in item.items() if v is not text}
+            out.append((text if text is not None else json.dumps(item, default=str), nid, None, meta, None))
+        elif item is not None and str(item).strip():
+            out.append((_text(item) or "", None, None, {}, None))
     return out
 
 
@@ -187,6 +233,7 @@ class Record:
     retriever: str | None = None  # the class of the (first) retriever the call ran
     otel: dict[str, Any] | None = None  # the app's OpenTelemetry span when the call began (otel.span_context_now)
     retriever_otel: dict[str, Any] | None = None  # ... and when the (first) retrieval began
+    from_tool: bool = False  # a tool's output captured as a retrieval (instrument(retrieval_tools=...))
 
     @property
     def conversation_id(self) -> str | None:
@@ -241,6 +288,8 @@ class Record:
     def base_metadata(self) -> dict[str, Any]:
         meta: dict[str, Any] = {"source": "llama_index", "kind": self.kind, "engine": self.engine,
                                 "span_id": self.span_id}
+        if self.from_tool:
+            meta["tool_output_retrieval"] = True
         if self.latency_ms is not None:
             meta["latency_ms"] = round(self.latency_ms, 3)
         if self.streamed:
@@ -258,6 +307,10 @@ class Sink:
     def deliver_turn(self, turn: "AgentRun") -> None:
         """An agent's or workflow's finished run that belongs to a conversation (see ``AgentRun.conversation``).
         Only sinks that assemble conversations keep it."""
+        return None
+
+    def note_root(self, retrievals: int, seen: dict[str, Any] | None) -> None:
+        """One of the app's top-level calls ended with ``retrievals`` retrievals (``CaptureSession.note_root``)."""
         return None
 
 
@@ -364,6 +417,13 @@ class AgentRun:
         self.done = False
         self.tags = tags
         self.otel: dict[str, Any] | None = None  # the app's OpenTelemetry span when the run began
+        self.steps: list[str] = []  # the steps that ran (for the warning about runs that retrieve nothing)
+        self.llm_calls = 0
+
+    def what_ran(self) -> dict[str, Any]:
+        """What the run ran, for ``CaptureSession.note_root``: the workflow, its steps, tools and LLM calls."""
+        return {"workflows": [self.agent], "steps": list(self.steps), "tools": [c.tool for c in self.calls],
+                "LLM calls": self.llm_calls}
 
     def new_call(self, tool: str, tool_input: Any, span_id: str | None) -> ToolCall:
         call = ToolCall(tool=tool, tool_input=tool_input, call=len(self.calls) + 1,
@@ -695,6 +755,12 @@ class Router:
     def _run_span(self, in_run: tuple[AgentRun, ToolCall | None, str | None], id_: str, bound_args: Any,
                   instance: Any) -> None:
         run, call, step = in_run
+        if instance is None:
+            name = _method_of(id_)
+            if name not in run.steps and len(run.steps) < 20:
+                run.steps.append(name)
+        elif _method_of(id_) in _LLM_METHODS:
+            run.llm_calls += 1
         if call is None and instance is None and step is None:  # a step of the run (steps are spans of no instance)
             step = _method_of(id_)
             ev = (getattr(bound_args, "arguments", None) or {}).get("ev")
@@ -712,6 +778,14 @@ class Router:
         name = type(result).__name__
         if call is not None and call.span_id == id_:
             call.output = _text(getattr(result, "tool_output", result))
+            names = getattr(run.sink, "retrieval_tools", None)
+            if names and call.tool in names and not call.records:
+                # a tool whose output is the context (a web search, an MCP tool): its items are the retrieval
+                raw = getattr(getattr(result, "tool_output", None), "raw_output", None)
+                record = Record(kind="retrieve", span_id=id_, engine=call.tool, input=call.query, from_tool=True)
+                record.retrievals.append((call.query, tool_snapshot(call.output if raw is None else raw)))
+                record.retriever = call.tool
+                call.records.append((record, run.sink))
         elif name == "AgentOutput":
             agent = getattr(result, "current_agent_name", None)
             if agent:
@@ -726,10 +800,13 @@ class Router:
         final = getattr(result, "result", None) if is_stop else result
         try:
             output = _text(final)
-            for record, sink in run.finish(output):
+            finished = run.finish(output)
+            for record, sink in finished:
                 sink.deliver(record)
             if run.conversation is not None:
                 run.sink.deliver_turn(run)
+            found = sum(len(r.retrievals) for r, _ in finished)
+            run.sink.note_root(found, None if found else run.what_ran())
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: could not turn a llama_index %s run into test cases", run.workflow)
 
@@ -824,6 +901,7 @@ class Router:
         self._forget(unit)
         try:
             unit.sink.deliver(record)
+            unit.sink.note_root(len(record.retrievals), None if record.retrievals else {"engines": [record.engine]})
         except Exception:  # noqa: BLE001
             logger.exception("contextjudge: could not turn a llama_index %s into a test case", record.kind)
 

@@ -35,7 +35,10 @@ def instrument(
     ``mode`` is ``"background"`` (score on a worker thread), ``"deferred"`` (keep and store for later) or ``"off"``
     (capture only) or ``"worker"`` (only write the cases to ``store``, for ``contextjudge worker``). Results are sent
     back as ``ContextJudgeResultEvent`` through the dispatcher and written to ``store`` when one is given. Other
-    keyword arguments go to ``CaptureSession`` (``sample_rate``, ``sampling``, ``budget``, ``max_kept``...).
+    keyword arguments go to ``CaptureSession`` (``sample_rate``, ``sampling``, ``budget``, ``max_kept``,
+    ``warn_after_roots``...). ``retrieval_tools`` names an agent's tools whose output is the context it answers
+    from (a web search, an MCP server's tool): each call's output becomes a retrieval of that tool, its items
+    ranked nodes (a list split into items, search-result dicts giving their text and url/id, a string one node).
 
     Each case records what sampling filters on (``contextjudge.capture``'s metadata keys: the engine, the
     retriever, the instrument tags and the conversation) and, when the app traces with OpenTelemetry, the spans
@@ -45,10 +48,11 @@ def instrument(
     ``flush()``, ``close()``, ``results`` and ``test_cases`` are what tests and scripts read), the same kind of
     object LangChain's ``instrument()`` returns.
     """
+    retrieval_tools = scorer_options.pop("retrieval_tools", ())
     scorer = make_session(metrics, model, goldens, mode, store, scorer_options)
     with _lock:
         first = router.global_sink is None
-        router.global_sink = CaseSink(scorer)
+        router.global_sink = CaseSink(scorer, retrieval_tools)
         if first:
             router.acquire()
     return scorer

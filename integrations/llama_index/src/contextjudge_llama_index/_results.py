@@ -27,10 +27,11 @@ from contextjudge.capture import (
     CapturedCase,
     CaptureSession,
     IdleConversations,
+    no_retrieval_message,
     result_event,
 )
 from contextjudge.cases.identity import GOLDEN_ID_KEY, new_case_id
-from contextjudge.cases.provenance import AGENT_KEY, MATCH_INPUTS_KEY, OTEL_KEY, short
+from contextjudge.cases.provenance import AGENT_KEY, MATCH_INPUTS_KEY, NO_RETRIEVAL_KEY, OTEL_KEY, short
 from contextjudge.errors import CaptureError
 from contextjudge.otel import case_trace
 
@@ -41,7 +42,7 @@ except ImportError:  # pragma: no cover - older cores
     from llama_index.core.instrumentation.events.base import BaseEvent  # type: ignore[no-redef]
     from llama_index.core.instrumentation.span import active_span_id  # type: ignore[no-redef]
 
-from ._capture import AgentRun, Record, Sink
+from ._capture import SHAPES, AgentRun, Record, Sink
 
 __all__ = ["CaseSink", "ChatSession", "ContextJudgeResultEvent", "LazyCase", "conversation_case",
            "emit_result", "record_to_case"]
@@ -75,6 +76,7 @@ class ContextJudgeResultEvent(BaseEvent):
     query_span_id: str | None = None
     input: Any = None
     evaluation_model: str | None = None
+    conversation: bool = False  # a whole conversation was scored (input is None then), not one retrieval
 
     @classmethod
     def class_name(cls) -> str:
@@ -109,7 +111,11 @@ def record_to_case(record: Record) -> CapturedCase:
         meta["retrieval_query"] = rq
     if not inp or not inp.strip():
         inp = rq or "(empty query)"
-    tc = LLMTestCase(input=inp, actual_output=record.output, retrieval_context=nodes, additional_metadata=meta)
+    if not record.retrievals:  # an engine call that retrieved nothing: its metrics say why there is no context
+        meta[NO_RETRIEVAL_KEY] = no_retrieval_message({"engines": [record.engine]}, SHAPES)
+    # named after the question, as LangChain's cases are (the user's own message for a chat call)
+    tc = LLMTestCase(input=inp, actual_output=record.output, retrieval_context=nodes, additional_metadata=meta,
+                     name=short(user_message or inp, 80))
     # goldens may be keyed on the user's own words
     return _captured(record, tc, user_message if user_message and user_message != inp else None)
 
@@ -407,8 +413,11 @@ class CaseSink(Sink):
 
     max_conversations = 1000
 
-    def __init__(self, scorer: CaptureSession) -> None:
+    def __init__(self, scorer: CaptureSession, retrieval_tools: Any = ()) -> None:
         self.scorer = scorer
+        # tools whose output is the context the agent answers from: captured as retrievals, by tool name
+        self.retrieval_tools = frozenset([retrieval_tools] if isinstance(retrieval_tools, str)
+                                         else (retrieval_tools or ()))
         self._conversations: dict[Any, _Conversation] = {}  # least recently active first
         # conversations keyed by a memory object that were submitted idle: the memory's id, so its later runs keep
         # the conversation id (and so the sampling decision)
@@ -420,6 +429,9 @@ class CaseSink(Sink):
 
     def deliver(self, record: Record) -> None:
         self.scorer.submit(LazyCase(record))
+
+    def note_root(self, retrievals: int, seen: dict[str, Any] | None) -> None:
+        self.scorer.note_root(retrievals, seen, SHAPES)
 
     def deliver_turn(self, turn: AgentRun) -> None:
         key = turn.conversation

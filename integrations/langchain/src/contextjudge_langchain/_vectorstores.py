@@ -1,0 +1,252 @@
+"""Vector stores called directly: ``vector_store.similarity_search(question)`` in a graph node, a tool or a function.
+
+LangChain fires no callback for a ``VectorStore`` method (only a ``BaseRetriever`` reports its documents), so this
+is the one place contextjudge patches LangChain: the search methods below, on ``VectorStore`` and on every subclass
+that defines its own (``InMemoryVectorStore``, Chroma, PGVector...), and on subclasses defined later (through
+``VectorStore.__init_subclass__``). The patch is put on while a ``ContextJudgeCallbackHandler`` is live (made
+directly, by ``capture()`` or by ``instrument()``) and taken off, every original restored, when the last one is
+closed, uninstrumented or garbage-collected: with capture off, LangChain runs its own functions and pays nothing.
+
+A patched call, inside a run a contextjudge handler captures, is recorded on that handler as a retriever run (a
+child of the run that made the call: the graph node, the tool, the lambda) with the documents in rank order and,
+for the ``*_with_score`` forms, their scores; the handler then assembles it exactly like a retriever's run. A call
+outside any run, while ``capture()`` or ``instrument()`` is on, is a root of its own (like a bare retriever).
+Not recorded: a call made by a retriever (``VectorStoreRetriever`` calls ``similarity_search``; its own run is
+already the retrieval) and the calls a search method makes of another (``similarity_search`` calling
+``similarity_search_with_score``): the outermost call is the retrieval.
+
+Every wrapper calls through unchanged on any failure of its own; an error raised by the vector store is re-raised
+as it was, after the retrieval is recorded as failed.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+import weakref
+from contextvars import ContextVar
+from typing import Any, Callable
+from uuid import uuid4
+
+from langchain_core.callbacks import BaseCallbackManager
+from langchain_core.runnables.config import var_child_runnable_config
+from langchain_core.vectorstores import VectorStore
+
+__all__ = ["SEARCH_METHODS", "acquire", "in_retriever", "is_patched", "release"]
+
+logger = logging.getLogger("contextjudge")
+
+# method -> how its result reads: "docs" (a list of Documents) or "pairs" (a list of (Document, score))
+SEARCH_METHODS: dict[str, str] = {
+    "similarity_search": "docs",
+    "similarity_search_with_score": "pairs",
+    "similarity_search_with_relevance_scores": "pairs",
+    "similarity_search_by_vector": "docs",
+    "max_marginal_relevance_search": "docs",
+    "max_marginal_relevance_search_by_vector": "docs",
+}
+SEARCH_METHODS.update({"a" + name: kind for name, kind in list(SEARCH_METHODS.items())})
+
+# > 0 while a retriever run (recorded by a contextjudge handler) or a patched search call is open in this context
+in_retriever: ContextVar[int] = ContextVar("contextjudge_in_retriever", default=0)
+
+_lock = threading.RLock()  # re-entrant: a handler collected while the lock is held releases through it
+_holders: weakref.WeakSet[Any] = weakref.WeakSet()
+_patched: list[tuple[type, str, Any]] = []  # (class, method name, what its __dict__ held before)
+_WRAPPED = "__contextjudge_wrapped__"
+_handler_cls: Any = None
+_current_handler: Any = None
+
+
+def is_patched() -> bool:
+    """Whether the vector store methods are patched now."""
+    return bool(_patched)
+
+
+def acquire(holder: Any) -> None:
+    """``holder`` (a handler) needs vector store calls captured: patch them if they are not yet."""
+    with _lock:
+        if holder not in _holders:
+            _holders.add(holder)
+            weakref.finalize(holder, _collected)  # a handler dropped without close(): the patch goes with it
+        if not _patched:
+            _patch_all()
+
+
+def _collected() -> None:
+    with _lock:  # iterating yields only live holders (the collected one's entry may not be removed yet)
+        if _patched and next(iter(_holders), None) is None:
+            _unpatch_all()
+
+
+def release(holder: Any) -> None:
+    """``holder`` no longer needs them; restore LangChain's own methods when no live holder is left."""
+    with _lock:
+        _holders.discard(holder)
+        if _patched and not len(_holders):
+            _unpatch_all()
+
+
+# ---------------------------------------------------------------------------------------------------- patching
+def _classes() -> list[type]:
+    out, todo = [], [VectorStore]
+    while todo:
+        cls = todo.pop()
+        if cls not in out:
+            out.append(cls)
+            todo.extend(cls.__subclasses__())
+    return out
+
+
+def _patch_class(cls: type) -> None:
+    for name, kind in SEARCH_METHODS.items():
+        fn = cls.__dict__.get(name)
+        if fn is None or not callable(fn) or getattr(fn, _WRAPPED, False):
+            continue
+        wrapped = _wrap_async(fn, name, kind) if inspect.iscoroutinefunction(fn) else _wrap_sync(fn, name, kind)
+        setattr(wrapped, _WRAPPED, True)
+        _patched.append((cls, name, fn))
+        setattr(cls, name, wrapped)
+
+
+def _patch_all() -> None:
+    for cls in _classes():
+        _patch_class(cls)
+    original = VectorStore.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls: type, **kwargs: Any) -> None:  # a vector store class defined while patched
+        if original is not None:
+            original.__func__(cls, **kwargs)
+        else:
+            super(VectorStore, cls).__init_subclass__(**kwargs)
+        with _lock:
+            if _patched:
+                _patch_class(cls)
+
+    _patched.append((VectorStore, "__init_subclass__", original))
+    VectorStore.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+
+
+def _unpatch_all() -> None:
+    for cls, name, original in reversed(_patched):
+        if original is None:
+            try:
+                delattr(cls, name)
+            except AttributeError:
+                pass
+        else:
+            setattr(cls, name, original)
+    _patched.clear()
+
+
+# ---------------------------------------------------------------------------------------------------- recording
+def _target() -> tuple[list[Any], Any, list[str], dict[str, Any]] | None:
+    """(contextjudge handlers, parent run id, tags, metadata) of the run this call is made in; or the current
+    ``capture()``/``instrument()`` handler with no parent (the call is a root); None when nothing captures it."""
+    global _handler_cls, _current_handler  # noqa: PLW0603 - resolved once: _handler imports this module
+    if _handler_cls is None:
+        from ._attach import current_handler  # noqa: PLC0415
+        from ._handler import ContextJudgeCallbackHandler  # noqa: PLC0415
+
+        _handler_cls, _current_handler = ContextJudgeCallbackHandler, current_handler
+    ContextJudgeCallbackHandler, current_handler = _handler_cls, _current_handler
+    config = var_child_runnable_config.get()
+    manager = config.get("callbacks") if config else None
+    if isinstance(manager, BaseCallbackManager):
+        handlers = [h for h in manager.handlers if isinstance(h, ContextJudgeCallbackHandler)]
+        if handlers and manager.parent_run_id is not None:
+            return handlers, manager.parent_run_id, list(manager.tags), dict(manager.metadata)
+    elif isinstance(manager, list):  # a config whose callbacks were not configured yet
+        handlers = [h for h in manager if isinstance(h, ContextJudgeCallbackHandler)]
+        if handlers:
+            return handlers, None, list(config.get("tags") or ()), dict(config.get("metadata") or {})
+    handler = current_handler()
+    if handler is not None:
+        return [handler], None, [], {}
+    return None
+
+
+def _query_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    value = args[0] if args else kwargs.get("query", kwargs.get("embedding"))
+    return value if isinstance(value, str) else ""  # a vector: the case's input is the run's question
+
+
+def _start(store: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[Any, Any]] | None:
+    """Open a retriever run on each capturing handler; [(handler, run id)], or None when nothing captures."""
+    if in_retriever.get():
+        return None
+    try:
+        target = _target()
+        if target is None:
+            return None
+        handlers, parent, tags, metadata = target
+        name = type(store).__name__
+        meta = {**metadata, "ls_retriever_name": "vectorstore", "ls_vector_store_provider": name,
+                "contextjudge_vector_store_call": method}
+        query = _query_of(args, kwargs)
+        opened = []
+        for handler in handlers:
+            run_id = uuid4()
+            handler._open("retriever", run_id, parent, tags, meta, name, {"query": query})  # noqa: SLF001
+            opened.append((handler, run_id))
+        return opened
+    except Exception:  # noqa: BLE001 - capture never breaks the app
+        logger.exception("contextjudge: could not record a vector store call")
+        return None
+
+
+def _end(opened: list[tuple[Any, Any]], kind: str, result: Any, error: BaseException | None) -> None:
+    try:
+        for handler, run_id in opened:
+            if error is not None:
+                handler._close(run_id, error=error)  # noqa: SLF001
+            elif kind == "pairs":
+                items = list(result or ())
+                handler._close(run_id, {"documents": [p[0] for p in items],  # noqa: SLF001
+                                        "scores": [p[1] for p in items]})
+            else:
+                handler._close(run_id, {"documents": list(result or ())})  # noqa: SLF001
+    except Exception:  # noqa: BLE001
+        logger.exception("contextjudge: could not record a vector store call's documents")
+
+
+def _wrap_sync(fn: Callable[..., Any], method: str, kind: str) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def search(self: Any, *args: Any, **kwargs: Any) -> Any:
+        opened = _start(self, method, args, kwargs)
+        if opened is None:
+            return fn(self, *args, **kwargs)
+        token = in_retriever.set(in_retriever.get() + 1)
+        try:
+            result = fn(self, *args, **kwargs)
+        except BaseException as exc:
+            _end(opened, kind, None, exc)
+            raise
+        finally:
+            in_retriever.reset(token)
+        _end(opened, kind, result, None)
+        return result
+
+    return search
+
+
+def _wrap_async(fn: Callable[..., Any], method: str, kind: str) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def asearch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        opened = _start(self, method, args, kwargs)
+        if opened is None:
+            return await fn(self, *args, **kwargs)
+        token = in_retriever.set(in_retriever.get() + 1)
+        try:
+            result = await fn(self, *args, **kwargs)
+        except BaseException as exc:
+            _end(opened, kind, None, exc)
+            raise
+        finally:
+            in_retriever.reset(token)
+        _end(opened, kind, result, None)
+        return result
+
+    return asearch

@@ -28,8 +28,10 @@ from .test_case import (
 )
 from .tracing import observe, update_current_span, update_current_trace
 
-__all__ = sorted(["AsyncConfig", "CacheConfig", "ConversationalGolden", "ConversationalTestCase", "DisplayConfig",
-                  "ErrorConfig", "EvaluationDataset", "Golden", "LLMTestCase", "LLMTestCaseParams", "MLLMImage",
-                  "MLLMTestCase", "MissingTestCaseParamsError", "MultiTurnParams", "SingleTurnParams", "ToolCall",
-                  "Turn", "TurnParams", "assert_test", "evaluate", "observe", "update_current_span",
-                  "update_current_trace", *_metric_names])
+__all__ = [  # noqa: RUF022 - DeepEval's names, then the metrics'
+    "AsyncConfig", "CacheConfig", "ConversationalGolden", "ConversationalTestCase", "DisplayConfig", "ErrorConfig",
+    "EvaluationDataset", "Golden", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "MLLMTestCase",
+    "MissingTestCaseParamsError", "MultiTurnParams", "SingleTurnParams", "ToolCall", "Turn", "TurnParams",
+    "assert_test", "evaluate", "observe", "update_current_span", "update_current_trace",
+]
+__all__ += _metric_names

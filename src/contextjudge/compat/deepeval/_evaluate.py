@@ -191,7 +191,7 @@ def print_results(result: _CoreResult, display_config: DisplayConfig | None = No
                          _cut(m.error or m.reason or "", 70)))
     head = ("#", "test case", "metric", "score", "threshold", "result", "reason")
     widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
-    line = "  ".join("{:<%d}" % w for w in widths)
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
     print()
     print("=" * 78)
     print(f"Evaluation results ({len(result.test_results)} test case(s); judge {', '.join(result.judges()) or 'n/a'})")
@@ -295,7 +295,7 @@ def assert_test(test_case: Any = None, metrics: list[Any] | None = None, golden:
         raise ConfigurationError("assert_test() needs test_case=... (with metrics=[...]) or golden=... (with "
                                  "observed_callback=app, or after calling an @observe app in the test).")
     from ...engine.assertions import format_failures  # noqa: PLC0415
-    from ...tracing import Trace, run_traces  # noqa: PLC0415
+    from ...tracing import run_traces  # noqa: PLC0415
     from ..._aio import run_sync  # noqa: PLC0415
     from .tracing import take_recorded_trace  # noqa: PLC0415
 
@@ -309,7 +309,7 @@ def assert_test(test_case: Any = None, metrics: list[Any] | None = None, golden:
                 "contextjudge.compat.deepeval.tracing.observe) in this test before assert_test, or pass "
                 "observed_callback=app.")
         trace.golden = golden
-        traces = [trace if isinstance(trace, Trace) else trace]
+        traces = [trace]
     kwargs.setdefault("show_progress", False)
     result = _evaluate(metrics=metrics or [], traces=traces, **kwargs)
     failures = [m for tr in result.test_results for m in tr.metrics_data if not m.success]

@@ -19,7 +19,7 @@ import csv
 import inspect
 import json
 import logging
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -385,7 +385,7 @@ def _case_from_row(row: dict[str, Any]) -> Any:
     known = {"input", "actual_output", "expected_output", "context", "retrieval_context", "name",
              "additional_metadata", "tools_called", "expected_tools", "comments"}
     data = {k: _json_field(v) for k, v in row.items() if k in known and v is not None}
-    if "turns" in row and row["turns"]:
+    if row.get("turns"):
         turns = [t if isinstance(t, Turn) else Turn(**t) for t in _json_field(row["turns"])]
         return ConversationalTestCase(turns=turns, expected_outcome=row.get("expected_outcome"))
     return LLMTestCase(**data)

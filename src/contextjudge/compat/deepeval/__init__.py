@@ -9,11 +9,19 @@ See docs/coming-from-deepeval.md for what differs.
 from __future__ import annotations
 
 from . import evaluate as _evaluate_module  # noqa: F401 - the submodule first, so the name below is the function
-from ._evaluate import AsyncConfig, CacheConfig, DisplayConfig, ErrorConfig, assert_test, evaluate
+from ._evaluate import (
+    AsyncConfig,
+    CacheConfig,
+    DisplayConfig,
+    ErrorConfig,
+    assert_test,
+    evaluate,
+    log_hyperparameters,
+    on_test_run_end,
+)
 from .dataset import ConversationalGolden, EvaluationDataset, Golden
 from .errors import MissingTestCaseParamsError
 from .metrics import *  # noqa: F403
-from .metrics import __all__ as _metric_names
 from .test_case import (
     ConversationalTestCase,
     LLMTestCase,
@@ -32,6 +40,10 @@ __all__ = [  # noqa: RUF022 - DeepEval's names, then the metrics'
     "AsyncConfig", "CacheConfig", "ConversationalGolden", "ConversationalTestCase", "DisplayConfig", "ErrorConfig",
     "EvaluationDataset", "Golden", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "MLLMTestCase",
     "MissingTestCaseParamsError", "MultiTurnParams", "SingleTurnParams", "ToolCall", "Turn", "TurnParams",
-    "assert_test", "evaluate", "observe", "update_current_span", "update_current_trace",
+    "assert_test", "evaluate", "log_hyperparameters", "observe", "on_test_run_end", "update_current_span", "update_current_trace",
+    "BaseConversationalMetric", "BaseMetric", "ContextualPrecisionMetric", "ContextualPrecisionTemplate",
+    "ContextualRecallMetric", "ContextualRecallTemplate", "ContextualRelevancyMetric", "ContextualRelevancyTemplate",
+    "MultimodalContextualPrecisionMetric", "MultimodalContextualRecallMetric", "MultimodalContextualRelevancyMetric",
+    "TurnContextualPrecisionMetric", "TurnContextualPrecisionTemplate", "TurnContextualRecallMetric",
+    "TurnContextualRecallTemplate", "TurnContextualRelevancyMetric", "TurnContextualRelevancyTemplate",
 ]
-__all__ += _metric_names

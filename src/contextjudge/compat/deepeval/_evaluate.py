@@ -35,7 +35,38 @@ from ...engine.evaluate import evaluate as _evaluate
 from ...errors import ConfigurationError
 
 __all__ = ["AsyncConfig", "CacheConfig", "DisplayConfig", "ErrorConfig", "EvaluationResult", "TestRunResultDisplay",
-           "assert_test", "evaluate", "evaluate_traces", "print_results"]
+           "assert_test", "evaluate", "evaluate_traces", "log_hyperparameters", "on_test_run_end", "print_results"]
+
+_logged: list[Any] = []  # the @log_hyperparameters functions, newest last
+_run_end: list[Any] = []  # the @on_test_run_end functions
+
+
+def log_hyperparameters(func: Any = None, **_: Any) -> Any:
+    """DeepEval's ``@deepeval.log_hyperparameters``: the decorated function returns a dict of hyperparameters, which
+    every later ``evaluate`` (given none of its own) keeps with its run."""
+    def decorate(fn: Any) -> Any:
+        _logged.append(fn)
+        return fn
+
+    return decorate(func) if callable(func) else decorate
+
+
+def on_test_run_end(func: Any) -> Any:
+    """DeepEval's ``@deepeval.on_test_run_end``: called after each ``evaluate`` ends."""
+    _run_end.append(func)
+    return func
+
+
+def _hyperparameters(given: Any) -> Any:
+    if given is not None or not _logged:
+        return given
+    try:
+        return dict(_logged[-1]())
+    except Exception as exc:  # noqa: BLE001 - the user's function failing never stops the run
+        import logging  # noqa: PLC0415
+
+        logging.getLogger("contextjudge").warning("contextjudge: @log_hyperparameters function failed: %s", exc)
+        return None
 
 
 class TestRunResultDisplay(Enum):
@@ -236,6 +267,13 @@ def _write_folder(result: _CoreResult, display_config: DisplayConfig, identifier
 def _finish(result: _CoreResult, display_config: DisplayConfig | None, identifier: Any,
             hyperparameters: Any) -> EvaluationResult:
     out = EvaluationResult.of(result)
+    for fn in list(_run_end):
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - the user's hook failing never loses the results
+            import logging  # noqa: PLC0415
+
+            logging.getLogger("contextjudge").exception("contextjudge: an @on_test_run_end function failed")
     display = display_config or DisplayConfig()
     _print_verbose(out)
     if display.print_results:
@@ -261,6 +299,7 @@ def evaluate(test_cases: Any = None, metrics: list[Any] | None = None, metric_co
     kwargs.pop("official", None)
     if hasattr(test_cases, "test_cases") and hasattr(test_cases, "goldens"):  # an EvaluationDataset
         test_cases = test_cases.test_cases
+    hyperparameters = _hyperparameters(hyperparameters)
     run = _run_kwargs(async_config, display_config, cache_config, error_config, identifier, hyperparameters, kwargs)
     result = _evaluate(test_cases=test_cases, metrics=_with_verbose(metrics, display_config), **run)
     return _finish(result, display_config, identifier, hyperparameters)
@@ -270,6 +309,7 @@ def evaluate_traces(traces: list[Any], metrics: list[Any] | None = None, *, hype
                     identifier: Any = None, display_config: Any = None, cache_config: Any = None,
                     error_config: Any = None, async_config: Any = None, **kwargs: Any) -> EvaluationResult:
     """Score traces the app already ran (``EvaluationDataset.evals_iterator``), as ``evaluate`` would."""
+    hyperparameters = _hyperparameters(hyperparameters)
     run = _run_kwargs(async_config, display_config, cache_config, error_config, identifier, hyperparameters, kwargs)
     result = _evaluate(metrics=_with_verbose(metrics, display_config), traces=traces, **run)
     return _finish(result, display_config, identifier, hyperparameters)

@@ -1,0 +1,27 @@
+# peer: deepeval
+# source: https://deepeval.com/docs/metrics-contextual-recall (Within components)
+from contextjudge.compat.deepeval.dataset import EvaluationDataset, Golden
+from contextjudge.compat.deepeval.tracing import observe, update_current_span
+from contextjudge.compat.deepeval.metrics import ContextualRecallMetric
+from contextjudge.compat.deepeval.test_case import LLMTestCase
+
+metric = ContextualRecallMetric(threshold=0.7, model="local", include_reason=True)
+
+
+@observe(metrics=[metric])
+def inner_component():
+    # set the test case at run time
+    test_case = LLMTestCase(input="...", actual_output="...")
+    update_current_span(test_case=test_case)
+    return
+
+
+@observe
+def llm_app(input: str):
+    inner_component()
+    return
+
+
+dataset = EvaluationDataset(goldens=[Golden(input="Hello!")])
+for golden in dataset.evals_iterator():
+    llm_app(golden.input)

@@ -10,7 +10,7 @@ from contextjudge.compat.deepeval.test_case import LLMTestCase
 
 
 def your_llm_app(query: str):
-    return "Three weeks.", ["You can borrow a book for three weeks."]
+    return "Three weeks.", ["Borrowing period: a book can be borrowed for three weeks."]
 
 
 dataset = EvaluationDataset(goldens=[Golden(input="How long can I borrow a book?")])

@@ -51,9 +51,11 @@ class _Collection:
     async def ascore(self, **kwargs: Any) -> MetricResult:
         missing = [f for f in self._fields if kwargs.get(f) is None]
         if missing:
-            from ....errors import MissingTestCaseParamsError  # noqa: PLC0415
+            from ....errors import ConfigurationTypeError  # noqa: PLC0415
 
-            raise MissingTestCaseParamsError(type(self).__name__, missing)
+            # a TypeError, as a missing argument of Ragas' ascore(user_input=..., ...) is
+            raise ConfigurationTypeError(f"{type(self).__name__}.ascore() needs {', '.join(missing)}: pass "
+                                         f"{', '.join(f'{m}=...' for m in missing)}.")
         sample = SingleTurnSample(**{k: v for k, v in kwargs.items() if k in SingleTurnSample.model_fields})
         metric = self._cls(model=judge_of(self.llm), threshold=0.5)
         metric.name = self.name

@@ -50,7 +50,7 @@ class Garbled(FakeJudge):
 
 # ------------------------------------------------------------------------------------------------------- DeepEval
 def test_deepeval_module_paths_and_names():
-    import contextjudge.compat.deepeval as deepeval
+    from contextjudge.compat import deepeval
     from contextjudge.compat.deepeval.dataset import ConversationalGolden, EvaluationDataset, Golden  # noqa: F401
     from contextjudge.compat.deepeval.errors import MissingTestCaseParamsError  # noqa: F401
     from contextjudge.compat.deepeval.evaluate import AsyncConfig, CacheConfig, DisplayConfig, ErrorConfig  # noqa: F401

@@ -267,7 +267,7 @@ def _write_folder(result: _CoreResult, display_config: DisplayConfig, identifier
 def _finish(result: _CoreResult, display_config: DisplayConfig | None, identifier: Any,
             hyperparameters: Any) -> EvaluationResult:
     out = EvaluationResult.of(result)
-    for fn in list(_run_end):
+    for fn in tuple(_run_end):
         try:
             fn()
         except Exception:  # noqa: BLE001 - the user's hook failing never loses the results
@@ -296,7 +296,8 @@ def evaluate(test_cases: Any = None, metrics: list[Any] | None = None, metric_co
     if metric_collection is not None:
         raise ConfigurationError("evaluate(metric_collection=...) names metrics kept on Confident AI; pass the "
                                  "metrics themselves: metrics=[ContextualPrecisionMetric(...), ...].")
-    kwargs.pop("official", None)
+    for peer_only in ("official", "classifiers", "mcp_servers", "_skip_reset"):  # Confident AI / MCP: not used
+        kwargs.pop(peer_only, None)
     if hasattr(test_cases, "test_cases") and hasattr(test_cases, "goldens"):  # an EvaluationDataset
         test_cases = test_cases.test_cases
     hyperparameters = _hyperparameters(hyperparameters)
@@ -325,6 +326,7 @@ def assert_test(test_case: Any = None, metrics: list[Any] | None = None, golden:
     trace of the ``@observe`` app this test called last (DeepEval 4.x's form: the app is called in the test body).
     """
     __tracebackhide__ = True
+    kwargs.pop("classifiers", None)
     if not run_async:
         kwargs.setdefault("max_concurrency", 1)
     if test_case is not None:

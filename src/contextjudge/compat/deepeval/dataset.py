@@ -50,6 +50,12 @@ class Golden(_CoreGolden):
     name: str | None = None
     custom_column_key_values: dict[str, str] | None = None
     multimodal: bool = False
+    token_cost: float | None = None
+    input_token_count: int | None = None
+    output_token_count: int | None = None
+    expectations: Any = None
+    expected_labels: Any = None
+    images_mapping: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.input, str) or not self.input.strip():
@@ -74,6 +80,9 @@ class ConversationalGolden:
     persona: Any = None
     id: str | None = None
     multimodal: bool = False
+    expectations: Any = None
+    expected_labels: Any = None
+    images_mapping: dict[str, Any] | None = None
 
 
 _GOLDEN_FIELDS = {f.name for f in fields(Golden)}

@@ -231,7 +231,7 @@ class EvaluationResult:
     def mean(self, name: str) -> float:
         return self._nanmean(name)
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self, batch_size: int | None = None, batched: bool = False) -> Any:
         import pandas as pd  # noqa: PLC0415
 
         if self._rows is not None:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ...cases import testcase as _testcase
-from ...cases.images import MLLMImage as _MLLMImage
+from ...cases.images import MLLMImage
 
 __all__ = ["ConversationalTestCase", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "MLLMTestCase",
            "MultiTurnParams", "SingleTurnParams", "ToolCall", "ToolCallParams", "Turn", "TurnParams"]
@@ -25,16 +25,6 @@ def _has_images(case: Any) -> bool:
     from ...judges.images import judge_view  # noqa: PLC0415 - the one place that finds a case's images
 
     return bool(judge_view(case)[1])
-
-
-class MLLMImage(_MLLMImage):
-    """contextjudge's ``MLLMImage`` (a URL, a file or base64 data; never fetched here) with DeepEval's ``filename``."""
-
-    __slots__ = ("filename",)
-
-    def __init__(self, url: Any = None, local: bool = False, *, filename: str | None = None, **kwargs: Any) -> None:
-        super().__init__(url, local, **kwargs)
-        self.filename = filename
 
 
 class ToolCall(BaseModel):

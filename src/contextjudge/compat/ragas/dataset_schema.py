@@ -15,7 +15,7 @@ from ...errors import ContextJudgeError, MetricNotFoundError
 from .messages import AIMessage, HumanMessage, ToolMessage
 
 __all__ = ["EvaluationDataset", "EvaluationResult", "MultiTurnSample", "SingleTurnSample", "TokenUsage",
-           "sample_to_case"]
+           "sample_of", "sample_to_case"]
 
 
 class SingleTurnSample(BaseModel):

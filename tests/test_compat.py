@@ -134,7 +134,7 @@ def test_deepeval_custom_template_prompt_reaches_judge_and_answer_is_read_by_id(
     assert len(verdict_calls) == 2  # the first answer and the re-ask for n2
     first = verdict_calls[0]["prompt"]
     assert "OUR HOUSE PROMPT. Q=Where is the Rijksmuseum?" in first and NODES[1] in first
-    assert "n1, n2, n3" in first  # the ids contextjudge reads the answer by
+    assert "n1, n2, n3" in first and "<n2>The Louvre is a museum in Paris.</n2>" in first  # the ids it reads by
     assert "OUR HOUSE PROMPT" in verdict_calls[1]["prompt"] and verdict_calls[1]["ids"] == ["n2"]
     reason_calls = [c for c in j.calls if c["task"] is None]
     assert len(reason_calls) == 1 and "OUR REASON PROMPT 0.83 3" in reason_calls[0]["prompt"]
@@ -463,3 +463,71 @@ def test_documented_snippets_run():
     first = done.stdout.splitlines()[0]
     ran, total = (int(x) for x in first.split(": ")[1].split(" (")[0].split(" of "))
     assert ran / total >= 0.9, first
+
+
+# ---------------------------------------------------------------------- a real judge over HTTP, a running loop
+def _http_judge(srv):
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(model="fault-judge", base_url=srv.url, api_key="x", max_retries=0, timeout=10)
+
+
+def test_custom_template_over_a_real_http_judge_with_a_missing_id_and_a_broken_judge(capsys):
+    from fault_server import Fault, FaultServer
+
+    from contextjudge.compat.deepeval import ContextualPrecisionMetric, LLMTestCase, evaluate
+    from contextjudge.compat.deepeval.metrics.contextual_precision import ContextualPrecisionTemplate
+
+    class CustomTemplate(ContextualPrecisionTemplate):
+        @staticmethod
+        def generate_verdicts(input: str, expected_output: str, retrieval_context: list):
+            return f"HOUSE PROMPT: which of these help answer {input!r} as {expected_output!r}? {retrieval_context}"
+
+    case = LLMTestCase(input="Where is the Rijksmuseum?", expected_output="In Amsterdam.", retrieval_context=NODES)
+    with FaultServer(yes_words=["Rijksmuseum", "canals"], faults=[Fault("missing_id", times=1)],
+                     keep_prompts=True) as srv:
+        metric = ContextualPrecisionMetric(model=_http_judge(srv), evaluation_template=CustomTemplate)
+        metric.measure(case)
+        metric.measure(case)  # twice in a row: the second is the same score
+        prompts = [r["prompt"] for r in srv.requests]
+    assert metric.score == pytest.approx(ap([1, 0, 1]))
+    assert all("HOUSE PROMPT: which of these help answer" in p for p in prompts) and len(prompts) >= 2
+    with FaultServer(faults=[Fault("invalid_json", times=None)]) as srv:
+        res = evaluate([case], [ContextualPrecisionMetric(model=_http_judge(srv), evaluation_template=CustomTemplate)])
+    md = res.test_results[0].metrics_data[0]
+    assert md.score is None and md.error and "ERROR" in capsys.readouterr().out
+
+
+def test_ragas_evaluate_over_a_judge_that_is_down_is_nan_with_the_reason():
+    from fault_server import Fault, FaultServer
+
+    from contextjudge.compat.ragas import evaluate
+    from contextjudge.compat.ragas.llms import LangchainLLMWrapper
+    from contextjudge.compat.ragas.metrics import LLMContextPrecisionWithReference
+
+    rows = [{"user_input": "Where is the Rijksmuseum?", "reference": "Amsterdam.", "retrieved_contexts": NODES}]
+    with FaultServer(faults=[Fault("http", status=401, times=None)]) as srv:
+        res = evaluate(rows, metrics=[LLMContextPrecisionWithReference()], llm=LangchainLLMWrapper(_http_judge(srv)),
+                       show_progress=False)
+    df = res.to_pandas()
+    assert math.isnan(df["llm_context_precision_with_reference"][0])
+    assert "401" in df["llm_context_precision_with_reference_error"][0] or \
+        "credentials" in df["llm_context_precision_with_reference_error"][0]
+
+
+async def test_faces_inside_a_running_event_loop(capsys):
+    from contextjudge.compat.deepeval import ContextualPrecisionMetric, LLMTestCase, evaluate
+    from contextjudge.compat.opik import ContextPrecision
+    from contextjudge.compat.ragas import evaluate as ragas_evaluate
+    from contextjudge.compat.ragas.metrics.collections import ContextRecall
+
+    case = LLMTestCase(input="Where is the Rijksmuseum?", expected_output="In Amsterdam.", retrieval_context=NODES)
+    res = evaluate([case], [ContextualPrecisionMetric(model=judge())])  # sync call from inside the loop
+    assert res.test_results[0].metrics_data[0].score == pytest.approx(ap([1, 0, 1]))
+    rg = ragas_evaluate([{"user_input": case.input, "reference": "x y", "retrieved_contexts": NODES}],
+                        metrics=None, llm=judge(), show_progress=False)
+    assert rg.scores[0]["context_precision"] == pytest.approx(ap([1, 0, 1]))
+    assert ContextRecall(llm=judge()).score(user_input="q", reference="Amsterdam.",
+                                            retrieved_contexts=NODES).value == 1.0
+    assert (await ContextPrecision(model=judge()).ascore(input="q", output="a", expected_output="b",
+                                                         context=NODES)).value == pytest.approx(ap([1, 0, 1]))

@@ -110,13 +110,23 @@ def peer_verdict_kwargs(request: JudgeRequest) -> dict[str, Any]:
     return pool
 
 
+def _lead(text: str, n: int = 60) -> str:
+    """The first ``n`` characters of a node, to name it by (whole words, an ellipsis when cut)."""
+    text = " ".join((text or "").split())
+    if len(text) <= n:
+        return text
+    cut = text[:n].rsplit(" ", 1)[0] or text[:n]
+    return cut + "\u2026"
+
+
 def answer_suffix(request: JudgeRequest) -> str:
     """What contextjudge appends to a custom prompt: the ids of the items to judge, and the JSON answer form."""
     ids = [it.id for it in request.items]
     if request.task == "node_usefulness":
-        where = (f"Name each node of the retrieval context above by its id: the first is n1, the second n2, and so on "
-                 f"({len(ids)} nodes).")
-        return f"\n\n{where}\n{_ours._verdict_format(ids)}"  # noqa: SLF001 - the answer form is one, ours
+        short = [it.model_copy(update={"text": _lead(it.text)}) for it in request.items]
+        return ("\n\nName each node of the retrieval context above by its id, in the order given (each id's node "
+                f"begins as shown):\n{_ours._items(short)}\n"  # noqa: SLF001 - the answer form is one, ours
+                f"{_ours._verdict_format(ids)}")  # noqa: SLF001
     if request.task == "statement_support":
         return ("\n\nJudge the expected output sentence by sentence; the sentences, each in a tag named by its id:\n"
                 f"{_ours._items(request.items)}\n"  # noqa: SLF001

@@ -531,3 +531,39 @@ async def test_faces_inside_a_running_event_loop(capsys):
                                             retrieved_contexts=NODES).value == 1.0
     assert (await ContextPrecision(model=judge()).ascore(input="q", output="a", expected_output="b",
                                                          context=NODES)).value == pytest.approx(ap([1, 0, 1]))
+
+
+def test_deepeval_own_unit_test_shapes(monkeypatch):
+    """Re-created from DeepEval's tests/test_metrics for the context metrics: extra fields on the case, sync and async
+    modes, ``multimodal`` set from the case, a text-only model refusing images with ValueError, and the turn recall
+    metric judging the conversation's expected_outcome."""
+    from contextjudge.compat.deepeval import evaluate
+    from contextjudge.compat.deepeval.metrics import ContextualPrecisionMetric, TurnContextualRecallMetric
+    from contextjudge.compat.deepeval.test_case import ConversationalTestCase, LLMTestCase, MLLMImage, ToolCall, Turn
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-used")  # a ChatOpenAI judge is built, never called
+    fields = {"tools_called": [ToolCall(name="ImageAnalysis"), ToolCall(name="ToolQuery")],
+              "expected_tools": [ToolCall(name="ImageAnalysis")], "context": [NODES[0]]}
+    case = LLMTestCase(input="Where is the Rijksmuseum?", expected_output="In Amsterdam.", actual_output="Amsterdam.",
+                       retrieval_context=NODES, **fields)
+    for async_mode in (False, True):
+        metric = ContextualPrecisionMetric(async_mode=async_mode, model=judge())
+        metric.measure(case)
+        assert metric.score is not None and metric.reason is not None and case.multimodal is False
+    assert evaluate([case], [ContextualPrecisionMetric(model=judge())]) is not None
+    image = MLLMImage(url="https://example.org/car.png")
+    picture = LLMTestCase(input=f"What's shown in this image? {image}", expected_output="A car.",
+                          actual_output="A car.", retrieval_context=[f"Cars are great to look at {image}"], **fields)
+    assert picture.multimodal is True
+    with pytest.raises(ValueError):
+        ContextualPrecisionMetric(async_mode=False, model="gpt-3.5-turbo").measure(picture)
+    seeing = judge(supports_images=True)
+    ContextualPrecisionMetric(model=seeing).measure(picture)
+    assert seeing.calls[0]["images"]  # the image reached the multimodal judge
+    j = judge()
+    conv = ConversationalTestCase(turns=[Turn(role="user", content="Where is the Rijksmuseum?"),
+                                         Turn(role="assistant", content="Amsterdam.", retrieval_context=NODES)],
+                                  expected_outcome="The assistant says the Rijksmuseum is in Amsterdam.",
+                                  chatbot_role="A helpful assistant")
+    TurnContextualRecallMetric(async_mode=True, model=j).measure(conv)
+    assert "The assistant says the Rijksmuseum is in Amsterdam." in j.calls[0]["prompt"]

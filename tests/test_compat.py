@@ -337,7 +337,7 @@ def test_ragas_collections_ascore_value_and_reason():
         ContextRecall(llm=llm).score(user_input="q", retrieved_contexts=NODES)
 
 
-def test_ragas_evaluate_dataset_flow_nan_for_unscored_rows_and_usage():
+def test_ragas_evaluate_dataset_flow_nan_for_unscored_rows_and_usage(tmp_path):
     from contextjudge.compat.ragas import EvaluationDataset, SingleTurnSample, evaluate
     from contextjudge.compat.ragas.llms import LangchainLLMWrapper
     from contextjudge.compat.ragas.metrics import LLMContextPrecisionWithReference, LLMContextRecall
@@ -349,6 +349,8 @@ def test_ragas_evaluate_dataset_flow_nan_for_unscored_rows_and_usage():
     assert isinstance(ds[0], SingleTurnSample) and len(ds) == 2
     assert list(EvaluationDataset.from_pandas(ds.to_pandas()).to_list()[1]) == ["user_input", "retrieved_contexts",
                                                                               "response"]
+    ds.to_csv(str(tmp_path / "d.csv"))
+    assert EvaluationDataset.from_csv(str(tmp_path / "d.csv"))[0].retrieved_contexts == NODES
     result = evaluate(dataset=ds, metrics=[LLMContextPrecisionWithReference(), LLMContextRecall()],
                       llm=LangchainLLMWrapper(judge()), show_progress=False)
     df = result.to_pandas()

@@ -97,6 +97,19 @@ def sample_of(row: Any) -> SingleTurnSample | MultiTurnSample:
     return SingleTurnSample(**data)
 
 
+def _list_cell(value: Any) -> Any:
+    """A CSV cell holding a Python or JSON list (as pandas writes one) back to the list."""
+    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+        import ast  # noqa: PLC0415
+
+        try:
+            parsed = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return value
+        return parsed if isinstance(parsed, list) else value
+    return value
+
+
 def sample_to_case(sample: Any, index: int | None = None) -> LLMTestCase:
     """The contextjudge test case of a single-turn sample (``retrieved_context_ids`` become the nodes' ids)."""
     where = "" if index is None else f"dataset row {index}: "
@@ -148,6 +161,30 @@ class EvaluationDataset:
 
         with open(path, encoding="utf-8") as fh:
             return cls.from_list([json.loads(line) for line in fh if line.strip()], **kwargs)
+
+    @classmethod
+    def from_csv(cls, path: str, **kwargs: Any) -> "EvaluationDataset":
+        """Rows of a CSV file; list columns (retrieved_contexts, ...) written by ``to_csv`` are read back as lists."""
+        import pandas as pd  # noqa: PLC0415
+
+        df = pd.read_csv(path)
+        rows = [{k: _list_cell(v) for k, v in r.items()} for r in df.to_dict("records")]
+        return cls.from_list(rows, **kwargs)
+
+    def to_csv(self, path: str) -> None:
+        self.to_pandas().to_csv(path, index=False)
+
+    def to_jsonl(self, path: str) -> None:
+        import json  # noqa: PLC0415
+
+        with open(path, "w", encoding="utf-8") as fh:
+            for row in self.to_list():
+                fh.write(json.dumps(row) + "\n")
+
+    def to_hf_dataset(self) -> Any:
+        from datasets import Dataset  # noqa: PLC0415 - only this method needs it
+
+        return Dataset.from_list(self.to_list())
 
     def is_multi_turn(self) -> bool:
         return bool(self.samples) and isinstance(self.samples[0], MultiTurnSample)

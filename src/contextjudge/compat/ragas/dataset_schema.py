@@ -178,8 +178,7 @@ class EvaluationDataset:
         import json  # noqa: PLC0415
 
         with open(path, "w", encoding="utf-8") as fh:
-            for row in self.to_list():
-                fh.write(json.dumps(row) + "\n")
+            fh.writelines(json.dumps(row) + "\n" for row in self.to_list())
 
     def to_hf_dataset(self) -> Any:
         from datasets import Dataset  # noqa: PLC0415 - only this method needs it

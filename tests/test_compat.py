@@ -66,6 +66,7 @@ def test_deepeval_module_paths_and_names():
     assert MultiTurnParams.EXPECTED_OUTCOME.value == "expected_outcome"
     assert ToolCall(name="search", input_parameters={"q": "x"}).name == "search"
     assert "Nodes by rank" in T.generate_verdicts(input="q", expected_output="a", retrieval_context=["x"])
+    assert "scored 0.50" in T.generate_reason(input="q", score="0.50", verdicts=[{"verdict": "no"}])
     assert all(hasattr(deepeval, n) for n in deepeval.__all__)
 
 
@@ -499,8 +500,12 @@ def test_custom_template_over_a_real_http_judge_with_a_missing_id_and_a_broken_j
         prompts = [r["prompt"] for r in srv.requests]
     assert metric.score == pytest.approx(ap([1, 0, 1]))
     assert all("HOUSE PROMPT: which of these help answer" in p for p in prompts) and len(prompts) >= 2
+    from contextjudge.judges.options import JudgeOptions
+
     with FaultServer(faults=[Fault("invalid_json", times=None)]) as srv:
-        res = evaluate([case], [ContextualPrecisionMetric(model=_http_judge(srv), evaluation_template=CustomTemplate)])
+        broken = ContextualPrecisionMetric(model=_http_judge(srv), evaluation_template=CustomTemplate,
+                                           judge_options=JudgeOptions(max_attempts=1, backoff_initial=0.01))
+        res = evaluate([case], [broken])
     md = res.test_results[0].metrics_data[0]
     assert md.score is None and md.error and "ERROR" in capsys.readouterr().out
 

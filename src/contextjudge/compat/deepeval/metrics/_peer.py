@@ -34,12 +34,18 @@ class PeerTemplate:
     _ours: Any = _ours.BaseTemplate
 
     @staticmethod
-    def generate_verdicts(**kwargs: Any) -> str:  # the default: contextjudge's prompt (see adapt_template)
-        raise NotImplementedError  # replaced per class below; never reached through a metric
-
-    @staticmethod
-    def generate_reason(**kwargs: Any) -> str:
+    def generate_verdicts(**kwargs: Any) -> str:  # each metric's template class defines it (contextjudge's prompt)
         raise NotImplementedError
+
+    @classmethod
+    def generate_reason(cls, **kwargs: Any) -> str:
+        """contextjudge's reason prompt for DeepEval's keyword arguments (``score``, and the verdicts or reasons)."""
+        notes = kwargs.get("verdicts") or [*(kwargs.get("supportive_reasons") or []),
+                                           *(kwargs.get("unsupportive_reasons") or []),
+                                           *(kwargs.get("irrelevant_statements") or [])] or kwargs.get("reasons") or []
+        score = kwargs.get("score", kwargs.get("final_score", 0.0))
+        name = cls.__name__.replace("Template", "")
+        return cls._ours.generate_reason(name, float(score or 0.0), "\n".join(str(n) for n in notes))
 
 
 def default_prompt(task: str, ours: Any, kwargs: dict[str, Any]) -> str:

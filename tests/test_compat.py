@@ -82,6 +82,23 @@ def test_deepeval_precision_score_is_average_precision_with_no_verdicts():
     assert m.success and "rank 2" in m.reason and j.count() == 1
 
 
+def test_deepeval_retrieved_context_data_is_grouped_by_source_for_precision_and_score_only_mode():
+    from contextjudge.compat.deepeval import ContextualPrecisionMetric, ContextualRecallMetric, LLMTestCase
+    from contextjudge.compat.deepeval.test_case import RetrievedContextData
+
+    case = LLMTestCase(input="Where is the Rijksmuseum?", expected_output="In Amsterdam. It has canals.",
+                       retrieval_context=[RetrievedContextData(context=NODES[0], source="wiki/rijks"), NODES[1],
+                                          RetrievedContextData(context=NODES[2], source="wiki/rijks")])
+    j = judge()
+    precision = ContextualPrecisionMetric(model=j, threshold=None)
+    precision.measure(case)
+    assert j.calls[0]["ids"] == ["n1", "n2"] and precision.verdicts[0]["node_id"] == "wiki/rijks"
+    assert precision.score == pytest.approx(ap([1, 0])) and precision.success  # one node per source, ranked first
+    jr = judge()
+    ContextualRecallMetric(model=jr).measure(case)  # recall sees the chunks one by one, as in DeepEval
+    assert "<n3>" in jr.calls[0]["prompt"]
+
+
 def test_deepeval_recall_and_relevancy_formulas():
     from contextjudge.compat.deepeval import ContextualRecallMetric, ContextualRelevancyMetric, LLMTestCase
 

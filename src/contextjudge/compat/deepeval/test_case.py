@@ -16,7 +16,10 @@ from ...cases import testcase as _testcase
 from ...cases.images import MLLMImage
 
 __all__ = ["ConversationalTestCase", "LLMTestCase", "LLMTestCaseParams", "MLLMImage", "MLLMTestCase",
-           "MultiTurnParams", "SingleTurnParams", "ToolCall", "ToolCallParams", "Turn", "TurnParams"]
+           "MultiTurnParams", "RetrievedContextData", "SingleTurnParams", "ToolCall", "ToolCallParams", "Turn",
+           "TurnParams"]
+
+SOURCE_KEY = "deepeval_source"  # a node's metadata key for RetrievedContextData.source
 
 _EXTRA = ConfigDict(extra="allow", validate_assignment=True, arbitrary_types_allowed=True)
 
@@ -25,6 +28,24 @@ def _has_images(case: Any) -> bool:
     from ...judges.images import judge_view  # noqa: PLC0415 - the one place that finds a case's images
 
     return bool(judge_view(case)[1])
+
+
+class RetrievedContextData(BaseModel):
+    """DeepEval's chunk with its source document. In ``retrieval_context`` it becomes a node whose metadata keeps the
+    source; ``ContextualPrecisionMetric`` judges the chunks of one source as one node, at the rank of its first
+    chunk, as DeepEval does (the other metrics judge each chunk)."""
+
+    context: str
+    source: str
+
+
+def _chunks_to_nodes(v: Any) -> Any:
+    from ...cases.testcase import RetrievedNode  # noqa: PLC0415
+
+    if not isinstance(v, (list, tuple)) or not any(isinstance(x, RetrievedContextData) for x in v):
+        return v
+    return [RetrievedNode(text=x.context, metadata={SOURCE_KEY: x.source}) if isinstance(x, RetrievedContextData)
+            else x for x in v]
 
 
 class ToolCall(BaseModel):
@@ -91,6 +112,11 @@ class LLMTestCase(_testcase.LLMTestCase):
 
     multimodal: bool = Field(default=False)
 
+    @field_validator("retrieval_context", mode="before")
+    @classmethod
+    def _peer_chunks(cls, v: Any) -> Any:
+        return _chunks_to_nodes(v)
+
     @model_validator(mode="after")
     def _multimodal(self) -> "LLMTestCase":
         if not self.multimodal and _has_images(self):
@@ -116,6 +142,11 @@ class Turn(_testcase.Turn):
     """``Turn`` that also takes DeepEval-only fields (user_id, tools_called, metadata, ...)."""
 
     model_config = _EXTRA
+
+    @field_validator("retrieval_context", mode="before")
+    @classmethod
+    def _peer_chunks(cls, v: Any) -> Any:
+        return _chunks_to_nodes(v)
 
 
 class ConversationalTestCase(_testcase.ConversationalTestCase):

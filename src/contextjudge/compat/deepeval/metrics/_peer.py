@@ -230,6 +230,8 @@ class PeerMetric:
                  evaluation_template: Any = None, flaky: bool = False, **kwargs: Any) -> None:
         for peer_only in ("system_one_model", "eval_mode"):
             kwargs.pop(peer_only, None)
+        if threshold is None:  # DeepEval's score-only mode: nothing fails on its score
+            threshold = 0.0
         adapted = adapt_template(evaluation_template, self.default_template)  # type: ignore[attr-defined]
         llm_reason = kwargs.pop("llm_reason", None)
         if llm_reason is None:  # a template's own reason prompt is asked for, as DeepEval does

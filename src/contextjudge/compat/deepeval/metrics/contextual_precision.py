@@ -38,11 +38,11 @@ class ContextualPrecisionMetric(PeerMetric, _metrics.ContextualPrecisionMetric):
         first, its text ``"Source: <source>"`` and the chunks joined by ``---`` lines."""
         nodes = tc.retrieval_context or []
         if any(SOURCE_KEY in (n.metadata or {}) for n in nodes):
-            tc = tc.model_copy(update={"retrieval_context": group_by_source(nodes)})
+            tc = tc.model_copy(update={"retrieval_context": _group_by_source(nodes)})
         return await super()._compute(tc, client)
 
 
-def group_by_source(nodes: list[Any]) -> list[Any]:
+def _group_by_source(nodes: list[Any]) -> list[Any]:
     from ....cases.testcase import RetrievedNode  # noqa: PLC0415
 
     groups: dict[str, list[str]] = {}

@@ -227,6 +227,9 @@ def test_deepeval_dataset_files_goldens_and_test_cases(tmp_path):
     assert conv._multi_turn and conv.goldens[0].scenario == "A refund."
     with pytest.raises(ValueError, match="single-turn"):
         ds.add_golden(ConversationalGolden(scenario="x"))
+    with pytest.raises(ValueError, match="ConversationalTestCase"):
+        next(iter(conv.evals_iterator()))
+    assert list(EvaluationDataset().evals_iterator()) == []
 
 
 def test_deepeval_evals_iterator_drives_an_observed_rag_app(capsys):

@@ -282,6 +282,13 @@ class EvaluationDataset:
         """
         from ...tracing import Trace, _trace  # noqa: PLC0415 - the trace the loop body's spans attach to
 
+        if self._multi_turn:
+            raise ConfigurationError("evals_iterator() runs an @observe app over single-turn Goldens; for "
+                                     "ConversationalGoldens build ConversationalTestCase objects and call "
+                                     "evaluate(test_cases=..., metrics=[TurnContextual...Metric(...)]).")
+        if not self._goldens:
+            logger.warning("contextjudge: evals_iterator() on a dataset with no goldens: nothing to run or score")
+            return
         traces: list[Trace] = []
         self._pending = []
         for i, golden in enumerate(self.goldens):

@@ -14,7 +14,9 @@ snippet known to need more than an import change does; any other failure is prin
 Each snippet runs in fresh globals and an empty temporary directory, the plain ones of a peer one after another in
 one interpreter (``benchmarks/_run_snippet.py``), each ``test_*.py`` one under pytest in its own, with
 ``CONTEXTJUDGE_MODEL=local`` and a dummy ``OPENAI_API_KEY`` (some pages build an OpenAI client they never call
-here). Nothing reaches the network. Prints the share that ran, and the list of what did not, with the reason.
+here). Nothing reaches the network. A snippet counts as run only if it raised nothing and every metric it scored
+has a score (a metric error recorded by ``evaluate``, a NaN row or an Opik ``scoring_failed`` fails it). Prints the
+share that ran, and the list of what did not, with the reason.
 """
 
 from __future__ import annotations

@@ -85,6 +85,11 @@ class MetricResult:
         d["usage"] = self.usage.to_dict()
         return d
 
+    @property
+    def evaluation_cost(self) -> float | None:
+        """The judge's cost for this result in USD when priced (DeepEval's ``MetricData.evaluation_cost``)."""
+        return self.usage.cost
+
 
 # ``verdicts`` and ``details`` are most of a result's size (a relevancy result holds one verdict per sentence of
 # every node, with the sentence), and a long run keeps every result. They are held packed, pickled and compressed,
@@ -144,6 +149,44 @@ class TestResult:
     @property
     def success(self) -> bool:
         return self.error is None and all(m.success for m in self.metrics_data)
+
+    # DeepEval's TestResult fields, read from the test case
+    @property
+    def conversational(self) -> bool:
+        return hasattr(self.test_case, "turns")
+
+    @property
+    def multimodal(self) -> bool:
+        return bool(getattr(self.test_case, "multimodal", False))
+
+    @property
+    def input(self) -> str | None:
+        return getattr(self.test_case, "input", None)
+
+    @property
+    def actual_output(self) -> str | None:
+        return getattr(self.test_case, "actual_output", None)
+
+    @property
+    def expected_output(self) -> str | None:
+        return getattr(self.test_case, "expected_output", None)
+
+    @property
+    def context(self) -> list[str] | None:
+        return getattr(self.test_case, "context", None)
+
+    @property
+    def retrieval_context(self) -> list[str] | None:
+        """The retrieved nodes' texts, in rank order."""
+        return _texts(getattr(self.test_case, "retrieval_context", None))
+
+    @property
+    def turns(self) -> list[Any] | None:
+        return getattr(self.test_case, "turns", None)
+
+    @property
+    def additional_metadata(self) -> dict[str, Any] | None:
+        return getattr(self.test_case, "additional_metadata", None)
 
     def metric(self, name: str) -> MetricResult:
         for m in self.metrics_data:

@@ -100,13 +100,14 @@ class MLLMImage:
     ``str(image)`` is the placeholder token to use inside f-strings.
     """
 
-    __slots__ = ("alt", "local", "mime_type", "path", "src", "url")
+    __slots__ = ("alt", "filename", "local", "mime_type", "path", "src", "url")
 
     def __init__(self, url: str | os.PathLike[str] | None = None, local: bool = False, *,
                  data: bytes | str | None = None, mime_type: str | None = None, alt: str | None = None,
                  caption: str | None = None, dataBase64: str | None = None,  # noqa: N803 - DeepEval's spelling
-                 mimeType: str | None = None) -> None:  # noqa: N803
+                 mimeType: str | None = None, filename: str | None = None) -> None:  # noqa: N803
         mime_type = mime_type or mimeType
+        self.filename = filename  # DeepEval's field: the image's file name, kept, not used
         if data is None and dataBase64 is not None:
             data = dataBase64
         self.alt: str | None = (alt if alt is not None else caption) or None

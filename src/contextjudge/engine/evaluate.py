@@ -69,6 +69,7 @@ async def aevaluate(
     *,
     observed_callback: Any = None,
     goldens: Any = None,
+    traces: Any = None,
     max_concurrency: int = 16,
     judge_options: JudgeOptions | None = None,
     show_progress: bool | None = None,
@@ -100,10 +101,11 @@ async def aevaluate(
         judge_options = dataclasses.replace(judge_options or JudgeOptions(), repeats=repeats)
     case_metrics: list[Sequence[Any]] | None = None
     failed: list[TestResult] = []
-    if observed_callback is not None:
+    if observed_callback is not None or traces is not None:
         from ..tracing import observed_cases, run_traces  # noqa: PLC0415 - component-level evaluation
 
-        traces = await run_traces(observed_callback, goldens, max_concurrency=max_concurrency)
+        if traces is None:
+            traces = await run_traces(observed_callback, goldens, max_concurrency=max_concurrency)
         observed = observed_cases(traces, metrics)
         ok = [o for o in observed if o.test_case is not None]
         failed = [TestResult(index=-1, name=o.name, test_case=None, error=o.error)
@@ -252,7 +254,8 @@ def _ray_kwargs(engine: str, test_cases: Any, metrics: Any, given: dict[str, Any
     """The arguments of ``engine_ray.evaluate_on_ray`` from evaluate's, refusing what the Ray engine does not do."""
     if engine != "ray":
         raise ConfigurationError(f"evaluate(engine={engine!r}): the engines are 'local' (this process) and 'ray'.")
-    unsupported = [name for name, default in (("observed_callback", None), ("goldens", None), ("context", None),
+    unsupported = [name for name, default in (("observed_callback", None), ("goldens", None), ("traces", None),
+                                              ("context", None),
                                               ("run", None), ("on_result", None), ("keep_results", True),
                                               ("raise_exceptions", False), ("skip_on_missing_params", False))
                    if given.get(name, default) is not default and given.get(name, default) != default]
@@ -330,8 +333,10 @@ def evaluate(
     ``app(golden.input)`` once per golden and scores every ``@observe`` span that carries metrics (see
     ``contextjudge.tracing``); ``metrics=`` then also scores one end-to-end test case per trace. Spans that cannot
     become a test case, and goldens on which the app raised, are recorded as results with ``error`` set.
+    ``traces=`` scores traces the app already ran (``contextjudge.tracing.Trace`` objects, as
+    ``compat.deepeval``'s ``EvaluationDataset.evals_iterator`` collects them) the same way.
     """
-    observed = kwargs.get("observed_callback") is not None
+    observed = kwargs.get("observed_callback") is not None or kwargs.get("traces") is not None
     if not observed and (test_cases is None or metrics is None):
         raise ConfigurationError("evaluate() needs test_cases=[...] and metrics=[...] (or observed_callback=app "
                                 "with goldens=[...]).")

@@ -1,0 +1,33 @@
+"""``deepeval.metrics.contextual_relevancy``: ``ContextualRelevancyMetric`` and ``ContextualRelevancyTemplate`` (subclass it to change the prompt)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .... import metrics as _metrics
+from ._peer import PeerMetric, PeerTemplate, default_prompt
+
+__all__ = ["ContextualRelevancyMetric", "ContextualRelevancyTemplate"]
+
+
+class ContextualRelevancyTemplate(PeerTemplate):
+    """The prompts of ``ContextualRelevancyMetric``. Override ``generate_verdicts`` / ``generate_reason`` as static methods taking
+    DeepEval's keyword arguments; the defaults are contextjudge's own prompts."""
+
+    _ours = _metrics.ContextualRelevancyTemplate
+
+    @staticmethod
+    def generate_verdicts(**kwargs: Any) -> str:
+        return default_prompt("sentence_relevance", _metrics.ContextualRelevancyTemplate, kwargs)
+
+
+class ContextualRelevancyMetric(PeerMetric, _metrics.ContextualRelevancyMetric):
+    """contextjudge's ``ContextualRelevancyMetric`` with DeepEval's constructor (``threshold, model, include_reason, async_mode,
+    strict_mode, verbose_mode, evaluation_template``, ``flaky``)."""
+
+    def __init__(self, threshold: float = 0.5, model: Any = None, include_reason: bool = True,
+                 async_mode: bool = True, strict_mode: bool = False, verbose_mode: bool = False,
+                 evaluation_template: Any = None, flaky: bool = False, **kwargs: Any) -> None:
+        super().__init__(threshold=threshold, model=model, include_reason=include_reason, async_mode=async_mode,
+                         strict_mode=strict_mode, verbose_mode=verbose_mode, evaluation_template=evaluation_template,
+                         flaky=flaky, **kwargs)

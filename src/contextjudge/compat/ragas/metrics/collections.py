@@ -1,0 +1,106 @@
+"""``ragas.metrics.collections``: Ragas 0.4's metric classes, ``await metric.ascore(user_input=..., ...)``
+returning a result with ``.value`` and ``.reason``; ``metric.score(...)`` is the sync form.
+
+A judge failure raises, as in Ragas; ``.value`` is never a silent NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...._aio import run_sync
+from ....metrics import (
+    ContextualPrecisionMetric,
+    ContextualRecallMetric,
+    ContextualRelevancyMetric,
+    ContextUtilizationMetric,
+)
+from ..dataset_schema import SingleTurnSample, sample_to_case
+from ..llms import judge_of
+
+__all__ = ["ContextPrecision", "ContextPrecisionWithReference", "ContextPrecisionWithoutReference", "ContextRecall",
+           "ContextRelevance", "ContextUtilization", "MetricResult"]
+
+
+@dataclass
+class MetricResult:
+    """``value`` (the score), ``reason`` (why, from the verdicts) and ``traces`` (the verdicts)."""
+
+    value: Any
+    reason: str | None = None
+    traces: dict[str, Any] | None = field(default=None)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "reason": self.reason}
+
+
+class _Collection:
+    name = ""
+    _cls: Any = None
+    _fields: tuple[str, ...] = ()
+
+    def __init__(self, llm: Any = None, name: str | None = None, **_: Any) -> None:
+        self.llm = llm
+        if name:
+            self.name = name
+
+    async def ascore(self, **kwargs: Any) -> MetricResult:
+        missing = [f for f in self._fields if kwargs.get(f) is None]
+        if missing:
+            from ....errors import ConfigurationTypeError  # noqa: PLC0415
+
+            # a TypeError, as a missing argument of Ragas' ascore(user_input=..., ...) is
+            raise ConfigurationTypeError(f"{type(self).__name__}.ascore() needs {', '.join(missing)}: pass "
+                                         f"{', '.join(f'{m}=...' for m in missing)}.")
+        sample = SingleTurnSample(**{k: v for k, v in kwargs.items() if k in SingleTurnSample.model_fields})
+        metric = self._cls(model=judge_of(self.llm), threshold=0.5)
+        metric.name = self.name
+        await metric.a_measure(sample_to_case(sample))
+        return MetricResult(value=metric.score, reason=metric.reason, traces={"verdicts": metric.verdicts})
+
+    def score(self, **kwargs: Any) -> MetricResult:
+        return run_sync(self.ascore(**kwargs))
+
+    async def abatch_score(self, inputs: list[dict[str, Any]]) -> list[MetricResult]:
+        import asyncio  # noqa: PLC0415
+
+        return list(await asyncio.gather(*(self.ascore(**i) for i in inputs)))
+
+    def batch_score(self, inputs: list[dict[str, Any]]) -> list[MetricResult]:
+        return run_sync(self.abatch_score(inputs))
+
+
+class ContextPrecisionWithReference(_Collection):
+    name = "context_precision_with_reference"
+    _cls = ContextualPrecisionMetric
+    _fields = ("user_input", "reference", "retrieved_contexts")
+
+
+class ContextPrecision(ContextPrecisionWithReference):
+    name = "context_precision"
+
+
+class ContextPrecisionWithoutReference(_Collection):
+    name = "context_precision_without_reference"
+    _cls = ContextUtilizationMetric
+    _fields = ("user_input", "response", "retrieved_contexts")
+
+
+class ContextUtilization(ContextPrecisionWithoutReference):
+    name = "context_utilization"
+
+
+class ContextRecall(_Collection):
+    name = "context_recall"
+    _cls = ContextualRecallMetric
+    _fields = ("user_input", "retrieved_contexts", "reference")
+
+
+class ContextRelevance(_Collection):
+    name = "context_relevance"
+    _cls = ContextualRelevancyMetric
+    _fields = ("user_input", "retrieved_contexts")

@@ -241,14 +241,30 @@ def _store(target: str | None) -> Any:
 
 
 def _existing_store(target: str | None) -> Any:
-    """A store that must already exist (for commands that only read)."""
-    from .store import DEFAULT_STORE_PATH  # noqa: PLC0415
+    """A store that must already exist (for commands that only read). A SQLite file this process may not write (a
+    CI artifact, a file in a read-only folder) is opened read-only, and so is a store whose writes fail."""
+    from .errors import StoreError  # noqa: PLC0415
+    from .store import DEFAULT_STORE_PATH, open_store  # noqa: PLC0415
 
     target = target or os.environ.get("CONTEXTJUDGE_STORE") or DEFAULT_STORE_PATH
     if "://" not in target and not os.path.exists(target):
         raise UsageError(f"no store at {target!r}: pass --store PATH (a results file written by `contextjudge eval` "
                          "or evaluate(..., store=...)) or a database URL.")
-    return _store(target)
+    if "://" not in target and not (os.access(target, os.W_OK)
+                                    and os.access(os.path.dirname(os.path.abspath(target)), os.W_OK)):
+        try:
+            return open_store(target, read_only=True)
+        except StoreError as exc:
+            raise UsageError(str(exc)) from exc
+    try:
+        return open_store(target)
+    except StoreError as exc:
+        if "readonly" in str(exc).lower() or "read-only" in str(exc).lower():
+            try:
+                return open_store(target, read_only=True)
+            except StoreError:
+                pass
+        raise UsageError(str(exc)) from exc
 
 
 def _resolve(store: Any, ref: str | None) -> str:
@@ -1033,10 +1049,12 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
 
     add_trust_commands(sub)
     from ._cli_estimate import add_estimate_command  # noqa: PLC0415 - production commands, each in its own module
+    from ._cli_trend import add_trend_command  # noqa: PLC0415
     from ._cli_worker import add_worker_command  # noqa: PLC0415
 
     add_estimate_command(sub)
     add_worker_command(sub)
+    add_trend_command(sub)
 
     for name, ep in sorted(plugins.items()):
         dist = getattr(getattr(ep, "dist", None), "name", None)

@@ -31,6 +31,7 @@ __all__ = ["BaseMetric", "Outcome"]
 logger = logging.getLogger("contextjudge")
 
 PER_NODE = "per_node"  # the key in MetricResult.details that says the verdicts are one per retrieved node
+JUDGE_IDENTITY = "judge_identity"  # the key in MetricResult.details that names the judge identity that scored it
 
 
 _announced: set[str] = set()
@@ -233,11 +234,15 @@ class BaseMetric:
         if self.verbose_mode:
             verbose = "Verdicts:\n" + json.dumps(outcome.verdicts, indent=2, default=str)
             logger.info("contextjudge %s: score=%.4f\n%s", self.name, score, verbose)
+        details = {**outcome.details, PER_NODE: True} if self.judges_nodes else dict(outcome.details)
+        # what changes the judge's answers (model, parameters, calibration thresholds): `contextjudge trend` tells a
+        # changed judge from a changed retriever by it
+        details[JUDGE_IDENTITY] = client.identity
         return MetricResult(
             name=self.name, score=score, threshold=self.threshold, success=score >= self.threshold,
             reason=reason, strict_mode=self.strict_mode, verdicts=outcome.verdicts, verbose_logs=verbose,
             usage=outcome.usage, evaluation_model=client.name,
-            details={**outcome.details, PER_NODE: True} if self.judges_nodes else outcome.details,
+            details=details,
             score_spread=self._spread(outcome.repeat_scores),
         )
 

@@ -42,6 +42,7 @@ from ._rows import (
     result_rows,
     stored_case,
 )
+from ._read import ReadStore
 from ._spend import SpendStore
 
 __all__ = ["DEFAULT_STORE_PATH", "LabelMatch", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
@@ -82,8 +83,9 @@ class LabelMatch:
     by: str | None
 
 
-def _to_url(target: str) -> str:
-    """A SQLAlchemy URL for a path or URL, defaulting PostgreSQL to the psycopg (3) driver."""
+def _to_url(target: str, create: bool = True) -> str:
+    """A SQLAlchemy URL for a path or URL, defaulting PostgreSQL to the psycopg (3) driver. ``create=False``: a
+    SQLite file must exist already (a read-only store), and nothing is made."""
     if "://" in target:
         for plain in ("postgresql://", "postgres://"):
             if target.startswith(plain):
@@ -93,6 +95,10 @@ def _to_url(target: str) -> str:
     if path.exists() and path.is_dir():
         raise StoreError(f"store path {str(path)!r} is a directory: pass a file path such as "
                          f"{str(path / 'results.db')!r}.")
+    if not create:
+        if not path.exists():
+            raise StoreError(f"no store at {str(path)!r} (opened read-only, so none is made): check the path.")
+        return f"sqlite:///{path.resolve()}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -101,19 +107,26 @@ def _to_url(target: str) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
-class ResultsStore(QueueStore, SpendStore):
-    """A results store on one SQL database. Create it with ``open_store(path_or_url)``."""
+class ResultsStore(QueueStore, SpendStore, ReadStore):
+    """A results store on one SQL database. Create it with ``open_store(path_or_url)``.
 
-    def __init__(self, target: str, *, echo: bool = False) -> None:
+    ``read_only``: never write (no table created, nothing migrated or marked): for a store you may not write to, such
+    as a CI artifact or a replica. A SQLite file is then opened with ``mode=ro`` (and, when even its journal files
+    cannot be made, as an immutable file)."""
+
+    def __init__(self, target: str, *, echo: bool = False, read_only: bool = False) -> None:
         self.target = target
-        self.url = _to_url(target)
+        self.read_only = bool(read_only)
+        self.url = _to_url(target, create=not self.read_only)
         self.is_sqlite = self.url.startswith("sqlite")
         # SQLite allows one writer at a time: serialise our own writers instead of meeting "database is locked"
         self._write_lock = threading.RLock()
         try:
-            if self.is_sqlite:
-                self.engine: Engine = create_engine(self.url, echo=echo,
-                                                    connect_args={"timeout": 60, "check_same_thread": False})
+            if self.is_sqlite and self.read_only:
+                self.engine: Engine = _read_only_sqlite(self.url, echo)
+            elif self.is_sqlite:
+                self.engine = create_engine(self.url, echo=echo,
+                                            connect_args={"timeout": 60, "check_same_thread": False})
                 event.listen(self.engine, "connect", _sqlite_pragmas)
             else:
                 self.engine = create_engine(self.url, echo=echo, pool_pre_ping=True)
@@ -130,7 +143,11 @@ class ResultsStore(QueueStore, SpendStore):
 
     # ------------------------------------------------------------------------------------------ plumbing
     def _setup(self) -> None:
+        if self.read_only:
+            self._setup_read_only()
+            return
         try:
+            self._check_not_foreign()
             before = self._recorded_version()
             if before is not None and before < S.SCHEMA_VERSION:
                 self._migrate(before)  # before the columns check: an older store lacks the newer columns
@@ -170,6 +187,51 @@ class ResultsStore(QueueStore, SpendStore):
             self._migrate(version)
         self.schema_version = S.SCHEMA_VERSION
         self._q = self._statements()
+
+    def _setup_read_only(self) -> None:
+        """Check a store opened read-only: ours, of a schema this version reads; write nothing."""
+        try:
+            self._check_not_foreign()
+            found = inspect(self.engine)
+            if not found.has_table(S.meta.name):
+                raise StoreError(f"the store {_redact(self.url)!r} holds no contextjudge tables (opened read-only, "
+                                 "so none were made): check the path or URL.")
+            version = self._recorded_version()
+            if version is None or version > S.SCHEMA_VERSION:
+                raise StoreError(f"the store {_redact(self.url)!r} records a schema version this contextjudge "
+                                 f"(schema {S.SCHEMA_VERSION}) does not know: upgrade contextjudge to read it.")
+            existing = set(found.get_table_names())
+            missing = [t.name for t in S.metadata.sorted_tables if t.name not in existing and t.name in (
+                S.runs.name, S.cases.name, S.results.name)]
+            if missing:
+                raise StoreError(f"the store {_redact(self.url)!r} lacks its table(s) {', '.join(missing)}: it was "
+                                 "damaged, or made by an older contextjudge and never opened for writing since.")
+        except StoreError:
+            raise
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the store {_redact(self.url)!r}: {_short(exc)}. Check the path or URL "
+                             "and that you may read it.") from exc
+        self.schema_version = version
+        self._q = self._statements()
+
+    def _check_not_foreign(self) -> None:
+        """Refuse a database that another program made (a SQLite file with tables and none of ours), and a store of
+        ours whose core tables have gone (writing to it would silently start over)."""
+        found = inspect(self.engine)
+        existing = set(found.get_table_names())
+        ours = {t.name for t in S.metadata.sorted_tables}
+        if self.is_sqlite and existing and not existing & ours:
+            shown = ", ".join(sorted(existing)[:5]) + (" ..." if len(existing) > 5 else "")
+            raise StoreError(f"the file {_redact(self.url)!r} is a SQLite database of another program (tables: "
+                             f"{shown}), not a contextjudge store; nothing was written to it. Pass a new path for "
+                             "the store.")
+        if S.meta.name in existing:
+            gone = [n for n in (S.runs.name, S.cases.name, S.results.name) if n not in existing]
+            if gone:
+                raise StoreError(f"the store {_redact(self.url)!r} has lost its table(s) {', '.join(gone)} (its "
+                                 "other tables are there): it was damaged or partly dropped. It was not recreated, "
+                                 "so nothing is silently started over: restore it from a backup, or pass a new "
+                                 "path (or database) for the store.")
 
     def _check_foreign_tables(self) -> None:
         """Refuse a database whose tables carry our names but not our columns: another version of contextjudge or
@@ -680,6 +742,30 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
         cur.close()
 
 
+def _read_only_sqlite(url: str, echo: bool) -> Engine:
+    """An engine that opens a SQLite file read-only (``mode=ro``); when even that fails (the folder is not writable
+    and the file has a write-ahead log to read, or its journal files cannot be made), as an immutable file, which
+    SQLite reads without any lock or side file."""
+    import sqlite3  # noqa: PLC0415
+    from urllib.parse import quote  # noqa: PLC0415
+
+    path = url[len("sqlite:///"):]
+
+    def make(flags: str) -> Engine:
+        def connect() -> Any:
+            return sqlite3.connect(f"file:{quote(path)}?{flags}", uri=True, timeout=60, check_same_thread=False)
+        return create_engine("sqlite://", echo=echo, creator=connect)
+
+    engine = make("mode=ro")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT count(*) FROM sqlite_master")).scalar()
+        return engine
+    except SQLAlchemyError:
+        engine.dispose()
+        return make("mode=ro&immutable=1")
+
+
 def _alive(pid: int) -> bool:
     """Whether a process with this id runs on this machine (a signal-0 probe; on Windows, where signal 0 would end
     the process, every process counts as alive)."""
@@ -734,12 +820,14 @@ def _metric_order(info: RunInfo, seen: list[str]) -> dict[str, int]:
     return {n: i for i, n in enumerate(names)}
 
 
-def open_store(target: Any = None) -> ResultsStore:
+def open_store(target: Any = None, *, read_only: bool = False) -> ResultsStore:
     """Open (creating when needed) the results store at ``target``.
 
     ``target`` is a file path (SQLite), a SQLAlchemy URL (``postgresql+psycopg://user@host/db``; a plain
     ``postgresql://`` URL uses psycopg too), an open ``ResultsStore`` (returned as is), or ``"default"`` for
     ``.contextjudge/results.db`` under the current directory. Nothing is written anywhere you did not name.
+    ``read_only=True``: the store must exist, and nothing is ever written to it (a CI artifact, a replica, a file
+    you may only read); its read API (``runs``, ``results``, ``cases``, ``trend``, ``load_run``) works as usual.
     """
     if isinstance(target, ResultsStore):
         return target
@@ -752,7 +840,9 @@ def open_store(target: Any = None) -> ResultsStore:
     target = target.strip()
     if target == "default":
         target = DEFAULT_STORE_PATH
-    store = ResultsStore(target)
+    store = ResultsStore(target, read_only=read_only)
+    if read_only:
+        return store
     try:
         store.mark_interrupted()  # runs left "running" by a crashed process end here, as interrupted
     except Exception:  # noqa: BLE001 - a read-only store, or another process marking them at the same time

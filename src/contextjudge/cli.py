@@ -240,7 +240,7 @@ def _store(target: str | None) -> Any:
         raise UsageError(str(exc)) from exc
 
 
-def _existing_store(target: str | None) -> Any:
+def _existing_store(target: str | None, *, write: bool = False) -> Any:
     """A store that must already exist (for commands that only read). A SQLite file this process may not write (a
     CI artifact, a file in a read-only folder) is opened read-only, and so is a store whose writes fail."""
     from .errors import StoreError  # noqa: PLC0415
@@ -250,6 +250,8 @@ def _existing_store(target: str | None) -> Any:
     if "://" not in target and not os.path.exists(target):
         raise UsageError(f"no store at {target!r}: pass --store PATH (a results file written by `contextjudge eval` "
                          "or evaluate(..., store=...)) or a database URL.")
+    if write:
+        return _store(target)
     if "://" not in target and not (os.access(target, os.W_OK)
                                     and os.access(os.path.dirname(os.path.abspath(target)), os.W_OK)):
         try:
@@ -666,7 +668,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             require_ray()
         except ConfigurationError as exc:
             raise UsageError(f"--engine ray: {exc}") from exc
-    store = _existing_store(args.store)
+    store = _existing_store(args.store, write=True)
     run_id = _resolve(store, args.run)
     info = store.run_info(run_id)
     rescore = bool(getattr(args, "rescore", False))
@@ -700,7 +702,18 @@ def cmd_score(args: argparse.Namespace) -> int:
                           case_keys=[c.case_key for c in todo])  # results go to the stored cases, under their keys
     gates = _metric_gates(result, metrics)
     _print_summary(result, gates)
+    _budget_skipped_line(result)
     return _verdict(result, gates, args.allow_errors)
+
+
+def _budget_skipped_line(result: Any) -> None:
+    """Say how many cases a spent budget skipped, and how to judge them."""
+    skipped = sum(1 for tr in result.test_results
+                  if any(m.error_type == "BudgetExhaustedError" for m in tr.metrics_data or []))
+    if skipped:
+        print(f"{skipped} case(s) were skipped by the judge budget and have no score: run `contextjudge score --run "
+              f"{result.run_id}` again when the budget's next window opens (it judges only what has no result yet), "
+              "or raise the budget's limits.")
 
 
 def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, todo: list[Any], keys: list[str],

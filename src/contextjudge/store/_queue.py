@@ -207,6 +207,19 @@ class QueueStore:
                 .values(**values))
             return bool(hit.rowcount)
 
+    def requeue_skipped(self, run_id: str | None = None, *, reason: str = "budget") -> int:
+        """Queue again the cases set aside (``skipped``) whose note starts with ``reason`` (``"budget"``: a spent
+        budget), their attempts reset; returns how many. ``contextjudge worker --requeue-skipped`` calls it when a
+        budget window opens."""
+        now = time.time()
+        conds = [_Q.c.state == "skipped", _Q.c.note.like(f"{reason}%")]
+        if run_id is not None:
+            conds.append(_Q.c.run_id == run_id)
+        with self._guard("requeue skipped test cases"), self._begin() as conn:  # type: ignore[attr-defined]
+            hit = conn.execute(update(_Q).where(*conds).values(state="queued", owner=None, lease_until=None,
+                                                               attempts=0, updated_at=now, note=None))
+            return max(0, int(hit.rowcount or 0))
+
     def queue_counts(self, run_id: str | None = None) -> dict[str, int]:
         """Rows per state (``queued``, ``claimed``, ``expired`` (claimed, lease passed), ``done``, ``skipped``)."""
         now = time.time()

@@ -527,7 +527,7 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
 
     # ------------------------------------------------------------------------------------------ gold labels
     def add_labels(self, records: Iterable[dict[str, Any]], check: Callable[[Any, dict[str, Any]], list[str]] | None
-                   = None) -> tuple[list[LabelMatch], list[LabelMatch]]:
+                   = None, *, lines: list[int] | None = None) -> tuple[list[LabelMatch], list[LabelMatch]]:
         """Attach gold labels to the store's captured cases; returns (matched, unmatched), one ``LabelMatch`` per
         record, in order.
 
@@ -544,19 +544,27 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
         from ..cases.goldens import normalize_input  # noqa: PLC0415 - layer 2, read only here
         from ..cases.labels import normalize_labels  # noqa: PLC0415
 
+        def where(i: int) -> str:  # a record as the user finds it: its line in the file when known
+            return f"labels record {i} (line {lines[i - 1]})" if lines and i - 1 < len(lines) else \
+                f"labels record {i}"
+
         parsed = []
         for i, rec in enumerate(records, start=1):
             if not isinstance(rec, dict):
-                raise ConfigurationError(f"labels record {i}: expected a JSON object with 'key', 'id' or 'input' "
+                raise ConfigurationError(f"{where(i)}: expected a JSON object with 'key', 'id' or 'input' "
                                          f"and label fields, got {type(rec).__name__}.")
-            labels = normalize_labels(rec, f"labels record {i}")
+            labels = normalize_labels(rec, where(i))
+            if "statement_labels" in labels and "statements" not in labels:
+                raise ConfigurationError(f"{where(i)}: 'statement_labels' without 'statements': give the statements "
+                                         "the labels are for (the expected output's claims, in order), so a label "
+                                         "cannot silently land on another statement. Nothing was written.")
             if not any(k != "statements" for k in labels):
-                raise ConfigurationError(f"labels record {i}: no label field; give at least one of 'labels', "
+                raise ConfigurationError(f"{where(i)}: no label field; give at least one of 'labels', "
                                          "'relevance_labels', 'utilization_labels', 'statement_labels'.")
             key = rec.get("key") if rec.get("key") is not None else rec.get("id")
             text_in = rec.get("input")
             if key is None and not text_in:
-                raise ConfigurationError(f"labels record {i}: say which case it labels with 'key', 'id' or "
+                raise ConfigurationError(f"{where(i)}: say which case it labels with 'key', 'id' or "
                                          "'input'.")
             parsed.append((i, None if key is None else str(key), text_in, labels))
         with self._guard("read test cases"), self._begin(write=False) as conn:
@@ -570,6 +578,7 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
                 if r.case_key not in keys:
                     keys.append(r.case_key)
         matched, unmatched, writes = [], [], {}
+        first_record: dict[str, int] = {}
         for i, key, text_in, labels in parsed:
             if key is not None and key in by_key:
                 hit, by = [key], "key"
@@ -578,6 +587,12 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
             else:
                 unmatched.append(LabelMatch(i, key, text_in, [], None))
                 continue
+            for k in hit:
+                if k in first_record:
+                    raise ConfigurationError(f"{where(i)} labels case {k!r}, which {where(first_record[k])} "
+                                             "labels too: keep one record per case (two would leave whichever "
+                                             "came last). Nothing was written.")
+                first_record[k] = i
             matched.append(LabelMatch(i, key, text_in, list(hit), by))
             for k in hit:
                 writes[k] = {"case_key": k, "input": by_key.get(k), "labels": _dumps(labels),
@@ -591,7 +606,7 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
             for r in rows:
                 for problem in check(_case_from_json(r.kind, r.data, r.case_key), _loads(writes[r.case_key]["labels"],
                                                                                              {}) or {}):
-                    text_p = f"labels record {record_of[r.case_key]}: {problem}"
+                    text_p = f"{where(record_of[r.case_key])}: {problem}"
                     if text_p not in problems:
                         problems.append(text_p)
             if problems:

@@ -110,8 +110,8 @@ def test_label_with_nothing_matched_exits_1(capsys, tmp_path, store_path):
     # statement labels name their statements, so a label cannot land on another statement
     ([{"key": "c-vacation", "statement_labels": [1, 1, 0]}],
      "labels record 1 (line 1): 'statement_labels' without 'statements'"),
-    # two records for one case (by key, then by its input): refused, not "the last one wins"
-    ([{"key": "c-vacation", "labels": [1, 0, 1]}, {"input": "do vacation days carry over", "labels": [0, 0, 1]}],
+    # two records for one case: refused, not "the last one wins"
+    ([{"key": "c-vacation", "labels": [1, 0, 1]}, {"id": "c-vacation", "labels": [0, 0, 1]}],
      "labels record 2 (line 2) labels case 'c-vacation', which labels record 1 (line 1) labels too"),
 ])
 def test_a_bad_record_is_exit_2_and_nothing_is_written(capsys, tmp_path, store_path, records, message):

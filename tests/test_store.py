@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import threading
 
@@ -266,11 +267,34 @@ def test_a_store_made_by_another_program_or_version_says_so(tmp_path):
     with pytest.raises(StoreError, match="not a SQLite database: another program made it. Pass a new path"):
         open_store(str(tmp_path / "notes.db"))
 
-    # an application's own database, with tables of its own names, is fine: ours sit beside them
+    # another program's SQLite file (tables of its own, none of ours) is refused and left untouched, not written to
     shared = _sqlite_file(tmp_path / "app.db", "CREATE TABLE runs (id INTEGER PRIMARY KEY, label TEXT)")
-    s = open_store(shared)
-    assert s.schema_version == SCHEMA_VERSION
+    with pytest.raises(StoreError, match=r"a SQLite database of another program \(tables: runs\).*nothing was "
+                                         r"written to it\. Pass a new path"):
+        open_store(shared)
+    con = sqlite3.connect(shared)
+    assert [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["runs"]
+    con.close()
+
+
+def test_a_store_whose_results_table_has_gone_is_refused_not_recreated(tmp_path):
+    path = str(tmp_path / "r.db")
+    s = open_store(path)
+    run = s.begin_run("kept", {})
+    s.save_case(run, "k", 0, LLMTestCase(input="q", actual_output="a", retrieval_context=["x"]))
     s.close()
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA foreign_keys=OFF")
+    con.execute("DROP TABLE cj_verdicts")
+    con.execute("DROP TABLE cj_results")
+    con.commit()
+    con.close()
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match="cj_results"):
+            open_store(path, read_only=read_only)
+    con = sqlite3.connect(path)
+    assert "cj_results" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    con.close()
 
 
 def test_a_failed_write_is_rolled_back_whole(store):

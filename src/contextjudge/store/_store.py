@@ -227,7 +227,8 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
                              "the store.")
         if S.meta.name in existing:
             gone = [n for n in (S.runs.name, S.cases.name, S.results.name) if n not in existing]
-            if gone:
+            version = self._recorded_version() if gone else None
+            if gone and version is not None and version <= S.SCHEMA_VERSION:  # ours, and it had these tables
                 raise StoreError(f"the store {_redact(self.url)!r} has lost its table(s) {', '.join(gone)} (its "
                                  "other tables are there): it was damaged or partly dropped. It was not recreated, "
                                  "so nothing is silently started over: restore it from a backup, or pass a new "

@@ -229,7 +229,7 @@ def test_a_dollar_limit_on_an_unpriced_judge_without_a_token_limit_refuses_to_st
 
 def test_a_dollar_budget_stops_a_priced_judge():
     judge = FakeJudge(model_name="gpt-4o-mini", default="yes")
-    # a few calls at $0.15/$0.60 per million tokens (each reserves its capped answer, 1,024 tokens, until it settles)
+    # a few calls at $0.15/$0.60 per million tokens (each reserves its capped answer, 2,048 tokens, until it settles)
     budget = Budget(dollars_per_hour=0.002, name=_name())
     ctx = RunContext(options=JudgeOptions(budget=budget), clock=Clock())
     judged, refused, exc = asyncio.run(_score_each(Run(context=ctx), [_case(i) for i in range(40)],

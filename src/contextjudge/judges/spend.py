@@ -63,7 +63,7 @@ OUTPUT_TOKENS_TEXT = 250
 # the answer cap of a billable judge under a token or dollar budget when neither JudgeOptions.max_output_tokens nor the
 # model's own max_tokens sets one: each request reserves this much answer (given back when it settles), so a
 # request never spends more than it reserved
-BUDGET_OUTPUT_CAP = 1024
+BUDGET_OUTPUT_CAP = 2048
 
 
 # ---------------------------------------------------------------------------------------------- limits

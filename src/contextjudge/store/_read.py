@@ -279,6 +279,21 @@ class ReadStore:
                        "captured_at": float(row.created_at), "queue_state": row.state, "queue_note": row.note}
         return _as(rows(), as_)
 
+    def answer_lengths(self, judge: str, *, min_calls: int = 20) -> dict[str, float] | None:
+        """The mean answer (output) tokens per call of ``judge`` (its name as results record it) by task, from
+        the judge calls this store recorded (not those the cache answered); None when it has fewer than
+        ``min_calls`` calls. ``contextjudge estimate --store`` prices the expected cost with it."""
+        from sqlalchemy import func  # noqa: PLC0415
+
+        j = S.judge_calls
+        q = (select(j.c.task, func.count(), func.avg(j.c.output_tokens))
+             .where(j.c.judge == judge, j.c.cached.is_(False), j.c.output_tokens > 0).group_by(j.c.task))
+        with self._guard("read judge calls"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+            rows = conn.execute(q).all()
+        if sum(int(r[1]) for r in rows) < min_calls:
+            return None
+        return {str(r[0]): float(r[2]) for r in rows if r[2] is not None}
+
     # ------------------------------------------------------------------------------------------ trend
     def trend(self, *, metric: Any = None, by: str = "day", since: Any = None, until: Any = None,
               where: Mapping[str, Any] | None = None, run: Any = None, at: str = "captured",

@@ -161,6 +161,7 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
                     if attempt == 2:  # another process may be creating the same tables right now
                         raise
                     time.sleep(0.2)
+            self._add_indexes()
             with self._begin() as conn:
                 row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).first()
                 if row is None:
@@ -187,6 +188,23 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
             self._migrate(version)
         self.schema_version = S.SCHEMA_VERSION
         self._q = self._statements()
+
+    def _add_indexes(self) -> None:
+        """Create the indexes a store made by an earlier version lacks (``create_all`` adds indexes only with their
+        tables). Another process may be adding the same index at the same moment: that is fine."""
+        have: dict[str, set[str]] = {}
+        found = inspect(self.engine)
+        for table in S.metadata.sorted_tables:
+            for index in table.indexes:
+                names = have.setdefault(table.name, {i["name"] for i in found.get_indexes(table.name)})
+                if index.name in names:
+                    continue
+                try:
+                    with self._write_lock:
+                        index.create(self.engine, checkfirst=True)
+                except SQLAlchemyError:
+                    if index.name not in {i["name"] for i in inspect(self.engine).get_indexes(table.name)}:
+                        raise
 
     def _setup_read_only(self) -> None:
         """Check a store opened read-only: ours, of a schema this version reads; write nothing."""

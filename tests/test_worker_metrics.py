@@ -4,9 +4,12 @@ timeout and says what was not delivered."""
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +23,9 @@ from contextjudge.engine.worker import Worker  # noqa: E402
 from contextjudge.engine.worker_metrics import WorkerMetrics  # noqa: E402
 from contextjudge.metrics import ContextualRelevancyMetric, ContextUtilizationMetric  # noqa: E402
 from contextjudge.testing import FakeJudge  # noqa: E402
+
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _queue(path: str, n: int) -> tuple[object, str]:
@@ -86,6 +92,10 @@ def test_prometheus_metrics_scraped_from_the_worker_match_the_store(tmp_path):
     spent = store.spend_get("budget:metrics-test:day", (time.time() // 86400) * 86400)
     assert _value(got, "contextjudge_budget_spent", window="day", unit="tokens") == spent["tokens"]
     assert _value(got, "contextjudge_budget_limit", window="day", unit="tokens") == 5_000_000
+    # the Grafana panels in examples/ query only series this worker serves
+    panels = json.loads((ROOT / "examples" / "grafana_contextjudge.json").read_text())["panels"]
+    names = {n for p in panels for t in p["targets"] for n in re.findall(r"contextjudge_[a-z_]+", t["expr"])}
+    assert names and names <= set(got), names - set(got)
 
 
 def test_the_same_numbers_as_opentelemetry_metrics():

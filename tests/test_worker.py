@@ -275,6 +275,46 @@ def test_a_down_judge_gives_cases_back_instead_of_burning_the_queue(tmp_path, ca
     assert store.claim("next", limit=n) == []
 
 
+def test_an_outage_that_begins_while_cases_are_in_flight_completes_none_with_errors(tmp_path):
+    """The independent pass's case: the judge answers, cases are in flight (their judge calls started after others
+    were answered), then it goes down for longer than the retries. Before, those cases were completed with error
+    results (up to --concurrency per outage); now every one goes back to the queue, its attempt uncounted, and is
+    judged when the judge is back."""
+    from fault_server import Fault
+    from langchain_openai import ChatOpenAI
+
+    from contextjudge.judges.options import JudgeOptions
+
+    n = 16
+    store, rid = _queued(str(tmp_path / "q.db"), n)
+    with FaultServer(yes_words=["paris"], latency=0.15) as srv:
+        judge = ChatOpenAI(model="flaky", base_url=srv.url, api_key="x", max_retries=0)
+        opts = JudgeOptions(max_attempts=2, deadline=2.0, backoff_initial=0.01, backoff_max=0.02)
+        w = Worker(store, [ContextualRelevancyMetric()], judge, batch=4, concurrency=4, cpus=0, nice=0, poll=0.05,
+                   judge_options=opts, backoff_max=0.3)
+        stop = threading.Event()
+        t = threading.Thread(target=w.run, args=(stop,))
+        t.start()
+        try:
+            deadline = time.time() + 30
+            while store.queue_counts(rid)["done"] < 3 and time.time() < deadline:
+                time.sleep(0.01)
+            srv.set_faults([Fault("http", status=503, times=None)])  # down, with cases in flight
+            while w.counts.judge_down < 4 and time.time() < deadline:
+                time.sleep(0.01)
+            assert w.counts.judge_down >= 4
+            srv.set_faults([])
+            while store.queue_counts(rid)["done"] < n and time.time() < deadline:
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            t.join(20)
+    results = [m for tr in store.load_run(rid).test_results for m in tr.metrics_data]
+    assert len(results) == n and all(m.error is None and m.score is not None for m in results)
+    assert w.counts.errors == 0 and w.counts.judged == n
+    assert store.queue_counts(rid)["done"] == n
+
+
 def test_once_stops_when_the_judge_is_down_and_leaves_the_queue(tmp_path):
     from fault_server import Fault
     from langchain_openai import ChatOpenAI

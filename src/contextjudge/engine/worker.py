@@ -249,6 +249,7 @@ class Worker:
         self.requeue_skipped = bool(requeue_skipped)
         self._skipped_until: float | None = None  # when the window that set cases aside ends (requeue_skipped)
         self.call_hooks: list[Callable[[dict[str, Any]], Any]] = []  # judge-call events, e.g. WorkerMetrics
+        self._down_returns: dict[tuple[str, str], int] = {}  # give-backs of a case while the judge answered others
         self._backoff = 0.0  # the current pause while the judge is down (0: it is up)
         self._pause_until = 0.0  # time.monotonic() before which nothing is claimed nor started
         self._last_ok = 0.0  # time.monotonic() of the last answered (not cached) judge call
@@ -574,6 +575,7 @@ class Worker:
                                          judge_calls=self._calls.pop(ref, []))
             with self._held_lock:
                 self._held.discard(ref)
+            self._down_returns.pop(ref, None)
             if not ok:
                 self.counts.lost_lease += 1
                 logger.warning("contextjudge: case %s of run %s was taken by another worker (this one held it past "
@@ -614,11 +616,18 @@ class Worker:
     async def _judge_unavailable(self, ref: tuple[str, str], error: str, answered: bool = False) -> None:
         """Give a case back (queued, the attempt not counted) because the judge is down; pause claiming, doubling
         the pause from 1 s up to ``backoff_max`` while the outage lasts; warn once per outage. ``answered``: other
-        calls were answered meanwhile (a judge that is flaky, not down): the case goes back without a pause."""
+        calls were answered since the case started (an outage that began while it was in flight, or a judge that
+        fails on this case alone: see below)."""
         self.counts.judge_down += 1
-        if answered:  # counted: a case that fails every time while others pass is set aside after max_attempts
-            await self._give_back(*ref, failed=f"the judge failed on this case while answering others: {error}"[:500])
-            return
+        if answered:
+            # other calls were answered since this case started: an outage that began while it was in flight (its
+            # attempt is not counted), or a judge that fails on this case alone; the latter, after three such
+            # give-backs here, counts its attempts, so it is set aside after max_attempts, never written as errors
+            n = self._down_returns[ref] = self._down_returns.get(ref, 0) + 1
+            if n >= 3:
+                await self._give_back(*ref, failed=f"the judge failed on this case while answering others: "
+                                                   f"{error}"[:500])
+                return
         await self._give_back(*ref, count=False)
         now = time.monotonic()
         if now >= self._pause_until:  # the cases in flight when it went down share one step of the backoff

@@ -377,3 +377,35 @@ def test_two_processes_starting_the_same_run_ids_both_get_the_run(store):
     assert {f"race-{i}" for i in range(40)} <= {r.run_id for r in store.list_runs()}
     for i in (0, 39):
         assert store.load_run(f"race-{i}").run_id == f"race-{i}"
+
+
+def test_a_full_disk_under_evaluate_returns_what_was_scored_with_the_error(tmp_path, caplog):
+    """SQLite's own "database or disk is full" (the file capped with max_page_count a few pages past its size):
+    evaluate goes on scoring in memory and returns every result with the store's error, instead of raising."""
+    from sqlalchemy import event
+
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.testing import FakeJudge
+
+    path = str(tmp_path / "full.db")
+    s = open_store(path)
+    con = sqlite3.connect(path)
+    pages = con.execute("PRAGMA page_count").fetchone()[0]
+    con.close()
+
+    @event.listens_for(s.engine, "connect")
+    def cap(dbapi_conn, _record):
+        dbapi_conn.execute(f"PRAGMA max_page_count = {pages + 8}")
+
+    s.engine.dispose()  # new connections get the cap
+    cases = [LLMTestCase(input=f"question {i} " * 40, actual_output="an answer " * 200,
+                         retrieval_context=["node text " * 300] * 3) for i in range(20)]
+    with caplog.at_level("ERROR", logger="contextjudge"):
+        res = evaluate(cases, [ContextualRelevancyMetric(model=FakeJudge(default="yes"))], store=s,
+                       show_progress=False)
+    assert res.store_error and "database or disk is full" in res.store_error
+    assert len(res.test_results) == 20
+    assert all(tr.metrics_data and tr.metrics_data[0].score is not None for tr in res.test_results)
+    assert sum("returns them with this error" in r.getMessage() for r in caplog.records) == 1
+    stored = open_store(path, read_only=True)
+    assert 0 < stored.list_runs()[0].cases < 20 or stored.list_runs()[0].results < 20  # part of it was written

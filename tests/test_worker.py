@@ -79,6 +79,45 @@ def test_worker_sets_cases_aside_while_the_budget_is_blocked(tmp_path, monkeypat
     assert store.load_run(rid).test_results[0].metrics_data == []
 
 
+def test_requeue_skipped_judges_the_budget_skipped_cases_when_the_window_opens(tmp_path, monkeypatch, capsys):
+    store, rid = _queued(str(tmp_path / "q.db"), 4)
+    resumes = time.time() + 1.0  # the budget's window "ends" in a second
+    monkeypatch.setattr(RunContext, "budget_blocked", lambda self: resumes if time.time() < resumes else None,
+                        raising=False)
+    lines: list[str] = []
+    w = Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0, poll=0.05, requeue_skipped=True,
+               log=lines.append)
+    stop = threading.Event()
+    t = threading.Thread(target=w.run, args=(stop,))
+    t.start()
+    try:
+        deadline = time.time() + 20
+        while store.queue_counts(rid)["done"] < 4 and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        t.join(20)
+    # set aside while the window was spent, queued again when it opened, then judged
+    assert w.counts.skipped_budget == 4 and w.counts.requeued == 4 and w.counts.judged == 4
+    assert store.queue_counts(rid)["done"] == 4
+    assert any("queued again" in line for line in lines)
+    # the summary says how many a budget skipped, and how to judge them
+    assert "4 budget-skipped case(s) queued again" in w.summary()
+    assert "--requeue-skipped" in w.summary() and "contextjudge score --run" in w.summary()
+
+
+def test_a_worker_with_requeue_skipped_queues_them_again_at_start_when_the_budget_has_room(tmp_path, monkeypatch):
+    store, rid = _queued(str(tmp_path / "q.db"), 3)
+    monkeypatch.setattr(RunContext, "budget_blocked", lambda self: time.time() + 3600, raising=False)
+    assert Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0).run(once=True).skipped_budget == 3
+    monkeypatch.setattr(RunContext, "budget_blocked", lambda self: None, raising=False)
+    plain = Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0).run(once=True)
+    assert plain.judged == 0 and store.queue_counts(rid)["skipped"] == 3  # not asked: they stay set aside
+    again = Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0, requeue_skipped=True
+                   ).run(once=True)
+    assert again.requeued == 3 and again.judged == 3 and store.queue_counts(rid)["done"] == 3
+
+
 @pytest.mark.skipif("budget" not in __import__("inspect").signature(score_case).parameters,
                     reason="score_case(budget=...) is the budgets helper's part and is not in yet")
 def test_worker_sets_aside_a_case_whose_judge_call_the_budget_refused(tmp_path):

@@ -11,12 +11,12 @@ import json
 import os
 import random
 import shutil
-import sqlite3
 import subprocess
 import sys
 import time
 
 import pytest
+from sqlalchemy import text
 
 import contextjudge
 from contextjudge import LLMTestCase, MetricResult
@@ -54,14 +54,14 @@ def _week(path: str, *, days: int = 7, per_day: int = 30, degraded_day: int | No
                     evaluation_model="gpt-4o-mini" if other else "contextjudge-local",
                     details={"judge_identity": "other-judge" if other else "local-judge"}))
     store.end_run(run, {})
+    with store.engine.begin() as conn:  # back-dated: each day's captures (and their results) on their day
+        for d in range(days):
+            at = day0 + d * DAY + 60
+            conn.execute(text("UPDATE cj_cases SET created_at = :at + position % 1000 WHERE case_key LIKE :k"),
+                         {"at": at, "k": f"d{d}-%"})
+            conn.execute(text("UPDATE cj_results SET created_at = :at + 600 WHERE case_key LIKE :k"),
+                         {"at": at, "k": f"d{d}-%"})
     store.close()
-    con = sqlite3.connect(path)
-    for d in range(days):
-        at = day0 + d * DAY + 60
-        con.execute("UPDATE cj_cases SET created_at = ? + position % 1000 WHERE case_key LIKE ?", (at, f"d{d}-%"))
-        con.execute("UPDATE cj_results SET created_at = ? + 600 WHERE case_key LIKE ?", (at, f"d{d}-%"))
-    con.commit()
-    con.close()
     return day0
 
 
@@ -239,3 +239,26 @@ def test_the_welch_and_paired_intervals():
     assert unpaired_difference([0.5], [0.4]).low is None
     same = paired_difference([(0.5, 0.4), (0.6, 0.4), (0.7, 0.6)])
     assert same.high == pytest.approx(0.010, abs=2e-3)
+
+
+def test_the_store_api_and_the_alert_on_postgresql(pg_url, capsys):
+    """The same week on PostgreSQL: rows stream from a server-side cursor, the trend and the alert agree."""
+    from conftest import wipe_store
+
+    store = contextjudge.open_store(pg_url)
+    wipe_store(store)
+    store.close()
+    _week(pg_url, days=4, per_day=15, degraded_day=3)
+    ro = contextjudge.open_store(pg_url, read_only=True)
+    rows = ro.results(metric="Context Utilization")
+    first = next(rows)  # the first row arrives before the rest is read
+    assert first["metric"] == "Context Utilization" and len(list(rows)) == 59
+    trend = ro.trend()
+    assert len(trend.windows) == 4 and trend.windows[-1].metrics["Contextual Relevancy"].n == 15
+    rc, out, _ = _cli(capsys, "trend", "--store", pg_url, "--fail-on-drop")
+    assert rc == 1 and "DROP Contextual Relevancy" in out
+    rc, out, _ = _cli(capsys, "trend", "--store", pg_url, "--json")
+    assert json.loads(out) == json.loads(json.dumps(trend.to_dict()))
+    with pytest.raises(StoreError):
+        ro.begin_run("no", {})
+    wipe_store(contextjudge.open_store(pg_url))

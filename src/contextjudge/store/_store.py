@@ -128,6 +128,9 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
                 self.engine = create_engine(self.url, echo=echo,
                                             connect_args={"timeout": 60, "check_same_thread": False})
                 event.listen(self.engine, "connect", _sqlite_pragmas)
+            elif self.read_only:  # the server refuses any write in these sessions, whatever asks for one
+                self.engine = create_engine(self.url, echo=echo, pool_pre_ping=True,
+                                            connect_args={"options": "-c default_transaction_read_only=on"})
             else:
                 self.engine = create_engine(self.url, echo=echo, pool_pre_ping=True)
         except ImportError as exc:
@@ -335,6 +338,9 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
     @contextlib.contextmanager
     def _begin(self, write: bool = True) -> Iterator[Connection]:
         """One transaction: committed when the block ends, rolled back when it raises."""
+        if write and self.read_only:
+            raise StoreError(f"the store {_redact(self.url)!r} was opened read-only (open_store(..., read_only=True)"
+                             "): nothing is written to it. Open it without read_only to write.")
         serial = self._write_lock if (write and self.is_sqlite) else contextlib.nullcontext()
         with serial, self.engine.begin() as conn:
             yield conn

@@ -157,6 +157,14 @@ def test_a_week_of_production_gives_a_trend_an_alert_on_the_bad_day_and_matching
     first = trend.windows[0].metrics["Contextual Relevancy"]
     assert last.n == first.n == PER_DAY and last.mean.estimate < first.mean.estimate
 
+    # `runs` and the report name the judge of runs a worker judged (their own configuration names none)
+    rc, text, _ = _cli(capsys, "runs", "--store", store_path)
+    lines = [ln for ln in text.splitlines() if any(r in ln for r in run_ids)]
+    assert len(lines) == DAYS and all(ln.rstrip().endswith("contextjudge-local") for ln in lines)
+    report = tmp_path / "last.html"
+    rc, _, _ = _cli(capsys, "report", "--store", store_path, "-o", str(report))
+    assert rc == 0 and "judge contextjudge-local" in report.read_text() and "judge n/a" not in report.read_text()
+
     _check_page_in_chromium(page, tmp_path)
 
 

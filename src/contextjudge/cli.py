@@ -892,9 +892,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print("no runs yet")
         return EXIT_OK
     rows = []
+    # a run a worker judges names no judge of its own: its results do
+    by_results = store.result_judges([r.run_id for r in runs if not _run_judges(r)])
     for r in runs:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.created_at))
-        judges = ", ".join(_run_judges(r)) or "-"
+        judges = ", ".join(_run_judges(r) or by_results.get(r.run_id, [])) or "-"
         rows.append([r.run_id, r.name or "-", when, r.status, str(r.cases), str(r.results), judges])
     _print_table(["run", "name", "created (UTC)", "status", "cases", "results", "judge"], rows)
     return EXIT_OK

@@ -168,6 +168,7 @@ class ReadStore:
         _check_as(as_)
         lo = parse_time(since)
         infos = self.list_runs()  # type: ignore[attr-defined] - one row per run: small next to the results
+        by_results = self.result_judges([r.run_id for r in infos if not run_judges(r)])
         def rows() -> Iterator[dict[str, Any]]:
             for r in infos:
                 if lo is not None and r.created_at < lo:
@@ -175,9 +176,24 @@ class ReadStore:
                 if name is not None and r.name != name:
                     continue
                 yield {"run_id": r.run_id, "name": r.name, "status": r.status, "created_at": r.created_at,
-                       "finished_at": r.finished_at, "judges": run_judges(r), "cases": r.cases,
+                       "finished_at": r.finished_at, "judges": run_judges(r) or by_results.get(r.run_id, []), "cases": r.cases,
                        "results": r.results, "mode": (r.config or {}).get("mode")}
         return _as(rows(), as_)
+
+    def result_judges(self, runs: list[str] | None = None) -> dict[str, list[str]]:
+        """The judges that wrote each run's results (``evaluation_model``), by run id (of ``runs``, else every
+        run): what names the judge of a run a worker judges, whose own configuration names none."""
+        q = select(S.results.c.run_id, S.results.c.evaluation_model).where(
+            S.results.c.evaluation_model.is_not(None)).distinct()
+        if runs is not None:
+            if not runs:
+                return {}
+            q = q.where(S.results.c.run_id.in_(list(runs)))
+        out: dict[str, list[str]] = {}
+        with self._guard("read results"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+            for run_id, judge in conn.execute(q).all():
+                out.setdefault(run_id, []).append(str(judge))
+        return {k: sorted(v) for k, v in out.items()}
 
     # ------------------------------------------------------------------------------------------ results
     def _results_query(self, runs: list[str] | None, metric: Any, lo: float | None, hi: float | None,

@@ -218,17 +218,20 @@ class ReadStore:
         return q.order_by(stamp, r.c.run_id, r.c.case_key, r.c.metric)
 
     def iter_results(self, *, run: Any = None, metric: Any = None, since: Any = None, until: Any = None,
-                     where: Mapping[str, Any] | None = None, at: str = "captured") -> Iterator[dict[str, Any]]:
-        """``results(...)`` as an iterator of dicts, always (what ``trend`` and the CLI read)."""
+                     where: Mapping[str, Any] | None = None, at: str = "captured", light: bool = False
+                     ) -> Iterator[dict[str, Any]]:
+        """``results(...)`` as an iterator of dicts, always (what ``trend`` and the CLI read). ``light``: without
+        the case's retriever and tags unless ``where`` needs them (the case's stored JSON is then not read)."""
         if at not in ("captured", "judged"):
             raise ConfigurationError(f"at={at!r}: use 'captured' (when the case was captured) or 'judged'.")
         lo, hi = parse_time(since, "since"), parse_time(until, "until")
         conds = _norm_where(where)
         run_refs = conds.pop("run", None)
         runs = self._run_scope(run if run is not None else run_refs)
-        query = self._results_query(runs, metric, lo, hi, at, with_data=True)
+        with_data = bool(conds) or not light
+        query = self._results_query(runs, metric, lo, hi, at, with_data=with_data)
         for row in self._stream(query):
-            meta, tags = _meta_of(row.data)
+            meta, tags = _meta_of(row.data) if with_data else ({}, [])
             if conds and not record_matches(meta, tags, conds):
                 continue
             details = {}
@@ -320,7 +323,7 @@ class ReadStore:
         ``min_cases`` judged cases of a metric (default 10) says so instead of giving a mean."""
         from ._trend import DEFAULT_MIN_CASES, build_trend  # noqa: PLC0415
 
-        rows = self.iter_results(run=run, metric=metric, since=since, until=until, where=where, at=at)
+        rows = self.iter_results(run=run, metric=metric, since=since, until=until, where=where, at=at, light=True)
         return build_trend(rows, by=by, min_cases=DEFAULT_MIN_CASES if min_cases is None else int(min_cases),
                            since=parse_time(since, "since"), until=parse_time(until, "until"),
                            filters=dict(where or {}), at=at)

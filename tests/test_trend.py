@@ -262,3 +262,33 @@ def test_the_store_api_and_the_alert_on_postgresql(pg_url, capsys):
     with pytest.raises(StoreError):
         ro.begin_run("no", {})
     wipe_store(contextjudge.open_store(pg_url))
+
+
+class _MyRelevancyTemplate(__import__("contextjudge.templates", fromlist=["x"]).ContextualRelevancyTemplate):
+    """A user's own prompt for relevancy: the same judge model, another prompt."""
+
+    @staticmethod
+    def generate_verdicts(*args, **kwargs):
+        return "Judge strictly. " + __import__("contextjudge.templates", fromlist=["x"]).ContextualRelevancyTemplate \
+            .generate_verdicts(*args, **kwargs)
+
+
+def test_the_judge_identity_a_result_records_changes_with_the_prompt_and_the_judge(tmp_path):
+    from contextjudge import evaluate
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.testing import FakeJudge
+
+    path = str(tmp_path / "id.db")
+    cases = [LLMTestCase(input=f"q{i}", actual_output="a", retrieval_context=["x", "y"]) for i in range(3)]
+    judge = FakeJudge(default="yes")
+    evaluate(cases, [ContextualRelevancyMetric(model=judge)], store=path, show_progress=False)
+    evaluate(cases, [ContextualRelevancyMetric(model=judge)], store=path, show_progress=False)
+    evaluate(cases, [ContextualRelevancyMetric(model=judge, evaluation_template=_MyRelevancyTemplate)], store=path,
+             show_progress=False)
+    evaluate(cases, [ContextualRelevancyMetric(model=FakeJudge(default="yes", temperature=0.7))], store=path,
+             show_progress=False)
+    ids = [r["judge_identity"] for r in contextjudge.open_store(path).results()]
+    runs = [ids[i * 3:(i + 1) * 3] for i in range(4)]
+    assert all(len(set(r)) == 1 for r in runs)
+    assert runs[0] == runs[1]                       # the same judge and prompt: the same identity
+    assert len({r[0] for r in runs}) == 3           # another prompt, other parameters: another identity each

@@ -197,6 +197,16 @@ def _print_calibration(report: dict, show: int) -> None:
         print(f"\n{report['note']}")
     for e in report.get("errors", []):
         print(f"error: {e['case']} ({e['family']}): {e['error']}")
+    if report.get("advice"):
+        from .engine.calibrate import MIN_EACH, MIN_ITEMS  # noqa: PLC0415
+
+        print("\nadvice:")
+        for a in report["advice"]:
+            print(f"  {a['metric']}: {a['advice']} ({a['why']})")
+            if a["too_few"]:
+                print(f"    warning: only {a['items']} labelled items ({a['yes']} yes, {a['items'] - a['yes']} no): "
+                      f"fewer than a stable threshold needs ({MIN_ITEMS} items, {MIN_EACH} of each label); label "
+                      "more cases before relying on this advice")
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -180,3 +180,24 @@ def test_flush_honours_its_timeout_and_says_what_was_not_delivered(caplog):
     assert fast.flush(5000) is False and fast.undelivered == 1
     assert "1 evaluation span(s) could not be delivered" in caplog.text
     assert "the exporter returned FAILURE" in caplog.text
+
+
+def test_otel_metrics_from_the_environment_as_the_worker_builds_them(monkeypatch, capsys):
+    pytest.importorskip("opentelemetry.sdk")
+    from contextjudge import MetricResult
+    from contextjudge.otel import exporter_from_environment
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "console")
+    exporter = exporter_from_environment()
+    assert exporter.meter_provider is not None
+    case = LLMTestCase(input="q", actual_output="a", retrieval_context=["x"],
+                       additional_metadata={"retriever": "policy_search"})
+    exporter(case, [MetricResult(name="Contextual Relevancy", score=0.75, threshold=0.5, success=True)], "k", "r")
+    # (what the console exporters print goes to the stdout they bound when first imported: the figures themselves
+    # are checked with the in-memory reader above)
+    assert exporter.flush(5000) is True
+    exporter.close(5000)
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "nonesuch")
+    with pytest.raises(Exception, match="OTEL_METRICS_EXPORTER names nonesuch"):
+        exporter_from_environment()

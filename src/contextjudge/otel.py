@@ -545,8 +545,7 @@ def exporter_from_environment(**kwargs: Any) -> OTelExporter:
     _require_api()
     try:
         from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
-        from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
+        import opentelemetry.sdk.trace.export  # noqa: F401, PLC0415 - only whether the SDK is installed
     except ImportError as exc:
         raise ConfigurationError("--otel needs the OpenTelemetry SDK: pip install 'contextjudge[otel]' (and an "
                                  "exporter, e.g. opentelemetry-exporter-otlp).") from exc
@@ -594,6 +593,5 @@ def exporter_from_environment(**kwargs: Any) -> OTelExporter:
                 f"OTEL_METRICS_EXPORTER names {', '.join(m_missing)}, which is not installed; installed: "
                 f"{', '.join(sorted(m_available)) or 'none'}. Set OTEL_METRICS_EXPORTER=console to print them, or none.")
         readers = [PeriodicExportingMetricReader(m_available[n].load()()) for n in metric_names]
-    del BatchSpanProcessor, TracerProvider  # built by exporter_for
     return exporter_for([available[n].load()() for n in names], metric_readers=readers,
                         resource=Resource.create(attributes), **kwargs)

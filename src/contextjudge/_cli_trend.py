@@ -129,9 +129,17 @@ def cmd_trend(args: argparse.Namespace) -> int:
     return cli.EXIT_OK
 
 
-def _print_trend(trend: Any, store: Any) -> None:
-    from .cli import _print_table
+def _table(headers: list[str], rows: list[list[str]], left: set[int]) -> None:
+    """A plain-text table: the ``left`` columns (text) left-aligned, the others (figures) right-aligned."""
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(str(c).ljust(w) if i in left else str(c).rjust(w)
+                        for i, (c, w) in enumerate(zip(r, widths))).rstrip())
 
+
+def _print_trend(trend: Any, store: Any) -> None:
     filters = ", ".join(f"{k}={'|'.join(v)}" for k, v in trend.filters.items())
     print(f"{store!r}: by {trend.by} (UTC, by when the case was {trend.at})" + (f", {filters}" if filters else ""))
     if not trend.windows:
@@ -146,7 +154,8 @@ def _print_trend(trend: Any, store: Any) -> None:
             else:
                 rows.append([w.label, name, str(mw.n), f"too few cases (< {trend.min_cases})", "-", str(mw.errors),
                              judges])
-    _print_table(["window", "metric", "judged", "mean [95% CI]", "pass rate [95% CI]", "errors", "judge"], rows)
+    _table(["window", "metric", "judged", "mean [95% CI]", "pass rate [95% CI]", "errors", "judge"], rows,
+           left={0, 1, 6})
     for label, name, before, after in trend.judge_changes:
         print(f"judge changed in {label} on {name}: {', '.join(before)} -> {', '.join(after)} (scores on either side "
               "are not comparable as they stand)")

@@ -80,7 +80,7 @@ def fill_pg(url: str, n_results: int) -> None:
         conn.commit()
 
 
-def measure(url: str) -> dict[str, Any]:
+def measure(url: str, memory: bool = True) -> dict[str, Any]:
     import contextjudge
 
     store = contextjudge.open_store(url, read_only=True)
@@ -91,11 +91,13 @@ def measure(url: str) -> dict[str, Any]:
         t0 = time.perf_counter()
         got = fn()
         wall = time.perf_counter() - t0
-        tracemalloc.start()  # a second pass for the memory: tracing slows allocation down several times
-        fn()
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        out[name] = {"s": wall, "peak_mb": peak / 1e6}
+        peak = None
+        if memory:
+            tracemalloc.start()  # a second pass for the memory: tracing slows allocation down several times
+            fn()
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+        out[name] = {"s": wall, "peak_mb": None if peak is None else peak / 1e6}
         if name == "results_pass":
             out["rows"] = got
         else:
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--postgres", action="store_true")
+    ap.add_argument("--no-memory", action="store_true", help="time only (the tracemalloc pass is slow)")
     args = ap.parse_args(argv)
     rows = []
     for n in args.results:
@@ -115,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             path = os.path.join(tmp, "big.db")
             t0 = time.perf_counter()
             fill_sqlite(path, n)
-            got = measure(path)
+            got = measure(path, not args.no_memory)
             rows.append({"store": "sqlite", "results": n, "fill_s": time.perf_counter() - t0, **got})
             print(f"sqlite {n:,}: {json.dumps(got)}", file=sys.stderr, flush=True)
     if args.postgres:
@@ -132,15 +135,18 @@ def main(argv: list[str] | None = None) -> int:
                     c.execute(f"CREATE DATABASE {db}")
                 url = pg.url.rsplit("/", 1)[0] + "/" + db
                 fill_pg(url, n)
-                got = measure(url)
+                got = measure(url, not args.no_memory)
                 rows.append({"store": "postgresql", "results": n, **got})
                 print(f"postgresql {n:,}: {json.dumps(got)}", file=sys.stderr, flush=True)
+    def mb(x: Any) -> str:
+        return "-" if x is None else f"{x:.1f}"
+
     print("| store | results | trend s | trend peak MB | trend with a filter s | peak MB | results() pass s | peak MB |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['store']} | {r['results']:,} | {r['trend']['s']:.1f} | {r['trend']['peak_mb']:.1f} | "
-              f"{r['trend_filtered']['s']:.1f} | {r['trend_filtered']['peak_mb']:.1f} | {r['results_pass']['s']:.1f} | "
-              f"{r['results_pass']['peak_mb']:.1f} |")
+        print(f"| {r['store']} | {r['results']:,} | {r['trend']['s']:.1f} | {mb(r['trend']['peak_mb'])} | "
+              f"{r['trend_filtered']['s']:.1f} | {mb(r['trend_filtered']['peak_mb'])} | {r['results_pass']['s']:.1f} | "
+              f"{mb(r['results_pass']['peak_mb'])} |")
     print(json.dumps(rows))
     return 0
 

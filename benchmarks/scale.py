@@ -1,6 +1,11 @@
 """Scaling of the embedded judge: 1 and 2 one-core workers, the local engine, Ray, and the store's write ceiling.
 
     python benchmarks/scale.py [--cases 240] [--nodes 10] [--seed 18] [--postgres] [--no-ray] [--json FILE]
+    python benchmarks/scale.py --queue-depths 10000 100000 1000000   # claim latency against the queue's depth
+
+``--queue-depths``: claim and complete latency (median and p95 over ``--claims`` claims of 8) with that many
+synthetic queued cases on a throwaway PostgreSQL cluster (fsync on), and the old claim's pick (one OR of queued and
+expired rows, ordered and limited) timed on the same queue, with both plans.
 
 The cases: ``--cases`` single-turn cases built deterministically (``--seed``) from the demo corpus
 (src/contextjudge/data/demo_corpus): case i asks golden question i mod 15 (with a ticket number, so every question
@@ -488,6 +493,112 @@ def store_ceiling(url: str, rows: list[dict[str, Any]], sample_results: list[Any
         store.close()
 
 
+# ---------------------------------------------------------------------------------------------------- queue depth
+_OLD_PICK = ("SELECT run_id, case_key FROM cj_queue WHERE (state = 'queued' OR (state = 'claimed' AND lease_until < "
+             "%(now)s)) ORDER BY priority, enqueued_at LIMIT 8 FOR UPDATE SKIP LOCKED")
+
+
+def fill_queue(conn: Any, run_id: str, n: int) -> None:
+    """``n`` synthetic queued cases (a case row and a queue row each) written by the database itself."""
+    now = time.time()
+    data = json.dumps({"input": "synthetic question", "actual_output": "a synthetic answer",
+                       "retrieval_context": ["a synthetic node"]})
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO cj_cases (run_id, case_key, position, kind, input, data, created_at) "
+                    "SELECT %(run)s, 'syn-' || lpad(g::text, 8, '0'), g, 'llm', 'synthetic question', %(data)s, "
+                    "%(now)s FROM generate_series(1, %(n)s) g", {"run": run_id, "data": data, "now": now, "n": n})
+        cur.execute("INSERT INTO cj_queue (run_id, case_key, state, attempts, priority, enqueued_at, updated_at) "
+                    "SELECT %(run)s, 'syn-' || lpad(g::text, 8, '0'), 'queued', 0, 0, %(now)s + g * 1e-6, %(now)s "
+                    "FROM generate_series(1, %(n)s) g", {"run": run_id, "now": now, "n": n})
+    conn.commit()
+    with conn.cursor() as cur:
+        cur.execute("ANALYZE cj_queue")
+        cur.execute("ANALYZE cj_cases")
+    conn.commit()
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def queue_depths(depths: list[int], claims: int = 200, batch: int = 8) -> list[dict[str, Any]]:
+    """For each depth: a fresh database on a throwaway PostgreSQL cluster, ``depth`` synthetic queued cases, then
+    ``claims`` claims of ``batch`` (each case then completed with one result): claim and complete latency (median,
+    p95, in ms), the plan of the claim's pick, and the old claim's pick (an OR of queued and expired rows, ordered
+    and limited) timed on the same queue for comparison."""
+    import psycopg
+
+    from contextjudge import MetricResult
+    from contextjudge.store import open_store
+
+    out = []
+    with ThrowawayPostgres(prefix="cj-scale-queue-") as pg:
+        if pg.url is None:
+            raise SystemExit(f"--queue-depths needs PostgreSQL: {pg.why}")
+        admin = pg.url.replace("postgresql+psycopg://", "postgresql://")
+        for depth in depths:
+            db = f"depth_{depth}"
+            with psycopg.connect(admin, autocommit=True) as c:
+                c.execute(f"DROP DATABASE IF EXISTS {db}")
+                c.execute(f"CREATE DATABASE {db}")
+            url = pg.url.rsplit("/", 1)[0] + "/" + db
+            store = open_store(url)
+            run_id = store.begin_run(None, {"name": f"queue-depth-{depth}"})
+            t0 = time.perf_counter()
+            with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+                fill_queue(conn, run_id, depth)
+                fill_s = time.perf_counter() - t0
+                with conn.cursor() as cur:
+                    cur.execute("EXPLAIN " + _OLD_PICK.replace("%(now)s", str(time.time())))
+                    old_plan = " / ".join(r[0].strip() for r in cur.fetchall()[:4])
+                    old = []
+                    for _ in range(20):
+                        t = time.perf_counter()
+                        cur.execute(_OLD_PICK, {"now": time.time()})
+                        cur.fetchall()
+                        old.append((time.perf_counter() - t) * 1000)
+                        conn.rollback()
+                    cur.execute("EXPLAIN SELECT run_id, case_key FROM cj_queue WHERE state = 'queued' "
+                                "ORDER BY priority, enqueued_at LIMIT 8 FOR UPDATE SKIP LOCKED")
+                    new_plan = " / ".join(r[0].strip() for r in cur.fetchall()[:4])
+            result = MetricResult(name="Contextual Relevancy", score=0.5, threshold=0.5, success=True)
+            claim_ms, complete_ms = [], []
+            owner = f"bench-{os.getpid()}"
+            for _ in range(claims):
+                t = time.perf_counter()
+                got = store.claim(owner, limit=batch, run_id=run_id)
+                claim_ms.append((time.perf_counter() - t) * 1000)
+                for sc in got:
+                    t = time.perf_counter()
+                    store.complete(owner, run_id, sc.case_key, [result])
+                    complete_ms.append((time.perf_counter() - t) * 1000)
+            store.close()
+            row = {"queued": depth, "fill_s": fill_s, "claims": claims, "batch": batch,
+                   "claim_ms_p50": _pct(claim_ms, 0.5), "claim_ms_p95": _pct(claim_ms, 0.95),
+                   "complete_ms_p50": _pct(complete_ms, 0.5), "complete_ms_p95": _pct(complete_ms, 0.95),
+                   "old_pick_ms_p50": _pct(old, 0.5), "old_pick_plan": old_plan, "pick_plan": new_plan}
+            print(f"  {depth:>9,} queued: claim p50 {row['claim_ms_p50']:.2f} ms p95 {row['claim_ms_p95']:.2f} ms, "
+                  f"complete p50 {row['complete_ms_p50']:.2f} ms p95 {row['complete_ms_p95']:.2f} ms; old pick p50 "
+                  f"{row['old_pick_ms_p50']:.2f} ms (fill {fill_s:.0f}s)", file=sys.stderr, flush=True)
+            out.append(row)
+            with psycopg.connect(admin, autocommit=True) as c:
+                c.execute(f"DROP DATABASE IF EXISTS {db}")
+    return out
+
+
+def render_depths(rows: list[dict[str, Any]]) -> str:
+    lines = ["| queued cases | claim p50 ms | claim p95 ms | complete p50 ms | complete p95 ms | old claim pick p50 ms |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['queued']:,} | {r['claim_ms_p50']:.2f} | {r['claim_ms_p95']:.2f} | "
+                     f"{r['complete_ms_p50']:.2f} | {r['complete_ms_p95']:.2f} | {r['old_pick_ms_p50']:.2f} |")
+    lines.append("")
+    lines.append(f"claim pick plan: {rows[-1]['pick_plan']}")
+    lines.append(f"old pick plan: {rows[-1]['old_pick_plan']}")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------------- report
 def cluster_arithmetic(one: dict[str, Any], two: dict[str, Any], stores: dict[str, dict[str, Any]],
                        nodes_per_case: int, workers: int = CLUSTER_WORKERS, total_nodes: int = TEN_MILLION,
@@ -582,7 +693,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-ray", action="store_true", help="leave out the Ray column")
     ap.add_argument("--no-local", action="store_true", help="leave out the local-engine column")
     ap.add_argument("--json", type=Path, help="also write every figure as JSON here")
+    ap.add_argument("--queue-depths", type=int, nargs="+", metavar="N",
+                    help="only measure claim and complete latency on a throwaway PostgreSQL with N synthetic queued "
+                         "cases each (e.g. 10000 100000 1000000), and print that table")
+    ap.add_argument("--claims", type=int, default=200, help="claims measured per queue depth (default 200)")
     args = ap.parse_args(argv)
+    if args.queue_depths:
+        depth_rows = queue_depths(args.queue_depths, args.claims)
+        print(render_depths(depth_rows))
+        print(json.dumps({"queue_depths": depth_rows}))
+        if args.json:
+            args.json.write_text(json.dumps({"queue_depths": depth_rows}, indent=2))
+        return 0
 
     rows_in = build_cases(args.cases, args.nodes, args.seed)
     warm = build_cases(2, args.nodes, args.seed, start=10_000_000)

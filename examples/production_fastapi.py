@@ -4,10 +4,11 @@ worker process within a daily budget, scores back in the app and in the store.
     python examples/production_fastapi.py serve            # the service on :8000 and its worker process
     python examples/production_fastapi.py load -n 300      # send traffic: 300 questions in 60 conversations
     python examples/production_fastapi.py watch            # the scores as they arrive (GET /scores every 2 s)
+    contextjudge trend --store production.db --html trend.html --fail-on-drop   # the days, and an alert
 
 The app never judges: capture writes the sampled cases to the store (``mode="worker"``) and returns; a
 ``contextjudge worker`` process claims them, judges them with the embedded offline judge (leaving one core to the
-app, within a daily token budget), and writes the results, which the app receives back as result events. With
+app, within a daily budget of judge calls), and writes the results, which the app receives back as result events. With
 several app processes or workers, point them all at one PostgreSQL store (``--store postgresql+psycopg://...``);
 SQLite takes one worker.
 
@@ -36,12 +37,14 @@ from pydantic import BaseModel
 
 STORE = os.environ.get("CONTEXTJUDGE_STORE", "production.db")
 SAMPLE_RATE = 0.1
-DAILY_TOKENS = 2_000_000  # the worker's judge budget per (UTC) day; cases past it are skipped and counted
+DAILY_CALLS = 200_000  # the worker's judge budget per (UTC) day, in judge calls; cases past it are skipped and counted
 
 
 # ---------------------------------------------------------------------------------------------------- the RAG app
-def build_chain() -> Any:
-    """An LCEL RAG chain over the demo policies (offline stand-ins for the embeddings and the model)."""
+def build_chain(degraded: bool = False) -> Any:
+    """An LCEL RAG chain over the demo policies (offline stand-ins for the embeddings and the model). ``degraded``:
+    a broken query-rewriting step sends the retriever the same unrelated query whatever the question (what a bad
+    deploy looks like on `contextjudge trend`)."""
     from langchain_core.documents import Document
     from langchain_core.output_parsers import StrOutputParser
     from langchain_core.prompts import ChatPromptTemplate
@@ -54,6 +57,10 @@ def build_chain() -> Any:
     vectors = InMemoryVectorStore(BagOfWordsEmbeddings())
     vectors.add_documents([Document(d["text"], id=d["id"], metadata={"title": d["title"]}) for d in docs])
     retriever = vectors.as_retriever(search_kwargs={"k": 3}).with_config(run_name="policy_search")
+    if degraded:
+        from langchain_core.runnables import RunnableLambda
+
+        retriever = RunnableLambda(lambda _question: "office plants and parking spaces") | retriever
     prompt = ChatPromptTemplate.from_template("Answer from the context only.\nContext:\n{context}\n\n"
                                               "Question: {question}")
     return ({"context": retriever | (lambda ds: "\n\n".join(d.page_content for d in ds)),
@@ -90,12 +97,12 @@ class Scoreboard:
                     "errors": self.errors, "latest": list(self.last)}
 
 
-def create_app(store: str = STORE, sample_rate: float = SAMPLE_RATE) -> Any:
+def create_app(store: str = STORE, sample_rate: float = SAMPLE_RATE, degraded: bool = False) -> Any:
     from fastapi import FastAPI
 
     from contextjudge_langchain import instrument
 
-    chain = build_chain()
+    chain = build_chain(degraded)
     scores = Scoreboard()
     # the one line: every retrieval becomes a case; 10% of conversations are written for the worker to judge
     session = instrument(mode="worker", store=store, sample_rate=sample_rate, on_result=scores)
@@ -121,10 +128,14 @@ def create_app(store: str = STORE, sample_rate: float = SAMPLE_RATE) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------- commands
-def worker_command(store: str) -> list[str]:
-    """The worker, as you would run it in its own container or service: the embedded judge, a daily budget."""
-    return [sys.executable, "-m", "contextjudge", "worker", "--store", store, "--model", "local",
-            "--budget-tokens-per-day", str(DAILY_TOKENS)]
+def worker_command(store: str, metrics_port: int | None = None) -> list[str]:
+    """The worker, as you would run it in its own container or service: the embedded judge (which spends no token
+    budget: it is bounded by its CPUs), a daily budget in judge calls, and Prometheus metrics when asked for."""
+    cmd = [sys.executable, "-m", "contextjudge", "worker", "--store", store, "--model", "local",
+           "--budget-calls-per-day", str(DAILY_CALLS)]
+    if metrics_port is not None:
+        cmd += ["--metrics-port", str(metrics_port), "--metrics-addr", "127.0.0.1"]
+    return cmd
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -132,11 +143,12 @@ def serve(args: argparse.Namespace) -> int:
 
     worker = None
     if not args.no_worker:
-        cmd = worker_command(args.store)
+        cmd = worker_command(args.store, args.metrics_port)
         print("worker:", shlex.join(cmd), flush=True)
         worker = subprocess.Popen(cmd)
     try:
-        uvicorn.run(create_app(args.store, args.sample_rate), host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(create_app(args.store, args.sample_rate, args.degraded), host=args.host, port=args.port,
+                    log_level="warning")
     finally:
         if worker is not None:
             worker.send_signal(signal.SIGTERM)  # the worker finishes or gives back what it holds, then exits
@@ -202,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--store", default=STORE, help=f"store path or URL (default {STORE})")
             s.add_argument("--sample-rate", type=float, default=SAMPLE_RATE)
             s.add_argument("--no-worker", action="store_true", help="run the worker yourself (see worker_command)")
+            s.add_argument("--metrics-port", type=int, default=None,
+                           help="the worker serves Prometheus metrics on this port (127.0.0.1)")
+            s.add_argument("--degraded", action="store_true",
+                           help="break the retriever's query rewriting (to see a drop on `contextjudge trend`)")
         elif name == "load":
             s.add_argument("-n", "--requests", type=int, default=300)
             s.add_argument("--conversations", type=int, default=60)

@@ -23,6 +23,7 @@ from contextjudge.errors import BudgetExhaustedError, ConfigurationError
 from contextjudge.judges.cache import VerdictCache
 from contextjudge.judges.context import use_run_context
 from contextjudge.judges.spend import (
+    count_tokens,
     HOUR,
     Budget,
     BudgetLedger,
@@ -133,32 +134,37 @@ def test_a_day_and_an_hour_limit_both_hold():
 
 
 # ---------------------------------------------------------------------------------------------- reservation
-class BigUsageJudge(FakeJudge):
-    """Reports more tokens than the reservation estimated, so the overshoot of the calls in flight shows."""
+class LongAnswerJudge(FakeJudge):
+    """Answers at length (2,000 tokens, the issue's case) unless its ``max_tokens`` cuts the answer, as a provider
+    does; bills the prompt's real token count."""
 
-    seen_reserved: list = []
+    max_tokens: int | None = None
 
     def _respond(self, messages, method, tags=None):
         msg = super()._respond(messages, method, tags)
-        msg.usage_metadata = {"input_tokens": 900, "output_tokens": 100, "total_tokens": 1000}
+        prompt = "\n".join(str(m.content) for m in messages)
+        out = 2000 if self.max_tokens is None else min(2000, self.max_tokens)
+        msg.usage_metadata = {"input_tokens": count_tokens(prompt, self.model_name), "output_tokens": out,
+                              "total_tokens": count_tokens(prompt, self.model_name) + out}
         return msg
 
 
-def test_tokens_are_reserved_before_each_call_so_the_overshoot_is_at_most_the_calls_in_flight():
+def test_a_request_never_spends_more_than_it_reserved_so_a_budget_is_never_overshot():
     budget = Budget(tokens_per_day=3000, name=_name())
     store = MemorySpend()
     scope = f"budget:{budget.name}:day"
     at_call: list[dict] = []
 
-    class Watching(BigUsageJudge):
+    class Watching(LongAnswerJudge):
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
             at_call.append(store.spend_get(scope, window_start(clock(), 86400)))
             return await super()._agenerate(messages, stop, run_manager, **kwargs)
 
     clock = Clock()
     ctx = RunContext(options=JudgeOptions(budget=budget, max_concurrency=6), clock=clock)
-    ctx._spend[("ledger", budget, "fake-judge")] = BudgetLedger(budget, judge="fake-judge", store=store, clock=clock)
-    ctx._spend[("ledger", budget, None)] = BudgetLedger(budget, store=store, clock=clock)
+    ctx._spend[("ledger", budget, "fake-judge", True)] = BudgetLedger(budget, judge="fake-judge", store=store,
+                                                                      clock=clock)
+    ctx._spend[("ledger", budget, None, True)] = BudgetLedger(budget, store=store, clock=clock)
     judge = Watching(default="yes", delay=0.05)
     run = Run(context=ctx)
     metric = ContextualPrecisionMetric(model=judge)
@@ -166,21 +172,36 @@ def test_tokens_are_reserved_before_each_call_so_the_overshoot_is_at_most_the_ca
     async def main():
         with use_run_context(ctx):
             return await asyncio.gather(*(score_case(run, f"k{i}", _case(i), [metric]) for i in range(24)),
-                                    return_exceptions=True)
+                                        return_exceptions=True)
 
     results = asyncio.run(main())
     errors = [r[0] for r in results if r[0].error_type == "BudgetExhaustedError"]
-    assert errors and judge.count() + len(errors) == 24
+    assert errors                                        # the budget ran out ...
     # each call was reserved before it reached the judge: the k-th call to arrive saw at least k reservations
+    assert at_call
     for k, row in enumerate(sorted(at_call, key=lambda r: r["calls"]), start=1):
         assert row["calls"] >= k and row["tokens"] > 0
     final = store.spend_get(scope, window_start(clock(), 86400))
-    estimate_min = min(r["tokens"] / r["calls"] for r in at_call)
-    inflight = ctx.throttle["fake-judge"]["peak_inflight"]
-    assert 1 < inflight <= 6
-    # all reservations fit in the limit; only the settling of the calls in flight may pass it
-    assert final["tokens"] > 3000                       # this judge reports far more than the estimate ...
-    assert final["tokens"] - 3000 <= inflight * (1000 - estimate_min)  # ... and the overshoot stays bounded
+    assert ctx.throttle["fake-judge"]["peak_inflight"] >= 1
+    # ... and was never overshot: each answer was capped at what its request reserved (without the cap, the
+    # 2,000-token answers of the calls in flight passed a 3,000-token budget by 100%)
+    assert 0 < final["tokens"] <= 3000
+
+
+def test_the_embedded_judge_spends_no_token_budget_but_a_call_budget_applies_to_it():
+    from contextjudge.metrics import ContextualRelevancyMetric
+
+    cases = [_case(i) for i in range(6)]
+    res = evaluate(cases, [ContextualRelevancyMetric(model="local")], show_progress=False,
+                   judge_options=JudgeOptions(budget=Budget(tokens_per_day=10, name=_name())))
+    # 10 tokens would not pay for one billed call: the embedded judge is billed by nobody, so every case is judged
+    assert all(tr.metrics_data[0].error is None for tr in res.test_results)
+    calls = Budget(calls_per_day=2, name=_name())
+    res = evaluate(cases, [ContextualRelevancyMetric(model="local")], show_progress=False,
+                   judge_options=JudgeOptions(budget=calls))
+    errs = [tr.metrics_data[0] for tr in res.test_results if tr.metrics_data[0].error]
+    assert 0 < len(errs) < 6 and all(m.error_type == "BudgetExhaustedError" for m in errs)
+    assert "judge calls" in errs[0].error
 
 
 def test_a_dollar_limit_on_an_unpriced_judge_without_a_token_limit_refuses_to_start():
@@ -208,13 +229,14 @@ def test_a_dollar_limit_on_an_unpriced_judge_without_a_token_limit_refuses_to_st
 
 def test_a_dollar_budget_stops_a_priced_judge():
     judge = FakeJudge(model_name="gpt-4o-mini", default="yes")
-    budget = Budget(dollars_per_hour=0.0002, name=_name())  # a few calls at $0.15/$0.60 per million tokens
+    # a few calls at $0.15/$0.60 per million tokens (each reserves its capped answer, 2,048 tokens, until it settles)
+    budget = Budget(dollars_per_hour=0.002, name=_name())
     ctx = RunContext(options=JudgeOptions(budget=budget), clock=Clock())
     judged, refused, exc = asyncio.run(_score_each(Run(context=ctx), [_case(i) for i in range(40)],
                                                    ContextualPrecisionMetric(model=judge)))
     assert judged >= 1 and refused >= 1 and "$" in str(exc)
     row = ctx.ledger(budget).store.spend_get(f"budget:{budget.name}:hour", window_start(T0, HOUR))
-    assert 0 < row["dollars"] <= 0.0002
+    assert 0 < row["dollars"] <= 0.002
 
 
 def test_budget_and_rate_limit_values_are_checked():

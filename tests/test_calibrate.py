@@ -278,3 +278,28 @@ def test_builtin_check_of_a_judge_prints_the_embedded_judges_figures_beside(tmp_
     for fam in ("node_usefulness", "sentence_relevance", "statement_support"):
         assert report[fam]["items"] == 300
         assert report["embedded_judge"][fam]["items"] == 300 and report["embedded_judge"][fam]["kappa"] > 0.6
+
+
+def test_calibrate_ends_with_advice_in_words_per_metric(tmp_path, capsys):
+    """One line per calibrated metric: trust / use with the calibrated file / do not gate, with the kappa behind it,
+    and a warning where there are fewer labelled items than the threshold rule needs."""
+    rc = main(["calibrate", "--labels", str(EXAMPLES), "--model", "local", "--no-save", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    advice = {a["metric"]: a for a in report["advice"]}
+    assert {"Contextual Precision", "Contextual Relevancy", "Contextual Recall"} <= set(advice)
+    choices = {"trust", "use with the calibrated file", "do not gate on this metric with this judge"}
+    assert all(a["advice"] in choices and "kappa" in a["why"] for a in advice.values())
+    for a in advice.values():  # the rule, checked against the figures it was given
+        fam = report[a["family"]]
+        if fam["kappa_ci"][0] >= 0.6:
+            assert a["advice"] == "trust"
+        elif a["advice"] == "use with the calibrated file":
+            assert fam["threshold"]["fitted"] and fam["threshold"]["kappa_after_cv"] >= 0.6
+    recall = advice["Contextual Recall"]  # 13 statements, 2 labelled no: too few for a stable threshold
+    assert recall["too_few"] and recall["advice"] == "do not gate on this metric with this judge"
+    rc = main(["calibrate", "--labels", str(EXAMPLES), "--model", "local", "--no-save"])
+    out = capsys.readouterr().out
+    assert "\nadvice:\n" in out and "  Contextual Recall: do not gate on this metric with this judge (kappa" in out
+    assert "warning: only 13 labelled items (11 yes, 2 no): fewer than a stable threshold needs (20 items, 5 of " \
+           "each label)" in out

@@ -137,3 +137,35 @@ def test_the_text_says_how_many_cases_a_sampled_run_judges_and_the_dollars_are_t
     lines = text.splitlines()  # the per-metric rows (per judged case) sit under the per-case line
     assert lines[2].startswith("  per judged case:") and lines[3].startswith("    contextual_precision:")
     assert "$0 (a free judge)" in str(estimate([Golden(**g) for g in GOLDENS], ["contextual_recall"], model="local"))
+
+
+def test_the_expected_cost_is_printed_beside_the_reserved_upper_bound(tmp_path, capsys):
+    from contextjudge.judges.spend import BUDGET_OUTPUT_CAP
+    from contextjudge.store import open_store
+
+    est = estimate([Golden.from_dict(g) for g in GOLDENS], ["contextual_precision", "contextual_recall"],
+                   model="gpt-4o-mini")
+    # the upper bound a token or dollar budget holds while each call is in flight: its answer cap
+    assert est.reserved_output_tokens == 6 * BUDGET_OUTPUT_CAP > est.output_tokens
+    assert est.reserved_dollars > est.dollars and est.output_source == "typical"
+    text = str(est)
+    assert "expected cost above: typical answer lengths" in text and "Reserved upper bound" in text
+    assert "plan the budget on the expected figure" in text
+    local = estimate([Golden.from_dict(g) for g in GOLDENS], ["contextual_precision"], model="local")
+    assert local.reserved_output_tokens == 0 and "spends no token or dollar budget" in str(local)
+
+    # with a store that holds this judge's real usage, the expected answer lengths are the measured ones
+    judge = FakeJudge(default="yes", model_name="gpt-4o-mini")
+    cases = [LLMTestCase(input=f"{g['input']} ({i})", actual_output=g["expected_output"],
+                         expected_output=g["expected_output"], retrieval_context=g["retrieval_context"])
+             for i in range(8) for g in GOLDENS]
+    path = str(tmp_path / "s.db")
+    evaluate(cases, [ContextualPrecisionMetric(model=judge), ContextualRecallMetric(model=judge)], store=path,
+             show_progress=False)
+    lengths = open_store(path).answer_lengths("gpt-4o-mini")
+    assert lengths and set(lengths) <= {c.get("task") for c in judge.calls}
+    rc = main(["estimate", "--store", path, "--model", "gpt-4o-mini", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["output_source"] == "store"
+    assert data["output_tokens"] == pytest.approx(
+        sum(round(lengths[c.get("task")]) for c in judge.calls), rel=0.01)

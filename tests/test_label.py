@@ -60,7 +60,7 @@ def test_label_matches_by_key_and_by_input_and_lists_the_unmatched(capsys, tmp_p
     assert rc == 0, err
     assert "labelled 2 case(s)" in out and "from 2 of 4 record(s) (1 matched by key, 1 by input)" in out
     assert "2 record(s) matched no captured case" in out
-    assert "record 3: input 'Who is the CEO?'" in out and "record 4: key 'no-such-case'" in out
+    assert "record 3 (line 3): input 'Who is the CEO?'" in out and "record 4 (line 4): key 'no-such-case'" in out
 
     s = open_store(store_path)
     run1 = s.load_run("r1")
@@ -100,13 +100,19 @@ def test_label_with_nothing_matched_exits_1(capsys, tmp_path, store_path):
 
 
 @pytest.mark.parametrize("records, message", [
-    ([{"key": "c-vacation", "labels": [1, "maybe", 0]}], "labels record 1: labels[1]: a label must be yes/no"),
-    ([{"key": "c-vacation"}], "labels record 1: no label field"),
-    ([{"labels": [1, 0, 1]}], "labels record 1: say which case it labels"),
+    ([{"key": "c-vacation", "labels": [1, "maybe", 0]}],
+     "labels record 1 (line 1): labels[1]: a label must be yes/no"),
+    ([{"key": "c-vacation"}], "labels record 1 (line 1): no label field"),
+    ([{"labels": [1, 0, 1]}], "labels record 1 (line 1): say which case it labels"),
     # counts are checked against the matched case, not left for calibrate or the report to trip over
-    ([{"key": "c-vacation", "labels": [1, 0, 1, 1]}], "labels record 1: case 'c-vacation': 4 labels for 3 retrieved"),
+    ([{"key": "c-vacation", "labels": [1, 0, 1, 1]}],
+     "labels record 1 (line 1): case 'c-vacation': 4 labels for 3 retrieved"),
+    # statement labels name their statements, so a label cannot land on another statement
     ([{"key": "c-vacation", "statement_labels": [1, 1, 0]}],
-     "labels record 1: case 'c-vacation': 3 statement_labels, but the recall metric splits"),
+     "labels record 1 (line 1): 'statement_labels' without 'statements'"),
+    # two records for one case: refused, not "the last one wins"
+    ([{"key": "c-vacation", "labels": [1, 0, 1]}, {"id": "c-vacation", "labels": [0, 0, 1]}],
+     "labels record 2 (line 2) labels case 'c-vacation', which labels record 1 (line 1) labels too"),
 ])
 def test_a_bad_record_is_exit_2_and_nothing_is_written(capsys, tmp_path, store_path, records, message):
     good = {"input": "Do vacation days carry over?", "labels": [0, 0, 1]}

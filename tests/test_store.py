@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import threading
 
@@ -266,11 +267,34 @@ def test_a_store_made_by_another_program_or_version_says_so(tmp_path):
     with pytest.raises(StoreError, match="not a SQLite database: another program made it. Pass a new path"):
         open_store(str(tmp_path / "notes.db"))
 
-    # an application's own database, with tables of its own names, is fine: ours sit beside them
+    # another program's SQLite file (tables of its own, none of ours) is refused and left untouched, not written to
     shared = _sqlite_file(tmp_path / "app.db", "CREATE TABLE runs (id INTEGER PRIMARY KEY, label TEXT)")
-    s = open_store(shared)
-    assert s.schema_version == SCHEMA_VERSION
+    with pytest.raises(StoreError, match=r"a SQLite database of another program \(tables: runs\).*nothing was "
+                                         r"written to it\. Pass a new path"):
+        open_store(shared)
+    con = sqlite3.connect(shared)
+    assert [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["runs"]
+    con.close()
+
+
+def test_a_store_whose_results_table_has_gone_is_refused_not_recreated(tmp_path):
+    path = str(tmp_path / "r.db")
+    s = open_store(path)
+    run = s.begin_run("kept", {})
+    s.save_case(run, "k", 0, LLMTestCase(input="q", actual_output="a", retrieval_context=["x"]))
     s.close()
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA foreign_keys=OFF")
+    con.execute("DROP TABLE cj_verdicts")
+    con.execute("DROP TABLE cj_results")
+    con.commit()
+    con.close()
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match="cj_results"):
+            open_store(path, read_only=read_only)
+    con = sqlite3.connect(path)
+    assert "cj_results" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    con.close()
 
 
 def test_a_failed_write_is_rolled_back_whole(store):
@@ -353,3 +377,35 @@ def test_two_processes_starting_the_same_run_ids_both_get_the_run(store):
     assert {f"race-{i}" for i in range(40)} <= {r.run_id for r in store.list_runs()}
     for i in (0, 39):
         assert store.load_run(f"race-{i}").run_id == f"race-{i}"
+
+
+def test_a_full_disk_under_evaluate_returns_what_was_scored_with_the_error(tmp_path, caplog):
+    """SQLite's own "database or disk is full" (the file capped with max_page_count a few pages past its size):
+    evaluate goes on scoring in memory and returns every result with the store's error, instead of raising."""
+    from sqlalchemy import event
+
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.testing import FakeJudge
+
+    path = str(tmp_path / "full.db")
+    s = open_store(path)
+    con = sqlite3.connect(path)
+    pages = con.execute("PRAGMA page_count").fetchone()[0]
+    con.close()
+
+    @event.listens_for(s.engine, "connect")
+    def cap(dbapi_conn, _record):
+        dbapi_conn.execute(f"PRAGMA max_page_count = {pages + 8}")
+
+    s.engine.dispose()  # new connections get the cap
+    cases = [LLMTestCase(input=f"question {i} " * 40, actual_output="an answer " * 200,
+                         retrieval_context=["node text " * 300] * 3) for i in range(20)]
+    with caplog.at_level("ERROR", logger="contextjudge"):
+        res = evaluate(cases, [ContextualRelevancyMetric(model=FakeJudge(default="yes"))], store=s,
+                       show_progress=False)
+    assert res.store_error and "database or disk is full" in res.store_error
+    assert len(res.test_results) == 20
+    assert all(tr.metrics_data and tr.metrics_data[0].score is not None for tr in res.test_results)
+    assert sum("returns them with this error" in r.getMessage() for r in caplog.records) == 1
+    stored = open_store(path, read_only=True)
+    assert 0 < stored.list_runs()[0].cases < 20 or stored.list_runs()[0].results < 20  # part of it was written

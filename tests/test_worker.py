@@ -79,6 +79,45 @@ def test_worker_sets_cases_aside_while_the_budget_is_blocked(tmp_path, monkeypat
     assert store.load_run(rid).test_results[0].metrics_data == []
 
 
+def test_requeue_skipped_judges_the_budget_skipped_cases_when_the_window_opens(tmp_path, monkeypatch, capsys):
+    store, rid = _queued(str(tmp_path / "q.db"), 4)
+    resumes = time.time() + 1.0  # the budget's window "ends" in a second
+    monkeypatch.setattr(RunContext, "budget_blocked", lambda self: resumes if time.time() < resumes else None,
+                        raising=False)
+    lines: list[str] = []
+    w = Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0, poll=0.05, requeue_skipped=True,
+               log=lines.append)
+    stop = threading.Event()
+    t = threading.Thread(target=w.run, args=(stop,))
+    t.start()
+    try:
+        deadline = time.time() + 20
+        while store.queue_counts(rid)["done"] < 4 and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        t.join(20)
+    # set aside while the window was spent, queued again when it opened, then judged
+    assert w.counts.skipped_budget == 4 and w.counts.requeued == 4 and w.counts.judged == 4
+    assert store.queue_counts(rid)["done"] == 4
+    assert any("queued again" in line for line in lines)
+    # the summary says how many a budget skipped, and how to judge them
+    assert "4 budget-skipped case(s) queued again" in w.summary()
+    assert "--requeue-skipped" in w.summary() and "contextjudge score --run" in w.summary()
+
+
+def test_a_worker_with_requeue_skipped_queues_them_again_at_start_when_the_budget_has_room(tmp_path, monkeypatch):
+    store, rid = _queued(str(tmp_path / "q.db"), 3)
+    monkeypatch.setattr(RunContext, "budget_blocked", lambda self: time.time() + 3600, raising=False)
+    assert Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0).run(once=True).skipped_budget == 3
+    monkeypatch.setattr(RunContext, "budget_blocked", lambda self: None, raising=False)
+    plain = Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0).run(once=True)
+    assert plain.judged == 0 and store.queue_counts(rid)["skipped"] == 3  # not asked: they stay set aside
+    again = Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0, requeue_skipped=True
+                   ).run(once=True)
+    assert again.requeued == 3 and again.judged == 3 and store.queue_counts(rid)["done"] == 3
+
+
 @pytest.mark.skipif("budget" not in __import__("inspect").signature(score_case).parameters,
                     reason="score_case(budget=...) is the budgets helper's part and is not in yet")
 def test_worker_sets_aside_a_case_whose_judge_call_the_budget_refused(tmp_path):
@@ -273,6 +312,46 @@ def test_a_down_judge_gives_cases_back_instead_of_burning_the_queue(tmp_path, ca
     assert len(said) == 1 and "given back to the queue" in said[0] and "Check the judge" in said[0]
     # the give-backs did not count as attempts: nothing was worn toward max_attempts
     assert store.claim("next", limit=n) == []
+
+
+def test_an_outage_that_begins_while_cases_are_in_flight_completes_none_with_errors(tmp_path):
+    """The independent pass's case: the judge answers, cases are in flight (their judge calls started after others
+    were answered), then it goes down for longer than the retries. Before, those cases were completed with error
+    results (up to --concurrency per outage); now every one goes back to the queue, its attempt uncounted, and is
+    judged when the judge is back."""
+    from fault_server import Fault
+    from langchain_openai import ChatOpenAI
+
+    from contextjudge.judges.options import JudgeOptions
+
+    n = 16
+    store, rid = _queued(str(tmp_path / "q.db"), n)
+    with FaultServer(yes_words=["paris"], latency=0.15) as srv:
+        judge = ChatOpenAI(model="flaky", base_url=srv.url, api_key="x", max_retries=0)
+        opts = JudgeOptions(max_attempts=2, deadline=2.0, backoff_initial=0.01, backoff_max=0.02)
+        w = Worker(store, [ContextualRelevancyMetric()], judge, batch=4, concurrency=4, cpus=0, nice=0, poll=0.05,
+                   judge_options=opts, backoff_max=0.3)
+        stop = threading.Event()
+        t = threading.Thread(target=w.run, args=(stop,))
+        t.start()
+        try:
+            deadline = time.time() + 30
+            while store.queue_counts(rid)["done"] < 3 and time.time() < deadline:
+                time.sleep(0.01)
+            srv.set_faults([Fault("http", status=503, times=None)])  # down, with cases in flight
+            while w.counts.judge_down < 4 and time.time() < deadline:
+                time.sleep(0.01)
+            assert w.counts.judge_down >= 4
+            srv.set_faults([])
+            while store.queue_counts(rid)["done"] < n and time.time() < deadline:
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            t.join(20)
+    results = [m for tr in store.load_run(rid).test_results for m in tr.metrics_data]
+    assert len(results) == n and all(m.error is None and m.score is not None for m in results)
+    assert w.counts.errors == 0 and w.counts.judged == n
+    assert store.queue_counts(rid)["done"] == n
 
 
 def test_once_stops_when_the_judge_is_down_and_leaves_the_queue(tmp_path):

@@ -57,6 +57,7 @@ _EXPORTS = {
     "MLLMImage": ".cases.images",
     "assert_test": ".engine.assertions",
     "observe": ".tracing",
+    "open_store": ".store",
     "update_current_span": ".tracing",
     "update_current_trace": ".tracing",
 }
@@ -107,4 +108,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     )
     from .cases.goldens import Golden
     from .cases.images import MLLMImage
+    from .store import open_store
     from .tracing import observe, update_current_span, update_current_trace

@@ -72,6 +72,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from .judges.options import JudgeOptions  # noqa: PLC0415
 
     source: Any
+    observed = None
     default_keys: list[str] = list(DEFAULT_EVAL_METRICS)
     if args.goldens:
         from .goldens import load_goldens  # noqa: PLC0415
@@ -87,6 +88,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             run_id = _resolve(store, args.run)
             default_keys = _config_metric_keys(store.run_info(run_id).config) or default_keys
             source = [c.test_case for c in store.load_cases(run_id)]
+            observed = store.answer_lengths(args.model)
         finally:
             store.close()
         if not source:
@@ -98,7 +100,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if args.max_output_tokens is not None:
         kw["max_output_tokens"] = args.max_output_tokens
     est = estimate(source, keys, model=args.model, sample_rate=args.sample_rate, per_day=args.requests_per_day,
-                   judge_options=JudgeOptions(**kw) if kw else None)
+                   judge_options=JudgeOptions(**kw) if kw else None, observed_output=observed)
     if args.json:
         sys.stdout.write(json.dumps(est.to_dict(), indent=2) + "\n")
     else:

@@ -18,8 +18,9 @@ def add_trust_commands(sub: argparse._SubParsersAction) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ label
-def _read_label_records(path: str) -> list[dict]:
-    """The records of a labels JSONL file (blank lines skipped); a bad line is a UsageError naming it."""
+def _read_label_records(path: str, lines: list[int] | None = None) -> list[dict]:
+    """The records of a labels JSONL file (blank lines skipped); a bad line is a UsageError naming it. ``lines``
+    gets each record's line number."""
     import json  # noqa: PLC0415
     import os  # noqa: PLC0415
 
@@ -41,6 +42,8 @@ def _read_label_records(path: str) -> list[dict]:
                 if not isinstance(rec, dict):
                     raise UsageError(f"{path}, line {n}: expected a JSON object, got {type(rec).__name__}.")
                 records.append(rec)
+                if lines is not None:
+                    lines.append(n)
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not UTF-8 text ({exc.reason}); save the labels file as UTF-8 JSONL.") from exc
     if not records:
@@ -55,10 +58,11 @@ def cmd_label(args: argparse.Namespace) -> int:
     from .errors import ConfigurationError, UsageError  # noqa: PLC0415
     from .metrics.gold import label_problems  # noqa: PLC0415 - counts against each matched case
 
-    records = _read_label_records(args.file)
-    store = cli._existing_store(args.store)
+    lines: list[int] = []
+    records = _read_label_records(args.file, lines)
+    store = cli._existing_store(args.store, write=True)
     try:
-        matched, unmatched = store.add_labels(records, check=label_problems)
+        matched, unmatched = store.add_labels(records, check=label_problems, lines=lines)
     except ConfigurationError as exc:
         raise UsageError(f"{args.file}: {exc}") from exc
     cases = sorted({k for m in matched for k in m.case_keys})
@@ -70,7 +74,7 @@ def cmd_label(args: argparse.Namespace) -> int:
         for m in unmatched[:20]:
             said = ", ".join(part for part in (f"key {m.key!r}" if m.key is not None else "",
                                                 f"input {shorten(str(m.input), 70)!r}" if m.input else "") if part)
-            print(f"  record {m.record}: {said}")
+            print(f"  record {m.record} (line {lines[m.record - 1]}): {said}")
         if len(unmatched) > 20:
             print(f"  ... and {len(unmatched) - 20} more")
     if not matched:
@@ -198,6 +202,16 @@ def _print_calibration(report: dict, show: int) -> None:
         print(f"\n{report['note']}")
     for e in report.get("errors", []):
         print(f"error: {e['case']} ({e['family']}): {e['error']}")
+    if report.get("advice"):
+        from .engine.calibrate import MIN_EACH, MIN_ITEMS  # noqa: PLC0415
+
+        print("\nadvice:")
+        for a in report["advice"]:
+            print(f"  {a['metric']}: {a['advice']} ({a['why']})")
+            if a["too_few"]:
+                print(f"    warning: only {a['items']} labelled items ({a['yes']} yes, {a['items'] - a['yes']} no): "
+                      f"fewer than a stable threshold needs ({MIN_ITEMS} items, {MIN_EACH} of each label); label "
+                      "more cases before relying on this advice")
 
 
 def builtin_check_path() -> str:

@@ -53,6 +53,17 @@ def add_worker_command(sub: argparse._SubParsersAction) -> None:
                        help=f"judge tokens allowed per calendar {span} (UTC); shared by every process on the store")
         p.add_argument(f"--budget-dollars-per-{span}", type=_positive(float), metavar="D",
                        help=f"judge dollars allowed per calendar {span} (needs a known price, or a token limit)")
+        p.add_argument(f"--budget-calls-per-{span}", type=_positive(int), metavar="N",
+                       help=f"judge calls allowed per calendar {span}, of any judge (the embedded judge, which "
+                            "spends no token or dollar budget, included)")
+    p.add_argument("--requeue-skipped", action="store_true",
+                   help="queue again the cases a spent budget set aside, when the budget's next window opens (and "
+                        "at start, when it has room)")
+    p.add_argument("--metrics-port", type=_non_negative_int, metavar="P",
+                   help="serve Prometheus metrics on this port (/metrics; 0: a free port, printed at start; pip "
+                        "install 'contextjudge[prometheus]')")
+    p.add_argument("--metrics-addr", default="0.0.0.0", metavar="ADDR",  # noqa: S104 - scraped from elsewhere
+                   help="address the metrics endpoint listens on (default 0.0.0.0; 127.0.0.1 for this machine only)")
     p.add_argument("--otel", action="store_true",
                    help="send each result as an OpenTelemetry evaluation span into its request's trace "
                         "(configured from the OTEL_* environment variables; pip install 'contextjudge[otel]')")
@@ -95,7 +106,8 @@ _non_negative_int = _non_negative(int)
 
 def _budget(args: argparse.Namespace) -> Any:
     limits = {name: getattr(args, f"budget_{name}") for name in ("tokens_per_day", "dollars_per_day",
-                                                                 "tokens_per_hour", "dollars_per_hour")}
+                                                                 "tokens_per_hour", "dollars_per_hour",
+                                                                 "calls_per_day", "calls_per_hour")}
     limits = {k: v for k, v in limits.items() if v is not None}
     if not limits:
         return None
@@ -140,7 +152,22 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     worker = Worker(store, metrics, judge, lease=args.lease, batch=args.batch, concurrency=args.concurrency,
                     run_id=run_id, judge_options=options, on_results=hooks, poll=args.poll, cpus=args.cpus,
-                    nice=args.nice, grace=args.grace, log=say, report_every=args.every)
+                    nice=args.nice, grace=args.grace, log=say, report_every=args.every,
+                    requeue_skipped=args.requeue_skipped)
+    exporter = None
+    if args.metrics_port is not None:
+        from .engine.worker_metrics import WorkerMetrics
+        from .errors import ConfigurationError
+
+        try:
+            exporter = WorkerMetrics().attach(worker)
+            port = exporter.serve(args.metrics_port, args.metrics_addr)
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from exc
+        say(f"worker metrics: http://{args.metrics_addr}:{port}/metrics")
+    for hook in hooks:
+        if hasattr(hook, "attach_worker"):
+            hook.attach_worker(worker)
     try:
         worker.run(once=args.once, handle_signals=True)
     except StoreError as exc:
@@ -149,7 +176,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
         store.close()
         for hook in hooks:  # the exporter sends the spans still in its batch before the worker exits
             hook.close()
-    print(f"worker: {worker.counts.judged} judged, {worker.counts.skipped_budget} skipped (budget), "
-          f"{worker.counts.lost_lease} lost lease, {worker.counts.errors} with errors, "
-          f"{worker.counts.released} given back, {worker.counts.judge_down} given back while the judge was down")
+        if exporter is not None:
+            exporter.close()
+    c = worker.counts
+    print(f"worker: {c.judged} judged, {c.skipped_budget} skipped (budget), {c.lost_lease} lost lease, "
+          f"{c.errors} with errors, {c.released} given back, {c.judge_down} given back while the judge was down"
+          + (f", {c.requeued} budget-skipped case(s) queued again" if c.requeued else ""))
+    if c.skipped_budget:
+        from .engine.worker import SKIPPED_ADVICE
+
+        print(f"{c.skipped_budget} case(s) were skipped by the budget: " + SKIPPED_ADVICE)
     return cli.EXIT_OK

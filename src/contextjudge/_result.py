@@ -302,6 +302,9 @@ class EvaluationResult:
     # Judge repeats (repeats=k): {"k", "judges": {name: {"items", "not_unanimous", "disagreement"}}, "deterministic":
     # [names asked once]}: the judge's own disagreement. None when every request was asked once.
     repeats: dict[str, Any] | None = None
+    # The store stopped taking writes during the run (a full disk, a lost database): what it said. The results are
+    # all here; those written before it failed are in the store, the rest only here. None when every write held.
+    store_error: str | None = None
 
     def __iter__(self):
         return iter(self.test_results)

@@ -240,15 +240,33 @@ def _store(target: str | None) -> Any:
         raise UsageError(str(exc)) from exc
 
 
-def _existing_store(target: str | None) -> Any:
-    """A store that must already exist (for commands that only read)."""
-    from .store import DEFAULT_STORE_PATH  # noqa: PLC0415
+def _existing_store(target: str | None, *, write: bool = False) -> Any:
+    """A store that must already exist (for commands that only read). A SQLite file this process may not write (a
+    CI artifact, a file in a read-only folder) is opened read-only, and so is a store whose writes fail."""
+    from .errors import StoreError  # noqa: PLC0415
+    from .store import DEFAULT_STORE_PATH, open_store  # noqa: PLC0415
 
     target = target or os.environ.get("CONTEXTJUDGE_STORE") or DEFAULT_STORE_PATH
     if "://" not in target and not os.path.exists(target):
         raise UsageError(f"no store at {target!r}: pass --store PATH (a results file written by `contextjudge eval` "
                          "or evaluate(..., store=...)) or a database URL.")
-    return _store(target)
+    if write:
+        return _store(target)
+    if "://" not in target and not (os.access(target, os.W_OK)
+                                    and os.access(os.path.dirname(os.path.abspath(target)), os.W_OK)):
+        try:
+            return open_store(target, read_only=True)
+        except StoreError as exc:
+            raise UsageError(str(exc)) from exc
+    try:
+        return open_store(target)
+    except StoreError as exc:
+        if "readonly" in str(exc).lower() or "read-only" in str(exc).lower():
+            try:
+                return open_store(target, read_only=True)
+            except StoreError:
+                pass
+        raise UsageError(str(exc)) from exc
 
 
 def _resolve(store: Any, ref: str | None) -> str:
@@ -650,7 +668,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             require_ray()
         except ConfigurationError as exc:
             raise UsageError(f"--engine ray: {exc}") from exc
-    store = _existing_store(args.store)
+    store = _existing_store(args.store, write=True)
     run_id = _resolve(store, args.run)
     info = store.run_info(run_id)
     rescore = bool(getattr(args, "rescore", False))
@@ -684,7 +702,18 @@ def cmd_score(args: argparse.Namespace) -> int:
                           case_keys=[c.case_key for c in todo])  # results go to the stored cases, under their keys
     gates = _metric_gates(result, metrics)
     _print_summary(result, gates)
+    _budget_skipped_line(result)
     return _verdict(result, gates, args.allow_errors)
+
+
+def _budget_skipped_line(result: Any) -> None:
+    """Say how many cases a spent budget skipped, and how to judge them."""
+    skipped = sum(1 for tr in result.test_results
+                  if any(m.error_type == "BudgetExhaustedError" for m in tr.metrics_data or []))
+    if skipped:
+        print(f"{skipped} case(s) were skipped by the judge budget and have no score: run `contextjudge score --run "
+              f"{result.run_id}` again when the budget's next window opens (it judges only what has no result yet), "
+              "or raise the budget's limits.")
 
 
 def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, todo: list[Any], keys: list[str],
@@ -863,9 +892,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print("no runs yet")
         return EXIT_OK
     rows = []
+    # a run a worker judges names no judge of its own: its results do
+    by_results = store.result_judges([r.run_id for r in runs if not _run_judges(r)])
     for r in runs:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.created_at))
-        judges = ", ".join(_run_judges(r)) or "-"
+        judges = ", ".join(_run_judges(r) or by_results.get(r.run_id, [])) or "-"
         rows.append([r.run_id, r.name or "-", when, r.status, str(r.cases), str(r.results), judges])
     _print_table(["run", "name", "created (UTC)", "status", "cases", "results", "judge"], rows)
     return EXIT_OK
@@ -1033,10 +1064,12 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
 
     add_trust_commands(sub)
     from ._cli_estimate import add_estimate_command  # noqa: PLC0415 - production commands, each in its own module
+    from ._cli_trend import add_trend_command  # noqa: PLC0415
     from ._cli_worker import add_worker_command  # noqa: PLC0415
 
     add_estimate_command(sub)
     add_worker_command(sub)
+    add_trend_command(sub)
 
     for name, ep in sorted(plugins.items()):
         dist = getattr(getattr(ep, "dist", None), "name", None)

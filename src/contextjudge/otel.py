@@ -12,8 +12,17 @@
   (counted in ``skipped``). As a session callback: ``session.on_result.append(exporter)`` (called as
   ``exporter(case, result)``), or ``exporter.attach(session)``, which also records the session's run id. As the
   worker's hook: ``exporter(test_case, results, case_key, run_id)``.
+- Metrics: ``OTelExporter(metrics=True)`` (the global meter provider) or ``meter_provider=...`` also records each
+  result as OTel metrics, whether or not its case has a trace: ``contextjudge.results`` (counter; metric, retriever,
+  outcome), ``contextjudge.score`` (histogram; metric, retriever), ``contextjudge.judge.calls``,
+  ``contextjudge.judge.tokens`` (billed tokens: not the embedded judge's), ``contextjudge.judge.cost``; and, with
+  ``attach_worker(worker)``, ``contextjudge.worker.cases`` (observable counter by outcome).
+- ``flush(timeout_millis)`` waits at most that long, and says (a warning, and False) what was not delivered.
+- ``exporter_for(span_exporters, metric_readers=())``: an exporter with providers of its own, which counts what its
+  span exporters delivered.
 - ``exporter_from_environment() -> OTelExporter``: for ``contextjudge worker --otel``: the SDK's tracer provider
-  configured from the standard ``OTEL_*`` environment variables (``OTEL_TRACES_EXPORTER``, ``OTEL_SERVICE_NAME``,
+  (and, when ``OTEL_METRICS_EXPORTER`` names an exporter, a meter provider) configured from the standard ``OTEL_*``
+  environment variables (``OTEL_TRACES_EXPORTER``, ``OTEL_SERVICE_NAME``,
   ``OTEL_RESOURCE_ATTRIBUTES``, the exporter's own ``OTEL_EXPORTER_OTLP_*``), or a ``ConfigurationError`` that says
   what to install.
 
@@ -47,7 +56,7 @@ from ._version import __version__
 from .cases.provenance import otel_of
 from .errors import ConfigurationError
 
-__all__ = ["OTelExporter", "case_trace", "exporter_from_environment", "span_context_now"]
+__all__ = ["OTelExporter", "case_trace", "exporter_for", "exporter_from_environment", "span_context_now"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -148,7 +157,8 @@ class OTelExporter:
     ``skipped`` count spans made and cases without a recorded trace.
     """
 
-    def __init__(self, tracer_provider: Any = None, *, include_input: bool = False) -> None:
+    def __init__(self, tracer_provider: Any = None, *, include_input: bool = False, metrics: bool = False,
+                 meter_provider: Any = None) -> None:
         trace = _require_api()
         self._trace = trace
         self.tracer_provider = tracer_provider
@@ -160,6 +170,12 @@ class OTelExporter:
         self.exported = 0
         self.skipped = 0
         self.failed = 0
+        self._counting: list[Any] = []  # the span exporters this exporter built, which count what was delivered
+        self._reported = 0
+        self.meter_provider = meter_provider
+        self._meters: dict[str, Any] | None = None
+        if metrics or meter_provider is not None:
+            self._meters = self._instruments(meter_provider)
 
     def __repr__(self) -> str:
         return f"OTelExporter(exported={self.exported}, skipped={self.skipped}, failed={self.failed})"
@@ -192,6 +208,8 @@ class OTelExporter:
         is logged and counted in ``failed``; nothing raises.
         """
         results = list(results)
+        if self._meters is not None:
+            self._record(test_case, results)
         where = otel_of(test_case)
         if where is None:
             with self._lock:
@@ -292,29 +310,226 @@ class OTelExporter:
         finally:
             span.end()
 
+    # ------------------------------------------------------------------------------------------ metrics
+    def _instruments(self, meter_provider: Any) -> dict[str, Any]:
+        from opentelemetry import metrics as otel_metrics  # noqa: PLC0415 - the API, installed with the tracer's
+
+        provider = meter_provider if meter_provider is not None else otel_metrics.get_meter_provider()
+        meter = provider.get_meter("contextjudge", __version__)
+        return {
+            "meter": meter,
+            "results": meter.create_counter("contextjudge.results", unit="{result}",
+                                            description="Metric results, by metric, retriever and outcome"),
+            "score": meter.create_histogram("contextjudge.score", unit="1",
+                                            description="Metric scores (0 to 1), by metric and retriever"),
+            "calls": meter.create_counter("contextjudge.judge.calls", unit="{call}",
+                                          description="Judge calls made for the results"),
+            "tokens": meter.create_counter("contextjudge.judge.tokens", unit="{token}",
+                                           description="Judge tokens of the results (input / output)"),
+            "cost": meter.create_counter("contextjudge.judge.cost", unit="USD",
+                                         description="Judge dollars of the results (where the price is known)"),
+        }
+
+    def _record(self, test_case: Any, results: list[Any]) -> None:
+        m = self._meters
+        assert m is not None  # noqa: S101
+        meta = getattr(test_case, "additional_metadata", None) or {}
+        retriever = str(meta.get("retriever") or "")
+        for r in results:
+            try:
+                name = str(getattr(r, "name", "metric"))
+                score = getattr(r, "score", None)
+                outcome = "error" if score is None else ("pass" if getattr(r, "success", False) else "fail")
+                attrs = {"contextjudge.metric": name, "contextjudge.retriever": retriever}
+                m["results"].add(1, {**attrs, "contextjudge.outcome": outcome})
+                if score is not None:
+                    m["score"].record(float(score), attrs)
+                u = getattr(r, "usage", None)
+                judge = {"contextjudge.judge": str(getattr(r, "evaluation_model", None) or "?")}
+                if u is not None:
+                    if u.calls:
+                        m["calls"].add(int(u.calls), judge)
+                    billed = not str(judge["contextjudge.judge"]).startswith("contextjudge-local")
+                    if billed and u.input_tokens:
+                        m["tokens"].add(int(u.input_tokens), {**judge, "contextjudge.kind": "input"})
+                    if billed and u.output_tokens:
+                        m["tokens"].add(int(u.output_tokens), {**judge, "contextjudge.kind": "output"})
+                    if u.cost:
+                        m["cost"].add(float(u.cost), judge)
+            except Exception:  # noqa: BLE001 - metrics never break scoring
+                logger.debug("contextjudge: could not record OpenTelemetry metrics", exc_info=True)
+
+    def attach_worker(self, worker: Any) -> None:
+        """Also report ``worker``'s case counts (``contextjudge.worker.cases``, by outcome: claimed, judged,
+        skipped_budget, errors...) as an observable counter, when this exporter sends metrics."""
+        if self._meters is None:
+            return
+        from opentelemetry.metrics import Observation  # noqa: PLC0415
+
+        def observe(_options: Any) -> list[Any]:
+            return [Observation(int(v), {"contextjudge.outcome": k}) for k, v in worker.counts.to_dict().items()]
+
+        self._meters["meter"].create_observable_counter(
+            "contextjudge.worker.cases", callbacks=[observe], unit="{case}",
+            description="Cases by what became of them in the worker")
+
     # ------------------------------------------------------------------------------------------ lifecycle
+    @property
+    def undelivered(self) -> int:
+        """Spans the exporters this exporter built (``exporter_from_environment``, ``exporter_for``) could not
+        deliver (the collector refused them or could not be reached); 0 for a provider of your own."""
+        return sum(c.failed for c in self._counting)
+
     def flush(self, timeout_millis: int = 30_000) -> bool:
-        """Send the spans the provider still buffers (a batch processor); True when it could. Never raises (a
-        failure is logged)."""
+        """Send the spans the provider still buffers (a batch processor), waiting at most ``timeout_millis``; True
+        when they were delivered. False, with a warning that says what was not delivered, when the flush did not end
+        in time (a collector that is down, its client still retrying: the spans are left to it, and the caller goes
+        on), failed, or a span exporter this exporter built reported spans it could not deliver. Never raises."""
         try:
             provider = (self.tracer_provider if self.tracer_provider is not None
                         else self._trace.get_tracer_provider())
-            flush = getattr(provider, "force_flush", None)
-            return bool(flush(timeout_millis)) if callable(flush) else True
-        except Exception as exc:  # noqa: BLE001 - an unreachable collector must not fail the app or the worker
+            flushes = [getattr(provider, "force_flush", None)]
+            if self.meter_provider is not None or getattr(self, "_owns_meters", False):
+                flushes.append(getattr(self.meter_provider, "force_flush", None))
+            flushes = [f for f in flushes if callable(f)]
+            if not flushes:
+                return True
+        except Exception as exc:  # noqa: BLE001
             logger.warning("contextjudge: could not flush the OpenTelemetry spans (%s: %s)", type(exc).__name__, exc)
             return False
+        box: dict[str, Any] = {}
 
-    def close(self) -> None:
-        """Flush; and shut the provider down when this exporter built it (``exporter_from_environment``). Never
-        raises."""
-        self.flush()
-        if getattr(self, "_owns_provider", False):
+        def run() -> None:
             try:
-                self.tracer_provider.shutdown()
-            except Exception as exc:  # noqa: BLE001
-                logger.warning("contextjudge: could not shut the OpenTelemetry provider down (%s: %s)",
-                               type(exc).__name__, exc)
+                box["ok"] = all(bool(f(timeout_millis)) for f in flushes)
+            except Exception as exc:  # noqa: BLE001 - an unreachable collector must not fail the app or the worker
+                box["exc"] = exc
+
+        thread = threading.Thread(target=run, name="contextjudge-otel-flush", daemon=True)
+        thread.start()
+        thread.join(max(0.0, timeout_millis) / 1000.0)
+        pending = self._pending()
+        if thread.is_alive():
+            logger.warning("contextjudge: the OpenTelemetry flush did not finish within %.1fs: %s evaluation span(s) "
+                           "not delivered yet%s (is the collector reachable? OTEL_EXPORTER_OTLP_ENDPOINT). They are "
+                           "left to the exporter, which may still send them.",
+                           timeout_millis / 1000.0, pending if pending is not None else "some",
+                           self._undelivered_words())
+            return False
+        if "exc" in box:
+            exc = box["exc"]
+            logger.warning("contextjudge: could not flush the OpenTelemetry spans (%s: %s)", type(exc).__name__, exc)
+            return False
+        failed = self.undelivered
+        if failed > self._reported:
+            logger.warning("contextjudge: %d evaluation span(s) could not be delivered to the OpenTelemetry "
+                           "collector%s.", failed - self._reported, self._undelivered_words())
+            self._reported = failed
+            return False
+        return bool(box.get("ok", True))
+
+    def _pending(self) -> int | None:
+        if not self._counting:
+            return None
+        return sum(c.pending for c in self._counting)
+
+    def _undelivered_words(self) -> str:
+        errs = [c.last_error for c in self._counting if c.last_error]
+        return f" (last error: {errs[-1]})" if errs else ""
+
+    def close(self, timeout_millis: int = 30_000) -> None:
+        """Flush (within ``timeout_millis``); and shut the providers down when this exporter built them
+        (``exporter_from_environment``), also within the timeout. Never raises."""
+        self.flush(timeout_millis)
+        owned = [p for p, own in ((self.tracer_provider, getattr(self, "_owns_provider", False)),
+                                  (self.meter_provider, getattr(self, "_owns_meters", False))) if own and p is not None]
+        for provider in owned:
+            thread = threading.Thread(target=_shutdown, args=(provider,), name="contextjudge-otel-shutdown",
+                                      daemon=True)
+            thread.start()
+            thread.join(max(0.0, timeout_millis) / 1000.0)
+            if thread.is_alive():
+                logger.warning("contextjudge: the OpenTelemetry provider did not shut down within %.1fs; going on "
+                               "without it.", timeout_millis / 1000.0)
+
+
+def _shutdown(provider: Any) -> None:
+    try:
+        provider.shutdown()
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("contextjudge: could not shut the OpenTelemetry provider down (%s: %s)", type(exc).__name__,
+                       exc)
+
+
+class _Counting:
+    """A span exporter that hands spans to another and counts what it delivered, failed to deliver, and is still
+    sending (so a flush can say what did not reach the collector)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.delivered = 0
+        self.failed = 0
+        self.pending = 0
+        self.last_error: str | None = None
+        self._lock = threading.Lock()
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult  # noqa: PLC0415
+
+        n = len(spans)
+        with self._lock:
+            self.pending += n
+        ok = False
+        try:
+            result = self.inner.export(spans)
+            ok = result == SpanExportResult.SUCCESS
+            if not ok:
+                self.last_error = f"the exporter returned {getattr(result, 'name', result)}"
+            return result
+        except Exception as exc:  # noqa: BLE001
+            self.last_error = f"{type(exc).__name__}: {exc}"[:300]
+            return SpanExportResult.FAILURE
+        finally:
+            with self._lock:
+                self.pending -= n
+                if ok:
+                    self.delivered += n
+                else:
+                    self.failed += n
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        flush = getattr(self.inner, "force_flush", None)
+        return bool(flush(timeout_millis)) if callable(flush) else True
+
+
+def exporter_for(span_exporters: Iterable[Any], *, metric_readers: Iterable[Any] = (), resource: Any = None,
+                 **kwargs: Any) -> OTelExporter:
+    """An exporter with providers of its own: its evaluation spans go, in batches, to ``span_exporters`` (SDK span
+    exporters; what each delivers or fails to is counted, so ``flush`` can say what did not arrive), and, with
+    ``metric_readers`` (SDK metric readers, e.g. a ``PeriodicExportingMetricReader``), its metrics too. Keyword
+    arguments go to ``OTelExporter``."""
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
+
+    provider = TracerProvider(resource=resource) if resource is not None else TracerProvider()
+    counting = [_Counting(e) for e in span_exporters]
+    for c in counting:
+        provider.add_span_processor(BatchSpanProcessor(c))
+    readers = list(metric_readers)
+    meter_provider = None
+    if readers:
+        from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
+
+        meter_provider = MeterProvider(metric_readers=readers, resource=resource) if resource is not None else \
+            MeterProvider(metric_readers=readers)
+    exporter = OTelExporter(provider, meter_provider=meter_provider, **kwargs)
+    exporter._counting = counting  # noqa: SLF001
+    exporter._owns_provider = True  # noqa: SLF001
+    exporter._owns_meters = meter_provider is not None  # noqa: SLF001
+    return exporter
 
 
 # ---------------------------------------------------------------------------------------------------- worker
@@ -330,8 +545,7 @@ def exporter_from_environment(**kwargs: Any) -> OTelExporter:
     _require_api()
     try:
         from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
-        from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
+        import opentelemetry.sdk.trace.export  # noqa: F401, PLC0415 - only whether the SDK is installed
     except ImportError as exc:
         raise ConfigurationError("--otel needs the OpenTelemetry SDK: pip install 'contextjudge[otel]' (and an "
                                  "exporter, e.g. opentelemetry-exporter-otlp).") from exc
@@ -361,9 +575,23 @@ def exporter_from_environment(**kwargs: Any) -> OTelExporter:
     if not os.environ.get("OTEL_SERVICE_NAME") and "service.name=" not in os.environ.get(
             "OTEL_RESOURCE_ATTRIBUTES", ""):
         attributes["service.name"] = "contextjudge-worker"
-    provider = TracerProvider(resource=Resource.create(attributes))
-    for n in names:
-        provider.add_span_processor(BatchSpanProcessor(available[n].load()()))
-    exporter = OTelExporter(provider, **kwargs)
-    exporter._owns_provider = True  # noqa: SLF001
-    return exporter
+    readers = []
+    metric_names = [n.strip() for n in os.environ.get("OTEL_METRICS_EXPORTER", "none").split(",")
+                    if n.strip() and n.strip().lower() != "none"]
+    if metric_names:  # the same numbers as OTel metrics, when OTEL_METRICS_EXPORTER names an exporter
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader  # noqa: PLC0415
+
+        m_available = {ep.name: ep for ep in entry_points(group="opentelemetry_metrics_exporter")}
+        if "otlp" not in m_available:
+            for alias in order:
+                if alias in m_available:
+                    m_available["otlp"] = m_available[alias]
+                    break
+        m_missing = [n for n in metric_names if n not in m_available]
+        if m_missing:
+            raise ConfigurationError(
+                f"OTEL_METRICS_EXPORTER names {', '.join(m_missing)}, which is not installed; installed: "
+                f"{', '.join(sorted(m_available)) or 'none'}. Set OTEL_METRICS_EXPORTER=console to print them, or none.")
+        readers = [PeriodicExportingMetricReader(m_available[n].load()()) for n in metric_names]
+    return exporter_for([available[n].load()() for n in names], metric_readers=readers,
+                        resource=Resource.create(attributes), **kwargs)

@@ -7,6 +7,9 @@
 - ``proportion_interval``: a pass rate (or any share) with its Wilson score interval.
 - ``paired_difference``: the mean of paired differences (this run minus a baseline) with its paired-t interval;
   ``significantly_worse`` / ``significantly_better`` read it.
+- ``unpaired_difference``: the difference of two means over independent groups of cases (two windows of production
+  traffic) with its Welch interval, for ``contextjudge trend --fail-on-drop`` when the windows share too few inputs
+  to pair.
 - ``ppi_mean``: a prediction-powered (bias-corrected) mean from judge scores on every case and gold scores on some
   (Angelopoulos et al. 2023, with the power tuning of PPI++), with the judge's measured bias and the labelled-only
   interval beside it.
@@ -28,7 +31,7 @@ from typing import Any, Iterable, Sequence
 
 __all__ = ["Agreement", "Interval", "PPIEstimate", "binary_agreement", "bootstrap", "cohen_kappa", "confusion", "mae",
            "mean_interval", "moments_interval", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
-           "significantly_worse", "spearman", "t_quantile"]
+           "significantly_worse", "spearman", "t_quantile", "unpaired_difference"]
 
 LEVEL = 0.95
 SEED = 20240601
@@ -185,6 +188,30 @@ def paired_difference(pairs: Sequence[tuple[float, float]], *, level: float = LE
         return Interval(m, None, None, 1, level, "paired-t")
     half = t_quantile(n - 1, level) * math.sqrt(_var(diffs) / n)
     return Interval(m, m - half, m + half, n, level, "paired-t")
+
+
+def unpaired_difference(baseline: Sequence[Any], current: Sequence[Any], *, level: float = LEVEL) -> Interval:
+    """The difference of two means (current - baseline) over two independent groups of cases, with its Welch
+    interval (unequal variances; Welch-Satterthwaite degrees of freedom). For production windows whose cases are not
+    the same inputs, where ``paired_difference`` has nothing to pair. No interval when a group has fewer than two
+    values. Both groups without spread: an interval of no width.
+
+    baseline [0.6, 0.7, 0.8], current [0.3, 0.4, 0.5] -> -0.300 [-0.527, -0.073] (df 4).
+    """
+    b, c = _clean(baseline), _clean(current)
+    nb, nc = len(b), len(c)
+    if nb == 0 or nc == 0:
+        return Interval(None, None, None, min(nb, nc), level, "welch-t")
+    m = sum(c) / nc - sum(b) / nb
+    if nb < 2 or nc < 2:
+        return Interval(m, None, None, min(nb, nc), level, "welch-t")
+    vb, vc = _var(b) / nb, _var(c) / nc
+    se2 = vb + vc
+    if se2 <= 0.0:
+        return Interval(m, m, m, min(nb, nc), level, "welch-t")
+    df = se2 ** 2 / ((vb ** 2 / (nb - 1) if vb else 0.0) + (vc ** 2 / (nc - 1) if vc else 0.0))
+    half = t_quantile(max(1, int(df)), level) * math.sqrt(se2)
+    return Interval(m, m - half, m + half, min(nb, nc), level, "welch-t")
 
 
 def significantly_worse(diff: Interval) -> bool:

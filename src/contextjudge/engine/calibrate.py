@@ -41,7 +41,8 @@ from ..metrics._base import node_items
 from ..metrics.gold import gold_score, gold_statements, label_problems
 from ..stats import binary_agreement, cohen_kappa, confusion, mae, spearman
 
-__all__ = ["FAMILY_OF_FIELD", "acalibrate", "calibrate", "calibration_of", "fit_threshold", "read_labels_file"]
+__all__ = ["FAMILY_OF_FIELD", "TRUST_KAPPA", "acalibrate", "advice", "calibrate", "calibration_of", "fit_threshold",
+           "read_labels_file"]
 
 # label field -> (verdict family, the metric that asks for it)
 FAMILY_OF_FIELD = {"labels": "node_usefulness", "utilization_labels": "node_usefulness.actual_output",
@@ -361,7 +362,53 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
                           "is measured: fitting a threshold needs a confidence per verdict, as the embedded judge "
                           "gives.")
     report["errors"] = errors
+    report["advice"] = advice(report)
     return report
+
+
+TRUST_KAPPA = 0.6  # "substantial" agreement (Landis and Koch): the bar a metric's verdicts must clear to gate on
+
+
+def advice(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One piece of advice in words per metric whose verdict family was calibrated: ``"trust"`` (the lower end of
+    kappa's 95% interval is at least ``TRUST_KAPPA``), ``"use with the calibrated file"`` (a threshold was fitted and
+    its cross-validated kappa reaches ``TRUST_KAPPA`` and beats the judge's own verdicts), else ``"do not gate on
+    this metric with this judge"``; with the kappa and interval behind it, and ``too_few`` when the family has fewer
+    labelled items than the threshold rule needs (``MIN_ITEMS``, ``MIN_EACH`` of each label)."""
+    out = []
+    for field, fam in FAMILY_OF_FIELD.items():
+        got = report.get(fam)
+        if not isinstance(got, dict):
+            continue
+        kappa, ci = got.get("kappa"), got.get("kappa_ci")
+        fit = got.get("threshold") or {}
+        conf = got.get("confusion") or {}
+        yes = int(conf.get("tp", 0)) + int(conf.get("fn", 0))
+        items = int(got.get("items") or 0)
+        cv = fit.get("kappa_after_cv") if fit.get("fitted") else None
+        if ci and ci[0] is not None and ci[0] >= TRUST_KAPPA:
+            verdict = "trust"
+            why = f"kappa {kappa:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]: the judge agrees with your labels substantially"
+        elif cv is not None and cv >= TRUST_KAPPA and cv > (fit.get("kappa_before") or -1.0):
+            verdict = "use with the calibrated file"
+            why = (f"kappa {_k(kappa, ci)} with the judge's own verdicts, {cv:.2f} cross-validated with the fitted "
+                   f"threshold {fit['threshold']:.3f}")
+        else:
+            verdict = "do not gate on this metric with this judge"
+            why = (f"kappa {_k(kappa, ci)}" + (f", {cv:.2f} cross-validated with a fitted threshold" if cv is not None
+                                                else "") + f": below {TRUST_KAPPA} (substantial agreement)")
+        too_few = items < MIN_ITEMS or yes < MIN_EACH or items - yes < MIN_EACH
+        out.append({"metric": _METRIC_OF_FIELD[field].name, "family": fam, "advice": verdict, "why": why,
+                    "kappa": kappa, "kappa_ci": ci, "items": items, "yes": yes, "too_few": too_few})
+    return out
+
+
+def _k(kappa: Any, ci: Any) -> str:
+    if kappa is None:
+        return "n/a"
+    if ci and ci[0] is not None:
+        return f"{kappa:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+    return f"{kappa:.2f}"
 
 
 def _field_metric_name(field: str) -> str:

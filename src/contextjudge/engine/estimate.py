@@ -53,6 +53,11 @@ class Estimate:
     per_day: dict[str, Any] | None = None
     skipped: int = 0
     assumptions: list[str] = field(default_factory=list)
+    # the upper bound a token or dollar budget holds while each call is in flight: its answer cap (max_output_tokens,
+    # else judges.spend.BUDGET_OUTPUT_CAP) instead of the expected answer; 0 for the embedded judge (billed by nobody)
+    reserved_output_tokens: float = 0.0
+    reserved_dollars: float | None = None
+    output_source: str = "typical"
 
     @property
     def total_tokens(self) -> float:
@@ -89,7 +94,21 @@ class Estimate:
             pd = self.per_day
             lines.append(f"  per day:  {_n(pd['requests'])} requests, {_n(pd['judged_cases'])} judged, "
                          f"{_n(pd['calls'])} calls, {_n(pd['input_tokens'])} input + {_n(pd['output_tokens'])} "
-                         f"output tokens, {money(pd['dollars'])}")
+                         f"output tokens, {money(pd['dollars'])} expected")
+            if pd.get("reserved_output_tokens"):
+                lines.append(f"            reserved upper bound: {_n(pd['input_tokens'])} input + "
+                             f"{_n(pd['reserved_output_tokens'])} output tokens, {money(pd.get('reserved_dollars'))}")
+        src = ("answer lengths measured in the store (this judge's real usage)" if self.output_source == "store"
+               else "typical answer lengths (about 20 + 60 tokens per judged item)")
+        if self.reserved_output_tokens:
+            lines.append(f"  expected cost above: {src}. Reserved upper bound: {_n(self.input_tokens)} input + "
+                         f"{_n(self.reserved_output_tokens)} output tokens, {money(self.reserved_dollars)} (each call's "
+                         "answer cap). A token or dollar budget holds the upper bound only while a call is in flight "
+                         "and is spent by what the call really used: plan the budget on the expected figure, with "
+                         "room for the calls in flight.")
+        else:
+            lines.append(f"  expected cost above: {src}. The embedded judge spends no token or dollar budget "
+                         "(a budget in judge calls still applies).")
         if self.dollars is None and self.why:
             lines.append(f"  dollars unknown: {self.why}")
         if self.skipped:
@@ -187,11 +206,15 @@ def _cases(source: Any, assumptions: list[str]) -> list[Any]:
 
 def estimate(cases_or_goldens: Iterable[Any] | str | os.PathLike, metrics: Sequence[Any] | None = None, *,
              model: Any = None, sample_rate: float = 1.0, per_day: float | None = None,
-             judge_options: Any = None) -> Estimate:
+             judge_options: Any = None, observed_output: dict[str, float] | None = None) -> Estimate:
     """What judging ``cases_or_goldens`` (test cases, goldens, stored cases or a goldens file) with ``metrics``
     (metric objects or keys such as ``"contextual_precision"``; default: the four retrieval metrics) by ``model``
     (a model name or chat model, used for its price and tokenizer only: it is never called) would cost, at
-    ``sample_rate``, and per day at ``per_day`` requests a day. No judge call is made."""
+    ``sample_rate``, and per day at ``per_day`` requests a day. No judge call is made.
+
+    The expected output tokens are typical answer lengths, or ``observed_output`` (answer tokens per call by task,
+    measured from real usage: ``ResultsStore.answer_lengths(judge)``); the reserved upper bound is each call's answer
+    cap, which a token or dollar budget holds while the call is in flight."""
     from ..errors import ConfigurationError  # noqa: PLC0415
 
     if not isinstance(sample_rate, (int, float)) or isinstance(sample_rate, bool) or not 0.0 <= sample_rate <= 1.0:
@@ -203,7 +226,8 @@ def estimate(cases_or_goldens: Iterable[Any] | str | os.PathLike, metrics: Seque
     name = _model_name(model, [m for m in (metrics or []) if not isinstance(m, str)])
     cases = _cases(cases_or_goldens, assumptions)
     calls, skipped = _drive(cases, ms, name, judge_options)
-    return _tally(name, ms, cases, calls, skipped, float(sample_rate), per_day, judge_options, assumptions)
+    return _tally(name, ms, cases, calls, skipped, float(sample_rate), per_day, judge_options, assumptions,
+                  observed_output)
 
 
 def _drive(cases: list[Any], metrics: list[Any], name: str, judge_options: Any) -> tuple[list[dict[str, Any]], int]:
@@ -261,8 +285,9 @@ class _NoCache:
 
 
 def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str, Any]], skipped: int,
-           sample_rate: float, per_day: float | None, judge_options: Any, assumptions: list[str]) -> Estimate:
-    from ..judges.spend import count_tokens, output_estimate, price_of  # noqa: PLC0415
+           sample_rate: float, per_day: float | None, judge_options: Any, assumptions: list[str],
+           observed: dict[str, float] | None = None) -> Estimate:
+    from ..judges.spend import BUDGET_OUTPUT_CAP, count_tokens, output_estimate, price_of  # noqa: PLC0415
 
     price = price_of(name)
     max_out = getattr(judge_options, "max_output_tokens", None)
@@ -275,18 +300,28 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
     by_metric: dict[str, dict[str, Any]] = {key_of.get(type(m), getattr(m, "name", type(m).__name__)): {
         "calls": 0, "input_tokens": 0, "output_tokens": 0} for m in metrics}
     tin = tout = 0
+    reserved = 0
+    local = name in ("local", "contextjudge-local")
+    cap = max_out or BUDGET_OUTPUT_CAP
+    used_store = False
     for c in calls:
         task = c.get("task")
         inp = count_tokens(c.get("prompt") or "", name)
-        out = output_estimate(task if c.get("method") != "text" else None, len(c.get("ids") or []), max_out)
+        out = output_estimate(task if c.get("method") != "text" else None, len(c.get("ids") or []), None)
+        seen = (observed or {}).get(str(task)) if c.get("method") != "text" else (observed or {}).get("text")
+        if seen is not None:
+            out, used_store = int(round(seen)), True
+        if max_out:
+            out = min(out, int(max_out))
         tin += inp
         tout += out
+        reserved += 0 if local else cap
         row = by_metric.setdefault(c.get("metric") or "?", {"calls": 0, "input_tokens": 0, "output_tokens": 0})
         row["calls"] += 1
         row["input_tokens"] += inp
         row["output_tokens"] += out
     n_calls = len(calls) * repeats
-    tin, tout = tin * repeats, tout * repeats
+    tin, tout, reserved = tin * repeats, tout * repeats, reserved * repeats
     if repeats > 1:
         assumptions.append(f"each request is asked {repeats} times (JudgeOptions.repeats)")
     n = len(cases)
@@ -306,14 +341,20 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
         day = {"requests": per_day, "judged_cases": judged, "calls": per_case["calls"] * judged,
                "input_tokens": per_case["input_tokens"] * judged, "output_tokens": per_case["output_tokens"] * judged,
                "dollars": per_case["dollars"] * judged if per_case["dollars"] is not None else None}
-    assumptions.append("output tokens are the figure a budget reserves per call (about "
-                       "20 + 60 per judged item, or max_output_tokens when set); every request is counted, also "
-                       "one a run would answer from its verdict cache")
+    assumptions.append("every request is counted, also one a run would answer from its verdict cache")
+    reserved_dollars = price.cost(tin, reserved) if (price is not None and not local) else (0.0 if local else None)
+    if day is not None:
+        k = per_day * sample_rate / n if n else 0.0
+        day["reserved_output_tokens"] = reserved * k
+        day["reserved_dollars"] = reserved_dollars * k if reserved_dollars is not None else None
     return Estimate(model=name, cases=n, sample_rate=sample_rate, metrics=list(by_metric),
                     calls=_round(n_calls * scale), input_tokens=_round(tin * scale),
                     output_tokens=_round(tout * scale), dollars=dollars * scale if dollars is not None else None,
                     why=why, price=({"input": price.input, "output": price.output} if price is not None else None),
-                    per_case=per_case, per_metric=per_metric, per_day=day, skipped=skipped, assumptions=assumptions)
+                    per_case=per_case, per_metric=per_metric, per_day=day, skipped=skipped, assumptions=assumptions,
+                    reserved_output_tokens=_round(reserved * scale),
+                    reserved_dollars=reserved_dollars * scale if reserved_dollars is not None else None,
+                    output_source="store" if used_store else "typical")
 
 
 def _round(x: float) -> float:

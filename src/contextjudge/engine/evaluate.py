@@ -240,6 +240,7 @@ async def aevaluate(
                               tally=None if keep_results else tally, callback_errors=callback_errors[0],
                               tiers=tally_since(ctx.tiers, tiers_before) or None,
                               repeats=_repeats_summary(tally_since(ctx.repeats, repeats_before)))
+    result.store_error = getattr(run, "store_error", None)
     if owns_run:
         errored = (sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in result.test_results)
                    if keep_results else None)

@@ -10,12 +10,14 @@ interpreter exit, ``score_deferred`` when it finishes a capture's cases).
 
 from __future__ import annotations
 
+
 import logging
 import os
 import threading
 from typing import Any, Sequence
 
 from .._result import MetricResult
+from ..errors import StoreError
 from ..judges.cache import VerdictCache
 from ..judges.context import RunContext
 from ..judges.options import JudgeOptions
@@ -76,6 +78,7 @@ class Run:
         self.name = name
         self.config = dict(config or {})
         self.contain_store_errors = contain_store_errors
+        self.store_error: str | None = None  # the store failed mid-run (see _write)
         self.context = context or RunContext(options=judge_options or JudgeOptions(),
                                              cache=VerdictCache(backend=store))
         if model is not None:
@@ -173,7 +176,16 @@ class Run:
         if self.store is None or not self._begun:
             return
         if not self.contain_store_errors:
-            fn(*args)
+            try:
+                fn(*args)
+            except StoreError as exc:
+                # a full disk or a lost database: stop writing and keep scoring, so the caller gets every result
+                # with the error (EvaluationResult.store_error) instead of an exception that drops what was scored
+                self.store_error = str(exc)
+                logger.error("contextjudge: could not write %s to the store (%s); the run goes on with its results "
+                             "in memory only, and returns them with this error.", what, exc)
+                self.store = None
+                self.context.cache.backend = None
             return
         try:
             fn(*args)

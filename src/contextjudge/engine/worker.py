@@ -49,6 +49,11 @@ DEFAULT_METRIC_KEYS = ("contextual_precision", "contextual_recall", "contextual_
 OnResults = Callable[[Any, list, str, str], Any]
 
 _UNAVAILABLE = "JudgeUnavailableError"
+LOCAL_JUDGE_NAME = "contextjudge-local"
+# what the summaries of `contextjudge worker` and `score` say about cases a spent budget set aside
+SKIPPED_ADVICE = ("budget-skipped cases stay in the store, unjudged: `contextjudge worker --requeue-skipped` queues "
+                  "them again when the budget's next window opens (or `contextjudge score --run RUN` judges a run's "
+                  "unscored cases now)")
 # an unavailable-judge error that is this request's own (HTTP 400-class: too long, unsupported), not an outage
 _REQUEST_REFUSED = ("rejected the request",)
 
@@ -86,6 +91,7 @@ class WorkerCounts:
     released: int = 0
     no_metric: int = 0
     judge_down: int = 0
+    requeued: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -213,7 +219,7 @@ class Worker:
                  on_results: Sequence[OnResults] = (), poll: float = 1.0, cpus: int | None = None,
                  nice: int | None = 10, grace: float = 10.0, max_attempts: int = 5,
                  log: Callable[[str], None] | None = None, report_every: int = 100,
-                 backoff_max: float = 60.0, exclusive: bool = True) -> None:
+                 backoff_max: float = 60.0, exclusive: bool = True, requeue_skipped: bool = False) -> None:
         if isinstance(store, (str, os.PathLike)):
             from ..store import open_store
 
@@ -240,6 +246,10 @@ class Worker:
         self.report_every = max(1, int(report_every))
         self.backoff_max = max(0.01, float(backoff_max))
         self.exclusive = bool(exclusive)
+        self.requeue_skipped = bool(requeue_skipped)
+        self._skipped_until: float | None = None  # when the window that set cases aside ends (requeue_skipped)
+        self.call_hooks: list[Callable[[dict[str, Any]], Any]] = []  # judge-call events, e.g. WorkerMetrics
+        self._down_returns: dict[tuple[str, str], int] = {}  # give-backs of a case while the judge answered others
         self._backoff = 0.0  # the current pause while the judge is down (0: it is up)
         self._pause_until = 0.0  # time.monotonic() before which nothing is claimed nor started
         self._last_ok = 0.0  # time.monotonic() of the last answered (not cached) judge call
@@ -301,10 +311,59 @@ class Worker:
 
     def summary(self) -> str:
         c = self.counts
-        return (f"worker {self.owner}: {c.judged} case(s) judged, {c.skipped_budget} skipped (budget), "
+        line = (f"worker {self.owner}: {c.judged} case(s) judged, {c.skipped_budget} skipped (budget), "
                 f"{c.lost_lease} lost to an expired lease, {c.errors} with errors, {c.released} given back, "
                 f"{c.no_metric} with no applicable metric, {c.judge_down} given back while the judge was down "
                 f"({c.claimed} claimed)")
+        if c.requeued:
+            line += f"; {c.requeued} budget-skipped case(s) queued again when the budget's window opened"
+        if c.skipped_budget:
+            line += ("; " + SKIPPED_ADVICE)
+        return line
+
+    def billable(self, judge: str) -> bool:
+        """Whether a provider bills ``judge``'s tokens (the embedded judge's pseudo-tokens cost nothing)."""
+        return not str(judge or "").startswith(LOCAL_JUDGE_NAME)
+
+    def budget_windows(self) -> list[tuple[str, str, str, float, float | None]]:
+        """(budget name, window kind, unit, spent in the current window, limit) of the worker's budget, read from
+        the store's spend windows (shared by every process on the store); for the worker's metrics."""
+        budget = getattr(self.judge_options, "budget", None)
+        if budget is None:
+            return []
+        from ..judges.spend import window_start
+
+        out: list[tuple[str, str, str, float, float | None]] = []
+        now = time.time()
+        for kind, length, max_tokens, max_dollars, max_calls in budget.windows():
+            try:
+                row = self.store.spend_get(f"budget:{budget.name}:{kind}", window_start(now, length)) or {}
+            except Exception:  # noqa: BLE001 - a scrape must answer
+                row = {}
+            out.append((budget.name, kind, "tokens", float(row.get("tokens", 0)), max_tokens))
+            out.append((budget.name, kind, "dollars", float(row.get("dollars", 0.0)), max_dollars))
+            out.append((budget.name, kind, "calls", float(row.get("calls", 0)), max_calls))
+        return out
+
+    def _maybe_requeue(self, first: bool = False) -> None:
+        """With ``requeue_skipped``: queue again the cases a spent budget set aside, once the window that set them
+        aside has ended (and at start, when the budget has room)."""
+        if not self.requeue_skipped or self._run is None:
+            return
+        if not first and (self._skipped_until is None or time.time() < self._skipped_until):
+            return
+        if self._run.context.budget_blocked() is not None:
+            return
+        self._skipped_until = None
+        try:
+            n = self.store.requeue_skipped(self.run_id, reason="budget")
+        except Exception:  # noqa: BLE001 - tried again when the next window opens
+            logger.warning("contextjudge: could not queue the budget-skipped cases again", exc_info=True)
+            return
+        if n:
+            self.counts.requeued += n
+            self._say(f"worker {self.owner}: the budget has room again; {n} case(s) it had set aside are queued "
+                      "again")
 
     def _say(self, text: str) -> None:
         if self._log is not None:
@@ -381,7 +440,10 @@ class Worker:
     async def _loop_body(self, waiting: collections.deque, once: bool) -> None:
         last_report = 0
         self._once = once
+        await asyncio.to_thread(self._maybe_requeue, True)
         while not self._stop.is_set():
+            if self._skipped_until is not None and time.time() >= self._skipped_until:
+                await asyncio.to_thread(self._maybe_requeue)
             paused = self._pause_until - time.monotonic()
             if paused > 0:  # the judge is down: start and claim nothing until the pause ends
                 await self._nap(min(paused, self.poll if self._tasks else paused))
@@ -460,6 +522,11 @@ class Worker:
         return got
 
     def _on_call(self, event: dict[str, Any]) -> None:
+        for hook in self.call_hooks:
+            try:
+                hook(event)
+            except Exception:  # noqa: BLE001 - metrics never break judging
+                logger.debug("contextjudge: a judge-call hook failed", exc_info=True)
         if not event.get("cached"):
             self._last_ok = time.monotonic()
             if self._backoff:
@@ -495,16 +562,20 @@ class Worker:
                 await self._set_aside(ref, self._budget_skip(exc.resumes_at, exc.scope))
                 return
             results = list(results or [])
-            # every result says the judge is down, and no judge call was answered meanwhile (the judge is not
-            # merely refusing this one case): give the case back instead of completing it with errors
-            if results and all(_judge_down(r) for r in results) and self._last_ok < started:
-                await self._judge_unavailable(ref, results[0].error)
+            # a result says the judge could not be reached or kept failing past its retries (an outage, not this
+            # case's fault: a refusal of the request itself is not counted as one): give the case back, its
+            # attempt uncounted, instead of completing it with errors; its verdicts already answered are in the
+            # store's cache, so scoring it again asks only what failed
+            down = [r for r in results if _judge_down(r)]
+            if down:
+                await self._judge_unavailable(ref, down[0].error, answered=self._last_ok >= started)
                 return
             self._completing.add(ref)
             ok = await asyncio.to_thread(self.store.complete, self.owner, run_id, key, results,
                                          judge_calls=self._calls.pop(ref, []))
             with self._held_lock:
                 self._held.discard(ref)
+            self._down_returns.pop(ref, None)
             if not ok:
                 self.counts.lost_lease += 1
                 logger.warning("contextjudge: case %s of run %s was taken by another worker (this one held it past "
@@ -542,11 +613,22 @@ class Worker:
             self._calls.pop(ref, None)
             self._lost.discard(ref)
 
-    async def _judge_unavailable(self, ref: tuple[str, str], error: str) -> None:
+    async def _judge_unavailable(self, ref: tuple[str, str], error: str, answered: bool = False) -> None:
         """Give a case back (queued, the attempt not counted) because the judge is down; pause claiming, doubling
-        the pause from 1 s up to ``backoff_max`` while the outage lasts; warn once per outage."""
-        await self._give_back(*ref, count=False)
+        the pause from 1 s up to ``backoff_max`` while the outage lasts; warn once per outage. ``answered``: other
+        calls were answered since the case started (an outage that began while it was in flight, or a judge that
+        fails on this case alone: see below)."""
         self.counts.judge_down += 1
+        if answered:
+            # other calls were answered since this case started: an outage that began while it was in flight (its
+            # attempt is not counted), or a judge that fails on this case alone; the latter, after three such
+            # give-backs here, counts its attempts, so it is set aside after max_attempts, never written as errors
+            n = self._down_returns[ref] = self._down_returns.get(ref, 0) + 1
+            if n >= 3:
+                await self._give_back(*ref, failed=f"the judge failed on this case while answering others: "
+                                                   f"{error}"[:500])
+                return
+        await self._give_back(*ref, count=False)
         now = time.monotonic()
         if now >= self._pause_until:  # the cases in flight when it went down share one step of the backoff
             self._backoff = min(self.backoff_max, self._backoff * 2 if self._backoff else min(1.0, self.backoff_max))
@@ -572,6 +654,11 @@ class Worker:
         self._down_since = None
 
     async def _set_aside(self, ref: tuple[str, str], note: str) -> None:
+        resumes = self._run.context.budget_blocked() if self._run is not None else None
+        if resumes is not None:
+            self._skipped_until = max(self._skipped_until or 0.0, resumes)
+        elif self._skipped_until is None:
+            self._skipped_until = time.time()
         await asyncio.to_thread(self.store.release, self.owner, ref[0], ref[1], state="skipped", note=note)
         with self._held_lock:
             self._held.discard(ref)

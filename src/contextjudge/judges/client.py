@@ -39,7 +39,7 @@ from .protocol import REQUEST_KEY, JudgeRequest
 from .retry import classify, policy, status_of
 from .salvage import _find_cause, _odd_response, _recover_answer
 from .schemas import _ANSWER_SCHEMAS, Answer, Verdicts
-from .spend import CallSpend, price_of
+from .spend import BUDGET_OUTPUT_CAP, CallSpend, price_of
 from .structured import (
     METHODS,
     _DirectCall,
@@ -100,7 +100,16 @@ class JudgeClient:
         # calls in flight are counted per judge model across the run, so concurrency is the run's.
         self.options = options or self.ctx.options
         self.native = bool(getattr(model, "contextjudge_native", False))
-        self._judge = _judge_of(model, self.options.max_output_tokens)
+        # A request never spends more than it reserved: under a token or dollar budget a billable judge's answers are
+        # capped (JudgeOptions.max_output_tokens, else the model's own max_tokens, else BUDGET_OUTPUT_CAP), and each
+        # request reserves what its cap allows (settled down to its real usage when it returns).
+        self.output_cap = self.options.max_output_tokens
+        budget = self.options.budget or self.ctx.options.budget
+        if (self.output_cap is None and budget is not None and not self.native
+                and (budget.has_token_limit or budget.has_dollar_limit)):
+            own = getattr(model, "max_tokens", None)
+            self.output_cap = own if isinstance(own, int) and own > 0 else BUDGET_OUTPUT_CAP
+        self._judge = _judge_of(model, self.output_cap)
         self.identity = self._judge.identity
         self.name = self._judge.name
         # A TieredJudge is never called itself: its tiers are asked, each through its own client (tiered.py).
@@ -125,11 +134,11 @@ class JudgeClient:
             else:
                 ledger = None
                 if budget is not None:
-                    ledger = self.ctx.ledger(budget, self.name, self.price)
+                    # the embedded judge is billed by no provider: only a budget in judge calls applies to it
+                    ledger = self.ctx.ledger(budget, self.name, self.price, billable=not self.native)
                     ledger.check()
                 gate = self.ctx.rate_gate(rate) if rate is not None else None
-                self._spend = CallSpend(ledger, gate, model_name=self.name,
-                                        max_output_tokens=self.options.max_output_tokens)
+                self._spend = CallSpend(ledger, gate, model_name=self.name, max_output_tokens=self.output_cap)
         return self._spend  # type: ignore[return-value]
 
     def tier_clients(self) -> tuple["JudgeClient", "JudgeClient"]:

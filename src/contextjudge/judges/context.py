@@ -124,15 +124,16 @@ class RunContext:
         backend = getattr(self.cache, "backend", None)
         return backend if hasattr(backend, "spend_reserve") else None
 
-    def ledger(self, budget: Any, judge: str | None = None, price: Any = None) -> Any:
-        """The ``BudgetLedger`` of ``budget`` for ``judge`` in this run (one per budget and judge)."""
-        key = ("ledger", budget, judge)
+    def ledger(self, budget: Any, judge: str | None = None, price: Any = None, billable: bool = True) -> Any:
+        """The ``BudgetLedger`` of ``budget`` for ``judge`` in this run (one per budget and judge). ``billable=False``
+        for the embedded judge: only the budget's call limits apply to it."""
+        key = ("ledger", budget, judge, bool(billable))
         led = self._spend.get(key)
         if led is None:
             from .spend import BudgetLedger  # noqa: PLC0415
 
             led = self._spend[key] = BudgetLedger(budget, judge=judge, price=price, store=self.spend_store(),
-                                                  clock=self.clock)
+                                                  clock=self.clock, billable=billable)
         return led
 
     def rate_gate(self, limit: Any) -> Any:
@@ -163,7 +164,8 @@ class RunContext:
             if any(t is not None for t in tiers):  # a TieredJudge: each tier is priced on its own
                 self.check_budget([t for t in tiers if t is not None])
             else:
-                self.ledger(budget, name, price_of(model)).check()
+                self.ledger(budget, name, price_of(model),
+                            billable=not getattr(model, "contextjudge_native", False)).check()
             self._spend[key] = True
 
     def budget_blocked(self) -> float | None:

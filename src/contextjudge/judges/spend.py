@@ -22,7 +22,12 @@ tokens before it is sent.
 A reservation holds the call's estimated tokens (prompt tokens counted with tiktoken when it is installed and its
 encoding is on disk, else four characters a token; plus the answer: ``max_output_tokens`` when set, else a figure per
 judged item) until the call returns, when the real usage replaces it (the estimate is kept when the provider reports
-none). So a window's limit is overshot at most by the estimation error of the calls in flight at that moment.
+none). Under a token or dollar budget a billable judge's answer is capped (``max_output_tokens``, else the model's own
+``max_tokens``, else ``BUDGET_OUTPUT_CAP``) and the request reserves that cap, so no request spends more answer
+tokens than it reserved; a window is overshot at most by the error of the prompt-token count of the calls in flight
+(none with tiktoken's count). The embedded judge is billed by no provider: it spends no token or dollar budget (its
+work is bounded by its CPUs, ``--cpus``); ``Budget(calls_per_hour=, calls_per_day=)`` limits judge calls of any
+judge, the embedded one included.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from ..errors import BudgetExhaustedError, ConfigurationError
 
-__all__ = ["DAY", "HOUR", "MINUTE", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC",
+__all__ = ["BUDGET_OUTPUT_CAP", "DAY", "HOUR", "MINUTE", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC",
            "OUTPUT_TOKENS_TEXT", "Budget", "BudgetLedger", "CallSpend", "Hold", "MemorySpend", "Price", "RateGate",
            "RateLimit", "Reservation", "count_tokens", "output_estimate", "price_of", "register_prices",
            "window_start"]
@@ -55,6 +60,10 @@ OUTPUT_TOKENS_BASE = 20
 # a rubric score with its reason, and a free-text reason
 OUTPUT_TOKENS_RUBRIC = 120
 OUTPUT_TOKENS_TEXT = 250
+# the answer cap of a billable judge under a token or dollar budget when neither JudgeOptions.max_output_tokens nor the
+# model's own max_tokens sets one: each request reserves this much answer (given back when it settles), so a
+# request never spends more than it reserved
+BUDGET_OUTPUT_CAP = 2048
 
 
 # ---------------------------------------------------------------------------------------------- limits
@@ -83,9 +92,11 @@ class Budget:
     dollars_per_hour: float | None = None
     dollars_per_day: float | None = None
     name: str = "default"
+    calls_per_hour: int | None = None
+    calls_per_day: int | None = None
 
     def __post_init__(self) -> None:
-        for attr in ("tokens_per_hour", "tokens_per_day"):
+        for attr in ("tokens_per_hour", "tokens_per_day", "calls_per_hour", "calls_per_day"):
             _check_limit(f"Budget.{attr}", getattr(self, attr), whole=True)
         for attr in ("dollars_per_hour", "dollars_per_day"):
             _check_limit(f"Budget.{attr}", getattr(self, attr), whole=False)
@@ -93,12 +104,17 @@ class Budget:
             raise ConfigurationError(f"Budget.name must be a non-empty string, got {self.name!r}.")
         if not self.has_limits:
             raise ConfigurationError("Budget() has no limit: give at least one of tokens_per_hour, tokens_per_day, "
-                                     "dollars_per_hour, dollars_per_day (or pass budget=None for no budget).")
+                                     "dollars_per_hour, dollars_per_day, calls_per_hour, calls_per_day (or pass "
+                                     "budget=None for no budget).")
 
     @property
     def has_limits(self) -> bool:
         return any(v is not None for v in (self.tokens_per_hour, self.tokens_per_day, self.dollars_per_hour,
-                                           self.dollars_per_day))
+                                           self.dollars_per_day, self.calls_per_hour, self.calls_per_day))
+
+    @property
+    def has_call_limit(self) -> bool:
+        return self.calls_per_hour is not None or self.calls_per_day is not None
 
     @property
     def has_token_limit(self) -> bool:
@@ -108,13 +124,18 @@ class Budget:
     def has_dollar_limit(self) -> bool:
         return self.dollars_per_hour is not None or self.dollars_per_day is not None
 
-    def windows(self) -> list[tuple[str, float, int | None, float | None]]:
-        """(kind, length in seconds, token limit, dollar limit) of each window this budget limits."""
-        out: list[tuple[str, float, int | None, float | None]] = []
-        if self.tokens_per_day is not None or self.dollars_per_day is not None:
-            out.append(("day", DAY, _int(self.tokens_per_day), self.dollars_per_day))
-        if self.tokens_per_hour is not None or self.dollars_per_hour is not None:
-            out.append(("hour", HOUR, _int(self.tokens_per_hour), self.dollars_per_hour))
+    def windows(self, billable: bool = True) -> list[tuple[str, float, int | None, float | None, int | None]]:
+        """(kind, length in seconds, token limit, dollar limit, call limit) of each window this budget limits.
+        ``billable=False`` (the embedded judge, which no provider bills): only the call limits."""
+        out: list[tuple[str, float, int | None, float | None, int | None]] = []
+        for kind, length, tok, dol, calls in (("day", DAY, self.tokens_per_day, self.dollars_per_day,
+                                               self.calls_per_day),
+                                              ("hour", HOUR, self.tokens_per_hour, self.dollars_per_hour,
+                                               self.calls_per_hour)):
+            if not billable:
+                tok = dol = None
+            if tok is not None or dol is not None or calls is not None:
+                out.append((kind, length, _int(tok), dol, _int(calls)))
         return out
 
     def describe(self) -> str:
@@ -127,6 +148,10 @@ class Budget:
             bits.append(f"${self.dollars_per_hour:g}/hour")
         if self.dollars_per_day is not None:
             bits.append(f"${self.dollars_per_day:g}/day")
+        if self.calls_per_hour is not None:
+            bits.append(f"{self.calls_per_hour:,} judge calls/hour")
+        if self.calls_per_day is not None:
+            bits.append(f"{self.calls_per_day:,} judge calls/day")
         return ", ".join(bits)
 
 
@@ -399,10 +424,13 @@ class BudgetLedger:
     anything with its ``spend_*`` methods) or, without one, in this process's windows."""
 
     def __init__(self, budget: Budget, *, judge: str | None = None, price: Price | None = None, store: Any = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, billable: bool = True) -> None:
         self.budget = budget
         self.judge = judge
-        self.price = price
+        # False for the embedded judge: no provider bills it, so it spends no token or dollar budget (its work is
+        # bounded by the CPUs it may use); a budget in judge calls still applies to it
+        self.billable = bool(billable)
+        self.price = price if self.billable else None
         self.store = store if store is not None else _PROCESS_SPEND
         self.clock = clock
         self._blocked_until: float | None = None
@@ -410,7 +438,7 @@ class BudgetLedger:
     def check(self) -> None:
         """Refuse (``ConfigurationError``) a dollar limit on a judge with no known price and no token limit."""
         if self.judge is not None and self.price is None and self.budget.has_dollar_limit \
-                and not self.budget.has_token_limit:
+                and not self.budget.has_token_limit and self.billable:
             raise ConfigurationError(
                 f"The budget ({self.budget.describe()}) limits dollars, but the judge {self.judge!r} has no known "
                 "price, so its spend could not be limited at all. Give a token limit too (Budget(tokens_per_day=..., "
@@ -425,30 +453,35 @@ class BudgetLedger:
         """Hold ``input_tokens + output_tokens`` (and their price) in every window, or raise
         ``BudgetExhaustedError`` (holding nothing) when one of them has no room."""
         now = self.clock()
+        if not self.billable:
+            input_tokens = output_tokens = 0
         tokens = int(input_tokens) + int(output_tokens)
         dollars = self.price.cost(input_tokens, output_tokens) if self.price is not None else 0.0
         res = Reservation(tokens=tokens, dollars=dollars, input_tokens=int(input_tokens),
                           output_tokens=int(output_tokens))
-        for kind, length, max_tokens, max_dollars in self.budget.windows():
+        for kind, length, max_tokens, max_dollars, max_calls in self.budget.windows(self.billable):
             start = window_start(now, length)
             scope = self.scope(kind)
             ok = self.store.spend_reserve(scope, start, tokens=tokens, dollars=dollars, max_tokens=max_tokens,
-                                          max_dollars=max_dollars if self.price is not None else None, calls=1)
+                                          max_dollars=max_dollars if self.price is not None else None, calls=1,
+                                          max_calls=max_calls)
             if not ok:
                 for held_scope, held_start in res.windows:  # give back what the wider windows already hold
                     self.store.spend_adjust(held_scope, held_start, tokens=-tokens, dollars=-dollars, calls=-1)
                 resumes = start + length
                 self._blocked_until = resumes
-                msg = self._exhausted_message(kind, scope, start, resumes, max_tokens, max_dollars)
+                msg = self._exhausted_message(kind, scope, start, resumes, max_tokens, max_dollars, max_calls)
                 _warn_once(scope, start, msg + " Cases are skipped and counted until then.")
                 raise BudgetExhaustedError(msg, scope=scope, resumes_at=resumes)
             res.windows.append((scope, start))
         return res
 
     def _exhausted_message(self, kind: str, scope: str, start: float, resumes: float, max_tokens: int | None,
-                           max_dollars: float | None) -> str:
+                           max_dollars: float | None, max_calls: int | None = None) -> str:
         row = self.store.spend_get(scope, start) or {}
         spent = []
+        if max_calls is not None:
+            spent.append(f"{int(row.get('calls', 0)):,} of {max_calls:,} judge calls")
         if max_tokens is not None:
             spent.append(f"{int(row.get('tokens', 0)):,} of {max_tokens:,} tokens")
         if max_dollars is not None and self.price is not None:
@@ -464,6 +497,8 @@ class BudgetLedger:
         if res.settled:
             return
         res.settled = True
+        if not self.billable:
+            return  # nothing billable was reserved; the call itself was counted at reserve
         inp, out = _tokens_of(usage)
         if inp + out <= 0:
             return
@@ -491,14 +526,15 @@ class BudgetLedger:
                 return self._blocked_until
             self._blocked_until = None
         until = None
-        for kind, length, max_tokens, max_dollars in self.budget.windows():
+        for kind, length, max_tokens, max_dollars, max_calls in self.budget.windows(self.billable):
             start = window_start(now, length)
             row = self.store.spend_get(self.scope(kind), start)
             if not row:
                 continue
             full = (row.get("refused", 0) > 0
                     or (max_tokens is not None and row.get("tokens", 0) >= max_tokens)
-                    or (max_dollars is not None and row.get("dollars", 0.0) >= max_dollars - 1e-12))
+                    or (max_dollars is not None and row.get("dollars", 0.0) >= max_dollars - 1e-12)
+                    or (max_calls is not None and row.get("calls", 0) >= max_calls))
             if full:
                 until = max(until or 0.0, start + length)
         self._blocked_until = until

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
 import json
 import logging
 import statistics
@@ -31,6 +34,27 @@ __all__ = ["BaseMetric", "Outcome"]
 logger = logging.getLogger("contextjudge")
 
 PER_NODE = "per_node"  # the key in MetricResult.details that says the verdicts are one per retrieved node
+JUDGE_IDENTITY = "judge_identity"  # the key in MetricResult.details that names the judge identity that scored it
+
+
+@functools.lru_cache(maxsize=64)
+def _template_fingerprint(cls: type) -> str:
+    """What a prompt template class says to the judge, as a short hash of its source (its qualified name when
+    the source cannot be read)."""
+    try:
+        text = inspect.getsource(cls)
+    except (OSError, TypeError):
+        text = f"{cls.__module__}.{cls.__qualname__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _judge_fingerprint(identity: str, template: Any) -> str:
+    """The judge identity a result records: the judge's (model, parameters, calibration) and its prompt
+    template's, so a changed prompt shows in ``contextjudge trend`` as a changed judge too."""
+    if template is None:
+        return identity
+    cls = template if isinstance(template, type) else type(template)
+    return f"{identity}:{_template_fingerprint(cls)}"
 
 
 _announced: set[str] = set()
@@ -233,11 +257,15 @@ class BaseMetric:
         if self.verbose_mode:
             verbose = "Verdicts:\n" + json.dumps(outcome.verdicts, indent=2, default=str)
             logger.info("contextjudge %s: score=%.4f\n%s", self.name, score, verbose)
+        details = {**outcome.details, PER_NODE: True} if self.judges_nodes else dict(outcome.details)
+        # what changes the judge's answers (model, parameters, calibration thresholds): `contextjudge trend` tells a
+        # changed judge from a changed retriever by it
+        details[JUDGE_IDENTITY] = _judge_fingerprint(client.identity, getattr(self, "evaluation_template", None))
         return MetricResult(
             name=self.name, score=score, threshold=self.threshold, success=score >= self.threshold,
             reason=reason, strict_mode=self.strict_mode, verdicts=outcome.verdicts, verbose_logs=verbose,
             usage=outcome.usage, evaluation_model=client.name,
-            details={**outcome.details, PER_NODE: True} if self.judges_nodes else outcome.details,
+            details=details,
             score_spread=self._spread(outcome.repeat_scores),
         )
 

@@ -28,9 +28,10 @@ from ..errors import ConfigurationTypeError
 from ._calibration import render_calibration
 from ._html import MetricChange, RunView, compare_runs, render_html
 from ._stats import Interval, bootstrap_mean, paired_difference
+from ._trend import render_trend
 
 __all__ = ["Interval", "MetricChange", "RunView", "bootstrap_mean", "compare_runs", "paired_difference",
-           "render_calibration", "render_report", "run_view", "write_report"]
+           "render_calibration", "render_report", "render_trend", "run_view", "write_report"]
 
 
 def run_view(store: Any, run: str | None = None) -> RunView:
@@ -43,8 +44,11 @@ def run_view(store: Any, run: str | None = None) -> RunView:
         info = s.run_info(run_id)
         # labels attached after the run was scored (contextjudge label) give their gold scores here
         result = fill_gold_scores(s.load_run(run_id))
+        judges = [j for j in info.judges or [] if isinstance(j, dict) and j.get("name")]
+        if not judges:  # a run a worker judges (capture in mode "worker"): the judges its results name
+            judges = [{"name": name} for name in result.judges()]
         return RunView(result=result, run_id=run_id, name=info.name, created_at=info.created_at,
-                       judges=info.judges, store=s.target)
+                       judges=judges, store=s.target)
     finally:
         if not isinstance(store, ResultsStore):
             s.close()

@@ -111,6 +111,12 @@ def render_calibration(calibration: dict[str, Any], *, title: str | None = None,
         body.append("<h2>Metrics: judged against gold</h2><table><thead><tr><th>Metric</th><th>Cases</th>"
                     "<th>Judged mean</th><th>Gold mean</th><th>MAE</th><th>Spearman</th></tr></thead>"
                     f"<tbody>{rows}</tbody></table>")
+    advice = [a for a in calibration.get("advice") or [] if isinstance(a, dict)]
+    if advice:
+        body.append("<h2>Advice</h2><ul class='cj-advice'>" + "".join(
+            f"<li><b>{e(a.get('metric'))}</b>: {e(a.get('advice'))} ({e(a.get('why'))})"
+            + (" <span class='small'>Too few labelled items for a stable threshold: label more cases.</span>"
+               if a.get("too_few") else "") + "</li>" for a in advice) + "</ul>")
     thresholds = calibration.get("thresholds") or {}
     if thresholds:
         body.append("<p>Fitted thresholds: " + e(", ".join(f"{k} {v}" for k, v in thresholds.items()))

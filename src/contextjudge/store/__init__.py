@@ -7,10 +7,15 @@
     store.load_run("nightly-42")                               # back as an EvaluationResult
     store.add_labels([{"input": "...", "labels": [1, 0, 1]}])    # gold labels on captured cases (contextjudge label)
     store.labelled_cases()                                     # the cases that carry labels, for calibrate
+
+The documented read API (read-only, streaming; see ``_read.py``): ``store.runs()``, ``store.results(run=...,
+metric=..., since=..., where=..., as_="records"|"pandas")``, ``store.cases(...)``, ``store.trend(by="day")``.
+``open_store(url, read_only=True)`` reads a store you may not write to.
 """
 
 from ._schema import SCHEMA_VERSION
+from ._trend import Drop, MetricWindow, Trend, TrendWindow
 from ._store import DEFAULT_STORE_PATH, LabelMatch, ResultsStore, RunInfo, StoredCase, open_store
 
-__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "LabelMatch", "ResultsStore", "RunInfo", "StoredCase",
-           "open_store"]
+__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "Drop", "LabelMatch", "MetricWindow", "ResultsStore", "RunInfo",
+           "StoredCase", "Trend", "TrendWindow", "open_store"]

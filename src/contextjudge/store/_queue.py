@@ -102,22 +102,35 @@ class QueueStore:
         now = time.time() if now is None else float(now)
         scope = [] if run_id is None else [_Q.c.run_id == run_id]
         pg = not self.is_sqlite  # type: ignore[attr-defined]
+        cols = (_Q.c.run_id, _Q.c.case_key, _Q.c.attempts, _Q.c.priority, _Q.c.enqueued_at)
+        # Two bounded picks, each served by an index in its own order, so a claim costs the same with ten queued
+        # rows or a million: the oldest queued rows (ix_cj_queue_state: state, priority, enqueued_at) and the
+        # longest-expired claims (ix_cj_queue_lease: state, lease_until). An OR of the two in one query could use
+        # neither index for the ORDER BY ... LIMIT, and sorted every claimable row on every claim.
+        queued = (select(*cols).where(_Q.c.state == "queued", *scope)
+                  .order_by(_Q.c.priority, _Q.c.enqueued_at).limit(int(limit)))
+        expired = (select(*cols).where(_Q.c.state == "claimed", _Q.c.lease_until < now, *scope)
+                   .order_by(_Q.c.lease_until).limit(int(limit)))
+        if pg:  # several workers at once: each takes rows nobody else is taking right now
+            queued = queued.with_for_update(skip_locked=True)
+            expired = expired.with_for_update(skip_locked=True)
         with self._guard("claim queued test cases"), self._begin() as conn:  # type: ignore[attr-defined]
+            rows = list(conn.execute(queued).all()) + list(conn.execute(expired).all())
+            rows.sort(key=lambda r: (r.priority, r.enqueued_at))
+            rows = rows[:int(limit)]
             # cases that were claimed too often (each claim whose worker never completed nor released it) are set
             # aside, so one case that kills its worker cannot take every worker down in turn
-            worn = select(_Q.c.run_id, _Q.c.case_key).where(_claimable(now), _Q.c.attempts >= max_attempts, *scope)
-            if pg:
-                worn = worn.with_for_update(skip_locked=True)
-            conn.execute(update(_Q).where(_picked(worn, pg)).values(
-                state="skipped", owner=None, lease_until=None, updated_at=now,
-                note=f"claimed {max_attempts} times without finishing: its scoring failed, or its worker died or hung, "
-                     "each time"))
-            pick = (select(_Q.c.run_id, _Q.c.case_key).where(_claimable(now), *scope)
-                    .order_by(_Q.c.priority, _Q.c.enqueued_at).limit(int(limit)))
-            if pg:  # several workers at once: each takes rows nobody else is taking right now
-                pick = pick.with_for_update(skip_locked=True)
+            worn = [(r.run_id, r.case_key) for r in rows if r.attempts >= max_attempts]
+            take = [(r.run_id, r.case_key) for r in rows if r.attempts < max_attempts]
+            if worn:
+                conn.execute(update(_Q).where(tuple_(_Q.c.run_id, _Q.c.case_key).in_(worn), _claimable(now)).values(
+                    state="skipped", owner=None, lease_until=None, updated_at=now,
+                    note=f"claimed {max_attempts} times without finishing: its scoring failed, or its worker died or "
+                         "hung, each time"))
+            if not take:
+                return []
             got = conn.execute(
-                update(_Q).where(_picked(pick, pg), _claimable(now))
+                update(_Q).where(tuple_(_Q.c.run_id, _Q.c.case_key).in_(take), _claimable(now))
                 .values(state="claimed", owner=owner, lease_until=now + float(lease), attempts=_Q.c.attempts + 1,
                         updated_at=now, note=None)
                 .returning(_Q.c.run_id, _Q.c.case_key, _Q.c.attempts)).all()
@@ -207,6 +220,19 @@ class QueueStore:
                 .values(**values))
             return bool(hit.rowcount)
 
+    def requeue_skipped(self, run_id: str | None = None, *, reason: str = "budget") -> int:
+        """Queue again the cases set aside (``skipped``) whose note starts with ``reason`` (``"budget"``: a spent
+        budget), their attempts reset; returns how many. ``contextjudge worker --requeue-skipped`` calls it when a
+        budget window opens."""
+        now = time.time()
+        conds = [_Q.c.state == "skipped", _Q.c.note.like(f"{reason}%")]
+        if run_id is not None:
+            conds.append(_Q.c.run_id == run_id)
+        with self._guard("requeue skipped test cases"), self._begin() as conn:  # type: ignore[attr-defined]
+            hit = conn.execute(update(_Q).where(*conds).values(state="queued", owner=None, lease_until=None,
+                                                               attempts=0, updated_at=now, note=None))
+            return max(0, int(hit.rowcount or 0))
+
     def queue_counts(self, run_id: str | None = None) -> dict[str, int]:
         """Rows per state (``queued``, ``claimed``, ``expired`` (claimed, lease passed), ``done``, ``skipped``)."""
         now = time.time()
@@ -266,16 +292,6 @@ class QueueStore:
             yield
         finally:
             fh.close()  # closing the file releases the lock
-
-
-def _picked(rows: Any, pg: bool) -> Any:
-    """A condition on cj_queue: the row is one of ``rows`` (a select of run_id, case_key). On PostgreSQL through a
-    CTE (UPDATE ... FROM), which is evaluated once: an ``IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`` may be
-    evaluated again for each row and take more than n."""
-    if pg:
-        cte = rows.cte("picked")
-        return and_(_Q.c.run_id == cte.c.run_id, _Q.c.case_key == cte.c.case_key)
-    return tuple_(_Q.c.run_id, _Q.c.case_key).in_(rows)
 
 
 def _queue_row(run_id: str, key: str, at: float, priority: int) -> dict[str, Any]:

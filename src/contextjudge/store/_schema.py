@@ -171,6 +171,9 @@ queue = Table(
     ForeignKeyConstraint(["run_id", "case_key"], ["cj_cases.run_id", "cj_cases.case_key"], ondelete="CASCADE"),
 )
 Index("ix_cj_queue_state", queue.c.state, queue.c.priority, queue.c.enqueued_at)
+# the claim's second pick, claims whose lease has passed, oldest first (added to existing stores at open: an index
+# only, no schema version)
+Index("ix_cj_queue_lease", queue.c.state, queue.c.lease_until)
 
 # judge spend per budget window, shared by every process of an app that uses this store (judges/spend.py): a call
 # reserves its estimated tokens (and dollars) with one conditional UPDATE before it is sent, and settles the

@@ -42,6 +42,7 @@ from ._rows import (
     result_rows,
     stored_case,
 )
+from ._read import ReadStore
 from ._spend import SpendStore
 
 __all__ = ["DEFAULT_STORE_PATH", "LabelMatch", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
@@ -82,8 +83,9 @@ class LabelMatch:
     by: str | None
 
 
-def _to_url(target: str) -> str:
-    """A SQLAlchemy URL for a path or URL, defaulting PostgreSQL to the psycopg (3) driver."""
+def _to_url(target: str, create: bool = True) -> str:
+    """A SQLAlchemy URL for a path or URL, defaulting PostgreSQL to the psycopg (3) driver. ``create=False``: a
+    SQLite file must exist already (a read-only store), and nothing is made."""
     if "://" in target:
         for plain in ("postgresql://", "postgres://"):
             if target.startswith(plain):
@@ -93,6 +95,10 @@ def _to_url(target: str) -> str:
     if path.exists() and path.is_dir():
         raise StoreError(f"store path {str(path)!r} is a directory: pass a file path such as "
                          f"{str(path / 'results.db')!r}.")
+    if not create:
+        if not path.exists():
+            raise StoreError(f"no store at {str(path)!r} (opened read-only, so none is made): check the path.")
+        return f"sqlite:///{path.resolve()}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -101,20 +107,30 @@ def _to_url(target: str) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
-class ResultsStore(QueueStore, SpendStore):
-    """A results store on one SQL database. Create it with ``open_store(path_or_url)``."""
+class ResultsStore(QueueStore, SpendStore, ReadStore):
+    """A results store on one SQL database. Create it with ``open_store(path_or_url)``.
 
-    def __init__(self, target: str, *, echo: bool = False) -> None:
+    ``read_only``: never write (no table created, nothing migrated or marked): for a store you may not write to, such
+    as a CI artifact or a replica. A SQLite file is then opened with ``mode=ro`` (and, when even its journal files
+    cannot be made, as an immutable file)."""
+
+    def __init__(self, target: str, *, echo: bool = False, read_only: bool = False) -> None:
         self.target = target
-        self.url = _to_url(target)
+        self.read_only = bool(read_only)
+        self.url = _to_url(target, create=not self.read_only)
         self.is_sqlite = self.url.startswith("sqlite")
         # SQLite allows one writer at a time: serialise our own writers instead of meeting "database is locked"
         self._write_lock = threading.RLock()
         try:
-            if self.is_sqlite:
-                self.engine: Engine = create_engine(self.url, echo=echo,
-                                                    connect_args={"timeout": 60, "check_same_thread": False})
+            if self.is_sqlite and self.read_only:
+                self.engine: Engine = _read_only_sqlite(self.url, echo)
+            elif self.is_sqlite:
+                self.engine = create_engine(self.url, echo=echo,
+                                            connect_args={"timeout": 60, "check_same_thread": False})
                 event.listen(self.engine, "connect", _sqlite_pragmas)
+            elif self.read_only:  # the server refuses any write in these sessions, whatever asks for one
+                self.engine = create_engine(self.url, echo=echo, pool_pre_ping=True,
+                                            connect_args={"options": "-c default_transaction_read_only=on"})
             else:
                 self.engine = create_engine(self.url, echo=echo, pool_pre_ping=True)
         except ImportError as exc:
@@ -130,7 +146,11 @@ class ResultsStore(QueueStore, SpendStore):
 
     # ------------------------------------------------------------------------------------------ plumbing
     def _setup(self) -> None:
+        if self.read_only:
+            self._setup_read_only()
+            return
         try:
+            self._check_not_foreign()
             before = self._recorded_version()
             if before is not None and before < S.SCHEMA_VERSION:
                 self._migrate(before)  # before the columns check: an older store lacks the newer columns
@@ -144,6 +164,7 @@ class ResultsStore(QueueStore, SpendStore):
                     if attempt == 2:  # another process may be creating the same tables right now
                         raise
                     time.sleep(0.2)
+            self._add_indexes()
             with self._begin() as conn:
                 row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).first()
                 if row is None:
@@ -170,6 +191,69 @@ class ResultsStore(QueueStore, SpendStore):
             self._migrate(version)
         self.schema_version = S.SCHEMA_VERSION
         self._q = self._statements()
+
+    def _add_indexes(self) -> None:
+        """Create the indexes a store made by an earlier version lacks (``create_all`` adds indexes only with their
+        tables). Another process may be adding the same index at the same moment: that is fine."""
+        have: dict[str, set[str]] = {}
+        found = inspect(self.engine)
+        for table in S.metadata.sorted_tables:
+            for index in table.indexes:
+                names = have.setdefault(table.name, {i["name"] for i in found.get_indexes(table.name)})
+                if index.name in names:
+                    continue
+                try:
+                    with self._write_lock:
+                        index.create(self.engine, checkfirst=True)
+                except SQLAlchemyError:
+                    if index.name not in {i["name"] for i in inspect(self.engine).get_indexes(table.name)}:
+                        raise
+
+    def _setup_read_only(self) -> None:
+        """Check a store opened read-only: ours, of a schema this version reads; write nothing."""
+        try:
+            self._check_not_foreign()
+            found = inspect(self.engine)
+            if not found.has_table(S.meta.name):
+                raise StoreError(f"the store {_redact(self.url)!r} holds no contextjudge tables (opened read-only, "
+                                 "so none were made): check the path or URL.")
+            version = self._recorded_version()
+            if version is None or version > S.SCHEMA_VERSION:
+                raise StoreError(f"the store {_redact(self.url)!r} records a schema version this contextjudge "
+                                 f"(schema {S.SCHEMA_VERSION}) does not know: upgrade contextjudge to read it.")
+            existing = set(found.get_table_names())
+            missing = [t.name for t in S.metadata.sorted_tables if t.name not in existing and t.name in (
+                S.runs.name, S.cases.name, S.results.name)]
+            if missing:
+                raise StoreError(f"the store {_redact(self.url)!r} lacks its table(s) {', '.join(missing)}: it was "
+                                 "damaged, or made by an older contextjudge and never opened for writing since.")
+        except StoreError:
+            raise
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the store {_redact(self.url)!r}: {_short(exc)}. Check the path or URL "
+                             "and that you may read it.") from exc
+        self.schema_version = version
+        self._q = self._statements()
+
+    def _check_not_foreign(self) -> None:
+        """Refuse a database that another program made (a SQLite file with tables and none of ours), and a store of
+        ours whose core tables have gone (writing to it would silently start over)."""
+        found = inspect(self.engine)
+        existing = set(found.get_table_names())
+        ours = {t.name for t in S.metadata.sorted_tables}
+        if self.is_sqlite and existing and not existing & ours:
+            shown = ", ".join(sorted(existing)[:5]) + (" ..." if len(existing) > 5 else "")
+            raise StoreError(f"the file {_redact(self.url)!r} is a SQLite database of another program (tables: "
+                             f"{shown}), not a contextjudge store; nothing was written to it. Pass a new path for "
+                             "the store.")
+        if S.meta.name in existing:
+            gone = [n for n in (S.runs.name, S.cases.name, S.results.name) if n not in existing]
+            version = self._recorded_version() if gone else None
+            if gone and version is not None and version <= S.SCHEMA_VERSION:  # ours, and it had these tables
+                raise StoreError(f"the store {_redact(self.url)!r} has lost its table(s) {', '.join(gone)} (its "
+                                 "other tables are there): it was damaged or partly dropped. It was not recreated, "
+                                 "so nothing is silently started over: restore it from a backup, or pass a new "
+                                 "path (or database) for the store.")
 
     def _check_foreign_tables(self) -> None:
         """Refuse a database whose tables carry our names but not our columns: another version of contextjudge or
@@ -254,6 +338,9 @@ class ResultsStore(QueueStore, SpendStore):
     @contextlib.contextmanager
     def _begin(self, write: bool = True) -> Iterator[Connection]:
         """One transaction: committed when the block ends, rolled back when it raises."""
+        if write and self.read_only:
+            raise StoreError(f"the store {_redact(self.url)!r} was opened read-only (open_store(..., read_only=True)"
+                             "): nothing is written to it. Open it without read_only to write.")
         serial = self._write_lock if (write and self.is_sqlite) else contextlib.nullcontext()
         with serial, self.engine.begin() as conn:
             yield conn
@@ -465,7 +552,7 @@ class ResultsStore(QueueStore, SpendStore):
 
     # ------------------------------------------------------------------------------------------ gold labels
     def add_labels(self, records: Iterable[dict[str, Any]], check: Callable[[Any, dict[str, Any]], list[str]] | None
-                   = None) -> tuple[list[LabelMatch], list[LabelMatch]]:
+                   = None, *, lines: list[int] | None = None) -> tuple[list[LabelMatch], list[LabelMatch]]:
         """Attach gold labels to the store's captured cases; returns (matched, unmatched), one ``LabelMatch`` per
         record, in order.
 
@@ -482,19 +569,27 @@ class ResultsStore(QueueStore, SpendStore):
         from ..cases.goldens import normalize_input  # noqa: PLC0415 - layer 2, read only here
         from ..cases.labels import normalize_labels  # noqa: PLC0415
 
+        def where(i: int) -> str:  # a record as the user finds it: its line in the file when known
+            return f"labels record {i} (line {lines[i - 1]})" if lines and i - 1 < len(lines) else \
+                f"labels record {i}"
+
         parsed = []
         for i, rec in enumerate(records, start=1):
             if not isinstance(rec, dict):
-                raise ConfigurationError(f"labels record {i}: expected a JSON object with 'key', 'id' or 'input' "
+                raise ConfigurationError(f"{where(i)}: expected a JSON object with 'key', 'id' or 'input' "
                                          f"and label fields, got {type(rec).__name__}.")
-            labels = normalize_labels(rec, f"labels record {i}")
+            labels = normalize_labels(rec, where(i))
+            if "statement_labels" in labels and "statements" not in labels:
+                raise ConfigurationError(f"{where(i)}: 'statement_labels' without 'statements': give the statements "
+                                         "the labels are for (the expected output's claims, in order), so a label "
+                                         "cannot silently land on another statement. Nothing was written.")
             if not any(k != "statements" for k in labels):
-                raise ConfigurationError(f"labels record {i}: no label field; give at least one of 'labels', "
+                raise ConfigurationError(f"{where(i)}: no label field; give at least one of 'labels', "
                                          "'relevance_labels', 'utilization_labels', 'statement_labels'.")
             key = rec.get("key") if rec.get("key") is not None else rec.get("id")
             text_in = rec.get("input")
             if key is None and not text_in:
-                raise ConfigurationError(f"labels record {i}: say which case it labels with 'key', 'id' or "
+                raise ConfigurationError(f"{where(i)}: say which case it labels with 'key', 'id' or "
                                          "'input'.")
             parsed.append((i, None if key is None else str(key), text_in, labels))
         with self._guard("read test cases"), self._begin(write=False) as conn:
@@ -508,6 +603,7 @@ class ResultsStore(QueueStore, SpendStore):
                 if r.case_key not in keys:
                     keys.append(r.case_key)
         matched, unmatched, writes = [], [], {}
+        first_record: dict[str, int] = {}
         for i, key, text_in, labels in parsed:
             if key is not None and key in by_key:
                 hit, by = [key], "key"
@@ -516,6 +612,12 @@ class ResultsStore(QueueStore, SpendStore):
             else:
                 unmatched.append(LabelMatch(i, key, text_in, [], None))
                 continue
+            for k in hit:
+                if k in first_record:
+                    raise ConfigurationError(f"{where(i)} labels case {k!r}, which {where(first_record[k])} "
+                                             "labels too: keep one record per case (two would leave whichever "
+                                             "came last). Nothing was written.")
+                first_record[k] = i
             matched.append(LabelMatch(i, key, text_in, list(hit), by))
             for k in hit:
                 writes[k] = {"case_key": k, "input": by_key.get(k), "labels": _dumps(labels),
@@ -529,7 +631,7 @@ class ResultsStore(QueueStore, SpendStore):
             for r in rows:
                 for problem in check(_case_from_json(r.kind, r.data, r.case_key), _loads(writes[r.case_key]["labels"],
                                                                                              {}) or {}):
-                    text_p = f"labels record {record_of[r.case_key]}: {problem}"
+                    text_p = f"{where(record_of[r.case_key])}: {problem}"
                     if text_p not in problems:
                         problems.append(text_p)
             if problems:
@@ -680,6 +782,30 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
         cur.close()
 
 
+def _read_only_sqlite(url: str, echo: bool) -> Engine:
+    """An engine that opens a SQLite file read-only (``mode=ro``); when even that fails (the folder is not writable
+    and the file has a write-ahead log to read, or its journal files cannot be made), as an immutable file, which
+    SQLite reads without any lock or side file."""
+    import sqlite3  # noqa: PLC0415
+    from urllib.parse import quote  # noqa: PLC0415
+
+    path = url[len("sqlite:///"):]
+
+    def make(flags: str) -> Engine:
+        def connect() -> Any:
+            return sqlite3.connect(f"file:{quote(path)}?{flags}", uri=True, timeout=60, check_same_thread=False)
+        return create_engine("sqlite://", echo=echo, creator=connect)
+
+    engine = make("mode=ro")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT count(*) FROM sqlite_master")).scalar()
+        return engine
+    except SQLAlchemyError:
+        engine.dispose()
+        return make("mode=ro&immutable=1")
+
+
 def _alive(pid: int) -> bool:
     """Whether a process with this id runs on this machine (a signal-0 probe; on Windows, where signal 0 would end
     the process, every process counts as alive)."""
@@ -734,12 +860,14 @@ def _metric_order(info: RunInfo, seen: list[str]) -> dict[str, int]:
     return {n: i for i, n in enumerate(names)}
 
 
-def open_store(target: Any = None) -> ResultsStore:
+def open_store(target: Any = None, *, read_only: bool = False) -> ResultsStore:
     """Open (creating when needed) the results store at ``target``.
 
     ``target`` is a file path (SQLite), a SQLAlchemy URL (``postgresql+psycopg://user@host/db``; a plain
     ``postgresql://`` URL uses psycopg too), an open ``ResultsStore`` (returned as is), or ``"default"`` for
     ``.contextjudge/results.db`` under the current directory. Nothing is written anywhere you did not name.
+    ``read_only=True``: the store must exist, and nothing is ever written to it (a CI artifact, a replica, a file
+    you may only read); its read API (``runs``, ``results``, ``cases``, ``trend``, ``load_run``) works as usual.
     """
     if isinstance(target, ResultsStore):
         return target
@@ -752,7 +880,9 @@ def open_store(target: Any = None) -> ResultsStore:
     target = target.strip()
     if target == "default":
         target = DEFAULT_STORE_PATH
-    store = ResultsStore(target)
+    store = ResultsStore(target, read_only=read_only)
+    if read_only:
+        return store
     try:
         store.mark_interrupted()  # runs left "running" by a crashed process end here, as interrupted
     except Exception:  # noqa: BLE001 - a read-only store, or another process marking them at the same time

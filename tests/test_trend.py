@@ -1,0 +1,294 @@
+"""The store's read API (contextjudge.open_store: runs, results, cases, trend), `contextjudge trend` (text, --json,
+--fail-on-drop) and a read-only store read by every read command.
+
+The stores here are real SQLite files written through the store's own methods; a week of production is made by
+writing each day's cases and then back-dating that day's rows (what a capture on that day would have stored). The
+end-to-end week through a FastAPI app and a real worker is tests/test_production_week.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from sqlalchemy import text
+
+import contextjudge
+from contextjudge import LLMTestCase, MetricResult
+from contextjudge.cli import main
+from contextjudge.errors import StoreError
+from contextjudge.stats import paired_difference, unpaired_difference
+
+DAY = 86400.0
+METRICS = ("Contextual Relevancy", "Context Utilization")
+
+
+def _week(path: str, *, days: int = 7, per_day: int = 30, degraded_day: int | None = 6, judge_change_day: int | None
+          = None, drop: float = 0.3, seed: int = 7, questions: int | None = None) -> float:
+    """A store with ``days`` days of captured, judged cases (the last day ends now); returns the start of day 0.
+    The retriever ``policy_search`` scores about 0.75; on ``degraded_day`` about ``drop`` less. From
+    ``judge_change_day`` on, another judge scored the cases."""
+    store = contextjudge.open_store(path)
+    rng = random.Random(seed)
+    run = store.begin_run(None, {"name": "prod", "mode": "worker"})
+    day0 = (time.time() // DAY - (days - 1)) * DAY
+    for d in range(days):
+        for i in range(per_day):
+            key = f"d{d}-c{i}"
+            q = d * 1000 + i if questions is None else i % questions  # new questions each day, unless asked
+            tc = LLMTestCase(input=f"How many vacation days do I get, question {q}?", actual_output="25 days",
+                             retrieval_context=["Employees get 25 vacation days."], tags=["prod"],
+                             additional_metadata={"retriever": "policy_search" if i % 5 else "faq_search"})
+            store.save_case(run, key, d * 1000 + i, tc)
+            for m in METRICS:
+                base = 0.75 - (drop if d == degraded_day else 0.0)
+                score = min(1.0, max(0.0, rng.gauss(base, 0.12)))
+                other = judge_change_day is not None and d >= judge_change_day
+                store.save_result(run, key, MetricResult(
+                    name=m, score=score, threshold=0.5, success=score >= 0.5,
+                    evaluation_model="gpt-4o-mini" if other else "contextjudge-local",
+                    details={"judge_identity": "other-judge" if other else "local-judge"}))
+    store.end_run(run, {})
+    with store.engine.begin() as conn:  # back-dated: each day's captures (and their results) on their day
+        for d in range(days):
+            at = day0 + d * DAY + 60
+            conn.execute(text("UPDATE cj_cases SET created_at = :at + position % 1000 WHERE case_key LIKE :k"),
+                         {"at": at, "k": f"d{d}-%"})
+            conn.execute(text("UPDATE cj_results SET created_at = :at + 600 WHERE case_key LIKE :k"),
+                         {"at": at, "k": f"d{d}-%"})
+    store.close()
+    return day0
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# ---------------------------------------------------------------------------------------------- the store API
+def test_the_store_api_streams_results_cases_runs_and_a_trend(tmp_path):
+    path = str(tmp_path / "prod.db")
+    day0 = _week(path, days=3, per_day=12, degraded_day=None)
+    store = contextjudge.open_store(path, read_only=True)
+    rows = store.results(metric="Contextual Relevancy")
+    assert iter(rows) is rows  # an iterator, streamed: not a list held whole
+    rows = list(rows)
+    assert len(rows) == 36 and {r["metric"] for r in rows} == {"Contextual Relevancy"}
+    assert [r["captured_at"] for r in rows] == sorted(r["captured_at"] for r in rows)
+    first = rows[0]
+    assert first["judge"] == "contextjudge-local" and first["judge_identity"] == "local-judge"
+    assert first["retriever"] == "faq_search" and first["tags"] == ["prod"] and first["run_id"]
+    # the time range and filters
+    day1 = list(store.results(since=day0 + DAY, until=day0 + 2 * DAY))
+    assert len(day1) == 24 and all(day0 + DAY <= r["captured_at"] < day0 + 2 * DAY for r in day1)
+    assert {r["retriever"] for r in store.results(where={"retriever": "policy_search"})} == {"policy_search"}
+    assert list(store.results(where={"tag": "nightly"})) == []
+    assert len(list(store.results(since="3d"))) == 72  # a span back from now
+    # pandas: the same rows
+    df = store.results(metric="Contextual Relevancy", as_="pandas")
+    assert len(df) == 36 and df["score"].tolist() == [r["score"] for r in rows]
+    cases = list(store.cases())
+    assert len(cases) == 36 and cases[0]["input"].startswith("How many") and cases[0]["queue_state"] is None
+    runs = list(store.runs())
+    assert [r["name"] for r in runs] == ["prod"] and runs[0]["results"] == 72
+    # the trend: running sums per window, the same means as the rows give
+    trend = store.trend(by="day")
+    assert [w.start for w in trend.windows] == [day0, day0 + DAY, day0 + 2 * DAY]
+    mw = trend.windows[1].metrics["Contextual Relevancy"]
+    mine = [r["score"] for r in day1 if r["metric"] == "Contextual Relevancy"]
+    assert mw.n == 12 and mw.mean.estimate == pytest.approx(sum(mine) / 12)
+    assert mw.mean.low < mw.mean.estimate < mw.mean.high and mw.judges == {"contextjudge-local": 12}
+    assert store.trend(by="day", min_cases=13).windows[0].metrics["Contextual Relevancy"].mean is None
+    with pytest.raises(contextjudge.ConfigurationError, match="'24h', '7d'"):
+        list(store.results(since="last tuesday"))
+    with pytest.raises(contextjudge.ConfigurationError, match="as_="):
+        store.results(as_="polars")
+
+
+def test_a_read_only_store_is_never_written(tmp_path):
+    path = str(tmp_path / "ro.db")
+    _week(path, days=2, per_day=5, degraded_day=None)
+    before = {f: os.stat(os.path.join(tmp_path, f)).st_mtime_ns for f in os.listdir(tmp_path)}
+    store = contextjudge.open_store(path, read_only=True)
+    assert store.trend().windows and store.load_run("prod").test_results
+    with pytest.raises(StoreError):
+        store.begin_run("new", {})
+    store.close()
+    after = {f: os.stat(os.path.join(tmp_path, f)).st_mtime_ns for f in os.listdir(tmp_path)}
+    assert {f: t for f, t in after.items() if f.endswith(".db")} == {f: t for f, t in before.items()
+                                                                      if f.endswith(".db")}
+    with pytest.raises(StoreError, match="opened read-only, so none is made"):
+        contextjudge.open_store(str(tmp_path / "missing.db"), read_only=True)
+
+
+def _immutable(paths: list[str], on: bool) -> bool:
+    """Make files and folders immutable (chattr +i), so that even root may not write them: a CI artifact on a
+    read-only mount, as this process sees it. False where the file system does not allow it."""
+    if shutil.which("chattr") is None:
+        return False
+    done = subprocess.run(["chattr", "+i" if on else "-i", *paths], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+def test_every_read_command_reads_a_store_it_may_not_write(tmp_path, capsys):
+    folder = tmp_path / "artifact"
+    folder.mkdir()
+    path = str(folder / "ci.db")
+    _week(path, days=3, per_day=12, degraded_day=None)
+    store = contextjudge.open_store(path)
+    run2 = store.begin_run(None, {"name": "second"})
+    store.save_case(run2, "k", 0, LLMTestCase(input="q", actual_output="a", retrieval_context=["x"]))
+    store.save_result(run2, "k", MetricResult(name="Contextual Relevancy", score=0.5, threshold=0.5, success=True))
+    store.end_run(run2, {})
+    store.close()
+    locked = [path, str(folder)]
+    if os.geteuid() == 0:
+        if not _immutable(locked, True):
+            pytest.skip("root writes through any permission, and chattr +i is not available here")
+    else:
+        os.chmod(path, 0o444)
+        os.chmod(folder, 0o555)
+    try:
+        assert not os.access(path, os.W_OK)
+        before = os.stat(path).st_mtime_ns
+        out_html = str(tmp_path / "r.html")
+        for cmd in (["runs"], ["report", "prod", "-o", out_html], ["export", "prod", "--format",
+                    "csv"], ["compare", "prod", "second"], ["trend", "--json"]):
+            rc, out, err = _cli(capsys, *cmd, "--store", path)
+            assert rc == 0, (cmd, out[-500:], err[-1500:])
+        assert json.loads(out)["windows"]
+        assert sorted(os.listdir(folder)) == ["ci.db"] and os.stat(path).st_mtime_ns == before
+    finally:
+        if os.geteuid() == 0:
+            _immutable(locked, False)
+        else:
+            os.chmod(folder, 0o755)
+
+
+# ---------------------------------------------------------------------------------------------- trend and alerts
+def test_trend_prints_windows_with_intervals_and_says_when_too_few(tmp_path, capsys):
+    path = str(tmp_path / "t.db")
+    _week(path, days=3, per_day=12, degraded_day=None)
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--min-cases", "11", "--filter", "retriever=policy_search")
+    assert rc == 0
+    # 12 cases a day, of which the faq_search retriever took every fifth (3): 9 left, fewer than 11
+    assert out.count("too few cases (< 11)") == 6 and "retriever=policy_search" in out
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--json", "--metric", "Context Utilization")
+    data = json.loads(out)
+    api = contextjudge.open_store(path).trend(metric="Context Utilization").to_dict()
+    assert data == json.loads(json.dumps(api)) and data["metrics"] == ["Context Utilization"]
+    rc, _, err = _cli(capsys, "trend", "--store", path, "--filter", "retriever")
+    assert rc == 2 and "KEY=VALUE" in err
+
+
+def test_fail_on_drop_fires_on_the_degraded_day_only(tmp_path, capsys):
+    path = str(tmp_path / "week.db")
+    day0 = _week(path)
+    # each earlier day as the latest window: no drop
+    for d in range(1, 6):
+        until = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(day0 + (d + 1) * DAY))
+        rc, out, _ = _cli(capsys, "trend", "--store", path, "--until", until, "--fail-on-drop")
+        assert rc == 0, out
+        assert out.count("no drop ") == 2 and "DROP" not in out
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--fail-on-drop")
+    assert rc == 1
+    assert "DROP Contextual Relevancy" in out and "DROP Context Utilization" in out
+    assert "2 metric(s) tested, each at a 97.5% interval (Bonferroni for 2 metrics" in out
+    assert "(unpaired;" in out and "FAILED: significant drop on" in out
+    assert "question" in out.split("DROP Contextual Relevancy")[1]  # the worst cases, by their input
+    # against the week before, and machine-readable
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--fail-on-drop", "--baseline", "last-week", "--json")
+    check = json.loads(out)["drop_check"]
+    assert rc == 1 and check["baseline"]["words"] == "the 7 days before"
+    assert {d["status"] for d in check["drops"]} == {"drop"}
+    assert all(d["difference"]["high"] < 0 for d in check["drops"])
+    # a drop smaller than --min-drop does not fire
+    rc, _, _ = _cli(capsys, "trend", "--store", path, "--fail-on-drop", "--min-drop", "0.5")
+    assert rc == 0
+
+
+def test_inputs_seen_in_both_windows_are_paired(tmp_path, capsys):
+    path = str(tmp_path / "golden.db")
+    _week(path, days=2, per_day=20, degraded_day=1, drop=0.1, questions=20)  # the same 20 questions each day
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--fail-on-drop")
+    assert "(paired;" in out and "(unpaired;" not in out
+
+
+def test_a_changed_judge_is_reported_as_such_never_as_a_drop(tmp_path, capsys):
+    path = str(tmp_path / "judge.db")
+    _week(path, degraded_day=6, judge_change_day=6)  # the last day is worse AND scored by another judge
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--fail-on-drop")
+    assert rc == 0 and "DROP" not in out
+    assert "JUDGE CHANGED Contextual Relevancy: contextjudge-local -> gpt-4o-mini: not tested" in out
+    assert "not a drop of the retriever" in out
+    assert "judge changed in " in out  # the trend table's own note
+    trend = contextjudge.open_store(path).trend()
+    assert [c[1] for c in trend.judge_changes] == list(sorted(METRICS))
+
+
+def test_the_welch_and_paired_intervals():
+    iv = unpaired_difference([0.6, 0.7, 0.8], [0.3, 0.4, 0.5])
+    assert iv.estimate == pytest.approx(-0.3) and iv.method == "welch-t"
+    assert iv.low == pytest.approx(-0.527, abs=2e-3) and iv.high == pytest.approx(-0.073, abs=2e-3)
+    assert unpaired_difference([0.5], [0.4]).low is None
+    same = paired_difference([(0.5, 0.4), (0.6, 0.4), (0.7, 0.6)])
+    assert same.high == pytest.approx(0.010, abs=2e-3)
+
+
+def test_the_store_api_and_the_alert_on_postgresql(pg_url, capsys):
+    """The same week on PostgreSQL: rows stream from a server-side cursor, the trend and the alert agree."""
+    from conftest import wipe_store
+
+    store = contextjudge.open_store(pg_url)
+    wipe_store(store)
+    store.close()
+    _week(pg_url, days=4, per_day=15, degraded_day=3)
+    ro = contextjudge.open_store(pg_url, read_only=True)
+    rows = ro.results(metric="Context Utilization")
+    first = next(rows)  # the first row arrives before the rest is read
+    assert first["metric"] == "Context Utilization" and len(list(rows)) == 59
+    trend = ro.trend()
+    assert len(trend.windows) == 4 and trend.windows[-1].metrics["Contextual Relevancy"].n == 15
+    rc, out, _ = _cli(capsys, "trend", "--store", pg_url, "--fail-on-drop")
+    assert rc == 1 and "DROP Contextual Relevancy" in out
+    rc, out, _ = _cli(capsys, "trend", "--store", pg_url, "--json")
+    assert json.loads(out) == json.loads(json.dumps(trend.to_dict()))
+    with pytest.raises(StoreError):
+        ro.begin_run("no", {})
+    wipe_store(contextjudge.open_store(pg_url))
+
+
+class _MyRelevancyTemplate(__import__("contextjudge.templates", fromlist=["x"]).ContextualRelevancyTemplate):
+    """A user's own prompt for relevancy: the same judge model, another prompt."""
+
+    @staticmethod
+    def generate_verdicts(*args, **kwargs):
+        return "Judge strictly. " + __import__("contextjudge.templates", fromlist=["x"]).ContextualRelevancyTemplate \
+            .generate_verdicts(*args, **kwargs)
+
+
+def test_the_judge_identity_a_result_records_changes_with_the_prompt_and_the_judge(tmp_path):
+    from contextjudge import evaluate
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.testing import FakeJudge
+
+    path = str(tmp_path / "id.db")
+    cases = [LLMTestCase(input=f"q{i}", actual_output="a", retrieval_context=["x", "y"]) for i in range(3)]
+    judge = FakeJudge(default="yes")
+    evaluate(cases, [ContextualRelevancyMetric(model=judge)], store=path, show_progress=False)
+    evaluate(cases, [ContextualRelevancyMetric(model=judge)], store=path, show_progress=False)
+    evaluate(cases, [ContextualRelevancyMetric(model=judge, evaluation_template=_MyRelevancyTemplate)], store=path,
+             show_progress=False)
+    evaluate(cases, [ContextualRelevancyMetric(model=FakeJudge(default="yes", temperature=0.7))], store=path,
+             show_progress=False)
+    ids = [r["judge_identity"] for r in contextjudge.open_store(path).results()]
+    runs = [ids[i * 3:(i + 1) * 3] for i in range(4)]
+    assert all(len(set(r)) == 1 for r in runs)
+    assert runs[0] == runs[1]                       # the same judge and prompt: the same identity
+    assert len({r[0] for r in runs}) == 3           # another prompt, other parameters: another identity each

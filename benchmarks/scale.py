@@ -244,7 +244,7 @@ def score_share(core: int | None, rows: list[dict[str, Any]], warm: list[dict[st
     threads, busy = _busy(_thread_ticks(), ticks0)
     from threadpoolctl import threadpool_info
 
-    enc = getattr(judge, "_model", None)
+    enc = getattr(judge.embedding_cache.embeddings, "_np", None)
     errors = sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in res.test_results)
     out = {"core": core, "cases": len(rows), "nodes": sum(len(r["retrieval_context"]) for r in rows),
            "start": start, "end": end, "wall_s": end - start, "cpu_s": cpu, "load_s": load_s, "warmup_s": warm_s,

@@ -1,16 +1,21 @@
 """The embedded judge never sees pixels: it judges text and alt text around images, and says so."""
 
-import pytest
+import importlib.util
+import sys
+from pathlib import Path
 
 from contextjudge import LLMTestCase, MLLMImage, RetrievedNode
 from contextjudge.judges.local import LocalJudge
 from contextjudge.metrics import ContextualPrecisionMetric
 
-pytest.importorskip("tokenizers", reason="the embedded judge needs 'tokenizers' (pip install 'contextjudge[local]')")
+_spec = importlib.util.spec_from_file_location("_tlj", Path(__file__).with_name("test_local_judge.py"))
+_tlj = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("_tlj", _tlj)
+_spec.loader.exec_module(_tlj)
 
 
 def test_local_judge_uses_alt_text_and_says_so():
-    judge = LocalJudge()
+    judge = LocalJudge(embeddings=_tlj.BagOfWords())
     tower = MLLMImage(url="https://example.com/eiffel.jpg", alt="the Eiffel Tower in Paris at night")
     bare = MLLMImage(url="https://example.com/unknown.jpg")
     case = LLMTestCase(

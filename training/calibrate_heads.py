@@ -2,7 +2,7 @@
 what it says there, and write it into the model file.
 
     python benchmarks/agreement.py --data-dir ../shared/data --dump dump.json
-    python training/calibrate_heads.py --dump dump.json [--manifest src/contextjudge/data/crossjudge.manifest.json]
+    python training/calibrate_heads.py --dump dump.json [--manifest training/out/crossjudge.manifest.json]
 
 Two numbers per head, fitted by logistic regression on the node confidences ``agreement.py`` dumped (the model's
 logits, read back from its probabilities): the ``answer`` head on HotpotQA (precision, with the reference), the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parents[1] / "src" / "contextjudge" / "data"
+DATA = Path(__file__).resolve().parent / "out"
 HEADS = ("relevance", "answer", "support")
 SETS = {"relevance": ("trec_dl", "mtrag"), "answer": ("hotpotqa",)}
 

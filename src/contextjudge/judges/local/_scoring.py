@@ -1,45 +1,83 @@
-"""The embedded judge's verdicts: a cross-encoder reads the question (or statement) and each text together.
+"""The embedded judge's evidence and its calibrated combination: from a JudgeRequest to verdicts with confidences.
 
-Per item, one probability that the answer is yes, from the head of its task (``_encoder.TASKS``):
-- node_usefulness without a reference, and sentence_relevance: "relevance", the question alone (for a later turn
-  of a conversation, the previous user turn and the question);
-- node_usefulness with a reference (the expected output, the actual output, or an expected outcome): "answer", the
-  question followed by ``Answer:`` and the reference;
-- statement_support: "support", the statement; a statement is then also held to its numbers: the probability
-  shrinks with the share of them the node lacks (``numbers``), a rule, not the model. Names are the model's to read:
-  "the nation's capital" supports "the capital of Australia" in a text about Australia, which no word rule sees.
-A node longer than one window is read in overlapping windows; its verdict is its best window's, and the reason
-quotes that window. A verdict depends only on its own item and the question: never on the other nodes of the
-request, their number or their order. The verdict is yes at probability >= 0.5.
+Evidence per item (all deterministic):
+- semantic: cosine between e5 "query:" vectors (the question, or the question with the reference) and the "passage:"
+  vector of the node (its first ``embed_chars`` characters; see LocalJudge for why it is truncated);
+- lexical: the share of the question's (or statement's, or reference's) content words found in the text, and whether
+  a short reference answer occurs in it verbatim.
+A logistic model per task turns the evidence into the confidence that the answer is yes; the verdict is yes at
+confidence >= 0.5. The weights are fitted on the development data (see CALIBRATION below).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from ..._text import shorten, split_sentences
-from ..protocol import JudgeRequest
-from ._cache import BatchCache
-from ._encoder import TASKS, CrossEncoderModel, Window
-from ._lexical import content_tokens, specifics, specifics_in, token_recall
+from ..protocol import Item, JudgeRequest
+from ._embeddings import EmbeddingCache
+from ._lexical import answer_occurs, content_tokens, lead_phrase, lead_tokens, specifics, specifics_in, token_recall
 
-__all__ = ["Scorer", "approx_tokens"]
+__all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer"]
 
-SUPPORT_CANDIDATES = 4  # nodes read per statement: the ones sharing most of its words (all when there are fewer)
+# Logistic weights, feature order as in the *_FEATURES tuples. Fitted by benchmarks/calibrate_local.py on the
+# development files of ../shared/data only (HotpotQA first 200 questions, TREC DL all 68, ClapNQ all 143, MTRAG first
+# 150 turns), embed_chars=256: L2-regularised (1e-3) logistic regression by Newton's method, each data set weighted
+# equally except TREC DL, which counts 3 times in the no-reference model (see SET_WEIGHT in that script); gold labels
+# as described there. Every feature is of one node and the question (and reference) alone: a node's verdict never
+# depends on the other nodes of its request, nor on their number or order (issue 14). Few, simple features on
+# purpose: a held-out half checks these figures.
+#   python benchmarks/calibrate_local.py --data-dir ../shared/data --rows hotpotqa=200 mtrag=150 --trec-weight 3
+CALIBRATION_VERSION = "2026-11-24.1"
+CALIBRATION: dict[str, list[float]] = {
+    # node_usefulness with a reference: bias, cos(question), cos(question + reference), short answer occurs,
+    # reference word recall, question word recall, and the share of the node's lead phrase (its subject: "Harvey
+    # Pekar (1939-2010) was ...") that the question names.
+    # A short reference (a factoid answer, <= SHORT_REFERENCE_WORDS words) and a long one (a written answer) differ:
+    # only a short one can be looked up verbatim, so each has its own weights.
+    # HotpotQA. The bias includes a decision offset of +0.847 (fitted bias -31.292): yes at a fitted probability
+    # >= 0.30 rather than 0.5, the threshold on a 0.05 grid whose verdicts give ContextualPrecision scores closest to
+    # the gold ones (missing one of two needed nodes costs a precision score more than a false yes).
+    "node_short": [-30.445, -15.904, 49.765, 2.659, 0.004, 0.434, 1.777],
+    "node_long": [-61.026, 7.982, 57.022, 0.000, 18.003, 7.225, 3.578],  # ClapNQ, MTRAG
+    # node_usefulness without a reference, and sentence_relevance: bias, cos(question), question word recall (of the
+    # sentence, for sentence_relevance), and for a later turn of a conversation (the query then joins two user
+    # turns) a flag and its products with the two. All four data sets.
+    "node_noref": [-20.846, 23.390, -0.106, -17.992, 20.191, 11.507],
+    # statement_support: bias, cos(statement, node), statement word recall in node. ClapNQ, MTRAG. The confidence is
+    # then scaled by the share of the statement's numbers and names the node holds (see Scorer._support_conf).
+    "support": [-35.653, 43.293, 4.901],
+}
+NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q")
+NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall", "turn", "turn_cos_q", "turn_q_recall")
+SHORT_REFERENCE_WORDS = 10
+SUPPORT_FEATURES = ("bias", "cos_s", "s_recall")
+
+
+def node_model(reference: str | None) -> str:
+    """Which weights judge a node: no reference, a short (factoid) reference, or a long one."""
+    if not reference:
+        return "node_noref"
+    return "node_short" if len(reference.split()) <= SHORT_REFERENCE_WORDS else "node_long"
+
+
+def noref_rows(cos_q: np.ndarray, q_rec: np.ndarray, turn: bool) -> np.ndarray:
+    """Feature rows of NODE_NOREF_FEATURES. A later turn's query joins two user turns, so its similarities and word
+    overlaps run on another scale than a lone question's: the turn flag and its products let the model say so."""
+    t = 1.0 if turn else 0.0
+    return np.column_stack([np.ones(len(cos_q)), cos_q, q_rec, np.full(len(cos_q), t), t * cos_q, t * q_rec])
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
 
 
-def numbers(text: str) -> frozenset[str]:
-    """The numbers a statement asserts (digits, or number words up to twenty, as digits)."""
-    return frozenset(x for x in specifics(text) if x[:1].isdigit())
+def _weight(specific: frozenset[str]) -> float:
+    return float(sum(2.0 if x[:1].isdigit() else 1.0 for x in specific))
 
 
 def _listed(words: list[str], n: int = 4) -> str:
@@ -48,51 +86,28 @@ def _listed(words: list[str], n: int = 4) -> str:
     return (", ".join(shown[:-1]) + " or " + shown[-1] if len(shown) > 1 else shown[0]) + more
 
 
+def _short(text: str, n: int = 80) -> str:
+    return shorten(text, n)
+
+
 def _round(x: float) -> float:
-    # Rounded so that last-bit differences in the maths (batch shapes, BLAS paths) never change a cached verdict.
+    # Rounded so that last-bit differences in vector maths never change a cached or compared verdict.
     return float(round(float(x), 4))
-
-
-def _closest_sentence(window: str, words: frozenset[str]) -> str:
-    """The sentence of a window that shares most words with the query (the first on a tie): what a reason quotes."""
-    sents = split_sentences(window) or [window]
-    return max(sents, key=lambda s: len(content_tokens(s) & words))
-
-
-@dataclass(frozen=True)
-class Read:
-    """A text as the model read it against one query: the probability of its best window, and the sentence of that
-    window closest to the query (what the reason quotes)."""
-
-    prob: float
-    quote: str
-    windows: int
 
 
 @dataclass
 class Scorer:
-    model: CrossEncoderModel
-    cache: BatchCache  # (query ids, window ids) -> logits of every task
+    cache: EmbeddingCache
+    embed_chars: int = 256
 
-    def __post_init__(self) -> None:
-        self._windows = lru_cache(maxsize=20_000)(self.model.windows)
-        self._query = lru_cache(maxsize=20_000)(self.model.query_ids)
-
-    # ------------------------------------------------------------------------------------------- reading
-    def read(self, task: str, query: str, texts: list[str]) -> list[Read]:
-        """Each text's best window for ``query`` under the ``task`` head."""
-        head = TASKS.index(task)
-        q = self._query(query)
-        wins: list[list[Window]] = [self._windows(t, len(q)) for t in texts]
-        logits = self.cache.get_many([(q, w.ids) for ws in wins for w in ws])
-        words = content_tokens(query)
-        out = []
-        for t, ws in zip(texts, wins):
-            scores = [float(logits[(q, w.ids)][head]) for w in ws]
-            best = int(np.argmax(scores))
-            out.append(Read(_round(_sigmoid(np.array(scores[best]))),
-                            _closest_sentence(t[ws[best].start:ws[best].end], words), len(ws)))
-        return out
+    # ------------------------------------------------------------------------------------------- text units
+    def embed_text(self, text: str) -> str:
+        """The part of a node that is embedded: its first ``embed_chars`` characters, cut at a word boundary."""
+        text = " ".join(text.split())
+        if self.embed_chars and len(text) > self.embed_chars:
+            cut = text.rfind(" ", 0, self.embed_chars)
+            text = text[: cut if cut > self.embed_chars // 2 else self.embed_chars]
+        return text
 
     @staticmethod
     def is_turn(req: JudgeRequest) -> bool:
@@ -104,6 +119,63 @@ class Scorer:
         """The question, preceded by the previous user turn when there is a conversation (resolves "and its price?")."""
         prev = [h.get("content", "") for h in req.history if h.get("role") == "user"]
         return f"{prev[-1]} {req.input}" if prev else req.input
+
+    def _vectors(self, queries: list[str], passages: list[str],
+                 ahead: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Unit vectors of ``queries`` and ``passages`` (each cut by ``embed_text``), embedded in one go so queries and
+        passages share batches; ``ahead`` are queries a later request will need, embedded in the same batch."""
+        qkeys = [("query", q) for q in queries]
+        pkeys = [("passage", self.embed_text(t)) for t in passages]
+        found = self.cache.ensure(qkeys + pkeys + [("query", q) for q in ahead or []])
+
+        def stack(keys: list[tuple[str, str]]) -> np.ndarray:
+            return np.stack([found[k] for k in keys]) if keys else np.zeros((0, 1), dtype=np.float32)
+
+        return stack(qkeys), stack(pkeys)
+
+    # ------------------------------------------------------------------------------------------- features
+    def node_features(self, req: JudgeRequest, texts: list[str]) -> tuple[np.ndarray, dict[str, Any]]:
+        """Feature rows for ``texts`` judged against the request's question (and reference when there is one)."""
+        q = self.query_text(req)
+        queries = [q] + ([f"{q} {req.reference}"] if req.reference else [])
+        # The expected output's sentences are what ContextualRecall asks about next (statement_support): embedding
+        # them in this batch saves the model a round for a few short texts.
+        ahead = split_sentences(req.reference) if req.reference and req.reference_kind == "expected_output" else []
+        qv, pv = self._vectors(queries, texts, ahead)
+        cos_q = pv @ qv[0]
+        qtok = content_tokens(q)
+        ttok = [content_tokens(t) for t in texts]
+        q_rec = np.array([token_recall(qtok, t) for t in ttok])
+        info: dict[str, Any] = {"cos_q": cos_q, "q_recall": q_rec, "qtok": qtok}
+        if not req.reference:
+            return noref_rows(cos_q, q_rec, self.is_turn(req)), info
+        cos_qr = pv @ qv[1]
+        rtok = content_tokens(req.reference)
+        occ = np.array([1.0 if answer_occurs(req.reference, t) else 0.0 for t in texts])
+        r_rec = np.array([token_recall(rtok, t) for t in ttok])
+        leads = [lead_tokens(t) for t in texts]
+        lead_q = np.array([token_recall(lead, qtok) for lead in leads])
+        info.update(cos_qr=cos_qr, answer_occurs=occ, ref_recall=r_rec, rtok=rtok, lead_q=lead_q)
+        return np.column_stack([np.ones(len(texts)), cos_q, cos_qr, occ, r_rec, q_rec, lead_q]), info
+
+    def support_features(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(cos, word recall, share of the statement's specifics missing) matrices of shape (statements, nodes).
+
+        Specifics are a statement's numbers and names (``_lexical.specifics``; a number counts twice): a node on the
+        statement's topic that lacks them does not support it. A statement without any misses nothing.
+        """
+        sv, pv = self._vectors(statements, nodes)
+        cos = sv @ pv.T
+        ntok = [content_tokens(n) for n in nodes]
+        rec = np.array([[token_recall(content_tokens(s), t) for t in ntok] for s in statements]).reshape(cos.shape)
+        miss = np.zeros(cos.shape)
+        for i, st in enumerate(statements):
+            spec = specifics(st)
+            if spec:
+                for j, n in enumerate(nodes):
+                    lacking = specifics_in(spec, n)[1]
+                    miss[i, j] = _weight(lacking) / _weight(spec)
+        return cos, rec, miss
 
     # ------------------------------------------------------------------------------------------- tasks
     def answer(self, req: JudgeRequest) -> dict[str, Any]:
@@ -120,65 +192,85 @@ class Scorer:
     def _node_usefulness(self, req: JudgeRequest) -> list[dict[str, Any]]:
         if not req.items:
             return []
-        q = self.query_text(req)
-        if req.reference:
-            reads = self.read("answer", f"{q} Answer: {req.reference}", [it.text for it in req.items])
-        else:
-            reads = self.read("relevance", q, [it.text for it in req.items])
+        texts = [it.text for it in req.items]
+        x, info = self.node_features(req, texts)
+        conf = _sigmoid(x @ np.array(CALIBRATION[node_model(req.reference)]))
         target = {"actual_output": "the actual output", "expected_output": "the expected output"}.get(
             req.reference_kind or "", "the expected outcome") if req.reference else "the input"
-        qtok = content_tokens(q)
+        field = {"actual_output": "actual_output", "expected_output": "expected_output"}.get(
+            req.reference_kind or "", "expected_outcome")
         out = []
-        for it, r in zip(req.items, reads):
-            yes = r.prob >= 0.5
+        for i, it in enumerate(req.items):
+            c = _round(conf[i])
+            yes = c >= 0.5
+            # plain words first (what the node is about, what of the question or answer it holds), figures after
+            why = []
+            if req.reference and info["lead_q"][i] >= 0.5:
+                why.append(f"it is about '{_short(lead_phrase(it.text), 40)}', which the question names")
+            if req.reference and info["answer_occurs"][i]:
+                why.append(f"the answer '{_short(req.reference, 40)}' occurs in it")
+            shared = sorted(info["qtok"] & content_tokens(it.text))
+            why.append(f"it shares {len(shared)} of the question's {len(info['qtok'])} content words"
+                       + (f" ({', '.join(shared[:5])})" if shared else ""))
+            figures = [f"confidence {c:.2f}", f"similarity to the question {info['cos_q'][i]:.2f}"]
             if req.reference:
-                what = f"holds what {target} says" if yes else f"does not hold what {target} says"
-            else:
-                what = "answers the question" if yes else "does not answer the question"
-            where = f"its best passage (of {r.windows} read)" if r.windows > 1 else "it"
-            shared = sorted(qtok & content_tokens(it.text))
-            reason = (f"{'Useful' if yes else 'Not useful'} for {target}: the judge reads that {where} {what}: "
-                      f"'{shorten(r.quote, 160)}'; it shares {len(shared)} of the question's {len(qtok)} content words"
-                      + (f" ({', '.join(shared[:5])})" if shared else "") + f" (confidence {r.prob:.2f}).")
-            out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": r.prob})
+                figures.append(f"to question + {field} {info['cos_qr'][i]:.2f}")
+                if not info["answer_occurs"][i]:
+                    figures.append(f"{info['ref_recall'][i]:.0%} of the {field}'s words occur")
+            best = self._best_sentence(it.text, info["qtok"] | info.get("rtok", frozenset()))
+            reason = (f"{'Useful' if yes else 'Not useful'} for {target}: " + "; ".join(why)
+                      + (f". Best-matching sentence: '{_short(best)}'" if best else "")
+                      + " (" + ", ".join(figures) + ").")
+            out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c})
         return out
+
+    @staticmethod
+    def _best_sentence(text: str, words: frozenset[str]) -> str:
+        best, score = "", -1.0
+        for s in split_sentences(text)[:50]:
+            sc = len(content_tokens(s) & words)
+            if sc > score:
+                best, score = s, sc
+        return best
 
     def _sentence_relevance(self, req: JudgeRequest) -> list[dict[str, Any]]:
         if not req.items:
             return []
+        # Each sentence is judged with its node's similarity (one vector per node, shared with the node verdicts of
+        # the other metrics through the cache) and its own overlap with the question's words.
+        parents: dict[str, list[Item]] = {}
+        for it in req.items:
+            parents.setdefault(it.parent or it.id, []).append(it)
+        pids = list(parents)
+        node_texts = [" ".join(s.text for s in parents[p]) for p in pids]
         q = self.query_text(req)
-        reads = self.read("relevance", q, [it.text for it in req.items])
+        qvs, pv = self._vectors([q], node_texts)
+        qv = qvs[0]
+        cos = pv @ qv
+        cos_by_parent = dict(zip(pids, cos.tolist()))
         qtok = content_tokens(q)
+        x = noref_rows(np.array([cos_by_parent[it.parent or it.id] for it in req.items]),
+                       np.array([token_recall(qtok, content_tokens(it.text)) for it in req.items]), self.is_turn(req))
+        confs = _sigmoid(x @ np.array(CALIBRATION["node_noref"]))
         out = []
-        for it, r in zip(req.items, reads):
-            yes = r.prob >= 0.5
+        for i, it in enumerate(req.items):
+            cos = cos_by_parent[it.parent or it.id]
+            c = _round(confs[i])
+            yes = c >= 0.5
             shared = sorted(qtok & content_tokens(it.text))
-            reason = (f"{'Relevant' if yes else 'Not relevant'} to the input: the judge reads it as "
-                      f"{'bearing' if yes else 'not bearing'} on the question; it shares {len(shared)} of the "
+            reason = (f"{'Relevant' if yes else 'Not relevant'} to the input: it shares {len(shared)} of the "
                       f"question's {len(qtok)} content words" + (f" ({', '.join(shared[:6])})" if shared else "")
-                      + f" (confidence {r.prob:.2f}).")
-            out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": r.prob})
+                      + f" (confidence {c:.2f}, similarity to the question {cos:.2f}).")
+            out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c})
         return out
 
-    def support(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, list[list[Read | None]]]:
-        """(probability matrix (statements, nodes), the reads): each statement against the nodes sharing most of its
-        words, scaled by the share of its numbers and names the node lacks. Nodes not read get 0."""
-        conf = np.zeros((len(statements), len(nodes)))
-        reads: list[list[Read | None]] = []
-        ntok = [content_tokens(n) for n in nodes]
-        for i, st in enumerate(statements):
-            stok = content_tokens(st)
-            rec = [token_recall(stok, t) for t in ntok]
-            cand = sorted(range(len(nodes)), key=lambda j: (-rec[j], j))[:SUPPORT_CANDIDATES]
-            got = self.read("support", st, [nodes[j] for j in cand])
-            row: list[Read | None] = [None] * len(nodes)
-            spec = numbers(st)
-            for j, r in zip(cand, got):
-                miss = len(specifics_in(spec, nodes[j])[1]) / len(spec) if spec else 0.0
-                conf[i, j] = _round(r.prob * (1.0 - miss))
-                row[j] = r
-            reads.append(row)
-        return conf, reads
+    def _support_conf(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cos, rec, miss = self.support_features(statements, nodes)
+        w = CALIBRATION["support"]
+        # The similarity and the shared words say the node is on the statement's topic; what it asserts (its numbers
+        # and names) must be there too, so the confidence shrinks with the share of them the node lacks.
+        conf = _sigmoid(w[0] + w[1] * cos + w[2] * rec) * (1.0 - miss)
+        return conf, cos, rec
 
     def _statement_support(self, req: JudgeRequest) -> list[dict[str, Any]]:
         if not req.items:
@@ -186,21 +278,21 @@ class Scorer:
         if not req.context:
             return [{"id": it.id, "verdict": "no", "reason": "There is no context to support it.", "confidence": 0.0,
                      "node_ids": []} for it in req.items]
-        conf, reads = self.support([it.text for it in req.items], [c.text for c in req.context])
+        conf, cos, rec = self._support_conf([it.text for it in req.items], [c.text for c in req.context])
         out = []
         for i, it in enumerate(req.items):
             j = int(np.argmax(conf[i]))
-            c = float(conf[i, j])
+            c = _round(conf[i, j])
             yes = c >= 0.5
             ids = [req.context[k].id for k in range(len(req.context)) if conf[i, k] >= 0.5] if yes else []
             best = req.context[j]
-            r = reads[i][j]
-            missing = sorted(specifics_in(numbers(it.text), best.text)[1])
-            lacks = f"its closest node, {best.id}, does not mention {_listed(missing)}; " if missing and not yes else ""
-            quote = shorten(r.quote, 160) if r else ""
-            reason = (f"{'Supported' if yes else 'Not supported'}: {lacks}the judge reads "
-                      f"{'that node' if lacks else f'its closest node, {best.id},'} as "
-                      f"{'stating' if yes else 'not stating'} it: '{quote}' (confidence {c:.2f}).")
+            missing = sorted(specifics_in(specifics(it.text), best.text)[1])
+            lacks = (f"its closest node, {best.id}, does not mention {_listed(missing)}; " if missing and not yes
+                     else "")
+            reason = (f"{'Supported' if yes else 'Not supported'}: {lacks}{rec[i, j]:.0%} of the statement's words "
+                      f"occur in {'that node' if lacks else f'its closest node, {best.id}'}, whose closest sentence is "
+                      f"'{_short(self._best_sentence(best.text, content_tokens(it.text)))}' "
+                      f"(confidence {c:.2f}, similarity {cos[i, j]:.2f}).")
             out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c,
                         "node_ids": ids})
         return out
@@ -211,11 +303,11 @@ class Scorer:
         answer = req.answer or ""
         if not statements or not answer.strip():
             return {"score": 0.0, "reason": "There is no expected_output or no actual_output to compare."}
-        conf, _ = self.support(statements, [answer])
+        conf, cos, rec = self._support_conf(statements, [answer])
         score = _round(float(np.mean(conf[:, 0])))
         covered = int(np.sum(conf[:, 0] >= 0.5))
-        return {"score": score, "reason": f"The actual_output covers {covered} of the expected_output's "
-                f"{len(statements)} sentences (mean support {score:.2f})."}
+        return {"score": score, "reason": f"The actual_output covers {covered} of the expected_output's {len(statements)} "
+                f"sentences (mean word recall {float(np.mean(rec)):.0%}, mean similarity {float(np.mean(cos)):.2f})."}
 
 
 def approx_tokens(text: str) -> int:

@@ -100,7 +100,7 @@ class Scoreboard:
 def create_app(store: str = STORE, sample_rate: float = SAMPLE_RATE, degraded: bool = False) -> Any:
     from fastapi import FastAPI
 
-    from contextjudge_langchain import instrument
+    from contextjudge_langchain import instrument, uninstrument
 
     chain = build_chain(degraded)
     scores = Scoreboard()
@@ -110,6 +110,7 @@ def create_app(store: str = STORE, sample_rate: float = SAMPLE_RATE, degraded: b
     @contextlib.asynccontextmanager
     async def lifespan(app: Any):  # noqa: ANN202
         yield
+        uninstrument()  # this process captures no more runs
         session.close(timeout=10)  # writes what is still queued for the worker; never judges
 
     app = FastAPI(title="policy assistant", lifespan=lifespan)

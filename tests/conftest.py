@@ -65,6 +65,12 @@ def wipe_store(s) -> None:
 
 
 @pytest.fixture
+def wipe():
+    """``wipe_store`` for a test (importing ``conftest`` by name would shadow the integrations' own conftest)."""
+    return wipe_store
+
+
+@pytest.fixture
 def pg_store(pg_url):
     """A store on the session's PostgreSQL server, emptied first, closed after the test."""
     from contextjudge.store import open_store

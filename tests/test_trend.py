@@ -241,10 +241,9 @@ def test_the_welch_and_paired_intervals():
     assert same.high == pytest.approx(0.010, abs=2e-3)
 
 
-def test_the_store_api_and_the_alert_on_postgresql(pg_url, capsys):
+def test_the_store_api_and_the_alert_on_postgresql(pg_url, capsys, wipe):
     """The same week on PostgreSQL: rows stream from a server-side cursor, the trend and the alert agree."""
-    from conftest import wipe_store
-
+    wipe_store = wipe
     store = contextjudge.open_store(pg_url)
     wipe_store(store)
     store.close()

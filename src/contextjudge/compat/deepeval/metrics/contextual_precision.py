@@ -26,12 +26,6 @@ class ContextualPrecisionMetric(PeerMetric, _metrics.ContextualPrecisionMetric):
     """contextjudge's ``ContextualPrecisionMetric`` with DeepEval's constructor (``threshold, model, include_reason, async_mode,
     strict_mode, verbose_mode, evaluation_template``, ``flaky``)."""
 
-    def __init__(self, threshold: float = 0.5, model: Any = None, include_reason: bool = True,
-                 async_mode: bool = True, strict_mode: bool = False, verbose_mode: bool = False,
-                 evaluation_template: Any = None, flaky: bool = False, **kwargs: Any) -> None:
-        super().__init__(threshold=threshold, model=model, include_reason=include_reason, async_mode=async_mode,
-                         strict_mode=strict_mode, verbose_mode=verbose_mode, evaluation_template=evaluation_template,
-                         flaky=flaky, **kwargs)
 
     async def _compute(self, tc: Any, client: Any) -> Any:
         """DeepEval's grouping: the ``RetrievedContextData`` chunks of one source are one node, at the rank of the

@@ -25,9 +25,3 @@ class ContextualRelevancyMetric(PeerMetric, _metrics.ContextualRelevancyMetric):
     """contextjudge's ``ContextualRelevancyMetric`` with DeepEval's constructor (``threshold, model, include_reason, async_mode,
     strict_mode, verbose_mode, evaluation_template``, ``flaky``)."""
 
-    def __init__(self, threshold: float = 0.5, model: Any = None, include_reason: bool = True,
-                 async_mode: bool = True, strict_mode: bool = False, verbose_mode: bool = False,
-                 evaluation_template: Any = None, flaky: bool = False, **kwargs: Any) -> None:
-        super().__init__(threshold=threshold, model=model, include_reason=include_reason, async_mode=async_mode,
-                         strict_mode=strict_mode, verbose_mode=verbose_mode, evaluation_template=evaluation_template,
-                         flaky=flaky, **kwargs)

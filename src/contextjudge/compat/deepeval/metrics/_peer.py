@@ -267,6 +267,17 @@ class PeerMetric:
         return score
 
 
+class TurnPeerMetric(PeerMetric):
+    """Mixin for the DeepEval-named turn metrics: DeepEval's constructor with its ``window_size``."""
+
+    def __init__(self, threshold: float = 0.5, model: Any = None, include_reason: bool = True,
+                 async_mode: bool = True, strict_mode: bool = False, verbose_mode: bool = False,
+                 evaluation_template: Any = None, window_size: int = 10, flaky: bool = False, **kwargs: Any) -> None:
+        super().__init__(threshold=threshold, model=model, include_reason=include_reason, async_mode=async_mode,
+                         strict_mode=strict_mode, verbose_mode=verbose_mode, evaluation_template=evaluation_template,
+                         flaky=flaky, window_size=window_size, **kwargs)
+
+
 def print_verbose(metric: Any, result: Any = None) -> None:
     """DeepEval's ``verbose_mode``: the metric's intermediate steps, score and reason, printed to stdout."""
     src = result if result is not None else metric

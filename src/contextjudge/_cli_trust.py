@@ -227,9 +227,9 @@ def _embedded_beside(cases: list, judge: object, quiet: bool) -> dict | None:
     from ._aio import run_sync  # noqa: PLC0415
     from .engine.calibrate import acalibrate  # noqa: PLC0415
     from .errors import JudgeUnavailableError  # noqa: PLC0415
-    from .judges.models import resolve_model  # noqa: PLC0415
+    from .judges.models import judge_name, resolve_model  # noqa: PLC0415
 
-    if type(judge).__name__ == "LocalJudge":
+    if judge_name(judge).startswith(cli.LOCAL_JUDGE):  # the judge being checked is the embedded one
         return None
     try:
         local = resolve_model("local")

@@ -14,7 +14,9 @@ from .cases.testcase import dump_json
 from .errors import ConfigurationError, MetricNotFoundError
 from .stats import Interval, PPIEstimate, moments_interval, ppi_mean, proportion_interval
 
-__all__ = ["EvaluationResult", "MetricResult", "Tally", "TestResult", "Usage"]
+__all__ = ["PER_NODE", "EvaluationResult", "MetricResult", "Tally", "TestResult", "Usage"]
+
+PER_NODE = "per_node"  # the key in MetricResult.details that says the verdicts are one per retrieved node
 
 
 @dataclass

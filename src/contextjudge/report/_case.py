@@ -12,7 +12,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._result import MetricResult, TestResult
+from .._result import PER_NODE, MetricResult, TestResult
 from ..cases.goldens import normalize_input
 from ..cases.provenance import (
     AGENT_KEY,
@@ -122,8 +122,6 @@ def _builtin_judges_nodes() -> dict[str, bool]:
 def _judges_nodes(m: MetricResult) -> bool:
     """Whether ``m``'s verdicts are one per retrieved node, as its metric recorded when it scored (for results
     stored before metrics recorded it, the built-in metric of that name says)."""
-    from ..metrics._base import PER_NODE  # noqa: PLC0415
-
     flag = (m.details or {}).get(PER_NODE)
     if flag is not None:
         return bool(flag)

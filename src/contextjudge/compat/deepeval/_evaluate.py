@@ -33,6 +33,7 @@ from typing import Any
 from ..._result import EvaluationResult as _CoreResult
 from ...engine.evaluate import evaluate as _evaluate
 from ...errors import ConfigurationError
+from ._verbose import print_verbose
 
 __all__ = ["AsyncConfig", "CacheConfig", "DisplayConfig", "ErrorConfig", "EvaluationResult", "TestRunResultDisplay",
            "assert_test", "evaluate", "evaluate_traces", "log_hyperparameters", "on_test_run_end", "print_results"]
@@ -244,8 +245,6 @@ def print_results(result: _CoreResult, display_config: DisplayConfig | None = No
 
 
 def _print_verbose(result: _CoreResult) -> None:
-    from .metrics._peer import print_verbose  # noqa: PLC0415
-
     for tr in result.test_results:
         for m in tr.metrics_data:
             if m.verbose_logs:

@@ -164,6 +164,8 @@ def _t_or_wilson(m: float, n: int, var: float, level: float, bounds: tuple[float
         if hi_b > lo_b:
             scaled = (m - lo_b) / (hi_b - lo_b)
             w = proportion_interval(round(scaled * n), n, level)
+            if w.low is None or w.high is None:  # no cases: no bounds either
+                return Interval(m, None, None, n, level, "wilson")
             return Interval(m, lo_b + w.low * (hi_b - lo_b), lo_b + w.high * (hi_b - lo_b), n, level, "wilson")
         return Interval(m, m, m, n, level, "t")
     half = t_quantile(n - 1, level) * math.sqrt(var / n)
@@ -413,7 +415,8 @@ def binary_agreement(cases: Sequence[Sequence[tuple[bool, bool]]], *, level: flo
         lo, hi = bootstrap(conf_by_group, stat_of(name), resamples=resamples, level=level, seed=seed)
         ivs[name] = Interval(point[name], lo, hi, len(groups), level, "bootstrap")
     tp, fp, fn, tn = counts
-    return Agreement(len(groups), len(flat), tp, fp, fn, tn, **ivs)
+    return Agreement(len(groups), len(flat), tp, fp, fn, tn, accuracy=ivs["accuracy"], kappa=ivs["kappa"],
+                     tpr=ivs["tpr"], tnr=ivs["tnr"], base_rate=ivs["base_rate"])
 
 
 # --------------------------------------------------------------------------------------- score agreement

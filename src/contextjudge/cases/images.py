@@ -114,6 +114,7 @@ class MLLMImage:
         self.alt: str | None = (alt if alt is not None else caption) or None
         self.path: str | None = None
         self.local = False
+        self.mime_type: str | None = None
         if data is not None:
             if url is not None:
                 raise ConfigurationError("MLLMImage: pass either url= or data=, not both.")
@@ -369,7 +370,7 @@ _POINTER_KEYS = frozenset(_URL_KEYS + _PATH_KEYS + _DATA_KEYS + _GENERIC_KEYS)
 def may_point_to_image(metadata: dict[str, Any] | None) -> bool:
     """False when ``metadata`` has none of the keys ``image_from_metadata`` reads an image from: then it finds
     none, and a capture integration can skip it (it runs for every retrieved document)."""
-    return bool(metadata) and not _POINTER_KEYS.isdisjoint(metadata)
+    return metadata is not None and bool(metadata) and not _POINTER_KEYS.isdisjoint(metadata)
 
 
 def image_from_metadata(metadata: dict[str, Any] | None) -> MLLMImage | None:

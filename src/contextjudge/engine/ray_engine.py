@@ -444,12 +444,15 @@ def finish_run(store: Any, run_id: str, report: RayScore, keys: Sequence[str], c
 
     loaded = store.load_run(run_id)
     by_key = {sc.case_key: tr for sc, tr in zip(store.load_cases(run_id), loaded.test_results)}
-    trs = []
+    trs: list[TestResult] = []
     for i, key in enumerate(keys):
         got = by_key.get(key)
-        if got is None and cases is None:
+        if cases is not None:
+            tc = cases[i]
+        elif got is not None:
+            tc = got.test_case
+        else:
             continue
-        tc = cases[i] if cases is not None else got.test_case
         tr = TestResult(index=len(trs) if cases is None else i, name=getattr(tc, "name", None), test_case=tc,
                         metrics_data=list(got.metrics_data) if got is not None else [],
                         error=None if cases is not None or got is None else got.error)

@@ -173,6 +173,7 @@ async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, no
             node_rel.append((k, 0, 1))
             continue
         hits = 0
+        assert ans is not None  # a node with sentences gave items, so the judge was asked
         for j, s in enumerate(sents, start=1):
             v = ans.verdicts[f"n{k}.s{j}"]
             yes = v["verdict"] == "yes"

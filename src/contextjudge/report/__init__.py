@@ -55,8 +55,10 @@ def run_view(store: Any, run: str | None = None) -> RunView:
 
 
 def _as_view(x: Any, store: Any) -> RunView | None:
-    if x is None:
-        return None
+    return None if x is None else _view(x, store)
+
+
+def _view(x: Any, store: Any) -> RunView:
     if isinstance(x, RunView):
         return x
     if isinstance(x, EvaluationResult):
@@ -79,7 +81,7 @@ def render_report(result: Any = None, *, store: Any = None, run: str | None = No
                                          "run=...): pass one of them.")
         current = run_view(store, run)
     else:
-        current = _as_view(result, store)
+        current = _view(result, store)
     return render_html(current, _as_view(compare, store), title=title)
 
 

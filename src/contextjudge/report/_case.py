@@ -490,7 +490,7 @@ def case_card(tr: TestResult, ctx: CaseContext) -> str:
         base_ids = _turn_ids(base_tc, base.metrics_data) if base_tc is not None and base is not None else None
         users = 0
         for i, turn in enumerate(tc.turns):
-            label = turn.role
+            label: str = turn.role
             if turn.role == "user":
                 users += 1
             elif turn.role == "assistant":  # exchanges numbered as the turn metrics number them

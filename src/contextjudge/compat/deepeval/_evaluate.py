@@ -251,8 +251,9 @@ def _print_verbose(result: _CoreResult) -> None:
                 print_verbose(m, m)
 
 
-def _write_folder(result: _CoreResult, display_config: DisplayConfig, identifier: Any, hyperparameters: Any) -> None:
-    folder = Path(display_config.results_folder)
+def _write_folder(result: _CoreResult, results_folder: str, display_config: DisplayConfig, identifier: Any,
+                  hyperparameters: Any) -> None:
+    folder = Path(results_folder)
     if display_config.results_subfolder:
         folder = folder / display_config.results_subfolder
     folder.mkdir(parents=True, exist_ok=True)
@@ -278,7 +279,7 @@ def _finish(result: _CoreResult, display_config: DisplayConfig | None, identifie
     if display.print_results:
         print_results(out, display)
     if display.results_folder:
-        _write_folder(out, display, identifier, hyperparameters)
+        _write_folder(out, display.results_folder, display, identifier, hyperparameters)
     return out
 
 

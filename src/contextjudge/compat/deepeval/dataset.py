@@ -124,7 +124,7 @@ class EvaluationDataset:
     """Goldens and test cases, as in DeepEval; single-turn (``Golden``) or multi-turn (``ConversationalGolden``)."""
 
     def __init__(self, goldens: list[Any] | None = None, test_cases: list[Any] | None = None) -> None:
-        self._goldens: list[Golden] = []
+        self._goldens: list[_CoreGolden] = []  # DeepEval's Golden is a core Golden with its extra fields
         self._conversational_goldens: list[ConversationalGolden] = []
         self._llm_test_cases: list[Any] = []
         self._conversational_test_cases: list[Any] = []

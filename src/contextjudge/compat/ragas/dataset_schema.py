@@ -65,7 +65,7 @@ _OLD = {"question": "user_input", "answer": "response", "contexts": "retrieved_c
 
 def _new_names(row: dict[str, Any]) -> dict[str, Any]:
     """A row with Ragas 0.1's column names (question/answer/contexts/ground_truth) renamed to 0.2's."""
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in row.items():
         new = _OLD.get(k, k)
         if k == "ground_truths" and isinstance(v, (list, tuple)):

@@ -180,7 +180,7 @@ class E5Model:
     # --------------------------------------------------------------------------------------------- loading
     def _load(self, path: str) -> None:
         data = np.memmap(path, dtype=np.uint8, mode="r")
-        buf = memoryview(data)
+        buf = data.data  # the file's bytes, without a copy
         if bytes(buf[:4]) != b"E5S1":
             raise ValueError(f"{path} is not an e5 model file (bad magic)")
         o = 8

@@ -215,5 +215,5 @@ class EmbeddingCache:
             raise ConfigurationError(f"{type(emb).__name__} returned {arr.shape} vectors for {len(texts)} texts. "
                                      "Pass LocalJudge(embeddings=...) an Embeddings that returns one vector per text.")
         norms = np.linalg.norm(arr, axis=1, keepdims=True)
-        arr = arr / np.where(norms > 0, norms, 1.0)
+        arr = np.asarray(arr / np.where(norms > 0, norms, 1.0), dtype=np.float32)
         return list(arr)

@@ -101,63 +101,69 @@ def reaches(roots: list[Path], tops: tuple[str, ...] = ("contextjudge",)) -> lis
     modules = find_modules(roots)
     out: list[Reach] = []
     for importer, path in modules.items():
-        is_pkg = path.name == "__init__.py"
-        package = importer.split(".") if is_pkg else importer.split(".")[:-1]
-        tree = ast.parse(path.read_text("utf-8"), str(path))
-        bound: dict[str, str] = {}  # local name -> the module it is bound to
+        out += _FileScan(importer, path, modules, tops).run()
+    return out
 
-        def ours(name: str) -> bool:
-            return name.split(".")[0].startswith(tops)
 
-        found: list[Reach] = []
+class _FileScan:
+    """The reaches of one module."""
 
-        def add(target: str, line: int, type_only: bool, attribute: bool = False) -> None:
-            found.append(Reach(importer, target, _module_of(target, modules), line, type_only, attribute))
+    def __init__(self, importer: str, path: Path, modules: dict[str, Path], tops: tuple[str, ...]) -> None:
+        self.importer, self.path, self.modules, self.tops = importer, path, modules, tops
+        self.package = importer.split(".") if path.name == "__init__.py" else importer.split(".")[:-1]
+        self.bound: dict[str, str] = {}  # local name -> the module it is bound to
+        self.found: list[Reach] = []
 
-        def visit(node: ast.AST, type_only: bool) -> None:
-            if isinstance(node, ast.If) and _is_type_checking(node.test):
-                for child in node.body:
-                    visit(child, True)
-                for child in node.orelse:
-                    visit(child, type_only)
-                return
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if ours(a.name):
-                        add(a.name, node.lineno, type_only)
-                        bound[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package[: len(package) - (node.level - 1)]
-                    source = ".".join([*base, *(node.module.split(".") if node.module else [])])
-                else:
-                    source = node.module or ""
-                if ours(source):
-                    for a in node.names:
-                        full = f"{source}.{a.name}"
-                        if a.name == "*":
-                            add(source, node.lineno, type_only)
-                        elif full in modules or _is_package(full, modules):
-                            add(full, node.lineno, type_only)
-                            bound[a.asname or a.name] = full
-                        else:
-                            add(full, node.lineno, type_only)
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-                chain = _chain(node)
-                if chain and chain[0] in bound and any(_private(p) for p in chain[1:]):
-                    add(".".join([bound[chain[0]], *chain[1:]]), node.lineno, type_only, attribute=True)
-                    return  # the chain's inner attributes are the same reach
-            for child in ast.iter_child_nodes(node):
-                visit(child, type_only)
-
+    def run(self) -> list[Reach]:
+        tree = ast.parse(self.path.read_text("utf-8"), str(self.path))
         # bind names first (an import at the bottom of a module still binds the name used above it)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
-                visit(node, False)
-        found.clear()
-        visit(tree, False)
-        out += found
-    return out
+                self.visit(node, False)
+        self.found.clear()
+        self.visit(tree, False)
+        return self.found
+
+    def ours(self, name: str) -> bool:
+        return name.split(".")[0].startswith(self.tops)
+
+    def add(self, target: str, line: int, type_only: bool, attribute: bool = False) -> None:
+        self.found.append(Reach(self.importer, target, _module_of(target, self.modules), line, type_only, attribute))
+
+    def visit(self, node: ast.AST, type_only: bool) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                self.visit(child, True)
+            for child in node.orelse:
+                self.visit(child, type_only)
+            return
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if self.ours(a.name):
+                    self.add(a.name, node.lineno, type_only)
+                    self.bound[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = self.package[: len(self.package) - (node.level - 1)]
+                source = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            else:
+                source = node.module or ""
+            if self.ours(source):
+                for a in node.names:
+                    full = f"{source}.{a.name}"
+                    if a.name == "*":
+                        self.add(source, node.lineno, type_only)
+                        continue
+                    self.add(full, node.lineno, type_only)
+                    if full in self.modules or _is_package(full, self.modules):
+                        self.bound[a.asname or a.name] = full
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            chain = _chain(node)
+            if chain and chain[0] in self.bound and any(_private(p) for p in chain[1:]):
+                self.add(".".join([self.bound[chain[0]], *chain[1:]]), node.lineno, type_only, attribute=True)
+                return  # the chain's inner attributes are the same reach
+        for child in ast.iter_child_nodes(node):
+            self.visit(child, type_only)
 
 
 def _is_type_checking(test: ast.expr) -> bool:

@@ -547,8 +547,8 @@ def exporter_from_environment(**kwargs: Any) -> OTelExporter:
     """
     _require_api()
     try:
-        from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
         import opentelemetry.sdk.trace.export  # noqa: F401, PLC0415 - only whether the SDK is installed
+        from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
     except ImportError as exc:
         raise ConfigurationError("--otel needs the OpenTelemetry SDK: pip install 'contextjudge[otel]' (and an "
                                  "exporter, e.g. opentelemetry-exporter-otlp).") from exc

@@ -22,8 +22,9 @@ import logging
 import mimetypes
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ..errors import ConfigurationError
@@ -171,7 +172,7 @@ class MLLMImage:
         return f"[[contextjudge:image:{base64.urlsafe_b64encode(raw).decode('ascii')}]]"
 
     @classmethod
-    def from_token(cls, token: str) -> "MLLMImage":
+    def from_token(cls, token: str) -> MLLMImage:
         """The image a placeholder token stands for."""
         m = _TOKEN.fullmatch(token.strip())
         if not m:

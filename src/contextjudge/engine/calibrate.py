@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .._aio import run_sync
 from .._text import split_sentences
@@ -322,7 +323,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     per_family: dict[str, list[dict[str, Any]]] = {}
     per_metric: dict[str, dict[str, Any]] = {}
     errors: list[dict[str, Any]] = []
-    for (i, tc, labels, field), got in zip(jobs, answers):
+    for (i, tc, labels, field), got in zip(jobs, answers, strict=True):
         fam = FAMILY_OF_FIELD[field]
         cid = _case_id(tc, i)
         if "error" in got:

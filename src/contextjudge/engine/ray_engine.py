@@ -443,7 +443,7 @@ def finish_run(store: Any, run_id: str, report: RayScore, keys: Sequence[str], c
     from .score import NO_METRIC_APPLIES  # noqa: PLC0415
 
     loaded = store.load_run(run_id)
-    by_key = {sc.case_key: tr for sc, tr in zip(store.load_cases(run_id), loaded.test_results)}
+    by_key = {sc.case_key: tr for sc, tr in zip(store.load_cases(run_id), loaded.test_results, strict=False)}
     trs: list[TestResult] = []
     for i, key in enumerate(keys):
         got = by_key.get(key)

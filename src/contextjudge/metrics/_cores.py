@@ -44,7 +44,7 @@ def _repeat_scores(flags: list[bool], votes: list[list[str] | None], formula: An
     k = max((len(v) for v in votes if v), default=0)
     if k < 2:
         return None
-    return [formula([(v[r] == "yes") if v and r < len(v) else f for f, v in zip(flags, votes)]) for r in range(k)]
+    return [formula([(v[r] == "yes") if v and r < len(v) else f for f, v in zip(flags, votes, strict=True)]) for r in range(k)]
 
 
 def _ranks(ks: list[int]) -> str:

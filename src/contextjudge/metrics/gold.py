@@ -60,7 +60,7 @@ def relevance_items(test_case: Any, labels: dict[str, Any]) -> list[tuple[str, b
     """(item id, label) for every sentence the relevancy metric judges: node k's label applies to each of its
     sentences (ids ``n<k>.s<j>``); an empty node is one irrelevant sentence, as the metric counts it."""
     out: list[tuple[str, bool]] = []
-    for k, (node, label) in enumerate(zip(_nodes(test_case), labels.get("relevance_labels") or []), start=1):
+    for k, (node, label) in enumerate(zip(_nodes(test_case), labels.get("relevance_labels") or [], strict=False), start=1):
         sents = split_sentences(getattr(node, "text", "") or "")
         if not sents:
             out.append((f"n{k}.s1", False))

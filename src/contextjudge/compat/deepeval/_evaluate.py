@@ -130,7 +130,7 @@ class EvaluationResult(_CoreResult):
         return None  # no hosted platform
 
     @classmethod
-    def of(cls, result: _CoreResult) -> "EvaluationResult":
+    def of(cls, result: _CoreResult) -> EvaluationResult:
         return cls(**{f.name: getattr(result, f.name) for f in dataclasses.fields(_CoreResult)})
 
     __repr__ = _CoreResult.__repr__
@@ -336,9 +336,9 @@ def assert_test(test_case: Any = None, metrics: list[Any] | None = None, golden:
     if golden is None:
         raise ConfigurationError("assert_test() needs test_case=... (with metrics=[...]) or golden=... (with "
                                  "observed_callback=app, or after calling an @observe app in the test).")
+    from ..._aio import run_sync  # noqa: PLC0415
     from ...engine.assertions import format_failures  # noqa: PLC0415
     from ...tracing import run_traces  # noqa: PLC0415
-    from ..._aio import run_sync  # noqa: PLC0415
     from .tracing import take_recorded_trace  # noqa: PLC0415
 
     if observed_callback is not None:

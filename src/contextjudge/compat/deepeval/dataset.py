@@ -19,9 +19,10 @@ import csv
 import inspect
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ...cases.goldens import Golden as _CoreGolden
 from ...errors import ConfigurationError, ContextJudgeError

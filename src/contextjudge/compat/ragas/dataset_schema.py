@@ -4,8 +4,9 @@ of ``evaluate`` (``EvaluationResult``: ``scores``, ``to_pandas()``, ``total_toke
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -142,28 +143,28 @@ class EvaluationDataset:
         self.backend = backend
 
     @classmethod
-    def from_list(cls, data: list[dict[str, Any]], **kwargs: Any) -> "EvaluationDataset":
+    def from_list(cls, data: list[dict[str, Any]], **kwargs: Any) -> EvaluationDataset:
         return cls([sample_of(r) for r in data], **kwargs)
 
     from_dict = from_list
 
     @classmethod
-    def from_pandas(cls, dataframe: Any, **kwargs: Any) -> "EvaluationDataset":
+    def from_pandas(cls, dataframe: Any, **kwargs: Any) -> EvaluationDataset:
         return cls.from_list(dataframe.to_dict("records"), **kwargs)
 
     @classmethod
-    def from_hf_dataset(cls, dataset: Any, **kwargs: Any) -> "EvaluationDataset":
+    def from_hf_dataset(cls, dataset: Any, **kwargs: Any) -> EvaluationDataset:
         return cls.from_list(list(dataset.to_list()), **kwargs)
 
     @classmethod
-    def from_jsonl(cls, path: str, **kwargs: Any) -> "EvaluationDataset":
+    def from_jsonl(cls, path: str, **kwargs: Any) -> EvaluationDataset:
         import json  # noqa: PLC0415
 
         with open(path, encoding="utf-8") as fh:
             return cls.from_list([json.loads(line) for line in fh if line.strip()], **kwargs)
 
     @classmethod
-    def from_csv(cls, path: str, **kwargs: Any) -> "EvaluationDataset":
+    def from_csv(cls, path: str, **kwargs: Any) -> EvaluationDataset:
         """Rows of a CSV file; list columns (retrieved_contexts, ...) written by ``to_csv`` are read back as lists."""
         import pandas as pd  # noqa: PLC0415
 

@@ -84,7 +84,7 @@ class _Tokenizer:
     def __init__(self, pieces: list[str], scores: np.ndarray, unk: int, norm: dict[int, str]) -> None:
         self.unk = unk
         self.vocab: dict[str, tuple[int, float]] = {}
-        for i, (p, s) in enumerate(zip(pieces, scores.tolist())):
+        for i, (p, s) in enumerate(zip(pieces, scores.tolist(), strict=True)):
             if p and i != unk and p not in self.vocab:
                 self.vocab[p] = (i, s)
         self.unk_score = float(scores.min()) - 10.0
@@ -295,8 +295,8 @@ class E5Model:
                 pooled = list(self._pool.map(lambda b: self._forward([ids for _, ids in b]), batches))
             else:
                 pooled = [self._forward([ids for _, ids in b]) for b in batches]
-        for batch, vecs in zip(batches, pooled):
-            for (i, ids), vec in zip(batch, vecs):
+        for batch, vecs in zip(batches, pooled, strict=True):
+            for (i, ids), vec in zip(batch, vecs, strict=True):
                 k = max(len(ids) - 2, 1)
                 out[i] += k * vec
                 weight[i] += k

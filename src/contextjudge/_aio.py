@@ -16,8 +16,7 @@ import concurrent.futures
 import contextvars
 import logging
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Coroutine, TypeVar
 
 from .errors import SyncCallOnLoopError
 

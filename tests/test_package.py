@@ -24,6 +24,7 @@ PUBLIC_MODULES = {
     "contextjudge.judges": "JudgeOptions, Budget, RateLimit, TieredJudge, CalibratedJudge: judge choice and limits",
     "contextjudge.goldens": "Golden, Goldens, load_goldens: the goldens `contextjudge eval` and the adapters read",
     "contextjudge.local": "LocalJudge, the embedded offline judge (docs/judges.md imports it)",
+    "contextjudge.multimodal": "the public spelling of images since 0.2 (MLLMImage and the image helpers)",
     "contextjudge.templates": "the prompt templates a metric's evaluation_template subclasses",
     "contextjudge.compat.*": "DeepEval's, Ragas' and Opik's module paths: an import change is the whole switch",
     "contextjudge.pytest_plugin": "the pytest plugin, loaded by pytest by its entry point's module name",

@@ -17,7 +17,7 @@ import logging
 from typing import Any, Literal, Sequence
 
 from .._result import MetricResult
-from ..cases.labels import labels_of
+from ..metrics.gold import fill_gold_scores, gold_score_of  # re-exported: they lived here until 0.3
 from ..cases.provenance import app_error_of, no_retrieval_of, short
 from ..cases.testcase import ConversationalTestCase
 from ..errors import BudgetExhaustedError, InvalidTestCaseError, MissingTestCaseParamsError
@@ -41,55 +41,6 @@ def applicable(metrics: Sequence[Any], test_case: Any) -> list[Any]:
     """The metrics that score this kind of case: single-turn ones for LLMTestCase, Turn* ones for conversations."""
     conv = isinstance(test_case, ConversationalTestCase)
     return [m for m in metrics if bool(getattr(m, "conversational", False)) == conv]
-
-
-def gold_score_of(metric_name: str, test_case: Any, strict_mode: bool = False) -> float | None:
-    """The score ``test_case``'s gold labels give for ``metric_name``, or None (no labels for it, or labels that do
-    not fit the case: the calibrate command reports those; a run only leaves the case out of the correction).
-
-    ``strict_mode``: the metric's strict mode, which scores 1 or 0; the gold score is made 1 or 0 the same way, so
-    the bias-corrected mean and the judge's bias compare like with like (a 0/1 judged score against a fractional
-    gold one would count the strictness as the judge's bias)."""
-    try:
-        labels = labels_of(test_case)
-    except Exception:  # noqa: BLE001 - a malformed label must not fail a run: the case simply counts as unlabelled
-        logger.warning("contextjudge: the gold labels of case %r cannot be read; it counts as unlabelled.",
-                       short(getattr(test_case, "input", "") or "", 60))
-        return None
-    if not labels:
-        return None
-    try:
-        from ..metrics.gold import gold_score  # noqa: PLC0415 - metrics/gold.py holds the metrics' own formulas
-    except ImportError:  # pragma: no cover - only before metrics/gold.py exists
-        return None
-    try:
-        value = gold_score(metric_name, test_case, labels)
-    except Exception as exc:  # noqa: BLE001 - e.g. a labels count that is not the nodes count
-        logger.warning("contextjudge: %s: the case's gold labels give no score (%s); it counts as unlabelled.",
-                       metric_name, exc)
-        return None
-    if value is None:
-        return None
-    return (1.0 if value >= 1.0 - 1e-9 else 0.0) if strict_mode else float(value)
-
-
-def fill_gold_scores(result: Any) -> Any:
-    """Set ``gold_score`` on every scored result of ``result`` (an EvaluationResult with its per-case results) whose
-    case carries gold labels for that metric and that has none yet; returns ``result``."""
-    for tr in getattr(result, "test_results", None) or []:
-        if _labels_or_none(tr.test_case) is None:
-            continue
-        for m in tr.metrics_data:
-            if m.score is not None and m.gold_score is None:
-                m.gold_score = gold_score_of(m.name, tr.test_case, bool(m.strict_mode))
-    return result
-
-
-def _labels_or_none(test_case: Any) -> dict[str, Any] | None:
-    try:
-        return labels_of(test_case)
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def _error_result(metric: Any, exc: BaseException, message: str | None = None) -> MetricResult:

@@ -17,7 +17,7 @@ LAYERS: list[tuple[str, int]] = [
     ("engine", 6), ("report", 6),
     ("capture", 7), ("templates", 7), ("goldens", 7), ("local", 7), ("multimodal", 7), ("compat", 7),
     ("pytest_plugin", 7), ("__init__", 7), ("otel", 7),
-    ("cli", 8), ("__main__", 8), ("_cli_trust", 8), ("_cli_estimate", 8), ("_cli_worker", 8), ("_cli_trend", 8), ("recommend", 8),
+    ("cli", 8), ("__main__", 8), ("recommend", 8),
 ]
 # the one deliberate exception: deprecated names that forward to the integrations, imported lazily when read
 ALLOWED = {("multimodal", "contextjudge_langchain"), ("multimodal", "contextjudge_llama_index")}

@@ -21,8 +21,9 @@ from __future__ import annotations
 import copy
 import math
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 __all__ = ["Estimate", "estimate"]
 
@@ -61,9 +62,11 @@ class Estimate:
 
     @property
     def total_tokens(self) -> float:
+        """Input and output tokens together."""
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, Any]:
+        """The estimate as plain data (what ``contextjudge estimate --json`` prints)."""
         d = asdict(self)
         d["total_tokens"] = self.total_tokens
         return d
@@ -123,19 +126,14 @@ def _n(x: float) -> str:
 
 
 def _metric_objects(metrics: Any) -> list[Any]:
-    from ..metrics import BY_KEY  # noqa: PLC0415
+    from ..metrics import from_keys  # noqa: PLC0415
 
     if metrics is None:
         metrics = ["contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization"]
     out = []
     for m in metrics:
         if isinstance(m, str):
-            key = m.strip().lower().replace("-", "_")
-            if key not in BY_KEY:
-                from ..errors import ConfigurationError  # noqa: PLC0415
-
-                raise ConfigurationError(f"unknown metric {m!r}: choose from {', '.join(BY_KEY)}.")
-            out.append(BY_KEY[key](model=None))
+            out.extend(from_keys([m]))
         else:
             # a copy that judges with the run's judge (the stand-in), never the metric's own: no call goes out
             c = copy.copy(m)

@@ -15,7 +15,8 @@ import inspect
 import logging
 import sys
 import time
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from .._aio import run_sync
 from .._result import EvaluationResult, Tally, TestResult, Usage

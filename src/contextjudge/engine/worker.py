@@ -94,6 +94,7 @@ class WorkerCounts:
     requeued: int = 0
 
     def to_dict(self) -> dict[str, int]:
+        """The counts by name."""
         return asdict(self)
 
 
@@ -103,18 +104,13 @@ def metrics_for_run(config: dict[str, Any], *, threshold: float | None = None,
     """The metrics a stored run is scored with: those its configuration names (class, threshold, strict mode, as
     ``Run.begin`` wrote them), else ``default`` (metric keys). ``threshold`` (every metric) and ``thresholds`` (by
     metric key) override the recorded thresholds. Built without a judge: the worker's run gives them its own."""
-    from ..metrics import BY_KEY
+    from ..metrics import from_keys
 
-    specs = metric_specs(config)
-    if not specs:
-        specs = [(k, {}) for k in default]
-    out = []
-    for key, kw in specs:
-        t = (thresholds or {}).get(key, threshold)
-        if t is not None:
-            kw["threshold"] = t
-        out.append(BY_KEY[key](**kw))
-    return out
+    specs = metric_specs(config) or [(k, {}) for k in default]
+    recorded = {key: kw.pop("threshold", None) for key, kw in specs}
+    given = {key: (thresholds or {}).get(key, threshold) for key, _ in specs}
+    return from_keys([key for key, _ in specs], thresholds={k: given[k] if given[k] is not None else recorded[k]
+                                                            for k in recorded}, options=dict(specs))
 
 
 # ---------------------------------------------------------------------------------------------------- CPU
@@ -277,6 +273,7 @@ class Worker:
 
     @property
     def counters(self) -> dict[str, int]:
+        """The worker's counts by name (``WorkerCounts.to_dict``)."""
         return self.counts.to_dict()
 
     # ------------------------------------------------------------------------------------------ control
@@ -310,6 +307,7 @@ class Worker:
         return self.counts
 
     def summary(self) -> str:
+        """One line: what the worker did, and what to do about the cases a budget set aside."""
         c = self.counts
         line = (f"worker {self.owner}: {c.judged} case(s) judged, {c.skipped_budget} skipped (budget), "
                 f"{c.lost_lease} lost to an expired lease, {c.errors} with errors, {c.released} given back, "

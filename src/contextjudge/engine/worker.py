@@ -33,10 +33,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import BudgetExhaustedError, ConfigurationError
+from ..errors import ConfigurationError
 from ..judges.options import JudgeOptions
 from .run import Run, metric_specs
-from .score import score_case
+from .score import BudgetSkip, score_within_budget
 
 __all__ = ["DEFAULT_METRIC_KEYS", "Worker", "WorkerCounts", "limit_cpu", "metrics_for_run", "pin_threads", "usable_cores"]
 
@@ -548,16 +548,11 @@ class Worker:
         _CASE.set(ref)
         assert self._run is not None
         try:
-            resumes = self._run.context.budget_blocked()
-            if resumes is not None:
-                await self._set_aside(ref, self._budget_skip(resumes))
-                return
             metrics = await asyncio.to_thread(self._metrics_for, run_id)
             started = time.monotonic()
-            try:
-                results = await score_case(self._run, key, sc.test_case, metrics, budget="raise")
-            except BudgetExhaustedError as exc:
-                await self._set_aside(ref, self._budget_skip(exc.resumes_at, exc.scope))
+            results = await score_within_budget(self._run, key, sc.test_case, metrics)
+            if isinstance(results, BudgetSkip):
+                await self._set_aside(ref, self._budget_skip(results.resumes_at, results.scope))
                 return
             results = list(results or [])
             # a result says the judge could not be reached or kept failing past its retries (an outage, not this

@@ -138,7 +138,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError(_no_adapter_message(args.app, app, adapters))
     judge = _judge(args.model, args.quiet)
     metrics = _build_metrics(keys, judge, threshold, per)
-    gate_pass = {k: pass_per.get(k, pass_default) for k in keys if pass_per.get(k, pass_default) is not None}
+    gate_pass = {k: v for k in keys if (v := pass_per.get(k, pass_default)) is not None}
 
     _info(f"running {len(goldens)} golden(s) through {args.app} with the {adapter[0]} adapter ...", args.quiet)
     t0 = time.perf_counter()

@@ -94,7 +94,7 @@ class _StderrHandler(logging.StreamHandler):
         self.setFormatter(logging.Formatter("%(message)s"))
 
     @property
-    def stream(self):  # type: ignore[override]
+    def stream(self):
         return sys.stderr
 
     @stream.setter

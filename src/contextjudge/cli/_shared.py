@@ -46,8 +46,8 @@ def _entry_points(group: str) -> list[Any]:
 def _metric_keys(values: Sequence[str] | None, default: Sequence[str]) -> list[str]:
     from ..metrics import BY_KEY  # noqa: PLC0415
 
-    by_class = {cls.__name__.lower(): key for key, cls in BY_KEY.items()}
-    by_name = {cls.name.lower(): key for key, cls in BY_KEY.items()}
+    by_class = {cls.__qualname__.lower(): key for key, cls in BY_KEY.items()}
+    by_name = {str(cls.name).lower(): key for key, cls in BY_KEY.items()}
     raw = [p.strip() for v in (values or []) for p in v.split(",") if p.strip()] or list(default)
     keys = []
     for item in raw:

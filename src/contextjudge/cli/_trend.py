@@ -96,7 +96,8 @@ def cmd_trend(args: argparse.Namespace) -> int:
     try:
         trend = store.trend(metric=metric, by=args.by, since=args.since, until=args.until, where=where, at=args.at,
                             min_cases=args.min_cases)
-        drops, info = ([], None)
+        drops: list[Any] = []
+        info = None
         if args.fail_on_drop and trend.windows:
             drops, info = find_drops(store, trend, baseline=args.baseline, min_drop=args.min_drop, where=where)
     except (ConfigurationError, StoreError) as exc:

@@ -6,6 +6,7 @@ Registered by ``_shared.build_parser``; shares its exit codes and helpers.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from . import _shared
 
@@ -38,7 +39,7 @@ def _read_label_records(path: str, lines: list[int] | None = None) -> list[dict]
                     continue
                 try:
                     rec = json.loads(line)
-                except ValueError as exc:
+                except json.JSONDecodeError as exc:
                     raise UsageError(f"{path}, line {n}: not JSON ({exc.msg}). A labels file holds one JSON object "
                                      "per line: {\"key\" or \"input\": ..., \"labels\": [1, 0, ...]}.") from exc
                 if not isinstance(rec, dict):
@@ -222,7 +223,7 @@ def builtin_check_path() -> str:
     return str(files("contextjudge") / "data" / "judge_check.jsonl")
 
 
-def _embedded_beside(cases: list, judge: object, quiet: bool) -> dict | None:
+def _embedded_beside(cases: list, judge: Any, quiet: bool) -> dict | None:
     """The embedded judge's agreement on the same cases (None when it is the judge being checked)."""
     from .._aio import run_sync  # noqa: PLC0415
     from ..engine.calibrate import acalibrate  # noqa: PLC0415

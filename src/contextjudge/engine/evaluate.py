@@ -35,7 +35,7 @@ logger = logging.getLogger("contextjudge")
 
 
 class _Progress:
-    def __init__(self, total: int, enabled: bool | None) -> None:
+    def __init__(self, total: int | None, enabled: bool | None) -> None:
         if enabled is None:
             enabled = sys.stderr.isatty()
         self.bar = None

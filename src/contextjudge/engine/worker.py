@@ -411,6 +411,12 @@ class Worker:
             self._loop = None
             self._stop.set()  # ends the watcher thread
 
+    def _untrack(self, ref: tuple[str, str]) -> Callable[[asyncio.Future], None]:
+        """The done callback of the task that scores ``ref``: it forgets the task."""
+        def done(_task: asyncio.Future) -> None:
+            self._tasks.pop(ref, None)
+        return done
+
     def _on_signal(self, sig: int) -> None:
         first = not self._stop.is_set()
         self._say(f"worker {self.owner}: {signal.Signals(sig).name}: " +
@@ -449,8 +455,8 @@ class Worker:
             while waiting and len(self._tasks) < self.concurrency:
                 sc = waiting.popleft()
                 ref = (sc.run_id, sc.case_key)
-                self._tasks[ref] = asyncio.ensure_future(self._score(sc))
-                self._tasks[ref].add_done_callback(lambda _t, ref=ref: self._tasks.pop(ref, None))
+                task = self._tasks[ref] = asyncio.ensure_future(self._score(sc))
+                task.add_done_callback(self._untrack(ref))
             if not waiting and len(self._tasks) < self.concurrency:
                 # a case may be given back while this claim runs: --once ends only on an empty claim made when
                 # nothing was being scored
@@ -561,7 +567,7 @@ class Worker:
             # store's cache, so scoring it again asks only what failed
             down = [r for r in results if _judge_down(r)]
             if down:
-                await self._judge_unavailable(ref, down[0].error, answered=self._last_ok >= started)
+                await self._judge_unavailable(ref, down[0].error or "", answered=self._last_ok >= started)
                 return
             self._completing.add(ref)
             ok = await asyncio.to_thread(self.store.complete, self.owner, run_id, key, results,

@@ -29,7 +29,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -189,6 +189,131 @@ def limit_cpu(cpus: int | None = None, nice: int | None = 10) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- the worker
+class _Outage:
+    """A worker's judge-down state: the pause in claiming while the judge is down (1 s, doubling up to
+    ``backoff_max``; the cases in flight when it went down share one step), when the outage began, when a judge call
+    was last answered, and the give-backs of a case the judge fails on while it answers others."""
+
+    def __init__(self, backoff_max: float) -> None:
+        self.backoff_max = backoff_max
+        self.backoff = 0.0  # the current pause while the judge is down (0: it is up)
+        self.pause_until = 0.0  # time.monotonic() before which nothing is claimed nor started
+        self.last_ok = 0.0  # time.monotonic() of the last answered (not cached) judge call
+        self.down_since: float | None = None
+        self._returns: dict[tuple[str, str], int] = {}  # give-backs of a case while the judge answered others
+
+    def paused(self) -> float:
+        """Seconds left of the pause in claiming (<= 0: none)."""
+        return self.pause_until - time.monotonic()
+
+    def answered(self) -> tuple[bool, float | None]:
+        """A judge call was answered: whether that ends an outage, and when the outage began (None: not known)."""
+        self.last_ok = time.monotonic()
+        if not self.backoff:
+            return False, None
+        since = self.down_since
+        self.backoff, self.pause_until, self.down_since = 0.0, 0.0, None
+        return True, since
+
+    def fails_alone(self, ref: tuple[str, str]) -> bool:
+        """Count a give-back of ``ref`` while other calls were answered; True from the third: the judge fails on this
+        case alone, so its attempts count (it is set aside after ``max_attempts``, never written as errors)."""
+        n = self._returns[ref] = self._returns.get(ref, 0) + 1
+        return n >= 3
+
+    def forget(self, ref: tuple[str, str]) -> None:
+        """``ref`` was completed: its give-backs no longer count."""
+        self._returns.pop(ref, None)
+
+    def step(self) -> bool:
+        """One step of the backoff; True when this begins an outage."""
+        now = time.monotonic()
+        if now >= self.pause_until:
+            self.backoff = min(self.backoff_max, self.backoff * 2 if self.backoff else min(1.0, self.backoff_max))
+            self.pause_until = now + self.backoff
+        if self.down_since is None:
+            self.down_since = time.time()
+            return True
+        return False
+
+
+class _SetAside:
+    """The cases a spent budget set aside: the warning (once per window), and when the window that set them aside
+    ends, at which point ``requeue_skipped`` queues them again."""
+
+    def __init__(self, requeue: bool) -> None:
+        self.requeue = requeue
+        self.until: float | None = None  # when the window that set cases aside ends
+        self._warned: float | None = None
+
+    def note(self, resumes_at: float | None, scope: str | None = None) -> str:
+        """The queue row's note for a case set aside, warning once per window."""
+        when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(resumes_at)) if resumes_at else
+                "the next window")
+        if self._warned != resumes_at:
+            self._warned = resumes_at
+            logger.warning("contextjudge: the judge budget%s is spent; queued cases are set aside (skipped, note "
+                           "'budget') until %s, when judging resumes.", f" {scope}" if scope else "", when)
+        return f"budget{f' {scope}' if scope else ''} spent; resumes {when}"
+
+    def mark(self, resumes: float | None) -> None:
+        """A case was set aside; the budget's window ends at ``resumes`` (None: not known, so at once)."""
+        if resumes is not None:
+            self.until = max(self.until or 0.0, resumes)
+        elif self.until is None:
+            self.until = time.time()
+
+    def due(self, first: bool = False) -> bool:
+        """Whether to try queueing the set-aside cases again now (``first``: at start, whatever the window)."""
+        return self.requeue and (first or (self.until is not None and time.time() >= self.until))
+
+
+class _Leases:
+    """The cases a worker holds (claimed, and neither completed nor given back) and the heartbeat that renews their
+    leases every third of the lease, handing the ones another worker took to ``on_lost`` (from its thread)."""
+
+    def __init__(self, store: Any, owner: str, lease: float) -> None:
+        self.store, self.owner, self.lease = store, owner, lease
+        self._held: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def add(self, refs: Iterable[tuple[str, str]]) -> None:
+        """Hold ``refs`` (just claimed)."""
+        with self._lock:
+            self._held.update(refs)
+
+    def discard(self, ref: tuple[str, str]) -> None:
+        """``ref`` is no longer held (completed, given back or set aside)."""
+        with self._lock:
+            self._held.discard(ref)
+
+    def __contains__(self, ref: object) -> bool:
+        with self._lock:
+            return ref in self._held
+
+    def held(self) -> list[tuple[str, str]]:
+        """The refs held now."""
+        with self._lock:
+            return list(self._held)
+
+    def beat(self, done: threading.Event, on_lost: Callable[[list[tuple[str, str]]], None]) -> None:
+        """Renew the leases held every third of the lease until ``done`` is set."""
+        every = max(0.1, self.lease / 3.0)
+        while not done.wait(every):
+            held = self.held()
+            if not held:
+                continue
+            try:
+                n = self.store.renew(self.owner, held, lease=self.lease)
+                if n < len(held):
+                    still = self.store.held(self.owner, held)
+                    lost = [ref for ref in held if ref not in still]
+                    if lost:
+                        on_lost(lost)
+            except Exception:
+                logger.warning("contextjudge: could not renew the worker's leases; retrying", exc_info=True)
+
+
 class Worker:
     """Claims queued cases of ``store`` (every run's, or ``run_id``'s), scores them and writes their results once.
 
@@ -243,20 +368,15 @@ class Worker:
         self.backoff_max = max(0.01, float(backoff_max))
         self.exclusive = bool(exclusive)
         self.requeue_skipped = bool(requeue_skipped)
-        self._skipped_until: float | None = None  # when the window that set cases aside ends (requeue_skipped)
+        self._set_aside_ = _SetAside(self.requeue_skipped)
         self.call_hooks: list[Callable[[dict[str, Any]], Any]] = []  # judge-call events, e.g. WorkerMetrics
-        self._down_returns: dict[tuple[str, str], int] = {}  # give-backs of a case while the judge answered others
-        self._backoff = 0.0  # the current pause while the judge is down (0: it is up)
-        self._pause_until = 0.0  # time.monotonic() before which nothing is claimed nor started
-        self._last_ok = 0.0  # time.monotonic() of the last answered (not cached) judge call
-        self._down_since: float | None = None
+        self._outage = _Outage(self.backoff_max)
         self._once = False
         self._log = log
         self.counts = WorkerCounts()
         self._run: Run | None = None
         self._metrics_by_run: dict[str, list[Any]] = {}
-        self._held: set[tuple[str, str]] = set()
-        self._held_lock = threading.Lock()
+        self._leases = _Leases(self.store, self.owner, self.lease)
         self._tasks: dict[tuple[str, str], asyncio.Task] = {}
         self._completing: set[tuple[str, str]] = set()
         self._lost: set[tuple[str, str]] = set()
@@ -265,7 +385,6 @@ class Worker:
         self._hard = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
-        self._budget_warned: float | None = None
         self.started_line = ""
 
     def __repr__(self) -> str:
@@ -346,13 +465,9 @@ class Worker:
     def _maybe_requeue(self, first: bool = False) -> None:
         """With ``requeue_skipped``: queue again the cases a spent budget set aside, once the window that set them
         aside has ended (and at start, when the budget has room)."""
-        if not self.requeue_skipped or self._run is None:
+        if self._run is None or not self._set_aside_.due(first) or self._run.context.budget_blocked() is not None:
             return
-        if not first and (self._skipped_until is None or time.time() < self._skipped_until):
-            return
-        if self._run.context.budget_blocked() is not None:
-            return
-        self._skipped_until = None
+        self._set_aside_.until = None
         try:
             n = self.store.requeue_skipped(self.run_id, reason="budget")
         except Exception:  # noqa: BLE001 - tried again when the next window opens
@@ -390,7 +505,8 @@ class Worker:
         run.context.on_call.append(self._on_call)
         run.begin()
         beat_stop = threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(beat_stop,), name="contextjudge-heartbeat", daemon=True)
+        beat = threading.Thread(target=self._leases.beat, args=(beat_stop, self._lost_elsewhere),
+                                name="contextjudge-heartbeat", daemon=True)
         beat.start()
         waiting: collections.deque = collections.deque()
         try:
@@ -446,9 +562,9 @@ class Worker:
         self._once = once
         await asyncio.to_thread(self._maybe_requeue, True)
         while not self._stop.is_set():
-            if self._skipped_until is not None and time.time() >= self._skipped_until:
+            if self._set_aside_.due():
                 await asyncio.to_thread(self._maybe_requeue)
-            paused = self._pause_until - time.monotonic()
+            paused = self._outage.paused()
             if paused > 0:  # the judge is down: start and claim nothing until the pause ends
                 await self._nap(min(paused, self.poll if self._tasks else paused))
                 continue
@@ -464,8 +580,7 @@ class Worker:
                 got = await asyncio.to_thread(self.store.claim, self.owner, limit=self.batch, lease=self.lease,
                                               run_id=self.run_id, max_attempts=self.max_attempts)
                 if got:
-                    with self._held_lock:
-                        self._held.update((sc.run_id, sc.case_key) for sc in got)
+                    self._leases.add((sc.run_id, sc.case_key) for sc in got)
                     self.counts.claimed += len(got)
                     waiting.extend(got)
                     continue
@@ -494,9 +609,7 @@ class Worker:
             t.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        with self._held_lock:
-            left = list(self._held)
-        for run_id, key in left:
+        for run_id, key in self._leases.held():
             await self._give_back(run_id, key)
 
     async def _give_back(self, run_id: str, key: str, *, count: bool = True, failed: str | None = None) -> None:
@@ -507,8 +620,7 @@ class Worker:
         except Exception:
             logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
                              "its lease expires", key, run_id)
-        with self._held_lock:
-            self._held.discard((run_id, key))
+        self._leases.discard((run_id, key))
 
     # ------------------------------------------------------------------------------------------ one case
     def _metrics_for(self, run_id: str) -> list[Any]:
@@ -532,21 +644,13 @@ class Worker:
             except Exception:  # noqa: BLE001 - metrics never break judging
                 logger.debug("contextjudge: a judge-call hook failed", exc_info=True)
         if not event.get("cached"):
-            self._last_ok = time.monotonic()
-            if self._backoff:
-                self._judge_back()
+            ended, since = self._outage.answered()
+            if ended and since is not None:
+                self._say(f"worker {self.owner}: the judge answers again after {time.time() - since:.0f}s down; "
+                          f"{self.counts.judge_down} case(s) were given back meanwhile")
         ref = _CASE.get()
         if ref is not None:
             self._calls.setdefault(ref, []).append(event)
-
-    def _budget_skip(self, resumes_at: float | None, scope: str | None = None) -> str:
-        when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(resumes_at)) if resumes_at else
-                "the next window")
-        if self._budget_warned != resumes_at:
-            self._budget_warned = resumes_at
-            logger.warning("contextjudge: the judge budget%s is spent; queued cases are set aside (skipped, note "
-                           "'budget') until %s, when judging resumes.", f" {scope}" if scope else "", when)
-        return f"budget{f' {scope}' if scope else ''} spent; resumes {when}"
 
     async def _score(self, sc: Any) -> None:
         run_id, key = sc.run_id, sc.case_key
@@ -558,7 +662,7 @@ class Worker:
             started = time.monotonic()
             results = await score_within_budget(self._run, key, sc.test_case, metrics)
             if isinstance(results, BudgetSkip):
-                await self._set_aside(ref, self._budget_skip(results.resumes_at, results.scope))
+                await self._set_aside(ref, self._set_aside_.note(results.resumes_at, results.scope))
                 return
             results = list(results or [])
             # a result says the judge could not be reached or kept failing past its retries (an outage, not this
@@ -567,14 +671,13 @@ class Worker:
             # store's cache, so scoring it again asks only what failed
             down = [r for r in results if _judge_down(r)]
             if down:
-                await self._judge_unavailable(ref, down[0].error or "", answered=self._last_ok >= started)
+                await self._judge_unavailable(ref, down[0].error or "", answered=self._outage.last_ok >= started)
                 return
             self._completing.add(ref)
             ok = await asyncio.to_thread(self.store.complete, self.owner, run_id, key, results,
                                          judge_calls=self._calls.pop(ref, []))
-            with self._held_lock:
-                self._held.discard(ref)
-            self._down_returns.pop(ref, None)
+            self._leases.discard(ref)
+            self._outage.forget(ref)
             if not ok:
                 self.counts.lost_lease += 1
                 logger.warning("contextjudge: case %s of run %s was taken by another worker (this one held it past "
@@ -597,8 +700,7 @@ class Worker:
         except asyncio.CancelledError:
             if ref in self._lost:  # another worker has it: nothing of this case is written here
                 self.counts.lost_lease += 1
-                with self._held_lock:
-                    self._held.discard(ref)
+                self._leases.discard(ref)
                 return
             raise  # stopping: _wind_down gives it back
         except Exception as exc:
@@ -618,76 +720,42 @@ class Worker:
         calls were answered since the case started (an outage that began while it was in flight, or a judge that
         fails on this case alone: see below)."""
         self.counts.judge_down += 1
-        if answered:
-            # other calls were answered since this case started: an outage that began while it was in flight (its
-            # attempt is not counted), or a judge that fails on this case alone; the latter, after three such
-            # give-backs here, counts its attempts, so it is set aside after max_attempts, never written as errors
-            n = self._down_returns[ref] = self._down_returns.get(ref, 0) + 1
-            if n >= 3:
-                await self._give_back(*ref, failed=f"the judge failed on this case while answering others: "
-                                                   f"{error}"[:500])
-                return
+        # other calls answered since this case started: an outage that began while it was in flight (its attempt is
+        # not counted), or a judge that fails on this case alone; the latter, after three such give-backs here,
+        # counts its attempts, so it is set aside after max_attempts, never written as errors
+        if answered and self._outage.fails_alone(ref):
+            await self._give_back(*ref, failed=f"the judge failed on this case while answering others: "
+                                               f"{error}"[:500])
+            return
         await self._give_back(*ref, count=False)
-        now = time.monotonic()
-        if now >= self._pause_until:  # the cases in flight when it went down share one step of the backoff
-            self._backoff = min(self.backoff_max, self._backoff * 2 if self._backoff else min(1.0, self.backoff_max))
-            self._pause_until = now + self._backoff
-        if self._down_since is None:
-            self._down_since = time.time()
+        if self._outage.step():  # an outage begins
             if self._once:
                 what = ("this --once pass stops and leaves the queue as it is: run it again when the judge is back")
                 self.stop()
             else:
-                what = (f"claiming pauses, {self._backoff:g}s at first and up to {self.backoff_max:g}s, and the "
+                what = (f"claiming pauses, {self._outage.backoff:g}s at first and up to {self.backoff_max:g}s, and the "
                         "worker resumes by itself when the judge answers again")
             logger.warning("contextjudge: the judge is unavailable (%s). The case was given back to the queue, not "
                            "completed with an error; %s. Check the judge: its server or base_url, the API key, the "
                            "provider's status page.", (error or "")[:300], what)
 
-    def _judge_back(self) -> None:
-        if self._down_since is not None:
-            self._say(f"worker {self.owner}: the judge answers again after {time.time() - self._down_since:.0f}s "
-                      f"down; {self.counts.judge_down} case(s) were given back meanwhile")
-        self._backoff = 0.0
-        self._pause_until = 0.0
-        self._down_since = None
-
     async def _set_aside(self, ref: tuple[str, str], note: str) -> None:
-        resumes = self._run.context.budget_blocked() if self._run is not None else None
-        if resumes is not None:
-            self._skipped_until = max(self._skipped_until or 0.0, resumes)
-        elif self._skipped_until is None:
-            self._skipped_until = time.time()
+        self._set_aside_.mark(self._run.context.budget_blocked() if self._run is not None else None)
         await asyncio.to_thread(self.store.release, self.owner, ref[0], ref[1], state="skipped", note=note)
-        with self._held_lock:
-            self._held.discard(ref)
+        self._leases.discard(ref)
         self.counts.skipped_budget += 1
 
     # ------------------------------------------------------------------------------------------ heartbeat
-    def _heartbeat(self, done: threading.Event) -> None:
-        """Renew the leases held, every third of the lease; cancel the cases whose lease another worker took."""
-        every = max(0.1, self.lease / 3.0)
-        while not done.wait(every):
-            with self._held_lock:
-                held = list(self._held)
-            if not held:
-                continue
-            try:
-                n = self.store.renew(self.owner, held, lease=self.lease)
-                if n < len(held):
-                    still = self.store.held(self.owner, held)
-                    lost = [ref for ref in held if ref not in still]
-                    loop = self._loop
-                    if lost and loop is not None and not loop.is_closed():
-                        loop.call_soon_threadsafe(self._cancel_lost, lost)
-            except Exception:
-                logger.warning("contextjudge: could not renew the worker's leases; retrying", exc_info=True)
+    def _lost_elsewhere(self, lost: list[tuple[str, str]]) -> None:
+        """From the heartbeat: cancel, on the worker's loop, the cases whose lease another worker took."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._cancel_lost, lost)
 
     def _cancel_lost(self, lost: list[tuple[str, str]]) -> None:
         for ref in lost:
-            with self._held_lock:
-                if ref not in self._held:  # completed or given back meanwhile
-                    continue
+            if ref not in self._leases:  # completed or given back meanwhile
+                continue
             task = self._tasks.get(ref)
             if task is not None and ref not in self._completing and not task.done():
                 self._lost.add(ref)

@@ -10,6 +10,10 @@ only the judge calls that were in flight are repeated.
 Several workers may share a PostgreSQL store; a SQLite store takes one (``QueueStore.worker_slot``), except the Ray
 engine's actors on one machine (``exclusive=False``).
 
+Objects: ``Worker`` (the loop: claim, start, nap, wind down, signals) with ``_CaseScoring`` (one case scored and
+settled: completed, given back or set aside), ``_Leases`` (the cases held and the heartbeat that renews them),
+``_Outage`` (the judge down: the pause in claiming) and ``_SetAside`` (cases a spent budget set aside).
+
 Threads: the worker's event loop (the caller's thread), where cases are scored; ``contextjudge-heartbeat``, which
 renews the leases every third of the lease and cancels the cases whose lease was lost (another worker took them,
 after this one stalled for longer than the lease); store writes run on the loop's default executor.
@@ -96,6 +100,38 @@ class WorkerCounts:
     def to_dict(self) -> dict[str, int]:
         """The counts by name."""
         return asdict(self)
+
+    def line(self, owner: str) -> str:
+        """One line: what worker ``owner`` did, and what to do about the cases a budget set aside."""
+        c = self
+        line = (f"worker {owner}: {c.judged} case(s) judged, {c.skipped_budget} skipped (budget), "
+                f"{c.lost_lease} lost to an expired lease, {c.errors} with errors, {c.released} given back, "
+                f"{c.no_metric} with no applicable metric, {c.judge_down} given back while the judge was down "
+                f"({c.claimed} claimed)")
+        if c.requeued:
+            line += f"; {c.requeued} budget-skipped case(s) queued again when the budget's window opened"
+        if c.skipped_budget:
+            line += ("; " + SKIPPED_ADVICE)
+        return line
+
+
+def _budget_windows(store: Any, budget: Any) -> list[tuple[str, str, str, float, float | None]]:
+    """(budget name, window kind, unit, spent in the current window, limit) of ``budget`` in ``store``."""
+    if budget is None:
+        return []
+    from ..judges.spend import window_start
+
+    out: list[tuple[str, str, str, float, float | None]] = []
+    now = time.time()
+    for kind, length, max_tokens, max_dollars, max_calls in budget.windows():
+        try:
+            row = store.spend_get(f"budget:{budget.name}:{kind}", window_start(now, length)) or {}
+        except Exception:  # noqa: BLE001 - a scrape must answer
+            row = {}
+        out.append((budget.name, kind, "tokens", float(row.get("tokens", 0)), max_tokens))
+        out.append((budget.name, kind, "dollars", float(row.get("dollars", 0.0)), max_dollars))
+        out.append((budget.name, kind, "calls", float(row.get("calls", 0)), max_calls))
+    return out
 
 
 def metrics_for_run(config: dict[str, Any], *, threshold: float | None = None,
@@ -371,16 +407,13 @@ class Worker:
         self._set_aside_ = _SetAside(self.requeue_skipped)
         self.call_hooks: list[Callable[[dict[str, Any]], Any]] = []  # judge-call events, e.g. WorkerMetrics
         self._outage = _Outage(self.backoff_max)
-        self._once = False
         self._log = log
         self.counts = WorkerCounts()
         self._run: Run | None = None
         self._metrics_by_run: dict[str, list[Any]] = {}
         self._leases = _Leases(self.store, self.owner, self.lease)
+        self._scoring = _CaseScoring(self, self._outage, self._leases, self._set_aside_, self._metrics_for, self._say)
         self._tasks: dict[tuple[str, str], asyncio.Task] = {}
-        self._completing: set[tuple[str, str]] = set()
-        self._lost: set[tuple[str, str]] = set()
-        self._calls: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._stop = threading.Event()
         self._hard = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -427,16 +460,7 @@ class Worker:
 
     def summary(self) -> str:
         """One line: what the worker did, and what to do about the cases a budget set aside."""
-        c = self.counts
-        line = (f"worker {self.owner}: {c.judged} case(s) judged, {c.skipped_budget} skipped (budget), "
-                f"{c.lost_lease} lost to an expired lease, {c.errors} with errors, {c.released} given back, "
-                f"{c.no_metric} with no applicable metric, {c.judge_down} given back while the judge was down "
-                f"({c.claimed} claimed)")
-        if c.requeued:
-            line += f"; {c.requeued} budget-skipped case(s) queued again when the budget's window opened"
-        if c.skipped_budget:
-            line += ("; " + SKIPPED_ADVICE)
-        return line
+        return self.counts.line(self.owner)
 
     def billable(self, judge: str) -> bool:
         """Whether a provider bills ``judge``'s tokens (the embedded judge's pseudo-tokens cost nothing)."""
@@ -445,22 +469,7 @@ class Worker:
     def budget_windows(self) -> list[tuple[str, str, str, float, float | None]]:
         """(budget name, window kind, unit, spent in the current window, limit) of the worker's budget, read from
         the store's spend windows (shared by every process on the store); for the worker's metrics."""
-        budget = getattr(self.judge_options, "budget", None)
-        if budget is None:
-            return []
-        from ..judges.spend import window_start
-
-        out: list[tuple[str, str, str, float, float | None]] = []
-        now = time.time()
-        for kind, length, max_tokens, max_dollars, max_calls in budget.windows():
-            try:
-                row = self.store.spend_get(f"budget:{budget.name}:{kind}", window_start(now, length)) or {}
-            except Exception:  # noqa: BLE001 - a scrape must answer
-                row = {}
-            out.append((budget.name, kind, "tokens", float(row.get("tokens", 0)), max_tokens))
-            out.append((budget.name, kind, "dollars", float(row.get("dollars", 0.0)), max_dollars))
-            out.append((budget.name, kind, "calls", float(row.get("calls", 0)), max_calls))
-        return out
+        return _budget_windows(self.store, getattr(self.judge_options, "budget", None))
 
     def _maybe_requeue(self, first: bool = False) -> None:
         """With ``requeue_skipped``: queue again the cases a spent budget set aside, once the window that set them
@@ -502,7 +511,8 @@ class Worker:
             watcher.start()
         run = self._run = Run(store=None, judge_options=self.judge_options, model=self.model)
         run.context.cache.backend = self.store  # verdicts shared by every worker (and later run) on this store
-        run.context.on_call.append(self._on_call)
+        self._scoring.run = run
+        run.context.on_call.append(self._scoring.on_call)
         run.begin()
         beat_stop = threading.Event()
         beat = threading.Thread(target=self._leases.beat, args=(beat_stop, self._lost_elsewhere),
@@ -559,7 +569,7 @@ class Worker:
 
     async def _loop_body(self, waiting: collections.deque, once: bool) -> None:
         last_report = 0
-        self._once = once
+        self._scoring.once = once
         await asyncio.to_thread(self._maybe_requeue, True)
         while not self._stop.is_set():
             if self._set_aside_.due():
@@ -571,7 +581,7 @@ class Worker:
             while waiting and len(self._tasks) < self.concurrency:
                 sc = waiting.popleft()
                 ref = (sc.run_id, sc.case_key)
-                task = self._tasks[ref] = asyncio.ensure_future(self._score(sc))
+                task = self._tasks[ref] = asyncio.ensure_future(self._scoring.score(sc))
                 task.add_done_callback(self._untrack(ref))
             if not waiting and len(self._tasks) < self.concurrency:
                 # a case may be given back while this claim runs: --once ends only on an empty claim made when
@@ -598,7 +608,7 @@ class Worker:
         """Give back what was claimed and not started; give the cases being scored ``grace`` seconds (none after a
         second signal), then cancel them; give back every case still held."""
         for sc in waiting:
-            await self._give_back(sc.run_id, sc.case_key)
+            await self._scoring.give_back(sc.run_id, sc.case_key)
         waiting.clear()
         if self._tasks and not self._hard.is_set():
             deadline = time.monotonic() + self.grace
@@ -610,17 +620,7 @@ class Worker:
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         for run_id, key in self._leases.held():
-            await self._give_back(run_id, key)
-
-    async def _give_back(self, run_id: str, key: str, *, count: bool = True, failed: str | None = None) -> None:
-        try:
-            kw: dict[str, Any] = {"failed": True, "note": failed} if failed is not None else {}
-            if await asyncio.to_thread(self.store.release, self.owner, run_id, key, **kw) and count and not failed:
-                self.counts.released += 1
-        except Exception:
-            logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
-                             "its lease expires", key, run_id)
-        self._leases.discard((run_id, key))
+            await self._scoring.give_back(run_id, key)
 
     # ------------------------------------------------------------------------------------------ one case
     def _metrics_for(self, run_id: str) -> list[Any]:
@@ -637,32 +637,79 @@ class Worker:
             self._metrics_by_run[run_id] = got
         return got
 
-    def _on_call(self, event: dict[str, Any]) -> None:
-        for hook in self.call_hooks:
+    # ------------------------------------------------------------------------------------------ heartbeat
+    def _lost_elsewhere(self, lost: list[tuple[str, str]]) -> None:
+        """From the heartbeat: cancel, on the worker's loop, the cases whose lease another worker took."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._scoring.cancel_lost, lost, self._tasks)
+
+
+class _CaseScoring:
+    """Scores the cases a ``Worker`` claimed and settles each: completed (results and queue row in one transaction,
+    while the lease holds), given back (the judge is down, a failure) or set aside (the budget is spent). It files
+    each judge-call event under its case, to be written with the case's results, and knows which cases are being
+    completed or were lost to another worker. ``run`` and ``once`` are those of the worker's current ``run()``."""
+
+    def __init__(self, worker: Worker, outage: _Outage, leases: _Leases, budget: _SetAside,
+                 metrics_for: Callable[[str], list[Any]], say: Callable[[str], None]) -> None:
+        self.worker, self.outage, self.leases, self.budget = worker, outage, leases, budget
+        self.metrics_for, self.say = metrics_for, say
+        self.run: Run | None = None
+        self.once = False
+        self.calls: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.completing: set[tuple[str, str]] = set()
+        self.lost: set[tuple[str, str]] = set()
+
+    def cancel_lost(self, lost: list[tuple[str, str]], tasks: dict[tuple[str, str], asyncio.Task]) -> None:
+        """Cancel the tasks of the cases another worker took (none being completed, nor already settled)."""
+        for ref in lost:
+            if ref not in self.leases:  # completed or given back meanwhile
+                continue
+            task = tasks.get(ref)
+            if task is not None and ref not in self.completing and not task.done():
+                self.lost.add(ref)
+                task.cancel()
+
+    async def give_back(self, run_id: str, key: str, *, count: bool = True, failed: str | None = None) -> None:
+        """Give a case back to the queue (``failed``: the claim counts as a failed attempt, with this note)."""
+        try:
+            kw: dict[str, Any] = {"failed": True, "note": failed} if failed is not None else {}
+            if await asyncio.to_thread(self.worker.store.release, self.worker.owner, run_id, key, **kw) and count and not failed:
+                self.worker.counts.released += 1
+        except Exception:
+            logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
+                             "its lease expires", key, run_id)
+        self.leases.discard((run_id, key))
+
+    def on_call(self, event: dict[str, Any]) -> None:
+        """A judge-call event of the run: to the call hooks, to the outage state, and filed under its case."""
+        for hook in self.worker.call_hooks:
             try:
                 hook(event)
             except Exception:  # noqa: BLE001 - metrics never break judging
                 logger.debug("contextjudge: a judge-call hook failed", exc_info=True)
         if not event.get("cached"):
-            ended, since = self._outage.answered()
+            ended, since = self.outage.answered()
             if ended and since is not None:
-                self._say(f"worker {self.owner}: the judge answers again after {time.time() - since:.0f}s down; "
-                          f"{self.counts.judge_down} case(s) were given back meanwhile")
+                self.say(f"worker {self.worker.owner}: the judge answers again after {time.time() - since:.0f}s down; "
+                          f"{self.worker.counts.judge_down} case(s) were given back meanwhile")
         ref = _CASE.get()
         if ref is not None:
-            self._calls.setdefault(ref, []).append(event)
+            self.calls.setdefault(ref, []).append(event)
 
-    async def _score(self, sc: Any) -> None:
+    async def score(self, sc: Any) -> None:
+        """Score a claimed case and settle it: completed, given back or set aside."""
         run_id, key = sc.run_id, sc.case_key
         ref = (run_id, key)
         _CASE.set(ref)
-        assert self._run is not None
+        assert self.run is not None
         try:
-            metrics = await asyncio.to_thread(self._metrics_for, run_id)
+            metrics = await asyncio.to_thread(self.metrics_for, run_id)
             started = time.monotonic()
-            results = await score_within_budget(self._run, key, sc.test_case, metrics)
+            results = await score_within_budget(self.run, key, sc.test_case, metrics)
             if isinstance(results, BudgetSkip):
-                await self._set_aside(ref, self._set_aside_.note(results.resumes_at, results.scope))
+                await self.put_aside(ref, self.budget.note(results.resumes_at, results.scope))
                 return
             results = list(results or [])
             # a result says the judge could not be reached or kept failing past its retries (an outage, not this
@@ -671,92 +718,83 @@ class Worker:
             # store's cache, so scoring it again asks only what failed
             down = [r for r in results if _judge_down(r)]
             if down:
-                await self._judge_unavailable(ref, down[0].error or "", answered=self._outage.last_ok >= started)
+                await self._judge_unavailable(ref, down[0].error or "", answered=self.outage.last_ok >= started)
                 return
-            self._completing.add(ref)
-            ok = await asyncio.to_thread(self.store.complete, self.owner, run_id, key, results,
-                                         judge_calls=self._calls.pop(ref, []))
-            self._leases.discard(ref)
-            self._outage.forget(ref)
-            if not ok:
-                self.counts.lost_lease += 1
-                logger.warning("contextjudge: case %s of run %s was taken by another worker (this one held it past "
-                               "its %gs lease) or removed from the queue (its run deleted); its results were not "
-                               "written", key, run_id, self.lease)
-                return
-            if not results:
-                self.counts.no_metric += 1
-            else:
-                self.counts.judged += 1
-                if any(r.error for r in results):
-                    self.counts.errors += 1
-            for hook in self.on_results:
-                try:
-                    out = hook(sc.test_case, results, key, run_id)
-                    if inspect.isawaitable(out):
-                        await out
-                except Exception:
-                    logger.exception("contextjudge: an on_results hook failed on case %s", key)
+            await self._complete(sc, ref, results)
         except asyncio.CancelledError:
-            if ref in self._lost:  # another worker has it: nothing of this case is written here
-                self.counts.lost_lease += 1
-                self._leases.discard(ref)
+            if ref in self.lost:  # another worker has it: nothing of this case is written here
+                self.worker.counts.lost_lease += 1
+                self.leases.discard(ref)
                 return
             raise  # stopping: _wind_down gives it back
         except Exception as exc:
-            self.counts.errors += 1
+            self.worker.counts.errors += 1
             logger.exception("contextjudge: case %s of run %s could not be scored; given back to the queue (set aside "
-                             "after %d failed claims)", key, run_id, self.max_attempts)
+                             "after %d failed claims)", key, run_id, self.worker.max_attempts)
             # the claim counts as an attempt: a case that fails every time is set aside, not claimed forever
-            await self._give_back(run_id, key, failed=f"{type(exc).__name__}: {exc}"[:500])
+            await self.give_back(run_id, key, failed=f"{type(exc).__name__}: {exc}"[:500])
         finally:
-            self._completing.discard(ref)
-            self._calls.pop(ref, None)
-            self._lost.discard(ref)
+            self.completing.discard(ref)
+            self.calls.pop(ref, None)
+            self.lost.discard(ref)
 
     async def _judge_unavailable(self, ref: tuple[str, str], error: str, answered: bool = False) -> None:
         """Give a case back (queued, the attempt not counted) because the judge is down; pause claiming, doubling
         the pause from 1 s up to ``backoff_max`` while the outage lasts; warn once per outage. ``answered``: other
         calls were answered since the case started (an outage that began while it was in flight, or a judge that
         fails on this case alone: see below)."""
-        self.counts.judge_down += 1
+        self.worker.counts.judge_down += 1
         # other calls answered since this case started: an outage that began while it was in flight (its attempt is
         # not counted), or a judge that fails on this case alone; the latter, after three such give-backs here,
         # counts its attempts, so it is set aside after max_attempts, never written as errors
-        if answered and self._outage.fails_alone(ref):
-            await self._give_back(*ref, failed=f"the judge failed on this case while answering others: "
+        if answered and self.outage.fails_alone(ref):
+            await self.give_back(*ref, failed=f"the judge failed on this case while answering others: "
                                                f"{error}"[:500])
             return
-        await self._give_back(*ref, count=False)
-        if self._outage.step():  # an outage begins
-            if self._once:
+        await self.give_back(*ref, count=False)
+        if self.outage.step():  # an outage begins
+            if self.once:
                 what = ("this --once pass stops and leaves the queue as it is: run it again when the judge is back")
-                self.stop()
+                self.worker.stop()
             else:
-                what = (f"claiming pauses, {self._outage.backoff:g}s at first and up to {self.backoff_max:g}s, and the "
+                what = (f"claiming pauses, {self.outage.backoff:g}s at first and up to {self.worker.backoff_max:g}s, and the "
                         "worker resumes by itself when the judge answers again")
             logger.warning("contextjudge: the judge is unavailable (%s). The case was given back to the queue, not "
                            "completed with an error; %s. Check the judge: its server or base_url, the API key, the "
                            "provider's status page.", (error or "")[:300], what)
 
-    async def _set_aside(self, ref: tuple[str, str], note: str) -> None:
-        self._set_aside_.mark(self._run.context.budget_blocked() if self._run is not None else None)
-        await asyncio.to_thread(self.store.release, self.owner, ref[0], ref[1], state="skipped", note=note)
-        self._leases.discard(ref)
-        self.counts.skipped_budget += 1
+    async def put_aside(self, ref: tuple[str, str], note: str) -> None:
+        """Set a case aside (queue state ``skipped``) because the budget is spent."""
+        self.budget.mark(self.run.context.budget_blocked() if self.run is not None else None)
+        await asyncio.to_thread(self.worker.store.release, self.worker.owner, ref[0], ref[1], state="skipped", note=note)
+        self.leases.discard(ref)
+        self.worker.counts.skipped_budget += 1
 
-    # ------------------------------------------------------------------------------------------ heartbeat
-    def _lost_elsewhere(self, lost: list[tuple[str, str]]) -> None:
-        """From the heartbeat: cancel, on the worker's loop, the cases whose lease another worker took."""
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._cancel_lost, lost)
-
-    def _cancel_lost(self, lost: list[tuple[str, str]]) -> None:
-        for ref in lost:
-            if ref not in self._leases:  # completed or given back meanwhile
-                continue
-            task = self._tasks.get(ref)
-            if task is not None and ref not in self._completing and not task.done():
-                self._lost.add(ref)
-                task.cancel()
+    async def _complete(self, sc: Any, ref: tuple[str, str], results: list[Any]) -> None:
+        """Write the case's results and complete its queue row in one transaction, while the lease holds; count it
+        and hand it to the ``on_results`` hooks."""
+        run_id, key = ref
+        self.completing.add(ref)
+        ok = await asyncio.to_thread(self.worker.store.complete, self.worker.owner, run_id, key, results,
+                                     judge_calls=self.calls.pop(ref, []))
+        self.leases.discard(ref)
+        self.outage.forget(ref)
+        if not ok:
+            self.worker.counts.lost_lease += 1
+            logger.warning("contextjudge: case %s of run %s was taken by another worker (this one held it past "
+                           "its %gs lease) or removed from the queue (its run deleted); its results were not "
+                           "written", key, run_id, self.worker.lease)
+            return
+        if not results:
+            self.worker.counts.no_metric += 1
+        else:
+            self.worker.counts.judged += 1
+            if any(r.error for r in results):
+                self.worker.counts.errors += 1
+        for hook in self.worker.on_results:
+            try:
+                out = hook(sc.test_case, results, key, run_id)
+                if inspect.isawaitable(out):
+                    await out
+            except Exception:
+                logger.exception("contextjudge: an on_results hook failed on case %s", key)

@@ -42,7 +42,7 @@ LAYERS: dict[str, float] = {
     "report": 6.1, "engine": 6.2,
     "capture": 7, "templates": 7, "goldens": 7, "local": 7, "multimodal": 7, "compat": 7,
     "pytest_plugin": 7, "": 7, "otel": 7,
-    "cli": 8, "__main__": 8, "_cli_trust": 8, "_cli_estimate": 8, "_cli_worker": 8, "_cli_trend": 8, "recommend": 8,
+    "cli": 8, "__main__": 8, "recommend": 8,
 }
 # the one deliberate exception to "the core never imports an integration": deprecated names that forward to the
 # integrations, imported lazily when read

@@ -6,15 +6,19 @@ its error (one bad metric never aborts the rest), reuses results the run already
 result's ``gold_score`` when the case carries gold labels for its metric (``cases/labels.py``), and writes every
 new result to the run's store. A metric refused by the run's judge budget (``BudgetExhaustedError``) gives an error
 result that says when judging resumes, or, with ``budget="raise"`` (capture and the worker, which skip and count
-such cases), makes the case raise once its other metrics have finished. ``fill_gold_scores`` does the last for results read back from a store, whose cases
-were labelled after they were scored (``contextjudge label``).
+such cases), makes the case raise once its other metrics have finished. ``score_within_budget`` is the one budget-skip
+policy of the drivers that skip and count such cases (capture and the worker). ``fill_gold_scores`` does the last for
+results read back from a store, whose cases were labelled after they were scored (``contextjudge label``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from typing import Any, Literal, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from .._result import MetricResult
 from ..metrics.gold import fill_gold_scores, gold_score_of  # re-exported: they lived here until 0.3
@@ -23,7 +27,8 @@ from ..cases.testcase import ConversationalTestCase
 from ..errors import BudgetExhaustedError, InvalidTestCaseError, MissingTestCaseParamsError
 from .run import Run
 
-__all__ = ["BudgetMode", "MissingParams", "applicable", "fill_gold_scores", "gold_score_of", "missing_message", "score_case"]
+__all__ = ["BudgetMode", "BudgetSkip", "MissingParams", "applicable", "fill_gold_scores", "gold_score_of",
+           "missing_message", "score_case", "score_within_budget"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -167,3 +172,39 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
         raise BudgetExhaustedError(refused[0], scope=f"budget:{spent.name}" if spent is not None else None,
                                    resumes_at=run.context.budget_blocked())
     return [r for r in results if r is not None]
+
+
+@dataclass(frozen=True)
+class BudgetSkip:
+    """A case the judge budget set aside, unjudged: when judging resumes (None: not known), the budget's scope
+    (``"budget:NAME"``), and whether a judge call of the case was refused (``refused``: the budget's ledger has
+    warned already) rather than the window being found spent before the case began."""
+
+    resumes_at: float | None
+    scope: str | None = None
+    refused: bool = False
+
+
+async def score_within_budget(run: Run, key: str, test_case: Any, metrics: Sequence[Any], *,
+                              before: Callable[[], Any] | None = None, missing: MissingParams = "record",
+                              ) -> list[MetricResult] | BudgetSkip | None:
+    """Score a case unless the run's judge budget is spent: the one budget-skip policy of the drivers that set such
+    cases aside and count them (capture, the worker), where ``evaluate`` records an error result instead.
+
+    A case is not begun while the budget's window is spent (no store write, no judge call): a ``BudgetSkip`` saying
+    when judging resumes. Else ``before`` runs (a function or coroutine function: the driver's own store write) and
+    the case is scored (``score_case(budget="raise")``); a judge call the budget refuses meanwhile sets the whole case
+    aside (``BudgetSkip(refused=True)``), with no result of the refused metrics saved. Otherwise the results, as
+    ``score_case`` gives them (None: no metric applies).
+    """
+    resumes = run.context.budget_blocked()
+    if resumes is not None:
+        return BudgetSkip(resumes)
+    if before is not None:
+        out = before()
+        if inspect.isawaitable(out):
+            await out
+    try:
+        return await score_case(run, key, test_case, metrics, missing=missing, budget="raise")
+    except BudgetExhaustedError as exc:
+        return BudgetSkip(exc.resumes_at, exc.scope, refused=True)

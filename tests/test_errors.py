@@ -15,9 +15,9 @@ from contextjudge import (
     MLLMImage,
     TestResult,
     UsageError,
+    cli,
     resolve_model,
 )
-from contextjudge import cli
 from contextjudge.metrics import ContextualPrecisionMetric, TurnContextualPrecisionMetric
 
 

@@ -19,7 +19,7 @@ from opentelemetry.trace import StatusCode
 
 from contextjudge import LLMTestCase, MetricResult
 from contextjudge.capture import CapturedCase, CaptureSession
-from contextjudge.cases.provenance import OTEL_KEY, otel_of
+from contextjudge.cases.provenance import OTEL_KEY
 from contextjudge.errors import ConfigurationError
 from contextjudge.otel import OTelExporter, case_trace, exporter_from_environment, span_context_now
 

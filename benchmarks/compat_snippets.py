@@ -104,7 +104,7 @@ def main() -> int:
     known = known_failures()
     by_peer: dict[str, list[int]] = {}
     failed = []
-    for f, (ok, out, error) in zip(files, results):
+    for f, (ok, out, error) in zip(files, results, strict=True):
         row = by_peer.setdefault(f.parent.name, [0, 0])
         row[0] += ok
         row[1] += 1

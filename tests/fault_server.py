@@ -543,7 +543,12 @@ def _damage(fault: Fault, answer: dict[str, Any], text: str, prompt: str = "") -
         return "", "I'm sorry, but I can't help with that request."
     if verdicts is None:
         return text, None
-    vs = [dict(v) for v in verdicts]
+    return json.dumps({**answer, "verdicts": _damage_verdicts(fault, [dict(v) for v in verdicts])}), None
+
+
+def _damage_verdicts(fault: Fault, vs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The verdict list as the fault changes it (a copy the caller may keep)."""
+    kind = fault.kind
     if kind == "words":
         for v in vs:
             v["verdict"] = fault.word_yes if v["verdict"] == "yes" else fault.word_no
@@ -560,7 +565,7 @@ def _damage(fault: Fault, answer: dict[str, Any], text: str, prompt: str = "") -
             vs.append(first)
     elif kind == "fake_verdicts":
         vs = [{"id": v["id"], "verdict": "yes", "reason": "ignore previous instructions"} for v in vs]
-    return json.dumps({**answer, "verdicts": vs}), None
+    return vs
 
 
 def _sse(payload: dict[str, Any]) -> bytes:

@@ -10,6 +10,7 @@ import time
 import uuid
 
 import pytest
+from fault_server import FaultServer
 
 from contextjudge import JudgeOptions, LLMTestCase, RunContext
 from contextjudge.engine import Run, score_case
@@ -17,7 +18,6 @@ from contextjudge.judges.context import use_run_context
 from contextjudge.judges.limiter import AdaptiveLimiter
 from contextjudge.judges.spend import MemorySpend, RateGate, RateLimit
 from contextjudge.metrics import ContextualPrecisionMetric
-from fault_server import FaultServer
 
 langchain_openai = pytest.importorskip("langchain_openai")
 

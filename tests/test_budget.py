@@ -23,13 +23,13 @@ from contextjudge.errors import BudgetExhaustedError, ConfigurationError
 from contextjudge.judges.cache import VerdictCache
 from contextjudge.judges.context import use_run_context
 from contextjudge.judges.spend import (
-    count_tokens,
     HOUR,
     Budget,
     BudgetLedger,
     MemorySpend,
     Price,
     RateLimit,
+    count_tokens,
     price_of,
     register_prices,
     window_start,

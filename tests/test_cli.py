@@ -250,7 +250,7 @@ def test_eval_errors_print_one_clear_line(capsys, project, argv, expect):
     (project / "bad.jsonl").write_text(json.dumps(GOLDENS[0]) + "\n{not json\n")
     (project / "broken.py").write_text("app = 1 / 0\n")
     base = {"--app": "tinyrag:app", "--goldens": "goldens.jsonl", "--model": "fake", "--store": "res.db"}
-    for k, v in zip(argv[::2], argv[1::2]):
+    for k, v in zip(argv[::2], argv[1::2], strict=False):
         base[k] = v
     if argv[0] == "--metrics":
         base.pop("--metrics")

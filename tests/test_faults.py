@@ -11,20 +11,21 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 pytest.importorskip("langchain_openai")
 
+from fault_server import Fault, FaultServer  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
 from contextjudge import ConversationalTestCase, LLMTestCase, Turn, aevaluate  # noqa: E402
 from contextjudge.judges.options import JudgeOptions  # noqa: E402
 from contextjudge.metrics import BY_KEY  # noqa: E402
 from contextjudge.testing import FakeJudge  # noqa: E402
-from fault_server import Fault, FaultServer  # noqa: E402
 
 YES = ["paris", "seine", "eiffel", "refund", "gift card"]
 

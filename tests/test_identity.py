@@ -8,7 +8,6 @@ import uuid
 from types import SimpleNamespace
 
 from contextjudge import ConversationalTestCase, EvaluationResult, LLMTestCase, MetricResult, TestResult, Turn, evaluate
-from contextjudge.goldens import Golden, Goldens
 from contextjudge.cases.identity import (
     GOLDEN_ID_ALIASES,
     GOLDEN_ID_KEY,
@@ -19,6 +18,7 @@ from contextjudge.cases.identity import (
     new_case_id,
     new_run_id,
 )
+from contextjudge.goldens import Golden, Goldens
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric
 from contextjudge.metrics._base import BaseMetric, Outcome
 from contextjudge.report import render_report

@@ -170,7 +170,7 @@ def test_the_summary_shows_the_bias_corrected_mean(capsys):
     gold = [0.7, 0.6, None, None, 0.8, 0.3, None, None, None, None]
     trs = [TestResult(index=i, name=None, test_case=LLMTestCase(input=f"q{i}"), metrics_data=[
         MetricResult(name="Contextual Precision", score=j, threshold=0.5, success=j >= 0.5, gold_score=g)])
-        for i, (j, g) in enumerate(zip(judged, gold))]
+        for i, (j, g) in enumerate(zip(judged, gold, strict=True))]
     result = EvaluationResult(test_results=trs, run_id="r")
     est = result.corrected("Contextual Precision")
     _shared._print_summary(result, _shared._metric_gates(result, None))

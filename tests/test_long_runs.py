@@ -8,10 +8,14 @@ import pickle
 import pytest
 
 from contextjudge import ContextJudgeError, LLMTestCase, aevaluate, evaluate
-from contextjudge.judges.cache import VerdictCache
 from contextjudge._result import MetricResult
-from contextjudge.metrics import (ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric,
-                                  ContextUtilizationMetric)
+from contextjudge.judges.cache import VerdictCache
+from contextjudge.metrics import (
+    ContextualPrecisionMetric,
+    ContextualRecallMetric,
+    ContextualRelevancyMetric,
+    ContextUtilizationMetric,
+)
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path

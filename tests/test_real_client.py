@@ -20,6 +20,7 @@ import pytest
 pytest.importorskip("langchain_openai")
 pytest_plugins = ["pytester"]
 
+from fault_server import Fault, FaultServer  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
 from contextjudge import (  # noqa: E402
@@ -32,7 +33,6 @@ from contextjudge import (  # noqa: E402
 )
 from contextjudge._aio import run_sync, submit  # noqa: E402
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric  # noqa: E402
-from fault_server import Fault, FaultServer  # noqa: E402
 
 YES = ["leave", "vacation"]
 # precision: [useful, not] -> 1.0 and [not, useful] -> 0.5; relevancy: one relevant sentence of two -> 0.5

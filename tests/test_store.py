@@ -58,7 +58,7 @@ def test_evaluate_writes_runs_cases_nodes_verdicts_results_and_usage(store):
 
     back = store.load_run("run-a")
     assert len(back) == 4
-    for orig, got in zip(result.test_results, back.test_results):
+    for orig, got in zip(result.test_results, back.test_results, strict=True):
         assert got.test_case.input == orig.test_case.input
         assert got.test_case.retrieval_context[0].id == "doc-1"
         assert got.test_case.retrieval_context[0].metadata == {"source": "wiki"}
@@ -372,7 +372,7 @@ def test_two_processes_starting_the_same_run_ids_both_get_the_run(store):
     procs = [subprocess.Popen([sys.executable, "-c", _RACER, url, str(go), "40"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0 and out.strip() == "ok", err[-2000:]
     assert {f"race-{i}" for i in range(40)} <= {r.run_id for r in store.list_runs()}
     for i in (0, 39):

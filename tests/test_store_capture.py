@@ -21,12 +21,13 @@ GOLDENS = [{"input": "How many vacation days do employees get?",
 
 
 def _lcel_chain():
-    from contextjudge_langchain.testing import BagOfWordsEmbeddings, ExtractiveChatModel
     from langchain_core.documents import Document
     from langchain_core.output_parsers import StrOutputParser
     from langchain_core.prompts import ChatPromptTemplate
     from langchain_core.runnables import RunnablePassthrough
     from langchain_core.vectorstores import InMemoryVectorStore
+
+    from contextjudge_langchain.testing import BagOfWordsEmbeddings, ExtractiveChatModel
 
     vs = InMemoryVectorStore(BagOfWordsEmbeddings())
     vs.add_documents([Document(page_content=d, id=f"doc{i}") for i, d in enumerate(DOCS)])
@@ -36,8 +37,9 @@ def _lcel_chain():
 
 
 def _llama_engine():
-    from contextjudge_llama_index.testing import ExtractiveLLM, KeywordEmbedding
     from llama_index.core import Document, VectorStoreIndex
+
+    from contextjudge_llama_index.testing import ExtractiveLLM, KeywordEmbedding
 
     index = VectorStoreIndex.from_documents([Document(text=d, id_=f"doc{i}") for i, d in enumerate(DOCS)],
                                             embed_model=KeywordEmbedding())

@@ -181,7 +181,7 @@ def test_the_embedded_judge_as_cheap_tier_sends_up_exactly_its_uncertain_items(t
     assert m.error is None
     assert [v["id"] for v in m.verdicts if v["tier"] == "strong"] == want
     assert res.tiers["cheap"]["items"] == 10 and res.tiers.get("strong", {}).get("items", 0) == len(want)
-    for v, v0 in zip(m.verdicts, alone.verdicts):
+    for v, v0 in zip(m.verdicts, alone.verdicts, strict=False):
         if v["tier"] == "cheap":
             assert v["verdict"] == v0["verdict"]
         else:

@@ -24,7 +24,6 @@ from contextjudge.engine.worker_metrics import WorkerMetrics  # noqa: E402
 from contextjudge.metrics import ContextualRelevancyMetric, ContextUtilizationMetric  # noqa: E402
 from contextjudge.testing import FakeJudge  # noqa: E402
 
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -100,13 +99,13 @@ def test_prometheus_metrics_scraped_from_the_worker_match_the_store(tmp_path):
 
 def test_the_same_numbers_as_opentelemetry_metrics():
     pytest.importorskip("opentelemetry.sdk")
+    import tempfile
+
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
 
     from contextjudge.otel import OTelExporter
-
-    import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         store, _ = _queue(f"{tmp}/q.db", 9)

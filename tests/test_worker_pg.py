@@ -89,7 +89,7 @@ def test_two_workers_judge_each_case_exactly_once(pg_url, pg_store):
         finally:
             outs = _stop(procs)
         asked = _per_case(srv)
-    for rc, out, err in outs:
+    for rc, _out, err in outs:
         assert rc == 0, err
     judged = [int(re.search(r"(\d+) judged", out).group(1)) for _, out, _ in outs]
     assert sum(judged) == n and all(j > 0 for j in judged), judged  # both worked, no case twice

@@ -101,6 +101,23 @@ def perturb(sentence: str, names: list[str], rng: random.Random) -> str | None:
     return rng.choice(ways) if ways else None
 
 
+def _answer_sentence(context: str, sents: list[str], ans: dict[str, Any]) -> int:
+    """Index of the sentence of `context` that holds a SQuAD answer, or -1 when no sentence holds its text."""
+    start = ans["answer_start"]
+    pos, si = 0, 0
+    for k, s in enumerate(sents):
+        at = context.find(s, pos)
+        if at < 0:
+            continue
+        if at <= start < at + len(s) + 1:
+            si = k
+            break
+        pos = at + len(s)
+    if ans["text"] not in sents[si]:
+        si = next((k for k, s in enumerate(sents) if ans["text"] in s), -1)
+    return si
+
+
 def squad_pairs(path: Path, src: str, rng: random.Random) -> Iterator[dict[str, Any]]:
     """SQuAD-format files (SQuAD 2.0, XQuAD, MLQA): data[].paragraphs[].qas[]."""
     data = json.loads(path.read_text(encoding="utf-8"))["data"]
@@ -132,21 +149,9 @@ def squad_pairs(path: Path, src: str, rng: random.Random) -> Iterator[dict[str, 
                     yield {"task": "relevance", "a": q, "b": first_window(sents), "y": 0, "src": src, "group": g}
                     continue
                 ans = answers[0]
-                start = ans["answer_start"]
-                # the sentence holding the answer
-                pos, si = 0, 0
-                for k, s in enumerate(sents):
-                    at = p["context"].find(s, pos)
-                    if at < 0:
-                        continue
-                    if at <= start < at + len(s) + 1:
-                        si = k
-                        break
-                    pos = at + len(s)
-                if ans["text"] not in sents[si]:
-                    si = next((k for k, s in enumerate(sents) if ans["text"] in s), -1)
-                    if si < 0:
-                        continue
+                si = _answer_sentence(p["context"], sents, ans)
+                if si < 0:
+                    continue
                 win = window_around(sents, si, rng)
                 yield {"task": "relevance", "a": q, "b": win, "y": 1, "src": src, "group": g}
                 yield {"task": "relevance", "a": q, "b": sents[si], "y": 1, "src": src, "group": g}

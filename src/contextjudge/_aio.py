@@ -16,7 +16,8 @@ import concurrent.futures
 import contextvars
 import logging
 import threading
-from typing import Any, Coroutine, TypeVar
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from .errors import SyncCallOnLoopError
 

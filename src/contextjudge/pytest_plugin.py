@@ -71,6 +71,7 @@ class ContextJudgeSession:
 
     @property
     def judge(self) -> Any:
+        """The session's judge, built once from ``--contextjudge-model`` (``fake`` gives ``FakeJudge``)."""
         with self._lock:
             if self._judge is None:
                 text = (self.model_arg_text or "").strip()
@@ -98,20 +99,24 @@ class ContextJudgeSession:
 
     @property
     def store(self) -> Any:
+        """The store of the session's run, or None without ``--contextjudge-store``."""
         run = self.run
         return None if run is None else run.store
 
     @property
     def run_id(self) -> str | None:
+        """The session's run id (the run is begun first when there is a store)."""
         if self.store_target:
             _ = self.run
         return self._run_id
 
     @property
     def gates_on_pass_rate(self) -> bool:
+        """Whether the session fails on a metric's pass rate (``--contextjudge-min-pass-rate``)."""
         return self.min_pass_rate is not None
 
     def record(self, result: Any) -> None:
+        """Add a test's results to the session's tally and error counts."""
         with self._lock:
             if self.tally is None:
                 from ._result import Tally  # noqa: PLC0415 - imported only once a test used contextjudge
@@ -158,6 +163,7 @@ class ContextJudgeSession:
         return assert_test(test_case, metrics, **kwargs)
 
     def close(self) -> None:
+        """End the session's run in the store with its counts and usage."""
         with self._lock:
             run, self._run = self._run, None
         if run is not None:

@@ -51,9 +51,11 @@ class Interval:
 
     @property
     def width(self) -> float | None:
+        """``high - low``, or None without an interval."""
         return None if self.low is None or self.high is None else self.high - self.low
 
     def contains(self, x: float) -> bool:
+        """Whether ``x`` lies inside the interval (False without one)."""
         return self.low is not None and self.high is not None and self.low <= x <= self.high
 
     def as_list(self) -> list[float] | None:
@@ -61,6 +63,7 @@ class Interval:
         return None if self.low is None or self.high is None else [self.low, self.high]
 
     def to_dict(self) -> dict[str, Any]:
+        """The estimate, bounds, count, level and method, as a dict."""
         return {"estimate": self.estimate, "low": self.low, "high": self.high, "n": self.n, "level": self.level,
                 "method": self.method}
 
@@ -223,6 +226,7 @@ def significantly_worse(diff: Interval) -> bool:
 
 
 def significantly_better(diff: Interval) -> bool:
+    """Whether a difference's interval lies wholly above zero."""
     return diff.low is not None and diff.low > 0
 
 
@@ -243,6 +247,7 @@ class PPIEstimate:
     n_unlabelled: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The estimates and counts as a dict (the JSON form)."""
         return {"corrected": self.corrected.to_dict(), "judged": self.judged.to_dict(),
                 "labelled": self.labelled.to_dict(), "bias": self.bias.to_dict(), "lambda": self.lam,
                 "labelled_cases": self.n_labelled, "unlabelled_cases": self.n_unlabelled}
@@ -365,6 +370,7 @@ class Agreement:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The counts, confusion matrix and each statistic with its interval (the JSON form)."""
         out: dict[str, Any] = {"cases": self.cases, "items": self.items,
                                "confusion": {"tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn}}
         for name in ("base_rate", "accuracy", "kappa", "tpr", "tnr"):
@@ -451,6 +457,7 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
 
 
 def mae(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """The mean absolute difference of two equal-length sequences, or None when empty or unequal."""
     if not a or len(a) != len(b):
         return None
     return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / len(a)

@@ -113,6 +113,7 @@ class FakeJudge(BaseChatModel):
 
     @property
     def calls(self) -> list[dict[str, Any]]:
+        """Every call the fake answered, in order (task, method, ids, prompt, messages), for tests to inspect."""
         return self._calls
 
     @property
@@ -235,6 +236,7 @@ class FakeJudge(BaseChatModel):
 
     def with_structured_output(self, schema: Any, *, include_raw: bool = False, method: str | None = None,
                                **kwargs: Any):
+        """LangChain's structured output, for the methods this fake's ``style`` supports."""
         method = method or "function_calling"
         if self.style != "native" or method not in self.supported_methods:
             raise NotImplementedError(f"FakeJudge(style={self.style!r}) does not support {method}")

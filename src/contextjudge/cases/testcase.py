@@ -367,5 +367,6 @@ class ConversationalTestCase(_Base):
         return self
 
     def fingerprint(self) -> str:
+        """A stable hash of the judged content, used to recognise the same conversation across runs."""
         payload = dump_json(self, exclude={"name", "id", "tags", "additional_metadata"})
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

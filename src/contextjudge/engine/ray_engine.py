@@ -186,6 +186,7 @@ class RayScore:
     stopped_because: str | None = None
 
     def line(self) -> str:
+        """One line for the terminal: cases judged, workers, seconds, rounds, lost actors and the queue."""
         c = self.counts
         lost = f", {self.actors_lost} actor(s) lost and replaced" if self.actors_lost else ""
         return (f"ray: run {self.run_id}: {c.get('judged', 0)} case(s) judged by {self.workers} worker(s) in "

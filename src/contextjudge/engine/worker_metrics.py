@@ -93,6 +93,7 @@ class WorkerMetrics:
         return self
 
     def on_call(self, event: dict[str, Any]) -> None:
+        """Count one judge call: calls (cached or not), seconds, and billed tokens and dollars."""
         judge = str(event.get("judge") or "?")
         cached = bool(event.get("cached"))
         self.calls.labels(judge, "true" if cached else "false").inc()
@@ -117,6 +118,7 @@ class WorkerMetrics:
             self.dollars.labels(judge).inc(float(cost))
 
     def on_results(self, test_case: Any, results: list, case_key: str, run_id: str) -> None:
+        """Count a case's results per metric and retriever (pass, fail or error) and keep the rolling scores."""
         meta = getattr(test_case, "additional_metadata", None) or {}
         retriever = str(meta.get("retriever") or "")
         with self._lock:
@@ -142,6 +144,7 @@ class WorkerMetrics:
         return int(self._server.server_address[1])
 
     def close(self) -> None:
+        """Stop the HTTP endpoint ``serve`` started, if any."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -211,6 +211,7 @@ class ImageRequests:
         self._client = client
 
     async def ask(self, request: Any, build: Any) -> Any:
+        """Ask the wrapped client, with the request's images prepared first."""
         return await self._client.ask(prepare_request(request), build)
 
     def __getattr__(self, name: str) -> Any:

@@ -84,6 +84,7 @@ class AdaptiveLimiter:
         self.peak_inflight = max(self.peak_inflight, self.inflight)
 
     def release(self) -> None:
+        """Give a slot back and hand it to the longest waiter."""
         self.inflight -= 1
         self._wake()
 
@@ -102,6 +103,7 @@ class AdaptiveLimiter:
 
     # ------------------------------------------------------------------------------------------ AIMD
     def success(self) -> None:
+        """A call succeeded: after enough in a row, raise the limit by one (past the last throttle only later)."""
         self._successes += 1
         if self.limit >= self.max_limit:
             return
@@ -133,6 +135,7 @@ class AdaptiveLimiter:
             self.decreases += 1
 
     def stats(self) -> dict[str, Any]:
+        """The limiter's counters as a dict (limit, lowest, peak in flight, throttles, decreases, increases)."""
         return {"limit": self.limit, "max": self.max_limit, "lowest": self.lowest, "inflight": self.inflight,
                 "peak_inflight": self.peak_inflight, "throttled": self.throttled, "decreases": self.decreases,
                 "increases": self.increases}

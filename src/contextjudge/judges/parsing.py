@@ -224,68 +224,85 @@ def parse_answer(text: str | Any, *, task: str, ids: list[str], data: list[str] 
     if quoted:
         candidates = [c for c in candidates if _canonical(c) not in quoted]
     if task == "rubric_recall":
-        for cand in reversed(candidates):
-            if isinstance(cand, dict):
-                for key in ("score", "context_recall_score", "value", "rating"):
-                    if key in cand:
-                        try:
-                            score = float(cand[key])
-                        except (TypeError, ValueError):
-                            continue
-                        if score != score:  # NaN
-                            continue
-                        if 1.0 < score <= 10.0 and key == "rating":
-                            score = score / 10.0
-                        if 0.0 <= score <= 1.0:
-                            return {"score": score, "reason": str(cand.get("reason", "") or "")}
-        return None
+        return _rubric_answer(candidates)
     wanted = set(ids)
     best: dict[str, Any] | None = None
     for cand in candidates:
         items = _verdict_list(cand)
         if items is None:
             continue
-        verdicts: dict[str, dict[str, Any]] = {}
-        unknown: list[str] = []
-        invalid: list[str] = []
-        for it in items:
-            if not isinstance(it, dict):
-                continue
-            vid = it.get("id", it.get("node_id", it.get("statement_id")))
-            if vid is None:
-                continue
-            vid = str(vid).strip()
-            if vid not in wanted:
-                unknown.append(vid)
-                continue
-            verdict = normalize_verdict(it.get("verdict", it.get("answer", it.get("relevant"))))
-            if verdict is None:
-                invalid.append(vid)
-                continue
-            if vid in verdicts:
-                # a duplicate id: a contradiction cannot be trusted, an agreement is harmless
-                if verdicts[vid]["verdict"] != verdict:
-                    invalid.append(vid)
-                    verdicts[vid]["conflict"] = True
-                continue
-            conf = it.get("confidence")
-            try:
-                conf = None if conf is None else min(1.0, max(0.0, float(conf)))
-            except (TypeError, ValueError):
-                conf = None
-            node_ids = it.get("node_ids") or it.get("supporting_nodes") or []
-            if isinstance(node_ids, str):
-                node_ids = [node_ids]
-            verdicts[vid] = {
-                "verdict": verdict,
-                "reason": str(it.get("reason", "") or ""),
-                "node_ids": [str(x) for x in node_ids if isinstance(x, (str, int))],
-                "confidence": conf,
-            }
-        verdicts = {k: v for k, v in verdicts.items() if not v.get("conflict")}
+        verdicts, unknown, invalid = _read_verdicts(items, wanted)
         if not verdicts:
             continue
         # prefer the candidate covering the most requested ids; on a tie, the later one
         if best is None or len(verdicts) >= len(best["verdicts"]):
             best = {"verdicts": verdicts, "unknown": unknown, "invalid": sorted(set(invalid))}
     return best
+
+
+def _rubric_answer(candidates: list[Any]) -> dict[str, Any] | None:
+    """The last candidate holding a score in [0, 1] (a "rating" out of 10 is scaled down), or None."""
+    for cand in reversed(candidates):
+        if isinstance(cand, dict):
+            for key in ("score", "context_recall_score", "value", "rating"):
+                if key in cand:
+                    try:
+                        score = float(cand[key])
+                    except (TypeError, ValueError):
+                        continue
+                    if score != score:  # NaN
+                        continue
+                    if 1.0 < score <= 10.0 and key == "rating":
+                        score = score / 10.0
+                    if 0.0 <= score <= 1.0:
+                        return {"score": score, "reason": str(cand.get("reason", "") or "")}
+    return None
+
+
+def _read_verdicts(items: list[Any], wanted: set[str]
+                   ) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
+    """One candidate's verdicts by requested id, the ids nobody asked for, and the ids whose verdict is unusable
+    (an unknown word, or two contradicting verdicts for one id: both are dropped)."""
+    verdicts: dict[str, dict[str, Any]] = {}
+    unknown: list[str] = []
+    invalid: list[str] = []
+    for it in items:
+        if not isinstance(it, dict):
+            continue
+        vid = it.get("id", it.get("node_id", it.get("statement_id")))
+        if vid is None:
+            continue
+        vid = str(vid).strip()
+        if vid not in wanted:
+            unknown.append(vid)
+            continue
+        verdict = normalize_verdict(it.get("verdict", it.get("answer", it.get("relevant"))))
+        if verdict is None:
+            invalid.append(vid)
+            continue
+        if vid in verdicts:
+            # a duplicate id: a contradiction cannot be trusted, an agreement is harmless
+            if verdicts[vid]["verdict"] != verdict:
+                invalid.append(vid)
+                verdicts[vid]["conflict"] = True
+            continue
+        verdicts[vid] = _verdict_entry(it, verdict)
+    return {k: v for k, v in verdicts.items() if not v.get("conflict")}, unknown, invalid
+
+
+def _verdict_entry(it: dict[str, Any], verdict: str) -> dict[str, Any]:
+    """One verdict as the parser returns it: the verdict word, reason, supporting node ids and a clamped confidence."""
+    conf = it.get("confidence")
+    try:
+        conf = None if conf is None else min(1.0, max(0.0, float(conf)))
+    except (TypeError, ValueError):
+        conf = None
+    node_ids = it.get("node_ids") or it.get("supporting_nodes") or []
+    if isinstance(node_ids, str):
+        node_ids = [node_ids]
+    return {
+        "verdict": verdict,
+        "reason": str(it.get("reason", "") or ""),
+        "node_ids": [str(x) for x in node_ids if isinstance(x, (str, int))],
+        "confidence": conf,
+    }

@@ -25,6 +25,7 @@ __all__ = ["JudgeOptions", "backoff_seconds", "classify", "policy", "retry_after
 
 
 def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception (or its ``response``) carries, or None."""
     for obj in (exc, getattr(exc, "response", None)):
         if obj is None:
             continue
@@ -36,6 +37,7 @@ def status_of(exc: BaseException) -> int | None:
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
+    """The seconds a Retry-After header (or a ``retry_after`` attribute) asks to wait, or None."""
     val: Any = getattr(exc, "retry_after", None)
     if val is None:
         headers = getattr(getattr(exc, "response", None), "headers", None)

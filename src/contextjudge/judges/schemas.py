@@ -26,6 +26,7 @@ class Answer:
     method: str | None = None
 
     def to_cache(self) -> dict[str, Any]:
+        """The parts of the answer a verdict cache keeps (no usage: a cached answer costs nothing)."""
         return {"verdicts": self.verdicts, "score": self.score, "reason": self.reason}
 
 
@@ -57,17 +58,17 @@ class _SupportVerdict(_Verdict):
     node_ids: list[str] = Field(default_factory=list)
 
 
-class Verdicts(BaseModel):
+class Verdicts(BaseModel):  # noqa: D101 - a docstring would become the schema's billed description
     model_config = ConfigDict(json_schema_extra=_strict_schema)
     verdicts: list[_Verdict]
 
 
-class SupportVerdicts(BaseModel):
+class SupportVerdicts(BaseModel):  # noqa: D101 - a docstring would become the schema's billed description
     model_config = ConfigDict(json_schema_extra=_strict_schema)
     verdicts: list[_SupportVerdict]
 
 
-class Rubric(BaseModel):
+class Rubric(BaseModel):  # noqa: D101 - a docstring would become the schema's billed description
     model_config = ConfigDict(json_schema_extra=_strict_schema)
     score: float
     reason: str = ""

@@ -151,6 +151,7 @@ class EvaluationDataset:
     # ---------------------------------------------------------------------------------------------- contents
     @property
     def goldens(self) -> list[Any]:
+        """The goldens this dataset holds: the conversational ones once it holds those, else the single-turn ones."""
         return list(self._conversational_goldens if self._multi_turn else self._goldens)
 
     @goldens.setter
@@ -163,6 +164,7 @@ class EvaluationDataset:
 
     @property
     def test_cases(self) -> list[Any]:
+        """The test cases this dataset holds, conversational or single-turn as its goldens are."""
         return list(self._conversational_test_cases if self._multi_turn else self._llm_test_cases)
 
     @test_cases.setter
@@ -172,6 +174,7 @@ class EvaluationDataset:
             self.add_test_case(tc)
 
     def add_golden(self, golden: Any) -> None:
+        """Add a ``Golden``, ``ConversationalGolden`` or dict row; single-turn and conversational goldens never mix."""
         if isinstance(golden, ConversationalGolden):
             if self._goldens:
                 raise ConfigurationError("this dataset holds single-turn Goldens; a ConversationalGolden cannot join "
@@ -189,6 +192,7 @@ class EvaluationDataset:
             raise ConfigurationError(f"add_golden takes a Golden or ConversationalGolden, not {type(golden).__name__}.")
 
     def add_test_case(self, test_case: Any) -> None:
+        """Add an ``LLMTestCase`` or ``ConversationalTestCase``; anything else raises ``ConfigurationError``."""
         from ...cases.testcase import ConversationalTestCase as _Conv  # noqa: PLC0415
         from ...cases.testcase import LLMTestCase as _LLM  # noqa: PLC0415
 
@@ -230,6 +234,7 @@ class EvaluationDataset:
 
     def add_test_cases_from_json_file(self, file_path: str, input_key_name: str, actual_output_key_name: str,
                                       **keys: Any) -> None:
+        """Test cases from a JSON file holding a list of objects (DeepEval's ``*_key_name`` arguments rename keys)."""
         rows = _read_json(file_path, keys.pop("encoding_type", "utf-8"))
         keys["actual_output_key_name"] = actual_output_key_name
         for row in rows:
@@ -237,6 +242,7 @@ class EvaluationDataset:
 
     def add_test_cases_from_csv_file(self, file_path: str, input_col_name: str, actual_output_col_name: str,
                                      **cols: Any) -> None:
+        """Test cases from a CSV file with a header row; list columns are split as in ``add_goldens_from_csv_file``."""
         cols["actual_output_col_name"] = actual_output_col_name
         for row in _read_csv(file_path):
             row = _rename(row, input_col_name, cols)
@@ -266,6 +272,7 @@ class EvaluationDataset:
         return str(path)
 
     def push(self, *_: Any, **__: Any) -> None:
+        """Refuse clearly: DeepEval's push/pull/queue talk to Confident AI, which contextjudge does not use."""
         raise ContextJudgeError("EvaluationDataset.push() uploads to Confident AI, which contextjudge does not use: "
                                 "keep goldens in a file (save_as) or your repository.")
 

@@ -61,6 +61,8 @@ class ToolCall(BaseModel):
 
 
 class SingleTurnParams(Enum):
+    """DeepEval's ``SingleTurnParams`` (alias ``LLMTestCaseParams``): the names of an ``LLMTestCase``'s fields."""
+
     INPUT = "input"
     ACTUAL_OUTPUT = "actual_output"
     EXPECTED_OUTPUT = "expected_output"
@@ -77,6 +79,8 @@ class SingleTurnParams(Enum):
 
 
 class MultiTurnParams(Enum):
+    """DeepEval's ``MultiTurnParams`` (alias ``TurnParams``): the names of a turn's and a conversation's fields."""
+
     ROLE = "role"
     CONTENT = "content"
     METADATA = "metadata"
@@ -96,6 +100,8 @@ class MultiTurnParams(Enum):
 
 
 class ToolCallParams(Enum):
+    """DeepEval's ``ToolCallParams``: the names of a ``ToolCall``'s fields."""
+
     INPUT_PARAMETERS = "input_parameters"
     OUTPUT = "output"
 

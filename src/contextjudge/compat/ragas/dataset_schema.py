@@ -38,9 +38,11 @@ class SingleTurnSample(BaseModel):
     query_length: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields that are set, as a dict."""
         return self.model_dump(exclude_none=True)
 
     def get_features(self) -> list[str]:
+        """The names of the fields that are set."""
         return list(self.to_dict())
 
 
@@ -57,6 +59,7 @@ class MultiTurnSample(BaseModel):
     reference_topics: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields that are set, as a dict."""
         return self.model_dump(exclude_none=True)
 
 
@@ -86,6 +89,7 @@ def _clean(value: Any) -> Any:
 
 
 def sample_of(row: Any) -> SingleTurnSample | MultiTurnSample:
+    """A ``SingleTurnSample`` or ``MultiTurnSample`` from a sample or a dict row (old Ragas column names renamed)."""
     if isinstance(row, (SingleTurnSample, MultiTurnSample)):
         return row
     if isinstance(row, BaseModel):
@@ -144,20 +148,24 @@ class EvaluationDataset:
 
     @classmethod
     def from_list(cls, data: list[dict[str, Any]], **kwargs: Any) -> EvaluationDataset:
+        """A dataset from a list of dict rows (Ragas' old and new column names both work)."""
         return cls([sample_of(r) for r in data], **kwargs)
 
     from_dict = from_list
 
     @classmethod
     def from_pandas(cls, dataframe: Any, **kwargs: Any) -> EvaluationDataset:
+        """A dataset from a pandas DataFrame, one row a sample."""
         return cls.from_list(dataframe.to_dict("records"), **kwargs)
 
     @classmethod
     def from_hf_dataset(cls, dataset: Any, **kwargs: Any) -> EvaluationDataset:
+        """A dataset from a Hugging Face ``datasets.Dataset``, one row a sample."""
         return cls.from_list(list(dataset.to_list()), **kwargs)
 
     @classmethod
     def from_jsonl(cls, path: str, **kwargs: Any) -> EvaluationDataset:
+        """A dataset from a JSONL file, one object a line."""
         import json  # noqa: PLC0415
 
         with open(path, encoding="utf-8") as fh:
@@ -173,32 +181,40 @@ class EvaluationDataset:
         return cls.from_list(rows, **kwargs)
 
     def to_csv(self, path: str) -> None:
+        """Write the samples to a CSV file (needs pandas)."""
         self.to_pandas().to_csv(path, index=False)
 
     def to_jsonl(self, path: str) -> None:
+        """Write the samples to a JSONL file, one object a line."""
         import json  # noqa: PLC0415
 
         with open(path, "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(row) + "\n" for row in self.to_list())
 
     def to_hf_dataset(self) -> Any:
+        """The samples as a Hugging Face ``datasets.Dataset`` (needs ``datasets``)."""
         from datasets import Dataset  # noqa: PLC0415 - only this method needs it
 
         return Dataset.from_list(self.to_list())
 
     def is_multi_turn(self) -> bool:
+        """Whether the samples are ``MultiTurnSample`` objects."""
         return bool(self.samples) and isinstance(self.samples[0], MultiTurnSample)
 
     def get_sample_type(self) -> type:
+        """The class of the samples (``SingleTurnSample`` for an empty dataset)."""
         return type(self.samples[0]) if self.samples else SingleTurnSample
 
     def features(self) -> list[str]:
+        """The names of the fields set on any sample, sorted."""
         return sorted({k for s in self.samples for k in s.to_dict()})
 
     def to_list(self) -> list[dict[str, Any]]:
+        """The samples as dicts of their set fields."""
         return [s.to_dict() for s in self.samples]
 
     def to_pandas(self) -> Any:
+        """The samples as a pandas DataFrame, without the columns no sample sets."""
         import pandas as pd  # noqa: PLC0415
 
         return pd.DataFrame([s.model_dump() for s in self.samples]).dropna(axis=1, how="all")
@@ -220,6 +236,8 @@ class EvaluationDataset:
 
 @dataclass
 class TokenUsage:
+    """Ragas' ``TokenUsage``: the judge's input and output tokens over a run, and which model spent them."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     model: str = ""
@@ -254,6 +272,7 @@ class EvaluationResult:
 
     @property
     def dataset(self) -> EvaluationDataset:
+        """The samples that were scored, as an ``EvaluationDataset``."""
         return EvaluationDataset(self.samples)
 
     def __getitem__(self, name: str) -> list[float]:
@@ -266,9 +285,11 @@ class EvaluationResult:
         return sum(vals) / len(vals) if vals else float("nan")
 
     def mean(self, name: str) -> float:
+        """A metric's mean over the rows it scored (NaN rows left out; NaN when none scored)."""
         return self._nanmean(name)
 
     def to_pandas(self, batch_size: int | None = None, batched: bool = False) -> Any:
+        """The dataset's columns, one score column per metric, and ``<metric>_error`` where a row failed."""
         import pandas as pd  # noqa: PLC0415
 
         if self._rows is not None:
@@ -283,6 +304,7 @@ class EvaluationResult:
         return df
 
     def total_tokens(self) -> TokenUsage:
+        """The judge's tokens over the run, as Ragas' ``TokenUsage``."""
         usage = self.evaluation.usage
         return TokenUsage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                           model=", ".join(self.evaluation.judges()))

@@ -10,6 +10,8 @@ __all__ = ["RunConfig"]
 
 @dataclass
 class RunConfig:
+    """Ragas' ``RunConfig``: ``max_workers``, ``timeout`` and ``max_retries`` set how contextjudge runs."""
+
     timeout: int = 180
     max_retries: int = 10
     max_wait: int = 60

@@ -19,6 +19,7 @@ class ContextualPrecisionTemplate(PeerTemplate):
 
     @staticmethod
     def generate_verdicts(**kwargs: Any) -> str:
+        """The node-usefulness prompt for DeepEval's keyword arguments (contextjudge's own wording)."""
         return default_prompt("node_usefulness", _metrics.ContextualPrecisionTemplate, kwargs)
 
 

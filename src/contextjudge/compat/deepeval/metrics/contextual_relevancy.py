@@ -18,6 +18,7 @@ class ContextualRelevancyTemplate(PeerTemplate):
 
     @staticmethod
     def generate_verdicts(**kwargs: Any) -> str:
+        """The sentence-relevance prompt for DeepEval's keyword arguments (contextjudge's own wording)."""
         return default_prompt("sentence_relevance", _metrics.ContextualRelevancyTemplate, kwargs)
 
 

@@ -18,6 +18,7 @@ class TurnContextualPrecisionTemplate(PeerTemplate):
 
     @staticmethod
     def generate_verdicts(**kwargs: Any) -> str:
+        """The node-usefulness prompt of one turn for DeepEval's keyword arguments (contextjudge's own wording)."""
         return default_prompt("node_usefulness", _metrics.TurnContextualPrecisionTemplate, kwargs)
 
 

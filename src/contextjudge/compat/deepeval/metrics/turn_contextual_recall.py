@@ -18,6 +18,7 @@ class TurnContextualRecallTemplate(PeerTemplate):
 
     @staticmethod
     def generate_verdicts(**kwargs: Any) -> str:
+        """The statement-support prompt of one turn for DeepEval's keyword arguments (contextjudge's own wording)."""
         return default_prompt("statement_support", _metrics.TurnContextualRecallTemplate, kwargs)
 
 

@@ -71,6 +71,7 @@ class Metric:
         return float(await self.build().a_measure(sample_to_case(sample_of(sample))))
 
     def single_turn_score(self, sample: Any, callbacks: Any = None, timeout: float | None = None) -> float:
+        """``single_turn_ascore`` run to completion from synchronous code."""
         return run_sync(self.single_turn_ascore(sample, callbacks, timeout))
 
     def __repr__(self) -> str:
@@ -78,24 +79,34 @@ class Metric:
 
 
 class LLMContextPrecisionWithReference(Metric):
+    """Ragas' ``LLMContextPrecisionWithReference``, scored by contextjudge's ``ContextualPrecisionMetric``."""
+
     name = "llm_context_precision_with_reference"
     _cls = ContextualPrecisionMetric
 
 
 class ContextPrecision(LLMContextPrecisionWithReference):
+    """Ragas' ``ContextPrecision`` (the reference-based precision under its short name)."""
+
     name = "context_precision"
 
 
 class LLMContextPrecisionWithoutReference(Metric):
+    """Ragas' ``LLMContextPrecisionWithoutReference``, scored by contextjudge's ``ContextUtilizationMetric``."""
+
     name = "llm_context_precision_without_reference"
     _cls = ContextUtilizationMetric
 
 
 class ContextUtilization(LLMContextPrecisionWithoutReference):
+    """Ragas' ``ContextUtilization`` (precision against the response, no reference needed)."""
+
     name = "context_utilization"
 
 
 class LLMContextRecall(Metric):
+    """Ragas' ``LLMContextRecall``, scored by contextjudge's ``ContextualRecallMetric``."""
+
     name = "context_recall"
     _cls = ContextualRecallMetric
 
@@ -104,6 +115,8 @@ ContextRecall = LLMContextRecall
 
 
 class ContextRelevance(Metric):
+    """Ragas' ``ContextRelevance``, scored by contextjudge's ``ContextualRelevancyMetric``."""
+
     name = "nv_context_relevance"
     _cls = ContextualRelevancyMetric
 

@@ -35,6 +35,7 @@ class MetricResult:
         return float(self.value)
 
     def to_dict(self) -> dict[str, Any]:
+        """``value`` and ``reason`` as a dict."""
         return {"value": self.value, "reason": self.reason}
 
 
@@ -75,32 +76,44 @@ class _Collection:
 
 
 class ContextPrecisionWithReference(_Collection):
+    """Ragas 0.4's ``ContextPrecisionWithReference`` (needs a reference), by ``ContextualPrecisionMetric``."""
+
     name = "context_precision_with_reference"
     _cls = ContextualPrecisionMetric
     _fields = ("user_input", "reference", "retrieved_contexts")
 
 
 class ContextPrecision(ContextPrecisionWithReference):
+    """Ragas 0.4's ``ContextPrecision`` (the reference-based precision under its short name)."""
+
     name = "context_precision"
 
 
 class ContextPrecisionWithoutReference(_Collection):
+    """Ragas 0.4's ``ContextPrecisionWithoutReference`` (needs a response), by ``ContextUtilizationMetric``."""
+
     name = "context_precision_without_reference"
     _cls = ContextUtilizationMetric
     _fields = ("user_input", "response", "retrieved_contexts")
 
 
 class ContextUtilization(ContextPrecisionWithoutReference):
+    """Ragas 0.4's ``ContextUtilization`` (precision against the response under its short name)."""
+
     name = "context_utilization"
 
 
 class ContextRecall(_Collection):
+    """Ragas 0.4's ``ContextRecall`` (user_input, retrieved_contexts, reference), by ``ContextualRecallMetric``."""
+
     name = "context_recall"
     _cls = ContextualRecallMetric
     _fields = ("user_input", "retrieved_contexts", "reference")
 
 
 class ContextRelevance(_Collection):
+    """Ragas 0.4's ``ContextRelevance`` (user_input, retrieved_contexts), by ``ContextualRelevancyMetric``."""
+
     name = "context_relevance"
     _cls = ContextualRelevancyMetric
     _fields = ("user_input", "retrieved_contexts")

@@ -42,6 +42,7 @@ class BaseMetric:
 
     async def ascore(self, input: str, output: str, expected_output: str, context: list[str] | None = None,  # noqa: A002
                      **ignored_kwargs: Any) -> ScoreResult:
+        """Opik's ``ascore``: one row's score; a judge failure gives a ``ScoreResult`` with ``scoring_failed=True``."""
         case = self._case(input, output, expected_output, context)
         result = await self._metric.a_score(case)
         if result.error is not None:
@@ -52,6 +53,7 @@ class BaseMetric:
 
     def score(self, input: str, output: str, expected_output: str, context: list[str] | None = None,  # noqa: A002
               **ignored_kwargs: Any) -> ScoreResult:
+        """Opik's ``score``: ``ascore`` run to completion from synchronous code."""
         return run_sync(self.ascore(input=input, output=output, expected_output=expected_output, context=context,
                                     **ignored_kwargs))
 

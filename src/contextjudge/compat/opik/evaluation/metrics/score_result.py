@@ -10,6 +10,8 @@ __all__ = ["ScoreResult"]
 
 @dataclass
 class ScoreResult:
+    """Opik's ``ScoreResult``: a metric's ``name``, ``value``, ``reason``; ``scoring_failed`` if the judge failed."""
+
     name: str
     value: float
     reason: str | None = None

@@ -193,7 +193,8 @@ def test_a_calibrated_cheap_tier_moves_the_band_with_its_fitted_threshold(tmp_pa
     # The calibrated cheap judge says yes at confidence >= 0.2 for node usefulness: Bread (0.1) is a "no" just below
     # where its verdict flips, Lyon (0.55) a clear "yes". The band (0.3, 0.7), stated around 0.5, moves by 0.2 - 0.5
     # to (0.0, 0.4): Bread goes up, Lyon does not (unmoved, it would send Lyon up and keep Bread's near-miss).
-    from contextjudge.judges.calibration import Calibration, load_calibrated_judge
+    from contextjudge.judges.calibration import Calibration
+    from contextjudge.judges.models import load_calibrated_judge
 
     path = tmp_path / "cal.json"
     Calibration(judge="local", thresholds={"node_usefulness": 0.2}).write(path)

@@ -10,7 +10,7 @@ the cases are made here (a question and 10 nodes of about 600 characters each).
    (one judge call a case, ``ChatOpenAI`` as judge, structured output by JSON schema) through ``aevaluate``: the
    whole path, runner and metric included. Then a bare ``ChatOpenAI.ainvoke`` sends the very same messages, as many
    calls, at the same concurrency. The two alternate ``--repeats`` times on fresh cases (no verdict cache hit); the
-   medians and their ratio are printed. Target: at most 1.2x.
+   medians and their ratio are printed. Target: at most 1.15x (issue 27).
 2. Slot filling. The server takes ``--latency`` seconds a call. contextjudge scores ``--fill-cases`` cases with its
    four retrieval metrics at its defaults; the ideal wall time is ``calls x latency / max_concurrency``. Target:
    at most 1.15x the ideal. The mean number of calls in flight (server side) is printed next to it.
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(runs: {', '.join(f'{x:.2f}' for x in cpu['ours_ms'])}), {cpu['errors']} errors")
     print(f"  bare ChatOpenAI.ainvoke, same messages:              median {bare:.2f} ms "
           f"(runs: {', '.join(f'{x:.2f}' for x in cpu['bare_ms'])})")
-    print(f"  ratio {ratio:.3f}x (target <= 1.2x: {'met' if ratio <= 1.2 else 'MISSED'})")
+    print(f"  ratio {ratio:.3f}x (target <= 1.15x: {'met' if ratio <= 1.15 else 'MISSED'})")
 
     with FaultServer(verdict=_verdict, latency=args.latency, lifetime=7200, max_requests=10_000_000) as srv:
         fill = _run_client("fill", srv.url, str(args.fill_cases))

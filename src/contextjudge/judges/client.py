@@ -333,11 +333,13 @@ class JudgeClient:
         """One answer to ``prompt``, read by the parser, with the structured-output method this judge supports.
 
         While a judge's method is not yet known, the first call probes the methods in turn and concurrent first
-        calls wait for it, instead of each trying every method; once that probe has ended, calls go ahead."""
+        calls wait for it, instead of each trying every method; once that probe has ended, calls go ahead. The method
+        found is remembered with the judge model (``_JudgeCopies.method``), so a later run with the same model object
+        starts every slot at once instead of probing again."""
         messages = self._messages(request, prompt, dump)
         if self.native:
             return await self._try_methods(["text"], request, messages, total)
-        known = self.ctx._methods.get(self.identity)  # noqa: SLF001
+        known = self.ctx._methods.get(self.identity) or self._judge.method  # noqa: SLF001
         if known is None:
             fut, owner = self.ctx.probe(self.identity)
             if owner:
@@ -364,7 +366,7 @@ class JudgeClient:
                              self.name, method, exc)
                 last_exc = exc
                 continue
-            self.ctx._methods.setdefault(self.identity, method)  # noqa: SLF001
+            self._judge.method = self.ctx._methods.setdefault(self.identity, method)  # noqa: SLF001
             raw_msg = result.get("raw") if isinstance(result, dict) else result
             usage = self._usage(raw_msg, time.perf_counter() - t0)
             total.add(usage)
@@ -482,9 +484,11 @@ class JudgeClient:
                 free[0] += 1
             return ok
 
+        started = time.monotonic()  # the deadline counts from the first attempt, which runs before tenacity's loop
+
         def _stop(state: Any) -> bool:
             n = state.attempt_number
-            return (state.seconds_since_start or 0.0) >= opts.deadline or n >= 4 * opts.max_attempts \
+            return time.monotonic() - started >= opts.deadline or n >= 4 * opts.max_attempts \
                 or n - free[0] >= opts.max_attempts
 
         def _on_retry(attempt: int, exc: BaseException, delay: float) -> None:
@@ -495,7 +499,9 @@ class JudgeClient:
             logger.warning("contextjudge: judge %s call failed (%s: %s); retry %d in %.1fs", self.name,
                            type(exc).__name__, str(exc)[:120], attempt, delay)
 
-        retrying = policy(opts, _retryable, _on_retry).copy(stop=_stop)
+        def retrying() -> Any:
+            return policy(opts, _retryable, _on_retry).copy(stop=_stop)
+
         try:
             result = await self._retry_loop(retrying, attempt_once, method)
         except BaseException as exc:
@@ -533,12 +539,26 @@ class JudgeClient:
             raise odd from exc
         raise exc
 
-    async def _retry_loop(self, retrying: Any, attempt_once: Callable[[], Any], method: str) -> Any:
-        """Run ``attempt_once`` under ``retrying`` and translate what fails into a ``JudgeError``."""
+    async def _retry_loop(self, retrying: Callable[[], Any], attempt_once: Callable[[], Any], method: str) -> Any:
+        """Run ``attempt_once`` under the policy ``retrying()`` builds and translate what fails into a ``JudgeError``.
+
+        The first attempt runs on its own: most calls succeed at once, and tenacity's loop costs about as much CPU
+        as the rest of our side of a call. When it fails, the policy starts with that failure as its first attempt
+        (replayed, not sent again), so attempts, waits, logs and errors are those of the policy alone."""
         try:
-            async for attempt in retrying:
+            return await attempt_once()
+        except Exception as exc:  # noqa: BLE001 - handed to the policy below, which sorts it
+            replay: list[Exception] = [exc]
+
+        async def again() -> Any:
+            if replay:
+                raise replay.pop()
+            return await attempt_once()
+
+        try:
+            async for attempt in retrying():
                 with attempt:
-                    return await attempt_once()
+                    return await again()
         except RetryError as exc:
             inner = exc.last_attempt.exception()
             n = exc.last_attempt.attempt_number

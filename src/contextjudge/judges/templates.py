@@ -15,6 +15,7 @@ so a changed template never reuses stale verdicts.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -39,9 +40,13 @@ _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\
 _LOOKALIKE = str.maketrans({"\uff1c": "<", "\ufe64": "<", "\u2039": "<", "\uff0f": "/", "\u2215": "/"})
 
 
+@functools.lru_cache(maxsize=4096)
 def _data(text: str) -> str:
     """Neutralise tag-like text inside data so a node cannot close its own delimiter, whatever spaces, invisible
-    characters or look-alike brackets it hides the tag with."""
+    characters or look-alike brackets it hides the tag with.
+
+    Kept for the last 4096 texts: a case's nodes go into the prompt of every metric (the same string objects, whose
+    hash Python keeps), so each node is escaped once per case, not once per metric."""
     text = (text or "").translate(_INVISIBLE)
     if not text.isascii():
         text = text.translate(_LOOKALIKE)

@@ -30,8 +30,7 @@ import time
 import zlib
 from pathlib import Path
 
-WORDS = ("policy leave days staff annual request manager approval travel expense office remote week month year team "
-         "salary review benefit plan health dental notice period training budget contract holiday").split()
+WORDS = ["policy", "leave", "days", "staff", "annual", "request", "manager", "approval", "travel", "expense", "office", "remote", "week", "month", "year", "team", "salary", "review", "benefit", "plan", "health", "dental", "notice", "period", "training", "budget", "contract", "holiday"]
 
 
 def _verdict(text: str, _: str) -> str:
@@ -101,8 +100,12 @@ async def _client_fill(url: str, n: int) -> dict:
     from langchain_openai import ChatOpenAI
 
     from contextjudge import JudgeOptions, aevaluate
-    from contextjudge.metrics import (ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric,
-                                      ContextUtilizationMetric)
+    from contextjudge.metrics import (
+        ContextualPrecisionMetric,
+        ContextualRecallMetric,
+        ContextualRelevancyMetric,
+        ContextUtilizationMetric,
+    )
 
     judge = ChatOpenAI(model="judge", base_url=url, api_key="sk-bench", temperature=0)
     metrics = [M(model=judge) for M in (ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric,

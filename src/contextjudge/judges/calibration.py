@@ -109,7 +109,7 @@ class Calibration:
         thresholds = data.get("thresholds") or {}
         if not isinstance(thresholds, dict):
             raise ConfigurationError(f"{where}: 'thresholds' must be an object of family -> threshold.")
-        return cls(judge=data.get("judge"), thresholds=thresholds, judge_name=data.get("judge_name"),
+        return cls(judge=str(data.get("judge") or ""), thresholds=thresholds, judge_name=data.get("judge_name"),
                    judge_identity=data.get("judge_identity"), fitted=data.get("fitted") or {},
                    created=data.get("created") or "", path=where)
 
@@ -265,7 +265,7 @@ class CalibratedJudge(BaseChatModel):
             data = json.loads(msg.content) if request is not None and isinstance(msg.content, str) else None
         except json.JSONDecodeError:
             data = None
-        if not isinstance(data, dict) or not isinstance(data.get("verdicts"), list):
+        if request is None or not isinstance(data, dict) or not isinstance(data.get("verdicts"), list):
             return msg
         by_id = {str(v.get("id")): v for v in data["verdicts"] if isinstance(v, dict)}
         self.calibration.adjust(request, by_id)

@@ -411,7 +411,7 @@ class JudgeClient:
             # what that cost). The same request body goes out through extra_body on the plain path; our parser
             # reads the answer.
             fmt = {"type": "json_object"} if method == "json_mode" else _openai_response_format(schema)
-            runnable = _DirectCall(model, {"extra_body": {**(getattr(model, "extra_body", None) or {}),
+            runnable: Any = _DirectCall(model, {"extra_body": {**(getattr(model, "extra_body", None) or {}),
                                                           "response_format": fmt}})
             self.ctx._runnables[key] = (model, runnable)  # noqa: SLF001
             return runnable
@@ -428,7 +428,7 @@ class JudgeClient:
                 raise _MethodUnsupported(f"{method}: {exc2}") from exc2
         first = getattr(chain, "first", None)
         if isinstance(first, RunnableBinding) and first.bound is model:
-            runnable = _DirectCall(model, first.kwargs) if _is_openai_sdk_model(model) else first
+            runnable = _DirectCall(model, dict(first.kwargs)) if _is_openai_sdk_model(model) else first
         else:
             runnable = model.with_structured_output(schema, include_raw=True, **kwargs)
         self.ctx._runnables[key] = (model, runnable)  # noqa: SLF001
@@ -446,12 +446,12 @@ class JudgeClient:
         asking us to slow down."""
         opts = self.options
         request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
-        schema = _ANSWER_SCHEMAS.get(request_dump.get("task"), Verdicts)
+        schema = _ANSWER_SCHEMAS.get(str(request_dump.get("task")), Verdicts)
         if method == "text":
             runnable = _DirectCall(self.model, {}) if _is_openai_sdk_model(self.model) else self.model
         else:
             runnable = self._structured(method, schema)
-        config = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
+        config: Any = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
                   "metadata": {"contextjudge": "judge"}}
         limiter = self.ctx.limiter(self.identity, self.model, self.name)
         spend = self._call_spend()
@@ -571,7 +571,8 @@ class JudgeClient:
             raise JudgeUnavailableError(
                 f"The judge {self.name!r} kept failing after {n} attempts "
                 f"({type(inner).__name__}: {str(inner)[:200]}). It may be overloaded or down; try again later, "
-                "lower max_concurrency, or raise JudgeOptions.deadline.", status_code=status_of(inner)) from inner
+                "lower max_concurrency, or raise JudgeOptions.deadline.",
+                status_code=status_of(inner) if inner is not None else None) from inner
         except JudgeError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this one boundary

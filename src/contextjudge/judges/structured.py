@@ -122,7 +122,7 @@ class _DirectCall:
         if limiter is not None:
             await limiter.aacquire(blocking=True)
         result = await self.model._agenerate(messages, **self.kwargs)  # noqa: SLF001 - see the class docstring
-        return result.generations[0].message
+        return result.generations[0].message  # type: ignore[return-value]  # a chat model's
 
 
 def _is_openai_sdk_model(model: Any) -> bool:

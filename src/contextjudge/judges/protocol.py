@@ -36,7 +36,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._result import Usage
-    from .context import RunContext
     from .schemas import Answer
 
 __all__ = ["REQUEST_KEY", "Adjustment", "InnerClients", "InnerJudge", "Item", "JudgeRequest", "Task", "WrapperJudge",
@@ -119,7 +118,7 @@ class InnerClients(Protocol):
     """What the judge client hands a wrapper judge: the run and the clients of the judges it wraps."""
 
     name: str
-    ctx: RunContext
+    ctx: Any  # the run's ``context.RunContext`` (its ``add_tier`` counts a tiered judge's items and cost)
 
     def client_for(self, model: Any, adjust: Adjustment | None = None) -> InnerJudge:
         """The client of ``model`` in this run, with this client's template and options (one per model and

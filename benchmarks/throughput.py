@@ -94,9 +94,12 @@ def render(rows: list[dict], args: argparse.Namespace) -> str:
                    f"{r['scores']} | {r['failed']} |")
     ours = rows[0]
     ratio = ours["elapsed"] / ours["ideal"]
+    # a short run pays the first wave (the structured-output probe of a new judge, the first connections) over
+    # fewer calls: issue 27 asks 1.3x at 20 cases, 1.15x from 100
+    target = 1.3 if args.cases <= 20 else 1.15
     out += ["", f"contextjudge: ideal = {ours['calls']} calls x {args.latency:g} s / {ours['concurrency']} in flight = "
                 f"{ours['ideal']:.1f} s; measured {ours['elapsed']:.1f} s = {ratio:.2f}x the ideal "
-                f"(target <= 1.15x: {'met' if ratio <= 1.15 else 'MISSED'})"]
+                f"(target <= {target:g}x: {'met' if ratio <= target else 'MISSED'})"]
     for r in rows[1:]:
         faster = ours["elapsed"] < r["elapsed"]
         out.append(f"vs {r['tool']}: {r['elapsed']:.1f} s / {ours['elapsed']:.1f} s = "

@@ -9,7 +9,8 @@ import pytest
 
 from contextjudge.cli import main
 from contextjudge.engine.calibrate import calibrate, calibration_of, fit_threshold, read_labels_file
-from contextjudge.judges.calibration import CalibratedJudge, Calibration, load_calibrated_judge
+from contextjudge.judges.calibration import CalibratedJudge, Calibration
+from contextjudge.judges.models import load_calibrated_judge
 from contextjudge.judges.client import JudgeClient
 from contextjudge.judges.models import resolve_model
 from contextjudge.judges.templates import ContextualPrecisionTemplate

@@ -177,6 +177,19 @@ def test_concurrent_first_calls_wait_for_one_probe(judge, server):
     assert set(methods[1:]) == {"tools"}
 
 
+def test_a_second_run_with_the_same_judge_sends_no_probe(judge, server):
+    # the method found in the first run is kept with the judge model: the second run starts every slot with it
+    server.reset([Fault("http", status=500, times=None, methods=("json_schema",),
+                        message="Unsupported response_format type json_schema")])
+    _check(evaluate(CASES, _metrics(judge), show_progress=False, judge_options=FAST))
+    first = [r["method"] for r in server.requests]
+    server.reset([Fault("http", status=500, times=None, methods=("json_schema",),
+                        message="Unsupported response_format type json_schema")])
+    _check(evaluate(CASES, _metrics(judge), show_progress=False, judge_options=FAST))
+    second = [r["method"] for r in server.requests]
+    assert first.count("json_schema") == 1 and second and set(second) == {"tools"}, (first, second)
+
+
 def test_context_too_long_fails_at_once_instead_of_trying_every_method(judge, server):
     server.reset([Fault("http", status=400, times=None,
                         message="This model's maximum context length is 8192 tokens. Please reduce the length.")])

@@ -5,11 +5,13 @@ tier is an error unless the fallback is chosen, which each verdict then records.
 from __future__ import annotations
 
 import pytest
+from langchain_core.language_models import BaseChatModel
 
 from contextjudge import LLMTestCase, evaluate
 from contextjudge.errors import ConfigurationError
 from contextjudge.judges.models import judge_identity
 from contextjudge.judges.options import JudgeOptions
+from contextjudge.judges.schemas import Answer
 from contextjudge.judges.tiered import TieredJudge
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
@@ -97,6 +99,45 @@ def test_identity_holds_both_judges_the_band_and_the_fallback():
            judge_identity(TieredJudge(strong, cheap=FakeJudge(style="json", model_name="other-cheap")))}
     assert len(ids) == 5
     assert judge_identity(base) == judge_identity(TieredJudge(strong, cheap=cheap_judge()))
+
+
+class BothAgree(BaseChatModel):
+    """A wrapper judge of this test's own, through the same protocol as TieredJudge: yes only when both say yes."""
+
+    first: BaseChatModel
+    second: BaseChatModel
+
+    @property
+    def _llm_type(self) -> str:
+        return "both-agree"
+
+    def _generate(self, *args, **kwargs):
+        raise NotImplementedError
+
+    def contextjudge_identity(self, clients, identity):
+        return identity
+
+    def contextjudge_billed(self):
+        return (self.first, self.second)
+
+    async def contextjudge_ask(self, request, build, clients):
+        a = await clients.client_for(self.first).ask(request, build)
+        b = await clients.client_for(self.second).ask(request, build)
+        both = {vid: {**v, "verdict": "yes" if v["verdict"] == b.verdicts[vid]["verdict"] == "yes" else "no"}
+                for vid, v in a.verdicts.items()}
+        return Answer(verdicts=both, method=a.method)
+
+    async def contextjudge_text(self, prompt, clients):
+        return await clients.client_for(self.second).complete_text(prompt)
+
+
+def test_any_wrapper_judge_goes_through_the_client_that_knows_none_of_them():
+    first = FakeJudge(rules={"Paris": "yes", "Lyon": "yes"}, default="no", model_name="first")
+    second = FakeJudge(rules={"Paris": "yes"}, default="no", model_name="second")
+    _, m = run(BothAgree(first=first, second=second), cases=(CASE, CASE))
+    assert m.error is None
+    assert [v["verdict"] for v in m.verdicts] == ["yes", "no", "no", "no"] and m.score == 1.0
+    assert len(first.calls) == 1 and len(second.calls) == 1  # each inner judge has its own cache in the run
 
 
 @pytest.mark.parametrize("band", [(0.7, 0.3), (-0.1, 0.5), (0.2, 1.5), ("a", "b"), (0.5,)])
@@ -193,7 +234,8 @@ def test_a_calibrated_cheap_tier_moves_the_band_with_its_fitted_threshold(tmp_pa
     # The calibrated cheap judge says yes at confidence >= 0.2 for node usefulness: Bread (0.1) is a "no" just below
     # where its verdict flips, Lyon (0.55) a clear "yes". The band (0.3, 0.7), stated around 0.5, moves by 0.2 - 0.5
     # to (0.0, 0.4): Bread goes up, Lyon does not (unmoved, it would send Lyon up and keep Bread's near-miss).
-    from contextjudge.judges.calibration import Calibration, load_calibrated_judge
+    from contextjudge.judges.calibration import Calibration
+    from contextjudge.judges.models import load_calibrated_judge
 
     path = tmp_path / "cal.json"
     Calibration(judge="local", thresholds={"node_usefulness": 0.2}).write(path)

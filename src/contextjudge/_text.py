@@ -7,6 +7,7 @@ quote, and line breaks; common abbreviations, initials and decimal numbers do no
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["shorten", "split_sentences"]
@@ -35,9 +36,17 @@ def _is_abbreviation(text_before: str) -> bool:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split ``text`` into sentences, deterministically. Empty or whitespace-only text gives ``[]``."""
+    """Split ``text`` into sentences, deterministically. Empty or whitespace-only text gives ``[]``.
+
+    The last 4096 splits are kept: a node's sentences serve every metric and turn window that judges it, and the
+    gold scores, so each text is split once however many ask."""
     if not text or not text.strip():
         return []
+    return list(_split(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _split(text: str) -> tuple[str, ...]:
     out: list[str] = []
     for block in re.split(r"\n\s*\n|\n(?=\s*[-*•\d]+[.)]?\s)|\r?\n", text):
         block = block.strip()
@@ -64,7 +73,7 @@ def split_sentences(text: str) -> list[str]:
             merged[-1] = f"{merged[-1]} {s}"
         else:
             merged.append(s)
-    return merged
+    return tuple(merged)
 
 
 def shorten(text: str | None, limit: int) -> str:

@@ -13,8 +13,9 @@ verdict on an item is yes iff the item's confidence is at least its family's thr
 and families without a threshold, keep the judge's own verdict. The thresholds are part of the judge's identity, so
 verdicts cached for the bare judge are never reused for the calibrated one, nor for another file's thresholds.
 
-The judge client calls the wrapped judge itself (``contextjudge_wrapped``) and applies the thresholds to the parsed
-verdicts (``contextjudge_adjust``), before they are cached.
+A ``CalibratedJudge`` is a wrapper judge (``protocol.WrapperJudge``): it asks the judge it wraps through that judge's
+own client, giving it the thresholds as an ``Adjustment``, which the client applies to each parsed answer before it
+is cached (or merged with judge repeats). ``models.load_calibrated_judge`` reads a file into one.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -34,10 +35,15 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict
 
 from ..errors import ConfigurationError
-from .protocol import JudgeRequest, request_from_message_kwargs
+from .naming import judge_identity, judge_name
+from .protocol import Build, InnerClients, JudgeRequest, request_from_message_kwargs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .._result import Usage
+    from .schemas import Answer
 
 __all__ = ["DEFAULT_FILE", "FAMILIES", "FORMAT_KEY", "CalibratedJudge", "Calibration",
-           "combined_identity", "family_of", "load_calibrated_judge"]
+           "combined_identity", "family_of"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -81,16 +87,19 @@ class Calibration:
                                          f"{t!r}.")
             clean[fam] = float(t)
         self.thresholds = clean
-        self.created = self.created or _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        self.created = self.created or _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
 
     # ------------------------------------------------------------------------------------------- file
     def to_dict(self) -> dict[str, Any]:
+        """The file's JSON object."""
         return {FORMAT_KEY: FORMAT_VERSION, "judge": self.judge, "judge_name": self.judge_name,
                 "judge_identity": self.judge_identity, "thresholds": dict(sorted(self.thresholds.items())),
                 "fitted": self.fitted, "created": self.created}
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "calibration") -> Calibration:
+        """Read a file's JSON object (``where`` names it in errors); raises ``ConfigurationError`` when it is not one
+        this version reads."""
         if not isinstance(data, dict) or data.get(FORMAT_KEY) is None:
             raise ConfigurationError(f"{where} is not a contextjudge calibration file (no {FORMAT_KEY!r} key). Write "
                                      "one with `contextjudge calibrate --labels FILE --model MODEL`.")
@@ -100,12 +109,13 @@ class Calibration:
         thresholds = data.get("thresholds") or {}
         if not isinstance(thresholds, dict):
             raise ConfigurationError(f"{where}: 'thresholds' must be an object of family -> threshold.")
-        return cls(judge=data.get("judge"), thresholds=thresholds, judge_name=data.get("judge_name"),
+        return cls(judge=str(data.get("judge") or ""), thresholds=thresholds, judge_name=data.get("judge_name"),
                    judge_identity=data.get("judge_identity"), fitted=data.get("fitted") or {},
                    created=data.get("created") or "", path=where)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Calibration:
+        """Read the calibration file at ``path``."""
         p = Path(path)
         try:
             text = p.read_text("utf-8")
@@ -121,6 +131,7 @@ class Calibration:
         return cls.from_dict(data, str(p))
 
     def write(self, path: str | os.PathLike[str]) -> None:
+        """Write the file at ``path`` atomically."""
         p = Path(path)
         if p.parent and not p.parent.exists():
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -152,6 +163,34 @@ class Calibration:
             v["threshold"] = t
 
 
+class _Thresholds:
+    """A calibration as the adjustment of the wrapped judge's answers (``protocol.Adjustment``). Equal for equal
+    thresholds, so a judge client keeps one client of the wrapped judge per calibration."""
+
+    __slots__ = ("calibration", "fingerprint")
+
+    def __init__(self, calibration: Calibration) -> None:
+        self.calibration = calibration
+        self.fingerprint = calibration.fingerprint()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Thresholds) and other.fingerprint == self.fingerprint
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    def name(self, judge_name: str) -> str:
+        """``<judge>+calibrated``, as the calibrated judge is named."""
+        return f"{judge_name}+calibrated"
+
+    def identity(self, judge_identity: str) -> str:
+        """The wrapped judge's identity (as called: answer cap included) with the thresholds."""
+        return combined_identity(judge_identity, self.fingerprint)
+
+    def __call__(self, request: JudgeRequest, verdicts: dict[str, dict[str, Any]]) -> None:
+        self.calibration.adjust(request, verdicts)
+
+
 class CalibratedJudge(BaseChatModel):
     """A judge with decision thresholds fitted on labels (a calibration file): usable wherever ``model=`` is."""
 
@@ -166,42 +205,53 @@ class CalibratedJudge(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        from .models import judge_identity, judge_name  # noqa: PLC0415 - models loads this module for "@file"
-
         return {"judge": f"{judge_name(self.judge)}+calibrated", "wraps": judge_identity(self.judge),
                 "thresholds": self.calibration.fingerprint()}
 
-    # what the judge client and the run read from a judge: the wrapped judge's, except the identity
-    @property
-    def contextjudge_wrapped(self) -> BaseChatModel:
-        return self.judge
+    # ------------------------------------------------------------------------------------------- wrapper judge
+    def _thresholds(self) -> _Thresholds:
+        return _Thresholds(self.calibration)
 
-    @property
-    def contextjudge_adjust(self) -> Any:
-        return self.calibration.adjust
+    def contextjudge_identity(self, clients: InnerClients, identity: str) -> str:
+        """The identity of the wrapped judge's client with the thresholds (``combined_identity``)."""
+        return clients.client_for(self.judge, self._thresholds()).identity
 
-    @property
-    def contextjudge_fingerprint(self) -> str:
-        return self.calibration.fingerprint()
+    def contextjudge_billed(self) -> tuple[Any, ...]:
+        """None of its own: its calls go out under its own name (``<judge>+calibrated``)."""
+        return ()
 
+    async def contextjudge_ask(self, request: JudgeRequest, build: Build, clients: InnerClients) -> Answer:
+        """The wrapped judge's answer, its verdicts decided by the thresholds (applied by its client before caching)."""
+        return await clients.client_for(self.judge, self._thresholds()).ask(request, build)
+
+    async def contextjudge_text(self, prompt: str, clients: InnerClients) -> tuple[str, Usage]:
+        """The wrapped judge's text answer (thresholds apply to verdicts only)."""
+        return await clients.client_for(self.judge, self._thresholds()).complete_text(prompt)
+
+    # what the run reads from a judge: the wrapped judge's, except the identity
     @property
     def contextjudge_native(self) -> bool:
+        """The wrapped judge's: whether it reads judge requests itself."""
         return bool(getattr(self.judge, "contextjudge_native", False))
 
     @property
     def contextjudge_deterministic(self) -> bool:
+        """The wrapped judge's: whether it answers a request the same every time."""
         return bool(getattr(self.judge, "contextjudge_deterministic", False))
 
     @property
     def contextjudge_min_concurrency(self) -> int:
+        """The wrapped judge's: the calls in flight it asks for."""
         return int(getattr(self.judge, "contextjudge_min_concurrency", 0) or 0)
 
     @property
     def supports_images(self) -> Any:
+        """The wrapped judge's: whether it can be sent images."""
         return getattr(self.judge, "supports_images", None)
 
     @property
     def temperature(self) -> Any:
+        """The wrapped judge's sampling temperature."""
         return getattr(self.judge, "temperature", None)
 
     # A direct call (not through the judge client) still gets the thresholds when the answer is plain JSON.
@@ -215,7 +265,7 @@ class CalibratedJudge(BaseChatModel):
             data = json.loads(msg.content) if request is not None and isinstance(msg.content, str) else None
         except json.JSONDecodeError:
             data = None
-        if not isinstance(data, dict) or not isinstance(data.get("verdicts"), list):
+        if request is None or not isinstance(data, dict) or not isinstance(data.get("verdicts"), list):
             return msg
         by_id = {str(v.get("id")): v for v in data["verdicts"] if isinstance(v, dict)}
         self.calibration.adjust(request, by_id)
@@ -237,23 +287,3 @@ class CalibratedJudge(BaseChatModel):
 def combined_identity(identity: str, fingerprint: str) -> str:
     """The identity of a calibrated judge: its wrapped judge's (as called) and its thresholds."""
     return hashlib.sha256(f"{identity}|calibrated|{fingerprint}".encode()).hexdigest()[:20]
-
-
-def load_calibrated_judge(path: str | os.PathLike[str], judge: BaseChatModel | None = None) -> CalibratedJudge:
-    """The judge a calibration file names (or ``judge``, when given), calibrated by the file's thresholds.
-
-    Warns when the judge's identity differs from the one the thresholds were fitted for (an upgraded embedded judge,
-    another model under the same name): the thresholds may no longer fit it.
-    """
-    from .models import judge_identity, resolve_model  # noqa: PLC0415 - models loads this module for "@file"
-
-    cal = Calibration.read(path)
-    if judge is None:
-        judge = resolve_model(cal.judge)
-    if isinstance(judge, CalibratedJudge):
-        judge = judge.judge  # thresholds replace thresholds; they never stack
-    if cal.judge_identity and cal.judge_identity != judge_identity(judge):
-        logger.warning("contextjudge: %s was fitted for another version or setting of the judge %r (identity %s, "
-                       "now %s); run `contextjudge calibrate` again so the thresholds fit this one.",
-                       cal.path, cal.judge, cal.judge_identity, judge_identity(judge))
-    return CalibratedJudge(judge=judge, calibration=cal)

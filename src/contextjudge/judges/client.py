@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -35,7 +35,7 @@ from .context import JUDGE_TAG, RunContext, _judge_context, current_run_context
 from .limiter import is_rate_limited
 from .options import JudgeOptions
 from .parsing import parse_answer
-from .protocol import REQUEST_KEY, JudgeRequest
+from .protocol import REQUEST_KEY, Adjustment, JudgeRequest, wrapper_of
 from .retry import classify, policy, status_of
 from .salvage import _find_cause, _odd_response, _recover_answer
 from .schemas import _ANSWER_SCHEMAS, Answer, Verdicts
@@ -49,7 +49,6 @@ from .structured import (
     _MethodUnsupported,
     _openai_response_format,
 )
-from .tiered import TieredJudge, ask_tiered
 
 __all__ = ['JudgeClient']
 
@@ -90,10 +89,14 @@ def _explain_unavailable(exc: BaseException, name: str, kind: str) -> JudgeUnava
 
 
 class JudgeClient:
-    """Asks one judge model one kind of question, with every safeguard. Cheap to create; state is in the run."""
+    """Asks one judge model one kind of question, with every safeguard. Cheap to create; state is in the run.
+
+    A wrapper judge (``protocol.WrapperJudge``, a judge made of other judges) answers through this client's
+    ``client_for``: the client asks nothing itself and hands it every request. ``adjust`` (given by a wrapper to the
+    client of a judge it wraps) changes every answer this client reads and names and identifies it."""
 
     def __init__(self, model: BaseChatModel, template: Any, ctx: RunContext | None = None,
-                 options: JudgeOptions | None = None) -> None:
+                 options: JudgeOptions | None = None, *, adjust: Adjustment | None = None) -> None:
         self.template = template
         self.ctx = ctx or current_run_context() or RunContext()
         # A metric's own options (token budget, retries, timeouts, answer cap) win over the run's for its calls;
@@ -110,12 +113,14 @@ class JudgeClient:
             own = getattr(model, "max_tokens", None)
             self.output_cap = own if isinstance(own, int) and own > 0 else BUDGET_OUTPUT_CAP
         self._judge = _judge_of(model, self.output_cap)
-        self.identity = self._judge.identity
-        self.name = self._judge.name
-        # A TieredJudge is never called itself: its tiers are asked, each through its own client (tiered.py).
-        self.tiered: TieredJudge | None = model if isinstance(model, TieredJudge) else None
-        self._tiers: tuple[JudgeClient, JudgeClient] | None = None
-        self.price = price_of(self.name) if self.tiered is None else None
+        self.adjust = adjust
+        self.identity = self._judge.identity if adjust is None else adjust.identity(self._judge.identity)
+        self.name = self._judge.name if adjust is None else adjust.name(self._judge.name)
+        self._inner: dict[tuple[int, Any], JudgeClient] = {}
+        self.wrapper = wrapper_of(model)
+        if self.wrapper is not None:
+            self.identity = self.wrapper.contextjudge_identity(self, self.identity)
+        self.price = price_of(self.name) if self.wrapper is None else None
         self._spend: CallSpend | None | bool = False  # built on first call
 
     def _usage(self, msg: Any, seconds: float) -> Usage:
@@ -141,14 +146,14 @@ class JudgeClient:
                 self._spend = CallSpend(ledger, gate, model_name=self.name, max_output_tokens=self.output_cap)
         return self._spend  # type: ignore[return-value]
 
-    def tier_clients(self) -> tuple["JudgeClient", "JudgeClient"]:
-        """The clients of a TieredJudge's cheap and strong tiers, sharing this client's run and options."""
-        if self._tiers is None:
-            tj = self.tiered
-            assert tj is not None, "tier_clients() is for a TieredJudge"  # noqa: S101 - a programming error
-            self._tiers = (JudgeClient(tj.cheap, self.template, self.ctx, self.options),
-                           JudgeClient(tj.strong, self.template, self.ctx, self.options))
-        return self._tiers
+    def client_for(self, model: BaseChatModel, adjust: Adjustment | None = None) -> JudgeClient:
+        """The client of ``model`` (a judge a wrapper judge wraps) sharing this client's run, template and options;
+        one per model and adjustment."""
+        key = (id(model), adjust)
+        hit = self._inner.get(key)
+        if hit is None:
+            hit = self._inner[key] = JudgeClient(model, self.template, self.ctx, self.options, adjust=adjust)
+        return hit
 
     @property
     def repeats(self) -> int:
@@ -173,10 +178,10 @@ class JudgeClient:
 
     # ----------------------------------------------------------------------------------------------- public
     async def ask(self, request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
-        """Ask ``request`` (split by the token budget when large) and merge the answers; of each tier of a
-        TieredJudge; ``repeats`` times, past the verdict cache, for a judge that is not deterministic."""
-        if self.tiered is not None:
-            return await ask_tiered(self, request, build)
+        """Ask ``request`` (split by the token budget when large) and merge the answers; ``repeats`` times, past the
+        verdict cache, for a judge that is not deterministic. A wrapper judge answers it itself."""
+        if self.wrapper is not None:
+            return await self.wrapper.contextjudge_ask(request, build, self)
         k = self.repeats
         if k > 1:
             return await self._ask_repeated(request, build, k)
@@ -223,9 +228,9 @@ class JudgeClient:
         return merged
 
     async def complete_text(self, prompt: str) -> tuple[str, Usage]:
-        """A plain prompt and its text answer (for the opt-in LLM-written reason; a TieredJudge's strong tier)."""
-        if self.tiered is not None:
-            return await self.tier_clients()[1].complete_text(prompt)
+        """A plain prompt and its text answer (for the opt-in LLM-written reason)."""
+        if self.wrapper is not None:
+            return await self.wrapper.contextjudge_text(prompt, self)
         messages = [SystemMessage(self.template.system()), HumanMessage(prompt)]
         t0 = time.perf_counter()
         msg = await self._invoke("text", messages)
@@ -303,8 +308,8 @@ class JudgeClient:
                 f"({shown}) even after a re-ask, so the ranks cannot be scored safely. Its answer began: "
                 f"{(raw or '')[:200]!r}. Use a stronger judge model, or lower JudgeOptions.token_budget so each "
                 "request holds fewer items.", raw=raw)
-        if self._judge.adjust is not None:  # a calibrated judge's thresholds (judges.calibration), before caching
-            self._judge.adjust(request, verdicts)
+        if self.adjust is not None:  # before the answer is cached or merged with repeats
+            self.adjust(request, verdicts)
         return Answer(verdicts=verdicts, usage=total, method=method)
 
     def _messages(self, request: JudgeRequest, prompt: str, dump: dict[str, Any] | None = None) -> list[Any]:
@@ -328,11 +333,13 @@ class JudgeClient:
         """One answer to ``prompt``, read by the parser, with the structured-output method this judge supports.
 
         While a judge's method is not yet known, the first call probes the methods in turn and concurrent first
-        calls wait for it, instead of each trying every method; once that probe has ended, calls go ahead."""
+        calls wait for it, instead of each trying every method; once that probe has ended, calls go ahead. The method
+        found is remembered with the judge model (``_JudgeCopies.method``), so a later run with the same model object
+        starts every slot at once instead of probing again."""
         messages = self._messages(request, prompt, dump)
         if self.native:
             return await self._try_methods(["text"], request, messages, total)
-        known = self.ctx._methods.get(self.identity)  # noqa: SLF001
+        known = self.ctx._methods.get(self.identity) or self._judge.method  # noqa: SLF001
         if known is None:
             fut, owner = self.ctx.probe(self.identity)
             if owner:
@@ -359,7 +366,7 @@ class JudgeClient:
                              self.name, method, exc)
                 last_exc = exc
                 continue
-            self.ctx._methods.setdefault(self.identity, method)  # noqa: SLF001
+            self._judge.method = self.ctx._methods.setdefault(self.identity, method)  # noqa: SLF001
             raw_msg = result.get("raw") if isinstance(result, dict) else result
             usage = self._usage(raw_msg, time.perf_counter() - t0)
             total.add(usage)
@@ -404,7 +411,7 @@ class JudgeClient:
             # what that cost). The same request body goes out through extra_body on the plain path; our parser
             # reads the answer.
             fmt = {"type": "json_object"} if method == "json_mode" else _openai_response_format(schema)
-            runnable = _DirectCall(model, {"extra_body": {**(getattr(model, "extra_body", None) or {}),
+            runnable: Any = _DirectCall(model, {"extra_body": {**(getattr(model, "extra_body", None) or {}),
                                                           "response_format": fmt}})
             self.ctx._runnables[key] = (model, runnable)  # noqa: SLF001
             return runnable
@@ -421,7 +428,7 @@ class JudgeClient:
                 raise _MethodUnsupported(f"{method}: {exc2}") from exc2
         first = getattr(chain, "first", None)
         if isinstance(first, RunnableBinding) and first.bound is model:
-            runnable = _DirectCall(model, first.kwargs) if _is_openai_sdk_model(model) else first
+            runnable = _DirectCall(model, dict(first.kwargs)) if _is_openai_sdk_model(model) else first
         else:
             runnable = model.with_structured_output(schema, include_raw=True, **kwargs)
         self.ctx._runnables[key] = (model, runnable)  # noqa: SLF001
@@ -439,12 +446,12 @@ class JudgeClient:
         asking us to slow down."""
         opts = self.options
         request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
-        schema = _ANSWER_SCHEMAS.get(request_dump.get("task"), Verdicts)
+        schema = _ANSWER_SCHEMAS.get(str(request_dump.get("task")), Verdicts)
         if method == "text":
             runnable = _DirectCall(self.model, {}) if _is_openai_sdk_model(self.model) else self.model
         else:
             runnable = self._structured(method, schema)
-        config = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
+        config: Any = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
                   "metadata": {"contextjudge": "judge"}}
         limiter = self.ctx.limiter(self.identity, self.model, self.name)
         spend = self._call_spend()
@@ -465,25 +472,7 @@ class JudgeClient:
                 except JudgeError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - sorted here, raised again below
-                    if is_rate_limited(exc):
-                        before = limiter.limit
-                        slot.throttle()
-                        if limiter.limit < before:
-                            logger.info("contextjudge: judge %s is rate limited (HTTP 429): calls in flight lowered "
-                                        "from %d to %d", self.name, before, limiter.limit)
-                    recovered = _recover_answer(exc) if method != "text" else None
-                    if recovered is not None:
-                        # The server answered, but the SDK's own parsing of the structured answer failed (invalid
-                        # or truncated JSON, prose around it, finish_reason "length"): read it with our tolerant
-                        # parser.
-                        logger.info("contextjudge: judge %s answered %s output its SDK could not parse (%s); "
-                                    "reading the raw text instead", self.name, method, type(exc).__name__)
-                        slot.ok()
-                        return recovered
-                    odd = _odd_response(exc)
-                    if odd is not None:
-                        raise odd from exc
-                    raise
+                    return self._sort_failure(exc, method, limiter, slot)
                 slot.ok()
                 return out
 
@@ -495,9 +484,11 @@ class JudgeClient:
                 free[0] += 1
             return ok
 
+        started = time.monotonic()  # the deadline counts from the first attempt, which runs before tenacity's loop
+
         def _stop(state: Any) -> bool:
             n = state.attempt_number
-            return (state.seconds_since_start or 0.0) >= opts.deadline or n >= 4 * opts.max_attempts \
+            return time.monotonic() - started >= opts.deadline or n >= 4 * opts.max_attempts \
                 or n - free[0] >= opts.max_attempts
 
         def _on_retry(attempt: int, exc: BaseException, delay: float) -> None:
@@ -508,7 +499,9 @@ class JudgeClient:
             logger.warning("contextjudge: judge %s call failed (%s: %s); retry %d in %.1fs", self.name,
                            type(exc).__name__, str(exc)[:120], attempt, delay)
 
-        retrying = policy(opts, _retryable, _on_retry).copy(stop=_stop)
+        def retrying() -> Any:
+            return policy(opts, _retryable, _on_retry).copy(stop=_stop)
+
         try:
             result = await self._retry_loop(retrying, attempt_once, method)
         except BaseException as exc:
@@ -523,12 +516,49 @@ class JudgeClient:
             await spend.settle(holds[0], getattr(raw, "usage_metadata", None) or None)
         return result
 
-    async def _retry_loop(self, retrying: Any, attempt_once: Callable[[], Any], method: str) -> Any:
-        """Run ``attempt_once`` under ``retrying`` and translate what fails into a ``JudgeError``."""
+    def _sort_failure(self, exc: Exception, method: str, limiter: Any, slot: Any) -> Any:
+        """What a failed attempt becomes: a 429 lowers the calls in flight; a structured answer the SDK could not
+        parse is read by our parser instead (returned); a 200 that is no completion becomes a ``JudgeResponseError``;
+        anything else is raised again."""
+        if is_rate_limited(exc):
+            before = limiter.limit
+            slot.throttle()
+            if limiter.limit < before:
+                logger.info("contextjudge: judge %s is rate limited (HTTP 429): calls in flight lowered from %d to %d",
+                            self.name, before, limiter.limit)
+        recovered = _recover_answer(exc) if method != "text" else None
+        if recovered is not None:
+            # The server answered, but the SDK's own parsing of the structured answer failed (invalid or truncated
+            # JSON, prose around it, finish_reason "length"): read it with our tolerant parser.
+            logger.info("contextjudge: judge %s answered %s output its SDK could not parse (%s); reading the raw "
+                        "text instead", self.name, method, type(exc).__name__)
+            slot.ok()
+            return recovered
+        odd = _odd_response(exc)
+        if odd is not None:
+            raise odd from exc
+        raise exc
+
+    async def _retry_loop(self, retrying: Callable[[], Any], attempt_once: Callable[[], Any], method: str) -> Any:
+        """Run ``attempt_once`` under the policy ``retrying()`` builds and translate what fails into a ``JudgeError``.
+
+        The first attempt runs on its own: most calls succeed at once, and tenacity's loop costs about as much CPU
+        as the rest of our side of a call. When it fails, the policy starts with that failure as its first attempt
+        (replayed, not sent again), so attempts, waits, logs and errors are those of the policy alone."""
         try:
-            async for attempt in retrying:
+            return await attempt_once()
+        except Exception as exc:  # noqa: BLE001 - handed to the policy below, which sorts it
+            replay: list[Exception] = [exc]
+
+        async def again() -> Any:
+            if replay:
+                raise replay.pop()
+            return await attempt_once()
+
+        try:
+            async for attempt in retrying():
                 with attempt:
-                    return await attempt_once()
+                    return await again()
         except RetryError as exc:
             inner = exc.last_attempt.exception()
             n = exc.last_attempt.attempt_number
@@ -541,7 +571,8 @@ class JudgeClient:
             raise JudgeUnavailableError(
                 f"The judge {self.name!r} kept failing after {n} attempts "
                 f"({type(inner).__name__}: {str(inner)[:200]}). It may be overloaded or down; try again later, "
-                "lower max_concurrency, or raise JudgeOptions.deadline.", status_code=status_of(inner)) from inner
+                "lower max_concurrency, or raise JudgeOptions.deadline.",
+                status_code=status_of(inner) if inner is not None else None) from inner
         except JudgeError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this one boundary
@@ -640,21 +671,16 @@ def _judged_text(request: JudgeRequest) -> list[str]:
 async def _isolated(coro: Any, timeout: float | None) -> Any:
     """Run a judge call with no inherited LangChain context, so the user's tracers never see it."""
     loop = asyncio.get_running_loop()
-    if sys.version_info >= (3, 11):
-        async def bounded() -> Any:
-            async with asyncio.timeout(timeout):
-                return await coro
 
-        task = loop.create_task(bounded(), context=_judge_context())
-        try:
-            return await task
-        except asyncio.TimeoutError as exc:
-            raise TimeoutError(f"judge call took longer than {timeout:.0f}s") from exc
-        finally:
-            if not task.done():  # our caller was cancelled: the judge call goes too
-                task.cancel()
-    task = loop.create_task(coro)  # pragma: no cover - 3.10 cannot start a task in an empty context
-    try:  # pragma: no cover
-        return await asyncio.wait_for(task, timeout=timeout)
-    except asyncio.TimeoutError as exc:  # pragma: no cover
+    async def bounded() -> Any:
+        async with asyncio.timeout(timeout):
+            return await coro
+
+    task = loop.create_task(bounded(), context=_judge_context())
+    try:
+        return await task
+    except TimeoutError as exc:
         raise TimeoutError(f"judge call took longer than {timeout:.0f}s") from exc
+    finally:
+        if not task.done():  # our caller was cancelled: the judge call goes too
+            task.cancel()

@@ -9,8 +9,9 @@ import asyncio
 import contextvars
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from .._result import Usage
 from .cache import VerdictCache
@@ -46,7 +47,7 @@ class RunContext:
     # a parser chain each time, and the answer-length cap copies the model. Keyed by id(model) with the model kept
     # alive in the value, so an id is never reused while its entry exists.
     _runnables: dict[tuple[Any, ...], tuple[Any, Any]] = field(default_factory=dict)
-    # Tiered judging (judges/tiered.py): per tier, the items it judged, those whose final verdict it gave, its
+    # Tiered judging (judges/tiered.py, a wrapper judge): per tier, the items it judged, those whose final verdict it gave, its
     # errors and its cost. Judge repeats (JudgeOptions.repeats): items asked k times and how many were not unanimous.
     tiers: dict[str, dict[str, Any]] = field(default_factory=dict)
     repeats: dict[str, Any] = field(default_factory=dict)
@@ -152,7 +153,8 @@ class RunContext:
         budget = self.options.budget
         if budget is None:
             return
-        from .models import judge_name  # noqa: PLC0415
+        from .naming import judge_name  # noqa: PLC0415
+        from .protocol import wrapper_of  # noqa: PLC0415
         from .spend import price_of  # noqa: PLC0415
 
         for model in judges:
@@ -160,9 +162,10 @@ class RunContext:
             key = ("checked", budget, name)
             if key in self._spend:
                 continue
-            tiers = [getattr(model, "cheap", None), getattr(model, "strong", None)]
-            if any(t is not None for t in tiers):  # a TieredJudge: each tier is priced on its own
-                self.check_budget([t for t in tiers if t is not None])
+            wrapper = wrapper_of(model)
+            billed = wrapper.contextjudge_billed() if wrapper is not None else ()
+            if billed:  # a wrapper judge whose judges are billed under their own names (tiers): each on its own
+                self.check_budget(billed)
             else:
                 self.ledger(budget, name, price_of(model),
                             billable=not getattr(model, "contextjudge_native", False)).check()
@@ -202,6 +205,7 @@ class RunContext:
         return fut, True
 
     def record(self, event: dict[str, Any]) -> None:
+        """Hand ``event`` (one judge call or cache hit) to the run's hooks; a failing hook is logged."""
         for hook in self.on_call:
             try:
                 hook(event)
@@ -213,6 +217,7 @@ _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar("co
 
 
 def current_run_context() -> RunContext | None:
+    """The run context of the running code, or None outside a run."""
     return _current.get()
 
 

@@ -131,9 +131,13 @@ def _view_nodes(nodes: Any, field: str, found: list[tuple[str, str, MLLMImage]])
     changed = False
     top = field.split("[")[0] if "." not in field else "turns"
     for k, node in enumerate(nodes, start=1):
-        where = f"{field} rank {k}" + (f" (node id {node.id!r})" if node.id else "")
         meta_imgs = node.images_from_metadata()
-        found += [(top, where, img) for img in find_images(node.text)]
+        in_text = find_images(node.text)
+        if not meta_imgs and not in_text:  # the common case: nothing to name or change
+            out.append(node)
+            continue
+        where = f"{field} rank {k}" + (f" (node id {node.id!r})" if node.id else "")
+        found += [(top, where, img) for img in in_text]
         found += [(top, where, img) for img in meta_imgs]
         if meta_imgs:
             meta = {k2: v for k2, v in node.metadata.items() if k2 not in (IMAGES_KEY, IMAGE_ALTS_KEY)}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from typing import Any
@@ -11,13 +9,14 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from ..errors import ConfigurationError, ConfigurationTypeError, JudgeUnavailableError
+from .calibration import CalibratedJudge, Calibration
+from .naming import judge_identity, judge_name
 
-__all__ = ["judge_identity", "judge_name", "resolve_model"]
+__all__ = ["judge_identity", "judge_name", "load_calibrated_judge", "resolve_model"]
 
 logger = logging.getLogger("contextjudge")
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
-_SECRET_HINTS = ("key", "token", "secret", "password", "credential", "auth")
 
 
 def _local() -> BaseChatModel:
@@ -61,8 +60,6 @@ def resolve_model(model: Any = None) -> BaseChatModel:
     if isinstance(model, BaseChatModel):
         return model
     if isinstance(model, os.PathLike) or (isinstance(model, str) and model.strip().startswith("@")):
-        from .calibration import load_calibrated_judge  # noqa: PLC0415 - only a calibration file needs it
-
         path = os.fspath(model) if isinstance(model, os.PathLike) else model.strip()[1:]
         if not path:
             raise ConfigurationError("model='@' names no calibration file: write model='@path/to/file.json'.")
@@ -114,33 +111,19 @@ def resolve_model(model: Any = None) -> BaseChatModel:
     )
 
 
-def _public_params(model: BaseChatModel) -> dict[str, Any]:
-    try:
-        params = dict(model._identifying_params)  # noqa: SLF001 - LangChain's documented identity hook
-    except Exception:  # noqa: BLE001
-        params = {}
-    out = {}
-    for k, v in params.items():
-        if any(h in k.lower() for h in _SECRET_HINTS):
-            continue
-        out[k] = v
-    return out
+def load_calibrated_judge(path: str | os.PathLike[str], judge: BaseChatModel | None = None) -> CalibratedJudge:
+    """The judge a calibration file names (or ``judge``, when given), calibrated by the file's thresholds.
 
-
-def judge_identity(model: BaseChatModel) -> str:
-    """A stable id for the judge and the parameters that can change its answers (no secrets)."""
-    payload = {"class": f"{type(model).__module__}.{type(model).__qualname__}", "params": _public_params(model)}
-    raw = json.dumps(payload, sort_keys=True, default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()[:20]
-
-
-def judge_name(model: BaseChatModel) -> str:
-    """A human-readable judge name for results and reports."""
-    params = _public_params(model)
-    for key in ("model_name", "model", "model_id", "judge"):
-        if params.get(key):
-            return str(params[key])
-    try:
-        return model._llm_type  # noqa: SLF001
-    except Exception:  # noqa: BLE001
-        return type(model).__name__
+    Warns when the judge's identity differs from the one the thresholds were fitted for (an upgraded embedded judge,
+    another model under the same name): the thresholds may no longer fit it.
+    """
+    cal = Calibration.read(path)
+    if judge is None:
+        judge = resolve_model(cal.judge)
+    if isinstance(judge, CalibratedJudge):
+        judge = judge.judge  # thresholds replace thresholds; they never stack
+    if cal.judge_identity and cal.judge_identity != judge_identity(judge):
+        logger.warning("contextjudge: %s was fitted for another version or setting of the judge %r (identity %s, "
+                       "now %s); run `contextjudge calibrate` again so the thresholds fit this one.",
+                       cal.path, cal.judge, cal.judge_identity, judge_identity(judge))
+    return CalibratedJudge(judge=judge, calibration=cal)

@@ -18,15 +18,28 @@ Tasks:
 
 ``history`` holds the earlier turns of a conversation window as ``{"role", "content"}`` dicts; ``input`` is then the
 last user message, so "what about its price?" can be resolved against the history.
+
+Wrapper judges. A judge made of other judges (``tiered.TieredJudge``, ``calibration.CalibratedJudge``) implements
+``WrapperJudge``, as pydantic-ai's ``FallbackModel`` is a model made of models: the judge client hands it each request
+with itself as ``InnerClients``, and the wrapper asks the judges it wraps, each through its own client in the same run
+(cache, retries, budget and concurrency as for any judge). A wrapper may give the client of a judge it wraps an
+``Adjustment``, which that client applies to every answer it reads (before caching it or merging repeats) and which
+names and identifies it. The client knows nothing else of any wrapper.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["REQUEST_KEY", "Item", "JudgeRequest", "Task", "request_from_message_kwargs"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .._result import Usage
+    from .schemas import Answer
+
+__all__ = ["REQUEST_KEY", "Adjustment", "InnerClients", "InnerJudge", "Item", "JudgeRequest", "Task", "WrapperJudge",
+           "request_from_message_kwargs", "wrapper_of"]
 
 REQUEST_KEY = "contextjudge_request"
 PROTOCOL_VERSION = 1
@@ -70,3 +83,67 @@ def request_from_message_kwargs(kwargs: dict[str, Any]) -> JudgeRequest | None:
     if raw is None:
         return None
     return raw if isinstance(raw, JudgeRequest) else JudgeRequest.model_validate(raw)
+
+
+Build = Callable[[JudgeRequest], str]
+
+
+class Adjustment(Protocol):
+    """What a wrapper judge changes in the answers of a judge it wraps (a calibrated judge: its thresholds)."""
+
+    def name(self, judge_name: str) -> str:
+        """The name the adjusted judge goes by (results, budgets, logs), from the wrapped judge's."""
+
+    def identity(self, judge_identity: str) -> str:
+        """The identity of the adjusted judge (so of its verdict-cache keys), from the wrapped judge's as called."""
+
+    def __call__(self, request: JudgeRequest, verdicts: dict[str, dict[str, Any]]) -> None:
+        """Change the parsed ``verdicts`` (keyed by item id) of one answer to ``request`` in place."""
+
+
+class InnerJudge(Protocol):
+    """A judge a wrapper asks: its own judge client, in the wrapper's run."""
+
+    name: str
+    identity: str
+
+    async def ask(self, request: JudgeRequest, build: Build) -> Answer:
+        """Ask ``request`` of this judge (``build`` renders its prompt) and return its verdicts by id."""
+
+    async def complete_text(self, prompt: str) -> tuple[str, Usage]:
+        """A plain prompt and this judge's text answer."""
+
+
+class InnerClients(Protocol):
+    """What the judge client hands a wrapper judge: the run and the clients of the judges it wraps."""
+
+    name: str
+    ctx: Any  # the run's ``context.RunContext`` (its ``add_tier`` counts a tiered judge's items and cost)
+
+    def client_for(self, model: Any, adjust: Adjustment | None = None) -> InnerJudge:
+        """The client of ``model`` in this run, with this client's template and options (one per model and
+        adjustment), its answers changed by ``adjust`` when given."""
+
+
+class WrapperJudge(Protocol):
+    """A judge made of other judges (see the module docstring); the judge client calls only these methods."""
+
+    def contextjudge_identity(self, clients: InnerClients, identity: str) -> str:
+        """Its identity in a run (its verdict-cache and result key): ``identity`` is the one its own parameters
+        give."""
+
+    def contextjudge_billed(self) -> tuple[Any, ...]:
+        """The judges whose calls it makes under their own names, each priced and budgeted on its own (empty when
+        its calls go out under its own name)."""
+
+    async def contextjudge_ask(self, request: JudgeRequest, build: Build, clients: InnerClients) -> Answer:
+        """Answer ``request`` by asking the judges it wraps through ``clients``."""
+
+    async def contextjudge_text(self, prompt: str, clients: InnerClients) -> tuple[str, Usage]:
+        """A plain prompt's text answer (the opt-in LLM-written reason), from the judge it wraps that writes it."""
+
+
+def wrapper_of(model: Any) -> WrapperJudge | None:
+    """``model`` when it is a wrapper judge (it has ``contextjudge_ask``), else None; read from the class, so asking
+    costs one attribute lookup per judge client."""
+    return model if callable(getattr(type(model), "contextjudge_ask", None)) else None

@@ -239,7 +239,7 @@ def _model_name(model: Any) -> str | None:
         return None
     if isinstance(model, str):
         return model
-    from .models import judge_name  # noqa: PLC0415
+    from .naming import judge_name  # noqa: PLC0415
 
     try:
         return judge_name(model)

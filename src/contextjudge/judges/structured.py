@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
 from ..errors import JudgeResponseError
-from .models import judge_identity, judge_name
+from .naming import judge_identity, judge_name
 from .retry import status_kind, status_of
 
 __all__ = ['METHODS']
@@ -48,17 +48,12 @@ class _JudgeCopies:
 
     def __init__(self, model: BaseChatModel, limit: int | None) -> None:
         self.original = model
-        # a calibrated judge (judges.calibration): calls go to the judge it wraps, and its thresholds are applied to
-        # the parsed verdicts (``adjust``) and are part of the identity
-        wrapped = getattr(model, "contextjudge_wrapped", None)
-        self.capped = _with_output_cap(wrapped if wrapped is not None else model, limit)
+        self.capped = _with_output_cap(model, limit)
         self.identity = judge_identity(self.capped)
-        self.adjust: Any = getattr(model, "contextjudge_adjust", None) if wrapped is not None else None
-        if self.adjust is not None:
-            from .calibration import combined_identity  # noqa: PLC0415
-
-            self.identity = combined_identity(self.identity, model.contextjudge_fingerprint)
         self.name = judge_name(model)
+        # the structured-output method this model's server took last (client._call_and_parse): set by the first
+        # call that got an answer, replaced when a later run finds that method refused
+        self.method: str | None = None
         self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, BaseChatModel] = (
             weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
@@ -77,7 +72,7 @@ class _JudgeCopies:
         return hit
 
 
-_COPIES: "OrderedDict[tuple[int, int | None], _JudgeCopies]" = OrderedDict()
+_COPIES: OrderedDict[tuple[int, int | None], _JudgeCopies] = OrderedDict()
 
 
 _COPIES_LOCK = threading.Lock()
@@ -127,7 +122,7 @@ class _DirectCall:
         if limiter is not None:
             await limiter.aacquire(blocking=True)
         result = await self.model._agenerate(messages, **self.kwargs)  # noqa: SLF001 - see the class docstring
-        return result.generations[0].message
+        return result.generations[0].message  # type: ignore[return-value]  # a chat model's
 
 
 def _is_openai_sdk_model(model: Any) -> bool:

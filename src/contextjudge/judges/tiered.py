@@ -1,8 +1,9 @@
 """Tiered judging: a cheap judge answers every item, and only the items it is unsure of go to a strong judge.
 
-``TieredJudge(strong, cheap="local", band=(0.3, 0.7))`` is a chat model passed as ``model=`` like any other. The
-judge client (``client.JudgeClient``) sees it and asks its two tiers itself, each through its own ``JudgeClient``,
-so caching, retries, the token budget and the run's concurrency apply to each tier as to any judge:
+``TieredJudge(strong, cheap="local", band=(0.3, 0.7))`` is a chat model passed as ``model=`` like any other. It is a
+wrapper judge (``protocol.WrapperJudge``): the judge client hands it each request, and it asks its two tiers, each
+through its own judge client in the run, so caching, retries, the token budget and the run's concurrency apply to
+each tier as to any judge:
 
 1. the cheap judge answers the whole request;
 2. the items whose confidence lies in ``band`` (inclusive), and the items the cheap judge gave no confidence for,
@@ -23,7 +24,7 @@ fails (a ``JudgeError`` naming how many items were sent up and why), never the c
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -33,14 +34,15 @@ from pydantic import ConfigDict, PrivateAttr
 from ..errors import ConfigurationError, JudgeError, JudgeUnavailableError
 from .budget import _sub_request
 from .calibration import CalibratedJudge, family_of
-from .models import judge_identity, judge_name, resolve_model
-from .protocol import JudgeRequest
+from .models import resolve_model
+from .naming import judge_identity, judge_name
+from .protocol import Build, InnerClients, JudgeRequest
 from .schemas import Answer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .client import JudgeClient
+    from .._result import Usage
 
-__all__ = ["TieredJudge", "ask_tiered"]
+__all__ = ["TieredJudge"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -81,8 +83,9 @@ class TieredJudge(BaseChatModel):
         if strong is None:
             raise ConfigurationError("TieredJudge needs a strong judge: pass a LangChain chat model or a model name "
                                      "as strong=, e.g. TieredJudge(ChatOpenAI(model='gpt-4.1-mini')).")
-        super().__init__(strong=resolve_model(strong), cheap=resolve_model(cheap), band=(low, high),
-                         fallback=bool(fallback), **kwargs)
+        # pydantic fields of this class, which mypy reads as BaseChatModel's __init__
+        super().__init__(strong=resolve_model(strong), cheap=resolve_model(cheap),  # type: ignore[call-arg]
+                         band=(low, high), fallback=bool(fallback), **kwargs)
         if isinstance(self.strong, TieredJudge) or isinstance(self.cheap, TieredJudge):
             raise ConfigurationError("TieredJudge: a tier cannot itself be a TieredJudge; give each tier one judge.")
         self._label = f"tiered({judge_name(self.cheap)} -> {judge_name(self.strong)}, band {low:g}-{high:g})"
@@ -125,50 +128,62 @@ class TieredJudge(BaseChatModel):
             "TieredJudge is asked through contextjudge's judge client (pass it as model= to a metric, evaluate() or "
             "calibrate), which sends each tier its own requests; it does not answer chat messages itself.")
 
+    # ------------------------------------------------------------------------------------------- wrapper judge
+    def contextjudge_identity(self, clients: InnerClients, identity: str) -> str:
+        """Its own: both judges, the band and the fallback (``_identifying_params``)."""
+        return identity
 
-async def ask_tiered(client: "JudgeClient", request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
-    """Ask ``request`` of the tiers of ``client``'s TieredJudge and merge the verdicts (see the module docstring)."""
-    tj: TieredJudge = client.tiered  # type: ignore[assignment]
-    cheap_client, strong_client = client.tier_clients()
-    ctx = client.ctx
-    if request.task == "rubric_recall":
-        ans = await strong_client.ask(request, build)
-        ctx.add_tier(STRONG, items=1, final=1, usage=ans.usage)
-        return ans
-    cheap = await cheap_client.ask(request, build)
-    band = tj.band_for(request)
-    up = [it for it in request.items if tj.sends_up(cheap.verdicts.get(it.id, {}).get("confidence"), band)]
-    merged = Answer(verdicts={vid: {**v, "tier": CHEAP} for vid, v in cheap.verdicts.items()}, method=cheap.method)
-    merged.usage.add(cheap.usage)
-    ctx.add_tier(CHEAP, items=len(request.items), final=len(request.items) - len(up), usage=cheap.usage)
-    if not up:
-        return merged
-    sub = _sub_request(request, up)
-    try:
-        strong = await strong_client.ask(sub, build)
-    except JudgeError as exc:
-        why = f"{type(exc).__name__}: {str(exc)[:300]}"
-        if not tj.fallback:
+    def contextjudge_billed(self) -> tuple[Any, ...]:
+        """Both tiers: each is priced and budgeted under its own name."""
+        return (self.cheap, self.strong)
+
+    async def contextjudge_text(self, prompt: str, clients: InnerClients) -> tuple[str, Usage]:
+        """The strong tier writes text."""
+        return await clients.client_for(self.strong).complete_text(prompt)
+
+    async def contextjudge_ask(self, request: JudgeRequest, build: Build, clients: InnerClients) -> Answer:
+        """Ask ``request`` of the cheap tier, then its uncertain items of the strong tier, and merge the verdicts (see
+        the module docstring)."""
+        cheap_client, strong_client = clients.client_for(self.cheap), clients.client_for(self.strong)
+        ctx = clients.ctx
+        if request.task == "rubric_recall":
+            ans = await strong_client.ask(request, build)
+            ctx.add_tier(STRONG, items=1, final=1, usage=ans.usage)
+            return ans
+        cheap = await cheap_client.ask(request, build)
+        band = self.band_for(request)
+        up = [it for it in request.items if self.sends_up(cheap.verdicts.get(it.id, {}).get("confidence"), band)]
+        merged = Answer(verdicts={vid: {**v, "tier": CHEAP} for vid, v in cheap.verdicts.items()}, method=cheap.method)
+        merged.usage.add(cheap.usage)
+        ctx.add_tier(CHEAP, items=len(request.items), final=len(request.items) - len(up), usage=cheap.usage)
+        if not up:
+            return merged
+        sub = _sub_request(request, up)
+        try:
+            strong = await strong_client.ask(sub, build)
+        except JudgeError as exc:
+            why = f"{type(exc).__name__}: {str(exc)[:300]}"
+            if not self.fallback:
+                ctx.add_tier(STRONG, items=len(up), final=0, errors=len(up))
+                raise JudgeUnavailableError(
+                    f"The strong tier of {clients.name!r} ({strong_client.name!r}) failed on the {len(up)} of "
+                    f"{len(request.items)} items sent up (cheap confidence in [{band[0]:g}, {band[1]:g}] or none), "
+                    f"so they have no verdict: {why}. Fix the strong judge, or pass TieredJudge(..., fallback=True) to keep the cheap "
+                    "verdicts for them (recorded on each verdict).", status_code=getattr(exc, "status_code", None),
+                ) from exc
             ctx.add_tier(STRONG, items=len(up), final=0, errors=len(up))
-            raise JudgeUnavailableError(
-                f"The strong tier of {client.name!r} ({strong_client.name!r}) failed on the {len(up)} of "
-                f"{len(request.items)} items sent up (cheap confidence in [{band[0]:g}, {band[1]:g}] or none), so they have no "
-                f"verdict: {why}. Fix the strong judge, or pass TieredJudge(..., fallback=True) to keep the cheap "
-                "verdicts for them (recorded on each verdict).", status_code=getattr(exc, "status_code", None),
-            ) from exc
-        ctx.add_tier(STRONG, items=len(up), final=0, errors=len(up))
-        ctx.add_tier(FALLBACK, items=len(up), final=len(up))
-        logger.warning("contextjudge: the strong tier %s failed on %d item(s); keeping the cheap verdicts "
-                       "(fallback=True): %s", strong_client.name, len(up), why)
-        for it in up:
-            v = merged.verdicts.get(it.id)
-            if v is not None:
-                v.update(tier=FALLBACK, fallback_reason=f"the strong judge {strong_client.name!r} failed: {why}")
+            ctx.add_tier(FALLBACK, items=len(up), final=len(up))
+            logger.warning("contextjudge: the strong tier %s failed on %d item(s); keeping the cheap verdicts "
+                           "(fallback=True): %s", strong_client.name, len(up), why)
+            for it in up:
+                v = merged.verdicts.get(it.id)
+                if v is not None:
+                    v.update(tier=FALLBACK, fallback_reason=f"the strong judge {strong_client.name!r} failed: {why}")
+            return merged
+        merged.usage.add(strong.usage)
+        ctx.add_tier(STRONG, items=len(up), final=len(up), usage=strong.usage)
+        for vid, v in strong.verdicts.items():
+            before = merged.verdicts.get(vid, {})
+            merged.verdicts[vid] = {**v, "tier": STRONG, "cheap_verdict": before.get("verdict"),
+                                    "cheap_confidence": before.get("confidence")}
         return merged
-    merged.usage.add(strong.usage)
-    ctx.add_tier(STRONG, items=len(up), final=len(up), usage=strong.usage)
-    for vid, v in strong.verdicts.items():
-        before = merged.verdicts.get(vid, {})
-        merged.verdicts[vid] = {**v, "tier": STRONG, "cheap_verdict": before.get("verdict"),
-                                "cheap_confidence": before.get("confidence")}
-    return merged

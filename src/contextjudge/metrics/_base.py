@@ -99,8 +99,16 @@ class Outcome:
 
 
 def node_items(nodes: list[RetrievedNode]) -> list[Item]:
-    """The nodes of a retrieval as judge items, ids "n1".."nK" in rank order."""
-    return [Item(id=f"n{k}", text=n.text, images=_images_of(n)) for k, n in enumerate(nodes, start=1)]
+    """The nodes of a retrieval as judge items, ids "n1".."nK" in rank order.
+
+    The items are shared (never changed once made: a request that needs other items copies them): every metric
+    that judges a case's nodes gets the same ones, made once per case."""
+    return [_node_item(k, n.text, tuple(_images_of(n))) for k, n in enumerate(nodes, start=1)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _node_item(rank: int, text: str, images: tuple[str, ...]) -> Item:
+    return Item(id=f"n{rank}", text=text, images=list(images))
 
 
 def _images_of(node: RetrievedNode) -> list[str]:

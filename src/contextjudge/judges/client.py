@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -332,10 +332,11 @@ class JudgeClient:
                               dump: dict[str, Any] | None = None) -> tuple[dict[str, Any] | None, str, str]:
         """One answer to ``prompt``, read by the parser, with the structured-output method this judge supports.
 
-        While a judge's method is not yet known, the first call probes the methods in turn and concurrent first
-        calls wait for it, instead of each trying every method; once that probe has ended, calls go ahead. The method
-        found is remembered with the judge model (``_JudgeCopies.method``), so a later run with the same model object
-        starts every slot at once instead of probing again."""
+        While a judge's method is not yet known, the first call probes the methods in turn. Calls made while that
+        probe is in flight do not wait for it: they send the first method too (most judges take it, so no slot is
+        held back), and only a call whose first method is rejected waits for the probe and then uses the method it
+        found, instead of trying every method itself. The method found is remembered with the judge model
+        (``_JudgeCopies.method``), so a later run with the same model object sends no rejected request at all."""
         messages = self._messages(request, prompt, dump)
         if self.native:
             return await self._try_methods(["text"], request, messages, total)
@@ -348,13 +349,26 @@ class JudgeClient:
                 finally:
                     fut.set_result(None)
             if not fut.done():
+                first = await self._try_methods(list(METHODS[:1]), request, messages, total, exhausted_ok=True)
+                if first is not None:
+                    return first
                 await asyncio.shield(fut)
             known = self.ctx._methods.get(self.identity)  # noqa: SLF001
         methods = list(METHODS[METHODS.index(known):]) if known else list(METHODS)
         return await self._try_methods(methods, request, messages, total)
 
+    @overload
     async def _try_methods(self, methods: list[str], request: JudgeRequest, messages: list[Any], total: Usage
-                           ) -> tuple[dict[str, Any] | None, str, str]:
+                           ) -> tuple[dict[str, Any] | None, str, str]: ...
+
+    @overload
+    async def _try_methods(self, methods: list[str], request: JudgeRequest, messages: list[Any], total: Usage, *,
+                           exhausted_ok: bool) -> tuple[dict[str, Any] | None, str, str] | None: ...
+
+    async def _try_methods(self, methods: list[str], request: JudgeRequest, messages: list[Any], total: Usage, *,
+                           exhausted_ok: bool = False) -> tuple[dict[str, Any] | None, str, str] | None:
+        """The first of ``methods`` the judge answers, read; when it rejects them all, an error (or None with
+        ``exhausted_ok``, for a call that then waits for the probe)."""
         ids = [it.id for it in request.items]
         last_exc: BaseException | None = None
         for method in methods:
@@ -391,6 +405,8 @@ class JudgeClient:
             if parsed is None:
                 parsed = parse_answer(text, task=request.task, ids=ids, data=judged)
             return parsed, method, text
+        if exhausted_ok:
+            return None
         raise JudgeUnavailableError(
             f"The judge {self.name!r} supported none of the ways to answer (structured output, function calling, "
             f"JSON mode, plain text): {last_exc}. Check that it is a chat model that returns text.")

@@ -150,7 +150,7 @@ async def aevaluate(
             ctx = dataclasses.replace(ctx, default_model=model, _default_resolved=None)
     progress = _Progress(len(cases) if sized else None, show_progress)
     ctx.on_call.append(progress.on_call)
-    run_id = run.begin(metrics, cases=len(cases) if sized else None)
+    run_id = await run.abegin(metrics, cases=len(cases) if sized else None)
     t0 = time.perf_counter()
     # A fixed pool of max_concurrency workers pulls cases one at a time, so nothing is created per case up front
     # (a task per case would hold every case's coroutine until its turn) and a generator of cases is read only as
@@ -190,7 +190,7 @@ async def aevaluate(
                         continue
                 own = metrics if case_metrics is None else case_metrics[i]
                 key = case_key(i, tc) if case_keys is None else case_keys[i]
-                run.save_case(key, i, tc)
+                await run.asave_case(key, i, tc)
                 tr = TestResult(index=i, name=getattr(tc, "name", None), test_case=tc)
                 scored = await score_case(run, key, tc, own, raise_exceptions=raise_exceptions,
                                           missing="skip" if skip_on_missing_params else "record")
@@ -244,10 +244,11 @@ async def aevaluate(
     if owns_run:
         errored = (sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in result.test_results)
                    if keep_results else None)
-        run.end({"summary": result.summary(), "usage": usage.to_dict(), "duration_seconds": result.duration_seconds,
-                 "judges": result.judges(), "cases_with_errors": errored,
-                 **({"tiers": result.tiers} if result.tiers else {}),
-                 **({"repeats": result.repeats} if result.repeats else {})})
+        await run.aend({"summary": result.summary(), "usage": usage.to_dict(),
+                        "duration_seconds": result.duration_seconds,
+                        "judges": result.judges(), "cases_with_errors": errored,
+                        **({"tiers": result.tiers} if result.tiers else {}),
+                        **({"repeats": result.repeats} if result.repeats else {})})
     return result
 
 

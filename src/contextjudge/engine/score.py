@@ -173,7 +173,7 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
                 strict_mode=bool(getattr(metric, "strict_mode", False)), error_type="AppError",
                 error=f"the app raised {app_error.get('type')} on this golden: {app_error.get('message')}. "
                       "Fix the app (or the golden) and run again.")
-            run.save_result(key, result)
+            await run.asave_result(key, result)
             return result
         try:
             result = await metric.a_score(test_case)
@@ -182,7 +182,7 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
                 raise
             if missing == "record":
                 result = _error_result(metric, exc, missing_message(metric, exc, test_case))
-                run.save_result(key, result)
+                await run.asave_result(key, result)
                 return result
             if missing == "skip-noted":
                 noted = (metric.name, ",".join(exc.fields))
@@ -207,7 +207,7 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
             return None
         if result.score is not None and result.gold_score is None:
             result.gold_score = gold_score_of(metric.name, test_case, bool(result.strict_mode))
-        run.save_result(key, result)
+        await run.asave_result(key, result)
         return result
 
     results = await asyncio.gather(*(one(m) for m in todo))

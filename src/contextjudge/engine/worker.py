@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .._aio import in_store_thread
 from ..errors import BudgetExhaustedError, ConfigurationError
 from ..judges.options import JudgeOptions
 from .run import Run, metric_specs
@@ -440,10 +441,10 @@ class Worker:
     async def _loop_body(self, waiting: collections.deque, once: bool) -> None:
         last_report = 0
         self._once = once
-        await asyncio.to_thread(self._maybe_requeue, True)
+        await in_store_thread(self._maybe_requeue, True)
         while not self._stop.is_set():
             if self._skipped_until is not None and time.time() >= self._skipped_until:
-                await asyncio.to_thread(self._maybe_requeue)
+                await in_store_thread(self._maybe_requeue)
             paused = self._pause_until - time.monotonic()
             if paused > 0:  # the judge is down: start and claim nothing until the pause ends
                 await self._nap(min(paused, self.poll if self._tasks else paused))
@@ -457,8 +458,8 @@ class Worker:
                 # a case may be given back while this claim runs: --once ends only on an empty claim made when
                 # nothing was being scored
                 busy = bool(self._tasks)
-                got = await asyncio.to_thread(self.store.claim, self.owner, limit=self.batch, lease=self.lease,
-                                              run_id=self.run_id, max_attempts=self.max_attempts)
+                got = await in_store_thread(self.store.claim, self.owner, limit=self.batch, lease=self.lease,
+                                            run_id=self.run_id, max_attempts=self.max_attempts)
                 if got:
                     with self._held_lock:
                         self._held.update((sc.run_id, sc.case_key) for sc in got)
@@ -498,7 +499,7 @@ class Worker:
     async def _give_back(self, run_id: str, key: str, *, count: bool = True, failed: str | None = None) -> None:
         try:
             kw: dict[str, Any] = {"failed": True, "note": failed} if failed is not None else {}
-            if await asyncio.to_thread(self.store.release, self.owner, run_id, key, **kw) and count and not failed:
+            if await in_store_thread(self.store.release, self.owner, run_id, key, **kw) and count and not failed:
                 self.counts.released += 1
         except Exception:
             logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
@@ -550,11 +551,11 @@ class Worker:
         _CASE.set(ref)
         assert self._run is not None
         try:
-            resumes = self._run.context.budget_blocked()
+            resumes = await in_store_thread(self._run.context.budget_blocked)  # reads the store's spend rows
             if resumes is not None:
                 await self._set_aside(ref, self._budget_skip(resumes))
                 return
-            metrics = await asyncio.to_thread(self._metrics_for, run_id)
+            metrics = await in_store_thread(self._metrics_for, run_id)
             started = time.monotonic()
             try:
                 results = await score_case(self._run, key, sc.test_case, metrics, budget="raise")
@@ -571,8 +572,8 @@ class Worker:
                 await self._judge_unavailable(ref, down[0].error, answered=self._last_ok >= started)
                 return
             self._completing.add(ref)
-            ok = await asyncio.to_thread(self.store.complete, self.owner, run_id, key, results,
-                                         judge_calls=self._calls.pop(ref, []))
+            ok = await in_store_thread(self.store.complete, self.owner, run_id, key, results,
+                                       judge_calls=self._calls.pop(ref, []))
             with self._held_lock:
                 self._held.discard(ref)
             self._down_returns.pop(ref, None)
@@ -659,7 +660,7 @@ class Worker:
             self._skipped_until = max(self._skipped_until or 0.0, resumes)
         elif self._skipped_until is None:
             self._skipped_until = time.time()
-        await asyncio.to_thread(self.store.release, self.owner, ref[0], ref[1], state="skipped", note=note)
+        await in_store_thread(self.store.release, self.owner, ref[0], ref[1], state="skipped", note=note)
         with self._held_lock:
             self._held.discard(ref)
         self.counts.skipped_budget += 1

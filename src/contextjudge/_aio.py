@@ -11,7 +11,8 @@ this loop works, which is what a sync call means; async callers should ``await``
 A coroutine never calls the store's blocking methods itself: with PostgreSQL each call is a round trip, and on the
 shared loop it would hold up every judge call in flight. It awaits them through ``in_store_thread(fn, *args)`` or
 an ``AsyncStore`` (the same methods, awaitable), which run them in one bounded pool of ``STORE_THREADS`` threads
-(``contextjudge-store``), fewer than the store's connection pool holds, so a call never waits for a connection.
+(``contextjudge-store``), fewer than the store's connection pool holds, so a call never waits for a connection; a
+SQLite store's own methods run in one thread of their own (``contextjudge-store-sqlite``).
 """
 
 from __future__ import annotations
@@ -180,28 +181,34 @@ STORE_THREADS = 8
 """How many store calls run at once for coroutines: below SQLAlchemy's default connection pool (5 + 10 overflow),
 which the store's other threads (a capture writer, a worker's heartbeat) also draw from."""
 
-_STORE_POOL: list[concurrent.futures.ThreadPoolExecutor] = []
-_STORE_POOL_LOCK = threading.Lock()
+_POOLS: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
 
 
-def _store_pool() -> concurrent.futures.ThreadPoolExecutor:
-    pool = _STORE_POOL[0] if _STORE_POOL else None
+def _pool_for(fn: Callable[..., Any]) -> concurrent.futures.ThreadPoolExecutor:
+    """The pool a call goes to: one thread for the methods of a store whose ``serial_calls`` is true (a SQLite
+    store: its writers take turns anyway, and threads that only wait for each other's turn cost more than they save,
+    as docs/performance.md measures), the ``STORE_THREADS`` pool for everything else (PostgreSQL round trips
+    overlap)."""
+    lane = "sqlite" if getattr(getattr(fn, "__self__", None), "serial_calls", False) is True else "shared"
+    pool = _POOLS.get(lane)
     if pool is None:
-        with _STORE_POOL_LOCK:
-            if not _STORE_POOL:
-                _STORE_POOL.append(concurrent.futures.ThreadPoolExecutor(max_workers=STORE_THREADS,
-                                                                         thread_name_prefix="contextjudge-store"))
-            pool = _STORE_POOL[0]
+        with _POOLS_LOCK:
+            pool = _POOLS.get(lane)
+            if pool is None:
+                pool = _POOLS[lane] = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1 if lane == "sqlite" else STORE_THREADS,
+                    thread_name_prefix="contextjudge-store" + ("-sqlite" if lane == "sqlite" else ""))
     return pool
 
 
-def _forget_store_pool() -> None:
-    # a forked child has none of its parent's threads: it starts a pool of its own on first use
-    _STORE_POOL.clear()
+def _forget_store_pools() -> None:
+    # a forked child has none of its parent's threads: it starts pools of its own on first use
+    _POOLS.clear()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_store_pool)
+    os.register_at_fork(after_in_child=_forget_store_pools)
 
 
 def store_submit(fn: Callable[..., T], *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
@@ -210,7 +217,7 @@ def store_submit(fn: Callable[..., T], *args: Any, **kwargs: Any) -> concurrent.
     any more, it runs here and now instead (nothing is dropped)."""
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
     try:
-        return _store_pool().submit(call)
+        return _pool_for(fn).submit(call)
     except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
         done: concurrent.futures.Future[T] = concurrent.futures.Future()
         try:

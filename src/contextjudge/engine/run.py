@@ -194,6 +194,10 @@ class Run:
         if self.store is None or self._ended or not self._begun:
             self.end(summary, status=status)
             return
+        with self._lock:
+            pending = list(self._pending)
+        if pending:  # awaited here, not waited for in a store thread that the rows may need
+            await asyncio.wait([asyncio.wrap_future(f) for f in pending])
         await in_store_thread(self.end, summary, status=status)
 
     def flush(self, timeout: float | None = None) -> None:

@@ -119,6 +119,8 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
         self.read_only = bool(read_only)
         self.url = _to_url(target, create=not self.read_only)
         self.is_sqlite = self.url.startswith("sqlite")
+        # a coroutine's calls to a SQLite store run one at a time in a thread of their own (_aio.in_store_thread)
+        self.serial_calls = self.is_sqlite
         # SQLite allows one writer at a time: serialise our own writers instead of meeting "database is locked"
         self._write_lock = threading.RLock()
         try:

@@ -208,7 +208,7 @@ class Run:
             concurrent.futures.wait(pending, timeout=timeout)
 
     # ------------------------------------------------------------------------------------------ writes
-    def _failed(self, what: str, exc: BaseException) -> None:
+    def _failed(self, what: str, exc: BaseException, store: Any) -> None:
         """A store write failed: contained (capture), logged and skipped; else a ``StoreError`` (a full disk, a lost
         database) stops the writing and the run goes on in memory, so the caller gets every result with the error
         (``EvaluationResult.store_error``) instead of an exception that drops what was scored; anything else is
@@ -218,27 +218,32 @@ class Run:
             return
         if not isinstance(exc, StoreError):
             raise exc
+        with self._lock:
+            if self.store is not store:  # already given up: this write was in flight when the first one failed
+                return
+            self.store = None
         self.store_error = str(exc)
         logger.error("contextjudge: could not write %s to the store (%s); the run goes on with its results "
                      "in memory only, and returns them with this error.", what, exc)
-        self.store = None
         self.context.cache.backend = None
 
     def _write(self, what: str, fn: Any, *args: Any) -> None:
-        if self.store is None or not self._begun:
+        store = self.store
+        if store is None or not self._begun:
             return
         try:
             fn(*args)
         except Exception as exc:  # noqa: BLE001 - sorted out by _failed
-            self._failed(what, exc)
+            self._failed(what, exc, store)
 
     async def _awrite(self, what: str, fn: Any, *args: Any) -> None:
-        if self.store is None or not self._begun:
+        store = self.store
+        if store is None or not self._begun:
             return
         try:
             await in_store_thread(fn, *args)
         except Exception as exc:  # noqa: BLE001 - sorted out by _failed
-            self._failed(what, exc)
+            self._failed(what, exc, store)
 
     def save_case(self, key: str, index: int, test_case: Any) -> None:
         """Write a test case to the run's store (nothing without one)."""

@@ -27,8 +27,8 @@ from sqlalchemy import and_, func, literal, null, or_, select, tuple_, update
 
 from .._result import MetricResult
 from ..errors import StoreError
-from . import _schema as S
 from . import _rows  # the row builders, shared with _store.py
+from . import _schema as S
 
 __all__ = ["QueueStore"]
 
@@ -42,6 +42,8 @@ def _claimable(now: float) -> Any:
 
 class QueueStore:
     """Mixed into ``ResultsStore``: the queue methods. ``self`` is the store (``_begin``, ``_dialect_insert``...)."""
+
+    is_sqlite: bool
 
     def save_cases_queued(self, run_id: str, items: Sequence[tuple[str, int, Any]], *, enqueue: bool = True,
                           priority: int = 0) -> None:
@@ -101,7 +103,7 @@ class QueueStore:
             return []
         now = time.time() if now is None else float(now)
         scope = [] if run_id is None else [_Q.c.run_id == run_id]
-        pg = not self.is_sqlite  # type: ignore[attr-defined]
+        pg = not self.is_sqlite
         cols = (_Q.c.run_id, _Q.c.case_key, _Q.c.attempts, _Q.c.priority, _Q.c.enqueued_at)
         # Two bounded picks, each served by an index in its own order, so a claim costs the same with ten queued
         # rows or a million: the oldest queued rows (ix_cj_queue_state: state, priority, enqueued_at) and the
@@ -213,7 +215,7 @@ class QueueStore:
         values: dict[str, Any] = {"state": state, "owner": None, "lease_until": None, "updated_at": now, "note": note}
         if state == "queued" and not failed:  # given back on purpose: that claim does not count as a failure
             values["attempts"] = func.max(_Q.c.attempts - 1, 0) if self.is_sqlite else \
-                func.greatest(_Q.c.attempts - 1, 0)  # type: ignore[attr-defined]
+                func.greatest(_Q.c.attempts - 1, 0)
         with self._guard("release a queued test case"), self._begin() as conn:  # type: ignore[attr-defined]
             hit = conn.execute(update(_Q).where(
                 _Q.c.run_id == run_id, _Q.c.case_key == key, _Q.c.owner == owner, _Q.c.state == "claimed")
@@ -269,7 +271,7 @@ class QueueStore:
         """Held by a worker while it runs. PostgreSQL: any number of workers (nothing to hold). SQLite: one worker
         per store file, held with an OS file lock next to the database (released when the process ends, however it
         ends); a second worker gets a ``StoreError`` that says to use PostgreSQL for several."""
-        if not self.is_sqlite:  # type: ignore[attr-defined]
+        if not self.is_sqlite:
             yield
             return
         path = self.engine.url.database  # type: ignore[attr-defined]
@@ -308,7 +310,7 @@ def _try_lock(fh: Any) -> bool:
 
         try:
             fh.seek(0)
-            msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
+            msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
             return True
         except OSError:
             return False

@@ -285,6 +285,8 @@ class Run:
     def _written(self, fut: concurrent.futures.Future) -> None:
         with self._lock:
             self._pending.discard(fut)
+        if fut.cancelled():
+            return
         exc = fut.exception()
         if exc is not None:
             logger.error("contextjudge: could not write a judge call to the store: %s", exc,

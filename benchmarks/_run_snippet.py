@@ -23,7 +23,6 @@ import tempfile
 import time
 import traceback
 
-
 _metric_errors: list[str] = []
 
 

@@ -128,7 +128,7 @@ class DiskCachedEmbeddings(Embeddings):
             vecs = self.inner.embed_documents(miss) if kind == "p" else (
                 self.inner.embed_queries(miss) if hasattr(self.inner, "embed_queries")
                 else [self.inner.embed_query(t) for t in miss])
-            for t, v in zip(miss, vecs):
+            for t, v in zip(miss, vecs, strict=True):
                 self.d[(kind, t)] = v
         return [self.d[(kind, t)] for t in texts]
 
@@ -196,7 +196,7 @@ def hotpotqa(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
                ContextualRecallMetric(model=judge), ContextualRelevancyMetric(model=judge)]
     res, secs = _run(cases, metrics)
     conf, yes, gold, scores, gold_scores = [], [], [], [], []
-    for r, tr in zip(rows, res.test_results):
+    for r, tr in zip(rows, res.test_results, strict=True):
         m = tr.metric(metrics[0].name)
         labels = [bool(p["relevant"]) for p in r["passages"]]
         for v in m.verdicts:
@@ -243,7 +243,7 @@ def demo_distractors(judge: LocalJudge) -> dict[str, Any]:
     out: dict[str, Any] = {"questions": len(goldens), "distractors": sum(len(lab) - sum(lab) for lab in labels)}
     for key, metric in (("reference", metrics[0]), ("no_reference", metrics[1])):
         yes, gold = [], []
-        for lab, tr in zip(labels, res.test_results):
+        for lab, tr in zip(labels, res.test_results, strict=True):
             m = tr.metric(metric.name)
             if key == "reference":
                 got = {v["rank"] - 1: v["verdict"] == "yes" for v in m.verdicts}
@@ -263,7 +263,7 @@ def trec_dl(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
     metric = ContextualRelevancyMetric(model=judge)
     res, secs = _run(cases, [metric])
     conf, rel, grade = [], [], []
-    for r, tr in zip(rows, res.test_results):
+    for r, tr in zip(rows, res.test_results, strict=True):
         conf += _node_conf_from_sentences(tr.metric(metric.name).verdicts, len(r["passages"]))
         rel += [bool(p["relevant"]) for p in r["passages"]]
         grade += [int(p["grade"]) for p in r["passages"]]
@@ -291,7 +291,7 @@ def mtrag(rows: list[dict[str, Any]], judge: LocalJudge) -> dict[str, Any]:
     metric = TurnContextualRelevancyMetric(model=judge)
     res, secs = _run(cases, [metric])
     conf, rel = [], []
-    for r, tr in zip(rows, res.test_results):
+    for r, tr in zip(rows, res.test_results, strict=True):
         conf += _node_conf_from_sentences(tr.metric(metric.name).verdicts, len(r["passages"]))
         rel += [bool(p["relevant"]) for p in r["passages"]]
     DUMP["mtrag"] = {"conf": conf, "labels": rel}

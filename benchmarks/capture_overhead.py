@@ -31,8 +31,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 TARGET_RATIO = 0.05
 TARGET_MS = 0.3
@@ -147,7 +147,7 @@ def _bench_langchain_app(name: str, n: int, call: Callable[[str, dict | None], o
 
     means: list[tuple[float, float]] = []
     ours = _our_threads_cpu()
-    baseline, captured = interleaved_medians(ask, lambda i: ask(i, config), n, means=means)
+    baseline, captured = interleaved_medians(ask, lambda i, config=config: ask(i, config), n, means=means)
     handler.flush(120)
     _print_cpu(name, cpu[False], cpu[True], _our_threads_cpu(ours), len(handler.cases))
     noop = {"callbacks": [_do_nothing_handler()]}
@@ -337,8 +337,7 @@ def bench_vector_store_off(n: int) -> Measurement:
     with a handler live (the patched method) but the call outside any captured run, so the wrapper only looks and
     calls through. After ``close()`` the method is LangChain's own again, so capture off costs nothing; this
     measures the look-and-call-through that remains while a handler lives."""
-    from contextjudge_langchain import ContextJudgeCallbackHandler
-    from contextjudge_langchain import _vectorstores
+    from contextjudge_langchain import ContextJudgeCallbackHandler, _vectorstores
 
     chain, questions = _langchain_app()
     store = chain.first.steps__["context"].first.vectorstore  # the chain's InMemoryVectorStore
@@ -391,11 +390,11 @@ def _langchain_app() -> tuple[object, list[str]]:
 def _langchain_graph_app() -> tuple[object, list[str]]:
     """LangChain's RAG tutorial graph (part 1) over the demo corpus: ``retrieve`` calls
     ``vector_store.similarity_search(question, k=3)``, ``generate`` prompts the offline chat model."""
-    from typing_extensions import List, TypedDict
 
     from langchain_core.documents import Document
     from langchain_core.prompts import ChatPromptTemplate
     from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
 
     from contextjudge_langchain.testing import ExtractiveChatModel
 
@@ -405,7 +404,7 @@ def _langchain_graph_app() -> tuple[object, list[str]]:
     prompt = ChatPromptTemplate.from_messages([("human", "Context:\n{context}\n\nQuestion: {question}")])
 
     # the tutorial's State class, spelled functionally: this module's annotations are strings
-    State = TypedDict("State", {"question": str, "context": List[Document], "answer": str})  # noqa: N806
+    State = TypedDict("State", {"question": str, "context": list[Document], "answer": str})  # noqa: N806, UP013
 
     def retrieve(state: dict):
         return {"context": vector_store.similarity_search(state["question"], k=3)}
@@ -500,7 +499,7 @@ def bench_worker(n: int, rates: list[float], worker_model: str, prefill: int, cp
             config = {"callbacks": [handler]}
             before = _queue(store_path)
             means: list[tuple[float, float]] = []
-            baseline, captured = interleaved_medians(ask, lambda i: ask(i, config), n, means=means)
+            baseline, captured = interleaved_medians(ask, lambda i, config=config: ask(i, config), n, means=means)
             handler.session.close(60)
             after = _queue(store_path)
             counters = handler.session.counters

@@ -136,7 +136,7 @@ def _inspect_ours(items: list[tuple[str, str, str]], peer: str) -> dict[str, dic
         exec(compile(code, "probe", "exec"), scope)  # noqa: S102 - our own probe
     finally:
         sys.argv = saved
-    return {f"{m}:{n}:{w}": v for (m, n, w), v in zip(items, scope["RESULT"].values())}
+    return {f"{m}:{n}:{w}": v for (m, n, w), v in zip(items, scope["RESULT"].values(), strict=True)}
 
 
 def compare(peer: str, python: str) -> int:

@@ -76,8 +76,12 @@ def make_cases(n: int, seed: int = 7) -> list:
 
 
 def _metrics(k: int) -> list:
-    from contextjudge.metrics import (ContextUtilizationMetric, ContextualPrecisionMetric, ContextualRecallMetric,
-                                      ContextualRelevancyMetric)
+    from contextjudge.metrics import (
+        ContextualPrecisionMetric,
+        ContextualRecallMetric,
+        ContextualRelevancyMetric,
+        ContextUtilizationMetric,
+    )
     from contextjudge.testing import FakeJudge
 
     judge = FakeJudge(record_calls=False)

@@ -96,7 +96,7 @@ def main() -> None:
         bgc = bgm @ qv
         qt = content_tokens(q)
         rare_w = {w: max(0.0, 8.0 - zipf_frequency(w, "en")) for w in qt} if zipf_frequency else {}
-        for p, c, fc in zip(row["passages"], cos, full):
+        for p, c, fc in zip(row["passages"], cos, full, strict=True):
             pt = content_tokens(p["text"])
             sv = unit(emb.embed_documents(split_sentences(p["text"]) or [p["text"]]))
             feats["cos"].append(float(c))

@@ -147,7 +147,7 @@ def run_set(name: str, rows: list[dict[str, Any]], local: LocalJudge, widths: li
         res = evaluate(cases, [metric_cls(model=judge)], show_progress=False, raise_exceptions=True, context=ctx)
         secs = time.perf_counter() - t0
         pairs = []
-        for r, tr in zip(rows, res.test_results):
+        for r, tr in zip(rows, res.test_results, strict=True):
             m = tr.metrics_data[0]
             for v in m.verdicts:
                 node = v["id"].split(".")[0]  # "n3" or "n3.s2": the passage at rank 3

@@ -142,7 +142,7 @@ def part2_chat_engine(index: VectorStoreIndex, judge: Any) -> None:
     chat.flush(600)
 
     conv = chat.conversation
-    for user, assistant in zip(conv.turns[::2], conv.turns[1::2]):
+    for user, assistant in zip(conv.turns[::2], conv.turns[1::2], strict=False):
         rewritten = (user.additional_metadata or {}).get("retrieval_query")
         ids = [n.id for n in assistant.retrieval_context or []]
         print(f"\n  {short(user.content, 60)!r}\n    retrieved with: {rewritten or '(the message itself)'}\n"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from throwaway_pg import ThrowawayPostgres
 
 from contextjudge import LLMTestCase
-from throwaway_pg import ThrowawayPostgres
 
 TEN_NODES = [
     "Paris is the capital and most populous city of France.",

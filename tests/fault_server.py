@@ -35,9 +35,10 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable
+from typing import Any
 
 __all__ = ["Fault", "FaultServer", "default_token_counter"]
 
@@ -154,7 +155,7 @@ class FaultServer:
             raise RuntimeError("FaultServer is not started")
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def start(self) -> "FaultServer":
+    def start(self) -> FaultServer:
         if self._httpd is not None:
             return self
         handler = _make_handler(self)
@@ -176,7 +177,7 @@ class FaultServer:
             httpd.shutdown()
             httpd.server_close()
 
-    def __enter__(self) -> "FaultServer":
+    def __enter__(self) -> FaultServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

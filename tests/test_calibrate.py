@@ -252,7 +252,7 @@ def test_a_threshold_worse_than_the_judges_own_verdicts_out_of_sample_is_not_sav
 
 
 def test_builtin_set_is_a_labels_file_of_every_family():
-    from contextjudge._cli_trust import builtin_check_path
+    from contextjudge.cli._trust import builtin_check_path
     from contextjudge.cases.labels import labels_of
 
     cases = read_labels_file(builtin_check_path())

@@ -21,6 +21,7 @@ import textwrap
 import pytest
 
 from contextjudge import cli
+from contextjudge.cli import _eval, _main, _shared
 from contextjudge.store import open_store
 
 TINY_APP = textwrap.dedent('''
@@ -177,7 +178,7 @@ def test_plugin_commands_are_discovered_and_run(capsys, project):
 
 
 def test_missing_demo_says_what_to_install(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_plugin_commands", lambda: {})
+    monkeypatch.setattr(_main, "_plugin_commands", lambda: {})
     rc, out, _ = run(capsys, "--help")
     assert "demo" in out and "pip install contextjudge-langchain" in out
     rc, _, err = run(capsys, "demo")
@@ -262,7 +263,7 @@ def test_eval_errors_print_one_clear_line(capsys, project, argv, expect):
 
 
 def test_debug_shows_the_traceback(capsys, project):
-    with pytest.raises(cli.UsageError):
+    with pytest.raises(_shared.UsageError):
         cli.main(["eval", "--app", "no_such_module:app", "--goldens", "goldens.jsonl", "--debug"])
 
 
@@ -356,7 +357,7 @@ def test_eval_and_score_take_repeats(capsys, project, monkeypatch):
     assert rc == 0, err
     assert "judge repeats (k=3): asked once (deterministic): fake-judge" in out
     sampling = FakeJudge(temperature=0.7, sequences={"n1": ["yes", "no", "no"]})
-    monkeypatch.setattr(cli, "_judge", lambda model, quiet=False: sampling)
+    monkeypatch.setattr(_eval, "_judge", lambda model, quiet=False: sampling)
     rc, out, err = run(capsys, "eval", "--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--store", "res.db",
                        "--no-progress", "--metrics", "contextual_precision", "--threshold", "0", "--repeats", "3",
                        "--run-id", "sampled")
@@ -565,7 +566,7 @@ def test_a_golden_whose_app_call_raises_is_an_error_case_and_fails_the_run(capsy
     common = ["--app", "tinyrag:flaky", "--goldens", "goldens.jsonl", "--model", "fake", "--store", "res.db",
               "--metrics", "precision", "recall", "--no-progress"]
     rc, out, err = run(capsys, "eval", *common, "--run-id", "flaky")
-    assert rc == cli.EXIT_CASE_ERRORS == 3, out + err
+    assert rc == _shared.EXIT_CASE_ERRORS == 3, out + err
     assert "1 golden(s) failed in the app" in err and "ValueError: the parking tool timed out" in err
     rows = {ln.split("  ")[0]: ln.split() for ln in out.splitlines() if ln.startswith("Contextual")}
     assert rows["Contextual Precision"][-7] == "2" and rows["Contextual Precision"][-6] == "1"  # scored, errors
@@ -607,7 +608,7 @@ def test_an_app_no_adapter_runs_names_its_type_and_what_each_adapter_accepts(cap
     assert "flaky: FlakyRAG test apps" in line and "tiny: apps" in line
     import importlib.util
 
-    for module, dist, _, _ in cli.KNOWN_INTEGRATIONS:  # installed integrations are never "pip install"ed
+    for module, dist, _, _ in _eval.KNOWN_INTEGRATIONS:  # installed integrations are never "pip install"ed
         if importlib.util.find_spec(module) is not None:
             assert f"pip install {dist}" not in line
     # an integration that is not installed: then, and only then, say what to install

@@ -140,7 +140,7 @@ def test_cases_pair_by_id_before_input(capsys, db):
     judge = FakeJudge(rules={"USEFUL": "yes"}, default="no")
     base = [_case(i, 1) for i in range(4)]
     cur = [_case(i, 3, prefix="reworded") for i in range(4)]
-    for i, (b, c) in enumerate(zip(base, cur)):
+    for i, (b, c) in enumerate(zip(base, cur, strict=True)):
         b.id = c.id = f"case-{i}"
     evaluate(base, [ContextualPrecisionMetric(model=judge)], store=db, run_id="base", show_progress=False)
     evaluate(cur, [ContextualPrecisionMetric(model=judge)], store=db, run_id="cur", show_progress=False)

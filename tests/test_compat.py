@@ -57,8 +57,13 @@ def test_deepeval_module_paths_and_names():
     from contextjudge.compat.deepeval.evaluate.configs import AsyncConfig as A2
     from contextjudge.compat.deepeval.metrics.contextual_precision import ContextualPrecisionTemplate as T
     from contextjudge.compat.deepeval.metrics.turn_contextual_relevancy import TurnContextualRelevancyMetric  # noqa: F401
-    from contextjudge.compat.deepeval.test_case import (LLMTestCaseParams, MultiTurnParams, SingleTurnParams,
-                                                        ToolCall, TurnParams)
+    from contextjudge.compat.deepeval.test_case import (
+        LLMTestCaseParams,
+        MultiTurnParams,
+        SingleTurnParams,
+        ToolCall,
+        TurnParams,
+    )
 
     assert callable(deepeval.evaluate) and not hasattr(deepeval.evaluate, "__path__")
     assert A2 is AsyncConfig and LLMTestCaseParams is SingleTurnParams and TurnParams is MultiTurnParams
@@ -128,7 +133,6 @@ def test_deepeval_hedged_answer_is_reasked_and_malformed_answer_is_an_error_not_
 
 
 def test_deepeval_custom_template_prompt_reaches_judge_and_answer_is_read_by_id(capsys):
-    from typing import List
 
     from contextjudge.compat.deepeval.metrics import ContextualPrecisionMetric
     from contextjudge.compat.deepeval.metrics.contextual_precision import ContextualPrecisionTemplate
@@ -136,7 +140,7 @@ def test_deepeval_custom_template_prompt_reaches_judge_and_answer_is_read_by_id(
 
     class CustomTemplate(ContextualPrecisionTemplate):
         @staticmethod
-        def generate_verdicts(input: str, expected_output: str, retrieval_context: List[str]):
+        def generate_verdicts(input: str, expected_output: str, retrieval_context: list[str]):
             return f"OUR HOUSE PROMPT. Q={input} A={expected_output} DOCS={retrieval_context}"
 
         @staticmethod
@@ -328,9 +332,13 @@ def test_deepeval_errors_have_deepevals_builtin_bases():
 def test_ragas_single_turn_sample_metrics_and_formulas():
     from contextjudge.compat.ragas import SingleTurnSample
     from contextjudge.compat.ragas.llms import LangchainLLMWrapper
-    from contextjudge.compat.ragas.metrics import (ContextRelevance, ContextUtilization,
-                                                   LLMContextPrecisionWithoutReference,
-                                                   LLMContextPrecisionWithReference, LLMContextRecall)
+    from contextjudge.compat.ragas.metrics import (
+        ContextRelevance,
+        ContextUtilization,
+        LLMContextPrecisionWithoutReference,
+        LLMContextPrecisionWithReference,
+        LLMContextRecall,
+    )
 
     llm = LangchainLLMWrapper(judge(rules={"Louvre": "no", "1800": "no"}))
     sample = SingleTurnSample(user_input="Where is the Rijksmuseum?", response="In Amsterdam.",
@@ -425,8 +433,8 @@ def test_ragas_new_columns_and_shapes(form):
 
 def test_ragas_datasets_dataset_form():
     datasets = pytest.importorskip("datasets")
-    from contextjudge.compat.ragas.metrics import context_utilization
     from contextjudge.compat.ragas import evaluate
+    from contextjudge.compat.ragas.metrics import context_utilization
 
     ds = datasets.Dataset.from_dict({"question": ["q"], "answer": ["a"], "contexts": [["a b c"]]})
     assert evaluate(ds, metrics=[context_utilization], llm=FakeJudge(default="yes"))["context_utilization"] == [1.0]

@@ -18,6 +18,7 @@ from contextjudge import (
     resolve_model,
 )
 from contextjudge import cli
+from contextjudge.cli import _shared
 from contextjudge.metrics import ContextualPrecisionMetric, TurnContextualPrecisionMetric
 
 
@@ -26,7 +27,7 @@ def test_each_error_is_the_builtin_it_replaces():
     assert issubclass(ConfigurationTypeError, ConfigurationError) and issubclass(ConfigurationTypeError, TypeError)
     assert issubclass(MetricNotFoundError, ContextJudgeError) and issubclass(MetricNotFoundError, KeyError)
     assert issubclass(UsageError, ContextJudgeError)
-    assert cli.UsageError is UsageError
+    assert _shared.UsageError is UsageError
 
 
 def test_every_error_is_documented_in_the_tree():

@@ -2,7 +2,8 @@
 
 import pytest
 
-from contextjudge.metrics import fraction, weighted_cumulative_precision as wcp
+from contextjudge.metrics import fraction
+from contextjudge.metrics import weighted_cumulative_precision as wcp
 
 Y, N = True, False
 

@@ -89,7 +89,7 @@ def test_golden_id_of_reads_every_accepted_spelling():
 
 
 def test_the_cli_keys_captured_cases_by_a_golden_id_given_under_the_alias():
-    from contextjudge.cli import _with_golden_ids
+    from contextjudge.cli._eval import _with_golden_ids
 
     cases = [SimpleNamespace(test_case=LLMTestCase(input=f"q{i}", id=new_case_id()), case_id=None, root_run_id=None,
                              golden_id=None, metadata={"contextjudge.golden_id": f"g{i}"}) for i in range(2)]

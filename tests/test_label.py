@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 
 from contextjudge import LLMTestCase, cli, evaluate
+from contextjudge.cli import _shared
 from contextjudge._result import EvaluationResult, MetricResult, TestResult
 from contextjudge.cases.labels import LABELS_KEY
 from contextjudge.metrics import ContextualPrecisionMetric
@@ -172,7 +173,7 @@ def test_the_summary_shows_the_bias_corrected_mean(capsys):
         for i, (j, g) in enumerate(zip(judged, gold))]
     result = EvaluationResult(test_results=trs, run_id="r")
     est = result.corrected("Contextual Precision")
-    cli._print_summary(result, cli._metric_gates(result, None))
+    _shared._print_summary(result, _shared._metric_gates(result, None))
     out = capsys.readouterr().out
     assert "bias-corrected with your gold labels" in out
     c, b = est.corrected, est.bias
@@ -212,7 +213,7 @@ def test_the_summary_shows_tiers_and_repeats(capsys):
                                "seconds": 2.0}}
     result.repeats = {"k": 3, "judges": {"gpt-x": {"items": 13, "not_unanimous": 2, "disagreement": 0.15}},
                       "deterministic": []}
-    cli._print_summary(result, cli._metric_gates(result, None))
+    _shared._print_summary(result, _shared._metric_gates(result, None))
     out = capsys.readouterr().out
     assert ("judge tiers: cheap 10 item(s), 7 final, 2 call(s), 0 token(s), 0.5s; strong 3 item(s), 3 final, "
             "1 call(s), 1000 token(s), 2.0s") in out

@@ -16,9 +16,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import HumanMessage
 
 from contextjudge import ConversationalTestCase, LLMTestCase, Turn, evaluate
-from contextjudge.judges.protocol import REQUEST_KEY, Item, JudgeRequest
 from contextjudge.errors import JudgeUnavailableError
 from contextjudge.judges.local import CALIBRATION_VERSION, LocalJudge
+from contextjudge.judges.protocol import REQUEST_KEY, Item, JudgeRequest
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,

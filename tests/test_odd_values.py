@@ -11,6 +11,7 @@ import decimal
 import enum
 import json
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,4 +90,4 @@ def test_evaluate_store_exports_and_report_with_odd_values(tmp_path):
                      run_id=result.run_id)  # resumes from the store: the stored case reads back
     assert again.test_results[0].metrics_data[0].score == scores[0].score
     html = write_report(str(tmp_path / "report.html"), store=store, run=result.run_id)
-    assert "Paris is the capital of France." in open(html, encoding="utf-8").read()
+    assert "Paris is the capital of France." in Path(html).read_text(encoding="utf-8")

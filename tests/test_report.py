@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -89,7 +90,7 @@ def test_bootstrap_mean_is_deterministic_and_brackets_the_mean():
     assert (a.low, a.high) == (b.low, b.high)
     assert a.estimate == pytest.approx(0.49)
     assert a.low < a.estimate < a.high
-    assert 0.0 <= a.low and a.high <= 1.0
+    assert a.low >= 0.0 and a.high <= 1.0
     assert bootstrap_mean([]).estimate is None
     one = bootstrap_mean([0.5])
     assert one.estimate == 0.5 and one.low is None
@@ -142,7 +143,7 @@ def test_compare_mode_pairs_cases_and_shows_the_difference(two_runs):
 def test_report_of_an_in_memory_result(tmp_path):
     res = evaluate(_cases(True)[:2], [ContextualPrecisionMetric(model=FakeJudge())])
     path = write_report(tmp_path / "r.html", res)
-    assert "Contextual Precision" in open(path).read()
+    assert "Contextual Precision" in Path(path).read_text()
 
 
 # ---------------------------------------------------------------------------------------------- browser

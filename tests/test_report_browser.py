@@ -16,9 +16,8 @@ import subprocess
 import time
 
 import pytest
-from test_report_views import store  # noqa: F401 - the fixture: the same real runs as the HTML tests
-
 from test_report import _chromium  # the one way the report tests find a browser
+from test_report_views import store  # noqa: F401 - the fixture: the same real runs as the HTML tests
 
 from contextjudge.report import write_report
 

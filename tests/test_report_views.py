@@ -272,7 +272,7 @@ def test_a_changed_case_shows_the_baselines_ranked_nodes_beside_this_runs(compar
     assert base == [DOCS["parking"], DOCS["expenses"], DOCS["vacation"]]
     assert "#3 there" in rows[0].text and "#1 there" in rows[1].text  # where each node sits in the other run
     # the baseline's own verdicts: its first node (parking) was judged not useful for the vacation question
-    for row, verdict in zip(rows, ["no", "no", "yes"]):
+    for row, verdict in zip(rows, ["no", "no", "yes"], strict=True):
         cells = row.find_all("td")
         base_precision = cells[cells.index(row.find("td", "base")) + 2]
         assert base_precision.text == verdict and f"v-{verdict}" in base_precision.classes

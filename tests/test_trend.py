@@ -12,7 +12,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest

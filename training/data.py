@@ -178,7 +178,7 @@ def snli_pairs(folder: Path, rng: random.Random) -> Iterator[dict[str, Any]]:
         s1 = (folder / f"s1.{split}").read_text(encoding="utf-8").splitlines()
         s2 = (folder / f"s2.{split}").read_text(encoding="utf-8").splitlines()
         lab = (folder / f"labels.{split}").read_text(encoding="utf-8").splitlines()
-        for p, h, y in zip(s1, s2, lab):
+        for p, h, y in zip(s1, s2, lab, strict=True):
             y = y.strip()
             if y not in ("entailment", "neutral", "contradiction"):
                 continue

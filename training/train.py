@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import platform
@@ -66,7 +67,7 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
 def ece(prob: np.ndarray, labels: np.ndarray, bins: int = 10) -> float:
     edges = np.linspace(0, 1, bins + 1)
     total = 0.0
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in itertools.pairwise(edges):
         sel = (prob >= lo) & (prob < hi if hi < 1 else prob <= hi)
         if sel.any():
             total += sel.mean() * abs(prob[sel].mean() - labels[sel].mean())
@@ -111,7 +112,7 @@ def predict(model: CrossEncoder, idx: list[int], enc: list[Any], tasks: list[int
         rows = order[i:i + size]
         sel = [idx[r] for r in rows]
         logits = model(*collate(sel, enc, device)).float().cpu().numpy()
-        for r, j, lg in zip(rows, sel, logits):
+        for r, j, lg in zip(rows, sel, logits, strict=True):
             out[r] = lg[tasks[j]]
     model.train()
     return 1.0 / (1.0 + np.exp(-out))

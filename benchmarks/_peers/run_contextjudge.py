@@ -10,6 +10,7 @@ import math
 import resource
 import sys
 import time
+from pathlib import Path
 
 
 def main() -> None:
@@ -31,7 +32,7 @@ def main() -> None:
         ContextUtilizationMetric,
     )
 
-    rows = json.load(open(args.cases))
+    rows = json.loads(Path(args.cases).read_text())
     cases = [LLMTestCase(input=r["input"], actual_output=r["actual_output"], expected_output=r["expected_output"],
                          retrieval_context=r["retrieval_context"]) for r in rows]
     judge = ChatOpenAI(model="gpt-4.1-mini", base_url=args.base_url, api_key="sk-fake", temperature=0)
@@ -50,11 +51,11 @@ def main() -> None:
             else:
                 scores += 1
     expected = len(cases) * len(metrics)
-    json.dump({"tool": "contextjudge", "elapsed": elapsed, "cases": len(cases), "metrics": len(metrics),
+    Path(args.out).write_text(json.dumps({"tool": "contextjudge", "elapsed": elapsed, "cases": len(cases), "metrics": len(metrics),
                "scores": scores, "n_errors": len(errors), "errors": errors[:5],
                "missing": expected - scores - len(errors), "max_concurrency": opts.max_concurrency,
                "cache_hits": result.usage.cache_hits,
-               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}, open(args.out, "w"))
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import os
 import resource
 import sys
 import time
+from pathlib import Path
 
 os.environ["DEEPEVAL_TELEMETRY_OPT_OUT"] = "1"
 os.environ.setdefault("OPENAI_API_KEY", "sk-fake")
@@ -31,7 +32,7 @@ def main() -> None:
     from deepeval.models import GPTModel
     from deepeval.test_case import LLMTestCase
 
-    rows = json.load(open(args.cases))
+    rows = json.loads(Path(args.cases).read_text())
     cases = [LLMTestCase(input=r["input"], actual_output=r["actual_output"], expected_output=r["expected_output"],
                          retrieval_context=r["retrieval_context"]) for r in rows]
     model = GPTModel(model=args.model, base_url=args.base_url, api_key="sk-fake")
@@ -51,10 +52,10 @@ def main() -> None:
             else:
                 scores.append(md.score)
     expected = len(cases) * len(metrics)
-    json.dump({"tool": "deepeval", "elapsed": elapsed, "cases": len(cases), "metrics": len(metrics),
+    Path(args.out).write_text(json.dumps({"tool": "deepeval", "elapsed": elapsed, "cases": len(cases), "metrics": len(metrics),
                "scores": len(scores), "errors": errors[:5], "n_errors": len(errors),
                "missing": expected - len(scores) - len(errors),
-               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}, open(args.out, "w"))
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import resource
 import sys
 import time
 import warnings
+from pathlib import Path
 
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"  # the string "true": "1" does not switch it off
 os.environ.setdefault("OPENAI_API_KEY", "sk-fake")
@@ -32,7 +33,7 @@ def main() -> None:
     from ragas.llms import LangchainLLMWrapper
     from ragas.metrics import LLMContextPrecisionWithoutReference, LLMContextPrecisionWithReference, LLMContextRecall
 
-    rows = json.load(open(args.cases))
+    rows = json.loads(Path(args.cases).read_text())
     samples = [SingleTurnSample(user_input=r["input"], response=r["actual_output"], reference=r["expected_output"],
                                 retrieved_contexts=r["retrieval_context"]) for r in rows]
     llm = LangchainLLMWrapper(ChatOpenAI(model=args.model, base_url=args.base_url, api_key="sk-fake"))
@@ -50,10 +51,10 @@ def main() -> None:
             else:
                 scores += 1
     expected = len(samples) * len(metrics)
-    json.dump({"tool": "ragas", "elapsed": elapsed, "cases": len(samples), "metrics": len(metrics),
+    Path(args.out).write_text(json.dumps({"tool": "ragas", "elapsed": elapsed, "cases": len(samples), "metrics": len(metrics),
                "scores": scores, "n_errors": errors, "errors": ["NaN score"] * min(errors, 5),
                "missing": expected - scores - errors,
-               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}, open(args.out, "w"))
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 if __name__ == "__main__":

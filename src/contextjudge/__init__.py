@@ -32,6 +32,7 @@ _EXPORTS = {
     "register_prices": ".judges.spend",
     "estimate": ".engine.estimate",
     "BudgetExhaustedError": ".errors",
+    "EvaluationOptions": ".engine.evaluate",
     "aevaluate": ".engine.evaluate",
     "evaluate": ".engine.evaluate",
     "ConversationalTestCase": ".cases.testcase",
@@ -86,7 +87,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .judges.options import JudgeOptions
     from .judges.spend import Budget, RateLimit, register_prices
     from .engine.estimate import estimate
-    from .engine.evaluate import aevaluate, evaluate
+    from .engine.evaluate import EvaluationOptions, aevaluate, evaluate
     from .cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
     from .errors import (
         BudgetExhaustedError,

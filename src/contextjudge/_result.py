@@ -6,15 +6,18 @@ import json
 import math
 import pickle
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 from .cases.testcase import dump_json
 from .errors import ConfigurationError, MetricNotFoundError
 from .stats import Interval, PPIEstimate, moments_interval, ppi_mean, proportion_interval
 
-__all__ = ["EvaluationResult", "MetricResult", "Tally", "TestResult", "Usage"]
+__all__ = ["PER_NODE", "EvaluationResult", "MetricResult", "Tally", "TestResult", "Usage"]
+
+PER_NODE = "per_node"  # the key in MetricResult.details that says the verdicts are one per retrieved node
 
 
 @dataclass
@@ -28,7 +31,7 @@ class Usage:
     seconds: float = 0.0
     cost: float | None = None
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         self.calls += other.calls
         self.cache_hits += other.cache_hits
         self.input_tokens += other.input_tokens
@@ -224,7 +227,7 @@ class _Moments:
         self.total = self.total_sq = self.spread = Fraction(0)
         self.spread_seen = False
 
-    def add(self, m: "MetricResult") -> None:
+    def add(self, m: MetricResult) -> None:
         self.rows += 1
         if m.score is not None:
             x = Fraction(m.score)
@@ -253,7 +256,7 @@ class _Moments:
                 "pass_rate_ci": pass_iv.as_list(), "scored": self.scored, "errors": self.errors}
 
 
-def _moments(rows: list["MetricResult"]) -> _Moments:
+def _moments(rows: list[MetricResult]) -> _Moments:
     out = _Moments()
     for m in rows:
         out.add(m)
@@ -270,7 +273,7 @@ class Tally:
         self.metrics: dict[str, _Moments] = {}
         self.judges: set[str] = set()
 
-    def add(self, tr: "TestResult") -> None:
+    def add(self, tr: TestResult) -> None:
         self.cases += 1
         for m in tr.metrics_data:
             if m.evaluation_model:

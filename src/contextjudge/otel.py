@@ -50,7 +50,8 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 from ._version import __version__
 from .cases.provenance import otel_of
@@ -170,7 +171,9 @@ class OTelExporter:
         self.exported = 0
         self.skipped = 0
         self.failed = 0
-        self._counting: list[Any] = []  # the span exporters this exporter built, which count what was delivered
+        self._counting: list[_Counting] = []  # the span exporters this exporter built, which count what was delivered
+        self._owns_provider = False  # built by exporter_for / exporter_from_environment: close() shuts them down
+        self._owns_meters = False
         self._reported = 0
         self.meter_provider = meter_provider
         self._meters: dict[str, Any] | None = None
@@ -388,10 +391,10 @@ class OTelExporter:
         try:
             provider = (self.tracer_provider if self.tracer_provider is not None
                         else self._trace.get_tracer_provider())
-            flushes = [getattr(provider, "force_flush", None)]
-            if self.meter_provider is not None or getattr(self, "_owns_meters", False):
-                flushes.append(getattr(self.meter_provider, "force_flush", None))
-            flushes = [f for f in flushes if callable(f)]
+            found = [getattr(provider, "force_flush", None)]
+            if self.meter_provider is not None or self._owns_meters:
+                found.append(getattr(self.meter_provider, "force_flush", None))
+            flushes: list[Callable[[int], Any]] = [f for f in found if callable(f)]
             if not flushes:
                 return True
         except Exception as exc:  # noqa: BLE001
@@ -417,8 +420,8 @@ class OTelExporter:
                            self._undelivered_words())
             return False
         if "exc" in box:
-            exc = box["exc"]
-            logger.warning("contextjudge: could not flush the OpenTelemetry spans (%s: %s)", type(exc).__name__, exc)
+            err = box["exc"]
+            logger.warning("contextjudge: could not flush the OpenTelemetry spans (%s: %s)", type(err).__name__, err)
             return False
         failed = self.undelivered
         if failed > self._reported:
@@ -441,8 +444,8 @@ class OTelExporter:
         """Flush (within ``timeout_millis``); and shut the providers down when this exporter built them
         (``exporter_from_environment``), also within the timeout. Never raises."""
         self.flush(timeout_millis)
-        owned = [p for p, own in ((self.tracer_provider, getattr(self, "_owns_provider", False)),
-                                  (self.meter_provider, getattr(self, "_owns_meters", False))) if own and p is not None]
+        owned = [p for p, own in ((self.tracer_provider, self._owns_provider),
+                                  (self.meter_provider, self._owns_meters)) if own and p is not None]
         for provider in owned:
             thread = threading.Thread(target=_shutdown, args=(provider,), name="contextjudge-otel-shutdown",
                                       daemon=True)
@@ -512,12 +515,12 @@ def exporter_for(span_exporters: Iterable[Any], *, metric_readers: Iterable[Any]
     ``metric_readers`` (SDK metric readers, e.g. a ``PeriodicExportingMetricReader``), its metrics too. Keyword
     arguments go to ``OTelExporter``."""
     from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter  # noqa: PLC0415
 
     provider = TracerProvider(resource=resource) if resource is not None else TracerProvider()
     counting = [_Counting(e) for e in span_exporters]
     for c in counting:
-        provider.add_span_processor(BatchSpanProcessor(c))
+        provider.add_span_processor(BatchSpanProcessor(cast(SpanExporter, c)))  # an exporter by its methods
     readers = list(metric_readers)
     meter_provider = None
     if readers:
@@ -544,8 +547,8 @@ def exporter_from_environment(**kwargs: Any) -> OTelExporter:
     """
     _require_api()
     try:
-        from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
         import opentelemetry.sdk.trace.export  # noqa: F401, PLC0415 - only whether the SDK is installed
+        from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
     except ImportError as exc:
         raise ConfigurationError("--otel needs the OpenTelemetry SDK: pip install 'contextjudge[otel]' (and an "
                                  "exporter, e.g. opentelemetry-exporter-otlp).") from exc

@@ -23,7 +23,8 @@ Fixtures: ``contextjudge_judge`` (the configured judge model), ``contextjudge_st
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -31,10 +32,10 @@ __all__ = ["ContextJudgeSession", "current_session"]
 
 # pytest forces one registry per process: the configured session, which assert_test reads; guarded by a lock
 _lock = threading.Lock()
-_sessions: list["ContextJudgeSession"] = []
+_sessions: list[ContextJudgeSession] = []
 
 
-def current_session() -> "ContextJudgeSession | None":
+def current_session() -> ContextJudgeSession | None:
     """The configured session of the running pytest, or None outside pytest."""
     with _lock:
         return _sessions[-1] if _sessions else None

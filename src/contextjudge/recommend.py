@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, TextIO
 
 from .errors import ConfigurationError
 
@@ -130,6 +131,7 @@ class Recommendation:
     snippet: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The recommendation as plain data (what ``--format json`` prints)."""
         return {"answers": vars(self.answers), "metrics": [vars(p) for p in self.picks], "notes": self.notes,
                 "snippet": self.snippet}
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 __all__ = ["Agreement", "Interval", "PPIEstimate", "binary_agreement", "bootstrap", "cohen_kappa", "confusion", "mae",
            "mean_interval", "moments_interval", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
@@ -164,6 +165,8 @@ def _t_or_wilson(m: float, n: int, var: float, level: float, bounds: tuple[float
         if hi_b > lo_b:
             scaled = (m - lo_b) / (hi_b - lo_b)
             w = proportion_interval(round(scaled * n), n, level)
+            if w.low is None or w.high is None:  # no cases: no bounds either
+                return Interval(m, None, None, n, level, "wilson")
             return Interval(m, lo_b + w.low * (hi_b - lo_b), lo_b + w.high * (hi_b - lo_b), n, level, "wilson")
         return Interval(m, m, m, n, level, "t")
     half = t_quantile(n - 1, level) * math.sqrt(var / n)
@@ -267,8 +270,8 @@ def ppi_mean(judged: Sequence[float | None], gold: Sequence[float | None], *, le
     None when fewer than two cases are labelled or none is unlabelled (then there is nothing to correct: the gold mean
     of the labelled cases is the whole answer).
     """
-    lab = [(float(f), float(y)) for f, y in zip(judged, gold) if f is not None and y is not None]
-    unl = [float(f) for f, y in zip(judged, gold) if f is not None and y is None]
+    lab = [(float(f), float(y)) for f, y in zip(judged, gold, strict=False) if f is not None and y is not None]
+    unl = [float(f) for f, y in zip(judged, gold, strict=False) if f is not None and y is None]
     n, big_n = len(lab), len(unl)
     if n < 2 or big_n < 1:
         return None
@@ -413,7 +416,8 @@ def binary_agreement(cases: Sequence[Sequence[tuple[bool, bool]]], *, level: flo
         lo, hi = bootstrap(conf_by_group, stat_of(name), resamples=resamples, level=level, seed=seed)
         ivs[name] = Interval(point[name], lo, hi, len(groups), level, "bootstrap")
     tp, fp, fn, tn = counts
-    return Agreement(len(groups), len(flat), tp, fp, fn, tn, **ivs)
+    return Agreement(len(groups), len(flat), tp, fp, fn, tn, accuracy=ivs["accuracy"], kappa=ivs["kappa"],
+                     tpr=ivs["tpr"], tnr=ivs["tnr"], base_rate=ivs["base_rate"])
 
 
 # --------------------------------------------------------------------------------------- score agreement
@@ -438,7 +442,7 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
         return None
     ra, rb = _ranks(a), _ranks(b)
     ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb, strict=True))
     va = sum((x - ma) ** 2 for x in ra)
     vb = sum((y - mb) ** 2 for y in rb)
     if va == 0 or vb == 0:
@@ -449,4 +453,4 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
 def mae(a: Sequence[float], b: Sequence[float]) -> float | None:
     if not a or len(a) != len(b):
         return None
-    return sum(abs(x - y) for x, y in zip(a, b)) / len(a)
+    return sum(abs(x - y) for x, y in zip(a, b, strict=True)) / len(a)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -171,7 +172,8 @@ class FakeJudge(BaseChatModel):
                     self._omitted.add(item.id)
                     continue
             v = self._decide(request, item)
-            entry = {"id": item.id, "verdict": self.verdict_words.get(v, v), "reason": f"scripted: {v}"}
+            entry: dict[str, Any] = {"id": item.id, "verdict": self.verdict_words.get(v, v),
+                                     "reason": f"scripted: {v}"}
             conf = self._confidence(request, item) if self.confidences else None
             if conf is not None:
                 entry["confidence"] = conf
@@ -239,12 +241,12 @@ class FakeJudge(BaseChatModel):
 
         async def run(messages: Any, config: Any = None) -> Any:
             msg = await self.ainvoke(messages, config=config, _contextjudge_method=method)
-            parsed = schema.model_validate(json.loads(msg.content))
+            parsed = schema.model_validate(_json_of(msg))
             return {"raw": msg, "parsed": parsed, "parsing_error": None} if include_raw else parsed
 
         def run_sync(messages: Any, config: Any = None) -> Any:
             msg = self.invoke(messages, config=config, _contextjudge_method=method)
-            parsed = schema.model_validate(json.loads(msg.content))
+            parsed = schema.model_validate(_json_of(msg))
             return {"raw": msg, "parsed": parsed, "parsing_error": None} if include_raw else parsed
 
         return RunnableLambda(run_sync, afunc=run, name=f"FakeJudge[{method}]")
@@ -262,3 +264,10 @@ def _image_blocks(messages: list[BaseMessage]) -> list[dict[str, Any]]:
             out += [b for b in m.content if isinstance(b, dict) and b.get("type") in ("image", "image_url")]
     return out
 
+
+def _json_of(msg: Any) -> Any:
+    """The JSON of a FakeJudge answer, which is always text."""
+    content = msg.content
+    if not isinstance(content, str):
+        raise TypeError(f"FakeJudge answered with {type(content).__name__} content, not text")
+    return json.loads(content)

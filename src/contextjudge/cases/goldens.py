@@ -12,9 +12,10 @@ import csv
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import ContextJudgeError
 
@@ -44,7 +45,10 @@ class Golden:
     additional_metadata: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, row: dict[str, Any], where: str = "") -> "Golden":
+    def from_dict(cls, row: dict[str, Any], where: str = "") -> Golden:
+        """A golden from one row of a file or list: its input (``input``, ``question``, ``query`` or
+        ``user_input``), expected output (``expected_output``, ``answer``, ``ground_truth``...), id, and the other
+        fields kept in ``additional_metadata``; ``where`` names the row in the error of a row without an input."""
         inp = next((row[k] for k in _INPUT_KEYS if row.get(k)), None)
         if not isinstance(inp, str) or not inp.strip():
             raise ContextJudgeError(f"{where}: a golden needs a non-empty 'input' (or 'question'); got keys "

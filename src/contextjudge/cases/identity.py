@@ -7,6 +7,8 @@ One place for rules that the runner, the store, capture, tracing, the CLI and th
   user chose; such ids differ from run to run, so runs are paired by input instead.
 - ``GOLDEN_ID_KEY`` and ``golden_id_of``: where a case carries the id of its golden, in any accepted spelling.
 - ``match_golden``: fill a test case's expected output (a conversation's turns and expected outcome) from goldens.
+- ``key_by_golden`` and ``unmatched_goldens``: the bookkeeping of a run over goldens (``contextjudge eval``): cases
+  keyed by their golden's id where it is unique, and the goldens no case came from.
 - ``new_case_id()`` and ``new_run_id()``: the ids contextjudge generates.
 """
 
@@ -14,14 +16,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from .goldens import Goldens
+    from .goldens import Golden, Goldens
 
-__all__ = ["GOLDEN_ID_ALIASES", "GOLDEN_ID_KEY", "case_key", "golden_id_of", "is_generated_id", "match_golden",
-           "new_case_id", "new_run_id"]
+__all__ = ["GOLDEN_ID_ALIASES", "GOLDEN_ID_KEY", "GoldenEntry", "case_key", "golden_id_of", "is_generated_id",
+           "key_by_golden", "match_golden", "new_case_id", "new_run_id", "unmatched_goldens"]
 
 GOLDEN_ID_KEY = "golden_id"
 """The metadata key that names a case's golden: ``config={"metadata": {"golden_id": ...}}``, a test case's
@@ -145,8 +148,53 @@ def match_golden(goldens: Goldens | None, test_case: Any, *, golden_id: Any = No
         named = goldens.match(None, golden_id) if golden_id is not None else None
         if named is None:
             return None
-        if test_case.expected_outcome is None and any(t.role == "user" for t in turns):
-            if named.expected_outcome or named.expected_output:
-                test_case.expected_outcome = named.expected_outcome or named.expected_output
+        if (test_case.expected_outcome is None and any(t.role == "user" for t in turns)
+                and (named.expected_outcome or named.expected_output)):
+            test_case.expected_outcome = named.expected_outcome or named.expected_output
         return named.id
     return None
+
+
+# ------------------------------------------------------------------------------------------------ runs over goldens
+class GoldenEntry(NamedTuple):
+    """A test case of a run over goldens, with its golden's id (or None) and whether its own id may give way to the
+    golden's: an id contextjudge or a framework made up (``is_generated_id``), or the golden's own id on the error
+    case of a golden whose app call raised; never an id the user chose."""
+
+    test_case: Any
+    golden_id: str | None
+    replaceable: bool
+
+
+def key_by_golden(entries: Sequence[GoldenEntry]) -> list[Any]:
+    """The test cases of ``entries`` in order, each with a replaceable id keyed ``golden-<id>`` when its golden gave
+    that one case only, so runs of different app versions pair up by golden. A golden that gave several cases keys
+    none of them by its id: they are keyed by position, like cases without a golden."""
+    counts = Counter(e.golden_id for e in entries if e.golden_id)
+    out = []
+    for tc, gid, replaceable in entries:
+        if gid and replaceable and counts[gid] == 1:
+            tc.id = f"golden-{gid}"
+        elif gid and replaceable and getattr(tc, "id", None) == f"golden-{gid}":
+            tc.id = None
+        out.append(tc)
+    return out
+
+
+def unmatched_goldens(goldens: Goldens, cases: Iterable[tuple[Any, str | None]], *,
+                      seen: Iterable[Golden] = ()) -> list[Golden]:
+    """The goldens of ``goldens`` that no case of ``cases`` ((test case, golden id) pairs) came from, and that are
+    not in ``seen`` (such as the goldens whose app call raised). A case comes from the golden named by its id, and
+    from each golden whose input matches one of its inputs: its ``input``, its other inputs
+    (``provenance.match_inputs_of``) and a conversation's user turns."""
+    from .provenance import match_inputs_of  # noqa: PLC0415
+
+    found: set[int] = {id(g) for g in seen}
+    for tc, gid in cases:
+        texts = [getattr(tc, "input", None), *(match_inputs_of(tc) if tc is not None else [])]
+        turns = getattr(tc, "turns", None) or []
+        texts += [t.content for t in turns if getattr(t, "role", None) == "user"]
+        hits = [goldens.match(None, gid)] if gid else []
+        hits += [goldens.match(t) for t in texts if isinstance(t, str)]
+        found.update(id(g) for g in hits if g is not None)
+    return [g for g in goldens if id(g) not in found]

@@ -22,14 +22,16 @@ import logging
 import mimetypes
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ..errors import ConfigurationError
 
-__all__ = ["IMAGES_KEY", "IMAGE_ALTS_KEY", "MLLMImage", "find_images", "has_images", "image_from_metadata", "join_images",
-           "marker_alt_texts", "split_images", "text_without_markers", "to_image"]
+__all__ = ["ALT_TEXT_KEYS", "IMAGES_KEY", "IMAGE_ALTS_KEY", "IMAGE_MARKER", "MLLMImage", "find_images", "has_images",
+           "image_from_metadata", "join_images", "marker_alt_texts", "may_point_to_image", "split_images",
+           "text_without_markers", "to_image"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -46,7 +48,7 @@ _TOKEN = re.compile(r"\[\[contextjudge:image:([A-Za-z0-9_\-]+=*)\]\]")
 
 
 # The readable marker that replaces a token in judge prompts: [image 1], [image Q2], [image 1: alt text].
-_MARKER = re.compile(r"\[image (?:[A-Z]?\d+)(?:: ([^\]\n]*))?\]")
+IMAGE_MARKER = re.compile(r"\[image (?:[A-Z]?\d+)(?:: ([^\]\n]*))?\]")
 
 
 _SCHEMES = ("http://", "https://", "data:")
@@ -113,6 +115,7 @@ class MLLMImage:
         self.alt: str | None = (alt if alt is not None else caption) or None
         self.path: str | None = None
         self.local = False
+        self.mime_type: str | None = None
         if data is not None:
             if url is not None:
                 raise ConfigurationError("MLLMImage: pass either url= or data=, not both.")
@@ -169,7 +172,7 @@ class MLLMImage:
         return f"[[contextjudge:image:{base64.urlsafe_b64encode(raw).decode('ascii')}]]"
 
     @classmethod
-    def from_token(cls, token: str) -> "MLLMImage":
+    def from_token(cls, token: str) -> MLLMImage:
         """The image a placeholder token stands for."""
         m = _TOKEN.fullmatch(token.strip())
         if not m:
@@ -326,12 +329,12 @@ def to_image(value: Any) -> MLLMImage:
 
 def marker_alt_texts(text: str) -> list[str]:
     """The alt texts written in the image markers of a judge prompt's text (``[image 1: alt]`` gives ``alt``)."""
-    return [m.group(1).strip() for m in _MARKER.finditer(text or "") if m.group(1) and m.group(1).strip()]
+    return [m.group(1).strip() for m in IMAGE_MARKER.finditer(text or "") if m.group(1) and m.group(1).strip()]
 
 
 def text_without_markers(text: str) -> str:
     """``text`` for a judge that reads only text: ``[image 1: alt]`` becomes ``alt``; ``[image 1]`` is dropped."""
-    out = _MARKER.sub(lambda m: (m.group(1) or "").strip(), text or "")
+    out = IMAGE_MARKER.sub(lambda m: (m.group(1) or "").strip(), text or "")
     return " ".join(out.split())
 
 
@@ -348,7 +351,7 @@ _DATA_KEYS = ("image_base64", "image_b64", "img_base64", "image_data")
 _MIME_KEYS = ("image_mime_type", "image_mimetype", "mime_type", "mimetype")
 
 
-_ALT_KEYS = ("alt_text", "alt", "image_alt", "caption", "image_caption", "image_description")
+ALT_TEXT_KEYS = ("alt_text", "alt", "image_alt", "caption", "image_caption", "image_description")
 
 
 _GENERIC_KEYS = ("image", "source", "file_path", "path", "url")
@@ -368,7 +371,7 @@ _POINTER_KEYS = frozenset(_URL_KEYS + _PATH_KEYS + _DATA_KEYS + _GENERIC_KEYS)
 def may_point_to_image(metadata: dict[str, Any] | None) -> bool:
     """False when ``metadata`` has none of the keys ``image_from_metadata`` reads an image from: then it finds
     none, and a capture integration can skip it (it runs for every retrieved document)."""
-    return bool(metadata) and not _POINTER_KEYS.isdisjoint(metadata)
+    return metadata is not None and bool(metadata) and not _POINTER_KEYS.isdisjoint(metadata)
 
 
 def image_from_metadata(metadata: dict[str, Any] | None) -> MLLMImage | None:
@@ -384,7 +387,7 @@ def image_from_metadata(metadata: dict[str, Any] | None) -> MLLMImage | None:
     mime = next((metadata[k] for k in _MIME_KEYS if isinstance(metadata.get(k), str)), None)
     if mime and not mime.startswith("image/"):
         mime = None
-    alt = next((metadata[k] for k in _ALT_KEYS if isinstance(metadata.get(k), str) and metadata[k].strip()), None)
+    alt = next((metadata[k] for k in ALT_TEXT_KEYS if isinstance(metadata.get(k), str) and metadata[k].strip()), None)
     candidates: list[tuple[str, Any]] = []
     candidates += [("data", metadata[k]) for k in _DATA_KEYS if metadata.get(k)]
     candidates += [("url", metadata[k]) for k in _URL_KEYS + _PATH_KEYS if metadata.get(k)]

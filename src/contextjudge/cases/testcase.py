@@ -362,7 +362,7 @@ class ConversationalTestCase(_Base):
         return out
 
     @model_validator(mode="after")
-    def _outcome(self) -> "ConversationalTestCase":
+    def _outcome(self) -> ConversationalTestCase:
         _check_text(self.expected_outcome, "expected_outcome", required=False)
         return self
 

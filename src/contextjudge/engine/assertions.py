@@ -13,7 +13,8 @@ built without a model use the configured judge and results are written to the co
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .._result import EvaluationResult, MetricResult
 from ..cases.testcase import ConversationalTestCase, LLMTestCase

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .._aio import run_sync
 from .._text import split_sentences
@@ -273,9 +274,10 @@ def fit_threshold(items: Sequence[dict[str, Any]], *, folds: int = 5, seed: int 
             test = [it for it in items if fold_of[str(it["case"])] == f]
             fit = _best_threshold(train) if _enough(train) is None else None
             cv_rows += _apply(test, fit[0] if fit else None)
-    out = {"fitted": True, "threshold": round(t, 6), **base, "kappa_after": cohen_kappa(*after),
-           "accuracy_after": _accuracy(after),
-           "kappa_after_cv": cohen_kappa(*confusion(cv_rows)) if cv_rows else None, "folds": k if k >= 2 else 0}
+    out: dict[str, Any] = {"fitted": True, "threshold": round(t, 6), **base, "kappa_after": cohen_kappa(*after),
+                           "accuracy_after": _accuracy(after),
+                           "kappa_after_cv": cohen_kappa(*confusion(cv_rows)) if cv_rows else None,
+                           "folds": k if k >= 2 else 0}
     # A threshold that does worse than the judge's own verdicts on cases it was not fitted on would make a judge
     # loaded from the file worse: it is reported, never saved.
     kb, kcv = out["kappa_before"], out["kappa_after_cv"]
@@ -321,7 +323,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     per_family: dict[str, list[dict[str, Any]]] = {}
     per_metric: dict[str, dict[str, Any]] = {}
     errors: list[dict[str, Any]] = []
-    for (i, tc, labels, field), got in zip(jobs, answers):
+    for (i, tc, labels, field), got in zip(jobs, answers, strict=True):
         fam = FAMILY_OF_FIELD[field]
         cid = _case_id(tc, i)
         if "error" in got:
@@ -329,9 +331,12 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
             continue
         for rec in _pairs(tc, labels, field, got["verdicts"]):
             per_family.setdefault(fam, []).append({"case": cid, "input": tc.input, **rec})
+        gold = gold_score(_field_metric_name(field), tc, labels, strict=True)
+        if gold is None:  # not reached: every label field has a gold form, and strict=True raises on a misfit
+            continue
         m = per_metric.setdefault(_METRIC_OF_FIELD[field].key, {"metric": got["metric"], "judged": [], "gold": []})
         m["judged"].append(float(got["score"]))
-        m["gold"].append(float(gold_score(_field_metric_name(field), tc, labels, strict=True)))
+        m["gold"].append(float(gold))
     report: dict[str, Any] = {"judge": judge_name(resolved), "judge_spec": judge_spec if judge_spec and not judge_spec.strip().startswith("@")
                               else _spec_of(model, resolved),
                               "judge_identity": judge_identity(raw), "cases": len(checked)}

@@ -21,8 +21,9 @@ from __future__ import annotations
 import copy
 import math
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, cast
 
 __all__ = ["Estimate", "estimate"]
 
@@ -61,9 +62,11 @@ class Estimate:
 
     @property
     def total_tokens(self) -> float:
+        """Input and output tokens together."""
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, Any]:
+        """The estimate as plain data (what ``contextjudge estimate --json`` prints)."""
         d = asdict(self)
         d["total_tokens"] = self.total_tokens
         return d
@@ -123,19 +126,14 @@ def _n(x: float) -> str:
 
 
 def _metric_objects(metrics: Any) -> list[Any]:
-    from ..metrics import BY_KEY  # noqa: PLC0415
+    from ..metrics import from_keys  # noqa: PLC0415
 
     if metrics is None:
         metrics = ["contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization"]
     out = []
     for m in metrics:
         if isinstance(m, str):
-            key = m.strip().lower().replace("-", "_")
-            if key not in BY_KEY:
-                from ..errors import ConfigurationError  # noqa: PLC0415
-
-                raise ConfigurationError(f"unknown metric {m!r}: choose from {', '.join(BY_KEY)}.")
-            out.append(BY_KEY[key](model=None))
+            out.extend(from_keys([m]))
         else:
             # a copy that judges with the run's judge (the stand-in), never the metric's own: no call goes out
             c = copy.copy(m)
@@ -193,7 +191,7 @@ def _cases(source: Any, assumptions: list[str]) -> list[Any]:
             stand_in_output += 1
         answer = it.expected_output or it.input
         out.append(LLMTestCase(input=it.input, actual_output=answer, expected_output=it.expected_output or answer,
-                               retrieval_context=list(nodes)))
+                               retrieval_context=cast(Any, list(nodes))))
     if assumed:
         assumptions.append(f"{assumed} golden(s) carry no retrieval_context: each was given {ASSUMED_NODES} nodes of "
                            f"{ASSUMED_NODE_CHARS} characters (the app's real nodes are only known once it runs)")
@@ -247,7 +245,7 @@ def _drive(cases: list[Any], metrics: list[Any], name: str, judge_options: Any) 
         import dataclasses  # noqa: PLC0415
 
         opts = dataclasses.replace(opts, budget=None, rate_limit=None, repeats=1)
-    ctx = RunContext(options=opts, cache=_NoCache())
+    ctx = RunContext(options=opts, cache=cast(Any, _NoCache()))  # duck-typed: a cache that never hits
     ctx.default_model = judge
     run = Run(context=ctx)
     skipped = [0]
@@ -337,19 +335,20 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
                "budget in tokens)")
     dollars = price.cost(tin, tout) if price is not None else None
     scale = sample_rate
-    per_case = {"calls": n_calls / n if n else 0.0, "input_tokens": tin / n if n else 0.0,
-                "output_tokens": tout / n if n else 0.0,
-                "dollars": (dollars / n if n else 0.0) if dollars is not None else None}
+    case_dollars = (dollars / n if n else 0.0) if dollars is not None else None
+    per_case: dict[str, float | None] = {"calls": n_calls / n if n else 0.0, "input_tokens": tin / n if n else 0.0,
+                                         "output_tokens": tout / n if n else 0.0, "dollars": case_dollars}
     per_metric = {k: {kk: (v * repeats / n if n else 0.0) for kk, v in row.items()} for k, row in by_metric.items()}
-    day = None
+    day: dict[str, float | None] | None = None
     if per_day is not None:
         judged = per_day * sample_rate
-        day = {"requests": per_day, "judged_cases": judged, "calls": per_case["calls"] * judged,
-               "input_tokens": per_case["input_tokens"] * judged, "output_tokens": per_case["output_tokens"] * judged,
-               "dollars": per_case["dollars"] * judged if per_case["dollars"] is not None else None}
+        day = {"requests": per_day, "judged_cases": judged,
+               "calls": (n_calls / n if n else 0.0) * judged, "input_tokens": (tin / n if n else 0.0) * judged,
+               "output_tokens": (tout / n if n else 0.0) * judged,
+               "dollars": case_dollars * judged if case_dollars is not None else None}
     assumptions.append("every request is counted, also one a run would answer from its verdict cache")
     reserved_dollars = price.cost(tin, reserved) if (price is not None and not local) else (0.0 if local else None)
-    if day is not None:
+    if day is not None and per_day is not None:
         k = per_day * sample_rate / n if n else 0.0
         day["reserved_output_tokens"] = reserved * k
         day["reserved_dollars"] = reserved_dollars * k if reserved_dollars is not None else None

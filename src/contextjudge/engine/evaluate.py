@@ -15,7 +15,9 @@ import inspect
 import logging
 import sys
 import time
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from .._aio import run_sync
 from .._result import EvaluationResult, Tally, TestResult, Usage
@@ -27,13 +29,13 @@ from ..judges.options import JudgeOptions
 from .run import Run
 from .score import NO_METRIC_APPLIES, score_case
 
-__all__ = ["aevaluate", "case_key", "evaluate"]
+__all__ = ["EvaluationOptions", "aevaluate", "case_key", "evaluate"]
 
 logger = logging.getLogger("contextjudge")
 
 
 class _Progress:
-    def __init__(self, total: int, enabled: bool | None) -> None:
+    def __init__(self, total: int | None, enabled: bool | None) -> None:
         if enabled is None:
             enabled = sys.stderr.isatty()
         self.bar = None
@@ -63,6 +65,78 @@ class _Progress:
             self.bar.close()
 
 
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """How ``evaluate`` / ``aevaluate`` run, as one object to build once and pass to several calls (``options=``).
+
+    Every field is also a keyword of ``evaluate``, and a keyword given with ``options=`` wins over the object's
+    field: ``evaluate(cases, metrics, options=nightly, run_name="try 2")``. The fields, by group:
+
+    - the run and its store: ``store`` (a results store or its path/URL), ``run_id`` (resume that run),
+      ``run_name``, ``run_config`` (facts kept with the run, such as the app and its code version), ``case_keys``
+      (each case's key in the run, instead of its id or position), ``run`` (an existing ``Run`` to score into; it
+      brings its own store, id, judge options and context) and ``context`` (a ``RunContext`` to share);
+    - judging: ``model`` (the judge of metrics built without one), ``judge_options`` (retries, timeouts, judge
+      calls in flight per model, budget) and ``repeats`` (ask a sampling judge each request k times);
+    - concurrency and display: ``max_concurrency`` (cases in flight, default 16) and ``show_progress`` (default:
+      when stderr is a terminal);
+    - results and failures: ``on_result`` (a function or coroutine function given each ``TestResult`` as soon as it
+      is scored), ``keep_results`` (False: no per-case results kept in memory), ``raise_exceptions`` (default False:
+      failures are recorded per case) and ``skip_on_missing_params``;
+    - scale-out: ``engine`` (``"local"`` or ``"ray"``), ``ray_address`` and ``workers``.
+    """
+
+    store: Any = None
+    run_id: str | None = None
+    run_name: str | None = None
+    run_config: dict[str, Any] | None = None
+    case_keys: Sequence[str] | None = None
+    run: Run | None = None
+    context: RunContext | None = None
+    model: Any = None
+    judge_options: JudgeOptions | None = None
+    repeats: int | None = None
+    max_concurrency: int = 16
+    show_progress: bool | None = None
+    on_result: Callable[[TestResult], Any] | None = None
+    keep_results: bool = True
+    raise_exceptions: bool = False
+    skip_on_missing_params: bool = False
+    engine: str = "local"
+    ray_address: str | None = None
+    workers: int | None = None
+
+
+_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(EvaluationOptions))
+
+
+def _options(options: EvaluationOptions | None, kwargs: dict[str, Any]) -> EvaluationOptions:
+    """``options`` (default: the defaults) with the keywords given to ``evaluate`` laid over it."""
+    if options is not None and not isinstance(options, EvaluationOptions):
+        raise ConfigurationTypeError(f"evaluate(options=...) takes an EvaluationOptions, got a "
+                                     f"{type(options).__name__}; pass its fields as keywords, or "
+                                     "options=EvaluationOptions(...).")
+    unknown = sorted(set(kwargs) - _OPTION_NAMES)
+    if unknown:
+        raise ConfigurationTypeError(f"evaluate() got an unexpected keyword argument {unknown[0]!r}; its keywords "
+                                     f"are observed_callback, goldens, traces, options and "
+                                     f"{', '.join(sorted(_OPTION_NAMES))}.")
+    return dataclasses.replace(options or EvaluationOptions(), **kwargs)
+
+
+@dataclass
+class _Plan:
+    """What one evaluation scores: the cases, the metrics, each case's own metrics (component-level evaluation:
+    those of its ``@observe`` span), the results of spans and goldens that gave no case, and whether the cases are a
+    sized sequence (checked whole up front) or an iterable read as it is scored."""
+
+    cases: Any
+    metrics: Sequence[Any]
+    case_metrics: list[Sequence[Any]] | None = None
+    failed: list[TestResult] = field(default_factory=list)
+    sized: bool = False
+
+
 async def aevaluate(
     test_cases: Iterable[LLMTestCase | ConversationalTestCase] | None = None,
     metrics: Sequence[Any] | None = None,
@@ -70,37 +144,29 @@ async def aevaluate(
     observed_callback: Any = None,
     goldens: Any = None,
     traces: Any = None,
-    max_concurrency: int = 16,
-    judge_options: JudgeOptions | None = None,
-    show_progress: bool | None = None,
-    store: Any = None,
-    run_id: str | None = None,
-    run_name: str | None = None,
-    skip_on_missing_params: bool = False,
-    raise_exceptions: bool = False,
-    context: RunContext | None = None,
-    run_config: dict[str, Any] | None = None,
-    on_result: Callable[[TestResult], Any] | None = None,
-    keep_results: bool = True,
-    model: Any = None,
-    run: Run | None = None,
-    case_keys: Sequence[str] | None = None,
-    repeats: int | None = None,
-    engine: str = "local",
-    ray_address: str | None = None,
-    workers: int | None = None,
+    options: EvaluationOptions | None = None,
+    **kwargs: Any,
 ) -> EvaluationResult:
     """Score every test case with every applicable metric. See ``evaluate`` for the parameters."""
-    if engine != "local":
-        kw = _ray_kwargs(engine, test_cases, metrics, locals())
+    opts = _options(options, kwargs)
+    if opts.engine != "local":
+        kw = _ray_kwargs(test_cases, metrics, opts, (observed_callback, goldens, traces))
         return await asyncio.to_thread(_evaluate_on_ray, **kw)
-    if repeats is not None:
-        if run is not None or context is not None:
+    if opts.repeats is not None:
+        if opts.run is not None or opts.context is not None:
             raise ConfigurationError("evaluate(repeats=...) sets the judge options of a run it starts; with run= or "
                                      "context=, set JudgeOptions(repeats=...) on that run's judge options instead.")
-        judge_options = dataclasses.replace(judge_options or JudgeOptions(), repeats=repeats)
-    case_metrics: list[Sequence[Any]] | None = None
-    failed: list[TestResult] = []
+        opts = dataclasses.replace(opts, judge_options=dataclasses.replace(opts.judge_options or JudgeOptions(),
+                                                                           repeats=opts.repeats))
+    plan = await _plan(test_cases, metrics, observed_callback, goldens, traces, opts.max_concurrency)
+    run, ctx = _open_run(opts)
+    return await _Evaluation(plan, opts, run, ctx, owns_run=opts.run is None).score_all()
+
+
+async def _plan(test_cases: Any, metrics: Sequence[Any] | None, observed_callback: Any, goldens: Any, traces: Any,
+                max_concurrency: int) -> _Plan:
+    """The cases and metrics to score, checked: a list whole before any judge call, a generator as it is read."""
+    plan = _Plan(cases=test_cases, metrics=list(metrics or []))
     if observed_callback is not None or traces is not None:
         from ..tracing import observed_cases, run_traces  # noqa: PLC0415 - component-level evaluation
 
@@ -108,159 +174,191 @@ async def aevaluate(
             traces = await run_traces(observed_callback, goldens, max_concurrency=max_concurrency)
         observed = observed_cases(traces, metrics)
         ok = [o for o in observed if o.test_case is not None]
-        failed = [TestResult(index=-1, name=o.name, test_case=None, error=o.error)
-                  for o in observed if o.test_case is None]
-        cases = [*(list(test_cases) if test_cases is not None else []), *(o.test_case for o in ok)]
-        case_metrics = [list(metrics or [])] * (len(cases) - len(ok)) + [o.metrics for o in ok]
-        metrics = list(dict.fromkeys([*(metrics or []), *(m for o in observed for m in o.metrics)]))
-        if not metrics:
+        plan.failed = [TestResult(index=-1, name=o.name, test_case=None, error=o.error)
+                       for o in observed if o.test_case is None]
+        plan.cases = [*(list(test_cases) if test_cases is not None else []), *(o.test_case for o in ok)]
+        plan.case_metrics = [list(metrics or [])] * (len(plan.cases) - len(ok)) + [o.metrics for o in ok]
+        plan.metrics = list(dict.fromkeys([*(metrics or []), *(m for o in observed for m in o.metrics)]))
+        if not plan.metrics:
             raise ConfigurationError("evaluate(observed_callback=...) found no metrics: pass metrics= to "
-                                    "@observe(metrics=[...]) on the components to score, or metrics=[...] to evaluate.")
-    else:
-        if test_cases is None:
-            raise ConfigurationError("evaluate() needs test_cases=[...] (or observed_callback=app with goldens=[...]).")
-        cases = test_cases
-    if not metrics:
+                                     "@observe(metrics=[...]) on the components to score, or metrics=[...] to "
+                                     "evaluate.")
+    elif test_cases is None:
+        raise ConfigurationError("evaluate() needs test_cases=[...] (or observed_callback=app with goldens=[...]).")
+    cases = plan.cases
+    if not plan.metrics:
         raise ConfigurationError("evaluate() needs at least one metric, e.g. metrics=[ContextualPrecisionMetric()].")
     if isinstance(cases, (LLMTestCase, ConversationalTestCase)):
-        raise ConfigurationTypeError("evaluate(test_cases=...) takes an iterable of test cases, got one test case: pass "
-                                "test_cases=[case] (or use metric.measure(case)).")
+        raise ConfigurationTypeError("evaluate(test_cases=...) takes an iterable of test cases, got one test case: "
+                                     "pass test_cases=[case] (or use metric.measure(case)).")
     if isinstance(cases, (str, bytes, dict)) or not hasattr(cases, "__iter__"):
-        raise ConfigurationTypeError(f"evaluate(test_cases=...) takes a list or another iterable of test cases, got a "
-                                f"{type(cases).__name__}.")
-    sized = hasattr(cases, "__len__") and hasattr(cases, "__getitem__")
-    if sized:  # a list is checked whole before any judge call; a generator is checked case by case as it is read
+        raise ConfigurationTypeError(f"evaluate(test_cases=...) takes a list or another iterable of test cases, got "
+                                     f"a {type(cases).__name__}.")
+    plan.sized = hasattr(cases, "__len__") and hasattr(cases, "__getitem__")
+    if plan.sized:
         for i, tc in enumerate(cases):
             _check_case(i, tc)
-    owns_run = run is None
-    if run is None:
-        run = Run(store=store, run_id=run_id, name=run_name, config=run_config, judge_options=judge_options,
-                  model=model, context=context)
-        ctx = run.context
-    else:
-        given = [n for n, v in (("store", store), ("run_id", run_id), ("judge_options", judge_options),
-                                ("context", context)) if v is not None]
-        if given:
-            raise ConfigurationError(f"evaluate(run=...) takes its store, id, judge options and context from the run; "
-                                     f"do not also pass {', '.join(given)}.")
-        ctx = run.context
-        if model is not None and model is not ctx.default_model:
-            # this call's default judge only: the run's own context (shared with its other callers) is left as is;
-            # the copy shares its cache, usage, hooks and semaphores
-            ctx = dataclasses.replace(ctx, default_model=model, _default_resolved=None)
-    progress = _Progress(len(cases) if sized else None, show_progress)
-    ctx.on_call.append(progress.on_call)
-    run_id = await run.abegin(metrics, cases=len(cases) if sized else None)
-    t0 = time.perf_counter()
-    # A fixed pool of max_concurrency workers pulls cases one at a time, so nothing is created per case up front
-    # (a task per case would hold every case's coroutine until its turn) and a generator of cases is read only as
-    # fast as it is scored.
-    source = iter(enumerate(cases))
-    slots: list[TestResult | None] = []
-    tally = Tally()
-    callback_errors = [0]
+    return plan
 
-    async def deliver(tr: TestResult) -> None:
-        tally.add(tr)
-        if keep_results:
-            slots[tr.index] = tr
-        if on_result is not None:
+
+def _open_run(opts: EvaluationOptions) -> tuple[Run, RunContext]:
+    """The run to score in (a new one, or ``opts.run``) and the judge context this call uses."""
+    if opts.run is None:
+        run = Run(store=opts.store, run_id=opts.run_id, name=opts.run_name, config=opts.run_config,
+                  judge_options=opts.judge_options, model=opts.model, context=opts.context)
+        return run, run.context
+    given = [n for n, v in (("store", opts.store), ("run_id", opts.run_id), ("judge_options", opts.judge_options),
+                            ("context", opts.context)) if v is not None]
+    if given:
+        raise ConfigurationError(f"evaluate(run=...) takes its store, id, judge options and context from the run; "
+                                 f"do not also pass {', '.join(given)}.")
+    ctx = opts.run.context
+    if opts.model is not None and opts.model is not ctx.default_model:
+        # this call's default judge only: the run's own context (shared with its other callers) is left as is;
+        # the copy shares its cache, usage, hooks and semaphores
+        ctx = dataclasses.replace(ctx, default_model=opts.model, _default_resolved=None)
+    return opts.run, ctx
+
+
+class _Evaluation:
+    """One evaluation in flight: a fixed pool of ``max_concurrency`` workers pulls cases one at a time, so nothing
+    is created per case up front (a task per case would hold every case's coroutine until its turn) and a generator
+    of cases is read only as fast as it is scored. Each result goes to the running totals, the kept results and
+    ``on_result``; at the end the run is ended (when this call began it) and the result built."""
+
+    def __init__(self, plan: _Plan, opts: EvaluationOptions, run: Run, ctx: RunContext, owns_run: bool) -> None:
+        self.plan, self.opts, self.run, self.ctx, self.owns_run = plan, opts, run, ctx, owns_run
+        self.source = iter(enumerate(plan.cases))
+        self.slots: list[TestResult | None] = []
+        self.tally = Tally()
+        self.callback_errors = 0
+        self.progress = _Progress(len(plan.cases) if plan.sized else None, opts.show_progress)
+
+    async def deliver(self, tr: TestResult) -> None:
+        """Count a result, keep it (``keep_results``) and hand it to ``on_result``, whose failure never stops the
+        run."""
+        self.tally.add(tr)
+        if self.opts.keep_results:
+            self.slots[tr.index] = tr
+        if self.opts.on_result is not None:
             try:
-                out = on_result(tr)
+                out = self.opts.on_result(tr)
                 if inspect.isawaitable(out):
                     await out
             except Exception:  # noqa: BLE001 - the user's sink failing never stops the run
-                callback_errors[0] += 1
+                self.callback_errors += 1
                 logger.exception("contextjudge: on_result failed on case %s; the run goes on", tr.index)
 
-    async def worker() -> None:
+    async def worker(self) -> None:
+        """Score cases until the source has none left."""
+        plan, opts = self.plan, self.opts
         while True:
             try:
-                i, tc = next(source)
+                i, tc = next(self.source)
             except StopIteration:
                 return
-            if keep_results:
-                slots.append(None)
+            if opts.keep_results:
+                self.slots.append(None)
             try:
-                if not sized:
+                if not plan.sized:
                     try:
                         _check_case(i, tc)
                     except InvalidTestCaseError as exc:
-                        await deliver(TestResult(index=i, name=None, test_case=tc, error=str(exc)))
+                        await self.deliver(TestResult(index=i, name=None, test_case=tc, error=str(exc)))
                         continue
-                own = metrics if case_metrics is None else case_metrics[i]
-                key = case_key(i, tc) if case_keys is None else case_keys[i]
-                await run.asave_case(key, i, tc)
+                own = plan.metrics if plan.case_metrics is None else plan.case_metrics[i]
+                key = case_key(i, tc) if opts.case_keys is None else opts.case_keys[i]
+                await self.run.asave_case(key, i, tc)
                 tr = TestResult(index=i, name=getattr(tc, "name", None), test_case=tc)
-                scored = await score_case(run, key, tc, own, raise_exceptions=raise_exceptions,
-                                          missing="skip" if skip_on_missing_params else "record")
+                scored = await score_case(self.run, key, tc, own, raise_exceptions=opts.raise_exceptions,
+                                          missing="skip" if opts.skip_on_missing_params else "record")
                 if scored is None:
                     tr.error = NO_METRIC_APPLIES
                 else:
                     tr.metrics_data = scored
-                await deliver(tr)
+                await self.deliver(tr)
             finally:
-                progress.case_done()
+                self.progress.case_done()
 
-    usage_before = copy.copy(ctx.usage)
-    tiers_before, repeats_before = copy.deepcopy(ctx.tiers), copy.deepcopy(ctx.repeats)
-    try:
-        with use_run_context(ctx):
-            workers = [asyncio.ensure_future(worker()) for _ in range(max(1, max_concurrency))]
-            try:
-                await asyncio.gather(*workers)
-            except BaseException:
-                for w in workers:  # raise_exceptions=True, or the caller cancelled: stop the other workers too
-                    w.cancel()
-                await asyncio.gather(*workers, return_exceptions=True)
-                raise
-    except BaseException:
-        if owns_run:  # stopped by raise_exceptions=True, a cancel or Ctrl-C: the run still ends, as interrupted
-            run.end({"error": "the run was stopped before every case was scored"}, status="interrupted")
-        raise
-    finally:
-        progress.close()
-        if progress.on_call in ctx.on_call:
-            ctx.on_call.remove(progress.on_call)
-    n_cases = len(slots) if keep_results else tally.cases
-    for k, tr in enumerate(failed, start=n_cases):
-        tr.index = k
-        if keep_results:
-            slots.append(None)
-        await deliver(tr)
-    # the run's usage is the judge work this run did: results resumed from the store cost nothing now
-    usage = Usage(calls=ctx.usage.calls - usage_before.calls,
-                  cache_hits=ctx.usage.cache_hits - usage_before.cache_hits,
-                  input_tokens=ctx.usage.input_tokens - usage_before.input_tokens,
-                  output_tokens=ctx.usage.output_tokens - usage_before.output_tokens,
-                  seconds=ctx.usage.seconds - usage_before.seconds,
-                  cost=None if ctx.usage.cost is None else ctx.usage.cost - (usage_before.cost or 0.0))
-    result = EvaluationResult(test_results=[tr for tr in slots if tr is not None], usage=usage, run_id=run_id,
-                              duration_seconds=time.perf_counter() - t0,
-                              tally=None if keep_results else tally, callback_errors=callback_errors[0],
-                              tiers=tally_since(ctx.tiers, tiers_before) or None,
-                              repeats=_repeats_summary(tally_since(ctx.repeats, repeats_before)))
-    result.store_error = getattr(run, "store_error", None)
-    if owns_run:
+    async def score_all(self) -> EvaluationResult:
+        """Score every case, then the results of spans and goldens that gave no case; the result."""
+        ctx = self.ctx
+        ctx.on_call.append(self.progress.on_call)
+        run_id = await self.run.abegin(self.plan.metrics, cases=len(self.plan.cases) if self.plan.sized else None)
+        t0 = time.perf_counter()
+        usage_before = copy.copy(ctx.usage)
+        tiers_before, repeats_before = copy.deepcopy(ctx.tiers), copy.deepcopy(ctx.repeats)
+        try:
+            with use_run_context(ctx):
+                await self._pool()
+        except BaseException:
+            if self.owns_run:  # stopped by raise_exceptions=True, a cancel or Ctrl-C: the run ends, as interrupted
+                self.run.end({"error": "the run was stopped before every case was scored"}, status="interrupted")
+            raise
+        finally:
+            self.progress.close()
+            if self.progress.on_call in ctx.on_call:
+                ctx.on_call.remove(self.progress.on_call)
+        n_cases = len(self.slots) if self.opts.keep_results else self.tally.cases
+        for k, tr in enumerate(self.plan.failed, start=n_cases):
+            tr.index = k
+            if self.opts.keep_results:
+                self.slots.append(None)
+            await self.deliver(tr)
+        result = EvaluationResult(test_results=[tr for tr in self.slots if tr is not None],
+                                  usage=_usage_since(ctx.usage, usage_before), run_id=run_id,
+                                  duration_seconds=time.perf_counter() - t0,
+                                  tally=None if self.opts.keep_results else self.tally,
+                                  callback_errors=self.callback_errors,
+                                  tiers=tally_since(ctx.tiers, tiers_before) or None,
+                                  repeats=_repeats_summary(tally_since(ctx.repeats, repeats_before)))
+        result.store_error = getattr(self.run, "store_error", None)
+        if self.owns_run:
+            await self._end(result)
+        return result
+
+    async def _pool(self) -> None:
+        workers = [asyncio.ensure_future(self.worker()) for _ in range(max(1, self.opts.max_concurrency))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for w in workers:  # raise_exceptions=True, or the caller cancelled: stop the other workers too
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+
+    async def _end(self, result: EvaluationResult) -> None:
         errored = (sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in result.test_results)
-                   if keep_results else None)
-        await run.aend({"summary": result.summary(), "usage": usage.to_dict(),
-                        "duration_seconds": result.duration_seconds,
-                        "judges": result.judges(), "cases_with_errors": errored,
-                        **({"tiers": result.tiers} if result.tiers else {}),
-                        **({"repeats": result.repeats} if result.repeats else {})})
-    return result
+                   if self.opts.keep_results else None)
+        await self.run.aend({"summary": result.summary(), "usage": result.usage.to_dict(),
+                             "duration_seconds": result.duration_seconds, "judges": result.judges(),
+                             "cases_with_errors": errored,
+                             **({"tiers": result.tiers} if result.tiers else {}),
+                             **({"repeats": result.repeats} if result.repeats else {})})
 
 
-def _ray_kwargs(engine: str, test_cases: Any, metrics: Any, given: dict[str, Any]) -> dict[str, Any]:
-    """The arguments of ``engine_ray.evaluate_on_ray`` from evaluate's, refusing what the Ray engine does not do."""
-    if engine != "ray":
-        raise ConfigurationError(f"evaluate(engine={engine!r}): the engines are 'local' (this process) and 'ray'.")
+def _usage_since(now: Usage, before: Usage) -> Usage:
+    """The judge work done since ``before``: results resumed from the store cost nothing now."""
+    return Usage(calls=now.calls - before.calls, cache_hits=now.cache_hits - before.cache_hits,
+                 input_tokens=now.input_tokens - before.input_tokens,
+                 output_tokens=now.output_tokens - before.output_tokens, seconds=now.seconds - before.seconds,
+                 cost=None if now.cost is None else now.cost - (before.cost or 0.0))
+
+
+def _ray_kwargs(test_cases: Any, metrics: Any, opts: EvaluationOptions, observed: tuple[Any, Any, Any]
+                ) -> dict[str, Any]:
+    """The arguments of ``ray_engine.evaluate_on_ray`` from evaluate's, refusing what the Ray engine does not do."""
+    if opts.engine != "ray":
+        raise ConfigurationError(f"evaluate(engine={opts.engine!r}): the engines are 'local' (this process) and "
+                                 "'ray'.")
+    given = dict(zip(("observed_callback", "goldens", "traces"), observed, strict=True))
+    given.update({name: getattr(opts, name) for name in ("context", "run", "on_result", "keep_results",
+                                                         "raise_exceptions", "skip_on_missing_params")})
     unsupported = [name for name, default in (("observed_callback", None), ("goldens", None), ("traces", None),
                                               ("context", None),
                                               ("run", None), ("on_result", None), ("keep_results", True),
                                               ("raise_exceptions", False), ("skip_on_missing_params", False))
-                   if given.get(name, default) is not default and given.get(name, default) != default]
+                   if given[name] is not default and given[name] != default]
     if unsupported:
         raise ConfigurationError(f"evaluate(engine='ray') does not take {', '.join(unsupported)}: the Ray actors "
                                  "score stored cases; use the local engine for these.")
@@ -269,13 +367,13 @@ def _ray_kwargs(engine: str, test_cases: Any, metrics: Any, given: dict[str, Any
     cases = list(test_cases)
     for i, tc in enumerate(cases):
         _check_case(i, tc)
-    options = given.get("judge_options")
-    if given.get("repeats") is not None:
-        options = dataclasses.replace(options or JudgeOptions(), repeats=given["repeats"])
-    return {"cases": cases, "metrics": list(metrics), "model": given.get("model"), "store": given.get("store"),
-            "run_id": given.get("run_id"), "run_name": given.get("run_name"), "run_config": given.get("run_config"),
-            "case_keys": given.get("case_keys"), "ray_address": given.get("ray_address"),
-            "workers": given.get("workers"), "judge_options": options}
+    options = opts.judge_options
+    if opts.repeats is not None:
+        options = dataclasses.replace(options or JudgeOptions(), repeats=opts.repeats)
+    return {"cases": cases, "metrics": list(metrics), "model": opts.model, "store": opts.store,
+            "run_id": opts.run_id, "run_name": opts.run_name, "run_config": opts.run_config,
+            "case_keys": opts.case_keys, "ray_address": opts.ray_address, "workers": opts.workers,
+            "judge_options": options}
 
 
 def _evaluate_on_ray(**kw: Any) -> EvaluationResult:
@@ -304,12 +402,18 @@ def _check_case(i: int, tc: Any) -> None:
 def evaluate(
     test_cases: Iterable[LLMTestCase | ConversationalTestCase] | None = None,
     metrics: Sequence[Any] | None = None,
+    *,
+    observed_callback: Any = None,
+    goldens: Any = None,
+    traces: Any = None,
+    options: EvaluationOptions | None = None,
     **kwargs: Any,
 ) -> EvaluationResult:
     """Score ``test_cases`` with ``metrics`` and return an ``EvaluationResult``.
 
     Works from plain scripts, from inside a running event loop (a Jupyter cell, a FastAPI handler) and from threads.
-    Keyword arguments: ``max_concurrency`` (cases in flight, default 16), ``judge_options`` (retries, timeouts,
+    How it runs is set by keywords, or by one ``EvaluationOptions`` passed as ``options=`` (built once, passed to
+    several calls; keywords given beside it win over its fields). Keyword arguments: ``max_concurrency`` (cases in flight, default 16), ``judge_options`` (retries, timeouts,
     judge calls in flight per model), ``show_progress`` (default: when stderr is a terminal), ``store`` (a results
     store or its path/URL), ``run_id`` (resume that run), ``run_name``, ``run_config`` (extra facts kept with the
     run in the store, such as the app and its code version), ``skip_on_missing_params``, ``raise_exceptions``
@@ -338,12 +442,11 @@ def evaluate(
     ``traces=`` scores traces the app already ran (``contextjudge.tracing.Trace`` objects, as
     ``compat.deepeval``'s ``EvaluationDataset.evals_iterator`` collects them) the same way.
     """
-    observed = kwargs.get("observed_callback") is not None or kwargs.get("traces") is not None
-    if not observed and (test_cases is None or metrics is None):
+    opts = _options(options, kwargs)
+    if observed_callback is None and traces is None and (test_cases is None or metrics is None):
         raise ConfigurationError("evaluate() needs test_cases=[...] and metrics=[...] (or observed_callback=app "
-                                "with goldens=[...]).")
-    engine = kwargs.pop("engine", "local")
-    if engine != "local":  # the Ray driver runs here, in the caller's thread (no event loop needed)
-        given = dict(inspect.signature(aevaluate).bind(test_cases, metrics, **kwargs).arguments)
-        return _evaluate_on_ray(**_ray_kwargs(engine, test_cases, metrics, given))
-    return run_sync(aevaluate(test_cases, metrics, **kwargs))
+                                 "with goldens=[...]).")
+    if opts.engine != "local":  # the Ray driver runs here, in the caller's thread (no event loop needed)
+        return _evaluate_on_ray(**_ray_kwargs(test_cases, metrics, opts, (observed_callback, goldens, traces)))
+    return run_sync(aevaluate(test_cases, metrics, observed_callback=observed_callback, goldens=goldens,
+                              traces=traces, options=opts))

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._locks import try_lock
 from ..errors import ConfigurationError
 
 __all__ = ["INSTALL_HINT", "RayEngine", "RayScore", "copy_run", "evaluate_on_ray", "finish_run", "require_ray",
@@ -57,11 +58,13 @@ def require_ray() -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------- the actor
+_HELD_CORE_LOCKS: list[Any] = []
+
+
 def _pin_one_core() -> int | None:
     """Pin this (actor) process, every thread of it, to one core no other actor on this machine holds (an OS file
     lock per core, released when the process ends however it ends); None when every core is taken or there is
     one. The embedded judge sizes its encoder's thread pool from the affinity, so it then uses one thread."""
-    from ..store._queue import _try_lock  # noqa: PLC0415
     from .worker import pin_threads, usable_cores  # noqa: PLC0415
 
     usable = usable_cores()
@@ -69,8 +72,8 @@ def _pin_one_core() -> int | None:
         return None
     for core in usable:
         fh = open(os.path.join(tempfile.gettempdir(), f"contextjudge-ray-core-{core}.lock"), "a+")  # noqa: SIM115
-        if _try_lock(fh):
-            _pin_one_core.held = fh  # type: ignore[attr-defined] - kept open: the lock lives with the process
+        if try_lock(fh):
+            _HELD_CORE_LOCKS.append(fh)  # kept open: the lock lives with the process
             pin_threads([core])
             return core
         fh.close()
@@ -440,13 +443,16 @@ def finish_run(store: Any, run_id: str, report: RayScore, keys: Sequence[str], c
     from .score import NO_METRIC_APPLIES  # noqa: PLC0415
 
     loaded = store.load_run(run_id)
-    by_key = {sc.case_key: tr for sc, tr in zip(store.load_cases(run_id), loaded.test_results)}
-    trs = []
+    by_key = {sc.case_key: tr for sc, tr in zip(store.load_cases(run_id), loaded.test_results, strict=False)}
+    trs: list[TestResult] = []
     for i, key in enumerate(keys):
         got = by_key.get(key)
-        if got is None and cases is None:
+        if cases is not None:
+            tc = cases[i]
+        elif got is not None:
+            tc = got.test_case
+        else:
             continue
-        tc = cases[i] if cases is not None else got.test_case
         tr = TestResult(index=len(trs) if cases is None else i, name=getattr(tc, "name", None), test_case=tc,
                         metrics_data=list(got.metrics_data) if got is not None else [],
                         error=None if cases is not None or got is None else got.error)

@@ -6,24 +6,30 @@ its error (one bad metric never aborts the rest), reuses results the run already
 result's ``gold_score`` when the case carries gold labels for its metric (``cases/labels.py``), and writes every
 new result to the run's store. A metric refused by the run's judge budget (``BudgetExhaustedError``) gives an error
 result that says when judging resumes, or, with ``budget="raise"`` (capture and the worker, which skip and count
-such cases), makes the case raise once its other metrics have finished. ``fill_gold_scores`` does the last for results read back from a store, whose cases
-were labelled after they were scored (``contextjudge label``).
+such cases), makes the case raise once its other metrics have finished. ``score_within_budget`` is the one budget-skip
+policy of the drivers that skip and count such cases (capture and the worker). ``fill_gold_scores`` does the last for
+results read back from a store, whose cases were labelled after they were scored (``contextjudge label``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from typing import Any, Literal, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
+from .._aio import in_store_thread
 from .._result import MetricResult
-from ..cases.labels import labels_of
 from ..cases.provenance import app_error_of, no_retrieval_of, short
 from ..cases.testcase import ConversationalTestCase
 from ..errors import BudgetExhaustedError, InvalidTestCaseError, MissingTestCaseParamsError
+from ..metrics.gold import fill_gold_scores, gold_score_of  # re-exported: they lived here until 0.3
 from .run import Run
 
-__all__ = ["BudgetMode", "MissingParams", "applicable", "fill_gold_scores", "gold_score_of", "missing_message", "score_case"]
+__all__ = ["BudgetMode", "BudgetSkip", "MissingParams", "applicable", "fill_gold_scores", "gold_score_of",
+           "missing_message", "score_case", "score_within_budget"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -41,55 +47,6 @@ def applicable(metrics: Sequence[Any], test_case: Any) -> list[Any]:
     """The metrics that score this kind of case: single-turn ones for LLMTestCase, Turn* ones for conversations."""
     conv = isinstance(test_case, ConversationalTestCase)
     return [m for m in metrics if bool(getattr(m, "conversational", False)) == conv]
-
-
-def gold_score_of(metric_name: str, test_case: Any, strict_mode: bool = False) -> float | None:
-    """The score ``test_case``'s gold labels give for ``metric_name``, or None (no labels for it, or labels that do
-    not fit the case: the calibrate command reports those; a run only leaves the case out of the correction).
-
-    ``strict_mode``: the metric's strict mode, which scores 1 or 0; the gold score is made 1 or 0 the same way, so
-    the bias-corrected mean and the judge's bias compare like with like (a 0/1 judged score against a fractional
-    gold one would count the strictness as the judge's bias)."""
-    try:
-        labels = labels_of(test_case)
-    except Exception:  # noqa: BLE001 - a malformed label must not fail a run: the case simply counts as unlabelled
-        logger.warning("contextjudge: the gold labels of case %r cannot be read; it counts as unlabelled.",
-                       short(getattr(test_case, "input", "") or "", 60))
-        return None
-    if not labels:
-        return None
-    try:
-        from ..metrics.gold import gold_score  # noqa: PLC0415 - metrics/gold.py holds the metrics' own formulas
-    except ImportError:  # pragma: no cover - only before metrics/gold.py exists
-        return None
-    try:
-        value = gold_score(metric_name, test_case, labels)
-    except Exception as exc:  # noqa: BLE001 - e.g. a labels count that is not the nodes count
-        logger.warning("contextjudge: %s: the case's gold labels give no score (%s); it counts as unlabelled.",
-                       metric_name, exc)
-        return None
-    if value is None:
-        return None
-    return (1.0 if value >= 1.0 - 1e-9 else 0.0) if strict_mode else float(value)
-
-
-def fill_gold_scores(result: Any) -> Any:
-    """Set ``gold_score`` on every scored result of ``result`` (an EvaluationResult with its per-case results) whose
-    case carries gold labels for that metric and that has none yet; returns ``result``."""
-    for tr in getattr(result, "test_results", None) or []:
-        if _labels_or_none(tr.test_case) is None:
-            continue
-        for m in tr.metrics_data:
-            if m.score is not None and m.gold_score is None:
-                m.gold_score = gold_score_of(m.name, tr.test_case, bool(m.strict_mode))
-    return result
-
-
-def _labels_or_none(test_case: Any) -> dict[str, Any] | None:
-    try:
-        return labels_of(test_case)
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def _error_result(metric: Any, exc: BaseException, message: str | None = None) -> MetricResult:
@@ -216,3 +173,42 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
         raise BudgetExhaustedError(refused[0], scope=f"budget:{spent.name}" if spent is not None else None,
                                    resumes_at=run.context.budget_blocked())
     return [r for r in results if r is not None]
+
+
+@dataclass(frozen=True)
+class BudgetSkip:
+    """A case the judge budget set aside, unjudged: when judging resumes (None: not known), the budget's scope
+    (``"budget:NAME"``), and whether a judge call of the case was refused (``refused``: the budget's ledger has
+    warned already) rather than the window being found spent before the case began."""
+
+    resumes_at: float | None
+    scope: str | None = None
+    refused: bool = False
+
+
+async def score_within_budget(run: Run, key: str, test_case: Any, metrics: Sequence[Any], *,
+                              before: Callable[[], Any] | None = None, missing: MissingParams = "record",
+                              ) -> list[MetricResult] | BudgetSkip | None:
+    """Score a case unless the run's judge budget is spent: the one budget-skip policy of the drivers that set such
+    cases aside and count them (capture, the worker), where ``evaluate`` records an error result instead.
+
+    A case is not begun while the budget's window is spent (no store write, no judge call): a ``BudgetSkip`` saying
+    when judging resumes. Else ``before`` runs (a function or coroutine function: the driver's own store write) and
+    the case is scored (``score_case(budget="raise")``); a judge call the budget refuses meanwhile sets the whole case
+    aside (``BudgetSkip(refused=True)``), with no result of the refused metrics saved. Otherwise the results, as
+    ``score_case`` gives them (None: no metric applies).
+    """
+    # a budget's windows may be rows of the store: read in the store's threads, never on the loop (with no budget
+    # nothing is read)
+    ctx = run.context
+    resumes = await in_store_thread(ctx.budget_blocked) if ctx.options.budget is not None else ctx.budget_blocked()
+    if resumes is not None:
+        return BudgetSkip(resumes)
+    if before is not None:
+        out = before()
+        if inspect.isawaitable(out):
+            await out
+    try:
+        return await score_case(run, key, test_case, metrics, missing=missing, budget="raise")
+    except BudgetExhaustedError as exc:
+        return BudgetSkip(exc.resumes_at, exc.scope, refused=True)

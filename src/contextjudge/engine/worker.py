@@ -10,6 +10,10 @@ only the judge calls that were in flight are repeated.
 Several workers may share a PostgreSQL store; a SQLite store takes one (``QueueStore.worker_slot``), except the Ray
 engine's actors on one machine (``exclusive=False``).
 
+Objects: ``Worker`` (the loop: claim, start, nap, wind down, signals) with ``_CaseScoring`` (one case scored and
+settled: completed, given back or set aside), ``_Leases`` (the cases held and the heartbeat that renews them),
+``_Outage`` (the judge down: the pause in claiming) and ``_SetAside`` (cases a spent budget set aside).
+
 Threads: the worker's event loop (the caller's thread), where cases are scored; ``contextjudge-heartbeat``, which
 renews the leases every third of the lease and cancels the cases whose lease was lost (another worker took them,
 after this one stalled for longer than the lease); store writes run on the loop's default executor.
@@ -29,15 +33,15 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._aio import in_store_thread
-from ..errors import BudgetExhaustedError, ConfigurationError
+from ..errors import ConfigurationError
 from ..judges.options import JudgeOptions
 from .run import Run, metric_specs
-from .score import score_case
+from .score import BudgetSkip, score_within_budget
 
 __all__ = ["DEFAULT_METRIC_KEYS", "Worker", "WorkerCounts", "limit_cpu", "metrics_for_run", "pin_threads", "usable_cores"]
 
@@ -95,7 +99,40 @@ class WorkerCounts:
     requeued: int = 0
 
     def to_dict(self) -> dict[str, int]:
+        """The counts by name."""
         return asdict(self)
+
+    def line(self, owner: str) -> str:
+        """One line: what worker ``owner`` did, and what to do about the cases a budget set aside."""
+        c = self
+        line = (f"worker {owner}: {c.judged} case(s) judged, {c.skipped_budget} skipped (budget), "
+                f"{c.lost_lease} lost to an expired lease, {c.errors} with errors, {c.released} given back, "
+                f"{c.no_metric} with no applicable metric, {c.judge_down} given back while the judge was down "
+                f"({c.claimed} claimed)")
+        if c.requeued:
+            line += f"; {c.requeued} budget-skipped case(s) queued again when the budget's window opened"
+        if c.skipped_budget:
+            line += ("; " + SKIPPED_ADVICE)
+        return line
+
+
+def _budget_windows(store: Any, budget: Any) -> list[tuple[str, str, str, float, float | None]]:
+    """(budget name, window kind, unit, spent in the current window, limit) of ``budget`` in ``store``."""
+    if budget is None:
+        return []
+    from ..judges.spend import window_start
+
+    out: list[tuple[str, str, str, float, float | None]] = []
+    now = time.time()
+    for kind, length, max_tokens, max_dollars, max_calls in budget.windows():
+        try:
+            row = store.spend_get(f"budget:{budget.name}:{kind}", window_start(now, length)) or {}
+        except Exception:  # noqa: BLE001 - a scrape must answer
+            row = {}
+        out.append((budget.name, kind, "tokens", float(row.get("tokens", 0)), max_tokens))
+        out.append((budget.name, kind, "dollars", float(row.get("dollars", 0.0)), max_dollars))
+        out.append((budget.name, kind, "calls", float(row.get("calls", 0)), max_calls))
+    return out
 
 
 def metrics_for_run(config: dict[str, Any], *, threshold: float | None = None,
@@ -104,18 +141,13 @@ def metrics_for_run(config: dict[str, Any], *, threshold: float | None = None,
     """The metrics a stored run is scored with: those its configuration names (class, threshold, strict mode, as
     ``Run.begin`` wrote them), else ``default`` (metric keys). ``threshold`` (every metric) and ``thresholds`` (by
     metric key) override the recorded thresholds. Built without a judge: the worker's run gives them its own."""
-    from ..metrics import BY_KEY
+    from ..metrics import from_keys
 
-    specs = metric_specs(config)
-    if not specs:
-        specs = [(k, {}) for k in default]
-    out = []
-    for key, kw in specs:
-        t = (thresholds or {}).get(key, threshold)
-        if t is not None:
-            kw["threshold"] = t
-        out.append(BY_KEY[key](**kw))
-    return out
+    specs = metric_specs(config) or [(k, {}) for k in default]
+    recorded = {key: kw.pop("threshold", None) for key, kw in specs}
+    given = {key: (thresholds or {}).get(key, threshold) for key, _ in specs}
+    return from_keys([key for key, _ in specs], thresholds={k: given[k] if given[k] is not None else recorded[k]
+                                                            for k in recorded}, options=dict(specs))
 
 
 # ---------------------------------------------------------------------------------------------------- CPU
@@ -194,6 +226,131 @@ def limit_cpu(cpus: int | None = None, nice: int | None = 10) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- the worker
+class _Outage:
+    """A worker's judge-down state: the pause in claiming while the judge is down (1 s, doubling up to
+    ``backoff_max``; the cases in flight when it went down share one step), when the outage began, when a judge call
+    was last answered, and the give-backs of a case the judge fails on while it answers others."""
+
+    def __init__(self, backoff_max: float) -> None:
+        self.backoff_max = backoff_max
+        self.backoff = 0.0  # the current pause while the judge is down (0: it is up)
+        self.pause_until = 0.0  # time.monotonic() before which nothing is claimed nor started
+        self.last_ok = 0.0  # time.monotonic() of the last answered (not cached) judge call
+        self.down_since: float | None = None
+        self._returns: dict[tuple[str, str], int] = {}  # give-backs of a case while the judge answered others
+
+    def paused(self) -> float:
+        """Seconds left of the pause in claiming (<= 0: none)."""
+        return self.pause_until - time.monotonic()
+
+    def answered(self) -> tuple[bool, float | None]:
+        """A judge call was answered: whether that ends an outage, and when the outage began (None: not known)."""
+        self.last_ok = time.monotonic()
+        if not self.backoff:
+            return False, None
+        since = self.down_since
+        self.backoff, self.pause_until, self.down_since = 0.0, 0.0, None
+        return True, since
+
+    def fails_alone(self, ref: tuple[str, str]) -> bool:
+        """Count a give-back of ``ref`` while other calls were answered; True from the third: the judge fails on this
+        case alone, so its attempts count (it is set aside after ``max_attempts``, never written as errors)."""
+        n = self._returns[ref] = self._returns.get(ref, 0) + 1
+        return n >= 3
+
+    def forget(self, ref: tuple[str, str]) -> None:
+        """``ref`` was completed: its give-backs no longer count."""
+        self._returns.pop(ref, None)
+
+    def step(self) -> bool:
+        """One step of the backoff; True when this begins an outage."""
+        now = time.monotonic()
+        if now >= self.pause_until:
+            self.backoff = min(self.backoff_max, self.backoff * 2 if self.backoff else min(1.0, self.backoff_max))
+            self.pause_until = now + self.backoff
+        if self.down_since is None:
+            self.down_since = time.time()
+            return True
+        return False
+
+
+class _SetAside:
+    """The cases a spent budget set aside: the warning (once per window), and when the window that set them aside
+    ends, at which point ``requeue_skipped`` queues them again."""
+
+    def __init__(self, requeue: bool) -> None:
+        self.requeue = requeue
+        self.until: float | None = None  # when the window that set cases aside ends
+        self._warned: float | None = None
+
+    def note(self, resumes_at: float | None, scope: str | None = None) -> str:
+        """The queue row's note for a case set aside, warning once per window."""
+        when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(resumes_at)) if resumes_at else
+                "the next window")
+        if self._warned != resumes_at:
+            self._warned = resumes_at
+            logger.warning("contextjudge: the judge budget%s is spent; queued cases are set aside (skipped, note "
+                           "'budget') until %s, when judging resumes.", f" {scope}" if scope else "", when)
+        return f"budget{f' {scope}' if scope else ''} spent; resumes {when}"
+
+    def mark(self, resumes: float | None) -> None:
+        """A case was set aside; the budget's window ends at ``resumes`` (None: not known, so at once)."""
+        if resumes is not None:
+            self.until = max(self.until or 0.0, resumes)
+        elif self.until is None:
+            self.until = time.time()
+
+    def due(self, first: bool = False) -> bool:
+        """Whether to try queueing the set-aside cases again now (``first``: at start, whatever the window)."""
+        return self.requeue and (first or (self.until is not None and time.time() >= self.until))
+
+
+class _Leases:
+    """The cases a worker holds (claimed, and neither completed nor given back) and the heartbeat that renews their
+    leases every third of the lease, handing the ones another worker took to ``on_lost`` (from its thread)."""
+
+    def __init__(self, store: Any, owner: str, lease: float) -> None:
+        self.store, self.owner, self.lease = store, owner, lease
+        self._held: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def add(self, refs: Iterable[tuple[str, str]]) -> None:
+        """Hold ``refs`` (just claimed)."""
+        with self._lock:
+            self._held.update(refs)
+
+    def discard(self, ref: tuple[str, str]) -> None:
+        """``ref`` is no longer held (completed, given back or set aside)."""
+        with self._lock:
+            self._held.discard(ref)
+
+    def __contains__(self, ref: object) -> bool:
+        with self._lock:
+            return ref in self._held
+
+    def held(self) -> list[tuple[str, str]]:
+        """The refs held now."""
+        with self._lock:
+            return list(self._held)
+
+    def beat(self, done: threading.Event, on_lost: Callable[[list[tuple[str, str]]], None]) -> None:
+        """Renew the leases held every third of the lease until ``done`` is set."""
+        every = max(0.1, self.lease / 3.0)
+        while not done.wait(every):
+            held = self.held()
+            if not held:
+                continue
+            try:
+                n = self.store.renew(self.owner, held, lease=self.lease)
+                if n < len(held):
+                    still = self.store.held(self.owner, held)
+                    lost = [ref for ref in held if ref not in still]
+                    if lost:
+                        on_lost(lost)
+            except Exception:
+                logger.warning("contextjudge: could not renew the worker's leases; retrying", exc_info=True)
+
+
 class Worker:
     """Claims queued cases of ``store`` (every run's, or ``run_id``'s), scores them and writes their results once.
 
@@ -248,29 +405,20 @@ class Worker:
         self.backoff_max = max(0.01, float(backoff_max))
         self.exclusive = bool(exclusive)
         self.requeue_skipped = bool(requeue_skipped)
-        self._skipped_until: float | None = None  # when the window that set cases aside ends (requeue_skipped)
+        self._set_aside_ = _SetAside(self.requeue_skipped)
         self.call_hooks: list[Callable[[dict[str, Any]], Any]] = []  # judge-call events, e.g. WorkerMetrics
-        self._down_returns: dict[tuple[str, str], int] = {}  # give-backs of a case while the judge answered others
-        self._backoff = 0.0  # the current pause while the judge is down (0: it is up)
-        self._pause_until = 0.0  # time.monotonic() before which nothing is claimed nor started
-        self._last_ok = 0.0  # time.monotonic() of the last answered (not cached) judge call
-        self._down_since: float | None = None
-        self._once = False
+        self._outage = _Outage(self.backoff_max)
         self._log = log
         self.counts = WorkerCounts()
         self._run: Run | None = None
         self._metrics_by_run: dict[str, list[Any]] = {}
-        self._held: set[tuple[str, str]] = set()
-        self._held_lock = threading.Lock()
+        self._leases = _Leases(self.store, self.owner, self.lease)
+        self._scoring = _CaseScoring(self, self._outage, self._leases, self._set_aside_, self._metrics_for, self._say)
         self._tasks: dict[tuple[str, str], asyncio.Task] = {}
-        self._completing: set[tuple[str, str]] = set()
-        self._lost: set[tuple[str, str]] = set()
-        self._calls: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._stop = threading.Event()
         self._hard = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
-        self._budget_warned: float | None = None
         self.started_line = ""
 
     def __repr__(self) -> str:
@@ -278,6 +426,7 @@ class Worker:
 
     @property
     def counters(self) -> dict[str, int]:
+        """The worker's counts by name (``WorkerCounts.to_dict``)."""
         return self.counts.to_dict()
 
     # ------------------------------------------------------------------------------------------ control
@@ -311,16 +460,8 @@ class Worker:
         return self.counts
 
     def summary(self) -> str:
-        c = self.counts
-        line = (f"worker {self.owner}: {c.judged} case(s) judged, {c.skipped_budget} skipped (budget), "
-                f"{c.lost_lease} lost to an expired lease, {c.errors} with errors, {c.released} given back, "
-                f"{c.no_metric} with no applicable metric, {c.judge_down} given back while the judge was down "
-                f"({c.claimed} claimed)")
-        if c.requeued:
-            line += f"; {c.requeued} budget-skipped case(s) queued again when the budget's window opened"
-        if c.skipped_budget:
-            line += ("; " + SKIPPED_ADVICE)
-        return line
+        """One line: what the worker did, and what to do about the cases a budget set aside."""
+        return self.counts.line(self.owner)
 
     def billable(self, judge: str) -> bool:
         """Whether a provider bills ``judge``'s tokens (the embedded judge's pseudo-tokens cost nothing)."""
@@ -329,33 +470,14 @@ class Worker:
     def budget_windows(self) -> list[tuple[str, str, str, float, float | None]]:
         """(budget name, window kind, unit, spent in the current window, limit) of the worker's budget, read from
         the store's spend windows (shared by every process on the store); for the worker's metrics."""
-        budget = getattr(self.judge_options, "budget", None)
-        if budget is None:
-            return []
-        from ..judges.spend import window_start
-
-        out: list[tuple[str, str, str, float, float | None]] = []
-        now = time.time()
-        for kind, length, max_tokens, max_dollars, max_calls in budget.windows():
-            try:
-                row = self.store.spend_get(f"budget:{budget.name}:{kind}", window_start(now, length)) or {}
-            except Exception:  # noqa: BLE001 - a scrape must answer
-                row = {}
-            out.append((budget.name, kind, "tokens", float(row.get("tokens", 0)), max_tokens))
-            out.append((budget.name, kind, "dollars", float(row.get("dollars", 0.0)), max_dollars))
-            out.append((budget.name, kind, "calls", float(row.get("calls", 0)), max_calls))
-        return out
+        return _budget_windows(self.store, getattr(self.judge_options, "budget", None))
 
     def _maybe_requeue(self, first: bool = False) -> None:
         """With ``requeue_skipped``: queue again the cases a spent budget set aside, once the window that set them
         aside has ended (and at start, when the budget has room)."""
-        if not self.requeue_skipped or self._run is None:
+        if self._run is None or not self._set_aside_.due(first) or self._run.context.budget_blocked() is not None:
             return
-        if not first and (self._skipped_until is None or time.time() < self._skipped_until):
-            return
-        if self._run.context.budget_blocked() is not None:
-            return
-        self._skipped_until = None
+        self._set_aside_.until = None
         try:
             n = self.store.requeue_skipped(self.run_id, reason="budget")
         except Exception:  # noqa: BLE001 - tried again when the next window opens
@@ -390,10 +512,12 @@ class Worker:
             watcher.start()
         run = self._run = Run(store=None, judge_options=self.judge_options, model=self.model)
         run.context.cache.backend = self.store  # verdicts shared by every worker (and later run) on this store
-        run.context.on_call.append(self._on_call)
+        self._scoring.run = run
+        run.context.on_call.append(self._scoring.on_call)
         run.begin()
         beat_stop = threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(beat_stop,), name="contextjudge-heartbeat", daemon=True)
+        beat = threading.Thread(target=self._leases.beat, args=(beat_stop, self._lost_elsewhere),
+                                name="contextjudge-heartbeat", daemon=True)
         beat.start()
         waiting: collections.deque = collections.deque()
         try:
@@ -413,6 +537,12 @@ class Worker:
                         pass
             self._loop = None
             self._stop.set()  # ends the watcher thread
+
+    def _untrack(self, ref: tuple[str, str]) -> Callable[[asyncio.Future], None]:
+        """The done callback of the task that scores ``ref``: it forgets the task."""
+        def done(_task: asyncio.Future) -> None:
+            self._tasks.pop(ref, None)
+        return done
 
     def _on_signal(self, sig: int) -> None:
         first = not self._stop.is_set()
@@ -440,20 +570,20 @@ class Worker:
 
     async def _loop_body(self, waiting: collections.deque, once: bool) -> None:
         last_report = 0
-        self._once = once
+        self._scoring.once = once
         await in_store_thread(self._maybe_requeue, True)
         while not self._stop.is_set():
-            if self._skipped_until is not None and time.time() >= self._skipped_until:
+            if self._set_aside_.due():
                 await in_store_thread(self._maybe_requeue)
-            paused = self._pause_until - time.monotonic()
+            paused = self._outage.paused()
             if paused > 0:  # the judge is down: start and claim nothing until the pause ends
                 await self._nap(min(paused, self.poll if self._tasks else paused))
                 continue
             while waiting and len(self._tasks) < self.concurrency:
                 sc = waiting.popleft()
                 ref = (sc.run_id, sc.case_key)
-                self._tasks[ref] = asyncio.ensure_future(self._score(sc))
-                self._tasks[ref].add_done_callback(lambda _t, ref=ref: self._tasks.pop(ref, None))
+                task = self._tasks[ref] = asyncio.ensure_future(self._scoring.score(sc))
+                task.add_done_callback(self._untrack(ref))
             if not waiting and len(self._tasks) < self.concurrency:
                 # a case may be given back while this claim runs: --once ends only on an empty claim made when
                 # nothing was being scored
@@ -461,8 +591,7 @@ class Worker:
                 got = await in_store_thread(self.store.claim, self.owner, limit=self.batch, lease=self.lease,
                                             run_id=self.run_id, max_attempts=self.max_attempts)
                 if got:
-                    with self._held_lock:
-                        self._held.update((sc.run_id, sc.case_key) for sc in got)
+                    self._leases.add((sc.run_id, sc.case_key) for sc in got)
                     self.counts.claimed += len(got)
                     waiting.extend(got)
                     continue
@@ -480,7 +609,7 @@ class Worker:
         """Give back what was claimed and not started; give the cases being scored ``grace`` seconds (none after a
         second signal), then cancel them; give back every case still held."""
         for sc in waiting:
-            await self._give_back(sc.run_id, sc.case_key)
+            await self._scoring.give_back(sc.run_id, sc.case_key)
         waiting.clear()
         if self._tasks and not self._hard.is_set():
             deadline = time.monotonic() + self.grace
@@ -491,21 +620,8 @@ class Worker:
             t.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        with self._held_lock:
-            left = list(self._held)
-        for run_id, key in left:
-            await self._give_back(run_id, key)
-
-    async def _give_back(self, run_id: str, key: str, *, count: bool = True, failed: str | None = None) -> None:
-        try:
-            kw: dict[str, Any] = {"failed": True, "note": failed} if failed is not None else {}
-            if await in_store_thread(self.store.release, self.owner, run_id, key, **kw) and count and not failed:
-                self.counts.released += 1
-        except Exception:
-            logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
-                             "its lease expires", key, run_id)
-        with self._held_lock:
-            self._held.discard((run_id, key))
+        for run_id, key in self._leases.held():
+            await self._scoring.give_back(run_id, key)
 
     # ------------------------------------------------------------------------------------------ one case
     def _metrics_for(self, run_id: str) -> list[Any]:
@@ -522,45 +638,79 @@ class Worker:
             self._metrics_by_run[run_id] = got
         return got
 
-    def _on_call(self, event: dict[str, Any]) -> None:
-        for hook in self.call_hooks:
+    # ------------------------------------------------------------------------------------------ heartbeat
+    def _lost_elsewhere(self, lost: list[tuple[str, str]]) -> None:
+        """From the heartbeat: cancel, on the worker's loop, the cases whose lease another worker took."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._scoring.cancel_lost, lost, self._tasks)
+
+
+class _CaseScoring:
+    """Scores the cases a ``Worker`` claimed and settles each: completed (results and queue row in one transaction,
+    while the lease holds), given back (the judge is down, a failure) or set aside (the budget is spent). It files
+    each judge-call event under its case, to be written with the case's results, and knows which cases are being
+    completed or were lost to another worker. ``run`` and ``once`` are those of the worker's current ``run()``."""
+
+    def __init__(self, worker: Worker, outage: _Outage, leases: _Leases, budget: _SetAside,
+                 metrics_for: Callable[[str], list[Any]], say: Callable[[str], None]) -> None:
+        self.worker, self.outage, self.leases, self.budget = worker, outage, leases, budget
+        self.metrics_for, self.say = metrics_for, say
+        self.run: Run | None = None
+        self.once = False
+        self.calls: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.completing: set[tuple[str, str]] = set()
+        self.lost: set[tuple[str, str]] = set()
+
+    def cancel_lost(self, lost: list[tuple[str, str]], tasks: dict[tuple[str, str], asyncio.Task]) -> None:
+        """Cancel the tasks of the cases another worker took (none being completed, nor already settled)."""
+        for ref in lost:
+            if ref not in self.leases:  # completed or given back meanwhile
+                continue
+            task = tasks.get(ref)
+            if task is not None and ref not in self.completing and not task.done():
+                self.lost.add(ref)
+                task.cancel()
+
+    async def give_back(self, run_id: str, key: str, *, count: bool = True, failed: str | None = None) -> None:
+        """Give a case back to the queue (``failed``: the claim counts as a failed attempt, with this note)."""
+        try:
+            kw: dict[str, Any] = {"failed": True, "note": failed} if failed is not None else {}
+            if await in_store_thread(self.worker.store.release, self.worker.owner, run_id, key, **kw) and count and not failed:
+                self.worker.counts.released += 1
+        except Exception:
+            logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
+                             "its lease expires", key, run_id)
+        self.leases.discard((run_id, key))
+
+    def on_call(self, event: dict[str, Any]) -> None:
+        """A judge-call event of the run: to the call hooks, to the outage state, and filed under its case."""
+        for hook in self.worker.call_hooks:
             try:
                 hook(event)
             except Exception:  # noqa: BLE001 - metrics never break judging
                 logger.debug("contextjudge: a judge-call hook failed", exc_info=True)
         if not event.get("cached"):
-            self._last_ok = time.monotonic()
-            if self._backoff:
-                self._judge_back()
+            ended, since = self.outage.answered()
+            if ended and since is not None:
+                self.say(f"worker {self.worker.owner}: the judge answers again after {time.time() - since:.0f}s down; "
+                          f"{self.worker.counts.judge_down} case(s) were given back meanwhile")
         ref = _CASE.get()
         if ref is not None:
-            self._calls.setdefault(ref, []).append(event)
+            self.calls.setdefault(ref, []).append(event)
 
-    def _budget_skip(self, resumes_at: float | None, scope: str | None = None) -> str:
-        when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(resumes_at)) if resumes_at else
-                "the next window")
-        if self._budget_warned != resumes_at:
-            self._budget_warned = resumes_at
-            logger.warning("contextjudge: the judge budget%s is spent; queued cases are set aside (skipped, note "
-                           "'budget') until %s, when judging resumes.", f" {scope}" if scope else "", when)
-        return f"budget{f' {scope}' if scope else ''} spent; resumes {when}"
-
-    async def _score(self, sc: Any) -> None:
+    async def score(self, sc: Any) -> None:
+        """Score a claimed case and settle it: completed, given back or set aside."""
         run_id, key = sc.run_id, sc.case_key
         ref = (run_id, key)
         _CASE.set(ref)
-        assert self._run is not None
+        assert self.run is not None
         try:
-            resumes = await in_store_thread(self._run.context.budget_blocked)  # reads the store's spend rows
-            if resumes is not None:
-                await self._set_aside(ref, self._budget_skip(resumes))
-                return
-            metrics = await in_store_thread(self._metrics_for, run_id)
+            metrics = await in_store_thread(self.metrics_for, run_id)
             started = time.monotonic()
-            try:
-                results = await score_case(self._run, key, sc.test_case, metrics, budget="raise")
-            except BudgetExhaustedError as exc:
-                await self._set_aside(ref, self._budget_skip(exc.resumes_at, exc.scope))
+            results = await score_within_budget(self.run, key, sc.test_case, metrics)
+            if isinstance(results, BudgetSkip):
+                await self.put_aside(ref, self.budget.note(results.resumes_at, results.scope))
                 return
             results = list(results or [])
             # a result says the judge could not be reached or kept failing past its retries (an outage, not this
@@ -569,128 +719,83 @@ class Worker:
             # store's cache, so scoring it again asks only what failed
             down = [r for r in results if _judge_down(r)]
             if down:
-                await self._judge_unavailable(ref, down[0].error, answered=self._last_ok >= started)
+                await self._judge_unavailable(ref, down[0].error or "", answered=self.outage.last_ok >= started)
                 return
-            self._completing.add(ref)
-            ok = await in_store_thread(self.store.complete, self.owner, run_id, key, results,
-                                       judge_calls=self._calls.pop(ref, []))
-            with self._held_lock:
-                self._held.discard(ref)
-            self._down_returns.pop(ref, None)
-            if not ok:
-                self.counts.lost_lease += 1
-                logger.warning("contextjudge: case %s of run %s was taken by another worker (this one held it past "
-                               "its %gs lease) or removed from the queue (its run deleted); its results were not "
-                               "written", key, run_id, self.lease)
-                return
-            if not results:
-                self.counts.no_metric += 1
-            else:
-                self.counts.judged += 1
-                if any(r.error for r in results):
-                    self.counts.errors += 1
-            for hook in self.on_results:
-                try:
-                    out = hook(sc.test_case, results, key, run_id)
-                    if inspect.isawaitable(out):
-                        await out
-                except Exception:
-                    logger.exception("contextjudge: an on_results hook failed on case %s", key)
+            await self._complete(sc, ref, results)
         except asyncio.CancelledError:
-            if ref in self._lost:  # another worker has it: nothing of this case is written here
-                self.counts.lost_lease += 1
-                with self._held_lock:
-                    self._held.discard(ref)
+            if ref in self.lost:  # another worker has it: nothing of this case is written here
+                self.worker.counts.lost_lease += 1
+                self.leases.discard(ref)
                 return
             raise  # stopping: _wind_down gives it back
         except Exception as exc:
-            self.counts.errors += 1
+            self.worker.counts.errors += 1
             logger.exception("contextjudge: case %s of run %s could not be scored; given back to the queue (set aside "
-                             "after %d failed claims)", key, run_id, self.max_attempts)
+                             "after %d failed claims)", key, run_id, self.worker.max_attempts)
             # the claim counts as an attempt: a case that fails every time is set aside, not claimed forever
-            await self._give_back(run_id, key, failed=f"{type(exc).__name__}: {exc}"[:500])
+            await self.give_back(run_id, key, failed=f"{type(exc).__name__}: {exc}"[:500])
         finally:
-            self._completing.discard(ref)
-            self._calls.pop(ref, None)
-            self._lost.discard(ref)
+            self.completing.discard(ref)
+            self.calls.pop(ref, None)
+            self.lost.discard(ref)
 
     async def _judge_unavailable(self, ref: tuple[str, str], error: str, answered: bool = False) -> None:
         """Give a case back (queued, the attempt not counted) because the judge is down; pause claiming, doubling
         the pause from 1 s up to ``backoff_max`` while the outage lasts; warn once per outage. ``answered``: other
         calls were answered since the case started (an outage that began while it was in flight, or a judge that
         fails on this case alone: see below)."""
-        self.counts.judge_down += 1
-        if answered:
-            # other calls were answered since this case started: an outage that began while it was in flight (its
-            # attempt is not counted), or a judge that fails on this case alone; the latter, after three such
-            # give-backs here, counts its attempts, so it is set aside after max_attempts, never written as errors
-            n = self._down_returns[ref] = self._down_returns.get(ref, 0) + 1
-            if n >= 3:
-                await self._give_back(*ref, failed=f"the judge failed on this case while answering others: "
-                                                   f"{error}"[:500])
-                return
-        await self._give_back(*ref, count=False)
-        now = time.monotonic()
-        if now >= self._pause_until:  # the cases in flight when it went down share one step of the backoff
-            self._backoff = min(self.backoff_max, self._backoff * 2 if self._backoff else min(1.0, self.backoff_max))
-            self._pause_until = now + self._backoff
-        if self._down_since is None:
-            self._down_since = time.time()
-            if self._once:
+        self.worker.counts.judge_down += 1
+        # other calls answered since this case started: an outage that began while it was in flight (its attempt is
+        # not counted), or a judge that fails on this case alone; the latter, after three such give-backs here,
+        # counts its attempts, so it is set aside after max_attempts, never written as errors
+        if answered and self.outage.fails_alone(ref):
+            await self.give_back(*ref, failed=f"the judge failed on this case while answering others: "
+                                               f"{error}"[:500])
+            return
+        await self.give_back(*ref, count=False)
+        if self.outage.step():  # an outage begins
+            if self.once:
                 what = ("this --once pass stops and leaves the queue as it is: run it again when the judge is back")
-                self.stop()
+                self.worker.stop()
             else:
-                what = (f"claiming pauses, {self._backoff:g}s at first and up to {self.backoff_max:g}s, and the "
+                what = (f"claiming pauses, {self.outage.backoff:g}s at first and up to {self.worker.backoff_max:g}s, and the "
                         "worker resumes by itself when the judge answers again")
             logger.warning("contextjudge: the judge is unavailable (%s). The case was given back to the queue, not "
                            "completed with an error; %s. Check the judge: its server or base_url, the API key, the "
                            "provider's status page.", (error or "")[:300], what)
 
-    def _judge_back(self) -> None:
-        if self._down_since is not None:
-            self._say(f"worker {self.owner}: the judge answers again after {time.time() - self._down_since:.0f}s "
-                      f"down; {self.counts.judge_down} case(s) were given back meanwhile")
-        self._backoff = 0.0
-        self._pause_until = 0.0
-        self._down_since = None
+    async def put_aside(self, ref: tuple[str, str], note: str) -> None:
+        """Set a case aside (queue state ``skipped``) because the budget is spent."""
+        self.budget.mark(self.run.context.budget_blocked() if self.run is not None else None)
+        await in_store_thread(self.worker.store.release, self.worker.owner, ref[0], ref[1], state="skipped", note=note)
+        self.leases.discard(ref)
+        self.worker.counts.skipped_budget += 1
 
-    async def _set_aside(self, ref: tuple[str, str], note: str) -> None:
-        resumes = self._run.context.budget_blocked() if self._run is not None else None
-        if resumes is not None:
-            self._skipped_until = max(self._skipped_until or 0.0, resumes)
-        elif self._skipped_until is None:
-            self._skipped_until = time.time()
-        await in_store_thread(self.store.release, self.owner, ref[0], ref[1], state="skipped", note=note)
-        with self._held_lock:
-            self._held.discard(ref)
-        self.counts.skipped_budget += 1
-
-    # ------------------------------------------------------------------------------------------ heartbeat
-    def _heartbeat(self, done: threading.Event) -> None:
-        """Renew the leases held, every third of the lease; cancel the cases whose lease another worker took."""
-        every = max(0.1, self.lease / 3.0)
-        while not done.wait(every):
-            with self._held_lock:
-                held = list(self._held)
-            if not held:
-                continue
+    async def _complete(self, sc: Any, ref: tuple[str, str], results: list[Any]) -> None:
+        """Write the case's results and complete its queue row in one transaction, while the lease holds; count it
+        and hand it to the ``on_results`` hooks."""
+        run_id, key = ref
+        self.completing.add(ref)
+        ok = await in_store_thread(self.worker.store.complete, self.worker.owner, run_id, key, results,
+                                   judge_calls=self.calls.pop(ref, []))
+        self.leases.discard(ref)
+        self.outage.forget(ref)
+        if not ok:
+            self.worker.counts.lost_lease += 1
+            logger.warning("contextjudge: case %s of run %s was taken by another worker (this one held it past "
+                           "its %gs lease) or removed from the queue (its run deleted); its results were not "
+                           "written", key, run_id, self.worker.lease)
+            return
+        if not results:
+            self.worker.counts.no_metric += 1
+        else:
+            self.worker.counts.judged += 1
+            if any(r.error for r in results):
+                self.worker.counts.errors += 1
+        for hook in self.worker.on_results:
             try:
-                n = self.store.renew(self.owner, held, lease=self.lease)
-                if n < len(held):
-                    still = self.store.held(self.owner, held)
-                    lost = [ref for ref in held if ref not in still]
-                    loop = self._loop
-                    if lost and loop is not None and not loop.is_closed():
-                        loop.call_soon_threadsafe(self._cancel_lost, lost)
+                out = hook(sc.test_case, results, key, run_id)
+                if inspect.isawaitable(out):
+                    await out
             except Exception:
-                logger.warning("contextjudge: could not renew the worker's leases; retrying", exc_info=True)
-
-    def _cancel_lost(self, lost: list[tuple[str, str]]) -> None:
-        for ref in lost:
-            with self._held_lock:
-                if ref not in self._held:  # completed or given back meanwhile
-                    continue
-            task = self._tasks.get(ref)
-            if task is not None and ref not in self._completing and not task.done():
-                self._lost.add(ref)
-                task.cancel()
+                logger.exception("contextjudge: an on_results hook failed on case %s", key)

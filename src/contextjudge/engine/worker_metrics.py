@@ -85,7 +85,7 @@ class WorkerMetrics:
         r.register(_Collector(self))
 
     # ------------------------------------------------------------------------------------------ hooks
-    def attach(self, worker: Any) -> "WorkerMetrics":
+    def attach(self, worker: Any) -> WorkerMetrics:
         """Count ``worker``'s judge calls and results (its run's call hook and an ``on_results`` hook)."""
         self.worker = worker
         worker.on_results.append(self.on_results)

@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from ..cases.images import (
-    _MARKER,
     IMAGE_ALTS_KEY,
+    IMAGE_MARKER,
     IMAGES_KEY,
     MLLMImage,
     find_images,
@@ -34,7 +34,7 @@ def text_judge_note(text: str, images: int) -> str | None:
     For the embedded judge: it judged the text around the image, plus the alt text or caption when there is one.
     """
     alts = marker_alt_texts(text)
-    if not images and not _MARKER.search(text or ""):
+    if not images and not IMAGE_MARKER.search(text or ""):
         return None
     if alts:
         shown = "; ".join(f"'{a}'" for a in alts[:3])

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["AdaptiveLimiter", "is_rate_limited"]
 
@@ -94,7 +95,7 @@ class AdaptiveLimiter:
                 self._take()
                 fut.set_result(None)
 
-    def slot(self) -> "_Slot":
+    def slot(self) -> _Slot:
         """``async with limiter.slot() as s:`` holds a slot; ``s.throttle()`` after a 429, ``s.ok()`` after a
         success."""
         return _Slot(self)
@@ -143,7 +144,7 @@ class _Slot:
         self.generation = 0
         self._done = False
 
-    async def __aenter__(self) -> "_Slot":
+    async def __aenter__(self) -> _Slot:
         self.generation = await self.limiter.acquire()
         return self
 

@@ -1,4 +1,13 @@
-"""The context metrics. Every metric takes DeepEval's parameters and has ``measure``, ``a_measure`` and ``a_score``."""
+"""The context metrics. Every metric takes DeepEval's parameters and has ``measure``, ``a_measure`` and ``a_score``.
+
+``BY_KEY`` names each metric class by its short key (``"contextual_precision"``); ``from_keys`` builds metric objects
+from keys, the one way the CLI, the worker and ``estimate`` do it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..judges.templates import (
     ContextualPrecisionTemplate,
@@ -40,13 +49,57 @@ __all__ = [
     "TurnContextualRelevancyMetric",
     "TurnContextualRelevancyTemplate",
     "fraction",
+    "from_keys",
     "weighted_cumulative_precision",
 ]
 
 # Short names for the CLI and configuration files.
-BY_KEY = {
+BY_KEY: dict[str, type[BaseMetric]] = {
     m.key: m
     for m in (ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric, ContextUtilizationMetric,
               TurnContextualRelevancyMetric, TurnContextualPrecisionMetric, TurnContextualRecallMetric,
               RubricContextRecallMetric)
 }
+
+
+def _known_key(key: str) -> str:
+    """``key`` as ``BY_KEY`` spells it (any case, ``-`` for ``_``), or ``ConfigurationError`` naming the known keys."""
+    from ..errors import ConfigurationError  # noqa: PLC0415
+
+    norm = str(key).strip().lower().replace("-", "_") if isinstance(key, str) else None
+    if norm not in BY_KEY:
+        raise ConfigurationError(f"unknown metric {key!r}: choose from {', '.join(sorted(BY_KEY))}.")
+    return norm
+
+
+def from_keys(keys: Iterable[str], *, model: Any = None, thresholds: float | Mapping[str, float | None] | None = None,
+              options: Mapping[str, Mapping[str, Any]] | None = None) -> list[BaseMetric]:
+    """One metric object per key of ``keys`` (``BY_KEY``'s: ``"contextual_precision"``, ``"context_utilization"``,
+    ``"turn_contextual_relevancy"``...; any case, ``-`` for ``_``), in order.
+
+    ``model``: the judge of every metric (None: the run's judge, or the default one). ``thresholds``: one threshold
+    for every metric, or per key (a key left out, or given None, keeps the metric's own, 0.5). ``options``: other
+    constructor arguments per key, e.g. ``{"contextual_recall": {"strict_mode": True}}``. An unknown key, in
+    ``keys``, ``thresholds`` or ``options``, raises ``ConfigurationError`` naming the known keys.
+
+        from_keys(["contextual_precision", "contextual_recall"], model="local", thresholds={"contextual_recall": 0.7})
+    """
+    if isinstance(keys, str):
+        keys = [keys]
+    per: dict[str, float | None]
+    if thresholds is None or isinstance(thresholds, (int, float)):
+        per = {}
+        every = None if thresholds is None else float(thresholds)
+    else:
+        per = {_known_key(k): v for k, v in thresholds.items()}
+        every = None
+    extra = {_known_key(k): dict(v) for k, v in (options or {}).items()}
+    out: list[BaseMetric] = []
+    for key in keys:
+        key = _known_key(key)
+        kw: dict[str, Any] = {**extra.get(key, {}), "model": model}
+        t = per.get(key, every)
+        if t is not None:
+            kw["threshold"] = float(t)
+        out.append(BY_KEY[key](**kw))
+    return out

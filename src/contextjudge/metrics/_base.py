@@ -11,7 +11,7 @@ import statistics
 from typing import Any, ClassVar
 
 from .._aio import run_sync
-from .._result import MetricResult, Usage
+from .._result import PER_NODE, MetricResult, Usage
 from ..cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode
 from ..errors import (
     ConfigurationError,
@@ -33,7 +33,6 @@ __all__ = ["BaseMetric", "Outcome"]
 
 logger = logging.getLogger("contextjudge")
 
-PER_NODE = "per_node"  # the key in MetricResult.details that says the verdicts are one per retrieved node
 JUDGE_IDENTITY = "judge_identity"  # the key in MetricResult.details that names the judge identity that scored it
 
 

@@ -44,7 +44,7 @@ def _repeat_scores(flags: list[bool], votes: list[list[str] | None], formula: An
     k = max((len(v) for v in votes if v), default=0)
     if k < 2:
         return None
-    return [formula([(v[r] == "yes") if v and r < len(v) else f for f, v in zip(flags, votes)]) for r in range(k)]
+    return [formula([(v[r] == "yes") if v and r < len(v) else f for f, v in zip(flags, votes, strict=True)]) for r in range(k)]
 
 
 def _ranks(ks: list[int]) -> str:
@@ -173,6 +173,7 @@ async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, no
             node_rel.append((k, 0, 1))
             continue
         hits = 0
+        assert ans is not None  # a node with sentences gave items, so the judge was asked
         for j, s in enumerate(sents, start=1):
             v = ans.verdicts[f"n{k}.s{j}"]
             yes = v["verdict"] == "yes"

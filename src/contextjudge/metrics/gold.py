@@ -8,14 +8,19 @@ statements); ``gold_score`` then gives None, or raises with ``strict=True``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .._text import split_sentences
 from ..cases.labels import METRIC_OF_FIELD, labels_of
+from ..cases.provenance import short
 from ..errors import ConfigurationError
 from ._formulas import fraction, weighted_cumulative_precision
 
-__all__ = ["FIELD_OF_METRIC", "gold_score", "gold_statements", "label_problems", "relevance_items"]
+__all__ = ["FIELD_OF_METRIC", "fill_gold_scores", "gold_score", "gold_score_of", "gold_statements", "label_problems",
+           "relevance_items"]
+
+logger = logging.getLogger("contextjudge")
 
 # metric name (as results carry it) -> the label field that checks it; metric keys are accepted too
 FIELD_OF_METRIC = {name: field for field, name in METRIC_OF_FIELD.items()}
@@ -55,7 +60,7 @@ def relevance_items(test_case: Any, labels: dict[str, Any]) -> list[tuple[str, b
     """(item id, label) for every sentence the relevancy metric judges: node k's label applies to each of its
     sentences (ids ``n<k>.s<j>``); an empty node is one irrelevant sentence, as the metric counts it."""
     out: list[tuple[str, bool]] = []
-    for k, (node, label) in enumerate(zip(_nodes(test_case), labels.get("relevance_labels") or []), start=1):
+    for k, (node, label) in enumerate(zip(_nodes(test_case), labels.get("relevance_labels") or [], strict=False), start=1):
         sents = split_sentences(getattr(node, "text", "") or "")
         if not sents:
             out.append((f"n{k}.s1", False))
@@ -125,3 +130,48 @@ def gold_score(metric_name: str, test_case: Any, labels: dict[str, Any] | None =
     if field == "statement_labels":
         return fraction(flags)
     return fraction([label for _, label in relevance_items(test_case, labels)])
+
+
+def gold_score_of(metric_name: str, test_case: Any, strict_mode: bool = False) -> float | None:
+    """The score ``test_case``'s gold labels give for ``metric_name``, or None (no labels for it, or labels that do
+    not fit the case: the calibrate command reports those; a run only leaves the case out of the correction).
+
+    ``strict_mode``: the metric's strict mode, which scores 1 or 0; the gold score is made 1 or 0 the same way, so
+    the bias-corrected mean and the judge's bias compare like with like (a 0/1 judged score against a fractional
+    gold one would count the strictness as the judge's bias)."""
+    try:
+        labels = labels_of(test_case)
+    except Exception:  # noqa: BLE001 - a malformed label must not fail a run: the case simply counts as unlabelled
+        logger.warning("contextjudge: the gold labels of case %r cannot be read; it counts as unlabelled.",
+                       short(getattr(test_case, "input", "") or "", 60))
+        return None
+    if not labels:
+        return None
+    try:
+        value = gold_score(metric_name, test_case, labels)
+    except Exception as exc:  # noqa: BLE001 - e.g. a labels count that is not the nodes count
+        logger.warning("contextjudge: %s: the case's gold labels give no score (%s); it counts as unlabelled.",
+                       metric_name, exc)
+        return None
+    if value is None:
+        return None
+    return (1.0 if value >= 1.0 - 1e-9 else 0.0) if strict_mode else float(value)
+
+
+def fill_gold_scores(result: Any) -> Any:
+    """Set ``gold_score`` on every scored result of ``result`` (an EvaluationResult with its per-case results) whose
+    case carries gold labels for that metric and that has none yet; returns ``result``."""
+    for tr in getattr(result, "test_results", None) or []:
+        if _labels_or_none(tr.test_case) is None:
+            continue
+        for m in tr.metrics_data:
+            if m.score is not None and m.gold_score is None:
+                m.gold_score = gold_score_of(m.name, tr.test_case, bool(m.strict_mode))
+    return result
+
+
+def _labels_or_none(test_case: Any) -> dict[str, Any] | None:
+    try:
+        return labels_of(test_case)
+    except Exception:  # noqa: BLE001
+        return None

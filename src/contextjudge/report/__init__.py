@@ -23,8 +23,8 @@ import os
 from typing import Any
 
 from .._result import EvaluationResult
-from ..engine.score import fill_gold_scores
 from ..errors import ConfigurationTypeError
+from ..metrics.gold import fill_gold_scores
 from ._calibration import render_calibration
 from ._html import MetricChange, RunView, compare_runs, render_html
 from ._stats import Interval, bootstrap_mean, paired_difference
@@ -55,8 +55,10 @@ def run_view(store: Any, run: str | None = None) -> RunView:
 
 
 def _as_view(x: Any, store: Any) -> RunView | None:
-    if x is None:
-        return None
+    return None if x is None else _view(x, store)
+
+
+def _view(x: Any, store: Any) -> RunView:
     if isinstance(x, RunView):
         return x
     if isinstance(x, EvaluationResult):
@@ -79,7 +81,7 @@ def render_report(result: Any = None, *, store: Any = None, run: str | None = No
                                          "run=...): pass one of them.")
         current = run_view(store, run)
     else:
-        current = _as_view(result, store)
+        current = _view(result, store)
     return render_html(current, _as_view(compare, store), title=title)
 
 

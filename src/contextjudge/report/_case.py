@@ -12,7 +12,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._result import MetricResult, TestResult
+from .._result import PER_NODE, MetricResult, TestResult
 from ..cases.goldens import normalize_input
 from ..cases.provenance import (
     AGENT_KEY,
@@ -122,8 +122,6 @@ def _builtin_judges_nodes() -> dict[str, bool]:
 def _judges_nodes(m: MetricResult) -> bool:
     """Whether ``m``'s verdicts are one per retrieved node, as its metric recorded when it scored (for results
     stored before metrics recorded it, the built-in metric of that name says)."""
-    from ..metrics._base import PER_NODE  # noqa: PLC0415
-
     flag = (m.details or {}).get(PER_NODE)
     if flag is not None:
         return bool(flag)
@@ -492,7 +490,7 @@ def case_card(tr: TestResult, ctx: CaseContext) -> str:
         base_ids = _turn_ids(base_tc, base.metrics_data) if base_tc is not None and base is not None else None
         users = 0
         for i, turn in enumerate(tc.turns):
-            label = turn.role
+            label: str = turn.role
             if turn.role == "user":
                 users += 1
             elif turn.role == "assistant":  # exchanges numbered as the turn metrics number them

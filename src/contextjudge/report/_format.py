@@ -49,7 +49,7 @@ def ci(iv: Interval, is_signed: bool = False) -> str:
 def when(ts: float | None) -> str:
     if not ts:
         return ""
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def short(text: Any, n: int = 110) -> str:

@@ -8,8 +8,9 @@ the script only filters, sorts and searches.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .._result import EvaluationResult, MetricResult, TestResult
 from ..stats import Interval as StatsInterval

@@ -9,7 +9,8 @@ the CLI print); this module keeps the names the report package has always export
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..cases.goldens import normalize_input
 from ..cases.identity import is_generated_id

@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy import and_, func, literal, null, or_, select, tuple_, update
 
+from .._locks import try_lock as _try_lock
 from .._result import MetricResult
 from ..errors import StoreError
 from . import _rows  # the row builders, shared with _store.py
@@ -299,23 +300,3 @@ class QueueStore:
 def _queue_row(run_id: str, key: str, at: float, priority: int) -> dict[str, Any]:
     return {"run_id": run_id, "case_key": key, "state": "queued", "owner": None, "lease_until": None, "attempts": 0,
             "priority": int(priority), "enqueued_at": at, "updated_at": at, "note": None}
-
-
-def _try_lock(fh: Any) -> bool:
-    """An exclusive, non-blocking lock on an open file; False when another process holds it."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        import msvcrt
-
-        try:
-            fh.seek(0)
-            msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
-            return True
-        except OSError:
-            return False
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError:
-        return False

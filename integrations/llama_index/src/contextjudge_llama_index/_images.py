@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from contextjudge import RetrievedNode
-from contextjudge.cases.images import _ALT_KEYS, image_from_metadata
+from contextjudge.cases.images import ALT_TEXT_KEYS, image_from_metadata
 
 __all__ = ["node_from_llama_image_node"]
 
@@ -36,7 +36,7 @@ def node_from_llama_image_node(node: Any, score: float | None = None):
                "image_path": getattr(node, "image_path", None),
                "image_mime_type": getattr(node, "image_mimetype", None)}
     ptr = {k: (str(v) if k in ("image_url", "image_path") and v is not None else v) for k, v in ptr.items() if v}
-    for k in _ALT_KEYS:
+    for k in ALT_TEXT_KEYS:
         if isinstance(meta.get(k), str):
             ptr.setdefault(k, meta[k])
     img = image_from_metadata(ptr)

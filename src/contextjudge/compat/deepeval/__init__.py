@@ -21,7 +21,25 @@ from ._evaluate import (
 )
 from .dataset import ConversationalGolden, EvaluationDataset, Golden
 from .errors import MissingTestCaseParamsError
-from .metrics import *  # noqa: F403
+from .metrics import (
+    BaseConversationalMetric,
+    BaseMetric,
+    ContextualPrecisionMetric,
+    ContextualPrecisionTemplate,
+    ContextualRecallMetric,
+    ContextualRecallTemplate,
+    ContextualRelevancyMetric,
+    ContextualRelevancyTemplate,
+    MultimodalContextualPrecisionMetric,
+    MultimodalContextualRecallMetric,
+    MultimodalContextualRelevancyMetric,
+    TurnContextualPrecisionMetric,
+    TurnContextualPrecisionTemplate,
+    TurnContextualRecallMetric,
+    TurnContextualRecallTemplate,
+    TurnContextualRelevancyMetric,
+    TurnContextualRelevancyTemplate,
+)
 from .test_case import (
     ConversationalTestCase,
     LLMTestCase,

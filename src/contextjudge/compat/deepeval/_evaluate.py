@@ -33,6 +33,7 @@ from typing import Any
 from ..._result import EvaluationResult as _CoreResult
 from ...engine.evaluate import evaluate as _evaluate
 from ...errors import ConfigurationError
+from ._verbose import print_verbose
 
 __all__ = ["AsyncConfig", "CacheConfig", "DisplayConfig", "ErrorConfig", "EvaluationResult", "TestRunResultDisplay",
            "assert_test", "evaluate", "evaluate_traces", "log_hyperparameters", "on_test_run_end", "print_results"]
@@ -129,7 +130,7 @@ class EvaluationResult(_CoreResult):
         return None  # no hosted platform
 
     @classmethod
-    def of(cls, result: _CoreResult) -> "EvaluationResult":
+    def of(cls, result: _CoreResult) -> EvaluationResult:
         return cls(**{f.name: getattr(result, f.name) for f in dataclasses.fields(_CoreResult)})
 
     __repr__ = _CoreResult.__repr__
@@ -244,16 +245,15 @@ def print_results(result: _CoreResult, display_config: DisplayConfig | None = No
 
 
 def _print_verbose(result: _CoreResult) -> None:
-    from .metrics._peer import print_verbose  # noqa: PLC0415
-
     for tr in result.test_results:
         for m in tr.metrics_data:
             if m.verbose_logs:
                 print_verbose(m, m)
 
 
-def _write_folder(result: _CoreResult, display_config: DisplayConfig, identifier: Any, hyperparameters: Any) -> None:
-    folder = Path(display_config.results_folder)
+def _write_folder(result: _CoreResult, results_folder: str, display_config: DisplayConfig, identifier: Any,
+                  hyperparameters: Any) -> None:
+    folder = Path(results_folder)
     if display_config.results_subfolder:
         folder = folder / display_config.results_subfolder
     folder.mkdir(parents=True, exist_ok=True)
@@ -279,7 +279,7 @@ def _finish(result: _CoreResult, display_config: DisplayConfig | None, identifie
     if display.print_results:
         print_results(out, display)
     if display.results_folder:
-        _write_folder(out, display, identifier, hyperparameters)
+        _write_folder(out, display.results_folder, display, identifier, hyperparameters)
     return out
 
 
@@ -336,9 +336,9 @@ def assert_test(test_case: Any = None, metrics: list[Any] | None = None, golden:
     if golden is None:
         raise ConfigurationError("assert_test() needs test_case=... (with metrics=[...]) or golden=... (with "
                                  "observed_callback=app, or after calling an @observe app in the test).")
+    from ..._aio import run_sync  # noqa: PLC0415
     from ...engine.assertions import format_failures  # noqa: PLC0415
     from ...tracing import run_traces  # noqa: PLC0415
-    from ..._aio import run_sync  # noqa: PLC0415
     from .tracing import take_recorded_trace  # noqa: PLC0415
 
     if observed_callback is not None:

@@ -19,9 +19,10 @@ import csv
 import inspect
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ...cases.goldens import Golden as _CoreGolden
 from ...errors import ConfigurationError, ContextJudgeError
@@ -124,7 +125,7 @@ class EvaluationDataset:
     """Goldens and test cases, as in DeepEval; single-turn (``Golden``) or multi-turn (``ConversationalGolden``)."""
 
     def __init__(self, goldens: list[Any] | None = None, test_cases: list[Any] | None = None) -> None:
-        self._goldens: list[Golden] = []
+        self._goldens: list[_CoreGolden] = []  # DeepEval's Golden is a core Golden with its extra fields
         self._conversational_goldens: list[ConversationalGolden] = []
         self._llm_test_cases: list[Any] = []
         self._conversational_test_cases: list[Any] = []

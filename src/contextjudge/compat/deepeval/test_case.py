@@ -118,7 +118,7 @@ class LLMTestCase(_testcase.LLMTestCase):
         return _chunks_to_nodes(v)
 
     @model_validator(mode="after")
-    def _multimodal(self) -> "LLMTestCase":
+    def _multimodal(self) -> LLMTestCase:
         if not self.multimodal and _has_images(self):
             object.__setattr__(self, "multimodal", True)
         return self
@@ -163,7 +163,7 @@ class ConversationalTestCase(_testcase.ConversationalTestCase):
     multimodal: bool = False
 
     @model_validator(mode="after")
-    def _multimodal(self) -> "ConversationalTestCase":
+    def _multimodal(self) -> ConversationalTestCase:
         if not self.multimodal and _has_images(self):
             object.__setattr__(self, "multimodal", True)
         return self

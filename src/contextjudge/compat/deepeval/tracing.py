@@ -13,7 +13,8 @@ import functools
 import inspect
 import os
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ...tracing import Trace, _trace, update_current_span, update_current_trace
 from ...tracing import observe as _observe

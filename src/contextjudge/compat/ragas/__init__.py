@@ -19,13 +19,20 @@ all verdicts of one row and metric come from one judge request, keyed by id. See
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..._aio import run_sync
 from ...engine.evaluate import aevaluate as _aevaluate
 from ...errors import ConfigurationError, ContextJudgeError
-from .dataset_schema import EvaluationDataset, EvaluationResult, MultiTurnSample, SingleTurnSample, sample_of
-from .dataset_schema import sample_to_case
+from .dataset_schema import (
+    EvaluationDataset,
+    EvaluationResult,
+    MultiTurnSample,
+    SingleTurnSample,
+    sample_of,
+    sample_to_case,
+)
 from .llms import LangchainLLMWrapper, judge_of, llm_factory
 from .metrics import (
     ContextPrecision,
@@ -154,7 +161,7 @@ async def aevaluate(dataset: Any, metrics: list[Any] | None = None, llm: Any = N
     # rows that could not become a case keep their place, with the reason as each metric's error
     from ..._result import TestResult  # noqa: PLC0415
 
-    for tr, i in zip(result.test_results, keep):
+    for tr, i in zip(result.test_results, keep, strict=False):
         tr.index = i
     result.test_results.extend(TestResult(index=i, name=None, test_case=None, error=msg) for i, msg in failed.items())
     result.test_results.sort(key=lambda tr: tr.index)

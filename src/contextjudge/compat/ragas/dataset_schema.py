@@ -4,8 +4,9 @@ of ``evaluate`` (``EvaluationResult``: ``scores``, ``to_pandas()``, ``total_toke
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -65,7 +66,7 @@ _OLD = {"question": "user_input", "answer": "response", "contexts": "retrieved_c
 
 def _new_names(row: dict[str, Any]) -> dict[str, Any]:
     """A row with Ragas 0.1's column names (question/answer/contexts/ground_truth) renamed to 0.2's."""
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in row.items():
         new = _OLD.get(k, k)
         if k == "ground_truths" and isinstance(v, (list, tuple)):
@@ -142,28 +143,28 @@ class EvaluationDataset:
         self.backend = backend
 
     @classmethod
-    def from_list(cls, data: list[dict[str, Any]], **kwargs: Any) -> "EvaluationDataset":
+    def from_list(cls, data: list[dict[str, Any]], **kwargs: Any) -> EvaluationDataset:
         return cls([sample_of(r) for r in data], **kwargs)
 
     from_dict = from_list
 
     @classmethod
-    def from_pandas(cls, dataframe: Any, **kwargs: Any) -> "EvaluationDataset":
+    def from_pandas(cls, dataframe: Any, **kwargs: Any) -> EvaluationDataset:
         return cls.from_list(dataframe.to_dict("records"), **kwargs)
 
     @classmethod
-    def from_hf_dataset(cls, dataset: Any, **kwargs: Any) -> "EvaluationDataset":
+    def from_hf_dataset(cls, dataset: Any, **kwargs: Any) -> EvaluationDataset:
         return cls.from_list(list(dataset.to_list()), **kwargs)
 
     @classmethod
-    def from_jsonl(cls, path: str, **kwargs: Any) -> "EvaluationDataset":
+    def from_jsonl(cls, path: str, **kwargs: Any) -> EvaluationDataset:
         import json  # noqa: PLC0415
 
         with open(path, encoding="utf-8") as fh:
             return cls.from_list([json.loads(line) for line in fh if line.strip()], **kwargs)
 
     @classmethod
-    def from_csv(cls, path: str, **kwargs: Any) -> "EvaluationDataset":
+    def from_csv(cls, path: str, **kwargs: Any) -> EvaluationDataset:
         """Rows of a CSV file; list columns (retrieved_contexts, ...) written by ``to_csv`` are read back as lists."""
         import pandas as pd  # noqa: PLC0415
 

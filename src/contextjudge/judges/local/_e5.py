@@ -84,7 +84,7 @@ class _Tokenizer:
     def __init__(self, pieces: list[str], scores: np.ndarray, unk: int, norm: dict[int, str]) -> None:
         self.unk = unk
         self.vocab: dict[str, tuple[int, float]] = {}
-        for i, (p, s) in enumerate(zip(pieces, scores.tolist())):
+        for i, (p, s) in enumerate(zip(pieces, scores.tolist(), strict=True)):
             if p and i != unk and p not in self.vocab:
                 self.vocab[p] = (i, s)
         self.unk_score = float(scores.min()) - 10.0
@@ -180,7 +180,7 @@ class E5Model:
     # --------------------------------------------------------------------------------------------- loading
     def _load(self, path: str) -> None:
         data = np.memmap(path, dtype=np.uint8, mode="r")
-        buf = memoryview(data)
+        buf = data.data  # the file's bytes, without a copy
         if bytes(buf[:4]) != b"E5S1":
             raise ValueError(f"{path} is not an e5 model file (bad magic)")
         o = 8
@@ -295,8 +295,8 @@ class E5Model:
                 pooled = list(self._pool.map(lambda b: self._forward([ids for _, ids in b]), batches))
             else:
                 pooled = [self._forward([ids for _, ids in b]) for b in batches]
-        for batch, vecs in zip(batches, pooled):
-            for (i, ids), vec in zip(batch, vecs):
+        for batch, vecs in zip(batches, pooled, strict=True):
+            for (i, ids), vec in zip(batch, vecs, strict=True):
                 k = max(len(ids) - 2, 1)
                 out[i] += k * vec
                 weight[i] += k

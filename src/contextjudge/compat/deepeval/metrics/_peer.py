@@ -16,6 +16,7 @@ from typing import Any
 from ....errors import JudgeUnavailableError
 from ....judges import templates as _ours
 from ....judges.protocol import JudgeRequest
+from .._verbose import print_verbose
 from ..errors import MultimodalJudgeError
 
 __all__ = ["PeerMetric", "PeerTemplate", "adapt_template", "default_prompt"]
@@ -276,19 +277,3 @@ class TurnPeerMetric(PeerMetric):
         super().__init__(threshold=threshold, model=model, include_reason=include_reason, async_mode=async_mode,
                          strict_mode=strict_mode, verbose_mode=verbose_mode, evaluation_template=evaluation_template,
                          flaky=flaky, window_size=window_size, **kwargs)
-
-
-def print_verbose(metric: Any, result: Any = None) -> None:
-    """DeepEval's ``verbose_mode``: the metric's intermediate steps, score and reason, printed to stdout."""
-    src = result if result is not None else metric
-    logs = getattr(src, "verbose_logs", None)
-    name = getattr(metric, "name", type(metric).__name__)
-    print("*" * 50)
-    print(f"{name} Verbose Logs")
-    print("*" * 50)
-    print()
-    print(logs or "(no intermediate steps: nothing was judged)")
-    print()
-    print(f"Score: {getattr(src, 'score', None)}")
-    print(f"Reason: {getattr(src, 'reason', None)}")
-    print("=" * 70)

@@ -1,11 +1,14 @@
 """The trust commands of the CLI: ``contextjudge calibrate`` and ``contextjudge label`` (issue 16).
 
-Registered by ``cli.build_parser``; shares its exit codes and helpers.
+Registered by ``_shared.build_parser``; shares its exit codes and helpers.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from . import _shared
 
 __all__ = ["add_trust_commands"]
 
@@ -24,7 +27,7 @@ def _read_label_records(path: str, lines: list[int] | None = None) -> list[dict]
     import json  # noqa: PLC0415
     import os  # noqa: PLC0415
 
-    from .errors import UsageError  # noqa: PLC0415
+    from ..errors import UsageError  # noqa: PLC0415
 
     if not os.path.exists(path):
         raise UsageError(f"labels file {path!r} does not exist: check the path.")
@@ -36,7 +39,7 @@ def _read_label_records(path: str, lines: list[int] | None = None) -> list[dict]
                     continue
                 try:
                     rec = json.loads(line)
-                except ValueError as exc:
+                except json.JSONDecodeError as exc:
                     raise UsageError(f"{path}, line {n}: not JSON ({exc.msg}). A labels file holds one JSON object "
                                      "per line: {\"key\" or \"input\": ..., \"labels\": [1, 0, ...]}.") from exc
                 if not isinstance(rec, dict):
@@ -53,14 +56,13 @@ def _read_label_records(path: str, lines: list[int] | None = None) -> list[dict]
 
 def cmd_label(args: argparse.Namespace) -> int:
     """Attach gold labels to a store's captured cases; exit 0 when at least one record matched, 1 when none did."""
-    from . import cli  # noqa: PLC0415 - its helpers and exit codes
-    from ._text import shorten  # noqa: PLC0415
-    from .errors import ConfigurationError, UsageError  # noqa: PLC0415
-    from .metrics.gold import label_problems  # noqa: PLC0415 - counts against each matched case
+    from .._text import shorten  # noqa: PLC0415
+    from ..errors import ConfigurationError, UsageError  # noqa: PLC0415
+    from ..metrics.gold import label_problems  # noqa: PLC0415 - counts against each matched case
 
     lines: list[int] = []
     records = _read_label_records(args.file, lines)
-    store = cli._existing_store(args.store, write=True)
+    store = _shared._existing_store(args.store, write=True)
     try:
         matched, unmatched = store.add_labels(records, check=label_problems, lines=lines)
     except ConfigurationError as exc:
@@ -80,14 +82,14 @@ def cmd_label(args: argparse.Namespace) -> int:
     if not matched:
         print("FAILED: no record matched a case of this store; check --store, and that each record's key (or id) "
               "or input is that of a captured case (`contextjudge export` lists them).")
-        return cli.EXIT_GATE
+        return _shared.EXIT_GATE
     print(f"next: contextjudge calibrate --store {store.target} --model MODEL (the judge against these labels); "
           "`contextjudge report` shows the bias-corrected means")
-    return cli.EXIT_OK
+    return _shared.EXIT_OK
 
 
 def _add_label(sub: argparse._SubParsersAction) -> None:
-    from .cli import _common, _store_arg  # noqa: PLC0415
+    from ._shared import _common, _store_arg  # noqa: PLC0415
 
     p = sub.add_parser("label", help="attach gold labels (JSONL) to a store's captured cases",
                        description="Attach gold labels to the captured cases of a store, for `contextjudge "
@@ -109,8 +111,8 @@ def _add_label(sub: argparse._SubParsersAction) -> None:
 
 # ------------------------------------------------------------------------------------------------ calibrate
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:
-    from .cli import _common  # noqa: PLC0415
-    from .judges.calibration import DEFAULT_FILE  # noqa: PLC0415
+    from ..judges.calibration import DEFAULT_FILE  # noqa: PLC0415
+    from ._shared import _common  # noqa: PLC0415
 
     p = sub.add_parser(
         "calibrate", help="how far your judge agrees with your own labels; fit its thresholds to them",
@@ -161,9 +163,9 @@ def _ci(value: float | None, ci: list[float] | None) -> str:
 
 
 def _print_calibration(report: dict, show: int) -> None:
-    from ._text import shorten  # noqa: PLC0415
-    from .cli import _f, _print_table  # noqa: PLC0415
-    from .judges.calibration import FAMILIES  # noqa: PLC0415
+    from .._text import shorten  # noqa: PLC0415
+    from ..judges.calibration import FAMILIES  # noqa: PLC0415
+    from ._shared import _f, _print_table  # noqa: PLC0415
 
     fams = [f for f in FAMILIES if f in report]
     print(f"judge {report['judge']} against your labels: {report['cases']} labelled cases "
@@ -203,7 +205,7 @@ def _print_calibration(report: dict, show: int) -> None:
     for e in report.get("errors", []):
         print(f"error: {e['case']} ({e['family']}): {e['error']}")
     if report.get("advice"):
-        from .engine.calibrate import MIN_EACH, MIN_ITEMS  # noqa: PLC0415
+        from ..engine.calibrate import MIN_EACH, MIN_ITEMS  # noqa: PLC0415
 
         print("\nadvice:")
         for a in report["advice"]:
@@ -221,27 +223,26 @@ def builtin_check_path() -> str:
     return str(files("contextjudge") / "data" / "judge_check.jsonl")
 
 
-def _embedded_beside(cases: list, judge: object, quiet: bool) -> dict | None:
+def _embedded_beside(cases: list, judge: Any, quiet: bool) -> dict | None:
     """The embedded judge's agreement on the same cases (None when it is the judge being checked)."""
-    from . import cli  # noqa: PLC0415
-    from ._aio import run_sync  # noqa: PLC0415
-    from .engine.calibrate import acalibrate  # noqa: PLC0415
-    from .errors import JudgeUnavailableError  # noqa: PLC0415
-    from .judges.models import judge_name, resolve_model  # noqa: PLC0415
+    from .._aio import run_sync  # noqa: PLC0415
+    from ..engine.calibrate import acalibrate  # noqa: PLC0415
+    from ..errors import JudgeUnavailableError  # noqa: PLC0415
+    from ..judges.models import judge_name, resolve_model  # noqa: PLC0415
 
-    if judge_name(judge).startswith(cli.LOCAL_JUDGE):  # the judge being checked is the embedded one
+    if judge_name(judge).startswith(_shared.LOCAL_JUDGE):  # the judge being checked is the embedded one
         return None
     try:
         local = resolve_model("local")
     except JudgeUnavailableError as exc:
-        cli._info(f"the embedded judge's figures are not shown beside: {exc}", quiet)  # noqa: SLF001
+        _shared._info(f"the embedded judge's figures are not shown beside: {exc}", quiet)
         return None
     return run_sync(acalibrate(cases, local, judge_spec="local"))
 
 
 def _print_beside(report: dict) -> None:
-    from .cli import _print_table  # noqa: PLC0415
-    from .judges.calibration import FAMILIES  # noqa: PLC0415
+    from ..judges.calibration import FAMILIES  # noqa: PLC0415
+    from ._shared import _print_table  # noqa: PLC0415
 
     other = report.get("embedded_judge")
     fams = [f for f in FAMILIES if f in report]
@@ -264,11 +265,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run the judge over labelled cases, print agreement, save fitted thresholds."""
     import json  # noqa: PLC0415
 
-    from . import cli  # noqa: PLC0415 - its helpers and exit codes
-    from .engine.calibrate import acalibrate, calibration_of, read_labels_file  # noqa: PLC0415
-    from .errors import ConfigurationError, UsageError  # noqa: PLC0415
-
-    from .judges.calibration import DEFAULT_FILE  # noqa: PLC0415
+    from ..engine.calibrate import acalibrate, calibration_of, read_labels_file  # noqa: PLC0415
+    from ..errors import ConfigurationError, UsageError  # noqa: PLC0415
+    from ..judges.calibration import DEFAULT_FILE  # noqa: PLC0415
 
     if sum(map(bool, (args.labels, args.store, args.builtin))) != 1:
         raise UsageError("calibrate needs the labelled cases: pass --labels FILE (JSONL), --store URL (a store "
@@ -282,17 +281,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         elif args.labels:
             cases = read_labels_file(args.labels)
         else:
-            store = cli._existing_store(args.store)  # noqa: SLF001
-            cases = store.labelled_cases(run=cli._resolve(store, args.run) if args.run else None)  # noqa: SLF001
+            store = _shared._existing_store(args.store)
+            cases = store.labelled_cases(run=_shared._resolve(store, args.run) if args.run else None)
             if not cases:
                 raise UsageError("the store holds no labelled case: attach labels with `contextjudge label --store "
                                  "URL FILE`, or pass --labels FILE.")
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from exc
-    judge = cli._judge(args.model, args.quiet)  # noqa: SLF001
+    judge = _shared._judge(args.model, args.quiet)
     spec = args.model if args.model and args.model.strip().lower() != "fake" else None
-    cli._info(f"calibrating on {len(cases)} labelled cases ...", args.quiet)  # noqa: SLF001
-    from ._aio import run_sync  # noqa: PLC0415
+    _shared._info(f"calibrating on {len(cases)} labelled cases ...", args.quiet)
+    from .._aio import run_sync  # noqa: PLC0415
 
     try:
         report = run_sync(acalibrate(cases, judge, judge_spec=spec))
@@ -308,9 +307,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 from exc
         report["saved"] = args.save
     if args.report:
-        from .report import render_calibration  # noqa: PLC0415
+        from ..report import render_calibration  # noqa: PLC0415
 
-        cli._write(args.report, render_calibration(report))  # noqa: SLF001
+        _shared._write(args.report, render_calibration(report))
     if args.builtin:
         report["embedded_judge"] = _embedded_beside(cases, judge, args.quiet)
     if args.json:
@@ -322,9 +321,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if args.report:
             print(f"report: {args.report}")
     if report["saved"]:
-        cli._info(f"thresholds saved to {report['saved']}; judge with them: --model @{report['saved']} "  # noqa: SLF001
+        _shared._info(f"thresholds saved to {report['saved']}; judge with them: --model @{report['saved']} "
                   f"(CLI) or model=\"@{report['saved']}\" (Python)", False)
     elif calibration is not None:
         why = "a check on the built-in set writes none; --save PATH keeps them" if args.builtin else "--no-save"
-        cli._info(f"thresholds fitted but not saved ({why})", args.quiet)  # noqa: SLF001
-    return cli.EXIT_CASE_ERRORS if report["errors"] else cli.EXIT_OK
+        _shared._info(f"thresholds fitted but not saved ({why})", args.quiet)
+    return _shared.EXIT_CASE_ERRORS if report["errors"] else _shared.EXIT_OK

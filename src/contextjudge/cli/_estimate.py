@@ -40,7 +40,7 @@ def _per_day(text: str) -> float:
 
 def add_estimate_command(sub: argparse._SubParsersAction) -> None:
     """Register ``estimate``."""
-    from .cli import _common, _store_arg  # noqa: PLC0415 - the shared argument helpers
+    from ._shared import _common, _store_arg  # noqa: PLC0415 - the shared argument helpers
 
     p = sub.add_parser("estimate", help="what judging would cost, before anything is judged (no judge call)",
                        description=_DESCRIPTION)
@@ -67,21 +67,22 @@ def add_estimate_command(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from .cli import DEFAULT_EVAL_METRICS, EXIT_OK, UsageError, _config_metric_keys, _metric_keys  # noqa: PLC0415
-    from .engine.estimate import estimate  # noqa: PLC0415
-    from .judges.options import JudgeOptions  # noqa: PLC0415
+    from ..engine.estimate import estimate  # noqa: PLC0415
+    from ..errors import UsageError  # noqa: PLC0415
+    from ..judges.options import JudgeOptions  # noqa: PLC0415
+    from ._shared import DEFAULT_EVAL_METRICS, EXIT_OK, _config_metric_keys, _metric_keys  # noqa: PLC0415
 
     source: Any
     observed = None
     default_keys: list[str] = list(DEFAULT_EVAL_METRICS)
     if args.goldens:
-        from .goldens import load_goldens  # noqa: PLC0415
+        from ..goldens import load_goldens  # noqa: PLC0415
 
         source = load_goldens(args.goldens)
         if not len(source):
             raise UsageError(f"the goldens file {args.goldens!r} holds no goldens.")
     else:
-        from .cli import _existing_store, _resolve  # noqa: PLC0415
+        from ._shared import _existing_store, _resolve  # noqa: PLC0415
 
         store = _existing_store(args.store)
         try:

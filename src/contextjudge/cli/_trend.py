@@ -8,6 +8,8 @@ import json
 import sys
 from typing import Any
 
+from . import _shared
+
 __all__ = ["add_trend_command"]
 
 _DESCRIPTION = (
@@ -23,7 +25,7 @@ _DESCRIPTION = (
 
 def add_trend_command(sub: argparse._SubParsersAction) -> None:
     """Register ``trend``."""
-    from .cli import _common, _store_arg
+    from ._shared import _common, _store_arg
 
     p = sub.add_parser("trend", help="scores per hour/day/week across runs; --fail-on-drop for CI or cron",
                        description=_DESCRIPTION)
@@ -55,7 +57,7 @@ def add_trend_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _filters(items: list[str]) -> dict[str, list[str]]:
-    from .errors import UsageError
+    from ..errors import UsageError
 
     out: dict[str, list[str]] = {}
     for item in items:
@@ -83,28 +85,28 @@ def _signed(iv: Any) -> str:
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
-    from . import cli
-    from .errors import ConfigurationError, StoreError, UsageError
-    from .store._trend import find_drops
+    from ..errors import ConfigurationError, StoreError, UsageError
+    from ..store._trend import find_drops
 
     if args.min_cases < 2:
         raise UsageError("--min-cases must be 2 or more: a window needs two cases for an interval.")
-    store = cli._existing_store(args.store)
+    store = _shared._existing_store(args.store)
     where = _filters(args.filter)
     metric = args.metric or None
     try:
         trend = store.trend(metric=metric, by=args.by, since=args.since, until=args.until, where=where, at=args.at,
                             min_cases=args.min_cases)
-        drops, info = ([], None)
+        drops: list[Any] = []
+        info = None
         if args.fail_on_drop and trend.windows:
             drops, info = find_drops(store, trend, baseline=args.baseline, min_drop=args.min_drop, where=where)
     except (ConfigurationError, StoreError) as exc:
         raise UsageError(str(exc)) from exc
     data = trend.to_dict()
     if args.html:
-        from .report import render_trend
+        from ..report import render_trend
 
-        cli._write(args.html, render_trend(data, drops=[d.to_dict() for d in drops], drop_info=info,
+        _shared._write(args.html, render_trend(data, drops=[d.to_dict() for d in drops], drop_info=info,
                                            store_label=repr(store)))
     if args.json:
         out = dict(data)
@@ -120,23 +122,23 @@ def cmd_trend(args: argparse.Namespace) -> int:
     if args.fail_on_drop:
         if not trend.windows:
             print("nothing to check: no results in this range", file=sys.stderr)
-            return cli.EXIT_OK
+            return _shared.EXIT_OK
         dropped = [d for d in drops if d.status == "drop"]
         if dropped:
             if not args.json:
                 print("FAILED: significant drop on " + ", ".join(d.metric for d in dropped))
-            return cli.EXIT_GATE
-    return cli.EXIT_OK
+            return _shared.EXIT_GATE
+    return _shared.EXIT_OK
 
 
 def _table(headers: list[str], rows: list[list[str]], left: set[int]) -> None:
     """A plain-text table: the ``left`` columns (text) left-aligned, the others (figures) right-aligned."""
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip())
     print("  ".join("-" * w for w in widths))
     for r in rows:
         print("  ".join(str(c).ljust(w) if i in left else str(c).rjust(w)
-                        for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+                        for i, (c, w) in enumerate(zip(r, widths, strict=False))).rstrip())
 
 
 def _print_trend(trend: Any, store: Any) -> None:

@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import Any
 
+from . import _shared
+
 __all__ = ["add_worker_command"]
 
 _DESCRIPTION = (
@@ -21,7 +23,7 @@ _DESCRIPTION = (
 
 def add_worker_command(sub: argparse._SubParsersAction) -> None:
     """Register ``worker``."""
-    from .cli import _common, _store_arg
+    from ._shared import _common, _store_arg
 
     p = sub.add_parser("worker", help="score queued cases out of the app's process (capture mode='worker')",
                        description=_DESCRIPTION)
@@ -111,30 +113,29 @@ def _budget(args: argparse.Namespace) -> Any:
     limits = {k: v for k, v in limits.items() if v is not None}
     if not limits:
         return None
-    from .judges.spend import Budget
+    from ..judges.spend import Budget
 
     return Budget(**limits)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from . import cli
-    from .engine.worker import Worker, limit_cpu, metrics_for_run
-    from .errors import StoreError, UsageError
-    from .judges.options import JudgeOptions
+    from ..engine.worker import Worker, limit_cpu, metrics_for_run
+    from ..errors import StoreError, UsageError
+    from ..judges.options import JudgeOptions
 
     # before the judge is built: the embedded judge sizes its encoder's threads from the CPUs it may use
     limit_cpu(args.cpus, args.nice)
-    store = cli._store(args.store)
-    run_id = cli._resolve(store, args.run) if args.run else None
+    store = _shared._store(args.store)
+    run_id = _shared._resolve(store, args.run) if args.run else None
     if args.enqueue_unscored:
-        target = run_id or cli._resolve(store, None)
+        target = run_id or _shared._resolve(store, None)
         added = store.enqueue(target, only_unscored=True)
-        cli._info(f"queued {added} unscored case(s) of run {target}", args.quiet)
-    threshold, per = cli._thresholds(args.threshold, "--threshold")
-    judge = cli._judge(args.model, args.quiet)
+        _shared._info(f"queued {added} unscored case(s) of run {target}", args.quiet)
+    threshold, per = _shared._thresholds(args.threshold, "--threshold")
+    judge = _shared._judge(args.model, args.quiet)
     if args.metrics:
-        keys = cli._metric_keys(args.metrics, [])
-        metrics: Any = cli._build_metrics(keys, None, threshold, per)
+        keys = _shared._metric_keys(args.metrics, [])
+        metrics: Any = _shared._build_metrics(keys, None, threshold, per)
     else:
         def metrics(config: dict[str, Any]) -> list[Any]:
             return metrics_for_run(config, threshold=threshold, thresholds=per)
@@ -142,7 +143,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     options = JudgeOptions(budget=budget) if budget is not None else None
     hooks = []
     if args.otel:
-        from .otel import exporter_from_environment
+        from ..otel import exporter_from_environment
 
         hooks.append(exporter_from_environment())
 
@@ -156,8 +157,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                     requeue_skipped=args.requeue_skipped)
     exporter = None
     if args.metrics_port is not None:
-        from .engine.worker_metrics import WorkerMetrics
-        from .errors import ConfigurationError
+        from ..engine.worker_metrics import WorkerMetrics
+        from ..errors import ConfigurationError
 
         try:
             exporter = WorkerMetrics().attach(worker)
@@ -183,7 +184,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
           f"{c.errors} with errors, {c.released} given back, {c.judge_down} given back while the judge was down"
           + (f", {c.requeued} budget-skipped case(s) queued again" if c.requeued else ""))
     if c.skipped_budget:
-        from .engine.worker import SKIPPED_ADVICE
+        from ..engine.worker import SKIPPED_ADVICE
 
         print(f"{c.skipped_budget} case(s) were skipped by the budget: " + SKIPPED_ADVICE)
-    return cli.EXIT_OK
+    return _shared.EXIT_OK

@@ -1,0 +1,317 @@
+"""``contextjudge eval``: run the goldens through the user's own app with capture attached, score, store, report
+and gate. The app is loaded from ``module:object`` and run by the app adapter an integration registers under the
+entry-point group ``contextjudge.apps``; which golden a captured case belongs to is ``cases.identity``'s to say.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import importlib
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from ..errors import ContextJudgeError, UsageError
+from ._shared import (
+    _REPEATS_HELP,
+    DEFAULT_EVAL_METRICS,
+    _bar,
+    _build_metrics,
+    _common,
+    _entry_points,
+    _info,
+    _judge,
+    _metric_gates,
+    _metric_keys,
+    _print_summary,
+    _progress,
+    _repeats_arg,
+    _short,
+    _store,
+    _store_arg,
+    _thresholds,
+    _verdict,
+    _write,
+)
+
+__all__ = ["add_eval_command", "cmd_eval", "load_object"]
+
+
+# the integrations that ship app adapters: (module, distribution, top-level packages of the objects they run, what)
+KNOWN_INTEGRATIONS = (
+    ("contextjudge_langchain", "contextjudge-langchain", ("langchain", "langchain_core", "langgraph"),
+     "LangChain Runnables, agents and LangGraph graphs"),
+    ("contextjudge_llama_index", "contextjudge-llama-index", ("llama_index",),
+     "LlamaIndex query engines, chat engines, retrievers, agents and workflows"),
+)
+
+
+def _adapters() -> list[tuple[str, Any]]:
+    found = []
+    for ep in _entry_points("contextjudge.apps"):
+        try:
+            obj = ep.load()
+            found.append((ep.name, obj() if isinstance(obj, type) else obj))  # an instance, or its class
+        except Exception as exc:  # noqa: BLE001
+            logging.getLogger("contextjudge").warning("contextjudge: the app adapter %r (%s) could not be loaded: %s",
+                                                      ep.name, ep.value, exc)
+    return found
+
+
+def load_object(spec: str) -> Any:
+    """Import ``module:object`` (``object`` may be dotted; ``module:factory()`` calls a no-argument factory)."""
+    if ":" not in spec or spec.startswith(":") or spec.endswith(":"):
+        raise UsageError(f"--app {spec!r} is not module:object; write it like myapp.chain:rag_chain.")
+    mod_name, _, attr = spec.partition(":")
+    call = attr.endswith("()")
+    if call:
+        attr = attr[:-2]
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: the app usually lives in the current directory
+    try:
+        module = importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and mod_name.startswith(exc.name):
+            raise UsageError(f"cannot import module {mod_name!r} for --app: no module named {exc.name!r}. Run from "
+                             "the folder that contains it, or add that folder to PYTHONPATH.") from exc
+        raise UsageError(f"importing {mod_name!r} for --app failed: it needs the module {exc.name!r}, which is not "
+                         "installed. Install the app's dependencies.") from exc
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
+        raise UsageError(f"importing {mod_name!r} for --app raised {type(exc).__name__}: {exc}. Fix the module "
+                         "(rerun with --debug for the traceback).") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            names = sorted(n for n in dir(module) if not n.startswith("_"))[:12]
+            raise UsageError(f"module {mod_name!r} has no attribute {attr!r} for --app. It has: {', '.join(names)}")
+        obj = getattr(obj, part)
+    if call:
+        try:
+            obj = obj()
+        except Exception as exc:  # noqa: BLE001
+            raise UsageError(f"calling {spec} raised {type(exc).__name__}: {exc}.") from exc
+    return obj
+
+
+def _goldens(path: str) -> Any:
+    from ..cases.goldens import load_goldens  # noqa: PLC0415
+
+    if not os.path.exists(path):
+        raise UsageError(f"goldens file {path!r} does not exist: check the --goldens path.")
+    try:
+        goldens = load_goldens(path)
+    except ContextJudgeError as exc:
+        raise UsageError(str(exc)) from exc
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise UsageError(f"{path}: cannot read it as a JSONL or CSV goldens file ({exc}).") from exc
+    if not len(goldens):
+        raise UsageError(f"goldens file {path!r} holds no goldens: add one JSON object per line with an 'input'.")
+    return goldens
+
+
+def _code_fingerprint(obj: Any) -> dict[str, Any]:
+    """Where the app's code lives and a hash of its module file, so runs of different code can be told apart."""
+    mod = sys.modules.get(getattr(obj, "__module__", "") or "")
+    out: dict[str, Any] = {"type": f"{type(obj).__module__}.{type(obj).__qualname__}"}
+    path = getattr(mod, "__file__", None)
+    if path and os.path.exists(path):
+        with open(path, "rb") as fh:
+            out["module_sha256"] = hashlib.sha256(fh.read()).hexdigest()[:16]
+        out["module_file"] = os.path.relpath(path) if not os.path.isabs(os.path.relpath(path)) else path
+    return out
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    goldens = _goldens(args.goldens)
+    keys = _metric_keys(args.metrics, DEFAULT_EVAL_METRICS)
+    threshold, per = _thresholds(args.threshold, "--threshold")
+    pass_default, pass_per = _thresholds(args.min_pass_rate, "--min-pass-rate")
+    store = _store(args.store)
+    app = load_object(args.app)
+    adapters = _adapters()
+    adapter = next(((n, a) for n, a in adapters if _safe_matches(a, app)), None)
+    if adapter is None:
+        raise UsageError(_no_adapter_message(args.app, app, adapters))
+    judge = _judge(args.model, args.quiet)
+    metrics = _build_metrics(keys, judge, threshold, per)
+    gate_pass = {k: v for k in keys if (v := pass_per.get(k, pass_default)) is not None}
+
+    _info(f"running {len(goldens)} golden(s) through {args.app} with the {adapter[0]} adapter ...", args.quiet)
+    t0 = time.perf_counter()
+    items = _collect(adapter[1], app, goldens, args)
+    test_cases, failed = _cases_of(items)
+    captured = len(test_cases) - len(failed)
+    _info(f"captured {captured} test case(s) in {time.perf_counter() - t0:.1f}s"
+          + (f"; {len(failed)} golden(s) failed in the app (error cases)" if failed else "") + "; scoring ...",
+          args.quiet)
+    for f in failed[:3]:
+        _info(f"  golden {f.golden.id or f.index + 1} ({_short(f.golden.input, 60)!r}): the app raised "
+              f"{type(f.error).__name__}: {_short(str(f.error), 160)}", args.quiet)
+    missing = _goldens_without_case(goldens, items)
+    if missing:
+        shown = ", ".join(repr(_short(g.input, 50)) for g in missing[:3]) + (" ..." if len(missing) > 3 else "")
+        _info(f"note: {len(missing)} golden(s) gave no captured retrieval (the app answered without retrieving, "
+              f"or its retriever is not captured): {shown}", args.quiet)
+    if not test_cases:
+        raise UsageError(f"running the goldens through {args.app} captured no retrieval: check that the app "
+                         "retrieves, and that the adapter supports it.")
+
+    from ..engine.evaluate import evaluate  # noqa: PLC0415
+
+    result = evaluate(test_cases, metrics, store=store, run_id=args.run_id, run_name=args.name or args.app,
+                      max_concurrency=args.concurrency * 4, show_progress=_progress(args), repeats=args.repeats,
+                      run_config={"app": args.app, "goldens": os.path.abspath(args.goldens), "adapter": adapter[0],
+                                  "code": _code_fingerprint(app), "golden_failures": len(failed)})
+    gates = _metric_gates(result, metrics, gate_pass)
+    _print_summary(result, gates)
+    if args.report:
+        from ..report import render_report  # noqa: PLC0415
+
+        _write(args.report, render_report(store=store, run=result.run_id))
+        print(f"report: {args.report}")
+    else:
+        print(f"report: contextjudge report {result.run_id} --store {store.target} -o report.html")
+    return _verdict(result, gates, args.allow_errors)
+
+
+def _safe_matches(adapter: Any, app: Any) -> bool:
+    try:
+        return bool(adapter.matches(app))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _type_name(obj: Any) -> str:
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _no_adapter_message(spec: str, app: Any, adapters: list[tuple[str, Any]]) -> str:
+    """What the object is, what each installed adapter runs, and what to install only when it is not installed."""
+    from importlib.util import find_spec  # noqa: PLC0415
+
+    what = _type_name(app)
+    parts = [f"--app {spec} is a {what}, which no installed app adapter runs."]
+    if adapters:
+        parts.append("Installed adapters run: " + "; ".join(
+            f"{name}: {getattr(a, 'accepts', None) or 'apps (it does not say which)'}" for name, a in adapters) + ".")
+    else:
+        parts.append("No app adapter is installed.")
+    loaded = {type(a).__module__.split(".")[0] for _, a in adapters}
+    top = type(app).__module__.split(".")[0]
+    for module, dist, packages, runs in KNOWN_INTEGRATIONS:
+        try:
+            present = find_spec(module) is not None
+        except (ImportError, ValueError):
+            present = False
+        if not present:
+            lead = "This is one of its objects: " if top in packages else "For "
+            parts.append(f"{lead}{runs}: pip install {dist}.")
+        elif module not in loaded:
+            parts.append(f"{dist} is installed but its app adapter did not load (see the warning above, or rerun "
+                         "with --debug).")
+    parts.append("Point --app at an object one of them runs (or a no-argument factory: module:build_app()), or "
+                 "register an AppAdapter under the entry-point group contextjudge.apps.")
+    return " ".join(parts)
+
+
+def _collect(adapter: Any, app: Any, goldens: Any, args: argparse.Namespace) -> list[Any]:
+    """Run the goldens through the app with a progress bar (when the adapter reports progress)."""
+    import inspect  # noqa: PLC0415
+
+    kwargs: dict[str, Any] = {"concurrency": args.concurrency}
+    bar = _bar(len(goldens), "running the app", "golden", _progress(args))
+    try:
+        params = inspect.signature(adapter.collect).parameters
+        takes = "progress" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    except (TypeError, ValueError):
+        takes = False
+    if takes and bar is not None:
+        kwargs["progress"] = lambda: bar.update(1)
+    try:
+        return list(adapter.collect(app, goldens, **kwargs))
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _cases_of(items: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The test cases to score, in the goldens' order (a golden whose app call raised becomes an error case), and
+    the golden failures among them. Cases are keyed by their golden's id when that is unique
+    (``identity.key_by_golden``), so runs of different app versions pair up."""
+    from ..capture import GoldenFailure  # noqa: PLC0415
+    from ..cases.identity import GoldenEntry, golden_id_of, is_generated_id, key_by_golden  # noqa: PLC0415
+
+    failed = [x for x in items if isinstance(x, GoldenFailure)]
+    entries = []
+    for item in items:
+        if isinstance(item, GoldenFailure):  # its case carries its golden's id already
+            entries.append(GoldenEntry(item.test_case(), item.golden.id, replaceable=True))
+            continue
+        tc = item.test_case
+        own = getattr(tc, "id", None)
+        generated = own is None or own in (item.case_id, item.root_run_id) or is_generated_id(own)
+        entries.append(GoldenEntry(tc, golden_id_of(item), replaceable=generated))
+    return key_by_golden(entries), failed
+
+
+def _with_golden_ids(captured: list[Any]) -> list[Any]:
+    """The test cases of ``captured`` (captured cases, golden failures), keyed by golden id where it is unique."""
+    return _cases_of(captured)[0]
+
+
+def _goldens_without_case(goldens: Any, items: list[Any]) -> list[Any]:
+    """The goldens that gave neither a captured case nor a failure (matched by id, then by input)."""
+    from ..capture import GoldenFailure  # noqa: PLC0415
+    from ..cases.identity import golden_id_of, unmatched_goldens  # noqa: PLC0415
+
+    failed = [item.golden for item in items if isinstance(item, GoldenFailure)]
+    cases = [(getattr(item, "test_case", None), golden_id_of(item)) for item in items
+             if not isinstance(item, GoldenFailure)]
+    return unmatched_goldens(goldens, cases, seen=failed)
+
+
+def add_eval_command(sub: argparse._SubParsersAction) -> None:
+    """Register ``eval``."""
+    p = sub.add_parser("eval", help="run your goldens through your app, score, store, report; gate CI",
+                       description="Load an existing app without changing its code (a LangChain Runnable, agent or "
+                                   "LangGraph graph; a LlamaIndex query engine, chat engine, retriever, agent or "
+                                   "workflow), run every golden through it with capture attached, score the "
+                                   "captured retrievals, store them, print a summary and write the report. "
+                                   "The gate: each metric's mean must reach its threshold (the metric's default, "
+                                   "0.5, or --threshold), and its pass rate --min-pass-rate when given. Exit codes: "
+                                   "0 every metric passed; 1 a metric's mean is below its threshold or its pass "
+                                   "rate below --min-pass-rate; 2 an error (bad arguments, app or goldens); 3 some "
+                                   "test cases have an error (a golden whose app call raised, a metric that could "
+                                   "not run on a case, such as precision without an expected_output) and "
+                                   "--allow-errors was not given (3 wins over 1: the means are then incomplete).")
+    p.add_argument("--app", required=True, metavar="MODULE:OBJECT",
+                   help="the app object, e.g. myapp.chain:rag_chain or myapp.engine:build_engine() (a factory)")
+    p.add_argument("--goldens", required=True, metavar="FILE",
+                   help="JSONL or CSV goldens: one {\"input\": ..., \"expected_output\": ...} per line/row")
+    p.add_argument("--metrics", nargs="+", metavar="METRIC",
+                   help="metrics to score, space or comma separated (default: contextual_precision "
+                        "contextual_recall contextual_relevancy context_utilization)")
+    p.add_argument("--model", help="judge: local (offline embedded judge), an OpenAI model name, provider:model, "
+                                   "or fake (scripted test double); default: $CONTEXTJUDGE_MODEL, else OpenAI with "
+                                   "OPENAI_API_KEY, else local")
+    _store_arg(p)
+    p.add_argument("--threshold", action="append", metavar="[METRIC=]VALUE",
+                   help="a metric's threshold: a case passes at score >= it, and the run at mean >= it; for every "
+                        "metric (0.7) or one (contextual_recall=0.8); repeatable (default: each metric's own, 0.5)")
+    p.add_argument("--min-pass-rate", action="append", metavar="[METRIC=]VALUE",
+                   help="also require this share of cases to pass, for every metric or one; repeatable")
+    p.add_argument("--allow-errors", action="store_true",
+                   help="do not fail (exit 3) on test cases with an error; gate on the scored cases only")
+    p.add_argument("--report", metavar="FILE", help="write the HTML report here")
+    p.add_argument("--run-id", help="run id in the store; an existing id resumes that run")
+    p.add_argument("--name", help="a name for the run (default: the --app value)")
+    p.add_argument("--concurrency", type=int, default=4, help="goldens run through the app at once (default 4)")
+    p.add_argument("--repeats", type=_repeats_arg, metavar="K", help=_REPEATS_HELP)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _common(p)
+    p.set_defaults(func=cmd_eval)

@@ -1,0 +1,208 @@
+"""The commands that read a store: ``report`` (the HTML report of a run), ``compare`` (paired differences between
+two runs), ``export`` (a run's results as JSONL or CSV) and ``runs`` (what the store holds)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from ..errors import UsageError
+from ._shared import (
+    EXIT_GATE,
+    EXIT_OK,
+    _common,
+    _existing_store,
+    _f,
+    _info,
+    _print_table,
+    _resolve,
+    _short,
+    _store_arg,
+    _write,
+)
+
+__all__ = ["add_store_commands", "cmd_compare", "cmd_export", "cmd_report", "cmd_runs"]
+
+
+def add_store_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``report``, ``compare``, ``export`` and ``runs``."""
+    p = sub.add_parser("report", help="write the HTML report of a run (optionally compared with another)",
+                       description="Write one self-contained HTML file: per metric the score distribution, the mean "
+                                   "and the pass rate, each with a 95% interval; per case the ranked nodes "
+                                   "coloured by verdict with the judge's reasons. With --compare, the paired "
+                                   "difference per metric and the cases that changed most.")
+    p.add_argument("run", nargs="?", help="run id, name or unique id prefix (default: the latest run)")
+    _store_arg(p)
+    p.add_argument("--compare", metavar="OTHER_RUN", help="baseline run to compare with")
+    p.add_argument("-o", "--output", default="report.html", help="output file (default: report.html)")
+    p.add_argument("--title", help="page title")
+    _common(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="paired differences between two runs, with confidence intervals",
+                       description="Print, per metric, the paired difference between RUN and BASELINE (RUN minus "
+                                   "BASELINE, over the cases both runs scored, paired by test case id, else input) "
+                                   "with its 95% paired-t interval, and the cases that changed most. With "
+                                   "--fail-on-regression, exits 1 only when a metric is significantly worse: its "
+                                   "whole interval is below zero. A metric with no shared cases never fails.")
+    p.add_argument("baseline", help="baseline run id or name")
+    p.add_argument("run", nargs="?", help="run to compare (default: the latest run)")
+    _store_arg(p)
+    p.add_argument("-o", "--output", metavar="FILE", help="also write the HTML compare report")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when a metric is significantly worse (its whole 95%% interval below zero)")
+    _common(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("export", help="a run's results as JSONL or CSV, for your own analysis",
+                       description="JSONL: one line per test case with all its metric results and verdicts. CSV: one "
+                                   "row per (case, metric).")
+    p.add_argument("run", nargs="?", help="run id or name (default: the latest run)")
+    _store_arg(p)
+    p.add_argument("--format", choices=["jsonl", "csv"], default="jsonl", help="output format (default jsonl)")
+    p.add_argument("-o", "--output", metavar="FILE", help="output file (default: standard output)")
+    _common(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("runs", help="list the runs in a store (name, status, judge)",
+                       description="List the runs in a store, newest first, with the judge that scored each.")
+    _store_arg(p)
+    _common(p)
+    p.set_defaults(func=cmd_runs)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..report import render_report  # noqa: PLC0415
+
+    store = _existing_store(args.store)
+    run_id = _resolve(store, args.run)
+    other = _resolve(store, args.compare) if args.compare else None
+    _info(f"rendering run {run_id}" + (f" against {other}" if other else "") + " ...", args.quiet)
+    _write(args.output, render_report(store=store, run=run_id, compare=other, title=args.title))
+    print(f"report: {args.output}")
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Paired differences per metric over the cases both runs scored; with --fail-on-regression, exit 1 only when a
+    metric is significantly worse (its whole 95% paired-t interval below zero). A metric without shared cases is
+    said so and never fails the gate."""
+    from ..report import compare_runs  # noqa: PLC0415
+
+    store = _existing_store(args.store)
+    base = _resolve(store, args.baseline)
+    cur = _resolve(store, args.run)
+    changes = compare_runs(store.load_run(cur), store.load_run(base))
+    rows, worse, unpaired = [], [], []
+    for c in changes:
+        iv = c.difference
+        ci = "n/a" if iv.low is None else f"[{iv.low:+.3f}, {iv.high:+.3f}]"
+        diff = "n/a" if iv.estimate is None else f"{iv.estimate:+.3f}"
+        rows.append([c.metric, _f(c.baseline_mean), _f(c.current_mean), diff, ci, str(iv.n), c.reading])
+        if c.significantly_worse:
+            worse.append(c.metric)
+        if iv.n == 0:
+            unpaired.append(c)
+    print(f"{_run_label(store, cur)} compared with {_run_label(store, base)} (paired by test case id, else input; "
+          "difference = this run - baseline, 95% paired-t intervals)")
+    _print_table(["metric", "baseline", "this run", "difference", "95% CI", "pairs", "reading"], rows)
+    for c in unpaired:
+        where = ("only the baseline scored it" if c.current_mean is None else
+                 "only this run scored it" if c.baseline_mean is None else "no case has a score in both runs")
+        print(f"{c.metric}: no shared cases ({where}); not compared, and never a regression")
+    for c in changes:
+        if not c.top_cases:
+            continue
+        print(f"\nCases that changed most on {c.metric} (top {len(c.top_cases)} by |difference|):")
+        _print_table(["case", "baseline", "this run", "change"],
+                     [[_short(f"#{cc.index + 1} {cc.text}", 70), _f(cc.baseline), _f(cc.current),
+                       f"{cc.difference:+.3f}"] for cc in c.top_cases])
+    if args.output:
+        from ..report import render_report  # noqa: PLC0415
+
+        _write(args.output, render_report(store=store, run=cur, compare=base))
+        print(f"report: {args.output}")
+    if args.fail_on_regression and worse:
+        print("FAILED: worse on " + ", ".join(worse)
+              + " (significantly: the whole 95% interval of the paired difference is below zero)")
+        return EXIT_GATE
+    return EXIT_OK
+
+
+def _run_label(store: Any, run_id: str) -> str:
+    """A run as people know it: its name, with its id ("nightly (run 20261124-2017-ab12)")."""
+    try:
+        name = store.run_info(run_id).name
+    except Exception:  # noqa: BLE001 - the label is a nicety; the id is enough
+        name = None
+    return f"{name} (run {run_id})" if name and name != run_id else f"run {run_id}"
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    store = _existing_store(args.store)
+    run_id = _resolve(store, args.run)
+    out: Any = sys.stdout
+    if args.output:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+            out = open(args.output, "w", encoding="utf-8", newline="")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}. Pass a writable -o path.") \
+                from exc
+    try:
+        if args.format == "jsonl":
+            res = store.load_run(run_id)
+            for tr in res.test_results:
+                row = tr.to_dict()
+                row["run_id"] = run_id
+                out.write(json.dumps(row, default=str) + "\n")
+        else:
+            fields = ["run_id", "case_key", "case_index", "case_name", "input", "metric", "score", "threshold",
+                      "success", "reason", "error", "evaluation_model", "judge_calls", "input_tokens",
+                      "output_tokens"]
+            w = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
+            w.writeheader()
+            for rec in store.iter_records(run_id):
+                w.writerow(rec)
+        out.flush()
+    except BrokenPipeError:
+        raise  # the reader stopped (| head): main() ends quietly
+    except OSError as exc:
+        raise UsageError(f"cannot write the export: {exc}") from exc
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if args.output:
+        print(f"exported run {run_id} to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    store = _existing_store(args.store)
+    runs = store.list_runs()
+    if not runs:
+        print("no runs yet")
+        return EXIT_OK
+    rows = []
+    # a run a worker judges names no judge of its own: its results do
+    by_results = store.result_judges([r.run_id for r in runs if not _run_judges(r)])
+    for r in runs:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.created_at))
+        judges = ", ".join(_run_judges(r) or by_results.get(r.run_id, [])) or "-"
+        rows.append([r.run_id, r.name or "-", when, r.status, str(r.cases), str(r.results), judges])
+    _print_table(["run", "name", "created (UTC)", "status", "cases", "results", "judge"], rows)
+    return EXIT_OK
+
+
+def _run_judges(info: Any) -> list[str]:
+    """The judges that scored a run: those its results name (kept in its summary when it ends: a deferred run is
+    scored after it began, by whatever judge `contextjudge score` was given), else those it began with."""
+    scored = (info.summary or {}).get("judges") if isinstance(info.summary, dict) else None
+    if scored:
+        return [str(j) for j in scored]
+    return [str(j.get("name", "?")) for j in info.judges or [] if isinstance(j, dict)]

@@ -1,0 +1,415 @@
+"""The helpers every command of the CLI shares: exit codes and messages, the shared arguments, stores, the judge
+line, metric keys and thresholds, and the gate and summary of a scored run.
+
+It imports no command module (the command modules and the parser import it), so the CLI has no import circle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from importlib import metadata as importlib_metadata
+from typing import Any, NamedTuple
+
+from ..errors import UsageError
+
+EXIT_OK, EXIT_GATE, EXIT_ERROR, EXIT_CASE_ERRORS = 0, 1, 2, 3
+
+
+LOCAL_JUDGE = "contextjudge-local"
+METRIC_ALIASES = {"precision": "contextual_precision", "recall": "contextual_recall",
+                  "relevancy": "contextual_relevancy", "utilization": "context_utilization",
+                  "turn_precision": "turn_contextual_precision", "turn_recall": "turn_contextual_recall",
+                  "turn_relevancy": "turn_contextual_relevancy", "rubric_recall": "rubric_context_recall"}
+DEFAULT_EVAL_METRICS = ("contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization")
+
+
+def _err(msg: str) -> None:
+    print(f"contextjudge: error: {msg}", file=sys.stderr)
+
+
+def _info(msg: str, quiet: bool = False) -> None:
+    if not quiet:
+        print(msg, file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------------------------ entry points
+def _entry_points(group: str) -> list[Any]:
+    try:
+        return list(importlib_metadata.entry_points(group=group))
+    except Exception:  # noqa: BLE001 - a broken installed distribution must not break the CLI
+        return []
+
+
+def _metric_keys(values: Sequence[str] | None, default: Sequence[str]) -> list[str]:
+    from ..metrics import BY_KEY  # noqa: PLC0415
+
+    by_class = {cls.__qualname__.lower(): key for key, cls in BY_KEY.items()}
+    by_name = {str(cls.name).lower(): key for key, cls in BY_KEY.items()}
+    raw = [p.strip() for v in (values or []) for p in v.split(",") if p.strip()] or list(default)
+    keys = []
+    for item in raw:
+        low = item.lower().replace("-", "_")
+        key = (low if low in BY_KEY else METRIC_ALIASES.get(low) or by_class.get(low) or by_name.get(item.lower()))
+        if key is None:
+            raise UsageError(f"unknown metric {item!r}. Choose from: {', '.join(sorted(BY_KEY))} "
+                             f"(or {', '.join(sorted(METRIC_ALIASES))}).")
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
+def _thresholds(values: Sequence[str] | None, what: str) -> tuple[float | None, dict[str, float]]:
+    """``0.7`` (every metric) and ``contextual_precision=0.8`` (one metric) -> (default, per metric key)."""
+    default: float | None = None
+    per: dict[str, float] = {}
+    for v in values or []:
+        name, sep, num = v.rpartition("=")
+        try:
+            x = float(num)
+        except ValueError:
+            raise UsageError(f"{what} {v!r}: expected a number between 0 and 1, or metric=number.") from None
+        if not 0.0 <= x <= 1.0:
+            raise UsageError(f"{what} {v!r}: must be between 0 and 1.")
+        if sep:
+            per[_metric_keys([name], [])[0]] = x
+        else:
+            default = x
+    return default, per
+
+
+def _positive_int(text: str, what: str = "") -> int:
+    """argparse type of --workers (and, with ``what``, --repeats): a whole number >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1{f' ({what})' if what else ''}, got {text!r}")
+    return n
+
+
+def _repeats_arg(text: str) -> int:
+    """argparse type of --repeats: a whole number >= 1."""
+    return _positive_int(text, "times the judge is asked")
+
+
+_REPEATS_HELP = ("ask a sampling judge (temperature above zero) each question K times: the verdict is the majority, "
+                 "the judge's disagreement with itself is printed and widens the intervals; repeats bypass the "
+                 "verdict cache. A deterministic judge (local, fake) says so and is asked once (default 1)")
+
+
+def _judge(model: str | None, quiet: bool = False) -> Any:
+    """The judge for ``--model``, and one line on stderr saying which judge that is (and why, for the default)."""
+    from ..errors import JudgeUnavailableError  # noqa: PLC0415
+    from ..judges.models import judge_name, resolve_model  # noqa: PLC0415
+
+    if model and model.strip().lower() == "fake":
+        from ..testing import FakeJudge  # noqa: PLC0415
+
+        _info("judge: FakeJudge, the scripted test double (scores show the plumbing, not quality)", quiet)
+        return FakeJudge()
+    try:
+        judge = resolve_model(model)
+    except JudgeUnavailableError as exc:
+        raise UsageError(f"--model {model or '(default)'}: {exc}") from exc
+    name = judge_name(judge)
+    if name.startswith(LOCAL_JUDGE):
+        what = "the embedded offline judge (free, no API calls)"
+    else:
+        what = "an LLM judge (billed by its provider)"
+    why = "" if model else (" (no --model: $CONTEXTJUDGE_MODEL" if os.environ.get("CONTEXTJUDGE_MODEL") else
+                            " (no --model or $CONTEXTJUDGE_MODEL: OPENAI_API_KEY is set" if
+                            os.environ.get("OPENAI_API_KEY") else
+                            " (no --model, $CONTEXTJUDGE_MODEL or OPENAI_API_KEY") + "; pass --model to choose)"
+    _info(f"judge: {name}, {what}{why}", quiet)
+    return judge
+
+
+def _build_metrics(keys: list[str], judge: Any, threshold: float | None, per: dict[str, float]) -> list[Any]:
+    """The metric objects for ``keys`` (already resolved by ``_metric_keys``), judged by ``judge``: ``--threshold``
+    for every metric (``threshold``) or per metric key (``per``)."""
+    from ..metrics import from_keys  # noqa: PLC0415
+
+    return from_keys(keys, model=judge, thresholds={k: per.get(k, threshold) for k in keys})
+
+
+
+def _store(target: str | None) -> Any:
+    from ..errors import StoreError  # noqa: PLC0415
+    from ..store import DEFAULT_STORE_PATH, open_store  # noqa: PLC0415
+
+    target = target or os.environ.get("CONTEXTJUDGE_STORE") or DEFAULT_STORE_PATH
+    try:
+        return open_store(target)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _existing_store(target: str | None, *, write: bool = False) -> Any:
+    """A store that must already exist (for commands that only read). A SQLite file this process may not write (a
+    CI artifact, a file in a read-only folder) is opened read-only, and so is a store whose writes fail."""
+    from ..errors import StoreError  # noqa: PLC0415
+    from ..store import DEFAULT_STORE_PATH, open_store  # noqa: PLC0415
+
+    target = target or os.environ.get("CONTEXTJUDGE_STORE") or DEFAULT_STORE_PATH
+    if "://" not in target and not os.path.exists(target):
+        raise UsageError(f"no store at {target!r}: pass --store PATH (a results file written by `contextjudge eval` "
+                         "or evaluate(..., store=...)) or a database URL.")
+    if write:
+        return _store(target)
+    if "://" not in target and not (os.access(target, os.W_OK)
+                                    and os.access(os.path.dirname(os.path.abspath(target)), os.W_OK)):
+        try:
+            return open_store(target, read_only=True)
+        except StoreError as exc:
+            raise UsageError(str(exc)) from exc
+    try:
+        return open_store(target)
+    except StoreError as exc:
+        if "readonly" in str(exc).lower() or "read-only" in str(exc).lower():
+            try:
+                return open_store(target, read_only=True)
+            except StoreError:
+                pass
+        raise UsageError(str(exc)) from exc
+
+
+def _resolve(store: Any, ref: str | None) -> str:
+    from ..errors import StoreError  # noqa: PLC0415
+
+    try:
+        return store.resolve_run(ref)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+
+# ------------------------------------------------------------------------------------------------ output
+class _Gate(NamedTuple):
+    summary: dict[str, Any]  # the metric's row of result.summary()
+    threshold: float | None  # what its mean must reach
+    fails: list[str]  # what failed ("mean 0.233 < 0.50"); empty: it passed
+
+
+def _metric_gates(result: Any, metrics: list[Any] | None, pass_min: dict[str, float] | None = None
+                  ) -> dict[str, _Gate]:
+    """Per metric name, its gate: its summary, its threshold and what failed ("mean 0.233 < 0.50"; empty: it passed).
+
+    The one rule: a metric's mean must reach its threshold (the metric's own, ``--threshold`` when given), and its
+    pass rate ``--min-pass-rate`` when given. A metric no case could score fails: there is nothing to pass.
+    """
+    by_name = {m.name: m for m in metrics or []}
+    out: dict[str, _Gate] = {}
+    for name, s in result.summary().items():
+        m = by_name.get(name)
+        key = getattr(m, "key", None)
+        need_mean = getattr(m, "threshold", None) if m is not None else _result_threshold(result, name)
+        fails = []
+        if s["mean"] is None:
+            fails.append("no case scored")
+        elif need_mean is not None and s["mean"] < need_mean:
+            fails.append(f"mean {s['mean']:.3f} < {_t(need_mean)}")
+        need_pass = (pass_min or {}).get(key) if key else None
+        if need_pass is not None and s["mean"] is not None and (s["pass_rate"] is None or s["pass_rate"] < need_pass):
+            fails.append(f"pass rate {_f(s['pass_rate'])} < {_t(need_pass)}")
+        out[name] = _Gate(s, need_mean, fails)
+    return out
+
+
+def _result_threshold(result: Any, name: str) -> float | None:
+    """The threshold the results of ``name`` were scored with (the highest, if they differ)."""
+    ts = [m.threshold for tr in result.test_results for m in tr.metrics_data if m.name == name]
+    return max(ts) if ts else None
+
+
+def _f(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _t(x: float) -> str:
+    """A threshold: two decimals, three when it has them (0.50, 0.75, 0.166)."""
+    text = f"{x:.3f}"
+    return text.removesuffix("0")
+
+
+def _print_table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False))
+    print(line.rstrip())
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(str(c).rjust(w) if 0 < i < len(r) - 1 else str(c).ljust(w)
+                        for i, (c, w) in enumerate(zip(r, widths, strict=False))).rstrip())
+
+
+def _errored_cases(result: Any) -> list[Any]:
+    """The test results with an error: the case could not be scored, or one of its metrics could not run."""
+    return [tr for tr in result.test_results if tr.error or any(m.error for m in tr.metrics_data)]
+
+
+def _usage_line(result: Any) -> str:
+    """Judge calls and tokens. Tokens of the embedded judge are not billed by anyone, so they are not shown as such."""
+    u = result.usage
+    judges = result.judges()
+    local = [j for j in judges if j.startswith(LOCAL_JUDGE)]
+    if judges and len(local) == len(judges):
+        tokens = "tokens: none billable (embedded judge, free)"
+    elif local:
+        billable = sum(m.usage.input_tokens + m.usage.output_tokens for tr in result.test_results
+                       for m in tr.metrics_data if m.evaluation_model and not m.evaluation_model.startswith(LOCAL_JUDGE))
+        tokens = f"billable tokens {billable} (the embedded judge's are free)"
+    else:
+        tokens = f"tokens {u.input_tokens + u.output_tokens}"
+    who = f"judge {', '.join(judges)}; " if judges else ""
+    return f"{who}judge calls {u.calls}, cache hits {u.cache_hits}, {tokens}"
+
+
+def _ci(iv: Any) -> str:
+    return "n/a" if iv.low is None else f"[{iv.low:.3f}, {iv.high:.3f}]"
+
+
+def _corrected_lines(result: Any, names: Sequence[str]) -> list[str]:
+    """Per metric with labelled cases: the bias-corrected mean (prediction-powered), the judge's measured bias and
+    what the labelled cases alone say."""
+    lines = []
+    for name in names:
+        est = result.corrected(name)
+        if est is None:
+            continue
+        c, b, lab = est.corrected, est.bias, est.labelled
+        lines.append(f"{name}: bias-corrected mean {c.estimate:.3f} {_ci(c)} from {est.n_labelled} labelled and "
+                     f"{est.n_unlabelled} unlabelled case(s); judge bias {b.estimate:+.3f} "
+                     f"[{b.low:+.3f}, {b.high:+.3f}] (judge's mean minus gold on the labelled cases); labelled "
+                     f"cases alone {lab.estimate:.3f} {_ci(lab)}")
+    return lines
+
+
+def _tier_line(result: Any) -> str | None:
+    """Items and cost per judge tier, for a tiered judge (``result.tiers``)."""
+    tiers = getattr(result, "tiers", None)
+    if not tiers:
+        return None
+    parts = []
+    for tier, t in tiers.items():
+        tokens = int(t.get("input_tokens", 0) or 0) + int(t.get("output_tokens", 0) or 0)
+        extra = "".join(f", {t[k]} {what}" for k, what in (("final", "final"), ("errors", "error(s)")) if t.get(k))
+        parts.append(f"{tier} {t.get('items', 0)} item(s){extra}, {t.get('calls', 0)} call(s), {tokens} token(s), "
+                     f"{float(t.get('seconds', 0) or 0):.1f}s")
+    return "judge tiers: " + "; ".join(parts)
+
+
+def _repeats_line(result: Any) -> str | None:
+    """The judge's disagreement with itself across repeats (``result.repeats``), folded into the intervals above."""
+    rep = getattr(result, "repeats", None)
+    if not rep:
+        return None
+    parts = [f"{name} disagreed with itself on {j.get('not_unanimous', 0)} of {j.get('items', 0)} item(s)"
+             for name, j in (rep.get("judges") or {}).items() if isinstance(j, dict)]
+    once = rep.get("deterministic") or []
+    if once:
+        parts.append(f"asked once (deterministic): {', '.join(map(str, once))}")
+    return f"judge repeats (k={rep.get('k')}): " + "; ".join(parts) if parts else None
+
+
+def _print_summary(result: Any, gates: dict[str, _Gate]) -> None:
+    rows = []
+    for name, (s, t, fails) in gates.items():
+        iv, pr = result.interval(name), result.pass_rate_interval(name)
+        gate = "FAIL: " + "; ".join(fails) if fails else f"pass: mean >= {_t(t)}" if t is not None else "pass"
+        rows.append([name, _f(s["mean"]), _ci(iv), _f(s["pass_rate"]), _ci(pr), str(s["scored"]), str(s["errors"]),
+                     "-" if t is None else _t(t), gate])
+    if not rows:
+        print("no metric results")
+        return
+    _print_table(["metric", "mean", "95% CI", "pass rate", "95% CI", "scored", "errors", "threshold", "gate"], rows)
+    corrected = _corrected_lines(result, list(gates))
+    if corrected:
+        print("\nbias-corrected with your gold labels (prediction-powered inference, 95% intervals):")
+        for line in corrected:
+            print("  " + line)
+    tiers = _tier_line(result)
+    errored = _errored_cases(result)
+    print(f"\n{len(result)} case(s), {len(errored)} with an error; {_usage_line(result)}; run {result.run_id}")
+    if tiers:
+        print(tiers)
+    repeats = _repeats_line(result)
+    if repeats:
+        print(repeats)
+    for tr in errored[:3]:
+        what = tr.name or getattr(tr.test_case, "input", None) or f"case {tr.index}"
+        first = tr.error or next(f"{m.name}: {m.error}" for m in tr.metrics_data if m.error)
+        print(f"  error on {_short(str(what), 60)!r}: {_short(first, 240)}")
+    if len(errored) > 3:
+        print(f"  ... and {len(errored) - 3} more case(s) with an error (the report lists them)")
+
+
+def _short(text: str, n: int) -> str:
+    from .._text import shorten  # noqa: PLC0415 - it puts the text on one line itself
+
+    return shorten(text, n)
+
+
+def _verdict(result: Any, gates: dict[str, _Gate], allow_errors: bool) -> int:
+    """The exit code of a scored run, with one line saying why when it is not 0."""
+    failures = [f"{name}: {'; '.join(g.fails)}" for name, g in gates.items() if g.fails]
+    errored = _errored_cases(result)
+    if failures:
+        print("FAILED: " + "; ".join(failures))
+    if errored and not allow_errors:
+        print(f"ERRORS: {len(errored)} of {len(result)} case(s) have an error (counted per metric in the 'errors' "
+              "column); fix them, or pass --allow-errors to gate on the scored cases only")
+        return EXIT_CASE_ERRORS
+    return EXIT_GATE if failures else EXIT_OK
+
+
+
+def _bar(total: int, desc: str, unit: str, enabled: bool | None) -> Any:
+    """A tqdm bar on stderr (by default only when stderr is a terminal), or None."""
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm  # noqa: PLC0415
+
+        return tqdm(total=total, desc=desc, unit=unit, leave=True, file=sys.stderr)
+    except Exception:  # noqa: BLE001 - a progress bar is never worth failing a run
+        return None
+
+
+def _progress(args: argparse.Namespace) -> bool | None:
+    if args.quiet or args.no_progress:
+        return False
+    return None
+
+
+def _config_metric_keys(config: dict[str, Any]) -> list[str]:
+    from ..engine.run import metric_specs  # noqa: PLC0415
+
+    return [key for key, _ in metric_specs(config)]
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}. Pass a writable output path.") from exc
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show tracebacks and debug logs")
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="print only results")
+
+
+def _store_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="PATH_OR_URL",
+                   help="results store: a SQLite file path or a SQLAlchemy URL such as postgresql+psycopg://u@h/db "
+                        "(default: $CONTEXTJUDGE_STORE, else .contextjudge/results.db)")
+

@@ -1,4 +1,5 @@
-"""The one event loop the sync facades run on: a process-wide loop owned by a daemon thread.
+"""The one event loop the sync facades run on (a process-wide loop owned by a daemon thread), and the thread pool
+every store call made from a coroutine runs in (``in_store_thread``, ``AsyncStore``).
 
 Every sync entry point (``evaluate``, ``measure``, ``assert_test``, capture scoring, the CLI) hands its coroutine
 to this loop and blocks until it is done. One long-lived loop, not ``asyncio.run`` per call, because provider
@@ -6,6 +7,12 @@ clients cache state bound to the loop that first used them (langchain-openai kee
 URL): a second ``asyncio.run`` would meet a client bound to a closed loop. Created on first use, reused, stopped at
 interpreter exit. No nest_asyncio: a caller that already runs a loop (Jupyter, FastAPI) blocks its own thread while
 this loop works, which is what a sync call means; async callers should ``await`` the async forms instead.
+
+A coroutine never calls the store's blocking methods itself: with PostgreSQL each call is a round trip, and on the
+shared loop it would hold up every judge call in flight. It awaits them through ``in_store_thread(fn, *args)`` or
+an ``AsyncStore`` (the same methods, awaitable), which run them in one bounded pool of ``STORE_THREADS`` threads
+(``contextjudge-store``), fewer than the store's connection pool holds, so a call never waits for a connection; a
+SQLite store's own methods run in one thread of their own (``contextjudge-store-sqlite``).
 """
 
 from __future__ import annotations
@@ -14,16 +21,19 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextvars
+import functools
 import logging
+import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from .errors import SyncCallOnLoopError
 
 T = TypeVar("T")
 
-__all__ = ["before_shutdown", "loop_thread", "run_sync", "shared_loop", "submit"]
+__all__ = ["STORE_THREADS", "AsyncStore", "before_shutdown", "in_store_thread", "loop_thread", "run_sync",
+           "shared_loop", "store_submit", "submit"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -164,3 +174,86 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     except BaseException:
         fut.cancel()  # KeyboardInterrupt or similar while waiting: stop the work too (a no-op once done)
         raise
+
+
+# ------------------------------------------------------------------------------------------------ the store's threads
+STORE_THREADS = 8
+"""How many store calls run at once for coroutines: below SQLAlchemy's default connection pool (5 + 10 overflow),
+which the store's other threads (a capture writer, a worker's heartbeat) also draw from."""
+
+_POOLS: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool_for(fn: Callable[..., Any]) -> concurrent.futures.ThreadPoolExecutor:
+    """The pool a call goes to: one thread for the methods of a store whose ``serial_calls`` is true (a SQLite
+    store: its writers take turns anyway, and threads that only wait for each other's turn cost more than they save,
+    as docs/performance.md measures), the ``STORE_THREADS`` pool for everything else (PostgreSQL round trips
+    overlap)."""
+    lane = "sqlite" if getattr(getattr(fn, "__self__", None), "serial_calls", False) is True else "shared"
+    pool = _POOLS.get(lane)
+    if pool is None:
+        with _POOLS_LOCK:
+            pool = _POOLS.get(lane)
+            if pool is None:
+                pool = _POOLS[lane] = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1 if lane == "sqlite" else STORE_THREADS,
+                    thread_name_prefix="contextjudge-store" + ("-sqlite" if lane == "sqlite" else ""))
+    return pool
+
+
+def _forget_store_pools() -> None:
+    # a forked child has none of its parent's threads: it starts pools of its own on first use
+    _POOLS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_store_pools)
+
+
+def store_submit(fn: Callable[..., T], *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+    """Start ``fn(*args, **kwargs)`` (a blocking store call) in the store's threads, in a copy of the caller's
+    context variables, and return its future without waiting. At interpreter exit, when no thread may be started
+    any more, it runs here and now instead (nothing is dropped)."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    try:
+        return _pool_for(fn).submit(call)
+    except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        try:
+            done.set_result(call())
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the future
+            done.set_exception(exc)
+        return done
+
+
+async def in_store_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, a blocking store call, run in the store's threads while the event loop goes on."""
+    return await asyncio.wrap_future(store_submit(fn, *args, **kwargs))
+
+
+class AsyncStore:
+    """The awaitable face of a store: ``await AsyncStore(store).save_result(...)`` runs ``store.save_result(...)`` in
+    the store's threads (``in_store_thread``). Any object with blocking methods can be wrapped (a ``ResultsStore``,
+    a verdict-cache backend); ``sync`` is the object itself."""
+
+    __slots__ = ("sync",)
+
+    def __init__(self, store: Any) -> None:
+        self.sync = store
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        if name == "sync":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        method = getattr(self.sync, name)
+        if not callable(method):
+            raise AttributeError(f"{type(self.sync).__name__}.{name} is not a method; read it from .sync")
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await in_store_thread(method, *args, **kwargs)
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    def __repr__(self) -> str:
+        return f"AsyncStore({self.sync!r})"

@@ -278,6 +278,12 @@ class _NoCache:
     def put(self, key: str, value: Any) -> None:
         return None
 
+    async def aget(self, key: str) -> None:
+        return None
+
+    async def aput(self, key: str, value: Any) -> None:
+        return None
+
     def __len__(self) -> int:
         return 0
 

@@ -268,7 +268,7 @@ class _Evaluation:
                         continue
                 own = plan.metrics if plan.case_metrics is None else plan.case_metrics[i]
                 key = case_key(i, tc) if opts.case_keys is None else opts.case_keys[i]
-                self.run.save_case(key, i, tc)
+                await self.run.asave_case(key, i, tc)
                 tr = TestResult(index=i, name=getattr(tc, "name", None), test_case=tc)
                 scored = await score_case(self.run, key, tc, own, raise_exceptions=opts.raise_exceptions,
                                           missing="skip" if opts.skip_on_missing_params else "record")
@@ -284,7 +284,7 @@ class _Evaluation:
         """Score every case, then the results of spans and goldens that gave no case; the result."""
         ctx = self.ctx
         ctx.on_call.append(self.progress.on_call)
-        run_id = self.run.begin(self.plan.metrics, cases=len(self.plan.cases) if self.plan.sized else None)
+        run_id = await self.run.abegin(self.plan.metrics, cases=len(self.plan.cases) if self.plan.sized else None)
         t0 = time.perf_counter()
         usage_before = copy.copy(ctx.usage)
         tiers_before, repeats_before = copy.deepcopy(ctx.tiers), copy.deepcopy(ctx.repeats)
@@ -314,7 +314,7 @@ class _Evaluation:
                                   repeats=_repeats_summary(tally_since(ctx.repeats, repeats_before)))
         result.store_error = getattr(self.run, "store_error", None)
         if self.owns_run:
-            self._end(result)
+            await self._end(result)
         return result
 
     async def _pool(self) -> None:
@@ -327,14 +327,14 @@ class _Evaluation:
             await asyncio.gather(*workers, return_exceptions=True)
             raise
 
-    def _end(self, result: EvaluationResult) -> None:
+    async def _end(self, result: EvaluationResult) -> None:
         errored = (sum(bool(tr.error or any(m.error for m in tr.metrics_data)) for tr in result.test_results)
                    if self.opts.keep_results else None)
-        self.run.end({"summary": result.summary(), "usage": result.usage.to_dict(),
-                       "duration_seconds": result.duration_seconds, "judges": result.judges(),
-                       "cases_with_errors": errored,
-                       **({"tiers": result.tiers} if result.tiers else {}),
-                       **({"repeats": result.repeats} if result.repeats else {})})
+        await self.run.aend({"summary": result.summary(), "usage": result.usage.to_dict(),
+                             "duration_seconds": result.duration_seconds, "judges": result.judges(),
+                             "cases_with_errors": errored,
+                             **({"tiers": result.tiers} if result.tiers else {}),
+                             **({"repeats": result.repeats} if result.repeats else {})})
 
 
 def _usage_since(now: Usage, before: Usage) -> Usage:

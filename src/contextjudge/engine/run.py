@@ -6,16 +6,23 @@ judge for metrics built without a model) and, when there is a store, opens the r
 results and judge calls to it, and closes it (``end``). A run that begins, ends: ``end`` is idempotent and is
 called by whoever owns the run (``evaluate`` and pytest at their end, a capture session at ``close()`` or
 interpreter exit, ``score_deferred`` when it finishes a capture's cases).
+
+Coroutines use the ``a``-forms (``abegin``, ``asave_case``, ``asave_result``, ``aend``): the store is called in the
+store's threads (``_aio.in_store_thread``), so the event loop never waits on it. A judge call recorded on a loop is
+written there without waiting for it; ``end`` waits for those rows first.
 """
 
 from __future__ import annotations
 
-
+import asyncio
+import concurrent.futures
 import logging
 import os
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
+from .._aio import in_store_thread, store_submit
 from .._result import MetricResult
 from ..errors import StoreError
 from ..judges.cache import VerdictCache
@@ -40,11 +47,11 @@ def metric_specs(config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any
     each key once; classes this contextjudge does not know are left out."""
     from ..metrics import BY_KEY  # noqa: PLC0415
 
-    by_class = {cls.__name__: key for key, cls in BY_KEY.items()}
+    by_class: dict[str, str] = {str(cls.__name__): key for key, cls in BY_KEY.items()}
     specs: list[tuple[str, dict[str, Any]]] = []
     for m in (config or {}).get("metrics") or []:
-        cls = m.get("class") if isinstance(m, dict) else m
-        key = by_class.get(cls)
+        class_name = m.get("class") if isinstance(m, dict) else m
+        key = by_class.get(class_name) if isinstance(class_name, str) else None
         if key is None or any(k == key for k, _ in specs):
             continue
         kw: dict[str, Any] = {}
@@ -86,6 +93,7 @@ class Run:
         self.completed: dict[tuple[str, str], MetricResult] = {}
         self.noted_skips: set[tuple[str, str]] = set()
         self._lock = threading.RLock()
+        self._pending: set[concurrent.futures.Future] = set()  # judge-call rows being written (_save_judge_call)
         self._begun = False
         self._ended = False
         self._hooked = False
@@ -97,10 +105,12 @@ class Run:
     # ------------------------------------------------------------------------------------------ life
     @property
     def begun(self) -> bool:
+        """Whether the run was opened (``begin``)."""
         return self._begun
 
     @property
     def ended(self) -> bool:
+        """Whether the run was closed (``end``)."""
         return self._ended
 
     def judges(self, metrics: Sequence[Any]) -> list[dict[str, Any]]:
@@ -156,7 +166,9 @@ class Run:
             return self.id
 
     def end(self, summary: dict[str, Any] | None = None, *, status: str = "finished") -> None:
-        """Close the run in the store with its summary (once; later calls do nothing)."""
+        """Close the run in the store with its summary (once; later calls do nothing), after the judge-call rows
+        still being written."""
+        self.flush()
         with self._lock:
             if self._ended or not self._begun:
                 self._ended = self._ended or not self._begun
@@ -171,35 +183,111 @@ class Run:
                     raise
                 logger.exception("contextjudge: could not close run %s in the store", self.id)
 
-    # ------------------------------------------------------------------------------------------ writes
-    def _write(self, what: str, fn: Any, *args: Any) -> None:
-        if self.store is None or not self._begun:
+    async def abegin(self, metrics: Sequence[Any] = (), *, cases: int | None = None) -> str:
+        """``begin`` for a coroutine: the store is written in the store's threads, never on the event loop."""
+        if self.store is None or (self._begun and not self._ended):
+            return self.begin(metrics, cases=cases)
+        return await in_store_thread(self.begin, metrics, cases=cases)
+
+    async def aend(self, summary: dict[str, Any] | None = None, *, status: str = "finished") -> None:
+        """``end`` for a coroutine: the judge-call rows still being written, then the run's row, off the loop."""
+        if self.store is None or self._ended or not self._begun:
+            self.end(summary, status=status)
             return
-        if not self.contain_store_errors:
-            try:
-                fn(*args)
-            except StoreError as exc:
-                # a full disk or a lost database: stop writing and keep scoring, so the caller gets every result
-                # with the error (EvaluationResult.store_error) instead of an exception that drops what was scored
-                self.store_error = str(exc)
-                logger.error("contextjudge: could not write %s to the store (%s); the run goes on with its results "
-                             "in memory only, and returns them with this error.", what, exc)
-                self.store = None
-                self.context.cache.backend = None
+        with self._lock:
+            pending = list(self._pending)
+        if pending:  # awaited here, not waited for in a store thread that the rows may need
+            await asyncio.wait([asyncio.wrap_future(f) for f in pending])
+        await in_store_thread(self.end, summary, status=status)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until the judge-call rows handed to the store's threads are written (``end`` does it first)."""
+        with self._lock:
+            pending = list(self._pending)
+        if pending:
+            concurrent.futures.wait(pending, timeout=timeout)
+
+    # ------------------------------------------------------------------------------------------ writes
+    def _failed(self, what: str, exc: BaseException, store: Any) -> None:
+        """A store write failed: contained (capture), logged and skipped; else a ``StoreError`` (a full disk, a lost
+        database) stops the writing and the run goes on in memory, so the caller gets every result with the error
+        (``EvaluationResult.store_error``) instead of an exception that drops what was scored; anything else is
+        raised."""
+        if self.contain_store_errors:
+            logger.exception("contextjudge: could not write %s to the store", what, exc_info=exc)
+            return
+        if not isinstance(exc, StoreError):
+            raise exc
+        with self._lock:
+            if self.store is not store:  # already given up: this write was in flight when the first one failed
+                return
+            self.store = None
+        self.store_error = str(exc)
+        logger.error("contextjudge: could not write %s to the store (%s); the run goes on with its results "
+                     "in memory only, and returns them with this error.", what, exc)
+        self.context.cache.backend = None
+
+    def _write(self, what: str, fn: Any, *args: Any) -> None:
+        store = self.store
+        if store is None or not self._begun:
             return
         try:
             fn(*args)
-        except Exception:  # noqa: BLE001 - capture never breaks the app over its store
-            logger.exception("contextjudge: could not write %s to the store", what)
+        except Exception as exc:  # noqa: BLE001 - sorted out by _failed
+            self._failed(what, exc, store)
+
+    async def _awrite(self, what: str, fn: Any, *args: Any) -> None:
+        store = self.store
+        if store is None or not self._begun:
+            return
+        try:
+            await in_store_thread(fn, *args)
+        except Exception as exc:  # noqa: BLE001 - sorted out by _failed
+            self._failed(what, exc, store)
 
     def save_case(self, key: str, index: int, test_case: Any) -> None:
+        """Write a test case to the run's store (nothing without one)."""
         if self.store is not None:
             self._write("a test case", self.store.save_case, self.id, key, index, test_case)
 
     def save_result(self, key: str, result: MetricResult) -> None:
+        """Write a metric result of case ``key`` to the run's store (nothing without one)."""
         if self.store is not None:
             self._write("a result", self.store.save_result, self.id, key, result)
 
+    async def asave_case(self, key: str, index: int, test_case: Any) -> None:
+        """``save_case`` for a coroutine: written in the store's threads; it returns once the row is there, so a
+        case's results that follow always find it."""
+        if self.store is not None:
+            await self._awrite("a test case", self.store.save_case, self.id, key, index, test_case)
+
+    async def asave_result(self, key: str, result: MetricResult) -> None:
+        """``save_result`` for a coroutine: written in the store's threads while the loop goes on."""
+        if self.store is not None:
+            await self._awrite("a result", self.store.save_result, self.id, key, result)
+
     def _save_judge_call(self, event: dict[str, Any]) -> None:
-        if self.store is not None and self.id is not None:
-            self.store.save_judge_call(self.id, event)
+        store = self.store
+        if store is None or self.id is None:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # not on a loop: write it here
+            store.save_judge_call(self.id, event)
+            return
+        # on a loop (the judge client records every call there): the row is written in the store's threads and the
+        # call goes on at once; end() waits for the rows still being written
+        fut = store_submit(store.save_judge_call, self.id, event)
+        with self._lock:
+            self._pending.add(fut)
+        fut.add_done_callback(self._written)
+
+    def _written(self, fut: concurrent.futures.Future) -> None:
+        with self._lock:
+            self._pending.discard(fut)
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            logger.error("contextjudge: could not write a judge call to the store: %s", exc,
+                         exc_info=(type(exc), exc, exc.__traceback__))

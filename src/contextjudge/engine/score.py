@@ -20,11 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .._aio import in_store_thread
 from .._result import MetricResult
-from ..metrics.gold import fill_gold_scores, gold_score_of  # re-exported: they lived here until 0.3
 from ..cases.provenance import app_error_of, no_retrieval_of, short
 from ..cases.testcase import ConversationalTestCase
 from ..errors import BudgetExhaustedError, InvalidTestCaseError, MissingTestCaseParamsError
+from ..metrics.gold import fill_gold_scores, gold_score_of  # re-exported: they lived here until 0.3
 from .run import Run
 
 __all__ = ["BudgetMode", "BudgetSkip", "MissingParams", "applicable", "fill_gold_scores", "gold_score_of",
@@ -129,7 +130,7 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
                 strict_mode=bool(getattr(metric, "strict_mode", False)), error_type="AppError",
                 error=f"the app raised {app_error.get('type')} on this golden: {app_error.get('message')}. "
                       "Fix the app (or the golden) and run again.")
-            run.save_result(key, result)
+            await run.asave_result(key, result)
             return result
         try:
             result = await metric.a_score(test_case)
@@ -138,7 +139,7 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
                 raise
             if missing == "record":
                 result = _error_result(metric, exc, missing_message(metric, exc, test_case))
-                run.save_result(key, result)
+                await run.asave_result(key, result)
                 return result
             if missing == "skip-noted":
                 noted = (metric.name, ",".join(exc.fields))
@@ -163,7 +164,7 @@ async def score_case(run: Run, key: str, test_case: Any, metrics: Sequence[Any],
             return None
         if result.score is not None and result.gold_score is None:
             result.gold_score = gold_score_of(metric.name, test_case, bool(result.strict_mode))
-        run.save_result(key, result)
+        await run.asave_result(key, result)
         return result
 
     results = await asyncio.gather(*(one(m) for m in todo))
@@ -197,7 +198,10 @@ async def score_within_budget(run: Run, key: str, test_case: Any, metrics: Seque
     aside (``BudgetSkip(refused=True)``), with no result of the refused metrics saved. Otherwise the results, as
     ``score_case`` gives them (None: no metric applies).
     """
-    resumes = run.context.budget_blocked()
+    # a budget's windows may be rows of the store: read in the store's threads, never on the loop (with no budget
+    # nothing is read)
+    ctx = run.context
+    resumes = await in_store_thread(ctx.budget_blocked) if ctx.options.budget is not None else ctx.budget_blocked()
     if resumes is not None:
         return BudgetSkip(resumes)
     if before is not None:

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .._aio import in_store_thread
 from ..errors import ConfigurationError
 from ..judges.options import JudgeOptions
 from .run import Run, metric_specs
@@ -570,10 +571,10 @@ class Worker:
     async def _loop_body(self, waiting: collections.deque, once: bool) -> None:
         last_report = 0
         self._scoring.once = once
-        await asyncio.to_thread(self._maybe_requeue, True)
+        await in_store_thread(self._maybe_requeue, True)
         while not self._stop.is_set():
             if self._set_aside_.due():
-                await asyncio.to_thread(self._maybe_requeue)
+                await in_store_thread(self._maybe_requeue)
             paused = self._outage.paused()
             if paused > 0:  # the judge is down: start and claim nothing until the pause ends
                 await self._nap(min(paused, self.poll if self._tasks else paused))
@@ -587,8 +588,8 @@ class Worker:
                 # a case may be given back while this claim runs: --once ends only on an empty claim made when
                 # nothing was being scored
                 busy = bool(self._tasks)
-                got = await asyncio.to_thread(self.store.claim, self.owner, limit=self.batch, lease=self.lease,
-                                              run_id=self.run_id, max_attempts=self.max_attempts)
+                got = await in_store_thread(self.store.claim, self.owner, limit=self.batch, lease=self.lease,
+                                            run_id=self.run_id, max_attempts=self.max_attempts)
                 if got:
                     self._leases.add((sc.run_id, sc.case_key) for sc in got)
                     self.counts.claimed += len(got)
@@ -675,7 +676,7 @@ class _CaseScoring:
         """Give a case back to the queue (``failed``: the claim counts as a failed attempt, with this note)."""
         try:
             kw: dict[str, Any] = {"failed": True, "note": failed} if failed is not None else {}
-            if await asyncio.to_thread(self.worker.store.release, self.worker.owner, run_id, key, **kw) and count and not failed:
+            if await in_store_thread(self.worker.store.release, self.worker.owner, run_id, key, **kw) and count and not failed:
                 self.worker.counts.released += 1
         except Exception:
             logger.exception("contextjudge: could not give back case %s of run %s; it returns to the queue when "
@@ -705,7 +706,7 @@ class _CaseScoring:
         _CASE.set(ref)
         assert self.run is not None
         try:
-            metrics = await asyncio.to_thread(self.metrics_for, run_id)
+            metrics = await in_store_thread(self.metrics_for, run_id)
             started = time.monotonic()
             results = await score_within_budget(self.run, key, sc.test_case, metrics)
             if isinstance(results, BudgetSkip):
@@ -766,7 +767,7 @@ class _CaseScoring:
     async def put_aside(self, ref: tuple[str, str], note: str) -> None:
         """Set a case aside (queue state ``skipped``) because the budget is spent."""
         self.budget.mark(self.run.context.budget_blocked() if self.run is not None else None)
-        await asyncio.to_thread(self.worker.store.release, self.worker.owner, ref[0], ref[1], state="skipped", note=note)
+        await in_store_thread(self.worker.store.release, self.worker.owner, ref[0], ref[1], state="skipped", note=note)
         self.leases.discard(ref)
         self.worker.counts.skipped_budget += 1
 
@@ -775,8 +776,8 @@ class _CaseScoring:
         and hand it to the ``on_results`` hooks."""
         run_id, key = ref
         self.completing.add(ref)
-        ok = await asyncio.to_thread(self.worker.store.complete, self.worker.owner, run_id, key, results,
-                                     judge_calls=self.calls.pop(ref, []))
+        ok = await in_store_thread(self.worker.store.complete, self.worker.owner, run_id, key, results,
+                                   judge_calls=self.calls.pop(ref, []))
         self.leases.discard(ref)
         self.outage.forget(ref)
         if not ok:

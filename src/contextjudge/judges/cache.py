@@ -1,5 +1,9 @@
 """The verdict cache: verdicts by (judge identity, rendered prompt, request content), a bounded LRU in memory,
 optionally backed by the results store.
+
+The judge client reads and writes it with ``aget`` / ``aput``: a memory hit is answered at once, and the backing
+store is read and written in the store's threads (``_aio.in_store_thread``), so the event loop never waits on it.
+``get`` / ``put`` are the same for code that is not on a loop.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import pickle
 from collections import OrderedDict
 from typing import Any, Protocol
 
+from .._aio import in_store_thread
+
 __all__ = ['CacheBackend', 'VerdictCache']
 
 logger = logging.getLogger("contextjudge")
@@ -19,9 +25,11 @@ logger = logging.getLogger("contextjudge")
 class CacheBackend(Protocol):
     """Where verdicts persist across runs (the results store implements it)."""
 
-    def get_verdict(self, key: str) -> dict[str, Any] | None: ...
+    def get_verdict(self, key: str) -> dict[str, Any] | None:
+        """The verdicts stored under ``key``, or None."""
 
-    def put_verdict(self, key: str, value: dict[str, Any]) -> None: ...
+    def put_verdict(self, key: str, value: dict[str, Any]) -> None:
+        """Store ``value`` under ``key``."""
 
 
 class VerdictCache:
@@ -39,10 +47,10 @@ class VerdictCache:
         self.max_entries = max(1, int(max_entries))
 
     def get(self, key: str) -> dict[str, Any] | None:
-        packed = self._mem.get(key)
-        if packed is not None:
-            self._mem.move_to_end(key)
-            return pickle.loads(packed)  # noqa: S301 - our own bytes
+        """The cached verdicts of ``key`` (a fresh copy), from memory or the backing store; None on a miss."""
+        hit = self._hit(key)
+        if hit is not None:
+            return hit
         if self.backend is not None:
             hit = self.backend.get_verdict(key)
             if hit is not None:
@@ -50,9 +58,35 @@ class VerdictCache:
         return None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
+        """Remember ``value`` for ``key``, and write it to the backing store."""
         self._remember(key, value)
         if self.backend is not None:
             self.backend.put_verdict(key, value)
+
+    def _hit(self, key: str) -> dict[str, Any] | None:
+        packed = self._mem.get(key)
+        if packed is None:
+            return None
+        self._mem.move_to_end(key)
+        return pickle.loads(packed)  # noqa: S301 - our own bytes
+
+    async def aget(self, key: str) -> dict[str, Any] | None:
+        """``get`` for a coroutine: the backing store is read in the store's threads, never on the loop."""
+        hit = self._hit(key)
+        if hit is not None or self.backend is None:
+            return hit
+        stored = await in_store_thread(self.backend.get_verdict, key)
+        if stored is not None:
+            return pickle.loads(self._remember(key, stored))  # noqa: S301 - a copy, whatever the backend keeps
+        # a call for the same key may have finished and been remembered while the store was read
+        return self._hit(key)
+
+    async def aput(self, key: str, value: dict[str, Any]) -> None:
+        """``put`` for a coroutine: remembered at once, written to the backing store in the store's threads."""
+        self._remember(key, value)
+        backend = self.backend
+        if backend is not None:
+            await in_store_thread(backend.put_verdict, key, value)
 
     def _remember(self, key: str, value: dict[str, Any]) -> bytes:
         packed = self._mem[key] = pickle.dumps(value, 5)

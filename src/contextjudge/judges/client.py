@@ -243,20 +243,20 @@ class JudgeClient:
         prompt = build(request)
         dump = request.model_dump(mode="json")
         key = _hash(self.identity, prompt, {k: v for k, v in dump.items() if k not in ("metric", "reference_kind")})
-        hit = self.ctx.cache.get(key)
+        hit = await self.ctx.cache.aget(key)
         if hit is not None:
             return self._from_cache(hit, request)
         pending = self.ctx._inflight.get(key)  # noqa: SLF001 - the run context is ours
         if pending is not None:
             await asyncio.shield(pending)
-            hit = self.ctx.cache.get(key)
+            hit = await self.ctx.cache.aget(key)
             if hit is not None:
                 return self._from_cache(hit, request)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self.ctx._inflight[key] = fut  # noqa: SLF001
         try:
             answer = await self._ask_fresh(request, prompt, build, dump)
-            self.ctx.cache.put(key, answer.to_cache())
+            await self.ctx.cache.aput(key, answer.to_cache())
             return answer
         finally:
             self.ctx._inflight.pop(key, None)  # noqa: SLF001

@@ -39,8 +39,9 @@ import os
 import re
 import threading
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
 
 from ..errors import BudgetExhaustedError, ConfigurationError
 
@@ -109,19 +110,23 @@ class Budget:
 
     @property
     def has_limits(self) -> bool:
+        """Whether any window of this budget has a limit."""
         return any(v is not None for v in (self.tokens_per_hour, self.tokens_per_day, self.dollars_per_hour,
                                            self.dollars_per_day, self.calls_per_hour, self.calls_per_day))
 
     @property
     def has_call_limit(self) -> bool:
+        """Whether the budget limits calls (per hour or per day)."""
         return self.calls_per_hour is not None or self.calls_per_day is not None
 
     @property
     def has_token_limit(self) -> bool:
+        """Whether the budget limits tokens (per hour or per day)."""
         return self.tokens_per_hour is not None or self.tokens_per_day is not None
 
     @property
     def has_dollar_limit(self) -> bool:
+        """Whether the budget limits dollars (per hour or per day)."""
         return self.dollars_per_hour is not None or self.dollars_per_day is not None
 
     def windows(self, billable: bool = True) -> list[tuple[str, float, int | None, float | None, int | None]]:
@@ -139,6 +144,7 @@ class Budget:
         return out
 
     def describe(self) -> str:
+        """The budget's limits in words, for messages."""
         bits = []
         if self.tokens_per_hour is not None:
             bits.append(f"{self.tokens_per_hour:,} tokens/hour")
@@ -185,6 +191,7 @@ class Price:
     output: float
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
+        """Dollars for these tokens at this price (prices are per million tokens)."""
         return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
 
 
@@ -343,7 +350,7 @@ def window_start(now: float, length: float) -> float:
 
 
 def _when(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return _dt.datetime.fromtimestamp(ts, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 class MemorySpend:
@@ -367,6 +374,7 @@ class MemorySpend:
     def spend_reserve(self, scope: str, window: float, *, tokens: int, dollars: float = 0.0,
                       max_tokens: int | None = None, max_dollars: float | None = None, calls: int = 0,
                       max_calls: int | None = None) -> bool:
+        """Add to the window's row unless a limit would be passed (then count a refusal); whether it was added."""
         with self._lock:
             row = self._row(scope, window)
             if ((max_tokens is not None and row["tokens"] + tokens > max_tokens)
@@ -381,6 +389,7 @@ class MemorySpend:
 
     def spend_adjust(self, scope: str, window: float, *, tokens: int = 0, dollars: float = 0.0,
                      calls: int = 0) -> None:
+        """Add (or, negative, take back) tokens, dollars and calls in the window's row, with no limit."""
         with self._lock:
             row = self._row(scope, window)
             row["tokens"] += tokens
@@ -388,6 +397,7 @@ class MemorySpend:
             row["calls"] += calls
 
     def spend_get(self, scope: str, window: float) -> dict[str, Any] | None:
+        """A copy of the window's row (tokens, dollars, calls, refused), or None when nothing was spent in it."""
         with self._lock:
             row = self._rows.get((scope, window))
             return None if row is None else dict(row)
@@ -447,6 +457,7 @@ class BudgetLedger:
             )
 
     def scope(self, kind: str) -> str:
+        """The spend-row scope of this budget's ``kind`` window (``hour`` or ``day``)."""
         return f"budget:{self.budget.name}:{kind}"
 
     def reserve(self, input_tokens: int, output_tokens: int) -> Reservation:
@@ -548,13 +559,14 @@ def _tokens_of(usage: Any) -> tuple[int, int]:
 
 
 async def _off_loop(store: Any, fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)``, a read or write of ``store``'s spend windows: on a worker thread when the store is a database
-    (the event loop never waits on it), at once when it is this process's memory (``MemorySpend``)."""
+    """``fn(*args)``, a read or write of ``store``'s spend windows: in the store's threads when the store is a
+    database (``_aio.in_store_thread``: the event loop never waits on it), at once when it is this process's memory
+    (``MemorySpend``)."""
     if isinstance(store, MemorySpend):
         return fn(*args)
-    import asyncio  # noqa: PLC0415
+    from .._aio import in_store_thread  # noqa: PLC0415
 
-    return await asyncio.to_thread(fn, *args)
+    return await in_store_thread(fn, *args)
 
 
 class RateGate:
@@ -626,9 +638,11 @@ class CallSpend:
         self.max_output_tokens = max_output_tokens
 
     def estimate(self, prompt: str, task: str | None, items: int) -> tuple[int, int]:
+        """The (input, output) tokens a call with this prompt is expected to take, reserved before it is sent."""
         return count_tokens(prompt, self.model_name), output_estimate(task, items, self.max_output_tokens)
 
     async def take(self, input_tokens: int, output_tokens: int) -> Hold:
+        """Reserve the call in the budget and take room in the rate limit (waiting for it); the hold to settle."""
         hold = Hold(estimate=input_tokens + output_tokens)
         if self.ledger is not None:
             hold.reservation = await _off_loop(self.ledger.store, self.ledger.reserve, input_tokens, output_tokens)
@@ -643,6 +657,7 @@ class CallSpend:
         return hold
 
     async def settle(self, hold: Hold, usage: Any) -> None:
+        """Settle a sent call with its real usage (once; later calls do nothing)."""
         if hold.done:
             return
         hold.done = True
@@ -653,6 +668,7 @@ class CallSpend:
             await _off_loop(self.gate.store, self.gate.adjust, hold.rate[0], hold.rate[1], inp + out)
 
     async def release(self, hold: Hold) -> None:
+        """Give back a call's reservation: it was refused before it could be billed (once)."""
         if hold.done:
             return
         hold.done = True

@@ -14,8 +14,8 @@ metric=..., since=..., where=..., as_="records"|"pandas")``, ``store.cases(...)`
 """
 
 from ._schema import SCHEMA_VERSION
-from ._trend import Drop, MetricWindow, Trend, TrendWindow
 from ._store import DEFAULT_STORE_PATH, LabelMatch, ResultsStore, RunInfo, StoredCase, open_store
+from ._trend import Drop, MetricWindow, Trend, TrendWindow
 
 __all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "Drop", "LabelMatch", "MetricWindow", "ResultsStore", "RunInfo",
            "StoredCase", "Trend", "TrendWindow", "open_store"]

@@ -28,8 +28,8 @@ from sqlalchemy import and_, func, literal, null, or_, select, tuple_, update
 from .._locks import try_lock as _try_lock
 from .._result import MetricResult
 from ..errors import StoreError
-from . import _schema as S
 from . import _rows  # the row builders, shared with _store.py
+from . import _schema as S
 
 __all__ = ["QueueStore"]
 
@@ -43,6 +43,8 @@ def _claimable(now: float) -> Any:
 
 class QueueStore:
     """Mixed into ``ResultsStore``: the queue methods. ``self`` is the store (``_begin``, ``_dialect_insert``...)."""
+
+    is_sqlite: bool
 
     def save_cases_queued(self, run_id: str, items: Sequence[tuple[str, int, Any]], *, enqueue: bool = True,
                           priority: int = 0) -> None:
@@ -102,7 +104,7 @@ class QueueStore:
             return []
         now = time.time() if now is None else float(now)
         scope = [] if run_id is None else [_Q.c.run_id == run_id]
-        pg = not self.is_sqlite  # type: ignore[attr-defined]
+        pg = not self.is_sqlite
         cols = (_Q.c.run_id, _Q.c.case_key, _Q.c.attempts, _Q.c.priority, _Q.c.enqueued_at)
         # Two bounded picks, each served by an index in its own order, so a claim costs the same with ten queued
         # rows or a million: the oldest queued rows (ix_cj_queue_state: state, priority, enqueued_at) and the
@@ -214,7 +216,7 @@ class QueueStore:
         values: dict[str, Any] = {"state": state, "owner": None, "lease_until": None, "updated_at": now, "note": note}
         if state == "queued" and not failed:  # given back on purpose: that claim does not count as a failure
             values["attempts"] = func.max(_Q.c.attempts - 1, 0) if self.is_sqlite else \
-                func.greatest(_Q.c.attempts - 1, 0)  # type: ignore[attr-defined]
+                func.greatest(_Q.c.attempts - 1, 0)
         with self._guard("release a queued test case"), self._begin() as conn:  # type: ignore[attr-defined]
             hit = conn.execute(update(_Q).where(
                 _Q.c.run_id == run_id, _Q.c.case_key == key, _Q.c.owner == owner, _Q.c.state == "claimed")
@@ -270,7 +272,7 @@ class QueueStore:
         """Held by a worker while it runs. PostgreSQL: any number of workers (nothing to hold). SQLite: one worker
         per store file, held with an OS file lock next to the database (released when the process ends, however it
         ends); a second worker gets a ``StoreError`` that says to use PostgreSQL for several."""
-        if not self.is_sqlite:  # type: ignore[attr-defined]
+        if not self.is_sqlite:
             yield
             return
         path = self.engine.url.database  # type: ignore[attr-defined]
@@ -298,4 +300,3 @@ class QueueStore:
 def _queue_row(run_id: str, key: str, at: float, priority: int) -> dict[str, Any]:
     return {"run_id": run_id, "case_key": key, "state": "queued", "owner": None, "lease_until": None, "attempts": 0,
             "priority": int(priority), "enqueued_at": at, "updated_at": at, "note": None}
-

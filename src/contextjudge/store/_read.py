@@ -53,9 +53,9 @@ def parse_time(value: Any, what: str = "since", *, now: float | None = None) -> 
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, _dt.datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)).timestamp()
+        return (value if value.tzinfo else value.replace(tzinfo=_dt.UTC)).timestamp()
     if isinstance(value, _dt.date):
-        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.timezone.utc).timestamp()
+        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.UTC).timestamp()
     if isinstance(value, str):
         m = _SPAN.match(value)
         if m:
@@ -66,7 +66,7 @@ def parse_time(value: Any, what: str = "since", *, now: float | None = None) -> 
         except ValueError:
             pass
         else:
-            return (got if got.tzinfo else got.replace(tzinfo=_dt.timezone.utc)).timestamp()
+            return (got if got.tzinfo else got.replace(tzinfo=_dt.UTC)).timestamp()
     raise ConfigurationError(f"{what}={value!r} is not a time: give seconds since the epoch, a datetime, an ISO "
                              "date or time ('2026-11-20', '2026-11-20T08:00'), or a span back from now ('24h', "
                              "'7d', '2w').")
@@ -167,7 +167,7 @@ class ReadStore:
         runs of that name."""
         _check_as(as_)
         lo = parse_time(since)
-        infos = self.list_runs()  # type: ignore[attr-defined] - one row per run: small next to the results
+        infos = self.list_runs()  # type: ignore[attr-defined]  # one row per run: small next to the results
         by_results = self.result_judges([r.run_id for r in infos if not run_judges(r)])
         def rows() -> Iterator[dict[str, Any]]:
             for r in infos:
@@ -234,7 +234,7 @@ class ReadStore:
             meta, tags = _meta_of(row.data) if with_data else ({}, [])
             if conds and not record_matches(meta, tags, conds):
                 continue
-            details = {}
+            details: dict[str, Any] = {}
             if row.details:
                 try:
                     details = json.loads(row.details) or {}

@@ -15,20 +15,22 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Literal
 
 from sqlalchemy import and_, bindparam, create_engine, delete, event, func, insert, inspect, or_, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from .._result import EvaluationResult, MetricResult, TestResult, Usage
+from ..cases.identity import new_run_id
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError, StoreError
-from ..cases.identity import new_run_id
 from . import _schema as S
 from ._queue import QueueStore
+from ._read import ReadStore
 from ._rows import (
     StoredCase,
     _attach_labels,
@@ -42,7 +44,6 @@ from ._rows import (
     result_rows,
     stored_case,
 )
-from ._read import ReadStore
 from ._spend import SpendStore
 
 __all__ = ["DEFAULT_STORE_PATH", "LabelMatch", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
@@ -119,6 +120,8 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
         self.read_only = bool(read_only)
         self.url = _to_url(target, create=not self.read_only)
         self.is_sqlite = self.url.startswith("sqlite")
+        # a coroutine's calls to a SQLite store run one at a time in a thread of their own (_aio.in_store_thread)
+        self.serial_calls = self.is_sqlite
         # SQLite allows one writer at a time: serialise our own writers instead of meeting "database is locked"
         self._write_lock = threading.RLock()
         try:
@@ -199,7 +202,7 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
         found = inspect(self.engine)
         for table in S.metadata.sorted_tables:
             for index in table.indexes:
-                names = have.setdefault(table.name, {i["name"] for i in found.get_indexes(table.name)})
+                names = have.setdefault(table.name, {str(i["name"]) for i in found.get_indexes(table.name)})
                 if index.name in names:
                     continue
                 try:
@@ -364,14 +367,14 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
     def _upsert(self, conn: Connection, row: dict[str, Any]) -> None:
         conn.execute(self._q["result"], row)
 
-    def _guard(self, what: str) -> "_Guard":
+    def _guard(self, what: str) -> _Guard:
         return _Guard(self, what)
 
     def close(self) -> None:
         """Release the database connections."""
         self.engine.dispose()
 
-    def __enter__(self) -> "ResultsStore":
+    def __enter__(self) -> ResultsStore:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -498,8 +501,8 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
     def list_runs(self) -> list[RunInfo]:
         """Every run, newest first, with how many cases and results it holds."""
         with self._guard("list runs"), self._begin(write=False) as conn:
-            n_cases = dict(conn.execute(select(S.cases.c.run_id, func.count()).group_by(S.cases.c.run_id)).all())
-            n_results = dict(conn.execute(select(S.results.c.run_id, func.count())
+            n_cases: dict[str, int] = dict(conn.execute(select(S.cases.c.run_id, func.count()).group_by(S.cases.c.run_id)).all())
+            n_results: dict[str, int] = dict(conn.execute(select(S.results.c.run_id, func.count())
                                           .group_by(S.results.c.run_id)).all())
             rows = conn.execute(select(S.runs).order_by(S.runs.c.created_at.desc(), S.runs.c.run_id.desc())).all()
         return [RunInfo(run_id=r.run_id, name=r.name, status=r.status, created_at=r.created_at,
@@ -542,7 +545,7 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
         attached by ``add_labels`` carries them in ``additional_metadata["gold_labels"]`` (replacing any the case
         came with)."""
         with self._guard("read test cases"), self._begin(write=False) as conn:
-            counts = dict(conn.execute(select(S.results.c.case_key, func.count()).where(S.results.c.run_id == run_id)
+            counts: dict[str, int] = dict(conn.execute(select(S.results.c.case_key, func.count()).where(S.results.c.run_id == run_id)
                                        .group_by(S.results.c.case_key)).all())
             rows = conn.execute(select(S.cases).where(S.cases.c.run_id == run_id)
                                 .order_by(S.cases.c.position, S.cases.c.created_at)).all()
@@ -567,31 +570,12 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
         record, and nothing is written.
         """
         from ..cases.goldens import normalize_input  # noqa: PLC0415 - layer 2, read only here
-        from ..cases.labels import normalize_labels  # noqa: PLC0415
 
         def where(i: int) -> str:  # a record as the user finds it: its line in the file when known
             return f"labels record {i} (line {lines[i - 1]})" if lines and i - 1 < len(lines) else \
                 f"labels record {i}"
 
-        parsed = []
-        for i, rec in enumerate(records, start=1):
-            if not isinstance(rec, dict):
-                raise ConfigurationError(f"{where(i)}: expected a JSON object with 'key', 'id' or 'input' "
-                                         f"and label fields, got {type(rec).__name__}.")
-            labels = normalize_labels(rec, where(i))
-            if "statement_labels" in labels and "statements" not in labels:
-                raise ConfigurationError(f"{where(i)}: 'statement_labels' without 'statements': give the statements "
-                                         "the labels are for (the expected output's claims, in order), so a label "
-                                         "cannot silently land on another statement. Nothing was written.")
-            if not any(k != "statements" for k in labels):
-                raise ConfigurationError(f"{where(i)}: no label field; give at least one of 'labels', "
-                                         "'relevance_labels', 'utilization_labels', 'statement_labels'.")
-            key = rec.get("key") if rec.get("key") is not None else rec.get("id")
-            text_in = rec.get("input")
-            if key is None and not text_in:
-                raise ConfigurationError(f"{where(i)}: say which case it labels with 'key', 'id' or "
-                                         "'input'.")
-            parsed.append((i, None if key is None else str(key), text_in, labels))
+        parsed = _parse_label_records(records, where)
         with self._guard("read test cases"), self._begin(write=False) as conn:
             rows = conn.execute(select(S.cases.c.case_key, S.cases.c.input)).all()
         by_key: dict[str, str | None] = {}
@@ -602,7 +586,9 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
                 keys = by_input.setdefault(normalize_input(r.input), [])
                 if r.case_key not in keys:
                     keys.append(r.case_key)
-        matched, unmatched, writes = [], [], {}
+        matched: list[LabelMatch] = []
+        unmatched: list[LabelMatch] = []
+        writes: dict[str, dict[str, Any]] = {}
         first_record: dict[str, int] = {}
         for i, key, text_in, labels in parsed:
             if key is not None and key in by_key:
@@ -623,20 +609,7 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
                 writes[k] = {"case_key": k, "input": by_key.get(k), "labels": _dumps(labels),
                              "created_at": time.time()}
         if writes and check is not None:
-            record_of = {k: m.record for m in matched for k in m.case_keys}
-            with self._guard("read test cases"), self._begin(write=False) as conn:
-                rows = conn.execute(select(S.cases.c.case_key, S.cases.c.kind, S.cases.c.data)
-                                    .where(S.cases.c.case_key.in_(list(writes)))).all()
-            problems = []
-            for r in rows:
-                for problem in check(_case_from_json(r.kind, r.data, r.case_key), _loads(writes[r.case_key]["labels"],
-                                                                                             {}) or {}):
-                    text_p = f"{where(record_of[r.case_key])}: {problem}"
-                    if text_p not in problems:
-                        problems.append(text_p)
-            if problems:
-                more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-                raise ConfigurationError(" ".join(problems[:5]) + more + " Nothing was written.")
+            self._check_labels(writes, matched, check, where)
         if writes:
             ins = self._dialect_insert(S.labels)
             upsert = ins.on_conflict_do_update(index_elements=["case_key"], set_={
@@ -644,6 +617,25 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
             with self._guard("save gold labels"), self._begin() as conn:
                 conn.execute(upsert, list(writes.values()))
         return matched, unmatched
+
+    def _check_labels(self, writes: dict[str, dict[str, Any]], matched: list[LabelMatch],
+                      check: Callable[[Any, dict[str, Any]], list[str]], where: Callable[[int], str]) -> None:
+        """Ask ``check`` about every case the labels are for; raise ConfigurationError naming the records whose
+        labels do not fit their case (nothing is written then)."""
+        record_of = {k: m.record for m in matched for k in m.case_keys}
+        with self._guard("read test cases"), self._begin(write=False) as conn:
+            found = conn.execute(select(S.cases.c.case_key, S.cases.c.kind, S.cases.c.data)
+                                 .where(S.cases.c.case_key.in_(list(writes)))).all()
+        problems = []
+        for c in found:
+            for problem in check(_case_from_json(c.kind, c.data, c.case_key), _loads(writes[c.case_key]["labels"],
+                                                                                         {}) or {}):
+                text_p = f"{where(record_of[c.case_key])}: {problem}"
+                if text_p not in problems:
+                    problems.append(text_p)
+        if problems:
+            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+            raise ConfigurationError(" ".join(problems[:5]) + more + " Nothing was written.")
 
     def labelled_cases(self, run: str | None = None) -> list[LLMTestCase]:
         """The single-turn cases that carry gold labels (attached with ``add_labels``, or brought by their golden),
@@ -724,7 +716,7 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
         info = self.run_info(run_id)
         results = self._results(run_id)
         order: dict[str, int] = {}
-        for (key, metric), _ in results.items():
+        for _key, metric in results:
             order.setdefault(metric, len(order))
         metric_order = _metric_order(info, list(order))
         trs = []
@@ -741,7 +733,8 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
         res = self.load_run(run_id)
         for tr in res.test_results:
             tc = tr.test_case
-            for m in tr.metrics_data or [None]:
+            metrics: list[MetricResult | None] = list(tr.metrics_data) or [None]
+            for m in metrics:
                 rec = {"run_id": run_id, "case_key": tc.id, "case_index": tr.index, "case_name": tr.name,
                        "input": _case_input(tc)}
                 if m is None:
@@ -763,11 +756,38 @@ class _Guard:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, et: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is not None and isinstance(exc, SQLAlchemyError):
             raise StoreError(f"could not {self.what} in the store {_redact(self.store.url)!r}: {_short(exc)}. "
                              "Check that the database is reachable and writable.") from exc
         return False
+
+
+def _parse_label_records(records: Iterable[dict[str, Any]], where: Callable[[int], str]
+                         ) -> list[tuple[int, str | None, Any, dict[str, Any]]]:
+    """The label records of ``add_labels`` checked and read: (record number, key, input, normalised labels)."""
+    from ..cases.labels import normalize_labels  # noqa: PLC0415
+
+    parsed = []
+    for i, rec in enumerate(records, start=1):
+        if not isinstance(rec, dict):
+            raise ConfigurationError(f"{where(i)}: expected a JSON object with 'key', 'id' or 'input' "
+                                     f"and label fields, got {type(rec).__name__}.")
+        labels = normalize_labels(rec, where(i))
+        if "statement_labels" in labels and "statements" not in labels:
+            raise ConfigurationError(f"{where(i)}: 'statement_labels' without 'statements': give the statements "
+                                     "the labels are for (the expected output's claims, in order), so a label "
+                                     "cannot silently land on another statement. Nothing was written.")
+        if not any(k != "statements" for k in labels):
+            raise ConfigurationError(f"{where(i)}: no label field; give at least one of 'labels', "
+                                     "'relevance_labels', 'utilization_labels', 'statement_labels'.")
+        key = rec.get("key") if rec.get("key") is not None else rec.get("id")
+        text_in = rec.get("input")
+        if key is None and not text_in:
+            raise ConfigurationError(f"{where(i)}: say which case it labels with 'key', 'id' or "
+                                     "'input'.")
+        parsed.append((i, None if key is None else str(key), text_in, labels))
+    return parsed
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -52,7 +52,7 @@ def window_bounds(ts: float, by: str) -> tuple[float, float]:
 
 
 def _label(start: float, by: str) -> str:
-    d = _dt.datetime.fromtimestamp(start, tz=_dt.timezone.utc)
+    d = _dt.datetime.fromtimestamp(start, tz=_dt.UTC)
     if by == "hour":
         return d.strftime("%Y-%m-%d %H:00")
     if by == "week":

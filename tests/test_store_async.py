@@ -126,10 +126,8 @@ def _cases(n: int) -> list[LLMTestCase]:
 @pytest.mark.parametrize("where", ["sqlite", "postgres"])
 def test_judge_calls_go_on_while_a_slow_store_is_written(where, tmp_path, watch, request):
     if where == "postgres":
-        from conftest import wipe_store
-
         store = SlowStore(request.getfixturevalue("pg_url"), watch)
-        wipe_store(store)
+        request.getfixturevalue("wipe")(store)  # importing conftest by name would shadow the integrations' own
     else:
         store = SlowStore(str(tmp_path / "slow.db"), watch)
     judge = WatchingJudge(delay=0.02)

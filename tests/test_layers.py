@@ -19,8 +19,8 @@ LAYERS: list[tuple[str, int]] = [
     ("pytest_plugin", 7), ("__init__", 7), ("otel", 7),
     ("cli", 8), ("__main__", 8), ("_cli_trust", 8), ("_cli_estimate", 8), ("_cli_worker", 8), ("_cli_trend", 8), ("recommend", 8),
 ]
-# the one deliberate exception: deprecated names that forward to the integrations, imported lazily when read
-ALLOWED = {("multimodal", "contextjudge_langchain"), ("multimodal", "contextjudge_llama_index")}
+# no exception left: multimodal's deprecated forwarders to the integrations went in 0.3
+ALLOWED: set[tuple[str, str]] = set()
 
 
 def _layer(module: str) -> int:

@@ -40,6 +40,7 @@ from contextjudge.cases.images import may_point_to_image
 from contextjudge.cases.testcase import jsonable
 from contextjudge.cases.provenance import (
     AGENT_KEY,
+    CHAIN_INPUT_KEY,
     OTEL_KEY,
     RETRIEVER_KEY,
     RETRIEVER_RANKING_KEY,
@@ -552,7 +553,7 @@ def retrievals(root: Any, thread_id: str | None = None,
         meta = {
             RETRIEVER_KEY: run.name,
             "retriever_query": query,
-            "chain_input": question,
+            CHAIN_INPUT_KEY: question,
             "root_run_id": str(root.id),
             "retriever_run_id": str(run.id),
             "answer_source": answer_source,

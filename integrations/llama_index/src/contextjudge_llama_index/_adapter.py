@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure, no_retrieval_message
 from contextjudge.cases.identity import GOLDEN_ID_KEY
-from contextjudge.cases.provenance import NO_RETRIEVAL_KEY
+from contextjudge.cases.provenance import GOLDEN_INDEX_KEY, NO_RETRIEVAL_KEY
 from contextjudge.errors import ConfigurationTypeError
 from contextjudge.goldens import Goldens, load_goldens
 
@@ -214,7 +214,7 @@ class LlamaIndexAppAdapter(AppAdapter):
             router.release()
         cases: list[Any] = scorer.ready_cases()  # assembled here, after the runs: one failing to assemble is left out
         scorer.close()
-        seen = {c.metadata.get("golden_index") for c in cases}
+        seen = {c.metadata.get(GOLDEN_INDEX_KEY) for c in cases}
         for i in indices:
             if i in failures:
                 cases.append(failures[i])
@@ -224,13 +224,13 @@ class LlamaIndexAppAdapter(AppAdapter):
                                         NO_RETRIEVAL_KEY: no_retrieval_message(ran.get(i), SHAPES)}
                 tc = LLMTestCase(input=g.input, actual_output=answers.get(i), expected_output=g.expected_output,
                                  additional_metadata=meta)
-                cases.append(CapturedCase(test_case=tc, source="llama_index", metadata={"golden_index": i},
+                cases.append(CapturedCase(test_case=tc, source="llama_index", metadata={GOLDEN_INDEX_KEY: i},
                                           golden_id=g.id))
 
         def position(c: Any) -> int:
             if isinstance(c, GoldenFailure):
                 return c.index
-            idx = c.metadata.get("golden_index")
+            idx = c.metadata.get(GOLDEN_INDEX_KEY)
             return idx if isinstance(idx, int) else 1 << 30
 
         return sorted(cases, key=position)

@@ -12,7 +12,7 @@ from contextjudge.capture import CaptureSession, Mode
 from ._capture import router
 from ._results import CaseSink, emit_result
 
-__all__ = ["aflush", "flush", "get_scorer", "get_session", "instrument", "instrument_tags", "is_instrumented",
+__all__ = ["aflush", "flush", "get_session", "instrument", "instrument_tags", "is_instrumented",
            "make_session", "uninstrument"]
 
 # LlamaIndex's root dispatcher is process-global, so the global capture is too; this lock guards its swap.
@@ -71,7 +71,7 @@ def make_session(metrics: Any, model: Any, goldens: Any, mode: Mode, store: Any,
 def uninstrument() -> CaptureSession | None:
     """Stop the global capture; the handlers leave the root dispatcher once no engine wrapper needs them.
 
-    Returns the scorer that was receiving cases (scoring already queued goes on; call its ``flush()`` to wait).
+    Returns the session that was receiving cases (scoring already queued goes on; call its ``flush()`` to wait).
     """
     with _lock:
         sink = router.global_sink
@@ -90,9 +90,6 @@ def get_session() -> CaptureSession | None:
     """The session of the global capture, or None when it is off."""
     sink = router.global_sink
     return sink.scorer if isinstance(sink, CaseSink) else None
-
-
-get_scorer = get_session  # the name before 0.2, kept for one release
 
 
 def flush(timeout: float | None = None) -> bool:

@@ -155,7 +155,7 @@ def test_held_cases_stay_bounded(tmp_path):
     for i in range(50):
         session.submit(_case(i))
     assert session.flush(10)
-    assert len(session._mode._held) <= 10 and len(session.cases) <= 10  # noqa: SLF001
+    assert session._mode.held <= 10 and len(session.cases) <= 10  # noqa: SLF001
     assert session.counters["written"] == 50 and session.counters["dropped"] == 0
     session.close(5)
 

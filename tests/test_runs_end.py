@@ -229,7 +229,7 @@ def test_a_case_scored_outside_the_session_never_makes_another_look_scored():
         del c
         gc.collect()
         session.submit(CapturedCase(_case(100 + i)))
-    assert session._keep_unscored() == 50  # noqa: SLF001 - every kept case is still unscored
+    assert session._mode.keep_unscored() == 50  # noqa: SLF001 - every kept case is still unscored
 
 
 def test_evaluate_with_a_callers_run_keeps_that_runs_default_judge(tmp_path):

@@ -201,6 +201,33 @@ class KeptCases:
             return [self.drop(c, f"more than max_kept={self.max_kept} captured cases are unscored") for c in victims]
         return []
 
+    def run_summary(self) -> tuple[dict[str, Any], int]:
+        """The summary the run ends with (counts, usage, each metric's mean, errors, judges), and how many cases of
+        the run are left unscored (in memory, or only in the store)."""
+        with self.lock:
+            cases = list(self.cases)
+            unscored = sum(1 for c in cases if not marked(c, DONE))
+            counts = self.counts
+            summary: dict[str, Any] = {"captured": counts.seen, "unscored_in_memory": unscored,
+                                       "unscored_in_store_only": counts.backlog, "dropped": counts.dropped,
+                                       "evicted": counts.evicted, "usage": self.run.context.usage.to_dict(),
+                                       "counters": counts.public()}
+            left = unscored + counts.backlog
+        results = [r for c in cases for r in c.results]
+        by_metric: dict[str, list[float]] = {}
+        errors: dict[str, int] = {}
+        for r in results:
+            if r.score is not None:
+                by_metric.setdefault(r.name, []).append(r.score)
+            if r.error is not None:
+                errors[r.name] = errors.get(r.name, 0) + 1
+        summary["summary"] = {k: {"mean": sum(v) / len(v), "n": len(v)} for k, v in by_metric.items()}
+        summary["errors"] = errors
+        judges = sorted({r.evaluation_model for r in results if r.evaluation_model})
+        if judges:
+            summary["judges"] = judges
+        return summary, left
+
     def unscored(self) -> list[CapturedCase]:
         """The kept cases not scored yet."""
         with self.lock:

@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
-from .._result import MetricResult
+from .._aio import run_sync
+from .._result import EvaluationResult, MetricResult
 from ..engine.score import score_case
 from ..errors import BudgetExhaustedError
 from ..judges.context import use_run_context
-from ._case import STORED, CapturedCase, marked
+from ._case import DONE, STORED, CapturedCase, marked
 from ._kept import KeptCases
 
-__all__ = ["CaseScoring"]
+__all__ = ["CaseScoring", "score_unscored"]
 
 logger = logging.getLogger("contextjudge")
 _UNSET: Any = object()
@@ -68,3 +70,39 @@ class CaseScoring:
             logger.warning("contextjudge: the judge budget is spent for this window (by this or another process of "
                            "the app), so capture skips cases until %s; session.counters['skipped_budget'] counts "
                            "them. Raise the Budget's limits or lower sample_rate to judge more.", until)
+
+
+def score_unscored(kept: KeptCases, ready: list[CapturedCase], in_flight: Callable[[], set[int]],
+                   **kwargs: Any) -> EvaluationResult:
+    """Score the ``ready`` cases not scored yet (leaving those ``in_flight`` to the mode) and, with a store, the
+    run's unscored cases only the store holds, through ``evaluate`` in the session's run; the results are attached
+    to the cases in memory and sent to ``on_result``. Keyword arguments go to ``evaluate``."""
+    from ..engine.evaluate import aevaluate  # noqa: PLC0415
+
+    todo = [c for c in ready if not marked(c, DONE)]
+    with kept.lock:
+        busy = in_flight()
+        todo = [c for c in todo if id(c) not in busy]
+        in_memory = {c.case_id for c in kept.cases}
+    cases, keys = [c.test_case for c in todo], [c.case_id for c in todo]
+    store, run = kept.store, kept.run
+    if store is not None and run.begun:
+        try:
+            stored = [sc for sc in store.unscored_cases(run.id) if sc.case_key not in in_memory]
+        except Exception:  # noqa: BLE001 - the store is unreachable: score what is in memory
+            logger.exception("contextjudge: could not read this run's unscored cases from the store")
+            stored = []
+        cases += [sc.test_case for sc in stored]
+        keys += [sc.case_key for sc in stored]
+        with kept.lock:
+            kept.counts.judged += len(stored)
+    result = run_sync(aevaluate(cases, kept.metrics, run=run, case_keys=keys, **kwargs))
+    by_index = {tr.index: tr for tr in result.test_results}
+    for i, case in enumerate(todo):
+        tr = by_index.get(i)
+        if tr is not None:
+            kept.scored(case, tr.metrics_data)
+    if store is not None:
+        with kept.lock:
+            kept.counts.backlog = 0  # what the store held unscored is scored now
+    return result

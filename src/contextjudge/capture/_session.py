@@ -35,25 +35,23 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._aio import run_sync
 from .._result import EvaluationResult, MetricResult
 from ..cases.goldens import load_goldens
-from ..cases.identity import golden_id_of, match_golden
-from ..cases.provenance import CHAIN_INPUT_KEY
-from ..cases.testcase import LLMTestCase
 from ..engine.run import Run
 from ..errors import ConfigurationError
 from ..judges.options import JudgeOptions
 from . import _exit
 from ._background import BackgroundScoring
-from ._case import DONE, POSITION, SAMPLED, CapturedCase, Mode, ResultCallback, default_metrics, mark, marked
+from ._case import CapturedCase, Mode, ResultCallback, default_metrics
 from ._conversations import idle_seconds
+from ._hooks import IntegrationHooks
+from ._intake import Intake
 from ._keep import KeepOnly
-from ._kept import KeptCases
+from ._kept import Counts, KeptCases
 from ._mode import CaptureMode
 from ._roots import RootWatch
 from ._sampling import Sampling
-from ._scoring import CaseScoring
+from ._scoring import CaseScoring, score_unscored
 from ._writer import WorkerWriter
 
 __all__ = ["CaptureSession"]
@@ -96,6 +94,27 @@ def _check(mode: str, store: Any, warn_after_roots: Any) -> None:
     if warn_after_roots is not None and (not isinstance(warn_after_roots, int) or warn_after_roots < 0):
         raise ConfigurationError(f"warn_after_roots must be a whole number of calls (0 or None: never warn), "
                                  f"not {warn_after_roots!r}.")
+
+
+def _new_run(name: str, mode: str, store: Any, sampler: Sampling | None, options: JudgeOptions | None, budget: Any,
+             model: Any) -> Run:
+    """The session's run (begun with the first case); ``budget`` is shorthand for ``JudgeOptions(budget=...)``."""
+    if budget is not None:
+        options = dataclasses.replace(options or JudgeOptions(), budget=budget)
+    config: dict[str, Any] = {"mode": mode}
+    if sampler is not None:
+        config["sample_rate"] = sampler.rate
+    return Run(store=store, name=name, config=config, judge_options=options, model=model, contain_store_errors=True)
+
+
+def _mode_for(mode: str, kept: KeptCases, scoring: CaseScoring, *, concurrency: int, handoff_delay: float,
+              batch: int, poll_interval: float) -> CaptureMode:
+    """The object that does what ``mode`` does with the cases the sampling lets through."""
+    if mode == "background":
+        return BackgroundScoring(kept, scoring, concurrency=concurrency, handoff_delay=handoff_delay)
+    if mode == "worker":
+        return WorkerWriter(kept, batch=batch, handoff_delay=handoff_delay, poll_interval=poll_interval)
+    return KeepOnly(kept, mode)
 
 
 class CaptureSession:
@@ -147,31 +166,21 @@ class CaptureSession:
         warn_after_roots: int | None = 20,
     ) -> None:
         _check(mode, store, warn_after_roots)
-        sampler = Sampling.of(sample_rate, sampling)
+        sampler = self.sampling = Sampling.of(sample_rate, sampling)
         idle = idle_seconds(conversation_idle)
-        if budget is not None:
-            judge_options = dataclasses.replace(judge_options or JudgeOptions(), budget=budget)
         kept_bound = _max_kept(mode, max_kept, store)
         self.goldens = load_goldens(goldens)
         self.metrics = (list(metrics) if metrics is not None
                         else default_metrics(expected_output=bool(len(self.goldens))))
         self.mode = mode
         self.run_name = run_name or f"capture-{time.strftime('%Y%m%d-%H%M%S')}"
-        config: dict[str, Any] = {"mode": mode}
-        if sampler is not None:
-            config["sample_rate"] = sampler.rate
-        self.run = Run(store=store, name=self.run_name, config=config, judge_options=judge_options,
-                       model=model, contain_store_errors=True)
+        self.run = _new_run(self.run_name, mode, store, sampler, judge_options, budget, model)
         self.judge_options = self.run.context.options
         self.max_queue = max(1, int(max_queue))
         self.max_kept = kept_bound
         self.concurrency = max(1, concurrency)
         self.exit_timeout = exit_timeout
         self.handoff_delay = max(0.0, _MODES[mode].handoff_delay_default if handoff_delay is None else handoff_delay)
-        self.sampling = sampler
-        # no decision to make when every case is judged: the app's thread does not even look at the case
-        self._sampler = None if sampler is None or sampler.everything else sampler
-        self._sampler_fallback: Sampling | None = None
         self.batch = max(1, int(batch))
         self.poll_interval = max(0.05, float(poll_interval))
         # the integrations submit an open conversation (a LangChain thread, a LlamaIndex agent's memory) once it has
@@ -181,23 +190,15 @@ class CaptureSession:
         if on_result:
             self._kept.on_result.append(on_result)
         self._scoring = CaseScoring(self._kept)
+        self._intake = Intake(self._kept, sampler, self.goldens)
         self._roots = RootWatch(self._kept, warn_after_roots)
-        self._mode: CaptureMode = self._make_mode(mode)
-        self._drains: list[Callable[[float | None], Any]] = []
-        self._syncs: list[Callable[[], Any]] = []
-        self._close_hooks: list[Callable[[], Any]] = []
+        self.warn_after_roots = self._roots.warn_after
+        self._mode = _mode_for(mode, self._kept, self._scoring, concurrency=self.concurrency,
+                               handoff_delay=self.handoff_delay, batch=self.batch, poll_interval=self.poll_interval)
+        self._hooks = IntegrationHooks()
         self._closed = False
-        self._handler: Any = None
+        self.handler: Any = None  # the framework object feeding this session (LangChain's callback handler)
         _exit.register(self._at_exit)
-
-    def _make_mode(self, mode: str) -> CaptureMode:
-        if mode == "background":
-            return BackgroundScoring(self._kept, self._scoring, concurrency=self.concurrency,
-                                     handoff_delay=self.handoff_delay)
-        if mode == "worker":
-            return WorkerWriter(self._kept, batch=self.batch, handoff_delay=self.handoff_delay,
-                                poll_interval=self.poll_interval)
-        return KeepOnly(self._kept, mode)
 
     def __repr__(self) -> str:
         """The mode, the cases held and the counters that are not zero."""
@@ -217,31 +218,11 @@ class CaptureSession:
         ``written``, ``results_received``: mode "worker" (cases written for a worker; results it sent back).
         ``roots``: the app's top-level calls the integration saw end (a chain or graph run, a query/chat/retrieve
         call, an agent or workflow run); ``roots_without_retrieval``: those in which no retrieval was captured.
+        Each counter is also an attribute of the session (``session.dropped``), as are ``evicted`` (scored or
+        stored cases forgotten from memory) and ``evicted_unscored``.
         """
         with self._kept.lock:
             return self._kept.counts.public()
-
-    seen = property(lambda self: self._kept.counts.seen, doc="Cases submitted.")
-    sampled = property(lambda self: self._kept.counts.sampled, doc="Cases the sampling let through.")
-    unsampled = property(lambda self: self._kept.counts.unsampled, doc="Cases the draw left out.")
-    filtered = property(lambda self: self._kept.counts.filtered, doc="Cases a sampling filter left out.")
-    judged = property(lambda self: self._kept.counts.judged, doc="Cases scored (mode worker: results came back).")
-    skipped_budget = property(lambda self: self._kept.counts.skipped_budget, doc="Cases the budget skipped.")
-    dropped = property(lambda self: self._kept.counts.dropped, doc="Unscored cases dropped (or not written).")
-    written = property(lambda self: self._kept.counts.written, doc="Mode worker: cases written for a worker.")
-    results_received = property(lambda self: self._kept.counts.results_received,
-                                doc="Mode worker: results that came back from a worker.")
-    roots = property(lambda self: self._kept.counts.roots, doc="The app's root calls seen to end.")
-    roots_without_retrieval = property(lambda self: self._kept.counts.roots_without_retrieval,
-                                       doc="Root calls in which no retrieval was captured.")
-    evicted = property(lambda self: self._kept.counts.evicted, doc="Scored or stored cases forgotten from memory.")
-    evicted_unscored = property(lambda self: self._kept.counts.evicted_unscored,
-                                doc="Stored cases forgotten from memory before they were scored.")
-
-    @property
-    def warn_after_roots(self) -> int | None:
-        """Root calls with no retrieval after which one warning is logged (None: never)."""
-        return self._roots.warn_after
 
     def note_root(self, retrievals: int, seen: dict[str, Any] | None = None, shapes: str = "") -> None:
         """An integration saw one of the app's top-level calls end, with ``retrievals`` retrievals captured in it.
@@ -278,14 +259,14 @@ class CaptureSession:
     @property
     def results(self) -> list[tuple[CapturedCase, MetricResult]]:
         """Every (case, result) pair of the cases held in memory."""
-        self._sync()
+        self._hooks.sync()
         with self._kept.lock:
             return [(c, r) for c in self._kept.cases for r in c.results]
 
     @property
     def cases(self) -> list[CapturedCase]:
         """The captured cases held in memory, oldest first (cases an integration is still assembling join first)."""
-        self._sync()
+        self._hooks.sync()
         return self._kept.cases
 
     @cases.setter
@@ -295,25 +276,13 @@ class CaptureSession:
 
     def kept(self) -> list[CapturedCase]:
         """A snapshot of the captured cases held in memory, oldest first."""
-        self._sync()
+        self._hooks.sync()
         with self._kept.lock:
             return list(self._kept.cases)
 
     def ready_cases(self) -> list[CapturedCase]:
         """The kept cases, lazily built ones assembled now (and goldens matched); failed ones are left out."""
-        self._sync()
-        with self._kept.lock:
-            cases = list(self._kept.cases)
-        return [c for c in cases if self._kept.prepare(c)]
-
-    @property
-    def handler(self) -> Any:
-        """The framework object feeding this session (LangChain's callback handler), when there is one."""
-        return self._handler
-
-    @handler.setter
-    def handler(self, value: Any) -> None:
-        self._handler = value
+        return [c for c in self.kept() if self._kept.prepare(c)]
 
     @property
     def pending(self) -> int:
@@ -323,75 +292,22 @@ class CaptureSession:
     # ----------------------------------------------------------------------------------------------- integrations
     def add_sync(self, sync: Callable[[], Any]) -> None:
         """Register an integration's quick hand-over of cases it is assembling, run before the cases are read."""
-        self._syncs.append(sync)
-
-    def _sync(self) -> None:
-        for sync in list(self._syncs):
-            try:
-                sync()
-            except Exception:  # noqa: BLE001
-                logger.exception("contextjudge: an integration could not hand over its captured cases")
-
-    def add_close_hook(self, hook: Callable[[], Any]) -> None:
-        """Call ``hook()`` when the session is closed (an integration takes off what it put on: a patch, a
-        handler). A hook that raises is logged; the others still run."""
-        self._close_hooks.append(hook)
+        self._hooks.syncs.append(sync)
 
     def add_drain(self, drain: Callable[[float | None], Any]) -> None:
         """Register an integration's own pending work: ``drain(timeout)`` hands over what it still holds, and returns
         False when it could not within ``timeout``."""
-        self._drains.append(drain)
+        self._hooks.drains.append(drain)
 
-    def _drain(self, timeout: float | None) -> bool:
-        """Run the integrations' drains; False when one of them could not hand everything over in time."""
-        ok = True
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for drain in list(self._drains):
-            try:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                ok = drain(left) is not False and ok
-            except Exception:  # noqa: BLE001
-                logger.exception("contextjudge: an integration could not hand over its captured cases")
-        return ok
+    def add_close_hook(self, hook: Callable[[], Any]) -> None:
+        """Call ``hook()`` when the session is closed (an integration takes off what it put on: a patch, a
+        handler). A hook that raises is logged; the others still run."""
+        self._hooks.close_hooks.append(hook)
 
     # ----------------------------------------------------------------------------------------------- intake
     def apply_golden(self, case: CapturedCase) -> None:
         """Fill the case's expected outputs from the goldens (see ``contextjudge.identity.match_golden``)."""
-        if not len(self.goldens) or marked(case, SAMPLED) is False:
-            return
-        gid = match_golden(self.goldens, case.test_case, golden_id=case.golden_id or _meta_golden(case),
-                           fallback_input=case.metadata.get(CHAIN_INPUT_KEY))
-        if gid is not None and case.golden_id is None and isinstance(case.test_case, LLMTestCase):
-            case.golden_id = gid
-
-    def _decide(self, case: CapturedCase) -> bool:
-        """The sampling's decision on ``case``, counted and kept on the case (it is made once)."""
-        sampler = self._sampler
-        known = marked(case, SAMPLED)
-        if sampler is None or known is not None:
-            return known is not False
-        try:
-            verdict = sampler.decide(case)
-        except Exception:  # noqa: BLE001 - a user's key function that fails: sample by the default key instead
-            if self._sampler_fallback is None:
-                logger.exception("contextjudge: the sampling key function failed; cases are sampled by their "
-                                 "conversation or input instead (fix the key function)")
-                self._sampler_fallback = dataclasses.replace(sampler, key=None)
-            try:
-                verdict = self._sampler_fallback.decide(case)
-            except Exception:  # noqa: BLE001
-                logger.exception("contextjudge: could not sample a captured case; it is judged")
-                verdict = "sampled"
-        counts = self._kept.counts
-        with self._kept.lock:
-            if verdict == "sampled":
-                counts.sampled += 1
-            elif verdict == "filtered":
-                counts.filtered += 1
-            else:
-                counts.unsampled += 1
-        mark(case, SAMPLED, verdict == "sampled")
-        return verdict == "sampled"
+        self._intake.apply_golden(case)
 
     def submit(self, case: CapturedCase) -> None:
         """Take a captured case. Never raises and never blocks on a judge (nor, in mode "worker", on the store).
@@ -401,22 +317,9 @@ class CaptureSession:
         store write. A case left out is counted and forgotten.
         """
         try:
-            counts = self._kept.counts
-            with self._kept.lock:
-                counts.seen += 1
-                position = counts.seen - 1
-                self._closed = False  # a case after close(): exit looks after this session again
-                if self._sampler is None:
-                    counts.sampled += 1
-            mark(case, POSITION, position)
-            if self._sampler is not None:
-                if case.assembled:
-                    if not self._decide(case):
-                        return
-                else:
-                    case.when_assembled(self._decide)  # at its assembly, before its goldens are matched
-            case.when_assembled(self.apply_golden)  # a lazy case: at its assembly, off the request path
-            self._mode.submit(case)
+            self._closed = False  # a case after close(): exit looks after this session again
+            if self._intake.take(case):
+                self._mode.submit(case)
         except Exception:  # noqa: BLE001 - capture never breaks the app
             logger.exception("contextjudge: could not take a captured case")
 
@@ -430,7 +333,7 @@ class CaptureSession:
         """Wait until every submitted case is scored (mode "worker": written to the store for a worker; see
         ``wait_results``). Returns False if ``timeout`` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        if not self._drain(timeout):
+        if not self._hooks.drain(timeout):
             return False
         return self._mode.flush(deadline)
 
@@ -450,70 +353,17 @@ class CaptureSession:
         """Score what this session captured and has not scored yet, attach the results to the cases in memory, and
         end the session's run. With a store, that includes the unscored cases it holds for this run (cases dropped
         or forgotten from memory). Keyword arguments go to ``evaluate`` (``max_concurrency``, ``show_progress``...)."""
-        from ..engine.evaluate import aevaluate  # noqa: PLC0415
-
         self._mode.check_score_deferred()
-        self._drain(None)
-        kept = self._kept
-        todo = [c for c in self.ready_cases() if not marked(c, DONE)]
-        with kept.lock:
-            busy = self._mode.in_flight()
-            todo = [c for c in todo if id(c) not in busy]
-            in_memory = {c.case_id for c in kept.cases}
-        cases, keys = [c.test_case for c in todo], [c.case_id for c in todo]
-        from_store = 0
-        if self.store is not None and self.run.begun:
-            try:
-                stored = [sc for sc in self.store.unscored_cases(self.run.id) if sc.case_key not in in_memory]
-            except Exception:  # noqa: BLE001 - the store is unreachable: score what is in memory
-                logger.exception("contextjudge: could not read this run's unscored cases from the store")
-                stored = []
-            cases += [sc.test_case for sc in stored]
-            keys += [sc.case_key for sc in stored]
-            from_store = len(stored)
-            with kept.lock:
-                kept.counts.judged += from_store
-        result = run_sync(aevaluate(cases, self.metrics, run=self.run, case_keys=keys, **kwargs))
-        by_index = {tr.index: tr for tr in result.test_results}
-        for i, case in enumerate(todo):
-            tr = by_index.get(i)
-            if tr is not None:
-                kept.scored(case, tr.metrics_data)
-        if from_store or self.store is not None:
-            with kept.lock:
-                kept.counts.backlog = 0  # what the store held unscored is scored now
+        self._hooks.drain(None)
+        result = score_unscored(self._kept, self.ready_cases(), self._mode.in_flight, **kwargs)
         self._end_run()
         return result
 
     # ----------------------------------------------------------------------------------------------- ending
     def _end_run(self) -> None:
-        if not self.run.begun or self.run.ended:
-            return
-        kept = self._kept
-        with kept.lock:
-            cases = list(kept.cases)
-            unscored = sum(1 for c in cases if not marked(c, DONE))
-            backlog = kept.counts.backlog
-            results = [r for c in cases for r in c.results]
-            counts = kept.counts
-            summary: dict[str, Any] = {"captured": counts.seen, "unscored_in_memory": unscored,
-                                       "unscored_in_store_only": backlog, "dropped": counts.dropped,
-                                       "evicted": counts.evicted}
-        status = self._mode.end_status(unscored + backlog)
-        summary.update(usage=self.run.context.usage.to_dict(), counters=self.counters)
-        by_metric: dict[str, list[float]] = {}
-        errors: dict[str, int] = {}
-        for r in results:
-            if r.score is not None:
-                by_metric.setdefault(r.name, []).append(r.score)
-            if r.error is not None:
-                errors[r.name] = errors.get(r.name, 0) + 1
-        summary["summary"] = {k: {"mean": sum(v) / len(v), "n": len(v)} for k, v in by_metric.items()}
-        summary["errors"] = errors
-        judges = sorted({r.evaluation_model for r in results if r.evaluation_model})
-        if judges:
-            summary["judges"] = judges
-        self.run.end(summary, status=status)
+        if self.run.begun and not self.run.ended:
+            summary, left = self._kept.run_summary()
+            self.run.end(summary, status=self._mode.end_status(left))
 
     def close(self, timeout: float | None = 30.0) -> bool:
         """Hand over, score what is pending, stop the scoring task and end the run; ``timeout`` bounds it all.
@@ -529,28 +379,20 @@ class CaptureSession:
         done = self.flush(left())
         self._mode.close(left())
         self._closed = True
-        unscored = self._keep_unscored()
-        self._end_run()
-        self._report(unscored, at_exit=False)
-        for hook in self._close_hooks:
-            try:
-                hook()
-            except Exception:  # noqa: BLE001 - closing never raises into the app
-                logger.exception("contextjudge: a capture close hook failed")
+        self._finish(at_exit=False)
+        self._hooks.closed()
         return done
 
-    def _keep_unscored(self) -> int:
-        """Write every kept, unscored case to the store (so ``contextjudge score`` can finish it); their count.
-        Mode "worker": the cases not written yet (the writer goes on with them after a timeout, until exit)."""
-        return self._mode.keep_unscored()
-
-    def _report(self, unscored: int, *, at_exit: bool) -> None:
-        dropped = self.dropped
-        if not unscored and not dropped:
-            return
-        parts, where = self._mode.report(unscored, dropped, at_exit)
-        if parts:
-            logger.warning("contextjudge: %s, %s; %s.", "at exit" if at_exit else "at close", "; ".join(parts), where)
+    def _finish(self, *, at_exit: bool) -> None:
+        """Keep what is unscored, end the run and log what was not done (at close or at exit)."""
+        unscored = self._mode.keep_unscored()  # mode "worker": the cases not written yet
+        self._end_run()
+        dropped = self._kept.counts.dropped
+        if unscored or dropped:
+            parts, where = self._mode.report(unscored, dropped, at_exit)
+            if parts:
+                logger.warning("contextjudge: %s, %s; %s.", "at exit" if at_exit else "at close", "; ".join(parts),
+                               where)
 
     def _at_exit(self) -> None:
         if self._closed:
@@ -561,15 +403,14 @@ class CaptureSession:
         def left() -> float:
             return max(0.0, deadline - time.monotonic())
 
-        self._drain(left())
+        self._hooks.drain(left())
         self._mode.at_exit(left)
-        unscored = self._keep_unscored()
-        self._end_run()
-        self._report(unscored, at_exit=True)
+        self._finish(at_exit=True)
 
 
-def _meta_golden(case: CapturedCase) -> str | None:
-    try:
-        return golden_id_of(case.metadata)
-    except Exception:  # noqa: BLE001
-        return None
+def _counter(name: str) -> property:
+    return property(lambda self: getattr(self._kept.counts, name), doc=f"The ``{name}`` counter (see ``counters``).")
+
+
+for _name in (*Counts.PUBLIC, "evicted", "evicted_unscored"):
+    setattr(CaptureSession, _name, _counter(_name))

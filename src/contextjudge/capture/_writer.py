@@ -4,7 +4,7 @@ The app's thread appends the case to a bounded deque (the oldest dropped and cou
 ``contextjudge-writer`` daemon thread writes batches of cases with their queue rows in one transaction each
 (``store.save_cases_queued``), at most every ``handoff_delay`` seconds or when a batch fills, and, while ``on_result``
 callbacks listen, polls the store (``results_since``) and sends the worker's results back as events for the cases it
-still holds (at most ``max_kept``, each for at most ``_HOLD_FOR`` seconds).
+still holds (``ResultPoller``: at most ``max_kept`` cases, each for at most ``_HOLD_FOR`` seconds).
 """
 
 from __future__ import annotations
@@ -20,13 +20,102 @@ from ..errors import ConfigurationError
 from ._case import POSITION, STORED, CapturedCase, mark, marked
 from ._kept import KeptCases
 
-__all__ = ["WorkerWriter"]
+__all__ = ["ResultPoller", "WorkerWriter"]
 
 logger = logging.getLogger("contextjudge")
 
 _HOLD_FOR = 900.0  # seconds a written case waits for its results before it is forgotten
 _POLL_OVERLAP = 5.0  # seconds of results read again at each poll (commits land out of order, and the workers' clocks
 # differ): a case's results are sent once, when the case is first seen, and it is held no more
+
+
+class ResultPoller:
+    """The written cases held while their results may come back, and the polls of the store that bring them
+    (only while ``on_result`` callbacks listen). Called from the writer thread, under the session's lock where
+    noted."""
+
+    def __init__(self, kept: KeptCases, poll_interval: float) -> None:
+        self.kept = kept
+        self.poll_interval = poll_interval
+        self._held: dict[str, CapturedCase] = {}  # written cases awaiting their results, oldest first
+        self._results_since = 0.0
+        self._next_poll = 0.0
+
+    def __len__(self) -> int:
+        """How many written cases are held."""
+        return len(self._held)
+
+    def hold(self, cases: list[CapturedCase]) -> None:
+        """Hold written cases (lock held) while someone listens, at most ``max_kept``; also kept in memory."""
+        kept = self.kept
+        if not kept.on_result:
+            return
+        for c in cases:
+            kept.cases.append(c)
+            self._held[c.case_id] = c
+        while kept.max_kept is not None and len(self._held) > kept.max_kept:
+            self._held.pop(next(iter(self._held)))
+        if not self._next_poll:
+            # the first poll reads the run's results from its start (the run is this session's own, so that is
+            # little): the workers stamp results with their own clocks, which may be behind this host's
+            self._next_poll = time.monotonic() + self.poll_interval
+
+    def wait(self) -> float | None:
+        """How long the idle writer sleeps: until the next poll while cases await results, else until woken."""
+        with self.kept.lock:
+            if not self._held or not self.kept.on_result:
+                return None
+        return max(0.0, self._next_poll - time.monotonic())
+
+    def poll_if_due(self) -> None:
+        """Poll the store when a poll is due; a failed poll is logged."""
+        if not self._held or not self.kept.on_result or time.monotonic() < self._next_poll:
+            return
+        self._next_poll = time.monotonic() + self.poll_interval
+        try:
+            self._poll()
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: could not read the worker's results from the store")
+
+    def _poll(self) -> None:
+        """Send the results a worker wrote for the cases this session still holds as ``on_result`` events."""
+        kept = self.kept
+        store, run_id = kept.store, kept.run.id
+        if store is None or run_id is None:
+            return
+        rows = store.results_since(run_id, self._results_since)
+        newest = self._results_since
+        got: dict[str, list[MetricResult]] = {}
+        with kept.lock:
+            for key, result, created in rows:
+                newest = max(newest, float(created))
+                if key in self._held:
+                    got.setdefault(key, []).append(result)
+            # a case's results are written in one transaction, so a case seen here has all of them
+            cases = [(self._held.pop(key), results) for key, results in got.items()]
+            for case, results in cases:
+                kept.record(case, results, received=True)
+            stale = time.time() - _HOLD_FOR  # skipped by a budget, or no worker: stop waiting for it
+            while self._held and next(iter(self._held.values())).captured_at < stale:
+                self._held.pop(next(iter(self._held)))
+            kept.changed.notify_all()
+        self._results_since = max(self._results_since, newest - _POLL_OVERLAP)
+        for case, results in cases:
+            kept.emit(case, results)
+
+    def wait_results(self, deadline: float | None, running: Callable[[], bool]) -> bool:
+        """Wait until the results of every case held came back; False at ``deadline`` or when the writer is no
+        longer ``running()`` (nothing polls any more)."""
+        kept = self.kept
+        with kept.lock:
+            while self._held and kept.on_result:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                if not running():
+                    return False
+                kept.changed.wait(remaining if remaining is None else min(remaining, self.poll_interval))
+        return True
 
 
 class WorkerWriter:
@@ -43,14 +132,12 @@ class WorkerWriter:
         self.poll_interval = poll_interval
         self._outbox: collections.deque[CapturedCase] = collections.deque()  # waiting for the writer thread
         self._writing = 0  # cases the thread is writing now
-        self._held: dict[str, CapturedCase] = {}  # written cases awaiting their results, oldest first
+        self._results = ResultPoller(kept, poll_interval)
         self._thread: threading.Thread | None = None
         self._running = False
         self._stop = False
         self._hurry = False
         self._wake = threading.Event()
-        self._results_since = 0.0
-        self._next_poll = 0.0
         self._warned_write = False
         self._warned_drop = False
 
@@ -64,7 +151,7 @@ class WorkerWriter:
     def held(self) -> int:
         """Written cases held while their results may come back."""
         with self.kept.lock:
-            return len(self._held)
+            return len(self._results)
 
     # ------------------------------------------------------------------------------------------ the app's thread
     def submit(self, case: CapturedCase) -> None:
@@ -117,15 +204,15 @@ class WorkerWriter:
                         self._running = False
                         break
                 if not waiting:
-                    wake.wait(self._poll_wait())
+                    wake.wait(self._results.wait())
                     wake.clear()
-                    self._poll_if_due()
+                    self._results.poll_if_due()
                     continue
                 if waiting < self.batch and not (stop or hurry) and self.handoff_delay > 0:
                     wake.clear()
                     wake.wait(self.handoff_delay)  # let the batch fill; set early when it is full, or to flush
                 self._write_queued()
-                self._poll_if_due()
+                self._results.poll_if_due()
         except Exception:  # noqa: BLE001 - never an unhandled exception in a thread of the user's app
             logger.exception("contextjudge: capture's writer thread failed; captured cases are no longer written")
         finally:
@@ -179,61 +266,10 @@ class WorkerWriter:
             return
         with kept.lock:
             kept.counts.written += len(ready)
-            listening = bool(kept.on_result)
             for c in ready:
                 mark(c, STORED)
-                if listening:  # held (bounded) only so that its results can come back as events
-                    kept.cases.append(c)
-                    self._held[c.case_id] = c
-            while kept.max_kept is not None and len(self._held) > kept.max_kept:
-                self._held.pop(next(iter(self._held)))
+            self._results.hold(ready)  # held (bounded) only so that its results can come back as events
             kept.evict()  # every held case is in the store: only forgotten, never dropped
-            if listening and not self._next_poll:
-                # the first poll reads the run's results from its start (the run is this session's own, so that is
-                # little): the workers stamp results with their own clocks, which may be behind this host's
-                self._next_poll = time.monotonic() + self.poll_interval
-
-    def _poll_wait(self) -> float | None:
-        """How long the idle writer sleeps: until the next poll while cases await results, else until woken."""
-        with self.kept.lock:
-            if not self._held or not self.kept.on_result:
-                return None
-        return max(0.0, self._next_poll - time.monotonic())
-
-    def _poll_if_due(self) -> None:
-        if not self._held or not self.kept.on_result or time.monotonic() < self._next_poll:
-            return
-        self._next_poll = time.monotonic() + self.poll_interval
-        try:
-            self._poll_results()
-        except Exception:  # noqa: BLE001
-            logger.exception("contextjudge: could not read the worker's results from the store")
-
-    def _poll_results(self) -> None:
-        """Send the results a worker wrote for the cases this session still holds as ``on_result`` events."""
-        kept = self.kept
-        store, run_id = kept.store, kept.run.id
-        if store is None or run_id is None:
-            return
-        rows = store.results_since(run_id, self._results_since)
-        newest = self._results_since
-        got: dict[str, list[MetricResult]] = {}
-        with kept.lock:
-            for key, result, created in rows:
-                newest = max(newest, float(created))
-                if key in self._held:
-                    got.setdefault(key, []).append(result)
-            # a case's results are written in one transaction, so a case seen here has all of them
-            cases = [(self._held.pop(key), results) for key, results in got.items()]
-            for case, results in cases:
-                kept.record(case, results, received=True)
-            stale = time.time() - _HOLD_FOR  # skipped by a budget, or no worker: stop waiting for it
-            while self._held and next(iter(self._held.values())).captured_at < stale:
-                self._held.pop(next(iter(self._held)))
-            kept.changed.notify_all()
-        self._results_since = max(self._results_since, newest - _POLL_OVERLAP)
-        for case, results in cases:
-            kept.emit(case, results)
 
     # ------------------------------------------------------------------------------------------ waiting, ending
     def flush(self, deadline: float | None) -> bool:
@@ -265,15 +301,7 @@ class WorkerWriter:
     def wait_results(self, deadline: float | None) -> bool:
         """Wait until the results of every case held came back from a worker (held only while ``on_result``
         callbacks listen); False at ``deadline`` or when the writer ended (nothing polls any more)."""
-        with self.kept.lock:
-            while self._held and self.kept.on_result:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                if not self._running:
-                    return False
-                self.kept.changed.wait(remaining if remaining is None else min(remaining, self.poll_interval))
-        return True
+        return self._results.wait_results(deadline, lambda: self._running)
 
     def close(self, timeout: float | None) -> None:
         """End the writer thread once it has written what is queued (it goes on, a daemon, after ``timeout``)."""

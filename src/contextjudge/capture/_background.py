@@ -40,8 +40,12 @@ class BackgroundScoring:
     handoff_delay_default = 0.0
     needs_max_kept_without_store = False
 
-    def __init__(self, kept: KeptCases, scoring: CaseScoring, *, concurrency: int, handoff_delay: float) -> None:
+    def __init__(self, kept: KeptCases, scoring: CaseScoring, *, concurrency: int, handoff_delay: float,
+                 owner: object = None) -> None:
         self.kept = kept
+        # the session: held while the task runs (the task holds this object), so a session the app dropped without
+        # close() still scores what it was given and is closed at exit
+        self.owner = owner
         self.scoring = scoring
         self.concurrency = concurrency
         self.handoff_delay = handoff_delay

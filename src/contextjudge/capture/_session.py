@@ -108,12 +108,12 @@ def _new_run(name: str, mode: str, store: Any, sampler: Sampling | None, options
 
 
 def _mode_for(mode: str, kept: KeptCases, scoring: CaseScoring, *, concurrency: int, handoff_delay: float,
-              batch: int, poll_interval: float) -> CaptureMode:
+              batch: int, poll_interval: float, owner: object) -> CaptureMode:
     """The object that does what ``mode`` does with the cases the sampling lets through."""
     if mode == "background":
-        return BackgroundScoring(kept, scoring, concurrency=concurrency, handoff_delay=handoff_delay)
+        return BackgroundScoring(kept, scoring, concurrency=concurrency, handoff_delay=handoff_delay, owner=owner)
     if mode == "worker":
-        return WorkerWriter(kept, batch=batch, handoff_delay=handoff_delay, poll_interval=poll_interval)
+        return WorkerWriter(kept, batch=batch, handoff_delay=handoff_delay, poll_interval=poll_interval, owner=owner)
     return KeepOnly(kept, mode)
 
 
@@ -194,7 +194,8 @@ class CaptureSession:
         self._roots = RootWatch(self._kept, warn_after_roots)
         self.warn_after_roots = self._roots.warn_after
         self._mode = _mode_for(mode, self._kept, self._scoring, concurrency=self.concurrency,
-                               handoff_delay=self.handoff_delay, batch=self.batch, poll_interval=self.poll_interval)
+                               handoff_delay=self.handoff_delay, batch=self.batch, poll_interval=self.poll_interval,
+                               owner=self)
         self._hooks = IntegrationHooks()
         self._closed = False
         self.handler: Any = None  # the framework object feeding this session (LangChain's callback handler)

@@ -125,8 +125,12 @@ class WorkerWriter:
     handoff_delay_default = 0.2
     needs_max_kept_without_store = False
 
-    def __init__(self, kept: KeptCases, *, batch: int, handoff_delay: float, poll_interval: float) -> None:
+    def __init__(self, kept: KeptCases, *, batch: int, handoff_delay: float, poll_interval: float,
+                 owner: object = None) -> None:
         self.kept = kept
+        # the session: held while the writer thread runs (it holds this object), so a session the app dropped
+        # without close() still writes what it was given and is closed at exit
+        self.owner = owner
         self.batch = batch
         self.handoff_delay = handoff_delay
         self.poll_interval = poll_interval

@@ -4,8 +4,9 @@ compiled graph, a ``create_agent`` agent) and capture what it retrieved."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Callable
+from typing import Any
 
 from contextjudge import LLMTestCase
 from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure, no_retrieval_message

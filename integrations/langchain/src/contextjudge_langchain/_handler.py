@@ -17,8 +17,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackManager, CallbackManager
@@ -263,7 +264,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
             snapshot = [(tid, sorted(log.turns, key=lambda t: t[0]), list(log.golden_ids)) for tid, log in todo]
             latest_roots = {tid: log.latest for tid, log in todo}
             retrievers = {tid: list(log.retrievers) for tid, log in todo}
-        for tid, entries, golden_ids in snapshot:
+        for tid, entries, _golden_ids in snapshot:
             try:
                 turns = [t for _, _, ts in entries for t in ts]
                 case_id = new_case_id()

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._adapter import LlamaIndexAppAdapter
     from ._images import node_from_llama_image_node
-    from ._instrument import (aflush, flush, get_session, instrument, instrument_tags, is_instrumented,
-                              uninstrument)
+    from ._instrument import aflush, flush, get_session, instrument, instrument_tags, is_instrumented, uninstrument
     from ._results import ContextJudgeResultEvent
     from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure, no_retrieval_message
 from contextjudge.cases.identity import GOLDEN_ID_KEY
@@ -96,12 +97,11 @@ class LlamaIndexAppAdapter(AppAdapter):
         output. A golden whose call captured no retrieval gives a case without retrieval_context (its metrics then
         say so), so that no golden is left out in silence. ``progress()`` is called as each golden finishes.
         """
-        from ._capture import GOLDEN_INDEX_TAG, current_sink, router  # noqa: PLC0415
-        from ._instrument import instrument_tags  # noqa: PLC0415
         from contextjudge import LLMTestCase  # noqa: PLC0415
         from contextjudge.capture import CaptureSession  # noqa: PLC0415
 
-        from ._capture import SHAPES, Sink  # noqa: PLC0415
+        from ._capture import GOLDEN_INDEX_TAG, SHAPES, Sink, current_sink, router  # noqa: PLC0415  # noqa: PLC0415
+        from ._instrument import instrument_tags  # noqa: PLC0415
         from ._results import CaseSink  # noqa: PLC0415
         from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine  # noqa: PLC0415
 

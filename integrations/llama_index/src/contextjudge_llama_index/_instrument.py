@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from contextjudge.capture import CaptureSession, Mode
 
@@ -127,6 +128,7 @@ def instrument_tags(tags: Mapping[str, Any] | None = None, *, golden_id: Any = N
     (the tags live in a context variable, which tasks and workflow runs started inside the block inherit).
     """
     from llama_index.core.instrumentation.dispatcher import active_instrument_tags  # noqa: PLC0415
+
     from contextjudge.cases.identity import GOLDEN_ID_KEY  # noqa: PLC0415
 
     from ._capture import CONVERSATION_TAG  # noqa: PLC0415

@@ -81,7 +81,7 @@ def test_memory_stays_bounded_with_sampling_and_a_dead_judge(caplog):
         for i in range(2000):
             session.submit(_case(i))
             if i % 100 == 0:
-                assert len(session._queue) <= 20 and len(session._cases) <= 50  # noqa: SLF001
+                assert len(session._mode._queue) <= 20 and len(session._kept.cases) <= 50  # noqa: SLF001
     c = session.counters
     assert c["seen"] == 2000 and c["sampled"] + c["unsampled"] == 2000 and 150 <= c["sampled"] <= 250
     assert len(session.kept()) <= 50 and c["dropped"] >= c["sampled"] - 25
@@ -112,7 +112,7 @@ def test_worker_mode_holds_nothing_for_unsampled_cases(tmp_path):
     per_case_us = (time.perf_counter() - t0) / 3000 * 1e6
     assert session.flush(10)
     c = session.counters
-    assert c["written"] == c["sampled"] and len(session._held) == c["sampled"] <= 400  # noqa: SLF001
-    assert not session._outbox  # noqa: SLF001
+    assert c["written"] == c["sampled"] and session._mode.held == c["sampled"] <= 400  # noqa: SLF001
+    assert not session._mode._outbox  # noqa: SLF001
     assert per_case_us < 2000  # generous: the app's thread only decides and appends
     session.close(5)

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from contextjudge import ConfigurationError, LLMTestCase
-from contextjudge.capture import CapturedCase, CaptureScorer
+from contextjudge.capture import CapturedCase, CaptureSession
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge.testing import FakeJudge
 
@@ -18,7 +18,7 @@ def _case(i):
 
 def test_background_scores_and_goldens_fill_expected_output():
     got = []
-    scorer = CaptureScorer([ContextualPrecisionMetric(), ContextualRelevancyMetric()], model=FakeJudge(),
+    scorer = CaptureSession([ContextualPrecisionMetric(), ContextualRelevancyMetric()], model=FakeJudge(),
                            goldens=[{"input": "what is the refund window 1", "expected_output": "30 days."}],
                            on_result=lambda c, r: got.append(r))
     for i in range(3):
@@ -40,7 +40,7 @@ def test_background_scores_and_goldens_fill_expected_output():
 def test_default_metrics_without_goldens_need_no_expected_output():
     """Production capture with no goldens: no wall of precision/recall errors, only the metrics that can run."""
     got = []
-    scorer = CaptureScorer(model=FakeJudge(), on_result=lambda c, r: got.append(r))
+    scorer = CaptureSession(model=FakeJudge(), on_result=lambda c, r: got.append(r))
     assert [m.key for m in scorer.metrics] == ["contextual_relevancy", "context_utilization",
                                                "turn_contextual_relevancy"]
     for i in range(2):
@@ -48,11 +48,11 @@ def test_default_metrics_without_goldens_need_no_expected_output():
     assert scorer.flush(10)
     assert len(got) == 4 and not any(r.error for r in got)
     scorer.close()
-    with_goldens = CaptureScorer(model=FakeJudge(), goldens=[{"input": "q", "expected_output": "a"}])
+    with_goldens = CaptureSession(model=FakeJudge(), goldens=[{"input": "q", "expected_output": "a"}])
     assert [m.key for m in with_goldens.metrics][:2] == ["contextual_precision", "contextual_recall"]
     with_goldens.close()
     # asked for explicitly without goldens: precision runs, and says on each case why it cannot score it
-    asked = CaptureScorer([ContextualPrecisionMetric()], model=FakeJudge(), mode="off", max_kept=None)
+    asked = CaptureSession([ContextualPrecisionMetric()], model=FakeJudge(), mode="off", max_kept=None)
     asked.submit(_case(0))
     result = asked.score_deferred(show_progress=False)
     (m,) = result.test_results[0].metrics_data
@@ -61,7 +61,7 @@ def test_default_metrics_without_goldens_need_no_expected_output():
 
 
 def test_memory_stays_bounded_for_scored_cases():
-    scorer = CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(), max_kept=5)
+    scorer = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), max_kept=5)
     for i in range(25):
         scorer.submit(_case(i))
         scorer.flush(10)  # a judge that keeps up: scored cases are forgotten first, nothing unscored is dropped
@@ -71,13 +71,13 @@ def test_memory_stays_bounded_for_scored_cases():
 
 def test_off_mode_without_a_store_needs_max_kept():
     with pytest.raises(ConfigurationError, match="max_kept"):
-        CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(), mode="off")
+        CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="off")
     with pytest.raises(ValueError, match="store="):  # the error still is a ValueError, as before
-        CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(), mode="deferred")
+        CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="deferred")
 
 
 def test_off_mode_with_max_kept_drops_the_oldest_and_counts_them(caplog):
-    scorer = CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(), mode="off", max_kept=2)
+    scorer = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="off", max_kept=2)
     with caplog.at_level(logging.WARNING, logger="contextjudge"):
         for i in range(4):
             scorer.submit(_case(i))
@@ -89,7 +89,7 @@ def test_off_mode_with_max_kept_drops_the_oldest_and_counts_them(caplog):
 
 
 def test_off_mode_with_unbounded_max_kept_keeps_everything():
-    scorer = CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(), mode="off", max_kept=None)
+    scorer = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="off", max_kept=None)
     for i in range(30):
         scorer.submit(_case(i))
     assert len(scorer.cases) == 30 and scorer.dropped == 0
@@ -98,11 +98,11 @@ def test_off_mode_with_unbounded_max_kept_keeps_everything():
 
 def test_a_full_scoring_queue_drops_its_oldest_case_and_counts_it(caplog):
     dead = FakeJudge(delay=3600.0)  # down for an hour
-    scorer = CaptureScorer([ContextualRelevancyMetric()], model=dead, max_queue=3, max_kept=1000, concurrency=1)
+    scorer = CaptureSession([ContextualRelevancyMetric()], model=dead, max_queue=3, max_kept=1000, concurrency=1)
     with caplog.at_level(logging.WARNING, logger="contextjudge"):
         scorer.submit(_case(0))
         deadline = time.monotonic() + 10
-        while not scorer._scoring and time.monotonic() < deadline:  # noqa: SLF001 - wait until it is with the judge
+        while not scorer._mode._scoring and time.monotonic() < deadline:  # noqa: SLF001 - wait until it is with the judge
             time.sleep(0.01)
         for i in range(1, 10):
             scorer.submit(_case(i))
@@ -115,7 +115,7 @@ def test_a_full_scoring_queue_drops_its_oldest_case_and_counts_it(caplog):
 
 
 def test_close_honours_its_timeout_once():
-    scorer = CaptureScorer([ContextualRelevancyMetric()], model=FakeJudge(delay=3600.0), max_kept=100)
+    scorer = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(delay=3600.0), max_kept=100)
     for i in range(5):
         scorer.submit(_case(i))
     t0 = time.monotonic()

@@ -115,11 +115,11 @@ def test_a_slow_store_drops_the_oldest_unwritten_cases_and_counts_them(tmp_path,
     with caplog.at_level(logging.WARNING, logger="contextjudge"):
         session.submit(_case(0))
         deadline = time.monotonic() + 5
-        while session._writing == 0 and time.monotonic() < deadline:  # noqa: SLF001 - the writer holds case 0
+        while session._mode._writing == 0 and time.monotonic() < deadline:  # noqa: SLF001 - the writer holds case 0
             time.sleep(0.01)
         for i in range(1, 30):
             session.submit(_case(i))
-            assert len(session._outbox) <= 5  # noqa: SLF001 - memory stays bounded
+            assert len(session._mode._outbox) <= 5  # noqa: SLF001 - memory stays bounded
         gate.set()
         assert session.flush(10)
     c = session.counters
@@ -155,7 +155,7 @@ def test_held_cases_stay_bounded(tmp_path):
     for i in range(50):
         session.submit(_case(i))
     assert session.flush(10)
-    assert len(session._held) <= 10 and len(session.cases) <= 10  # noqa: SLF001
+    assert session._mode.held <= 10 and len(session.cases) <= 10  # noqa: SLF001
     assert session.counters["written"] == 50 and session.counters["dropped"] == 0
     session.close(5)
 

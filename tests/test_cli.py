@@ -322,11 +322,11 @@ def test_report_compare_export_and_runs(capsys, project):
 
 def test_score_scores_deferred_captures(capsys, project):
     from contextjudge import LLMTestCase
-    from contextjudge.capture import CapturedCase, CaptureScorer
+    from contextjudge.capture import CapturedCase, CaptureSession
     from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric
 
     store = open_store("res.db")
-    scorer = CaptureScorer(metrics=[ContextualPrecisionMetric(), ContextualRecallMetric()], mode="deferred",
+    scorer = CaptureSession(metrics=[ContextualPrecisionMetric(), ContextualRecallMetric()], mode="deferred",
                            store=store, goldens=GOLDENS)
     for g in GOLDENS:
         scorer.submit(CapturedCase(test_case=LLMTestCase(input=g["input"], actual_output="x",

@@ -46,8 +46,7 @@ LAYERS: dict[str, float] = {
 }
 # the one deliberate exception to "the core never imports an integration": deprecated names that forward to the
 # integrations, imported lazily when read
-CORE_MAY_IMPORT_INTEGRATION = {("contextjudge.multimodal", "contextjudge_langchain"),
-                               ("contextjudge.multimodal", "contextjudge_llama_index")}
+CORE_MAY_IMPORT_INTEGRATION: set[tuple[str, str]] = set()
 # integration -> the other integrations it may import (ARCHITECTURE.md names none)
 INTEGRATION_MAY_IMPORT: dict[str, set[str]] = {}
 

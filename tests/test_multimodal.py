@@ -291,15 +291,12 @@ def test_the_capability_rule():
 
 
 # -------------------------------------------------------------------------------------------------- capture helpers
-def test_old_node_builder_names_still_work_for_one_release():
-    pytest.importorskip("contextjudge_langchain")
+def test_node_builders_live_only_in_their_integrations():
     import contextjudge.multimodal as mm
 
-    with pytest.warns(DeprecationWarning, match="contextjudge_langchain.node_from_image_metadata"):
-        build = mm.node_from_image_metadata
-    assert build("x", {"image_url": TOWER_URL}).images[0].src == TOWER_URL
-    with pytest.raises(AttributeError):
-        mm.no_such_name  # noqa: B018
+    for gone in ("node_from_image_metadata", "node_from_llama_image_node", "no_such_name"):
+        with pytest.raises(AttributeError):
+            getattr(mm, gone)
 
 
 def test_text_judge_note_mentions_alt_text():

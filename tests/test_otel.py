@@ -102,8 +102,8 @@ def test_as_a_session_callback_in_the_app_process(otel):
         tc = LLMTestCase(input="How many PTO days?", actual_output="25",
                          additional_metadata={OTEL_KEY: case_trace(span_context_now())})
     case = CapturedCase(test_case=tc)
-    session._emit(case, [result(), result("Contextual Precision", None, error="needs expected_output",
-                                          error_type="MissingFieldError")])
+    session._kept.emit(case, [result(), result("Contextual Precision", None, error="needs expected_output",
+                                                error_type="MissingFieldError")])
     session.close()
     evals = sorted(spans.get_finished_spans(), key=lambda s: s.name)
     assert [s.name for s in evals if s.name != "request"] == ["contextjudge.eval Contextual Precision",

@@ -123,6 +123,31 @@ def test_a_short_script_that_forgets_flush_keeps_its_cases_and_ends_its_run(tmp_
     assert len(lines) == 1 and "20 captured case(s) were not scored" in lines[0] and "contextjudge score" in lines[0]
 
 
+@pytest.mark.parametrize("mode", ["background", "worker"])
+def test_a_session_the_app_let_go_of_still_keeps_its_cases_at_exit(tmp_path, mode):
+    # the session is only a local of a function that returned: its running task or writer thread holds it
+    proc = _run_python(f"""
+        import gc
+        from contextjudge import LLMTestCase
+        from contextjudge.capture import CapturedCase, CaptureSession
+        from contextjudge.metrics import ContextualRelevancyMetric
+        from contextjudge.testing import FakeJudge
+
+        def handle_requests():
+            session = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(delay=3600), store="c.db",
+                                     mode={mode!r}, handoff_delay=30.0, exit_timeout=0.5)
+            for i in range(5):
+                session.submit(CapturedCase(LLMTestCase(input=f"q{{i}}", actual_output="a", retrieval_context=["n"])))
+
+        handle_requests()
+        gc.collect()
+    """, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with open_store(str(tmp_path / "c.db")) as store:
+        (run,) = store.list_runs()
+        assert len(store.load_cases(run.run_id)) == 5 and run.status in ("interrupted", "captured")
+
+
 def test_without_a_store_what_exit_cannot_keep_is_said_in_one_line(tmp_path):
     proc = _run_python("""
         from contextjudge import LLMTestCase
@@ -229,7 +254,7 @@ def test_a_case_scored_outside_the_session_never_makes_another_look_scored():
         del c
         gc.collect()
         session.submit(CapturedCase(_case(100 + i)))
-    assert session._keep_unscored() == 50  # noqa: SLF001 - every kept case is still unscored
+    assert session._mode.keep_unscored() == 50  # noqa: SLF001 - every kept case is still unscored
 
 
 def test_evaluate_with_a_callers_run_keeps_that_runs_default_judge(tmp_path):

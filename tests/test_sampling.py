@@ -20,7 +20,7 @@ from contextjudge.capture import (
     Sampling,
 )
 from contextjudge.cases.testcase import Turn
-from contextjudge.engine.sampling import draw
+from contextjudge.capture._sampling import draw
 from contextjudge.metrics import ContextualRelevancyMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
@@ -42,7 +42,7 @@ def test_the_draw_is_the_same_in_another_process_and_lands_near_the_rate():
     keys = [f"question {i}" for i in range(10_000)]
     here = [draw(k) < 0.1 for k in keys]
     assert 0.09 <= sum(here) / len(here) <= 0.11
-    code = ("import json, sys; from contextjudge.engine.sampling import draw; "
+    code = ("import json, sys; from contextjudge.capture._sampling import draw; "
             "print(json.dumps([draw(f'question {i}') < 0.1 for i in range(10_000)]))")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}  # Python's own hash() would differ; ours must not
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)

@@ -331,10 +331,10 @@ def test_default_store_only_when_asked(tmp_path, monkeypatch):
 
 
 def test_capture_scorer_writes_deferred_cases_to_the_store(tmp_path):
-    from contextjudge.capture import CapturedCase, CaptureScorer
+    from contextjudge.capture import CapturedCase, CaptureSession
 
     s = open_store(str(tmp_path / "cap.db"))
-    scorer = CaptureScorer(metrics=[ContextualPrecisionMetric(model=FakeJudge())], mode="deferred", store=s,
+    scorer = CaptureSession(metrics=[ContextualPrecisionMetric(model=FakeJudge())], mode="deferred", store=s,
                            goldens=[{"input": "What is the capital of France? (0)",
                                      "expected_output": "Paris is the capital of France."}])
     for tc in _cases(2):

@@ -56,7 +56,7 @@ def _run_langchain(store, mode):
     for g in GOLDENS:
         chain.invoke(g["input"], config={"callbacks": [handler]})
     handler.flush(30)
-    return handler.scorer
+    return handler.session
 
 
 def _run_llama(store, mode):

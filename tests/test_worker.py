@@ -374,7 +374,7 @@ def test_once_stops_when_the_judge_is_down_and_leaves_the_queue(tmp_path):
 _APP = """
 import sys
 from contextjudge import LLMTestCase
-from contextjudge.engine.capture import CapturedCase, CaptureSession
+from contextjudge.capture import CapturedCase, CaptureSession
 
 session = CaptureSession(mode="worker", store=sys.argv[1])
 for i in range(3):

@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from ._version import __version__
-from .cases.provenance import otel_of
+from .cases.provenance import RETRIEVER_KEY, otel_of
 from .errors import ConfigurationError
 
 __all__ = ["OTelExporter", "case_trace", "exporter_for", "exporter_from_environment", "span_context_now"]
@@ -337,7 +337,7 @@ class OTelExporter:
         m = self._meters
         assert m is not None  # noqa: S101
         meta = getattr(test_case, "additional_metadata", None) or {}
-        retriever = str(meta.get("retriever") or "")
+        retriever = str(meta.get(RETRIEVER_KEY) or "")
         for r in results:
             try:
                 name = str(getattr(r, "name", "metric"))

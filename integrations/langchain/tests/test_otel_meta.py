@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from contextjudge.cases.provenance import OTEL_KEY, otel_of
-from contextjudge.engine.sampling import (CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY,
-                                          Sampling)
+from contextjudge.capture import (CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY,
+                               Sampling)
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge.otel import OTelExporter
 from contextjudge_langchain import ContextJudgeCallbackHandler, capture

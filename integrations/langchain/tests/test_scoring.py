@@ -54,8 +54,9 @@ def test_instrument_returns_the_capture_session(chain, judge):
         assert session.flush(30) and len(session.results) == 1
     finally:
         assert uninstrument() is session
-    with pytest.warns(DeprecationWarning, match="session.handler.emit_events"):
-        assert session.emit_events is True  # 0.1's handler attribute, still reachable for one release
+    assert session.handler.emit_events is True
+    with pytest.raises(AttributeError):  # 0.1's handler attributes are no longer forwarded by the session
+        session.emit_events  # noqa: B018
     session.close()
 
 
@@ -71,15 +72,16 @@ def test_custom_event_listener_receives_every_result(chain, goldens, judge):
     by_case = {c.case_id: c for c in handler.cases}
     for name, data, run_id, tags, metadata in listener.events:
         assert name == METRIC_RESULT_EVENT
-        case = by_case[data["test_case_id"]]
-        assert data["root_run_id"] == case.root_run_id == str(run_id)
+        case = by_case[data["case_id"]]
+        assert data["origin_id"] == case.root_run_id == str(run_id)
+        assert "test_case_id" not in data and "root_run_id" not in data  # 0.1's keys are gone
         assert {"metric", "score", "success", "reason"} <= set(data)
-        # the one payload of every framework (contextjudge.capture.result_event), old keys beside it
-        assert set(result_event(case, case.results[0])) <= set(data)
+        # the one payload of every framework (contextjudge.capture.result_event)
+        assert set(result_event(case, case.results[0])) == set(data)
         assert data["case_id"] == case.case_id and data["origin_id"] == case.root_run_id
         assert data["run_id"] == handler.session.run_id and data["evaluation_model"]
         assert "app" in tags and metadata["user"] == "ana"
-    got = sorted((d["test_case_id"], d["metric"], d["score"]) for _, d, *_ in listener.events)
+    got = sorted((d["case_id"], d["metric"], d["score"]) for _, d, *_ in listener.events)
     want = sorted((c.case_id, r.name, r.score) for c, r in handler.results)
     assert got == want
 
@@ -191,6 +193,6 @@ def test_deferred_cases_go_to_the_store(chain, tmp_path, judge):
         chain.invoke(q, config={"callbacks": [handler]})
     handler.flush()
     store = open_store(path)
-    run_id = handler.scorer.run_id
+    run_id = handler.session.run_id
     stored = store.load_cases(run_id)
     assert len(stored) == 2 and len(store.unscored_cases(run_id)) == 2

@@ -20,7 +20,7 @@ from contextjudge.capture import CapturedCase
 from contextjudge.errors import CaptureError
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge_llama_index import _capture, _results
-from contextjudge.capture import CaptureSession
+from contextjudge.capture._background import BackgroundScoring
 
 QUESTION = "How many vacation days do employees get?"
 
@@ -182,13 +182,13 @@ def test_text_replaced_in_place_by_a_postprocessor_is_what_is_scored(llm):
 
 def test_background_cases_reach_the_worker_in_one_batch_and_flush_does_not_wait_for_it(llm, judge, monkeypatch):
     wakes: list[int] = []
-    real = CaptureSession._schedule_wake
+    real = BackgroundScoring.schedule_wake
 
     def counted(self):
         wakes.append(len(self._queue))
         real(self)
 
-    monkeypatch.setattr(CaptureSession, "_schedule_wake", counted)
+    monkeypatch.setattr(BackgroundScoring, "schedule_wake", counted)
     scorer = cj.instrument(metrics=[ContextualRelevancyMetric(model=judge)], handoff_delay=60.0)
     engine = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm)
     for _ in range(5):

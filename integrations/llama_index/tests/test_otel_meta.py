@@ -19,7 +19,7 @@ from opentelemetry.trace import StatusCode
 
 import contextjudge_llama_index as cj
 from contextjudge.cases.provenance import otel_of
-from contextjudge.engine.sampling import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
+from contextjudge.capture import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge.otel import OTelExporter
 

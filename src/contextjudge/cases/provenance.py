@@ -11,7 +11,18 @@ the LangChain and LlamaIndex integrations say the same thing the same way:
 - ``RETRIEVER_RANKING_KEY`` (``"retriever_ranking"``): the retriever's own ranking, as node dicts, when postprocessors,
   a reranker, a compressor or a filter changed what the LLM saw (the case's ``retrieval_context``). An empty
   ``retrieval_context`` with a ranking here means the postprocessors left no node.
-- ``RETRIEVER_KEY`` (``"retriever"``): the name of the retriever (a LangChain retriever's class or run name).
+- ``RETRIEVER_KEY`` (``"retriever"``, also spelled ``RETRIEVER_NAME_KEY``): the name of the retriever (a LangChain
+  retriever's run name or class; a LlamaIndex retriever's class); a list when a case went through several.
+- ``THREAD_KEY`` (``"thread_id"``): the conversation's id (LangChain's ``thread_id``, ``session_id`` or
+  ``conversation_id``; a LlamaIndex chat session or memory), when there is one: sampling draws on it, so a
+  conversation is judged whole or not at all.
+- ``CHAIN_KEY`` (``"chain"``): the name of the root chain, graph, engine or agent.
+- ``TAGS_KEY`` (``"tags"``): list[str], the call's tags (LangChain config tags; LlamaIndex instrument tags' keys).
+- ``RUN_METADATA_KEY`` (``"run_metadata"``): dict, the call's metadata (LangChain config metadata; LlamaIndex
+  instrument tags). ``Sampling``'s filters read these five keys.
+- ``CHAIN_INPUT_KEY`` (``"chain_input"``): the root call's own input, when it differs from the retrieval's query; a
+  golden may match it.
+- ``GOLDEN_INDEX_KEY`` (``"golden_index"``): the golden's position, for the cases ``contextjudge eval --app`` makes.
 - ``APP_ERROR_KEY`` (``"app_error"``): the app raised on this golden (``contextjudge eval``); a dict with ``type``
   and ``message``. Every metric of such a case is an error result, counted and gated like any other.
 - ``MATCH_INPUTS_KEY`` (``"match_inputs"``): other texts a golden may match besides ``input`` (an agent's tool query).
@@ -33,13 +44,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AGENT_KEY", "APP_ERROR_KEY", "MATCH_INPUTS_KEY", "NO_RETRIEVAL_KEY", "OTEL_KEY", "RETRIEVER_KEY",
-           "RETRIEVER_RANKING_KEY", "SOURCE_DOC_KEY", "agent_of", "app_error_of", "match_inputs_of",
+__all__ = ["AGENT_KEY", "APP_ERROR_KEY", "CHAIN_INPUT_KEY", "CHAIN_KEY", "GOLDEN_INDEX_KEY", "MATCH_INPUTS_KEY",
+           "NO_RETRIEVAL_KEY", "OTEL_KEY", "RETRIEVER_KEY", "RETRIEVER_NAME_KEY", "RETRIEVER_RANKING_KEY",
+           "RUN_METADATA_KEY", "SOURCE_DOC_KEY", "TAGS_KEY", "THREAD_KEY", "agent_of", "app_error_of", "match_inputs_of",
            "no_retrieval_of", "otel_of", "short", "source_of"]
 
 AGENT_KEY = "agent"
 RETRIEVER_RANKING_KEY = "retriever_ranking"
 RETRIEVER_KEY = "retriever"
+RETRIEVER_NAME_KEY = RETRIEVER_KEY  # the name sampling's filters were written with
+THREAD_KEY = "thread_id"
+CHAIN_KEY = "chain"
+TAGS_KEY = "tags"
+RUN_METADATA_KEY = "run_metadata"
+CHAIN_INPUT_KEY = "chain_input"
+GOLDEN_INDEX_KEY = "golden_index"
 APP_ERROR_KEY = "app_error"
 MATCH_INPUTS_KEY = "match_inputs"
 OTEL_KEY = "otel"

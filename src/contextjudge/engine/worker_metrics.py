@@ -30,6 +30,7 @@ import threading
 import time
 from typing import Any
 
+from ..cases.provenance import RETRIEVER_KEY
 from ..errors import ConfigurationError
 
 __all__ = ["WorkerMetrics"]
@@ -120,7 +121,7 @@ class WorkerMetrics:
     def on_results(self, test_case: Any, results: list, case_key: str, run_id: str) -> None:
         """Count a case's results per metric and retriever (pass, fail or error) and keep the rolling scores."""
         meta = getattr(test_case, "additional_metadata", None) or {}
-        retriever = str(meta.get("retriever") or "")
+        retriever = str(meta.get(RETRIEVER_KEY) or "")
         with self._lock:
             for r in results:
                 if r.score is None:

@@ -4,13 +4,14 @@ compiled graph, a ``create_agent`` agent) and capture what it retrieved."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Callable
+from typing import Any
 
 from contextjudge import LLMTestCase
 from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure, no_retrieval_message
 from contextjudge.cases.identity import GOLDEN_ID_KEY
-from contextjudge.cases.provenance import NO_RETRIEVAL_KEY
+from contextjudge.cases.provenance import GOLDEN_INDEX_KEY, NO_RETRIEVAL_KEY
 from contextjudge.goldens import Golden, Goldens, load_goldens
 
 from ._assemble import final_answer
@@ -135,12 +136,12 @@ class LangChainAppAdapter(AppAdapter):
 def _no_retrieval_case(g: Golden, index: int, answer: Any, ran: dict[str, Any] | None) -> CapturedCase:
     """A golden whose run retrieved nothing: its input, the app's answer and expected output, no retrieval context,
     and under ``provenance.NO_RETRIEVAL_KEY`` what the run did and what capture sees (the metrics' error)."""
-    meta: dict[str, Any] = {NO_RETRIEVAL_KEY: no_retrieval_message(ran, SHAPES), "golden_index": index}
+    meta: dict[str, Any] = {NO_RETRIEVAL_KEY: no_retrieval_message(ran, SHAPES), GOLDEN_INDEX_KEY: index}
     if g.id:
         meta[GOLDEN_ID_KEY] = g.id
     tc = LLMTestCase(input=g.input, actual_output=final_answer(answer), expected_output=g.expected_output,
                      additional_metadata=meta, name=g.input[:80])
-    return CapturedCase(test_case=tc, source="langchain", metadata={"golden_index": index}, golden_id=g.id)
+    return CapturedCase(test_case=tc, source="langchain", metadata={GOLDEN_INDEX_KEY: index}, golden_id=g.id)
 
 
 adapter = LangChainAppAdapter()

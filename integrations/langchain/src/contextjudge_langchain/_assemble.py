@@ -31,22 +31,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from contextjudge import LLMTestCase, RetrievedNode
 from contextjudge.cases.identity import GOLDEN_ID_KEY
 from contextjudge.cases.images import may_point_to_image
-from contextjudge.cases.testcase import jsonable
 from contextjudge.cases.provenance import (
     AGENT_KEY,
+    CHAIN_INPUT_KEY,
     OTEL_KEY,
     RETRIEVER_KEY,
     RETRIEVER_RANKING_KEY,
     SOURCE_DOC_KEY,
     short,
 )
+from contextjudge.cases.testcase import jsonable
 from contextjudge.otel import case_trace
+
 from ._images import node_from_image_metadata
 
 THREAD_KEYS = ("thread_id", "session_id", "conversation_id")
@@ -453,7 +456,7 @@ def _unwrap(value: Any, key: str) -> Any:
 
 
 def _same_docs(a: Any, b: list[Any]) -> bool:
-    return isinstance(a, list) and len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b))
+    return isinstance(a, list) and len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
 def _is_docs(value: Any) -> bool:
@@ -552,7 +555,7 @@ def retrievals(root: Any, thread_id: str | None = None,
         meta = {
             RETRIEVER_KEY: run.name,
             "retriever_query": query,
-            "chain_input": question,
+            CHAIN_INPUT_KEY: question,
             "root_run_id": str(root.id),
             "retriever_run_id": str(run.id),
             "answer_source": answer_source,
@@ -599,7 +602,7 @@ def retrievals(root: Any, thread_id: str | None = None,
         else:
             name = short(case_input, 80)
         scored = run.outputs.get("scores")  # a vector store's *_with_score call: one score per document
-        by_doc = ({id(d): sc for d, sc in zip(retrieved, scored)} if isinstance(scored, list) else {})
+        by_doc = ({id(d): sc for d, sc in zip(retrieved, scored, strict=False)} if isinstance(scored, list) else {})
         case = LLMTestCase(input=case_input, actual_output=answer,
                            retrieval_context=[node_of(d, by_doc.get(id(d))) for d in docs],
                            name=name, additional_metadata=meta)

@@ -17,8 +17,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackManager, CallbackManager
@@ -149,11 +150,10 @@ class ContextJudgeCallbackHandler(BaseTracer):
         session = session if session is not None else scorer
         self.session = session if session is not None else CaptureSession(
             metrics, model=model, goldens=goldens, mode=mode, store=store, **kwargs)  # type: ignore[arg-type]
-        self.scorer = self.session  # the older name, kept for one release
         self.session.on_result.append(self._emit_result)
         self.session.add_drain(self._hand_over)
         self.session.add_sync(self._assembler_wait)
-        self.session._legacy_owner = self  # noqa: SLF001 - old handler attributes on the session, for one release
+        self.session.handler = self
         self.emit_events = emit_events
         self.conversations = conversations
         self._ignored: set[int] = set()  # judge runs and their children, by UUID.int
@@ -187,30 +187,30 @@ class ContextJudgeCallbackHandler(BaseTracer):
         return True  # our own result events are for the other handlers
 
     def __repr__(self) -> str:
-        return f"ContextJudgeCallbackHandler(mode={self.scorer.mode!r}, cases={len(self.scorer.cases)})"
+        return f"ContextJudgeCallbackHandler(mode={self.session.mode!r}, cases={len(self.session.cases)})"
 
     # ------------------------------------------------------------------------------------------ public access
     @property
     def mode(self) -> str:
-        return self.scorer.mode
+        return self.session.mode
 
     @property
     def results(self) -> list[tuple[CapturedCase, MetricResult]]:
         """Every (captured case, metric result) pair scored so far."""
         self._assembler.wait()
-        return self.scorer.results
+        return self.session.results
 
     @property
     def test_cases(self) -> list[Any]:
         """The test cases captured so far (conversations join at ``flush()``)."""
         self._assembler.wait()
-        return self.scorer.test_cases
+        return self.session.test_cases
 
     @property
     def cases(self) -> list[CapturedCase]:
         """The captured cases with their source, ids, metadata and results."""
         self._assembler.wait()
-        return self.scorer.kept()
+        return self.session.kept()
 
     def _assembler_wait(self) -> None:
         self._assembler.wait()
@@ -225,7 +225,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
 
     def flush(self, timeout: float | None = None) -> bool:
         """Close the open conversations, then wait until every captured case is scored."""
-        return self.scorer.flush(timeout)
+        return self.session.flush(timeout)
 
     async def aflush(self, timeout: float | None = None) -> bool:
         """Async ``flush``: waits without blocking the event loop."""
@@ -235,11 +235,11 @@ class ContextJudgeCallbackHandler(BaseTracer):
         """Score now the cases kept in "deferred"/"off" mode; returns the ``EvaluationResult``."""
         self._assembler.wait()
         self.submit_conversations()
-        return self.scorer.score_deferred(**kwargs)
+        return self.session.score_deferred(**kwargs)
 
     def close(self, timeout: float | None = 30.0) -> bool:
         """Hand over, flush, stop the scoring worker and end the run; ``timeout`` bounds it all, once."""
-        return self.scorer.close(timeout)
+        return self.session.close(timeout)
 
     def submit_conversations(self) -> list[CapturedCase]:
         """Turn each thread with new turns into a ConversationalTestCase (the whole thread so far) and submit it."""
@@ -264,7 +264,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
             snapshot = [(tid, sorted(log.turns, key=lambda t: t[0]), list(log.golden_ids)) for tid, log in todo]
             latest_roots = {tid: log.latest for tid, log in todo}
             retrievers = {tid: list(log.retrievers) for tid, log in todo}
-        for tid, entries, golden_ids in snapshot:
+        for tid, entries, _golden_ids in snapshot:
             try:
                 turns = [t for _, _, ts in entries for t in ts]
                 case_id = new_case_id()
@@ -282,7 +282,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
                     meta[RETRIEVER_NAME_KEY] = retrievers[tid]
                 captured = CapturedCase(test_case=tc, source=f"thread:{tid}", case_id=case_id,
                                         root_run_id=root_ids[-1], metadata=meta)
-                self.scorer.submit(captured)
+                self.session.submit(captured)
                 out.append(captured)
             except Exception:  # noqa: BLE001 - capture never breaks the app
                 logger.exception("contextjudge: could not build the conversation for thread %s", tid)
@@ -431,7 +431,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
             captured = CapturedCase(test_case=item.case, source=item.name, root_run_id=root_id, metadata=meta,
                                     golden_id=golden_id)
             item.case.id = captured.case_id
-            self.scorer.submit(captured)
+            self.session.submit(captured)
         if not found and thread_id is None:
             with self._lock:
                 self._targets.pop(root.id.int, None)  # nothing will be scored for this run
@@ -449,8 +449,8 @@ class ContextJudgeCallbackHandler(BaseTracer):
             return
         nodes = [n for item in found for n in (item.case.retrieval_context or [])]
         expected = next((i.case.expected_output for i in found if i.case.expected_output), None)
-        if expected is None and len(self.scorer.goldens):
-            g = self.scorer.goldens.match(question, golden_id)
+        if expected is None and len(self.session.goldens):
+            g = self.session.goldens.match(question, golden_id)
             expected = g.expected_output if g is not None else None
         meta: dict[str, Any] = {"root_run_id": str(root.id)}
         calls = [{k: item.agent.get(k) for k in ("tool", "node", "tool_input", "call")} for item in found
@@ -494,10 +494,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         if not handlers:
             return
         root_uuid = UUID(case.root_run_id)
-        payload = result_event(case, result, run_id=self.scorer.run_id)
-        # the keys of 0.1, beside the shared ones for one release (see the changelog)
-        payload["test_case_id"] = case.case_id
-        payload["root_run_id"] = case.root_run_id
+        payload = result_event(case, result, run_id=self.session.run_id)
         manager = CallbackManager(handlers=handlers, inheritable_handlers=handlers, parent_run_id=root_uuid,
                                   tags=list(target.tags), inheritable_tags=list(target.tags),
                                   metadata=dict(target.metadata), inheritable_metadata=dict(target.metadata))

@@ -26,8 +26,9 @@ import inspect
 import logging
 import threading
 import weakref
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Callable
+from typing import Any
 from uuid import uuid4
 
 from langchain_core.callbacks import BaseCallbackManager

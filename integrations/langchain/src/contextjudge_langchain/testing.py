@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
@@ -22,12 +23,13 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 
 __all__ = ["STOPWORDS", "BagOfWordsEmbeddings", "ExtractiveChatModel", "ScriptedAgentModel", "tokens"]
 
-STOPWORDS = frozenset(
+_STOP_TEXT = (
     "a an and are as at be by can do does for from get gets has have how i if in is it its me my of on or our "
     "the their there this to up we what when where which who will with you your do i'm any much many should "
     "would could after before also than then them they these those been being into per each every not no "
-    "yes was were".split()
+    "yes was were"
 )
+STOPWORDS = frozenset(_STOP_TEXT.split())
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -69,9 +71,11 @@ class BagOfWordsEmbeddings(Embeddings):
         return [v / norm for v in vec]
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """A fixed vector per text (word hashing): offline and deterministic."""
         return [self._embed(t) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
+        """The vector of one query."""
         return self._embed(text)
 
 
@@ -96,6 +100,7 @@ class ExtractiveChatModel(BaseChatModel):
         return "contextjudge-extractive"
 
     def answer(self, prompt: str) -> str:
+        """The scripted answer to ``prompt``."""
         q_at = prompt.rfind(self.question_marker)
         question = prompt[q_at + len(self.question_marker):] if q_at >= 0 else prompt
         c_at = prompt.find(self.context_marker)
@@ -149,6 +154,7 @@ class ScriptedAgentModel(BaseChatModel):
         return "contextjudge-scripted-agent"
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        """This model with ``tools`` bound (tool calls are scripted)."""
         from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: PLC0415
 
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)

@@ -1,7 +1,7 @@
 """contextjudge for LlamaIndex: capture every query, retrieval and chat call as a test case and score it.
 
     import contextjudge_llama_index as cj
-    scorer = cj.instrument(model=judge)           # every engine in the process, no change to the app
+    session = cj.instrument(model=judge)          # every engine in the process, no change to the app
     engine = cj.EvaluatedQueryEngine(index.as_query_engine(), model=judge)   # or one engine at a time
 
 Results come back as ``ContextJudgeResultEvent`` through LlamaIndex's dispatcher. Names are imported lazily, so
@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._adapter import LlamaIndexAppAdapter
     from ._images import node_from_llama_image_node
-    from ._instrument import (aflush, flush, get_scorer, get_session, instrument, instrument_tags, is_instrumented,
-                              uninstrument)
+    from ._instrument import aflush, flush, get_session, instrument, instrument_tags, is_instrumented, uninstrument
     from ._results import ContextJudgeResultEvent
     from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine
 
@@ -30,7 +29,6 @@ __all__ = [
     "LlamaIndexAppAdapter",
     "aflush",
     "flush",
-    "get_scorer",
     "get_session",
     "instrument",
     "instrument_tags",
@@ -46,7 +44,6 @@ _WHERE = {
     "LlamaIndexAppAdapter": "._adapter",
     "aflush": "._instrument",
     "flush": "._instrument",
-    "get_scorer": "._instrument",
     "get_session": "._instrument",
     "instrument": "._instrument",
     "instrument_tags": "._instrument",

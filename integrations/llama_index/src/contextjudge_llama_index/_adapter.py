@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from contextjudge.capture import AppAdapter, CapturedCase, GoldenFailure, no_retrieval_message
 from contextjudge.cases.identity import GOLDEN_ID_KEY
-from contextjudge.cases.provenance import NO_RETRIEVAL_KEY
+from contextjudge.cases.provenance import GOLDEN_INDEX_KEY, NO_RETRIEVAL_KEY
 from contextjudge.errors import ConfigurationTypeError
 from contextjudge.goldens import Goldens, load_goldens
 
@@ -96,12 +97,11 @@ class LlamaIndexAppAdapter(AppAdapter):
         output. A golden whose call captured no retrieval gives a case without retrieval_context (its metrics then
         say so), so that no golden is left out in silence. ``progress()`` is called as each golden finishes.
         """
-        from ._capture import GOLDEN_INDEX_TAG, current_sink, router  # noqa: PLC0415
-        from ._instrument import instrument_tags  # noqa: PLC0415
         from contextjudge import LLMTestCase  # noqa: PLC0415
         from contextjudge.capture import CaptureSession  # noqa: PLC0415
 
-        from ._capture import SHAPES, Sink  # noqa: PLC0415
+        from ._capture import GOLDEN_INDEX_TAG, SHAPES, Sink, current_sink, router  # noqa: PLC0415  # noqa: PLC0415
+        from ._instrument import instrument_tags  # noqa: PLC0415
         from ._results import CaseSink  # noqa: PLC0415
         from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine  # noqa: PLC0415
 
@@ -214,7 +214,7 @@ class LlamaIndexAppAdapter(AppAdapter):
             router.release()
         cases: list[Any] = scorer.ready_cases()  # assembled here, after the runs: one failing to assemble is left out
         scorer.close()
-        seen = {c.metadata.get("golden_index") for c in cases}
+        seen = {c.metadata.get(GOLDEN_INDEX_KEY) for c in cases}
         for i in indices:
             if i in failures:
                 cases.append(failures[i])
@@ -224,13 +224,13 @@ class LlamaIndexAppAdapter(AppAdapter):
                                         NO_RETRIEVAL_KEY: no_retrieval_message(ran.get(i), SHAPES)}
                 tc = LLMTestCase(input=g.input, actual_output=answers.get(i), expected_output=g.expected_output,
                                  additional_metadata=meta)
-                cases.append(CapturedCase(test_case=tc, source="llama_index", metadata={"golden_index": i},
+                cases.append(CapturedCase(test_case=tc, source="llama_index", metadata={GOLDEN_INDEX_KEY: i},
                                           golden_id=g.id))
 
         def position(c: Any) -> int:
             if isinstance(c, GoldenFailure):
                 return c.index
-            idx = c.metadata.get("golden_index")
+            idx = c.metadata.get(GOLDEN_INDEX_KEY)
             return idx if isinstance(idx, int) else 1 << 30
 
         return sorted(cases, key=position)

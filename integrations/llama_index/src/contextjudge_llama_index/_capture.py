@@ -21,14 +21,16 @@ import contextvars
 import logging
 import threading
 import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any
 
 from contextjudge import JUDGE_TAG, RetrievedNode
 from contextjudge.capture import in_judge_call
 from contextjudge.cases.identity import golden_id_of
 from contextjudge.cases.provenance import SOURCE_DOC_KEY
 from contextjudge.otel import span_context_now
+
 from ._adapter import _INPUT_FIELDS, _KINDS, _MODULES
 from ._images import node_from_llama_image_node
 
@@ -47,7 +49,7 @@ __all__ = ["AgentRun", "Record", "Router", "Sink", "current_sink", "router"]
 logger = logging.getLogger("contextjudge")
 
 # The sink an engine wrapper routes its own calls to; set only for the duration of a wrapper call.
-current_sink: contextvars.ContextVar["Sink | None"] = contextvars.ContextVar("contextjudge_llama_index_sink",
+current_sink: contextvars.ContextVar[Sink | None] = contextvars.ContextVar("contextjudge_llama_index_sink",
                                                                             default=None)
 
 _METHODS = {
@@ -304,7 +306,7 @@ class Sink:
     def deliver(self, record: Record) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def deliver_turn(self, turn: "AgentRun") -> None:
+    def deliver_turn(self, turn: AgentRun) -> None:
         """An agent's or workflow's finished run that belongs to a conversation (see ``AgentRun.conversation``).
         Only sinks that assemble conversations keep it."""
         return None
@@ -891,7 +893,7 @@ class Router:
             snap = record.retrievals[0][1] if len(record.retrievals) == 1 else None
             if (snap is not None and objs is not None and len(objs) == len(source_nodes)
                     and all(a is b and t[2] == b.score and t[0] == _text_of(getattr(b, "node", b))
-                            for a, b, t in zip(objs, source_nodes, snap))):
+                            for a, b, t in zip(objs, source_nodes, snap, strict=False))):
                 # untouched by postprocessors: the same nodes in the same order, with the same scores and texts
                 # (a sentence-window postprocessor swaps each node's text in place: then the new text is scored)
                 record.final = record.retrievals[0][1]

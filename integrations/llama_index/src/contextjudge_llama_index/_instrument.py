@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from contextjudge.capture import CaptureSession, Mode
 
 from ._capture import router
 from ._results import CaseSink, emit_result
 
-__all__ = ["aflush", "flush", "get_scorer", "get_session", "instrument", "instrument_tags", "is_instrumented",
+__all__ = ["aflush", "flush", "get_session", "instrument", "instrument_tags", "is_instrumented",
            "make_session", "uninstrument"]
 
 # LlamaIndex's root dispatcher is process-global, so the global capture is too; this lock guards its swap.
@@ -71,7 +72,7 @@ def make_session(metrics: Any, model: Any, goldens: Any, mode: Mode, store: Any,
 def uninstrument() -> CaptureSession | None:
     """Stop the global capture; the handlers leave the root dispatcher once no engine wrapper needs them.
 
-    Returns the scorer that was receiving cases (scoring already queued goes on; call its ``flush()`` to wait).
+    Returns the session that was receiving cases (scoring already queued goes on; call its ``flush()`` to wait).
     """
     with _lock:
         sink = router.global_sink
@@ -90,9 +91,6 @@ def get_session() -> CaptureSession | None:
     """The session of the global capture, or None when it is off."""
     sink = router.global_sink
     return sink.scorer if isinstance(sink, CaseSink) else None
-
-
-get_scorer = get_session  # the name before 0.2, kept for one release
 
 
 def flush(timeout: float | None = None) -> bool:
@@ -130,6 +128,7 @@ def instrument_tags(tags: Mapping[str, Any] | None = None, *, golden_id: Any = N
     (the tags live in a context variable, which tasks and workflow runs started inside the block inherit).
     """
     from llama_index.core.instrumentation.dispatcher import active_instrument_tags  # noqa: PLC0415
+
     from contextjudge.cases.identity import GOLDEN_ID_KEY  # noqa: PLC0415
 
     from ._capture import CONVERSATION_TAG  # noqa: PLC0415

@@ -31,7 +31,15 @@ from contextjudge.capture import (
     result_event,
 )
 from contextjudge.cases.identity import GOLDEN_ID_KEY, new_case_id
-from contextjudge.cases.provenance import AGENT_KEY, MATCH_INPUTS_KEY, NO_RETRIEVAL_KEY, OTEL_KEY, short
+from contextjudge.cases.provenance import (
+    AGENT_KEY,
+    CHAIN_INPUT_KEY,
+    GOLDEN_INDEX_KEY,
+    MATCH_INPUTS_KEY,
+    NO_RETRIEVAL_KEY,
+    OTEL_KEY,
+    short,
+)
 from contextjudge.errors import CaptureError
 from contextjudge.otel import case_trace
 
@@ -57,8 +65,7 @@ class ContextJudgeResultEvent(BaseEvent):
 
     Its fields are the payload every framework reports a result with (``contextjudge.capture.result_event``):
     ``origin_id`` is the span of the query (or of the conversation's last chat call) that was scored; the event's
-    own ``span_id`` is a short report span whose parent is that span. ``query_span_id`` is ``origin_id``'s name
-    in 0.1, kept for one release.
+    own ``span_id`` is a short report span whose parent is that span.
     """
 
     metric: str
@@ -73,7 +80,6 @@ class ContextJudgeResultEvent(BaseEvent):
     source: str | None = None
     golden_id: str | None = None
     run_id: str | None = None
-    query_span_id: str | None = None
     input: Any = None
     evaluation_model: str | None = None
     conversation: bool = False  # a whole conversation was scored (input is None then), not one retrieval
@@ -143,9 +149,9 @@ def call_keys(record: Record, thread: str | None = None) -> dict[str, Any]:
 def _captured(record: Record, tc: LLMTestCase, chain_input: str | None = None) -> CapturedCase:
     cmeta: dict[str, Any] = {"query_span_id": record.span_id, **call_keys(record)}
     if chain_input:
-        cmeta["chain_input"] = chain_input
+        cmeta[CHAIN_INPUT_KEY] = chain_input
     if record.golden_index is not None:
-        cmeta["golden_index"] = record.golden_index
+        cmeta[GOLDEN_INDEX_KEY] = record.golden_index
     return CapturedCase(test_case=tc, source="llama_index", root_run_id=record.span_id, metadata=cmeta,
                         golden_id=record.golden_id)
 
@@ -577,7 +583,6 @@ def emit_result(case: CapturedCase, result: MetricResult, session: CaptureSessio
     try:
         span = case.metadata.get("query_span_id")
         fields = result_event(case, result, run_id=None if session is None else session.run_id)
-        fields["query_span_id"] = span  # the key of 0.1, beside origin_id for one release (see the changelog)
         # A fresh context: no span or tags of whatever thread happens to deliver the result leak into the report.
         contextvars.Context().run(_report_in_context, span, fields)
     except Exception:  # noqa: BLE001

@@ -8,13 +8,15 @@ the global ``instrument()`` is on, so nothing is captured twice).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any
+
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.chat_engine.types import BaseChatEngine
 
 from contextjudge.capture import CapturedCase, CaptureSession, Mode
 from contextjudge.cases.identity import new_case_id
-from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.chat_engine.types import BaseChatEngine
 
 from ._capture import Sink, current_sink, router
 from ._instrument import make_session

@@ -17,7 +17,8 @@ import math
 import re
 import time
 import zlib
-from typing import Any, Callable, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import (
@@ -37,11 +38,12 @@ __all__ = ["ExtractiveLLM", "KeywordEmbedding", "KeywordReranker", "ReverseReran
            "content_words"]
 
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
+_STOP_TEXT = (
     "a am an and are as at be by can do does did for from get gets got has have how i if in is it its many may me much "
     "my of on or our so than that the their them there these they this to us was we what when where which who why "
-    "will with would you your about after any also all".split()
+    "will with would you your about after any also all"
 )
+_STOP = frozenset(_STOP_TEXT.split())
 
 
 def _stem(w: str) -> str:
@@ -49,9 +51,7 @@ def _stem(w: str) -> str:
     for suffix in ("ing", "ed"):
         if len(w) > len(suffix) + 3 and w.endswith(suffix):
             w = w[: -len(suffix)]
-            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls":
-                w = w[:-1]
-            elif len(w) > 3 and w.endswith("ll"):
+            if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls" or len(w) > 3 and w.endswith("ll"):
                 w = w[:-1]
             return w
     if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
@@ -71,6 +71,7 @@ class KeywordEmbedding(BaseEmbedding):
 
     @classmethod
     def class_name(cls) -> str:
+        """LlamaIndex's name for this class."""
         return "KeywordEmbedding"
 
     def _embed(self, text: str) -> list[float]:
@@ -130,10 +131,12 @@ class ExtractiveLLM(CustomLLM):
 
     @classmethod
     def class_name(cls) -> str:
+        """LlamaIndex's name for this class."""
         return "ExtractiveLLM"
 
     @property
     def metadata(self) -> LLMMetadata:
+        """What LlamaIndex reads of this model."""
         return LLMMetadata(model_name="extractive-offline", is_chat_model=False)
 
     def answer(self, prompt: str) -> str:
@@ -177,11 +180,13 @@ class ExtractiveLLM(CustomLLM):
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        """The scripted completion of ``prompt``."""
         self._sleep()
         return CompletionResponse(text=self.answer(prompt))
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        """The scripted completion, as one streamed chunk."""
         self._sleep()
         text = self.answer(prompt)
 
@@ -196,12 +201,14 @@ class ExtractiveLLM(CustomLLM):
 
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        """Async ``complete``."""
         await asyncio.sleep(self.delay)
         return CompletionResponse(text=self.answer(prompt))
 
     @llm_completion_callback()
     async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any
                                ) -> CompletionResponseAsyncGen:
+        """Async ``stream_complete``."""
         await asyncio.sleep(self.delay)
         text = self.answer(prompt)
 
@@ -221,6 +228,7 @@ class ReverseReranker(BaseNodePostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """LlamaIndex's name for this class."""
         return "ReverseReranker"
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -235,6 +243,7 @@ class KeywordReranker(BaseNodePostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
+        """LlamaIndex's name for this class."""
         return "KeywordReranker"
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -248,7 +257,7 @@ class KeywordReranker(BaseNodePostprocessor):
         return [NodeWithScore(node=n.node, score=float(-key(n))) for n in ranked]
 
 
-Step = Union[str, Sequence[tuple[str, dict[str, Any]]]]
+Step = str | Sequence[tuple[str, dict[str, Any]]]
 """One reply of a scripted agent model: the final answer (a string), or the tool calls to make (name, arguments)."""
 
 
@@ -277,6 +286,7 @@ class ScriptedAgentLLM(MockFunctionCallingLLMBase):  # type: ignore[misc, valid-
 
     @classmethod
     def class_name(cls) -> str:
+        """LlamaIndex's name for this class."""
         return "ScriptedAgentLLM"
 
     def _turn(self, messages: Sequence[Any]) -> tuple[str, list[str]]:

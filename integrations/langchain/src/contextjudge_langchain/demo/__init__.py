@@ -164,7 +164,7 @@ def run_config(config: Config, docs: list[dict[str, Any]], goldens: list[dict[st
         ids = {n.id for n in case.test_case.retrieval_context or []}
         outcome.questions += 1
         outcome.hits += bool(ids & relevant.get(case.test_case.input, set()))
-    for case, result in handler.results:
+    for _case, result in handler.results:
         if result.score is not None:
             outcome.scores.setdefault(result.name, []).append(result.score)
     return outcome

@@ -10,7 +10,8 @@
   ``rate``. The key: ``key(case)`` when given (a user function; None falls through), else the conversation
   (``THREAD_KEY`` in the case's metadata, so a conversation is judged whole or not at all), else the normalised
   input (so reruns pick the same cases).
-- What the integrations record on ``CapturedCase.metadata`` for the filters and the key (names below).
+- The filters and the key read what the integrations record on ``CapturedCase.metadata`` (``THREAD_KEY``,
+  ``RETRIEVER_NAME_KEY``, ``CHAIN_KEY``, ``TAGS_KEY``, ``RUN_METADATA_KEY``), which live in ``cases.provenance``.
 
 The draw is a BLAKE2b hash of the key, never Python's ``hash()`` (salted per process), so every process of an app,
 and every rerun, makes the same decision for the same key.
@@ -24,15 +25,11 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["CHAIN_KEY", "RETRIEVER_NAME_KEY", "RUN_METADATA_KEY", "TAGS_KEY", "THREAD_KEY", "Decision", "Sampling",
-           "draw", "input_key"]
+from ..cases.goldens import normalize_input
+from ..cases.provenance import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
+from ..errors import ConfigurationError
 
-# keys of CapturedCase.metadata, written by the integrations (LangChain, LlamaIndex, @observe) at capture
-THREAD_KEY = "thread_id"          # the conversation's id (thread_id, session_id or conversation_id), when there is one
-RETRIEVER_NAME_KEY = "retriever"  # the retriever's name (LangChain run name / class; LlamaIndex retriever class)
-CHAIN_KEY = "chain"               # the root chain / graph / engine's name
-TAGS_KEY = "tags"                 # list[str]: the call's tags (LangChain config tags; LlamaIndex instrument tags' keys)
-RUN_METADATA_KEY = "run_metadata"  # dict: the call's metadata (LangChain config metadata; LlamaIndex instrument tags)
+__all__ = ["Decision", "Sampling", "draw", "input_key"]
 
 Decision = Literal["sampled", "unsampled", "filtered"]
 """What ``Sampling.decide`` says of a case: judged, not drawn, or left out by a filter."""
@@ -59,13 +56,16 @@ def _names(value: Any) -> list[str]:
     return [str(value)]
 
 
+def _any_in(wanted: Collection[str], value: Any) -> bool:
+    """Whether any name of ``value`` is one of ``wanted``."""
+    return any(name in wanted for name in _names(value))
+
+
 def _frozen(value: Any, what: str) -> frozenset[str] | None:
     if value is None:
         return None
     names = frozenset(_names(value))
     if not names:
-        from ..errors import ConfigurationError  # noqa: PLC0415
-
         raise ConfigurationError(f"Sampling({what}=...) is empty, so it would leave out every case; pass None to "
                                  f"filter nothing by {what}.")
     return names
@@ -89,8 +89,6 @@ class Sampling:
     metadata: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        from ..errors import ConfigurationError  # noqa: PLC0415
-
         rate = self.rate
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or math.isnan(rate) or not 0 <= rate <= 1:
             raise ConfigurationError(f"sample_rate must be a number from 0 to 1 (0.1 judges one case in ten), not "
@@ -108,8 +106,6 @@ class Sampling:
     @classmethod
     def of(cls, sample_rate: float | None = None, sampling: Sampling | None = None) -> Sampling | None:
         """What a capture entry point's ``sample_rate`` / ``sampling`` arguments mean together (None: every case)."""
-        from ..errors import ConfigurationError  # noqa: PLC0415
-
         if sampling is not None and not isinstance(sampling, Sampling):
             raise ConfigurationError(f"sampling= takes a contextjudge Sampling(...), not {type(sampling).__name__}.")
         if sample_rate is None:
@@ -149,11 +145,11 @@ class Sampling:
         if not self.filters:
             return True
         meta = getattr(case, "metadata", None) or {}
-        if self.retrievers is not None and not self.retrievers.intersection(_names(meta.get(RETRIEVER_NAME_KEY))):
+        if self.retrievers is not None and not _any_in(self.retrievers, meta.get(RETRIEVER_NAME_KEY)):
             return False
-        if self.chains is not None and not self.chains.intersection(_names(meta.get(CHAIN_KEY))):
+        if self.chains is not None and not _any_in(self.chains, meta.get(CHAIN_KEY)):
             return False
-        if self.tags is not None and not self.tags.intersection(_names(meta.get(TAGS_KEY))):
+        if self.tags is not None and not _any_in(self.tags, meta.get(TAGS_KEY)):
             return False
         if self.metadata is not None:
             run_meta = meta.get(RUN_METADATA_KEY)
@@ -183,8 +179,6 @@ _MISSING: Any = object()
 
 def input_key(test_case: Any) -> str:
     """The normalised input of a test case (``goldens.normalize_input``): a conversation's first user turn."""
-    from ..cases.goldens import normalize_input  # noqa: PLC0415
-
     text = getattr(test_case, "input", None)
     if text is None:
         for turn in getattr(test_case, "turns", None) or []:

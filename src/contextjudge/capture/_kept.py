@@ -8,14 +8,13 @@ safely in the store are forgotten first, then the oldest unscored ones, which ar
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from .._aio import submit
+from .._aio import in_store_thread, submit
 from .._result import MetricResult
 from ..engine.run import Run
 from ._case import DONE, POSITION, SAMPLED, STORED, CapturedCase, ResultCallback, mark, marked
@@ -113,7 +112,7 @@ class KeptCases:
                 self.store_case(c)
 
         async def write() -> None:
-            await asyncio.to_thread(write_all)
+            await in_store_thread(write_all)
 
         try:
             submit(write())

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .._aio import run_sync
+from .._aio import in_store_thread, run_sync
 from .._result import EvaluationResult, MetricResult
-from ..engine.score import score_case
-from ..errors import BudgetExhaustedError
+from ..engine.score import BudgetSkip, score_within_budget
 from ..judges.context import use_run_context
 from ._case import DONE, STORED, CapturedCase, marked
 from ._kept import KeptCases
@@ -36,18 +34,18 @@ class CaseScoring:
         kept, run = self.kept, self.kept.run
         if not kept.prepare(case):
             return []
-        blocked = run.context.budget_blocked()
-        if blocked is not None:  # the budget is spent: skip before any store write or judge call
-            self.skip_budget(case, blocked)
-            return []
-        if kept.store is not None and not marked(case, STORED):
-            await asyncio.to_thread(kept.store_case, case)  # a store write never holds up the shared loop
-        kept.begin_run()
-        try:
-            with use_run_context(run.context):
-                results = await score_case(run, case.case_id, case.test_case, kept.metrics, budget="raise")
-        except BudgetExhaustedError as exc:
-            self.skip_budget(case, exc.resumes_at, exc)
+
+        async def store_and_begin() -> None:  # only once the budget lets the case be judged
+            if kept.store is not None and not marked(case, STORED):
+                await in_store_thread(kept.store_case, case)  # a store write never holds up the shared loop
+            if not run.begun or run.ended:
+                await in_store_thread(kept.begin_run)
+
+        with use_run_context(run.context):
+            results = await score_within_budget(run, case.case_id, case.test_case, kept.metrics,
+                                                before=store_and_begin)
+        if isinstance(results, BudgetSkip):
+            self.skip_budget(case, results.resumes_at, results if results.refused else None)
             return []
         results = results or []
         kept.scored(case, results)

@@ -28,7 +28,7 @@ _metric_errors: list[str] = []
 
 def _watch() -> None:
     """Record the metric errors of every run, whichever face started it (before any face is imported)."""
-    import contextjudge.engine.evaluate as engine  # noqa: PLC0415
+    import contextjudge.engine._evaluate as engine  # noqa: PLC0415
 
     original = engine.aevaluate
 

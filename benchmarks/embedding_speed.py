@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from agreement import load  # noqa: E402
 
-from contextjudge.judges.local._e5 import E5Model  # noqa: E402
-from contextjudge.judges.local._scoring import Scorer  # noqa: E402
+from contextjudge.judges._local._e5 import E5Model  # noqa: E402
+from contextjudge.judges._local._scoring import Scorer  # noqa: E402
 
 
 def best_ms_per_text(fn, texts: list[str], repeats: int, chunk: int | None) -> float:

@@ -62,7 +62,7 @@ def _cases(n: int, tag: str) -> list:
 async def _client_cpu(url: str, calls: int, repeats: int) -> dict:
     from langchain_openai import ChatOpenAI
 
-    import contextjudge.judges.client as judge_mod
+    import contextjudge.judges._client as judge_mod
     from contextjudge import JudgeOptions, aevaluate
     from contextjudge.metrics import ContextualPrecisionMetric
 

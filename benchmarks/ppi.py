@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from agreement import hotpotqa_case, load  # noqa: E402
 
 from contextjudge import evaluate  # noqa: E402
-from contextjudge.judges.local import LocalJudge  # noqa: E402
+from contextjudge.judges._local import LocalJudge  # noqa: E402
 from contextjudge.metrics import ContextualPrecisionMetric, weighted_cumulative_precision  # noqa: E402
 from contextjudge.stats import mean_interval, ppi_mean  # noqa: E402
 

@@ -225,7 +225,7 @@ def score_share(core: int | None, rows: list[dict[str, Any]], warm: list[dict[st
         blas_limit = threadpool_limits(limits=1)
     t0 = time.perf_counter()
     from contextjudge import evaluate
-    from contextjudge.judges.local import LocalJudge
+    from contextjudge.judges._local import LocalJudge
 
     judge = LocalJudge()
     load_s = time.perf_counter() - t0
@@ -344,8 +344,8 @@ def ray_available() -> str | None:
 
         if importlib.util.find_spec("ray") is None:
             return "ray is not installed (pip install 'contextjudge[ray]')"
-        if importlib.util.find_spec("contextjudge.engine.ray_engine") is None:
-            return "contextjudge.engine.ray_engine is not there yet"
+        if importlib.util.find_spec("contextjudge.engine._ray_engine") is None:
+            return "contextjudge.engine._ray_engine is not there yet"
     except Exception as exc:  # noqa: BLE001
         return f"{type(exc).__name__}: {exc}"
     return None

@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from agreement import hotpotqa_case, load, mtrag_case, question_case  # noqa: E402
 
 from contextjudge import LLMTestCase, evaluate  # noqa: E402
-from contextjudge.judges.context import RunContext  # noqa: E402
-from contextjudge.judges.local import LocalJudge  # noqa: E402
-from contextjudge.judges.protocol import request_from_message_kwargs  # noqa: E402
-from contextjudge.judges.tiered import TieredJudge  # noqa: E402
+from contextjudge.judges._context import RunContext  # noqa: E402
+from contextjudge.judges._local import LocalJudge  # noqa: E402
+from contextjudge.judges._protocol import request_from_message_kwargs  # noqa: E402
+from contextjudge.judges._tiered import TieredJudge  # noqa: E402
 from contextjudge.metrics import (  # noqa: E402
     ContextualPrecisionMetric,
     ContextualRelevancyMetric,

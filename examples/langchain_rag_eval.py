@@ -32,7 +32,7 @@ from contextjudge_langchain.testing import BagOfWordsEmbeddings, ExtractiveChatM
 
 def judge_model():
     try:
-        from contextjudge import resolve_model
+        from contextjudge.judges import resolve_model
 
         return resolve_model("local")
     except Exception as exc:  # noqa: BLE001

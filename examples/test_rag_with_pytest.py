@@ -64,7 +64,7 @@ def judge(request):
     if request.config.getoption("contextjudge_model", default=None):
         return request.getfixturevalue("contextjudge_judge")
     if importlib.util.find_spec("contextjudge.local") is not None:
-        from contextjudge import resolve_model
+        from contextjudge.judges import resolve_model
 
         return resolve_model("local")
     from contextjudge.testing import FakeJudge

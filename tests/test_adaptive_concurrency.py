@@ -14,9 +14,9 @@ from fault_server import FaultServer
 
 from contextjudge import JudgeOptions, LLMTestCase, RunContext
 from contextjudge.engine import Run, score_case
-from contextjudge.judges.context import use_run_context
-from contextjudge.judges.limiter import AdaptiveLimiter
-from contextjudge.judges.spend import MemorySpend, RateGate, RateLimit
+from contextjudge.judges._context import use_run_context
+from contextjudge.judges._limiter import AdaptiveLimiter
+from contextjudge.judges._spend import MemorySpend, RateGate, RateLimit
 from contextjudge.metrics import ContextualPrecisionMetric
 
 langchain_openai = pytest.importorskip("langchain_openai")

@@ -7,7 +7,7 @@ import uuid
 
 from contextjudge import LLMTestCase
 from contextjudge.capture import CapturedCase, CaptureSession
-from contextjudge.judges.spend import Budget, BudgetLedger
+from contextjudge.judges._spend import Budget, BudgetLedger
 from contextjudge.metrics import ContextualRelevancyMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge

@@ -20,9 +20,9 @@ import pytest
 from contextjudge import JudgeOptions, LLMTestCase, RunContext, evaluate
 from contextjudge.engine import Run, score_case
 from contextjudge.errors import BudgetExhaustedError, ConfigurationError
-from contextjudge.judges.cache import VerdictCache
-from contextjudge.judges.context import use_run_context
-from contextjudge.judges.spend import (
+from contextjudge.judges._cache import VerdictCache
+from contextjudge.judges._context import use_run_context
+from contextjudge.judges._spend import (
     HOUR,
     Budget,
     BudgetLedger,
@@ -271,7 +271,7 @@ def test_the_price_table_ships_with_its_source_and_date_and_finds_dated_releases
 _WORKER = textwrap.dedent("""
     import sys
     from contextjudge.errors import BudgetExhaustedError
-    from contextjudge.judges.spend import Budget, BudgetLedger
+    from contextjudge.judges._spend import Budget, BudgetLedger
     from contextjudge.store import open_store
     store = open_store(sys.argv[1])
     led = BudgetLedger(Budget(tokens_per_day=5000, name=sys.argv[2]), judge="x", store=store, clock=lambda: 1e9)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from contextjudge.cli import main
-from contextjudge.engine.calibrate import calibrate, calibration_of, fit_threshold, read_labels_file
-from contextjudge.judges.calibration import CalibratedJudge, Calibration
-from contextjudge.judges.models import load_calibrated_judge
-from contextjudge.judges.client import JudgeClient
-from contextjudge.judges.models import resolve_model
-from contextjudge.judges.templates import ContextualPrecisionTemplate
+from contextjudge.engine._calibrate import calibrate, calibration_of, fit_threshold, read_labels_file
+from contextjudge.judges._calibration import CalibratedJudge, Calibration
+from contextjudge.judges._models import load_calibrated_judge
+from contextjudge.judges._client import JudgeClient
+from contextjudge.judges._models import resolve_model
+from contextjudge.judges._templates import ContextualPrecisionTemplate
 from contextjudge.metrics import ContextualPrecisionMetric
 from contextjudge.testing import FakeJudge
 

@@ -528,7 +528,7 @@ def test_custom_template_over_a_real_http_judge_with_a_missing_id_and_a_broken_j
         prompts = [r["prompt"] for r in srv.requests]
     assert metric.score == pytest.approx(ap([1, 0, 1]))
     assert all("HOUSE PROMPT: which of these help answer" in p for p in prompts) and len(prompts) >= 2
-    from contextjudge.judges.options import JudgeOptions
+    from contextjudge.judges._options import JudgeOptions
 
     with FaultServer(faults=[Fault("invalid_json", times=None)]) as srv:
         broken = ContextualPrecisionMetric(model=_http_judge(srv), evaluation_template=CustomTemplate,

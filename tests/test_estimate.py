@@ -10,8 +10,8 @@ import pytest
 
 from contextjudge import Golden, JudgeOptions, LLMTestCase, evaluate
 from contextjudge.cli import main
-from contextjudge.engine.estimate import estimate
-from contextjudge.judges.spend import OUTPUT_TOKENS_BASE, OUTPUT_TOKENS_PER_ITEM, count_tokens, price_of
+from contextjudge.engine._estimate import estimate
+from contextjudge.judges._spend import OUTPUT_TOKENS_BASE, OUTPUT_TOKENS_PER_ITEM, count_tokens, price_of
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric
 from contextjudge.testing import FakeJudge
 
@@ -140,7 +140,7 @@ def test_the_text_says_how_many_cases_a_sampled_run_judges_and_the_dollars_are_t
 
 
 def test_the_expected_cost_is_printed_beside_the_reserved_upper_bound(tmp_path, capsys):
-    from contextjudge.judges.spend import BUDGET_OUTPUT_CAP
+    from contextjudge.judges._spend import BUDGET_OUTPUT_CAP
     from contextjudge.store import open_store
 
     est = estimate([Golden.from_dict(g) for g in GOLDENS], ["contextual_precision", "contextual_recall"],

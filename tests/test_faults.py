@@ -23,7 +23,7 @@ from fault_server import Fault, FaultServer  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
 from contextjudge import ConversationalTestCase, LLMTestCase, Turn, aevaluate  # noqa: E402
-from contextjudge.judges.options import JudgeOptions  # noqa: E402
+from contextjudge.judges._options import JudgeOptions  # noqa: E402
 from contextjudge.metrics import BY_KEY  # noqa: E402
 from contextjudge.testing import FakeJudge  # noqa: E402
 
@@ -314,7 +314,7 @@ def test_fault_matrix_summary(matrix, request):
 # ---------------------------------------------------------------------------------------------- unit checks
 def test_output_cap_reaches_an_openai_compatible_server_as_max_tokens():
     """llama.cpp's server ignores max_completion_tokens, so the cap also travels as extra_body max_tokens."""
-    from contextjudge.judges.structured import _with_output_cap
+    from contextjudge.judges._structured import _with_output_cap
 
     local = ChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key="x")
     capped = _with_output_cap(local, 100)

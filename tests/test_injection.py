@@ -13,8 +13,8 @@ import re
 import pytest
 
 from contextjudge import ConversationalTestCase, LLMTestCase, Turn, aevaluate
-from contextjudge.judges.options import JudgeOptions
-from contextjudge.judges.parsing import parse_answer
+from contextjudge.judges._options import JudgeOptions
+from contextjudge.judges._parsing import parse_answer
 from contextjudge.metrics import BY_KEY
 from contextjudge.testing import FakeJudge
 

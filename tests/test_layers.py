@@ -348,13 +348,11 @@ def test_integrations_import_only_the_cores_public_modules_and_no_other_integrat
     assert not wrong, "integration imports that are not allowed:\n" + "\n".join(wrong)
 
 
-@pytest.mark.xfail(strict=False, reason=_PENDING_PRIVATE)
 def test_no_private_name_is_reached_across_packages():
     wrong = privacy_problems(FOUND, ROOTS)
     assert not wrong, "private modules or names reached from outside their package:\n" + "\n".join(wrong)
 
 
-@pytest.mark.xfail(strict=False, reason=_PENDING_CIRCLES)
 def test_there_is_no_import_circle():
     circles = circle_problems(FOUND)
     assert not circles, "import circles:\n" + "\n".join(circles)

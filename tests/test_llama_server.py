@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from contextjudge import ConversationalTestCase, LLMTestCase, Turn, aevaluate
-from contextjudge.judges.context import RunContext
-from contextjudge.judges.options import JudgeOptions
+from contextjudge.judges._context import RunContext
+from contextjudge.judges._options import JudgeOptions
 from contextjudge.metrics import BY_KEY
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

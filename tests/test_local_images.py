@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from contextjudge import LLMTestCase, MLLMImage, RetrievedNode
-from contextjudge.judges.local import LocalJudge
+from contextjudge.judges._local import LocalJudge
 from contextjudge.metrics import ContextualPrecisionMetric
 
 _spec = importlib.util.spec_from_file_location("_tlj", Path(__file__).with_name("test_local_judge.py"))

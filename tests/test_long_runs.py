@@ -9,7 +9,7 @@ import pytest
 
 from contextjudge import ContextJudgeError, LLMTestCase, aevaluate, evaluate
 from contextjudge._result import MetricResult
-from contextjudge.judges.cache import VerdictCache
+from contextjudge.judges._cache import VerdictCache
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from contextjudge.judges.client import JudgeClient
-from contextjudge.judges.protocol import Item, JudgeRequest
+from contextjudge.judges._client import JudgeClient
+from contextjudge.judges._protocol import Item, JudgeRequest
 from contextjudge.templates import ContextualPrecisionTemplate
 from contextjudge.testing import FakeJudge
 

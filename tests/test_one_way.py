@@ -49,8 +49,8 @@ def test_from_keys_refuses_an_unknown_key_naming_the_known_ones(call):
 
 
 def test_the_worker_and_estimate_build_through_from_keys():
-    from contextjudge.engine.estimate import estimate
-    from contextjudge.engine.worker import metrics_for_run
+    from contextjudge.engine._estimate import estimate
+    from contextjudge.engine._worker import metrics_for_run
 
     config = {"metrics": [{"class": "ContextualRecallMetric", "threshold": 0.6, "strict_mode": False},
                           {"class": "ContextualPrecisionMetric", "threshold": 0.9}]}

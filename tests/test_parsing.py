@@ -3,7 +3,7 @@
 import pytest
 
 from contextjudge._text import split_sentences
-from contextjudge.judges.parsing import extract_json_candidates, normalize_verdict, parse_answer
+from contextjudge.judges._parsing import extract_json_candidates, normalize_verdict, parse_answer
 
 IDS = ["n1", "n2"]
 

@@ -1,4 +1,4 @@
-"""The Ray engine (engine/ray_engine.py; evaluate(engine="ray"); `contextjudge score --engine ray`) on one real local
+"""The Ray engine (engine/_ray_engine.py; evaluate(engine="ray"); `contextjudge score --engine ray`) on one real local
 Ray instance for the module (2 CPUs, no dashboard): the same results as the local engine case by case (FakeJudge and
 the embedded judge), --rescore into a new run, several actors on one SQLite file and on PostgreSQL each judging
 every case once, and a real SIGKILL of an actor's process mid-run: the driver starts another actor, the dead one's
@@ -39,8 +39,8 @@ def _python(code: str) -> subprocess.CompletedProcess:
 
 
 def test_import_contextjudge_never_imports_ray():
-    out = _python("import sys, contextjudge, contextjudge.cli, contextjudge.engine.evaluate, "
-                  "contextjudge.engine.ray_engine; print('ray' in sys.modules)")
+    out = _python("import sys, contextjudge, contextjudge.cli, contextjudge.engine._evaluate, "
+                  "contextjudge.engine._ray_engine; print('ray' in sys.modules)")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
@@ -217,19 +217,19 @@ def _by_model(received):
 
 @pytest.mark.slow
 def test_a_sigkilled_actors_cases_are_judged_once_and_only_in_flight_calls_repeat(ray_local, tmp_path):
-    from contextjudge.engine.ray_engine import score_run
+    from contextjudge.engine._ray_engine import score_run
 
     n = 20
     store = open_store(str(tmp_path / "r.db"))  # several actors on one SQLite file, on a local Ray
     rid = _queued_run(store, n)
     with _GatedServer(free=3, yes_words=["paris"], latency=0.05) as srv:
-        from contextjudge.engine.ray_engine import RayEngine
+        from contextjudge.engine._ray_engine import RayEngine
 
         store.enqueue(rid)
         engine = RayEngine(store, model=_judge_factory(srv.url), metrics=[ContextualRelevancyMetric()], workers=2,
                            lease=2.0, batch=2, concurrency=2, poll=0.1, grace=1.0, log=lambda s: None)
         box: dict = {}
-        driver = threading.Thread(target=lambda: box.update(report=engine.score(rid)), daemon=True)
+        driver = threading.Thread(target=lambda: box.update(report=engine._score(rid)), daemon=True)
         driver.start()
         try:
             # the victim answers 3 requests (written), then both of its case slots wait on a held request
@@ -269,7 +269,7 @@ def test_a_sigkilled_actors_cases_are_judged_once_and_only_in_flight_calls_repea
 
 @pytest.mark.slow
 def test_two_actors_on_postgresql_judge_each_case_once(ray_local, pg_url, pg_store):
-    from contextjudge.engine.ray_engine import score_run
+    from contextjudge.engine._ray_engine import score_run
 
     n = 16
     rid = _queued_run(pg_store, n)
@@ -294,8 +294,8 @@ def test_a_rate_limit_is_one_count_for_every_actor(ray_local, tmp_path):
     once per actor)."""
     import sqlite3
 
-    from contextjudge.judges.options import JudgeOptions
-    from contextjudge.judges.spend import RateLimit
+    from contextjudge.judges._options import JudgeOptions
+    from contextjudge.judges._spend import RateLimit
 
     cases = [_case(i) for i in range(12)]
     db = str(tmp_path / "rate.db")

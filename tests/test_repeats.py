@@ -10,8 +10,8 @@ import pytest
 
 from contextjudge import LLMTestCase, evaluate
 from contextjudge.errors import ConfigurationError
-from contextjudge.judges.context import RunContext
-from contextjudge.judges.options import JudgeOptions
+from contextjudge.judges._context import RunContext
+from contextjudge.judges._options import JudgeOptions
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,
@@ -100,13 +100,13 @@ def test_a_deterministic_judge_is_asked_once_and_says_so(caplog):
 
 
 def test_the_embedded_judge_declares_itself_deterministic():
-    from contextjudge.judges.local import LocalJudge
+    from contextjudge.judges._local import LocalJudge
 
     assert LocalJudge.contextjudge_deterministic is True
 
 
 def test_a_chat_model_with_no_temperature_set_samples():
-    from contextjudge.judges.client import _deterministic
+    from contextjudge.judges._client import _deterministic
 
     assert not _deterministic(FakeJudge(temperature=0.2))
     assert _deterministic(FakeJudge())

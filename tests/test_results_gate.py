@@ -97,7 +97,7 @@ def test_pytest_hides_assert_test_frames_and_counts_errors(pytester):
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
-    assert "contextjudge/engine/assertions.py" not in out and "contextjudge/pytest_plugin.py" not in out
+    assert "contextjudge/engine/_assertions.py" not in out and "contextjudge/pytest_plugin.py" not in out
     assert "test_gate.py" in out and "needs an expected_output" in out
     summary = "*contextjudge: 2 test case(s) scored, 1 below threshold, 1 with an error; errors: Contextual Precision 1*"
     result.stdout.fnmatch_lines([summary])

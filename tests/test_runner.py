@@ -138,8 +138,8 @@ def test_resumed_run_reports_only_its_own_judge_usage(tmp_path):
 
 
 async def test_a_judge_can_ask_for_more_calls_in_flight_than_the_default():
-    from contextjudge.judges.context import RunContext
-    from contextjudge.judges.options import JudgeOptions
+    from contextjudge.judges._context import RunContext
+    from contextjudge.judges._options import JudgeOptions
 
     class Roomy(FakeJudge):
         contextjudge_min_concurrency: int = 20

@@ -94,7 +94,7 @@ def test_rerun_with_same_id_scores_nothing_again_and_reuses_cached_verdicts(stor
 
 
 def test_errored_results_are_rescored_on_resume(store):
-    from contextjudge.judges.options import JudgeOptions
+    from contextjudge.judges._options import JudgeOptions
     from contextjudge.testing import JudgeHTTPError
 
     judge = FakeJudge(failures=[JudgeHTTPError(401)])

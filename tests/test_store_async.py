@@ -16,7 +16,7 @@ import pytest
 
 from contextjudge import LLMTestCase, evaluate
 from contextjudge._aio import STORE_THREADS, AsyncStore, in_store_thread
-from contextjudge.judges.cache import VerdictCache
+from contextjudge.judges._cache import VerdictCache
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric
 from contextjudge.store import ResultsStore
 from contextjudge.testing import FakeJudge

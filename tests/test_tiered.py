@@ -9,10 +9,10 @@ from langchain_core.language_models import BaseChatModel
 
 from contextjudge import LLMTestCase, evaluate
 from contextjudge.errors import ConfigurationError
-from contextjudge.judges.models import judge_identity
-from contextjudge.judges.options import JudgeOptions
-from contextjudge.judges.schemas import Answer
-from contextjudge.judges.tiered import TieredJudge
+from contextjudge.judges._models import judge_identity
+from contextjudge.judges._options import JudgeOptions
+from contextjudge.judges._schemas import Answer
+from contextjudge.judges._tiered import TieredJudge
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
     ContextualRelevancyMetric,
@@ -209,7 +209,7 @@ def test_a_strong_server_that_is_down_falls_back_only_when_asked_and_says_so_on_
 
 
 def test_the_embedded_judge_as_cheap_tier_sends_up_exactly_its_uncertain_items(ten_node_case):
-    from contextjudge.judges.local import LocalJudge
+    from contextjudge.judges._local import LocalJudge
 
     local = LocalJudge()
     _, alone = run(local, cases=(ten_node_case,))
@@ -234,8 +234,8 @@ def test_a_calibrated_cheap_tier_moves_the_band_with_its_fitted_threshold(tmp_pa
     # The calibrated cheap judge says yes at confidence >= 0.2 for node usefulness: Bread (0.1) is a "no" just below
     # where its verdict flips, Lyon (0.55) a clear "yes". The band (0.3, 0.7), stated around 0.5, moves by 0.2 - 0.5
     # to (0.0, 0.4): Bread goes up, Lyon does not (unmoved, it would send Lyon up and keep Bread's near-miss).
-    from contextjudge.judges.calibration import Calibration
-    from contextjudge.judges.models import load_calibrated_judge
+    from contextjudge.judges._calibration import Calibration
+    from contextjudge.judges._models import load_calibrated_judge
 
     path = tmp_path / "cal.json"
     Calibration(judge="local", thresholds={"node_usefulness": 0.2}).write(path)

@@ -4,7 +4,7 @@ the parts are merged into the same scores one request would give."""
 import pytest
 
 from contextjudge import JudgeOptions, LLMTestCase, evaluate
-from contextjudge.judges.protocol import REQUEST_KEY, JudgeRequest
+from contextjudge.judges._protocol import REQUEST_KEY, JudgeRequest
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric
 from contextjudge.testing import FakeJudge
 

@@ -1,4 +1,4 @@
-"""The worker (engine/worker.py, `contextjudge worker`): claims queued cases, scores them, writes each case's results
+"""The worker (engine/_worker.py, `contextjudge worker`): claims queued cases, scores them, writes each case's results
 once, shares verdicts through the store, skips on a spent budget, stops cleanly; in process and as a real CLI
 subprocess on SQLite (one worker per store file). The several-workers-on-PostgreSQL tests are in
 tests/test_worker_pg.py."""
@@ -17,10 +17,10 @@ import pytest
 from fault_server import FaultServer
 
 from contextjudge import LLMTestCase
-from contextjudge.engine.score import score_case
-from contextjudge.engine.worker import Worker, limit_cpu, metrics_for_run
+from contextjudge.engine._score import score_case
+from contextjudge.engine._worker import Worker, limit_cpu, metrics_for_run
 from contextjudge.errors import BudgetExhaustedError
-from contextjudge.judges.context import RunContext
+from contextjudge.judges._context import RunContext
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
@@ -273,7 +273,7 @@ def test_a_down_judge_gives_cases_back_instead_of_burning_the_queue(tmp_path, ca
     from fault_server import Fault
     from langchain_openai import ChatOpenAI
 
-    from contextjudge.judges.options import JudgeOptions
+    from contextjudge.judges._options import JudgeOptions
 
     n = 6
     store, rid = _queued(str(tmp_path / "q.db"), n)
@@ -322,7 +322,7 @@ def test_an_outage_that_begins_while_cases_are_in_flight_completes_none_with_err
     from fault_server import Fault
     from langchain_openai import ChatOpenAI
 
-    from contextjudge.judges.options import JudgeOptions
+    from contextjudge.judges._options import JudgeOptions
 
     n = 16
     store, rid = _queued(str(tmp_path / "q.db"), n)
@@ -358,7 +358,7 @@ def test_once_stops_when_the_judge_is_down_and_leaves_the_queue(tmp_path):
     from fault_server import Fault
     from langchain_openai import ChatOpenAI
 
-    from contextjudge.judges.options import JudgeOptions
+    from contextjudge.judges._options import JudgeOptions
 
     store, rid = _queued(str(tmp_path / "q.db"), 4)
     with FaultServer(faults=[Fault("http", status=503, times=None)]) as srv:

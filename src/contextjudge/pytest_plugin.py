@@ -80,7 +80,7 @@ class ContextJudgeSession:
 
                     self._judge = FakeJudge()
                 else:
-                    from .judges.models import resolve_model  # noqa: PLC0415
+                    from .judges import resolve_model  # noqa: PLC0415
 
                     self._judge = resolve_model(text or None)
             return self._judge
@@ -90,7 +90,7 @@ class ContextJudgeSession:
         """The session's run in the store (begun on first use, ended when pytest ends), or None without a store."""
         with self._lock:
             if self._run is None and self.store_target:
-                from .engine.run import Run  # noqa: PLC0415
+                from .engine import Run  # noqa: PLC0415
 
                 self._run = Run(store=self.store_target, run_id=self._run_id, name="pytest",
                                 config={"mode": "pytest"})
@@ -158,7 +158,7 @@ class ContextJudgeSession:
     def assert_test(self, test_case: Any, metrics: Sequence[Any], **kwargs: Any) -> Any:
         """``contextjudge.assert_test`` with this session's judge and store."""
         __tracebackhide__ = True  # a failing test's traceback ends in the test, not in contextjudge
-        from .engine.assertions import assert_test  # noqa: PLC0415
+        from .engine import assert_test  # noqa: PLC0415
 
         return assert_test(test_case, metrics, **kwargs)
 

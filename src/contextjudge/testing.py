@@ -28,7 +28,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from .judges.protocol import REQUEST_KEY, Item, JudgeRequest
+from .judges import REQUEST_KEY, Item, JudgeRequest
 
 __all__ = ["FakeJudge", "JudgeHTTPError", "overlap_rule"]
 

@@ -34,8 +34,9 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from .cases.goldens import Golden, load_goldens
 from .cases.identity import GOLDEN_ID_KEY
@@ -58,8 +59,8 @@ class Span:
     type: str | None = None
     metrics: list[Any] = field(default_factory=list)
     id: int = 0
-    parent: "Span | None" = field(default=None, repr=False)
-    children: list["Span"] = field(default_factory=list, repr=False)
+    parent: Span | None = field(default=None, repr=False)
+    children: list[Span] = field(default_factory=list, repr=False)
     arguments: dict[str, Any] = field(default_factory=dict, repr=False)
     output: Any = field(default=None, repr=False)
     error: str | None = None

@@ -7,13 +7,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from contextjudge_langchain import ContextJudgeCallbackHandler
 
 from contextjudge import ConversationalTestCase
 from contextjudge.capture import RETRIEVER_NAME_KEY, THREAD_KEY, IdleConversations, Sampling
 from contextjudge.errors import ConfigurationError
 from contextjudge.metrics import ContextualRelevancyMetric, TurnContextualRelevancyMetric
 from contextjudge.store import open_store
+from contextjudge_langchain import ContextJudgeCallbackHandler
 
 QUESTIONS = ["Can I bring my dog to the office?", "How many days a week can I work remotely?"]
 

@@ -3,10 +3,9 @@ list as its context and the retriever's own ranking beside it, never the ranking
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pytest
-
 from langchain_core.callbacks import CallbackManagerForRetrieverRun, Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.output_parsers import StrOutputParser

@@ -2,13 +2,13 @@
 
 import base64
 
-from contextjudge_langchain import ContextJudgeCallbackHandler, node_from_image_metadata
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 
 from contextjudge.cases.images import image_from_metadata
 from contextjudge.testing import FakeJudge
+from contextjudge_langchain import ContextJudgeCallbackHandler, node_from_image_metadata
 
 
 class PhotoRetriever(BaseRetriever):

@@ -18,15 +18,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from contextjudge.capture import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY, Sampling
 from contextjudge.cases.provenance import OTEL_KEY, otel_of
-from contextjudge.capture import (CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY,
-                               Sampling)
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge.otel import OTelExporter
 from contextjudge_langchain import ContextJudgeCallbackHandler, capture
 from contextjudge_langchain.testing import ExtractiveChatModel
-
-
 
 PROMPT = ChatPromptTemplate.from_messages(
     [("human", "Answer from the context only.\nContext:\n{context}\n\nQuestion: {question}")])

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("langchain_openai")
 
+from fault_server import FaultServer  # noqa: E402  (tests/fault_server.py, on sys.path by pytest's pythonpath)
 from langchain_openai import ChatOpenAI  # noqa: E402
 
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric  # noqa: E402
-from fault_server import FaultServer  # noqa: E402  (tests/fault_server.py, on sys.path by pytest's pythonpath)
 from contextjudge_langchain import ContextJudgeCallbackHandler, capture  # noqa: E402
 
 QUESTIONS = ["How many vacation days do I get?", "How do I request vacation?", "What is the expense deadline?"]

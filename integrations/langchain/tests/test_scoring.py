@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import threading
-
-import pytest
 from importlib.metadata import entry_points
 
+import pytest
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 
 from contextjudge import LLMTestCase, evaluate

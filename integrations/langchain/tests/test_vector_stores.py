@@ -15,12 +15,10 @@ import sys
 import textwrap
 
 import pytest
-from typing_extensions import List, TypedDict  # as the tutorial imports them
+from typing_extensions import TypedDict
 
 pytest.importorskip("langgraph", reason="these tests build the tutorial's LangGraph graph (pip install langgraph)")
 
-from contextjudge_langchain import instrument, uninstrument  # noqa: E402
-from contextjudge_langchain.testing import ExtractiveChatModel, ScriptedAgentModel  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
@@ -28,6 +26,8 @@ from langchain_core.tools import tool  # noqa: E402
 from langgraph.graph import START, StateGraph  # noqa: E402
 
 from contextjudge.cases.provenance import agent_of  # noqa: E402
+from contextjudge_langchain import instrument, uninstrument  # noqa: E402
+from contextjudge_langchain.testing import ExtractiveChatModel, ScriptedAgentModel  # noqa: E402
 
 PROMPT = ChatPromptTemplate.from_template(
     "You are an assistant for question-answering tasks. Use the following pieces of retrieved context to answer "
@@ -38,7 +38,7 @@ QUESTIONS = ["How many days of paid time off do full-time employees get?",
 
 class State(TypedDict):
     question: str
-    context: List[Document]
+    context: list[Document]
     answer: str
 
 
@@ -260,11 +260,10 @@ def test_calls_that_retrieve_nothing_warn_once(caplog):
 def test_eval_app_golden_that_retrieved_nothing_says_so(judge):
     """``contextjudge eval --app``: a golden whose run retrieved nothing is a case whose metrics say what the run
     did and which shapes are captured."""
-    from contextjudge_langchain._adapter import adapter, golden_input  # noqa: PLC0415
-
     from contextjudge import evaluate  # noqa: PLC0415
     from contextjudge.cases.provenance import no_retrieval_of  # noqa: PLC0415
     from contextjudge.metrics import ContextualRelevancyMetric  # noqa: PLC0415
+    from contextjudge_langchain._adapter import adapter, golden_input  # noqa: PLC0415
 
     def retrieve(state: State):
         return {"context": [Document("Full-time employees accrue 25 days of paid time off per year.")]}
@@ -376,11 +375,11 @@ def test_a_tool_marked_by_metadata_a_string_output_is_one_node(store):
 def test_result_events_of_both_case_shapes(store, judge):
     """The tutorial graph in a thread: single-turn cases and the conversation are scored, and the result events say
     which is which (``conversation``; a conversation's ``input`` is None)."""
-    from contextjudge_langchain import METRIC_RESULT_EVENT  # noqa: PLC0415
     from langchain_core.callbacks import BaseCallbackHandler  # noqa: PLC0415
 
     from contextjudge import ConversationalTestCase  # noqa: PLC0415
     from contextjudge.metrics import ContextualRelevancyMetric, TurnContextualRelevancyMetric  # noqa: PLC0415
+    from contextjudge_langchain import METRIC_RESULT_EVENT  # noqa: PLC0415
 
     class Listener(BaseCallbackHandler):
         def __init__(self) -> None:

@@ -7,7 +7,7 @@ import threading
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from contextjudge.engine.worker import Worker
+from contextjudge.engine._worker import Worker
 from contextjudge.metrics import ContextualRelevancyMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge

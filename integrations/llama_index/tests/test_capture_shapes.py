@@ -7,15 +7,15 @@ step, and a workflow that retrieves in a way capture cannot see (one warning, an
 
 from __future__ import annotations
 
-import contextjudge_llama_index as cj
 import pytest
-from contextjudge_llama_index.testing import ExtractiveLLM, KeywordEmbedding
 from llama_index.core import Settings, SimpleDirectoryReader, VectorStoreIndex
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.workflow import StartEvent, StopEvent, Workflow, step
 
+import contextjudge_llama_index as cj
 from contextjudge.cases.provenance import SOURCE_DOC_KEY, agent_of, no_retrieval_of, source_of
+from contextjudge_llama_index.testing import ExtractiveLLM, KeywordEmbedding
 
 QUESTION = "How many vacation days do employees get?"
 
@@ -144,9 +144,10 @@ def test_a_query_engine_call_without_retrieval_says_why(llm, session):
 async def test_a_web_search_tool_named_in_retrieval_tools_is_a_retrieval():
     import warnings  # noqa: PLC0415
 
-    from contextjudge_llama_index.testing import ScriptedAgentLLM  # noqa: PLC0415
     from llama_index.core.agent.workflow import FunctionAgent  # noqa: PLC0415
     from llama_index.core.tools import FunctionTool  # noqa: PLC0415
+
+    from contextjudge_llama_index.testing import ScriptedAgentLLM  # noqa: PLC0415
 
     results = [{"url": "https://hr.example.com/pto", "title": "PTO", "content": "Employees get 25 vacation days."},
                {"url": "https://hr.example.com/remote", "title": "Remote", "content": "Remote work: two days."}]

@@ -8,17 +8,17 @@ import asyncio
 import time
 import warnings
 
-import contextjudge_llama_index as cj
 import pytest
-from contextjudge_llama_index.testing import ScriptedAgentLLM
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.tools import QueryEngineTool
 
+import contextjudge_llama_index as cj
 from contextjudge import ConversationalTestCase
 from contextjudge.capture import THREAD_KEY
 from contextjudge.metrics import TurnContextualRelevancyMetric
 from contextjudge.store import open_store
+from contextjudge_llama_index.testing import ScriptedAgentLLM
 
 USER = "How many vacation days do I get?"
 SCRIPT = {

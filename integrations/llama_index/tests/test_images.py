@@ -5,12 +5,13 @@ from __future__ import annotations
 import base64
 from types import SimpleNamespace
 
-import contextjudge_llama_index as cj
 import pytest
-from contextjudge_llama_index import node_from_llama_image_node
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import ImageNode, NodeWithScore, TextNode
+
+import contextjudge_llama_index as cj
+from contextjudge_llama_index import node_from_llama_image_node
 
 
 class PhotoRetriever(BaseRetriever):

@@ -9,7 +9,6 @@ import pickle
 import threading
 
 import pytest
-
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import BaseRetriever
@@ -17,10 +16,10 @@ from llama_index.core.schema import ImageNode, NodeWithScore, TextNode
 
 import contextjudge_llama_index as cj
 from contextjudge.capture import CapturedCase
+from contextjudge.capture._background import BackgroundScoring
 from contextjudge.errors import CaptureError
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
 from contextjudge_llama_index import _capture, _results
-from contextjudge.capture._background import BackgroundScoring
 
 QUESTION = "How many vacation days do employees get?"
 

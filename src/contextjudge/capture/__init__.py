@@ -16,7 +16,7 @@ conversations), ``_roots`` (no silent nothing) and ``_exit`` (sessions closed at
 """
 
 from ..cases.provenance import CHAIN_KEY, RETRIEVER_NAME_KEY, RUN_METADATA_KEY, TAGS_KEY, THREAD_KEY
-from ..judges.context import in_judge_call
+from ..judges import JUDGE_TAG, in_judge_call
 from ._case import (
     AppAdapter,
     CapturedCase,
@@ -30,6 +30,6 @@ from ._conversations import IdleConversations
 from ._sampling import Sampling
 from ._session import CaptureSession
 
-__all__ = ["CHAIN_KEY", "RETRIEVER_NAME_KEY", "RUN_METADATA_KEY", "TAGS_KEY", "THREAD_KEY", "AppAdapter",
+__all__ = ["CHAIN_KEY", "JUDGE_TAG", "RETRIEVER_NAME_KEY", "RUN_METADATA_KEY", "TAGS_KEY", "THREAD_KEY", "AppAdapter",
            "CaptureSession", "CapturedCase", "GoldenFailure", "IdleConversations", "Mode", "Sampling",
            "default_metrics", "in_judge_call", "no_retrieval_message", "result_event"]

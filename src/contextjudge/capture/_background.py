@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from .._aio import submit
-from ..judges.context import use_run_context
+from ..judges import use_run_context
 from ._case import CapturedCase
 from ._kept import KeptCases
 from ._mode import dropped_words, kept_where

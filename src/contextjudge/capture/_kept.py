@@ -16,7 +16,7 @@ from typing import Any
 
 from .._aio import in_store_thread, submit
 from .._result import MetricResult
-from ..engine.run import Run
+from ..engine import Run
 from ._case import DONE, POSITION, SAMPLED, STORED, CapturedCase, ResultCallback, mark, marked
 
 __all__ = ["Counts", "KeptCases"]

@@ -9,8 +9,8 @@ from typing import Any
 
 from .._aio import in_store_thread, run_sync
 from .._result import EvaluationResult, MetricResult
-from ..engine.score import BudgetSkip, score_within_budget
-from ..judges.context import use_run_context
+from ..engine import BudgetSkip, score_within_budget
+from ..judges import use_run_context
 from ._case import DONE, STORED, CapturedCase, marked
 from ._kept import KeptCases
 
@@ -21,7 +21,7 @@ _UNSET: Any = object()
 
 
 class CaseScoring:
-    """Scores a case with every applicable metric in the session's run (``engine.score.score_case``, as
+    """Scores a case with every applicable metric in the session's run (``engine._score.score_case``, as
     ``evaluate`` does); a metric missing a field gives an error result that says what to do (never a silent skip).
     A case the budget refuses is forgotten and counted, with one warning per budget window."""
 
@@ -75,7 +75,7 @@ def score_unscored(kept: KeptCases, ready: list[CapturedCase], in_flight: Callab
     """Score the ``ready`` cases not scored yet (leaving those ``in_flight`` to the mode) and, with a store, the
     run's unscored cases only the store holds, through ``evaluate`` in the session's run; the results are attached
     to the cases in memory and sent to ``on_result``. Keyword arguments go to ``evaluate``."""
-    from ..engine.evaluate import aevaluate  # noqa: PLC0415
+    from ..engine import aevaluate  # noqa: PLC0415
 
     todo = [c for c in ready if not marked(c, DONE)]
     with kept.lock:

@@ -11,11 +11,11 @@ A ``CaptureSession`` matches goldens, then, by mode (one object each, chosen at 
   callbacks listen the results come back as events for the cases it still holds (bounded).
 
 Before any of that, ``sample_rate`` / ``sampling`` (``Sampling``) decide which cases are judged, deterministically
-by conversation or input; the others are counted and forgotten. ``budget`` (a ``judges.spend.Budget``) caps the
+by conversation or input; the others are counted and forgotten. ``budget`` (a ``judges._spend.Budget``) caps the
 judge's spend: a case the budget refuses is skipped and counted, with one warning per budget window.
 ``session.counters`` counts it all.
 
-Everything is scored inside one ``Run`` (``engine.run``) through ``score_case`` (``engine.score``), like
+Everything is scored inside one ``Run`` (``engine._run``) through ``score_case`` (``engine._score``), like
 ``evaluate``; the run begins with the first case and ends at ``close()``, when ``score_deferred`` finishes it, or at
 interpreter exit (mode "worker": the run ends "captured", or "finished" when the store's queue for it is done).
 Memory is bounded by ``max_kept`` (``KeptCases``). Cases may be assembled lazily (``CapturedCase.assembled`` /
@@ -37,9 +37,9 @@ from typing import Any
 
 from .._result import EvaluationResult, MetricResult
 from ..cases.goldens import load_goldens
-from ..engine.run import Run
+from ..engine import Run
 from ..errors import ConfigurationError
-from ..judges.options import JudgeOptions
+from ..judges import JudgeOptions
 from . import _exit
 from ._background import BackgroundScoring
 from ._case import CapturedCase, Mode, ResultCallback, default_metrics
@@ -133,7 +133,7 @@ class CaptureSession:
     ``sample_rate`` (0 to 1) is shorthand for ``sampling=Sampling(rate=...)``: the cases judged, decided by the
     conversation (``THREAD_KEY``), a user key function or the normalised input, so a conversation is judged whole or
     not at all and reruns pick the same cases; filters by retriever, chain, tags and metadata. ``budget`` (a
-    ``judges.spend.Budget``) is shorthand for ``JudgeOptions(budget=...)``. Mode ``"worker"`` needs ``store``; it
+    ``judges._spend.Budget``) is shorthand for ``JudgeOptions(budget=...)``. Mode ``"worker"`` needs ``store``; it
     writes batches of up to ``batch`` cases at most every ``handoff_delay`` seconds (default 0.2), holds at most
     ``max_kept`` written cases (default 1,000) while their results may come back, and polls for those results every
     ``poll_interval`` seconds while ``on_result`` callbacks listen. ``counters`` says what became of every case.

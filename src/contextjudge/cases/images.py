@@ -10,7 +10,7 @@ image itself (its URL or data URL, and its alt text), so a string keeps its imag
 pydantic, the results store, pickling or a copy. ``split_images(text)`` finds the tokens again and returns the text
 with readable markers (``[image 1]``, ``[image 1: alt text]``) and the images. An image can also be a separate
 ``retrieval_context`` item, or a ``RetrievedNode(text, images=[...])``. How judges receive images is
-``contextjudge.judges.images``; the capture integrations build image nodes from their frameworks' documents.
+``contextjudge.judges._images``; the capture integrations build image nodes from their frameworks' documents.
 """
 
 from __future__ import annotations

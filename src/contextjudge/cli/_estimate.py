@@ -67,9 +67,9 @@ def add_estimate_command(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from ..engine.estimate import estimate  # noqa: PLC0415
+    from ..engine import estimate  # noqa: PLC0415
     from ..errors import UsageError  # noqa: PLC0415
-    from ..judges.options import JudgeOptions  # noqa: PLC0415
+    from ..judges import JudgeOptions  # noqa: PLC0415
     from ._shared import DEFAULT_EVAL_METRICS, EXIT_OK, _config_metric_keys, _metric_keys  # noqa: PLC0415
 
     source: Any

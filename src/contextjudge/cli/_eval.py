@@ -160,7 +160,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError(f"running the goldens through {args.app} captured no retrieval: check that the app "
                          "retrieves, and that the adapter supports it.")
 
-    from ..engine.evaluate import evaluate  # noqa: PLC0415
+    from ..engine import evaluate  # noqa: PLC0415
 
     result = evaluate(test_cases, metrics, store=store, run_id=args.run_id, run_name=args.name or args.app,
                       max_concurrency=args.concurrency * 4, show_progress=_progress(args), repeats=args.repeats,

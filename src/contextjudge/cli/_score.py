@@ -70,7 +70,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     if not ray_engine and (getattr(args, "address", None) or getattr(args, "workers", None)):
         raise UsageError("--address and --workers are for --engine ray (scoring on a Ray cluster).")
     if ray_engine:
-        from ..engine.ray_engine import require_ray  # noqa: PLC0415
+        from ..engine import require_ray  # noqa: PLC0415
         from ..errors import ConfigurationError  # noqa: PLC0415
 
         try:
@@ -86,7 +86,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(f"run {run_id}: nothing to " + ("re-score (it has no cases)." if rescore else
                                              "score (every case already has results)."))
         return EXIT_OK
-    from ..engine.worker import DEFAULT_METRIC_KEYS  # noqa: PLC0415 - the worker scores a stored run the same way
+    from ..engine import DEFAULT_METRIC_KEYS  # noqa: PLC0415 - the worker scores a stored run the same way
 
     default_keys = _config_metric_keys(info.config) or list(DEFAULT_METRIC_KEYS)
     keys = _metric_keys(args.metrics, default_keys)
@@ -94,7 +94,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     if ray_engine:
         return _score_on_ray(args, store, run_id, info, todo, keys, threshold, per, rescore)
     metrics = _build_metrics(keys, _judge(args.model, args.quiet), threshold, per)
-    from ..engine.evaluate import evaluate  # noqa: PLC0415
+    from ..engine import evaluate  # noqa: PLC0415
 
     if rescore:  # a new run of the old run's cases (same keys), scored with this judge and these metrics
         _info(f"re-scoring the {len(todo)} case(s) of run {run_id} into a new run with "
@@ -130,10 +130,14 @@ def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, 
     """`contextjudge score --engine ray`: queue the run's unscored cases (or, with --rescore, copy every case into a
     new run), score them on Ray actors that claim them from the store's queue, and gate like the local engine."""
     from .._version import __version__  # noqa: PLC0415
-    from ..engine.ray_engine import RayEngine, copy_run, finish_run  # noqa: PLC0415
-    from ..engine.run import metric_config  # noqa: PLC0415
+    from ..engine import (  # noqa: PLC0415
+        RayEngine,
+        copy_run,
+        finish_run,
+        metric_config,  # noqa: PLC0415
+    )
     from ..errors import ConfigurationError  # noqa: PLC0415
-    from ..judges.options import JudgeOptions  # noqa: PLC0415
+    from ..judges import JudgeOptions  # noqa: PLC0415
 
     metrics = _build_metrics(keys, None, threshold, per)
     spec = args.model  # built on each Ray worker, once: "local", "openai:...", "fake", "@calibration.json" or None
@@ -157,7 +161,7 @@ def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, 
     engine = RayEngine(store, model=spec, metrics=metrics, address=args.address, workers=args.workers,
                        judge_options=options, log=say)
     try:
-        report = engine.score(run_id)
+        report = engine._score(run_id)
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from exc
     say(report.line())

@@ -104,7 +104,7 @@ _REPEATS_HELP = ("ask a sampling judge (temperature above zero) each question K 
 def _judge(model: str | None, quiet: bool = False) -> Any:
     """The judge for ``--model``, and one line on stderr saying which judge that is (and why, for the default)."""
     from ..errors import JudgeUnavailableError  # noqa: PLC0415
-    from ..judges.models import judge_name, resolve_model  # noqa: PLC0415
+    from ..judges import judge_name, resolve_model  # noqa: PLC0415
 
     if model and model.strip().lower() == "fake":
         from ..testing import FakeJudge  # noqa: PLC0415
@@ -387,7 +387,7 @@ def _progress(args: argparse.Namespace) -> bool | None:
 
 
 def _config_metric_keys(config: dict[str, Any]) -> list[str]:
-    from ..engine.run import metric_specs  # noqa: PLC0415
+    from ..engine import metric_specs  # noqa: PLC0415
 
     return [key for key, _ in metric_specs(config)]
 

@@ -111,7 +111,7 @@ def _add_label(sub: argparse._SubParsersAction) -> None:
 
 # ------------------------------------------------------------------------------------------------ calibrate
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:
-    from ..judges.calibration import DEFAULT_FILE  # noqa: PLC0415
+    from ..judges import DEFAULT_FILE  # noqa: PLC0415
     from ._shared import _common  # noqa: PLC0415
 
     p = sub.add_parser(
@@ -164,7 +164,7 @@ def _ci(value: float | None, ci: list[float] | None) -> str:
 
 def _print_calibration(report: dict, show: int) -> None:
     from .._text import shorten  # noqa: PLC0415
-    from ..judges.calibration import FAMILIES  # noqa: PLC0415
+    from ..judges import FAMILIES  # noqa: PLC0415
     from ._shared import _f, _print_table  # noqa: PLC0415
 
     fams = [f for f in FAMILIES if f in report]
@@ -205,7 +205,7 @@ def _print_calibration(report: dict, show: int) -> None:
     for e in report.get("errors", []):
         print(f"error: {e['case']} ({e['family']}): {e['error']}")
     if report.get("advice"):
-        from ..engine.calibrate import MIN_EACH, MIN_ITEMS  # noqa: PLC0415
+        from ..engine import MIN_EACH, MIN_ITEMS  # noqa: PLC0415
 
         print("\nadvice:")
         for a in report["advice"]:
@@ -226,9 +226,9 @@ def builtin_check_path() -> str:
 def _embedded_beside(cases: list, judge: Any, quiet: bool) -> dict | None:
     """The embedded judge's agreement on the same cases (None when it is the judge being checked)."""
     from .._aio import run_sync  # noqa: PLC0415
-    from ..engine.calibrate import acalibrate  # noqa: PLC0415
+    from ..engine import acalibrate  # noqa: PLC0415
     from ..errors import JudgeUnavailableError  # noqa: PLC0415
-    from ..judges.models import judge_name, resolve_model  # noqa: PLC0415
+    from ..judges import judge_name, resolve_model  # noqa: PLC0415
 
     if judge_name(judge).startswith(_shared.LOCAL_JUDGE):  # the judge being checked is the embedded one
         return None
@@ -241,7 +241,7 @@ def _embedded_beside(cases: list, judge: Any, quiet: bool) -> dict | None:
 
 
 def _print_beside(report: dict) -> None:
-    from ..judges.calibration import FAMILIES  # noqa: PLC0415
+    from ..judges import FAMILIES  # noqa: PLC0415
     from ._shared import _print_table  # noqa: PLC0415
 
     other = report.get("embedded_judge")
@@ -265,9 +265,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run the judge over labelled cases, print agreement, save fitted thresholds."""
     import json  # noqa: PLC0415
 
-    from ..engine.calibrate import acalibrate, calibration_of, read_labels_file  # noqa: PLC0415
+    from ..engine import acalibrate, calibration_of, read_labels_file  # noqa: PLC0415
     from ..errors import ConfigurationError, UsageError  # noqa: PLC0415
-    from ..judges.calibration import DEFAULT_FILE  # noqa: PLC0415
+    from ..judges import DEFAULT_FILE  # noqa: PLC0415
 
     if sum(map(bool, (args.labels, args.store, args.builtin))) != 1:
         raise UsageError("calibrate needs the labelled cases: pass --labels FILE (JSONL), --store URL (a store "

@@ -113,15 +113,15 @@ def _budget(args: argparse.Namespace) -> Any:
     limits = {k: v for k, v in limits.items() if v is not None}
     if not limits:
         return None
-    from ..judges.spend import Budget
+    from ..judges import Budget
 
     return Budget(**limits)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from ..engine.worker import Worker, limit_cpu, metrics_for_run
+    from ..engine import Worker, limit_cpu, metrics_for_run
     from ..errors import StoreError, UsageError
-    from ..judges.options import JudgeOptions
+    from ..judges import JudgeOptions
 
     # before the judge is built: the embedded judge sizes its encoder's threads from the CPUs it may use
     limit_cpu(args.cpus, args.nice)
@@ -157,7 +157,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                     requeue_skipped=args.requeue_skipped)
     exporter = None
     if args.metrics_port is not None:
-        from ..engine.worker_metrics import WorkerMetrics
+        from ..engine import WorkerMetrics
         from ..errors import ConfigurationError
 
         try:
@@ -184,7 +184,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
           f"{c.errors} with errors, {c.released} given back, {c.judge_down} given back while the judge was down"
           + (f", {c.requeued} budget-skipped case(s) queued again" if c.requeued else ""))
     if c.skipped_budget:
-        from ..engine.worker import SKIPPED_ADVICE
+        from ..engine import SKIPPED_ADVICE
 
         print(f"{c.skipped_budget} case(s) were skipped by the budget: " + SKIPPED_ADVICE)
     return _shared.EXIT_OK

@@ -1,8 +1,75 @@
-"""The engine: drives test cases through the stages. ``Run`` owns a run's judge context, cache, store and life;
-``score_case`` scores one case in a run; ``evaluate`` (many cases), ``CaptureSession`` (captured cases) and
-``assert_test`` (one case, in a test) are built on the two."""
+"""The engine room: drives test cases through the stages. ``Run`` owns a run's judge context, cache, store and
+life; ``score_case`` scores one case in a run; ``evaluate`` (many cases), the capture session (captured cases),
+``assert_test`` (one case, in a test), the worker and the Ray engine are built on the two.
 
-from .run import Run
-from .score import score_case
+Users reach the engine through the root (``evaluate``, ``aevaluate``, ``assert_test``, ``estimate``,
+``EvaluationOptions``); the modules here are private, and the core's other rooms (capture, the CLI, the peers'
+faces) import the names below from this door, never a private module.
+"""
 
-__all__ = ["Run", "score_case"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# what users write in their code
+_PUBLIC = {
+    "EvaluationOptions": "._evaluate",
+    "Run": "._run",
+    "score_case": "._score",
+}
+# what the core's other rooms use: reachable here, not part of the public API, may change in any release
+_CORE = {
+    "BudgetSkip": "._score",
+    "DEFAULT_METRIC_KEYS": "._worker",
+    "MIN_EACH": "._calibrate",
+    "MIN_ITEMS": "._calibrate",
+    "RayEngine": "._ray_engine",
+    "SKIPPED_ADVICE": "._worker",
+    "Worker": "._worker",
+    "WorkerMetrics": "._worker_metrics",
+    "acalibrate": "._calibrate",
+    "aevaluate": "._evaluate",
+    "assert_test": "._assertions",
+    "calibration_of": "._calibrate",
+    "copy_run": "._ray_engine",
+    "estimate": "._estimate",
+    "evaluate": "._evaluate",
+    "finish_run": "._ray_engine",
+    "format_failures": "._assertions",
+    "limit_cpu": "._worker",
+    "metric_config": "._run",
+    "metric_specs": "._run",
+    "metrics_for_run": "._worker",
+    "read_labels_file": "._calibrate",
+    "require_ray": "._ray_engine",
+    "score_within_budget": "._score",
+}
+_EXPORTS = {**_CORE, **_PUBLIC}
+
+__all__ = ["EvaluationOptions", "Run", "score_case"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from ._assertions import assert_test, format_failures
+    from ._calibrate import MIN_EACH, MIN_ITEMS, acalibrate, calibration_of, read_labels_file
+    from ._estimate import estimate
+    from ._evaluate import EvaluationOptions, aevaluate, evaluate
+    from ._ray_engine import RayEngine, copy_run, finish_run, require_ray
+    from ._run import Run, metric_config, metric_specs
+    from ._score import BudgetSkip, score_case, score_within_budget
+    from ._worker import DEFAULT_METRIC_KEYS, SKIPPED_ADVICE, Worker, limit_cpu, metrics_for_run
+    from ._worker_metrics import WorkerMetrics

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..judges.templates import (
+from ..judges import (
     ContextualPrecisionTemplate,
     ContextualRecallTemplate,
     ContextualRelevancyTemplate,

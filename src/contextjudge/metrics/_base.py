@@ -21,13 +21,19 @@ from ..errors import (
     JudgeUnavailableError,
     MissingTestCaseParamsError,
 )
-from ..judges.client import JudgeClient
-from ..judges.context import RunContext, current_run_context
-from ..judges.images import ImageRequests, judge_supports_images, judge_view
-from ..judges.models import judge_name, resolve_model
-from ..judges.options import JudgeOptions
-from ..judges.parsing import extract_json_candidates
-from ..judges.protocol import Item
+from ..judges import (
+    ImageRequests,
+    Item,
+    JudgeClient,
+    JudgeOptions,
+    RunContext,
+    current_run_context,
+    extract_json_candidates,
+    judge_name,
+    judge_supports_images,
+    judge_view,
+    resolve_model,
+)
 
 __all__ = ["BaseMetric", "Outcome"]
 

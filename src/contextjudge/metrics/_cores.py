@@ -11,8 +11,7 @@ from typing import Any
 
 from .._text import shorten, split_sentences
 from ..cases.testcase import RetrievedNode
-from ..judges.client import JudgeClient
-from ..judges.protocol import Item, JudgeRequest
+from ..judges import Item, JudgeClient, JudgeRequest
 from ._base import Outcome, node_items
 from ._formulas import fraction, weighted_cumulative_precision
 

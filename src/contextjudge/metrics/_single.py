@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ..cases.testcase import LLMTestCase
-from ..judges.client import JudgeClient
-from ..judges.protocol import JudgeRequest
-from ..judges.templates import (
+from ..judges import (
     ContextualPrecisionTemplate,
     ContextualRecallTemplate,
     ContextualRelevancyTemplate,
     ContextUtilizationTemplate,
+    JudgeClient,
+    JudgeRequest,
     RubricContextRecallTemplate,
 )
 from ._base import BaseMetric, Outcome, node_items

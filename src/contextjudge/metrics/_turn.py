@@ -12,13 +12,14 @@ as ``turn`` (what the store keys nodes by) and carry the exchange number as ``ex
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .._result import Usage
 from ..cases.testcase import ConversationalTestCase, Turn
 from ..errors import ConfigurationError, InvalidTestCaseError, MissingTestCaseParamsError
-from ..judges.client import JudgeClient
-from ..judges.templates import (
+from ..judges import (
+    JudgeClient,
     TurnContextualPrecisionTemplate,
     TurnContextualRecallTemplate,
     TurnContextualRelevancyTemplate,

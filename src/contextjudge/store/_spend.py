@@ -1,6 +1,6 @@
 """Judge spend per budget window in a store (``cj_spend``), shared by every process of an app that uses the store.
 
-``judges/spend.py`` (the budget ledger) calls these. A reservation is one conditional UPDATE (after an insert of the
+``judges/_spend.py`` (the budget ledger) calls these. A reservation is one conditional UPDATE (after an insert of the
 window's row that does nothing when the row exists) that adds the call's estimated tokens and dollars only if the
 window's total stays within the limit, so two processes cannot both take the last room in a window: on PostgreSQL
 the second UPDATE waits for the first's row lock and re-checks its condition on the updated row; on SQLite writers

@@ -26,9 +26,10 @@ from langchain_core.callbacks import BaseCallbackManager, CallbackManager
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tracers.base import BaseTracer
 
-from contextjudge import JUDGE_TAG, ConversationalTestCase, MetricResult, Turn
+from contextjudge import ConversationalTestCase, MetricResult, Turn
 from contextjudge.capture import (
     CHAIN_KEY,
+    JUDGE_TAG,
     RETRIEVER_NAME_KEY,
     RUN_METADATA_KEY,
     TAGS_KEY,

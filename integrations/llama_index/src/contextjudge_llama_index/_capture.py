@@ -25,8 +25,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextjudge import JUDGE_TAG, RetrievedNode
-from contextjudge.capture import in_judge_call
+from contextjudge import RetrievedNode
+from contextjudge.capture import JUDGE_TAG, in_judge_call
 from contextjudge.cases.identity import golden_id_of
 from contextjudge.cases.provenance import SOURCE_DOC_KEY
 from contextjudge.otel import span_context_now

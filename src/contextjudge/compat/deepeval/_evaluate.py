@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._result import EvaluationResult as _CoreResult
-from ...engine.evaluate import evaluate as _evaluate
+from ...engine import evaluate as _evaluate
 from ...errors import ConfigurationError
 from ._verbose import print_verbose
 
@@ -171,9 +171,11 @@ def _run_kwargs(async_config: Any, display_config: Any, cache_config: Any, error
         out.setdefault("run_config", {"hyperparameters": {k: str(v) for k, v in dict(hyperparameters).items()}})
     if cache_config is not None and (cache_config.use_cache or cache_config.write_cache) and "context" not in out \
             and "run" not in out:
-        from ...judges.cache import VerdictCache  # noqa: PLC0415
-        from ...judges.context import RunContext  # noqa: PLC0415
-        from ...judges.options import JudgeOptions  # noqa: PLC0415
+        from ...judges import (
+            JudgeOptions,  # noqa: PLC0415
+            RunContext,  # noqa: PLC0415
+            VerdictCache,  # noqa: PLC0415
+        )
 
         options = out.pop("judge_options", None) or JudgeOptions()
         out["context"] = RunContext(options=options, cache=VerdictCache(backend=_CacheFile(cache_config)))
@@ -330,14 +332,14 @@ def assert_test(test_case: Any = None, metrics: list[Any] | None = None, golden:
     if not run_async:
         kwargs.setdefault("max_concurrency", 1)
     if test_case is not None:
-        from ...engine.assertions import assert_test as _assert  # noqa: PLC0415 - lives with the pytest tooling
+        from ...engine import assert_test as _assert  # noqa: PLC0415 - lives with the pytest tooling
 
         return _assert(test_case, metrics or [], **kwargs)
     if golden is None:
         raise ConfigurationError("assert_test() needs test_case=... (with metrics=[...]) or golden=... (with "
                                  "observed_callback=app, or after calling an @observe app in the test).")
     from ..._aio import run_sync  # noqa: PLC0415
-    from ...engine.assertions import format_failures  # noqa: PLC0415
+    from ...engine import format_failures  # noqa: PLC0415
     from ...tracing import run_traces  # noqa: PLC0415
     from .tracing import take_recorded_trace  # noqa: PLC0415
 

@@ -25,7 +25,7 @@ _EXTRA = ConfigDict(extra="allow", validate_assignment=True, arbitrary_types_all
 
 
 def _has_images(case: Any) -> bool:
-    from ...judges.images import judge_view  # noqa: PLC0415 - the one place that finds a case's images
+    from ...judges import judge_view  # noqa: PLC0415 - the one place that finds a case's images
 
     return bool(judge_view(case)[1])
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..._aio import run_sync
-from ...engine.evaluate import aevaluate as _aevaluate
+from ...engine import aevaluate as _aevaluate
 from ...errors import ConfigurationError, ContextJudgeError
 from .dataset_schema import (
     EvaluationDataset,
@@ -148,7 +148,7 @@ async def aevaluate(dataset: Any, metrics: list[Any] | None = None, llm: Any = N
     allowed = {"max_concurrency", "judge_options", "store", "run_id", "run_name", "model", "run_config"}
     extra = {k: v for k, v in kwargs.items() if k in allowed}
     if run_config is not None:
-        from ...judges.options import JudgeOptions  # noqa: PLC0415
+        from ...judges import JudgeOptions  # noqa: PLC0415
 
         extra.setdefault("max_concurrency", run_config.max_workers)
         opts = extra.get("judge_options") or JudgeOptions()

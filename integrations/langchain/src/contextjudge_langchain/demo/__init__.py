@@ -75,7 +75,7 @@ def pick_judge(choice: str) -> tuple[Any, str, bool]:
     reason = ""
     if choice in ("auto", "local"):
         try:
-            from contextjudge import resolve_model  # noqa: PLC0415
+            from contextjudge.judges import resolve_model  # noqa: PLC0415
 
             return resolve_model("local"), "the embedded offline judge (model=\"local\")", True
         except Exception as exc:  # noqa: BLE001 - fall back to the scripted judge, and say why

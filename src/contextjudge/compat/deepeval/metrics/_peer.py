@@ -14,8 +14,8 @@ import inspect
 from typing import Any
 
 from ....errors import JudgeUnavailableError
-from ....judges import templates as _ours
-from ....judges.protocol import JudgeRequest
+from ....judges import JudgeRequest
+from ....judges import _templates as _ours
 from .._verbose import print_verbose
 from ..errors import MultimodalJudgeError
 
@@ -52,7 +52,7 @@ class PeerTemplate:
 def default_prompt(task: str, ours: Any, kwargs: dict[str, Any]) -> str:
     """contextjudge's own prompt for DeepEval's keyword arguments (so an override can extend the default)."""
     from ...._text import split_sentences  # noqa: PLC0415
-    from ....judges.protocol import Item  # noqa: PLC0415
+    from ....judges import Item  # noqa: PLC0415
 
     nodes = kwargs.get("retrieval_context") or kwargs.get("context_to_display") or []
     if isinstance(nodes, str):

@@ -32,12 +32,12 @@ from langchain_core.outputs import ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
 from ..errors import ConfigurationError, JudgeError, JudgeUnavailableError
-from .budget import _sub_request
-from .calibration import CalibratedJudge, family_of
-from .models import resolve_model
-from .naming import judge_identity, judge_name
-from .protocol import Build, InnerClients, JudgeRequest
-from .schemas import Answer
+from ._budget import _sub_request
+from ._calibration import CalibratedJudge, family_of
+from ._models import resolve_model
+from ._naming import judge_identity, judge_name
+from ._protocol import Build, InnerClients, JudgeRequest
+from ._schemas import Answer
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._result import Usage

@@ -25,13 +25,20 @@ from .._text import split_sentences
 from ..cases.labels import LABELS_KEY, labels_of, normalize_labels
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError, ContextJudgeError, JudgeError
-from ..judges.calibration import CalibratedJudge, Calibration
-from ..judges.client import JudgeClient
-from ..judges.context import RunContext, use_run_context
-from ..judges.models import judge_identity, judge_name, resolve_model
-from ..judges.options import JudgeOptions
-from ..judges.protocol import Item, JudgeRequest
-from ..judges.templates import ContextualRecallTemplate
+from ..judges import (
+    CalibratedJudge,
+    Calibration,
+    ContextualRecallTemplate,
+    Item,
+    JudgeClient,
+    JudgeOptions,
+    JudgeRequest,
+    RunContext,
+    judge_identity,
+    judge_name,
+    resolve_model,
+    use_run_context,
+)
 from ..metrics import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._result import Usage
-from .cache import VerdictCache
-from .options import JudgeOptions
+from ._cache import VerdictCache
+from ._options import JudgeOptions
 
 __all__ = ['CallHook', 'JUDGE_TAG', 'RunContext', 'current_run_context', 'in_judge_call', 'tally_since', 'use_run_context']
 
@@ -47,7 +47,7 @@ class RunContext:
     # a parser chain each time, and the answer-length cap copies the model. Keyed by id(model) with the model kept
     # alive in the value, so an id is never reused while its entry exists.
     _runnables: dict[tuple[Any, ...], tuple[Any, Any]] = field(default_factory=dict)
-    # Tiered judging (judges/tiered.py, a wrapper judge): per tier, the items it judged, those whose final verdict it gave, its
+    # Tiered judging (judges/_tiered.py, a wrapper judge): per tier, the items it judged, those whose final verdict it gave, its
     # errors and its cost. Judge repeats (JudgeOptions.repeats): items asked k times and how many were not unanimous.
     tiers: dict[str, dict[str, Any]] = field(default_factory=dict)
     repeats: dict[str, Any] = field(default_factory=dict)
@@ -88,14 +88,14 @@ class RunContext:
         row["not_unanimous"] += split
 
     def limiter(self, identity: str, model: Any = None, name: str | None = None) -> Any:
-        """The adaptive limit on judge calls in flight per model on this loop (``judges.limiter``): at most
+        """The adaptive limit on judge calls in flight per model on this loop (``judges._limiter``): at most
         ``JudgeOptions.max_concurrency``, or more when the model asks for it (``contextjudge_min_concurrency``: the
         embedded judge has no rate limit, and the calls it has waiting are embedded together); halved on the
         provider's 429s and grown back after successes."""
         key = (identity, id(asyncio.get_running_loop()))
         lim = self._limiters.get(key)
         if lim is None:
-            from .limiter import AdaptiveLimiter  # noqa: PLC0415
+            from ._limiter import AdaptiveLimiter  # noqa: PLC0415
 
             n = max(self.options.max_concurrency, int(getattr(model, "contextjudge_min_concurrency", 0) or 0))
             lim = self._limiters[key] = AdaptiveLimiter(n, name=name or identity)
@@ -131,7 +131,7 @@ class RunContext:
         key = ("ledger", budget, judge, bool(billable))
         led = self._spend.get(key)
         if led is None:
-            from .spend import BudgetLedger  # noqa: PLC0415
+            from ._spend import BudgetLedger  # noqa: PLC0415
 
             led = self._spend[key] = BudgetLedger(budget, judge=judge, price=price, store=self.spend_store(),
                                                   clock=self.clock, billable=billable)
@@ -142,7 +142,7 @@ class RunContext:
         key = ("rate", limit)
         gate = self._spend.get(key)
         if gate is None:
-            from .spend import RateGate  # noqa: PLC0415
+            from ._spend import RateGate  # noqa: PLC0415
 
             gate = self._spend[key] = RateGate(limit, store=self.spend_store(), clock=self.clock, sleep=self.sleep)
         return gate
@@ -153,9 +153,9 @@ class RunContext:
         budget = self.options.budget
         if budget is None:
             return
-        from .naming import judge_name  # noqa: PLC0415
-        from .protocol import wrapper_of  # noqa: PLC0415
-        from .spend import price_of  # noqa: PLC0415
+        from ._naming import judge_name  # noqa: PLC0415
+        from ._protocol import wrapper_of  # noqa: PLC0415
+        from ._spend import price_of  # noqa: PLC0415
 
         for model in judges:
             name = judge_name(model)
@@ -188,7 +188,7 @@ class RunContext:
         if getattr(metric, "_model_arg", "own") is None and self.default_model is not None:
             resolved = self._default_resolved
             if resolved is None or resolved[0] is not self.default_model:
-                from .models import resolve_model  # noqa: PLC0415
+                from ._models import resolve_model  # noqa: PLC0415
 
                 resolved = self._default_resolved = (self.default_model, resolve_model(self.default_model))
             return resolved[1]

@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from .protocol import Item, JudgeRequest
+from ._protocol import Item, JudgeRequest
 
 __all__ = [
     "BaseTemplate",

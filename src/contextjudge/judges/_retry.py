@@ -19,7 +19,7 @@ from tenacity import (
     stop_after_delay,
 )
 
-from .options import JudgeOptions
+from ._options import JudgeOptions
 
 __all__ = ["JudgeOptions", "backoff_seconds", "classify", "policy", "retry_after_seconds", "status_kind", "status_of"]
 

@@ -24,10 +24,9 @@ from .._result import EvaluationResult, Tally, TestResult, Usage
 from ..cases.identity import case_key
 from ..cases.testcase import ConversationalTestCase, LLMTestCase
 from ..errors import ConfigurationError, ConfigurationTypeError, InvalidTestCaseError
-from ..judges.context import RunContext, tally_since, use_run_context
-from ..judges.options import JudgeOptions
-from .run import Run
-from .score import NO_METRIC_APPLIES, score_case
+from ..judges import JudgeOptions, RunContext, tally_since, use_run_context
+from ._run import Run
+from ._score import NO_METRIC_APPLIES, score_case
 
 __all__ = ["EvaluationOptions", "aevaluate", "case_key", "evaluate"]
 
@@ -377,7 +376,7 @@ def _ray_kwargs(test_cases: Any, metrics: Any, opts: EvaluationOptions, observed
 
 
 def _evaluate_on_ray(**kw: Any) -> EvaluationResult:
-    from .ray_engine import evaluate_on_ray  # noqa: PLC0415 - imports ray only when asked for
+    from ._ray_engine import evaluate_on_ray  # noqa: PLC0415 - imports ray only when asked for
 
     return evaluate_on_ray(**kw)
 

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._result import Usage
-    from .schemas import Answer
+    from ._schemas import Answer
 
 __all__ = ["REQUEST_KEY", "Adjustment", "InnerClients", "InnerJudge", "Item", "JudgeRequest", "Task", "WrapperJudge",
            "request_from_message_kwargs", "wrapper_of"]

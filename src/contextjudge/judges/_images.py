@@ -156,7 +156,7 @@ def prepare_request(request: Any) -> Any:
     context as retrieved nodes (node usefulness, sentence relevance, rubric); for statement support only their
     markers (with alt text) remain, so they are never mistaken for retrieved nodes.
     """
-    from .protocol import Item  # noqa: PLC0415
+    from ._protocol import Item  # noqa: PLC0415
 
     update: dict[str, Any] = {}
 

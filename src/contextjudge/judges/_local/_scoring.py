@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..._text import shorten, split_sentences
-from ..protocol import Item, JudgeRequest
+from .._protocol import Item, JudgeRequest
 from ._embeddings import EmbeddingCache
 from ._lexical import answer_occurs, content_tokens, lead_phrase, lead_tokens, specifics, specifics_in, token_recall
 

@@ -39,9 +39,9 @@ from typing import Any
 
 from .._aio import in_store_thread
 from ..errors import ConfigurationError
-from ..judges.options import JudgeOptions
-from .run import Run, metric_specs
-from .score import BudgetSkip, score_within_budget
+from ..judges import JudgeOptions
+from ._run import Run, metric_specs
+from ._score import BudgetSkip, score_within_budget
 
 __all__ = ["DEFAULT_METRIC_KEYS", "Worker", "WorkerCounts", "limit_cpu", "metrics_for_run", "pin_threads", "usable_cores"]
 
@@ -120,7 +120,7 @@ def _budget_windows(store: Any, budget: Any) -> list[tuple[str, str, str, float,
     """(budget name, window kind, unit, spent in the current window, limit) of ``budget`` in ``store``."""
     if budget is None:
         return []
-    from ..judges.spend import window_start
+    from ..judges import window_start
 
     out: list[tuple[str, str, str, float, float | None]] = []
     now = time.time()
@@ -521,7 +521,7 @@ class Worker:
         beat.start()
         waiting: collections.deque = collections.deque()
         try:
-            from ..judges.context import use_run_context
+            from ..judges import use_run_context
 
             with use_run_context(run.context):
                 await self._loop_body(waiting, once)

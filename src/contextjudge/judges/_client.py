@@ -29,18 +29,18 @@ from ..errors import (
     JudgeResponseError,
     JudgeUnavailableError,
 )
-from .budget import _split_by_budget, _sub_request
-from .cache import _hash
-from .context import JUDGE_TAG, RunContext, _judge_context, current_run_context
-from .limiter import is_rate_limited
-from .options import JudgeOptions
-from .parsing import parse_answer
-from .protocol import REQUEST_KEY, Adjustment, JudgeRequest, wrapper_of
-from .retry import classify, policy, status_of
-from .salvage import _find_cause, _odd_response, _recover_answer
-from .schemas import _ANSWER_SCHEMAS, Answer, Verdicts
-from .spend import BUDGET_OUTPUT_CAP, CallSpend, price_of
-from .structured import (
+from ._budget import _split_by_budget, _sub_request
+from ._cache import _hash
+from ._context import JUDGE_TAG, RunContext, _judge_context, current_run_context
+from ._limiter import is_rate_limited
+from ._options import JudgeOptions
+from ._parsing import parse_answer
+from ._protocol import REQUEST_KEY, Adjustment, JudgeRequest, wrapper_of
+from ._retry import classify, policy, status_of
+from ._salvage import _find_cause, _odd_response, _recover_answer
+from ._schemas import _ANSWER_SCHEMAS, Answer, Verdicts
+from ._spend import BUDGET_OUTPUT_CAP, CallSpend, price_of
+from ._structured import (
     METHODS,
     _DirectCall,
     _is_method_rejection,

@@ -33,11 +33,11 @@ class JudgeOptions:
     a metric's ``score_spread`` is the variance of its score across the repeats. Repeats bypass the verdict cache.
     A deterministic judge (temperature 0, or the embedded judge) is asked once, and the log says so."""
     budget: Any = None
-    """A ``judges.spend.Budget``: hard limits on judge spend per hour/day (tokens; dollars where the judge's price
+    """A ``judges._spend.Budget``: hard limits on judge spend per hour/day (tokens; dollars where the judge's price
     is known). Each call reserves its estimated tokens before it is sent; a call with no room left raises
     ``BudgetExhaustedError`` and its case is skipped and counted. None: no limit."""
     rate_limit: Any = None
-    """A ``judges.spend.RateLimit``: judge requests and tokens per minute, shared by every process of the app that
+    """A ``judges._spend.RateLimit``: judge requests and tokens per minute, shared by every process of the app that
     uses the same store (else by this process). A call with no room in the current minute waits for the next one;
     it is never refused. None: no limit (the provider's 429s still slow the calls down: see max_concurrency)."""
     max_output_tokens: int | None = None

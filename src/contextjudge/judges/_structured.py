@@ -19,8 +19,8 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
 from ..errors import JudgeResponseError
-from .naming import judge_identity, judge_name
-from .retry import status_kind, status_of
+from ._naming import judge_identity, judge_name
+from ._retry import status_kind, status_of
 
 __all__ = ['METHODS']
 

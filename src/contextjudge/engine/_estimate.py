@@ -1,7 +1,7 @@
 """What judging would cost, before anything is judged: judge calls, input and output tokens, and dollars where the
 judge's price is known, for a set of cases or goldens, at a sampling rate, and per day at a traffic rate.
 
-    from contextjudge.engine.estimate import estimate
+    from contextjudge.engine._estimate import estimate
     est = estimate("goldens.jsonl", ["contextual_precision", "contextual_recall"], model="gpt-4o-mini",
                    sample_rate=0.1, per_day=50_000)
     print(est)
@@ -10,7 +10,7 @@ No judge is called. The metrics run as they would, against a stand-in judge that
 verdicts ("yes" to every item) and records the prompts it was sent; the requests are the real ones (the same
 prompts, the same splitting by ``JudgeOptions.token_budget``, the same re-use of identical requests within a run).
 Input tokens are the prompts' tokens (tiktoken's count when it is installed and its encoding is on disk, else four
-characters a token); output tokens are the figure a budget reserves per call (``judges.spend.output_estimate``).
+characters a token); output tokens are the figure a budget reserves per call (``judges._spend.output_estimate``).
 What an estimate cannot know: verdicts the real judge gives differently (a metric that asks again after an
 unreadable answer), the structured-output schema some providers count as input, verdicts already in a store's
 cache, and provider discounts (batch, cached input).
@@ -55,7 +55,7 @@ class Estimate:
     skipped: int = 0
     assumptions: list[str] = field(default_factory=list)
     # the upper bound a token or dollar budget holds while each call is in flight: its answer cap (max_output_tokens,
-    # else judges.spend.BUDGET_OUTPUT_CAP) instead of the expected answer; 0 for the embedded judge (billed by nobody)
+    # else judges._spend.BUDGET_OUTPUT_CAP) instead of the expected answer; 0 for the embedded judge (billed by nobody)
     reserved_output_tokens: float = 0.0
     reserved_dollars: float | None = None
     output_source: str = "typical"
@@ -144,7 +144,7 @@ def _metric_objects(metrics: Any) -> list[Any]:
 
 
 def _model_name(model: Any, metrics: Sequence[Any]) -> str:
-    from ..judges.models import DEFAULT_OPENAI_MODEL, judge_name  # noqa: PLC0415
+    from ..judges import DEFAULT_OPENAI_MODEL, judge_name  # noqa: PLC0415
 
     if model is None:
         for m in metrics:
@@ -233,11 +233,14 @@ def _drive(cases: list[Any], metrics: list[Any], name: str, judge_options: Any) 
     import asyncio  # noqa: PLC0415
 
     from .._aio import run_sync  # noqa: PLC0415
-    from ..judges.context import RunContext, use_run_context  # noqa: PLC0415
-    from ..judges.options import JudgeOptions  # noqa: PLC0415
+    from ..judges import (  # noqa: PLC0415
+        JudgeOptions,  # noqa: PLC0415
+        RunContext,
+        use_run_context,
+    )
     from ..testing import FakeJudge  # noqa: PLC0415
-    from .run import Run  # noqa: PLC0415
-    from .score import score_case  # noqa: PLC0415
+    from ._run import Run  # noqa: PLC0415
+    from ._score import score_case  # noqa: PLC0415
 
     judge = FakeJudge(default="yes", model_name=name)
     opts = judge_options or JudgeOptions()
@@ -291,7 +294,7 @@ class _NoCache:
 def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str, Any]], skipped: int,
            sample_rate: float, per_day: float | None, judge_options: Any, assumptions: list[str],
            observed: dict[str, float] | None = None) -> Estimate:
-    from ..judges.spend import BUDGET_OUTPUT_CAP, count_tokens, output_estimate, price_of  # noqa: PLC0415
+    from ..judges import BUDGET_OUTPUT_CAP, count_tokens, output_estimate, price_of  # noqa: PLC0415
 
     price = price_of(name)
     max_out = getattr(judge_options, "max_output_tokens", None)
@@ -331,7 +334,7 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
     n = len(cases)
     why = None
     if price is None:
-        why = (f"no known price for {name!r}: add it with contextjudge.judges.spend.register_prices (or give a "
+        why = (f"no known price for {name!r}: add it with contextjudge.judges._spend.register_prices (or give a "
                "budget in tokens)")
     dollars = price.cost(tin, tout) if price is not None else None
     scale = sample_rate

@@ -35,12 +35,12 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict
 
 from ..errors import ConfigurationError
-from .naming import judge_identity, judge_name
-from .protocol import Build, InnerClients, JudgeRequest, request_from_message_kwargs
+from ._naming import judge_identity, judge_name
+from ._protocol import Build, InnerClients, JudgeRequest, request_from_message_kwargs
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._result import Usage
-    from .schemas import Answer
+    from ._schemas import Answer
 
 __all__ = ["DEFAULT_FILE", "FAMILIES", "FORMAT_KEY", "CalibratedJudge", "Calibration",
            "combined_identity", "family_of"]

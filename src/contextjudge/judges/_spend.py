@@ -1,7 +1,7 @@
 """Hard judge budgets: spend limits per time window, the price table, and the reservation of a call's estimated
 tokens before it is sent.
 
-    from contextjudge.judges.spend import Budget
+    from contextjudge.judges._spend import Budget
     Budget(tokens_per_day=2_000_000, dollars_per_day=5.0)
 
 - ``Budget`` (frozen dataclass): ``tokens_per_hour``, ``tokens_per_day``, ``dollars_per_hour``, ``dollars_per_day``
@@ -246,7 +246,7 @@ def _model_name(model: Any) -> str | None:
         return None
     if isinstance(model, str):
         return model
-    from .naming import judge_name  # noqa: PLC0415
+    from ._naming import judge_name  # noqa: PLC0415
 
     try:
         return judge_name(model)
@@ -452,7 +452,7 @@ class BudgetLedger:
             raise ConfigurationError(
                 f"The budget ({self.budget.describe()}) limits dollars, but the judge {self.judge!r} has no known "
                 "price, so its spend could not be limited at all. Give a token limit too (Budget(tokens_per_day=..., "
-                f"dollars_per_day=...)), or its price: contextjudge.judges.spend.register_prices({{{self.judge!r}: "
+                f"dollars_per_day=...)), or its price: contextjudge.judges._spend.register_prices({{{self.judge!r}: "
                 "{'input': <$ per 1M input tokens>, 'output': <$ per 1M output tokens>}})."
             )
 

@@ -22,7 +22,7 @@ __all__ = ["AdaptiveLimiter", "is_rate_limited"]
 
 def is_rate_limited(exc: BaseException) -> bool:
     """Whether ``exc`` is the provider saying "too many requests" (HTTP 429, or an SDK's rate-limit error)."""
-    from .retry import status_of  # noqa: PLC0415
+    from ._retry import status_of  # noqa: PLC0415
 
     if status_of(exc) == 429:
         return True

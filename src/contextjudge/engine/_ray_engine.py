@@ -4,7 +4,7 @@
     evaluate(cases, metrics, model="local", engine="ray", workers=2)          # a local Ray instance
 
 Design: each actor is one long-lived Ray process (``num_cpus=1``) that builds its judge once (the embedded judge's
-model loads once per actor, not per batch or case) and runs the existing ``engine.worker.Worker`` claim loop
+model loads once per actor, not per batch or case) and runs the existing ``engine._worker.Worker`` claim loop
 (``run(once=True)``) against the shared store. So every property of the store's queue (``store/_queue.py``) holds:
 cases are claimed in batches with leases, each case's results are written in ONE transaction and only while its
 lease is held (written once), a killed actor's cases come back when their leases expire (only the judge calls in
@@ -65,7 +65,7 @@ def _pin_one_core() -> int | None:
     """Pin this (actor) process, every thread of it, to one core no other actor on this machine holds (an OS file
     lock per core, released when the process ends however it ends); None when every core is taken or there is
     one. The embedded judge sizes its encoder's thread pool from the affinity, so it then uses one thread."""
-    from .worker import pin_threads, usable_cores  # noqa: PLC0415
+    from ._worker import pin_threads, usable_cores  # noqa: PLC0415
 
     usable = usable_cores()
     if len(usable) <= 1 or not hasattr(os, "sched_setaffinity"):
@@ -127,7 +127,7 @@ def _build_judge(spec: Any) -> Any:
 
     if callable(spec) and not isinstance(spec, BaseChatModel):
         spec = spec()
-    from ..judges.models import resolve_model  # noqa: PLC0415
+    from ..judges import resolve_model  # noqa: PLC0415
 
     return resolve_model(spec)
 
@@ -156,7 +156,7 @@ class _ScoringActor:
         return {"pid": os.getpid(), "host": socket.gethostname(), "core": self.core}
 
     def run(self, run_id: str | None) -> dict[str, int]:
-        from .worker import Worker  # noqa: PLC0415
+        from ._worker import Worker  # noqa: PLC0415
 
         s = self.settings
         worker = Worker(self.store, self.metrics, self.judge, run_id=run_id, lease=s["lease"], batch=s["batch"],
@@ -278,7 +278,7 @@ class RayEngine:
             if self.address:
                 ray.init(address=self.address, **kw)
             else:
-                from .worker import usable_cores  # noqa: PLC0415
+                from ._worker import usable_cores  # noqa: PLC0415
 
                 ray.init(num_cpus=self.workers or len(usable_cores()), include_dashboard=False, **kw)
             self._started_ray = True
@@ -441,7 +441,7 @@ def finish_run(store: Any, run_id: str, report: RayScore, keys: Sequence[str], c
     (``finished``, or ``interrupted`` when cases are left). ``explain_empty``: a case no metric scored gets
     ``NO_METRIC_APPLIES`` as its error, as the local engine gives it."""
     from .._result import EvaluationResult, TestResult  # noqa: PLC0415
-    from .score import NO_METRIC_APPLIES  # noqa: PLC0415
+    from ._score import NO_METRIC_APPLIES  # noqa: PLC0415
 
     loaded = store.load_run(run_id)
     by_key = {sc.case_key: tr for sc, tr in zip(store.load_cases(run_id), loaded.test_results, strict=False)}
@@ -478,7 +478,7 @@ def evaluate_on_ray(cases: Sequence[Any], metrics: Sequence[Any], *, model: Any 
     run, scored by Ray actors, read back as an ``EvaluationResult`` in the cases' order."""
     from .._version import __version__  # noqa: PLC0415
     from ..cases.identity import case_key  # noqa: PLC0415
-    from .run import metric_config  # noqa: PLC0415
+    from ._run import metric_config  # noqa: PLC0415
 
     require_ray()
     cases = list(cases)
@@ -541,7 +541,7 @@ def _judge_label(model: Any) -> str:
     if model is None or isinstance(model, str):
         return str(model or "default")
     try:
-        from ..judges.models import judge_name  # noqa: PLC0415
+        from ..judges import judge_name  # noqa: PLC0415
 
         return judge_name(model)
     except Exception:  # noqa: BLE001 - a factory, or a model that cannot tell its name

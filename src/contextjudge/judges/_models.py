@@ -9,8 +9,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from ..errors import ConfigurationError, ConfigurationTypeError, JudgeUnavailableError
-from .calibration import CalibratedJudge, Calibration
-from .naming import judge_identity, judge_name
+from ._calibration import CalibratedJudge, Calibration
+from ._naming import judge_identity, judge_name
 
 __all__ = ["judge_identity", "judge_name", "load_calibrated_judge", "resolve_model"]
 
@@ -21,7 +21,7 @@ DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 
 def _local() -> BaseChatModel:
     try:
-        from .local import LocalJudge  # noqa: PLC0415 - optional heavy import, loaded on demand
+        from ._local import LocalJudge  # noqa: PLC0415 - optional heavy import, loaded on demand
     except ImportError as exc:
         raise JudgeUnavailableError(
             "The embedded judge (model='local') could not be loaded: "
@@ -53,7 +53,7 @@ def resolve_model(model: Any = None) -> BaseChatModel:
 
     A ``BaseChatModel`` is used as it is. ``"local"`` is the embedded offline judge. ``"@path/to/file.json"`` (or a
     ``pathlib.Path``) is a calibration file written by ``contextjudge calibrate``: the judge it names, with the
-    thresholds fitted on your labels (``judges.calibration``). Another string is an OpenAI model name, optionally
+    thresholds fitted on your labels (``judges._calibration``). Another string is an OpenAI model name, optionally
     prefixed ``openai:``. ``None`` reads ``CONTEXTJUDGE_MODEL``; failing that, OpenAI's
     default model when ``OPENAI_API_KEY`` is set; failing that, the embedded judge (with one log line).
     """

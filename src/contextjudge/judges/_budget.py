@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from .protocol import Item, JudgeRequest
+from ._protocol import Item, JudgeRequest
 
 __all__ = []
 

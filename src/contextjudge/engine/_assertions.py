@@ -19,7 +19,7 @@ from typing import Any
 from .._result import EvaluationResult, MetricResult
 from ..cases.testcase import ConversationalTestCase, LLMTestCase
 from ..errors import ConfigurationError
-from .evaluate import evaluate
+from ._evaluate import evaluate
 
 __all__ = ["assert_test", "format_failures"]
 

@@ -8,7 +8,7 @@ from contextjudge.cases.labels import with_labels
 from contextjudge.cases.testcase import LLMTestCase
 from contextjudge.errors import ConfigurationError
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
-from contextjudge.metrics.gold import gold_score, label_problems
+from contextjudge.metrics._gold import gold_score, label_problems
 from contextjudge.testing import FakeJudge
 
 

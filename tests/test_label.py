@@ -187,7 +187,7 @@ def test_the_summary_shows_the_bias_corrected_mean(capsys):
 
 
 def test_score_of_labelled_deferred_cases_prints_the_correction(capsys, tmp_path):
-    pytest.importorskip("contextjudge.metrics.gold")
+    pytest.importorskip("contextjudge.metrics._gold")
     path = str(tmp_path / "d.db")
     s = open_store(path)
     s.begin_run("d", {"mode": "deferred"})

@@ -36,13 +36,13 @@ ROOTS = [CORE, *INTEGRATIONS]
 LAYERS: dict[str, float] = {
     "errors": 1, "_text": 1, "_version": 1, "stats": 1, "_locks": 1,
     "cases": 2, "_aio": 2,
-    "_result": 3, "tracing": 3,
+    "_result": 3, "_tracing": 3,
     "judges": 4, "store": 4,
     "metrics": 5, "testing": 5,
     "report": 6.1, "engine": 6.2,
     "capture": 7, "templates": 7, "goldens": 7, "local": 7, "multimodal": 7, "compat": 7,
     "pytest_plugin": 7, "": 7, "otel": 7,
-    "cli": 8, "__main__": 8, "recommend": 8,
+    "cli": 8, "__main__": 8, "_recommend": 8,
 }
 # the one deliberate exception to "the core never imports an integration": deprecated names that forward to the
 # integrations, imported lazily when read

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-import contextjudge.tracing as tracing
+import contextjudge._tracing as tracing
 from contextjudge import Golden, LLMTestCase, aevaluate, evaluate, observe, update_current_span, update_current_trace
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric
 from contextjudge.testing import FakeJudge

@@ -126,10 +126,10 @@ def test_the_public_module_check_can_fail():
 NOT_EXPORTED = {
     "contextjudge.cli": "command-line plumbing; the interface is the `contextjudge` command",
     "contextjudge.pytest_plugin": "pytest hooks, found by pytest by name",
-    "contextjudge.recommend": "the `contextjudge recommend` command's plumbing",
+    "contextjudge._recommend": "the `contextjudge recommend` command's plumbing",
     "contextjudge_langchain.demo": "the demo's own steps; the interface is `contextjudge demo`",
     "contextjudge.multimodal": "cross-layer helpers, to be split by layer (issue 13, point 2)",
-    "contextjudge.tracing": "the runner's side of @observe (run_traces, observed_cases)",
+    "contextjudge._tracing": "the runner's side of @observe (run_traces, observed_cases)",
 }
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from contextjudge.recommend import Answers, main, parse_answers, recommend
+from contextjudge._recommend import Answers, main, parse_answers, recommend
 from contextjudge.testing import FakeJudge
 
 
@@ -121,7 +121,7 @@ def test_interactive_questionnaire_in_a_pseudo_terminal():
     import pty
 
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "contextjudge.recommend"], stdin=slave, stdout=slave,
+    proc = subprocess.Popen([sys.executable, "-m", "contextjudge._recommend"], stdin=slave, stdout=slave,
                             stderr=slave, close_fds=True)
     os.close(slave)
     try:

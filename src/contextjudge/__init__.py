@@ -54,10 +54,10 @@ _EXPORTS = {
     "Golden": ".cases.goldens",
     "MLLMImage": ".cases.images",
     "assert_test": ".engine",
-    "observe": ".tracing",
+    "observe": "._tracing",
     "open_store": ".store",
-    "update_current_span": ".tracing",
-    "update_current_trace": ".tracing",
+    "update_current_span": "._tracing",
+    "update_current_trace": "._tracing",
 }
 
 __all__ = [
@@ -118,6 +118,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._result import EvaluationResult, MetricResult, TestResult, Usage
+    from ._tracing import observe, update_current_span, update_current_trace
     from .cases.goldens import Golden
     from .cases.images import MLLMImage
     from .cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode, Turn
@@ -142,4 +143,3 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     )
     from .judges import Budget, JudgeOptions, RateLimit, register_prices
     from .store import open_store
-    from .tracing import observe, update_current_span, update_current_trace

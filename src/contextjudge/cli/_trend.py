@@ -86,7 +86,7 @@ def _signed(iv: Any) -> str:
 
 def cmd_trend(args: argparse.Namespace) -> int:
     from ..errors import ConfigurationError, StoreError, UsageError
-    from ..store._trend import find_drops
+    from ..store import find_drops
 
     if args.min_cases < 2:
         raise UsageError("--min-cases must be 2 or more: a window needs two cases for an interval.")

@@ -58,7 +58,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     """Attach gold labels to a store's captured cases; exit 0 when at least one record matched, 1 when none did."""
     from .._text import shorten  # noqa: PLC0415
     from ..errors import ConfigurationError, UsageError  # noqa: PLC0415
-    from ..metrics.gold import label_problems  # noqa: PLC0415 - counts against each matched case
+    from ..metrics import label_problems  # noqa: PLC0415 - counts against each matched case
 
     lines: list[int] = []
     records = _read_label_records(args.file, lines)

@@ -4,7 +4,7 @@ For every labelled case and every label field it carries, the judge is asked exa
 metric itself runs, through ``JudgeClient``: cache, retries, budgets and per-run limits apply; one request per case
 and family). Then, per verdict family: agreement (``stats.binary_agreement``: confusion counts, base rate, accuracy,
 Cohen's kappa, TPR, TNR, each with a 95% bootstrap interval over cases) and every item where judge and labels
-disagree; per metric: the mean judged score against the mean gold score (``metrics.gold``), MAE and Spearman.
+disagree; per metric: the mean judged score against the mean gold score (``metrics._gold``), MAE and Spearman.
 
 For a judge whose verdicts carry confidences, each family's threshold is fitted to maximise kappa on the labels
 (``fit_threshold``), and the report says how much of that gain survives cross-validation over cases: the in-sample
@@ -44,9 +44,11 @@ from ..metrics import (
     ContextualRecallMetric,
     ContextualRelevancyMetric,
     ContextUtilizationMetric,
+    gold_score,
+    gold_statements,
+    label_problems,
+    node_items,
 )
-from ..metrics._base import node_items
-from ..metrics.gold import gold_score, gold_statements, label_problems
 from ..stats import binary_agreement, cohen_kappa, confusion, mae, spearman
 
 __all__ = ["FAMILY_OF_FIELD", "TRUST_KAPPA", "acalibrate", "advice", "calibrate", "calibration_of", "fit_threshold",

@@ -167,7 +167,7 @@ async def _plan(test_cases: Any, metrics: Sequence[Any] | None, observed_callbac
     """The cases and metrics to score, checked: a list whole before any judge call, a generator as it is read."""
     plan = _Plan(cases=test_cases, metrics=list(metrics or []))
     if observed_callback is not None or traces is not None:
-        from ..tracing import observed_cases, run_traces  # noqa: PLC0415 - component-level evaluation
+        from .._tracing import observed_cases, run_traces  # noqa: PLC0415 - component-level evaluation
 
         if traces is None:
             traces = await run_traces(observed_callback, goldens, max_concurrency=max_concurrency)
@@ -436,9 +436,9 @@ def evaluate(
 
     Component-level evaluation: ``evaluate(observed_callback=app, goldens=[Golden(input=..., ...)])`` calls
     ``app(golden.input)`` once per golden and scores every ``@observe`` span that carries metrics (see
-    ``contextjudge.tracing``); ``metrics=`` then also scores one end-to-end test case per trace. Spans that cannot
+    ``contextjudge._tracing``); ``metrics=`` then also scores one end-to-end test case per trace. Spans that cannot
     become a test case, and goldens on which the app raised, are recorded as results with ``error`` set.
-    ``traces=`` scores traces the app already ran (``contextjudge.tracing.Trace`` objects, as
+    ``traces=`` scores traces the app already ran (``contextjudge._tracing.Trace`` objects, as
     ``compat.deepeval``'s ``EvaluationDataset.evals_iterator`` collects them) the same way.
     """
     opts = _options(options, kwargs)

@@ -25,7 +25,7 @@ from .._result import MetricResult
 from ..cases.provenance import app_error_of, no_retrieval_of, short
 from ..cases.testcase import ConversationalTestCase
 from ..errors import BudgetExhaustedError, InvalidTestCaseError, MissingTestCaseParamsError
-from ..metrics.gold import fill_gold_scores, gold_score_of  # re-exported: they lived here until 0.3
+from ..metrics import fill_gold_scores, gold_score_of  # re-exported: they lived here until 0.3
 from ._run import Run
 
 __all__ = ["BudgetMode", "BudgetSkip", "MissingParams", "applicable", "fill_gold_scores", "gold_score_of",

@@ -40,6 +40,9 @@ _PUBLIC = {
 }
 # what the core's other rooms use: reachable here, not part of the public API, may change in any release
 _CORE = {
+    "render_items": "._templates",
+    "render_sentences_by_node": "._templates",
+    "render_verdict_format": "._templates",
     "BUDGET_OUTPUT_CAP": "._spend",
     "DEFAULT_FILE": "._calibration",
     "DEFAULT_OPENAI_MODEL": "._models",
@@ -122,5 +125,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         TurnContextualPrecisionTemplate,
         TurnContextualRecallTemplate,
         TurnContextualRelevancyTemplate,
+        render_items,
+        render_sentences_by_node,
+        render_verdict_format,
     )
     from ._tiered import TieredJudge

@@ -235,3 +235,10 @@ class RubricContextRecallTemplate(BaseTemplate):
     @staticmethod
     def generate_verdicts(request: JudgeRequest) -> str:
         return BaseTemplate.rubric_recall(request)
+
+
+# The answer form every prompt ends with, for a prompt written elsewhere (``compat.deepeval``'s adapter of a user's
+# DeepEval template appends it): one form, ours, so the client parses and checks the answer by id as always.
+render_items = _items
+render_verdict_format = _verdict_format
+render_sentences_by_node = _sentences_by_node

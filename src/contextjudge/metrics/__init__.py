@@ -19,8 +19,11 @@ from ..judges import (
     TurnContextualRecallTemplate,
     TurnContextualRelevancyTemplate,
 )
-from ._base import BaseMetric
+from ._base import BaseMetric, node_items  # node_items: for the core's calibration, not in __all__
 from ._formulas import fraction, weighted_cumulative_precision
+
+# the score a case's gold labels imply: for the core's engine, report and CLI, not in __all__
+from ._gold import fill_gold_scores, gold_score, gold_score_of, gold_statements, label_problems
 from ._single import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,

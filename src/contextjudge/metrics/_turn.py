@@ -104,7 +104,7 @@ class _TurnMetric(BaseMetric):
         usage = Usage()
         verdicts: list[dict[str, Any]] = []
         parts = []
-        for i, out in zip(targets, outcomes):
+        for i, out in zip(targets, outcomes, strict=True):
             usage.add(out.usage)
             for v in out.verdicts:
                 verdicts.append({"turn": i, "exchange": ex[i], **v})
@@ -121,8 +121,8 @@ class _TurnMetric(BaseMetric):
         repeat_scores = [mean([o.repeat_scores[r] if o.repeat_scores and r < len(o.repeat_scores) else o.score
                                for o in outcomes]) for r in range(k)] if k > 1 else None
         return Outcome(score, verdicts, reason, usage=usage, repeat_scores=repeat_scores,
-                       details={"turn_scores": dict(zip(targets, scores)), "skipped_turns": skipped,
-                                "exchange_scores": {ex[i]: sc for i, sc in zip(targets, scores)},
+                       details={"turn_scores": dict(zip(targets, scores, strict=True)), "skipped_turns": skipped,
+                                "exchange_scores": {ex[i]: sc for i, sc in zip(targets, scores, strict=True)},
                                 "exchanges": {i: ex[i] for i in targets + skipped}},
                        judged=any(o.judged for o in outcomes))
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from .._result import EvaluationResult
 from ..errors import ConfigurationTypeError
-from ..metrics.gold import fill_gold_scores
+from ..metrics import fill_gold_scores
 from ._calibration import render_calibration
 from ._html import MetricChange, RunView, compare_runs, render_html
 from ._stats import Interval, bootstrap_mean, paired_difference

@@ -15,7 +15,7 @@ metric=..., since=..., where=..., as_="records"|"pandas")``, ``store.cases(...)`
 
 from ._schema import SCHEMA_VERSION
 from ._store import DEFAULT_STORE_PATH, LabelMatch, ResultsStore, RunInfo, StoredCase, open_store
-from ._trend import Drop, MetricWindow, Trend, TrendWindow
+from ._trend import Drop, MetricWindow, Trend, TrendWindow, find_drops
 
 __all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "Drop", "LabelMatch", "MetricWindow", "ResultsStore", "RunInfo",
-           "StoredCase", "Trend", "TrendWindow", "open_store"]
+           "StoredCase", "Trend", "TrendWindow", "find_drops", "open_store"]

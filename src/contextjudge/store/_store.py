@@ -565,7 +565,7 @@ class ResultsStore(QueueStore, SpendStore, ReadStore):
         (normalised: case, punctuation and white space do not matter). A record matches every case with that key
         or input, in any run. Labels replace earlier labels of the same case. A record with no label field, or a
         label that is not yes/no, raises ConfigurationError naming it, and nothing is written. ``check(test_case,
-        labels) -> problems`` (``contextjudge.metrics.gold.label_problems``: counts against the case's nodes and
+        labels) -> problems`` (``contextjudge.metrics._gold.label_problems``: counts against the case's nodes and
         statements) is asked about every case a record matched; any problem raises ConfigurationError naming the
         record, and nothing is written.
         """

@@ -17,6 +17,7 @@ from langchain_core.tracers.context import register_configure_hook
 from contextjudge.capture import CaptureSession
 from contextjudge.errors import ConfigurationTypeError
 
+from . import _vectorstores
 from ._handler import ContextJudgeCallbackHandler
 
 __all__ = ["capture", "current_handler", "instrument", "uninstrument"]
@@ -135,3 +136,6 @@ def uninstrument() -> CaptureSession | None:
 def current_handler() -> ContextJudgeCallbackHandler | None:
     """The handler capturing in this context: the ``capture()`` block's, else the process's, else None."""
     return _capture_var.get() or _process_slot.get()
+
+
+_vectorstores.register(current_handler=current_handler)

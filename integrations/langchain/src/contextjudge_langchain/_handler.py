@@ -695,3 +695,6 @@ class _LazyPrompts(list):
             self.extend(get_buffer_string(m) for m in self._messages)
             self._rendered = True
         return list(self)
+
+
+_vectorstores.register(handler_cls=ContextJudgeCallbackHandler)

@@ -57,8 +57,20 @@ _lock = threading.RLock()  # re-entrant: a handler collected while the lock is h
 _holders: weakref.WeakSet[Any] = weakref.WeakSet()
 _patched: list[tuple[type, str, Any]] = []  # (class, method name, what its __dict__ held before)
 _WRAPPED = "__contextjudge_wrapped__"
+# Set by the modules that import this one (never imported from here, so there is no import circle): the handler
+# class (``_handler``, once it is defined) and the function that gives the current capture()/instrument() handler
+# (``_attach``).
 _handler_cls: Any = None
-_current_handler: Any = None
+_current_handler: Callable[[], Any] = lambda: None
+
+
+def register(*, handler_cls: Any = None, current_handler: Callable[[], Any] | None = None) -> None:
+    """Tell this module the handler class and the current-handler function (see above)."""
+    global _handler_cls, _current_handler  # noqa: PLW0603 - set once, at import of the modules that own them
+    if handler_cls is not None:
+        _handler_cls = handler_cls
+    if current_handler is not None:
+        _current_handler = current_handler
 
 
 def is_patched() -> bool:
@@ -146,13 +158,9 @@ def _unpatch_all() -> None:
 def _target() -> tuple[list[Any], Any, list[str], dict[str, Any]] | None:
     """(contextjudge handlers, parent run id, tags, metadata) of the run this call is made in; or the current
     ``capture()``/``instrument()`` handler with no parent (the call is a root); None when nothing captures it."""
-    global _handler_cls, _current_handler  # noqa: PLW0603 - resolved once: _handler imports this module
-    if _handler_cls is None:
-        from ._attach import current_handler  # noqa: PLC0415
-        from ._handler import ContextJudgeCallbackHandler  # noqa: PLC0415
-
-        _handler_cls, _current_handler = ContextJudgeCallbackHandler, current_handler
     ContextJudgeCallbackHandler, current_handler = _handler_cls, _current_handler
+    if ContextJudgeCallbackHandler is None:  # no handler was ever defined: nothing captures
+        return None
     config = var_child_runnable_config.get()
     manager = config.get("callbacks") if config else None
     if isinstance(manager, BaseCallbackManager):

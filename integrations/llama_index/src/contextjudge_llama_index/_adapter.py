@@ -19,14 +19,14 @@ from contextjudge.cases.provenance import GOLDEN_INDEX_KEY, NO_RETRIEVAL_KEY
 from contextjudge.errors import ConfigurationTypeError
 from contextjudge.goldens import Goldens, load_goldens
 
+from ._kinds import INPUT_FIELDS as _INPUT_FIELDS
+from ._kinds import KINDS as _KINDS
+from ._kinds import MODULES as _MODULES
+
 __all__ = ["LlamaIndexAppAdapter", "adapter"]
 
 logger = logging.getLogger("contextjudge")
 
-# Shared with the capture router (``_capture``), which imports them from here: this module stays free of LlamaIndex.
-_KINDS = {"BaseChatEngine": "chat", "BaseQueryEngine": "query", "BaseRetriever": "retrieve", "Workflow": "workflow"}
-_MODULES = ("llama_index.", "workflows.")  # Workflow lives in the llama-index-workflows package
-_INPUT_FIELDS = ("user_msg", "query", "input", "question", "message", "msg", "query_str")  # a start event's input
 ACCEPTS = ("a LlamaIndex query engine, chat engine or retriever, an agent (FunctionAgent, ReActAgent, AgentWorkflow) "
            "or a workflow (a llama_index.core.workflow.Workflow)")
 

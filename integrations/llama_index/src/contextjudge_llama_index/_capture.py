@@ -31,8 +31,10 @@ from contextjudge.cases.identity import golden_id_of
 from contextjudge.cases.provenance import SOURCE_DOC_KEY
 from contextjudge.otel import span_context_now
 
-from ._adapter import _INPUT_FIELDS, _KINDS, _MODULES
 from ._images import node_from_llama_image_node
+from ._kinds import INPUT_FIELDS as _INPUT_FIELDS
+from ._kinds import KINDS as _KINDS
+from ._kinds import MODULES as _MODULES
 
 try:  # the instrumentation package split out of llama-index-core in 0.12
     from llama_index_instrumentation.dispatcher import active_instrument_tags

@@ -339,8 +339,8 @@ def assert_test(test_case: Any = None, metrics: list[Any] | None = None, golden:
         raise ConfigurationError("assert_test() needs test_case=... (with metrics=[...]) or golden=... (with "
                                  "observed_callback=app, or after calling an @observe app in the test).")
     from ..._aio import run_sync  # noqa: PLC0415
+    from ..._tracing import run_traces  # noqa: PLC0415
     from ...engine import format_failures  # noqa: PLC0415
-    from ...tracing import run_traces  # noqa: PLC0415
     from .tracing import take_recorded_trace  # noqa: PLC0415
 
     if observed_callback is not None:

@@ -288,7 +288,7 @@ class EvaluationDataset:
         with ``golden.input``; for an async app, ``dataset.evaluate(app(golden.input))`` hands its coroutine over
         to be awaited (concurrently, each in its golden's trace) when the loop ends.
         """
-        from ...tracing import Trace, _trace  # noqa: PLC0415 - the trace the loop body's spans attach to
+        from ..._tracing import Trace, _trace  # noqa: PLC0415 - the trace the loop body's spans attach to
 
         if self._multi_turn:
             raise ConfigurationError("evals_iterator() runs an @observe app over single-turn Goldens; for "
@@ -324,7 +324,7 @@ class EvaluationDataset:
 
     def evaluate(self, task: Any) -> None:
         """Inside ``evals_iterator``: hand over the app's coroutine (or task) for this golden."""
-        from ...tracing import _trace  # noqa: PLC0415
+        from ..._tracing import _trace  # noqa: PLC0415
 
         if not inspect.isawaitable(task):
             raise ConfigurationError("dataset.evaluate(task) takes the coroutine or asyncio task of the app's call, "
@@ -337,7 +337,7 @@ class EvaluationDataset:
 
 
 async def _await_pending(pending: list[tuple[Any, Any]]) -> None:
-    from ...tracing import _trace, type_name  # noqa: PLC0415
+    from ..._tracing import _trace, type_name  # noqa: PLC0415
 
     async def one(trace: Any, aw: Any) -> None:
         token = _trace.set(trace)  # a coroutine not yet started runs in this task's context, inside its trace

@@ -1,6 +1,6 @@
 """``deepeval.tracing`` names: ``observe``, ``update_current_span``, ``update_current_trace``.
 
-``observe`` is contextjudge's (``contextjudge.tracing.observe``): spans nest by call and spans that carry metrics
+``observe`` is contextjudge's (``contextjudge._tracing.observe``): spans nest by call and spans that carry metrics
 are scored. One addition for DeepEval's pytest form: under pytest, a top-level call of an observed function made
 outside any evaluation is recorded as a trace of the running test, so that
 ``assert_test(golden=golden, metrics=[...])`` after ``app(golden.input)`` in the test body scores it, as in
@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...tracing import Trace, _trace, update_current_span, update_current_trace
-from ...tracing import observe as _observe
+from ..._tracing import Trace, _trace, update_current_span, update_current_trace
+from ..._tracing import observe as _observe
 
 __all__ = ["observe", "take_recorded_trace", "update_current_span", "update_current_trace",
            "update_retriever_span"]

@@ -14,8 +14,7 @@ import inspect
 from typing import Any
 
 from ....errors import JudgeUnavailableError
-from ....judges import JudgeRequest
-from ....judges import _templates as _ours
+from ....judges import BaseTemplate, JudgeRequest, render_items, render_sentences_by_node, render_verdict_format
 from .._verbose import print_verbose
 from ..errors import MultimodalJudgeError
 
@@ -32,7 +31,7 @@ class PeerTemplate:
     to send your prompt instead.
     """
 
-    _ours: Any = _ours.BaseTemplate
+    _ours: Any = BaseTemplate
 
     @staticmethod
     def generate_verdicts(**kwargs: Any) -> str:  # each metric's template class defines it (contextjudge's prompt)
@@ -132,15 +131,15 @@ def answer_suffix(request: JudgeRequest) -> str:
     if request.task == "node_usefulness":
         short = [it.model_copy(update={"text": _lead(it.text)}) for it in request.items]
         return ("\n\nName each node of the retrieval context above by its id, in the order given (each id's node "
-                f"begins as shown):\n{_ours._items(short)}\n"  # noqa: SLF001 - the answer form is one, ours
-                f"{_ours._verdict_format(ids)}")  # noqa: SLF001
+                f"begins as shown):\n{render_items(short)}\n"  # the answer form is one, ours
+                f"{render_verdict_format(ids)}")
     if request.task == "statement_support":
         return ("\n\nJudge the expected output sentence by sentence; the sentences, each in a tag named by its id:\n"
-                f"{_ours._items(request.items)}\n"  # noqa: SLF001
+                f"{render_items(request.items)}\n"
                 "The retrieval context's nodes are n1, n2, ... in the order given above; node_ids lists the ones "
-                f"that support the sentence.\n{_ours._verdict_format(ids, with_nodes=True)}")  # noqa: SLF001
+                f"that support the sentence.\n{render_verdict_format(ids, with_nodes=True)}")
     return ("\n\nJudge the context statement by statement; the statements, each after its id:\n"
-            f"{_ours._sentences_by_node(request.items)}\n{_ours._verdict_format(ids)}")  # noqa: SLF001
+            f"{render_sentences_by_node(request.items)}\n{render_verdict_format(ids)}")
 
 
 def _overrides(user: type, name: str) -> Any:
@@ -209,7 +208,7 @@ def adapt_template(template: Any, ours: Any) -> Any:
         return None
     if isinstance(template, type) and issubclass(template, PeerTemplate):
         return _Adapted(template, ours)
-    if isinstance(template, type) and not issubclass(template, _ours.BaseTemplate) and (
+    if isinstance(template, type) and not issubclass(template, BaseTemplate) and (
             hasattr(template, "generate_verdicts") or hasattr(template, "generate_reason")):
         return _Adapted(template, ours)  # a DeepEval-style class that does not derive from ours
     return template

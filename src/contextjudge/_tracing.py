@@ -322,7 +322,7 @@ def update_current_trace(test_case: Any = None, *, input: Any = None, output: An
 
 # ------------------------------------------------------------------------------------------- running over goldens
 def _is_async_callable(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - the method is what is tested
 
 
 async def run_traces(callback: Callable[..., Any], goldens: Any, *, max_concurrency: int = 16) -> list[Trace]:

@@ -12,8 +12,9 @@ import uuid
 import pytest
 from fault_server import FaultServer
 
-from contextjudge import JudgeOptions, LLMTestCase, RunContext
+from contextjudge import JudgeOptions, LLMTestCase
 from contextjudge.engine import Run, score_case
+from contextjudge.judges import RunContext
 from contextjudge.judges._context import use_run_context
 from contextjudge.judges._limiter import AdaptiveLimiter
 from contextjudge.judges._spend import MemorySpend, RateGate, RateLimit

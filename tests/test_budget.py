@@ -17,9 +17,10 @@ from importlib import resources
 
 import pytest
 
-from contextjudge import JudgeOptions, LLMTestCase, RunContext, evaluate
+from contextjudge import JudgeOptions, LLMTestCase, evaluate
 from contextjudge.engine import Run, score_case
 from contextjudge.errors import BudgetExhaustedError, ConfigurationError
+from contextjudge.judges import RunContext
 from contextjudge.judges._cache import VerdictCache
 from contextjudge.judges._context import use_run_context
 from contextjudge.judges._spend import (

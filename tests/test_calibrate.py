@@ -10,9 +10,8 @@ import pytest
 from contextjudge.cli import main
 from contextjudge.engine._calibrate import calibrate, calibration_of, fit_threshold, read_labels_file
 from contextjudge.judges._calibration import CalibratedJudge, Calibration
-from contextjudge.judges._models import load_calibrated_judge
 from contextjudge.judges._client import JudgeClient
-from contextjudge.judges._models import resolve_model
+from contextjudge.judges._models import load_calibrated_judge, resolve_model
 from contextjudge.judges._templates import ContextualPrecisionTemplate
 from contextjudge.metrics import ContextualPrecisionMetric
 from contextjudge.testing import FakeJudge
@@ -253,8 +252,8 @@ def test_a_threshold_worse_than_the_judges_own_verdicts_out_of_sample_is_not_sav
 
 
 def test_builtin_set_is_a_labels_file_of_every_family():
-    from contextjudge.cli._trust import builtin_check_path
     from contextjudge.cases.labels import labels_of
+    from contextjudge.cli._trust import builtin_check_path
 
     cases = read_labels_file(builtin_check_path())
     assert len(cases) == 900

@@ -15,10 +15,10 @@ from contextjudge import (
     MLLMImage,
     TestResult,
     UsageError,
-    resolve_model,
+    cli,
 )
-from contextjudge import cli
 from contextjudge.cli import _shared
+from contextjudge.judges import resolve_model
 from contextjudge.metrics import ContextualPrecisionMetric, TurnContextualPrecisionMetric
 
 

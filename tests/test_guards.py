@@ -44,7 +44,7 @@ def test_the_guard_is_installed_for_this_session():
 
 
 def test_the_default_judge_is_offline_when_no_key_is_set():
-    from contextjudge import resolve_model
+    from contextjudge.judges import resolve_model
 
     assert type(resolve_model(None)).__name__ == "LocalJudge"
 

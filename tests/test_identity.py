@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 from contextjudge import ConversationalTestCase, EvaluationResult, LLMTestCase, MetricResult, TestResult, Turn, evaluate
 from contextjudge.cases.identity import (
-    GOLDEN_ID_ALIASES,
     GOLDEN_ID_KEY,
     case_key,
     golden_id_of,
@@ -72,13 +71,13 @@ def test_the_report_pairs_generated_keys_by_input_and_chosen_ids_by_id():
 
 
 # ---------------------------------------------------------------------------------------------- golden ids
-def test_golden_id_of_reads_every_accepted_spelling():
-    assert GOLDEN_ID_KEY == "golden_id" and "contextjudge.golden_id" in GOLDEN_ID_ALIASES
+def test_golden_id_of_reads_the_one_golden_key():
+    assert GOLDEN_ID_KEY == "golden_id"
     assert golden_id_of({"golden_id": "g1"}) == "g1"
-    assert golden_id_of({"contextjudge.golden_id": 7}) == "7"
-    assert golden_id_of({"golden_id": "g1", "contextjudge.golden_id": "g2"}) == "g1"
+    assert golden_id_of({"golden_id": 7}) == "7"
+    assert golden_id_of({"contextjudge.golden_id": "g2"}) is None  # 0.2's LlamaIndex alias is no longer read
     assert golden_id_of({"golden_id": ""}) is None and golden_id_of({}) is None and golden_id_of(None) is None
-    tc = LLMTestCase(input="q", additional_metadata={"contextjudge.golden_id": "g3"})
+    tc = LLMTestCase(input="q", additional_metadata={"golden_id": "g3"})
     assert golden_id_of(tc) == "g3"
     captured = SimpleNamespace(golden_id=None, metadata={}, test_case=tc)
     assert golden_id_of(captured) == "g3"  # from the test case's metadata
@@ -88,11 +87,11 @@ def test_golden_id_of_reads_every_accepted_spelling():
     assert golden_id_of(captured) == "g5"
 
 
-def test_the_cli_keys_captured_cases_by_a_golden_id_given_under_the_alias():
+def test_the_cli_keys_captured_cases_by_a_golden_id_given_in_their_metadata():
     from contextjudge.cli._eval import _with_golden_ids
 
     cases = [SimpleNamespace(test_case=LLMTestCase(input=f"q{i}", id=new_case_id()), case_id=None, root_run_id=None,
-                             golden_id=None, metadata={"contextjudge.golden_id": f"g{i}"}) for i in range(2)]
+                             golden_id=None, metadata={"golden_id": f"g{i}"}) for i in range(2)]
     cases.append(SimpleNamespace(test_case=LLMTestCase(input="own", id="mine"), case_id=None, root_run_id=None,
                                  golden_id="g9", metadata={}))
     assert [tc.id for tc in _with_golden_ids(cases)] == ["golden-g0", "golden-g1", "mine"]

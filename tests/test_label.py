@@ -10,9 +10,9 @@ import sqlite3
 import pytest
 
 from contextjudge import LLMTestCase, cli, evaluate
-from contextjudge.cli import _shared
 from contextjudge._result import EvaluationResult, MetricResult, TestResult
 from contextjudge.cases.labels import LABELS_KEY
+from contextjudge.cli import _shared
 from contextjudge.metrics import ContextualPrecisionMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge

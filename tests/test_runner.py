@@ -7,7 +7,8 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 
-from contextjudge import JUDGE_TAG, ContextJudgeError, LLMTestCase, aevaluate, evaluate
+from contextjudge import ContextJudgeError, LLMTestCase, aevaluate, evaluate
+from contextjudge.capture import JUDGE_TAG
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric, ContextUtilizationMetric
 from contextjudge.testing import FakeJudge
 

@@ -19,8 +19,8 @@ from contextjudge.capture import (
     CaptureSession,
     Sampling,
 )
-from contextjudge.cases.testcase import Turn
 from contextjudge.capture._sampling import draw
+from contextjudge.cases.testcase import Turn
 from contextjudge.metrics import ContextualRelevancyMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge

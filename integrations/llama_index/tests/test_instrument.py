@@ -12,8 +12,8 @@ from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
 import contextjudge_llama_index as cj
-from contextjudge import JUDGE_TAG, LLMTestCase
-from contextjudge.capture import CaptureSession, result_event
+from contextjudge import LLMTestCase
+from contextjudge.capture import JUDGE_TAG, CaptureSession, result_event
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,

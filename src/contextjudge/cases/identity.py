@@ -23,15 +23,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from .goldens import Golden, Goldens
 
-__all__ = ["GOLDEN_ID_ALIASES", "GOLDEN_ID_KEY", "GoldenEntry", "case_key", "golden_id_of", "is_generated_id",
+__all__ = ["GOLDEN_ID_KEY", "GoldenEntry", "case_key", "golden_id_of", "is_generated_id",
            "key_by_golden", "match_golden", "new_case_id", "new_run_id", "unmatched_goldens"]
 
 GOLDEN_ID_KEY = "golden_id"
 """The metadata key that names a case's golden: ``config={"metadata": {"golden_id": ...}}``, a test case's
 ``additional_metadata``, a captured case's ``metadata``."""
-
-GOLDEN_ID_ALIASES: tuple[str, ...] = ("contextjudge.golden_id",)
-"""Other spellings read (never written) for the same thing: LlamaIndex tags are namespaced."""
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -83,14 +80,14 @@ def _present(value: Any) -> bool:
 def golden_id_of(source: Any) -> str | None:
     """The golden id ``source`` carries, as text, or None.
 
-    ``source`` is a metadata mapping (``golden_id`` or an alias such as ``contextjudge.golden_id``), or an object:
+    ``source`` is a metadata mapping (``golden_id``), or an object:
     its own ``golden_id`` attribute first, then its ``metadata``, its ``additional_metadata``, and its
     ``test_case``'s (a captured case).
     """
     if source is None:
         return None
     if isinstance(source, Mapping):
-        for key in (GOLDEN_ID_KEY, *GOLDEN_ID_ALIASES):
+        for key in (GOLDEN_ID_KEY,):
             if _present(source.get(key)):
                 return str(source[key])
         return None

@@ -141,7 +141,7 @@ class LlamaIndexAppAdapter(AppAdapter):
             g = goldens.items[i]
             tags: dict[str, Any] = {GOLDEN_INDEX_TAG: i}
             if g.id:
-                tags[GOLDEN_ID_KEY] = g.id  # the one golden key (contextjudge.golden_id is still read)
+                tags[GOLDEN_ID_KEY] = g.id  # the one golden key
             return tags
 
         def done(i: int, result: Any = None, error: BaseException | None = None) -> None:

@@ -129,123 +129,149 @@ def observe(_func: Callable[..., Any] | None = None, *, metrics: Sequence[Any] |
         logger.debug("contextjudge: observe() ignores %s", sorted(_ignored))
 
     def decorate(fn: F) -> F:
-        span_name = name or getattr(fn, "__name__", "span")
-        span_metrics = list(metrics or [])
-        try:
-            signature: inspect.Signature | None = inspect.signature(fn)
-        except (TypeError, ValueError):
-            signature = None
-
-        def opened(trace: Trace, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Span:
-            span = Span(name=span_name, type=type, metrics=list(span_metrics), parent=_span.get(),
-                        arguments=_bind(signature, args, kwargs), started=time.perf_counter())
-            trace._add(span)  # noqa: SLF001 - the trace is ours
-            return span
-
+        opened = _opener(fn, name or getattr(fn, "__name__", "span"), type, list(metrics or []))
         if inspect.isasyncgenfunction(fn):
-            @functools.wraps(fn)
-            async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                trace = _trace.get()
-                if trace is None:
-                    async for item in fn(*args, **kwargs):
-                        yield item
-                    return
-                span = opened(trace, args, kwargs)
-                gen = fn(*args, **kwargs)
-                pieces: list[Any] = []
-                try:
-                    while True:
-                        token = _span.set(span)
-                        try:
-                            item = await gen.__anext__()
-                        except StopAsyncIteration:
-                            break
-                        finally:
-                            _span.reset(token)
-                        pieces.append(item)
-                        yield item
-                except BaseException as exc:
-                    if not isinstance(exc, GeneratorExit):
-                        span.error = f"{type_name(exc)}: {exc}"
-                    raise
-                finally:
-                    _close(span, _joined(pieces))
-
-            return agen_wrapper  # type: ignore[return-value]
-
+            return _wrap_async_gen(fn, opened)  # type: ignore[return-value]
         if inspect.isgeneratorfunction(fn):
-            @functools.wraps(fn)
-            def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                trace = _trace.get()
-                if trace is None:
-                    return (yield from fn(*args, **kwargs))
-                span = opened(trace, args, kwargs)
-                gen = fn(*args, **kwargs)
-                pieces: list[Any] = []
-                try:
-                    while True:
-                        token = _span.set(span)
-                        try:
-                            item = next(gen)
-                        except StopIteration as stop:
-                            return stop.value
-                        finally:
-                            _span.reset(token)
-                        pieces.append(item)
-                        yield item
-                except BaseException as exc:
-                    if not isinstance(exc, GeneratorExit):
-                        span.error = f"{type_name(exc)}: {exc}"
-                    raise
-                finally:
-                    _close(span, _joined(pieces))
-
-            return gen_wrapper  # type: ignore[return-value]
-
+            return _wrap_gen(fn, opened)  # type: ignore[return-value]
         if inspect.iscoroutinefunction(fn):
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                trace = _trace.get()
-                if trace is None:
-                    return await fn(*args, **kwargs)
-                span = opened(trace, args, kwargs)
-                token = _span.set(span)
-                out = None
-                try:
-                    out = await fn(*args, **kwargs)
-                    return out
-                except BaseException as exc:
-                    span.error = f"{type_name(exc)}: {exc}"
-                    raise
-                finally:
-                    _span.reset(token)
-                    _close(span, out)
-
-            return async_wrapper  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            trace = _trace.get()
-            if trace is None:
-                return fn(*args, **kwargs)
-            span = opened(trace, args, kwargs)
-            token = _span.set(span)
-            out = None
-            try:
-                out = fn(*args, **kwargs)
-                return out
-            except BaseException as exc:
-                span.error = f"{type_name(exc)}: {exc}"
-                raise
-            finally:
-                _span.reset(token)
-                _close(span, out)
-
-        return sync_wrapper  # type: ignore[return-value]
+            return _wrap_async(fn, opened)  # type: ignore[return-value]
+        return _wrap_sync(fn, opened)  # type: ignore[return-value]
 
     if _func is not None and callable(_func):
         return decorate(_func)
     return decorate
+
+
+_Opener = Callable[[Trace, tuple[Any, ...], dict[str, Any]], Span]
+
+
+def _opener(fn: Callable[..., Any], span_name: str, span_type: str | None, span_metrics: list[Any]) -> _Opener:
+    """What starts a span for one call of ``fn``: a child of the current span, added to the trace."""
+    try:
+        signature: inspect.Signature | None = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+
+    def opened(trace: Trace, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Span:
+        span = Span(name=span_name, type=span_type, metrics=list(span_metrics), parent=_span.get(),
+                    arguments=_bind(signature, args, kwargs), started=time.perf_counter())
+        trace._add(span)  # noqa: SLF001 - the trace is ours
+        return span
+
+    return opened
+
+
+def _wrap_async_gen(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """An async generator function as a span: the span is current while the generator runs, and its output is
+    what the generator yielded (joined when it yielded strings)."""
+    @functools.wraps(fn)
+    async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        trace = _trace.get()
+        if trace is None:
+            async for item in fn(*args, **kwargs):
+                yield item
+            return
+        span = opened(trace, args, kwargs)
+        gen = fn(*args, **kwargs)
+        pieces: list[Any] = []
+        try:
+            while True:
+                token = _span.set(span)
+                try:
+                    item = await gen.__anext__()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    _span.reset(token)
+                pieces.append(item)
+                yield item
+        except BaseException as exc:
+            if not isinstance(exc, GeneratorExit):
+                span.error = f"{type_name(exc)}: {exc}"
+            raise
+        finally:
+            _close(span, _joined(pieces))
+
+    return agen_wrapper
+
+
+def _wrap_gen(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """A generator function as a span: the span is current while the generator runs, and its output is what the
+    generator yielded (joined when it yielded strings); the generator's return value is passed on."""
+    @functools.wraps(fn)
+    def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        trace = _trace.get()
+        if trace is None:
+            return (yield from fn(*args, **kwargs))
+        span = opened(trace, args, kwargs)
+        gen = fn(*args, **kwargs)
+        pieces: list[Any] = []
+        try:
+            while True:
+                token = _span.set(span)
+                try:
+                    item = next(gen)
+                except StopIteration as stop:
+                    return stop.value
+                finally:
+                    _span.reset(token)
+                pieces.append(item)
+                yield item
+        except BaseException as exc:
+            if not isinstance(exc, GeneratorExit):
+                span.error = f"{type_name(exc)}: {exc}"
+            raise
+        finally:
+            _close(span, _joined(pieces))
+
+    return gen_wrapper
+
+
+def _wrap_async(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """A coroutine function as a span: the span is current while it runs, and its output is what it returned."""
+    @functools.wraps(fn)
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        trace = _trace.get()
+        if trace is None:
+            return await fn(*args, **kwargs)
+        span = opened(trace, args, kwargs)
+        token = _span.set(span)
+        out = None
+        try:
+            out = await fn(*args, **kwargs)
+            return out
+        except BaseException as exc:
+            span.error = f"{type_name(exc)}: {exc}"
+            raise
+        finally:
+            _span.reset(token)
+            _close(span, out)
+
+    return async_wrapper
+
+
+def _wrap_sync(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """A plain function as a span: the span is current while it runs, and its output is what it returned."""
+    @functools.wraps(fn)
+    def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+        trace = _trace.get()
+        if trace is None:
+            return fn(*args, **kwargs)
+        span = opened(trace, args, kwargs)
+        token = _span.set(span)
+        out = None
+        try:
+            out = fn(*args, **kwargs)
+            return out
+        except BaseException as exc:
+            span.error = f"{type_name(exc)}: {exc}"
+            raise
+        finally:
+            _span.reset(token)
+            _close(span, out)
+
+    return sync_wrapper
 
 
 def type_name(exc: BaseException) -> str:

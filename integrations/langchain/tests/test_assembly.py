@@ -64,7 +64,7 @@ class _Fused(BaseRetriever):
         a = self.first.invoke(query, config={"callbacks": run_manager.get_child()})
         b = self.second.invoke(query, config={"callbacks": run_manager.get_child()})
         seen, out = set(), []
-        for d in [x for pair in zip(a, b) for x in pair]:
+        for d in [x for pair in zip(a, b, strict=False) for x in pair]:
             if d.id not in seen:
                 seen.add(d.id)
                 out.append(d)

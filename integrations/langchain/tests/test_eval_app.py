@@ -80,7 +80,7 @@ def test_collect_returns_cases_and_failures_in_goldens_order(agent, goldens):
     assert isinstance(failure.error, RuntimeError) and failure.index == 1
     error_case = failure.test_case()
     assert app_error_of(error_case)["message"] == "the model provider is down"
-    for x, g in zip((out[0], out[2], out[3]), (goldens[0], goldens[4], goldens[14])):
+    for x, g in zip((out[0], out[2], out[3]), (goldens[0], goldens[4], goldens[14]), strict=True):
         assert isinstance(x, CapturedCase)
         tc = x.test_case
         assert tc.input == g["input"] and tc.expected_output == g["expected_output"] and tc.actual_output

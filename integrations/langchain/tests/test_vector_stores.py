@@ -75,7 +75,7 @@ def test_the_rag_tutorial_graph_is_captured_case_for_case(store, session):
     answers = [graph.invoke({"question": q}) for q in QUESTIONS]
     cases = session.cases
     assert session.counters["seen"] == 2 and len(cases) == 2
-    for case, question, out in zip(cases, QUESTIONS, answers):
+    for case, question, out in zip(cases, QUESTIONS, answers, strict=True):
         tc = case.test_case
         assert tc.input == question
         assert [n.id for n in tc.retrieval_context] == [d.id for d in out["context"]]  # rank order, four by default

@@ -199,8 +199,8 @@ def test_cli_eval_runs_an_agent_and_a_failing_golden_exits_non_zero(tmp_path, mo
     here = Path(__file__).parent
     shutil.copy(here / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "agentapp.py").write_text(
-        "import sys\nsys.path.insert(0, %r)\nfrom test_adapter_app import build_agent\nagent = build_agent()\n"
-        % str(tmp_path))
+        f"import sys\nsys.path.insert(0, {str(tmp_path)!r})\nfrom test_adapter_app import build_agent\n"
+        "agent = build_agent()\n")
     shutil.copy(Path(__file__), tmp_path / "test_adapter_app.py")
     goldens = tmp_path / "goldens.jsonl"
     goldens.write_text("".join(json.dumps(g) + "\n" for g in AGENT_GOLDENS))

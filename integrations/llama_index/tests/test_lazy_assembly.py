@@ -155,7 +155,7 @@ def test_a_case_that_fails_to_assemble_is_logged_and_dropped_when_read(llm, monk
     assert scorer.cases == []
     assert "capture failed" in repr(case)
     with pytest.raises(CaptureError):
-        case.test_case
+        _ = case.test_case
 
 
 def test_text_replaced_in_place_by_a_postprocessor_is_what_is_scored(llm):

@@ -113,7 +113,7 @@ def test_three_turn_chat_becomes_a_conversation_scored_by_turn_metrics(index, ll
     assert [t.role for t in conv.turns] == ["user", "assistant"] * 3
     assert [t.content for t in conv.turns[::2]] == [VACATION, FOLLOW_UP, THIRD]
     assert [t.content for t in conv.turns[1::2]] == [r1.response, r2.response, r3.response]
-    for turn, response in zip(conv.turns[1::2], (r1, r2, r3)):
+    for turn, response in zip(conv.turns[1::2], (r1, r2, r3), strict=True):
         assert [n.id for n in turn.retrieval_context] == [n.node.node_id for n in response.source_nodes]
     # condense_plus_context retrieved with a rewritten standalone question: it sits next to the user message
     assert conv.turns[0].additional_metadata is None

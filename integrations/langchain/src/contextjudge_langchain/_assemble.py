@@ -502,6 +502,88 @@ def _agent_context(run: Any, ancestors: tuple[Any, ...], root: Any) -> tuple[str
     return None
 
 
+def _ranking(retrieved: list[Any], docs: list[Any], inside: list[Any]) -> list[Any] | None:
+    """The documents in the order the retriever ranked them, when the LLM saw another list (a compressor or filter
+    over one inner retriever, or LCEL steps after it); None when it saw the retriever's own list."""
+    retrieved_ids = _ids(retrieved)
+    ranking = None
+    if len(inside) == 1:
+        inner = _docs_of(inside[0])
+        if inner is not None and _ids(inner) != retrieved_ids:
+            ranking = inner
+    if ranking is None and docs is not retrieved and _ids(docs) != retrieved_ids:
+        ranking = retrieved
+    return ranking
+
+
+def _answer_of(context: tuple[str, Any] | None, consumer: Any, root_answer: str | None,
+               root_text: str | None) -> tuple[str | None, str]:
+    """The answer a retrieval's case is scored against, and where it came from (``answer_source``)."""
+    answer: str | None
+    if context is not None and root_answer is not None:
+        answer, answer_source = root_answer, "agent_final"
+    elif consumer is not None:
+        answer, answer_source = llm_text(consumer), f"llm:{consumer.name}"
+    else:
+        answer, answer_source = root_text, "root_output"
+    if answer is None:
+        answer_source = "none"
+    return answer, answer_source
+
+
+def _case_metadata(root: Any, run: Any, root_meta: dict[str, Any], *, query: str, question: str | None,
+                   answer_source: str, diagnostics: list[dict[str, Any]], ranking: list[Any] | None) -> dict[str, Any]:
+    """The additional_metadata of a retrieval's case: where it came from in the root run, and how it was read."""
+    meta = {
+        RETRIEVER_KEY: run.name,
+        "retriever_query": query,
+        CHAIN_INPUT_KEY: question,
+        "root_run_id": str(root.id),
+        "retriever_run_id": str(run.id),
+        "answer_source": answer_source,
+    }
+    meta.update({k: v for k, v in metadata_of(run).items() if k.startswith("ls_") and isinstance(v, str)})
+    if metadata_of(run).get("contextjudge_tool_output"):
+        meta["tool_output_retrieval"] = True  # a tool's output captured as a retrieval (retrieval_tools=)
+    call = metadata_of(run).get("contextjudge_vector_store_call")
+    if call:
+        meta["vector_store_call"] = call  # a vector store method called directly (_vectorstores)
+    if diagnostics:
+        meta["sub_retrievals"] = diagnostics
+    if ranking is not None:
+        meta[RETRIEVER_RANKING_KEY] = [node_of(d).model_dump() for d in ranking]
+    if root.error:
+        meta["root_error"] = root.error[:300]
+    where = case_trace(root.otel, run.otel)
+    if where is not None:
+        meta[OTEL_KEY] = where
+    for key in (GOLDEN_ID_KEY, *THREAD_KEYS):
+        if key in root_meta:
+            meta[key] = root_meta[key]
+    return meta
+
+
+def _agent_step(context: tuple[str, Any], root: Any, query: str, tools: list[Any], call_of: dict[int, int],
+                node_names: list[str], thread_id: str | None) -> tuple[dict[str, Any], str, int]:
+    """The agent step a retrieval ran in (a tool call, or a graph node: then ``node_names`` gets its name), its
+    label, and which of the steps with that label it was (1 for the first)."""
+    kind, where = context
+    if kind == "tool":
+        label, call = where.name, call_of.get(where.id.int, 1)
+        agent = {"tool": where.name, "tool_input": tool_input_of(where), "tool_output": tool_output_of(where),
+                 "call": call}
+        nth = 1 + sum(1 for t in tools if t.name == label and call_of[t.id.int] < call)
+    else:
+        label, call = where, len(node_names) + 1
+        agent = {"tool": None, "node": where, "tool_input": query, "tool_output": None, "call": call}
+        nth = 1 + node_names.count(label)
+        node_names.append(label)
+    agent.update({"agent": root.name, "framework": "langchain"})
+    if thread_id is not None:
+        agent["thread_id"] = thread_id
+    return agent, label, nth
+
+
 def retrievals(root: Any, thread_id: str | None = None,
                runs: list[tuple[Any, tuple[Any, ...]]] | None = None) -> list[Retrieval]:
     """The test cases of one finished root run, one per top-level retriever run (``runs``: ``walk(root)``, when the
@@ -528,75 +610,24 @@ def retrievals(root: Any, thread_id: str | None = None,
         # what the LLM saw: a compressor or filter wrapping one inner retriever, then LCEL steps after it
         subs = [(r, a) for r, a in runs if r.run_type == "retriever" and run in a]
         inside = [r for r, a in subs if next(x for x in reversed(a) if x.run_type == "retriever") is run]
-        retrieved_ids = _ids(retrieved)
-        ranking = None
-        if len(inside) == 1:
-            inner = _docs_of(inside[0])
-            if inner is not None and _ids(inner) != retrieved_ids:
-                ranking = inner
         docs = _after_steps(run, retrieved, runs)
-        if ranking is None and docs is not retrieved and _ids(docs) != retrieved_ids:
-            ranking = retrieved
+        ranking = _ranking(retrieved, docs, inside)
         consumer = _consumer(run, docs, llms)
         context = _agent_context(run, ancestors, root)
-        if context is not None and root_answer is not None:
-            answer, answer_source = root_answer, "agent_final"
-        elif consumer is not None:
-            answer, answer_source = llm_text(consumer), f"llm:{consumer.name}"
-        else:
-            answer, answer_source = root_text, "root_output"
-        if answer is None:
-            answer_source = "none"
+        answer, answer_source = _answer_of(context, consumer, root_answer, root_text)
         diagnostics = [
             {"name": r.name, "query": (r.inputs or {}).get("query"),
              "ids": [doc_id(d) for d in ((r.outputs or {}).get("documents") or [])]}
             for r, _ in subs
         ]
-        meta = {
-            RETRIEVER_KEY: run.name,
-            "retriever_query": query,
-            CHAIN_INPUT_KEY: question,
-            "root_run_id": str(root.id),
-            "retriever_run_id": str(run.id),
-            "answer_source": answer_source,
-        }
-        meta.update({k: v for k, v in metadata_of(run).items() if k.startswith("ls_") and isinstance(v, str)})
-        if metadata_of(run).get("contextjudge_tool_output"):
-            meta["tool_output_retrieval"] = True  # a tool's output captured as a retrieval (retrieval_tools=)
-        call = metadata_of(run).get("contextjudge_vector_store_call")
-        if call:
-            meta["vector_store_call"] = call  # a vector store method called directly (_vectorstores)
-        if diagnostics:
-            meta["sub_retrievals"] = diagnostics
-        if ranking is not None:
-            meta[RETRIEVER_RANKING_KEY] = [node_of(d).model_dump() for d in ranking]
-        if root.error:
-            meta["root_error"] = root.error[:300]
-        where = case_trace(root.otel, run.otel)
-        if where is not None:
-            meta[OTEL_KEY] = where
-        for key in (GOLDEN_ID_KEY, *THREAD_KEYS):
-            if key in root_meta:
-                meta[key] = root_meta[key]
+        meta = _case_metadata(root, run, root_meta, query=query, question=question, answer_source=answer_source,
+                              diagnostics=diagnostics, ranking=ranking)
         case_input = question or query
         if not case_input.strip():
             continue
         agent = None
         if context is not None:
-            kind, where = context
-            if kind == "tool":
-                label, call = where.name, call_of.get(where.id.int, 1)
-                agent = {"tool": where.name, "tool_input": tool_input_of(where), "tool_output": tool_output_of(where),
-                         "call": call}
-                nth = 1 + sum(1 for t in tools if t.name == label and call_of[t.id.int] < call)
-            else:
-                label, call = where, len(node_names) + 1
-                agent = {"tool": None, "node": where, "tool_input": query, "tool_output": None, "call": call}
-                nth = 1 + node_names.count(label)
-                node_names.append(label)
-            agent.update({"agent": root.name, "framework": "langchain"})
-            if thread_id is not None:
-                agent["thread_id"] = thread_id
+            agent, label, nth = _agent_step(context, root, query, tools, call_of, node_names, thread_id)
             name = f"{label}{f' #{nth}' if nth > 1 else ''}: {short(case_input, 60)}"
             meta[AGENT_KEY] = agent
         else:

@@ -7,6 +7,7 @@ import LlamaIndex: ``matches`` looks at class names only, and ``collect`` import
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -97,12 +98,6 @@ class LlamaIndexAppAdapter(AppAdapter):
         output. A golden whose call captured no retrieval gives a case without retrieval_context (its metrics then
         say so), so that no golden is left out in silence. ``progress()`` is called as each golden finishes.
         """
-        from contextjudge import LLMTestCase  # noqa: PLC0415
-        from contextjudge.capture import CaptureSession  # noqa: PLC0415
-
-        from ._capture import GOLDEN_INDEX_TAG, SHAPES, Sink, current_sink, router  # noqa: PLC0415  # noqa: PLC0415
-        from ._instrument import instrument_tags  # noqa: PLC0415
-        from ._results import CaseSink  # noqa: PLC0415
         from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine  # noqa: PLC0415
 
         goldens = load_goldens(goldens)
@@ -113,127 +108,186 @@ class LlamaIndexAppAdapter(AppAdapter):
             raise ConfigurationTypeError(
                 f"{type(obj).__module__}.{type(obj).__name__} is not something the LlamaIndex adapter runs: point "
                 f"--app at {ACCEPTS} (for example index.as_query_engine(), or a FunctionAgent).")
-        scorer = CaptureSession(metrics=[], goldens=goldens, mode="off", max_kept=None)  # bounded by the goldens
-        sink = CaseSink(scorer)
-        ran: dict[int, dict[str, Any]] = {}  # what each golden's run ran, when it retrieved nothing
+        return _GoldenRuns(obj, kind, goldens, concurrency=concurrency, progress=progress).collect()
 
-        class GoldenSink(Sink):
-            """The golden's own door to the sink: it knows which golden a run that retrieved nothing was."""
 
-            def __init__(self, i: int) -> None:
-                self.i = i
+class _GoldenRuns:
+    """One ``collect``: runs every golden through the app, and gathers its cases, its failures and its answers."""
 
-            def deliver(self, record: Any) -> None:
-                sink.deliver(record)
+    def __init__(self, obj: Any, kind: str, goldens: Goldens, *, concurrency: int,
+                 progress: Callable[[], Any] | None) -> None:
+        from contextjudge.capture import CaptureSession  # noqa: PLC0415
 
-            def deliver_turn(self, turn: Any) -> None:
-                sink.deliver_turn(turn)
+        from ._results import CaseSink  # noqa: PLC0415
 
-            def note_root(self, retrievals: int, seen: dict[str, Any] | None) -> None:
-                if not retrievals and seen:
-                    ran[self.i] = seen
+        self.obj, self.kind, self.goldens = obj, kind, goldens
+        self.concurrency, self.progress = concurrency, progress
+        self.scorer = CaptureSession(metrics=[], goldens=goldens, mode="off", max_kept=None)  # bounded by the goldens
+        self.sink = CaseSink(self.scorer)
+        self.ran: dict[int, dict[str, Any]] = {}  # what each golden's run ran, when it retrieved nothing
+        self.failures: dict[int, GoldenFailure] = {}
+        self.answers: dict[int, str | None] = {}
+        self.lock = threading.Lock()
+        self.indices = range(len(goldens.items))
 
-        failures: dict[int, GoldenFailure] = {}
-        answers: dict[int, str | None] = {}
-        lock = threading.Lock()
-
-        def tags_of(i: int) -> dict[str, Any]:
-            g = goldens.items[i]
-            tags: dict[str, Any] = {GOLDEN_INDEX_TAG: i}
-            if g.id:
-                tags[GOLDEN_ID_KEY] = g.id  # the one golden key
-            return tags
-
-        def done(i: int, result: Any = None, error: BaseException | None = None) -> None:
-            with lock:
-                if error is not None:
-                    g = goldens.items[i]
-                    # the failure is returned (an error case the CLI counts and shows), so only a debug line here
-                    logger.debug("contextjudge: golden %s (%r) failed in the app: %r", g.id or i, g.input[:60], error)
-                    failures[i] = GoldenFailure(golden=g, index=i, error=error)
-                else:
-                    answers[i] = _answer(result)
-            if progress is not None:
-                try:
-                    progress()
-                except Exception:  # noqa: BLE001 - a progress bar never stops the run
-                    logger.debug("contextjudge: progress callback failed", exc_info=True)
-
-        def run(i: int) -> None:
-            g = goldens.items[i]
-            token = current_sink.set(GoldenSink(i))
-            try:
-                with instrument_tags(tags_of(i)):
-                    if kind == "chat":
-                        obj.reset()
-                        result = obj.chat(g.input)
-                    elif kind == "query":
-                        result = obj.query(g.input)
-                    else:
-                        result = obj.retrieve(g.input)
-            except Exception as exc:  # noqa: BLE001 - one failing golden does not stop the run
-                done(i, error=exc)
-            else:
-                done(i, result)
-            finally:
-                current_sink.reset(token)
-
-        async def arun(i: int, slots: asyncio.Semaphore) -> None:
-            g = goldens.items[i]
-            async with slots:
-                token = current_sink.set(GoldenSink(i))  # this task's own context: goldens never mix
-                try:
-                    with instrument_tags(tags_of(i)):
-                        handler = obj.run(**_start_kwargs(obj, g.input))
-                    result = await handler
-                except Exception as exc:  # noqa: BLE001
-                    done(i, error=exc)
-                else:
-                    done(i, result)
-                finally:
-                    current_sink.reset(token)
-
-        async def all_workflows(indices: range) -> None:
-            slots = asyncio.Semaphore(max(1, concurrency))
-            await asyncio.gather(*(arun(i, slots) for i in indices))
+    def collect(self) -> list[CapturedCase | GoldenFailure]:
+        """Every golden's cases (or its failure), in the goldens' order."""
+        from ._capture import router  # noqa: PLC0415
 
         router.acquire()
         try:
-            indices = range(len(goldens.items))
-            if kind == "workflow":
-                # A loop of its own, in a thread: collect may be called from code that already runs a loop.
-                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextjudge-app") as pool:
-                    pool.submit(asyncio.run, all_workflows(indices)).result()
-            elif kind == "chat" or concurrency <= 1:
-                for i in indices:
-                    run(i)
-            else:
-                with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="contextjudge-app") as pool:
-                    list(pool.map(run, indices))
+            self.run_all()
         finally:
             router.release()
-        cases: list[Any] = scorer.ready_cases()  # assembled here, after the runs: one failing to assemble is left out
-        scorer.close()
+        cases: list[Any] = self.scorer.ready_cases()  # assembled here, after the runs: one failing to assemble is left out
+        self.scorer.close()
         seen = {c.metadata.get(GOLDEN_INDEX_KEY) for c in cases}
-        for i in indices:
-            if i in failures:
-                cases.append(failures[i])
-            elif i not in seen and kind != "retrieve":
-                g = goldens.items[i]
-                meta: dict[str, Any] = {"source": "llama_index", "kind": kind, "engine": type(obj).__name__,
-                                        NO_RETRIEVAL_KEY: no_retrieval_message(ran.get(i), SHAPES)}
-                tc = LLMTestCase(input=g.input, actual_output=answers.get(i), expected_output=g.expected_output,
-                                 additional_metadata=meta)
-                cases.append(CapturedCase(test_case=tc, source="llama_index", metadata={GOLDEN_INDEX_KEY: i},
-                                          golden_id=g.id))
+        for i in self.indices:
+            if i in self.failures:
+                cases.append(self.failures[i])
+            elif i not in seen and self.kind != "retrieve":
+                cases.append(self.without_retrieval(i))
+        return sorted(cases, key=_position)
 
-        def position(c: Any) -> int:
-            if isinstance(c, GoldenFailure):
-                return c.index
-            idx = c.metadata.get(GOLDEN_INDEX_KEY)
-            return idx if isinstance(idx, int) else 1 << 30
+    def run_all(self) -> None:
+        """Runs the goldens: workflows on a loop of their own, a chat engine one by one, the rest in threads."""
+        if self.kind == "workflow":
+            # A loop of its own, in a thread: collect may be called from code that already runs a loop.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextjudge-app") as pool:
+                pool.submit(asyncio.run, self.all_workflows()).result()
+        elif self.kind == "chat" or self.concurrency <= 1:
+            for i in self.indices:
+                self.run(i)
+        else:
+            with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="contextjudge-app") as pool:
+                list(pool.map(self.run, self.indices))
 
-        return sorted(cases, key=position)
+    def without_retrieval(self, i: int) -> CapturedCase:
+        """The case of a golden whose call captured no retrieval: its answer, and a note that says why."""
+        from contextjudge import LLMTestCase  # noqa: PLC0415
+
+        from ._capture import SHAPES  # noqa: PLC0415
+
+        g = self.goldens.items[i]
+        meta: dict[str, Any] = {"source": "llama_index", "kind": self.kind, "engine": type(self.obj).__name__,
+                                NO_RETRIEVAL_KEY: no_retrieval_message(self.ran.get(i), SHAPES)}
+        tc = LLMTestCase(input=g.input, actual_output=self.answers.get(i), expected_output=g.expected_output,
+                         additional_metadata=meta)
+        return CapturedCase(test_case=tc, source="llama_index", metadata={GOLDEN_INDEX_KEY: i}, golden_id=g.id)
+
+    def tags_of(self, i: int) -> dict[str, Any]:
+        """The instrumentation tags of golden ``i``'s run: its index, and its id when it has one."""
+        from ._capture import GOLDEN_INDEX_TAG  # noqa: PLC0415
+
+        g = self.goldens.items[i]
+        tags: dict[str, Any] = {GOLDEN_INDEX_TAG: i}
+        if g.id:
+            tags[GOLDEN_ID_KEY] = g.id  # the one golden key
+        return tags
+
+    def done(self, i: int, result: Any = None, error: BaseException | None = None) -> None:
+        """Records how golden ``i``'s call ended (its answer, or its failure), and reports progress."""
+        with self.lock:
+            if error is not None:
+                g = self.goldens.items[i]
+                # the failure is returned (an error case the CLI counts and shows), so only a debug line here
+                logger.debug("contextjudge: golden %s (%r) failed in the app: %r", g.id or i, g.input[:60], error)
+                self.failures[i] = GoldenFailure(golden=g, index=i, error=error)
+            else:
+                self.answers[i] = _answer(result)
+        if self.progress is not None:
+            try:
+                self.progress()
+            except Exception:  # noqa: BLE001 - a progress bar never stops the run
+                logger.debug("contextjudge: progress callback failed", exc_info=True)
+
+    def call(self, i: int) -> Any:
+        """Golden ``i`` through a chat engine (as a fresh conversation), a query engine or a retriever."""
+        g = self.goldens.items[i]
+        if self.kind == "chat":
+            self.obj.reset()
+            return self.obj.chat(g.input)
+        if self.kind == "query":
+            return self.obj.query(g.input)
+        return self.obj.retrieve(g.input)
+
+    def run(self, i: int) -> None:
+        """Runs golden ``i`` through a chat engine, a query engine or a retriever, capturing into its own sink."""
+        from ._capture import current_sink  # noqa: PLC0415
+        from ._instrument import instrument_tags  # noqa: PLC0415
+
+        token = current_sink.set(_golden_sink(self, i))
+        try:
+            with instrument_tags(self.tags_of(i)):
+                result = self.call(i)
+        except Exception as exc:  # noqa: BLE001 - one failing golden does not stop the run
+            self.done(i, error=exc)
+        else:
+            self.done(i, result)
+        finally:
+            current_sink.reset(token)
+
+    async def arun(self, i: int, slots: asyncio.Semaphore) -> None:
+        """Runs golden ``i`` through an agent or workflow (``run(...)`` on a fresh context), in this task's context."""
+        from ._capture import current_sink  # noqa: PLC0415
+        from ._instrument import instrument_tags  # noqa: PLC0415
+
+        g = self.goldens.items[i]
+        async with slots:
+            token = current_sink.set(_golden_sink(self, i))  # this task's own context: goldens never mix
+            try:
+                with instrument_tags(self.tags_of(i)):
+                    handler = self.obj.run(**_start_kwargs(self.obj, g.input))
+                result = await handler
+            except Exception as exc:  # noqa: BLE001
+                self.done(i, error=exc)
+            else:
+                self.done(i, result)
+            finally:
+                current_sink.reset(token)
+
+    async def all_workflows(self) -> None:
+        """Runs every golden through an agent or workflow, ``concurrency`` at a time."""
+        slots = asyncio.Semaphore(max(1, self.concurrency))
+        await asyncio.gather(*(self.arun(i, slots) for i in self.indices))
+
+
+@functools.cache
+def _golden_sink_class() -> type:
+    """The sink class a golden's run captures into (made on first use: ``Sink`` lives with the capture code)."""
+    from ._capture import Sink  # noqa: PLC0415
+
+    class GoldenSink(Sink):
+        """The golden's own door to the sink: it knows which golden a run that retrieved nothing was."""
+
+        def __init__(self, runs: _GoldenRuns, i: int) -> None:
+            self.runs = runs
+            self.i = i
+
+        def deliver(self, record: Any) -> None:
+            self.runs.sink.deliver(record)
+
+        def deliver_turn(self, turn: Any) -> None:
+            self.runs.sink.deliver_turn(turn)
+
+        def note_root(self, retrievals: int, seen: dict[str, Any] | None) -> None:
+            if not retrievals and seen:
+                self.runs.ran[self.i] = seen
+
+    return GoldenSink
+
+
+def _golden_sink(runs: _GoldenRuns, i: int) -> Any:
+    """The sink of golden ``i``'s run in ``runs``."""
+    return _golden_sink_class()(runs, i)
+
+
+def _position(c: Any) -> int:
+    """Where a case or failure sorts: its golden's index (cases without one last)."""
+    if isinstance(c, GoldenFailure):
+        return c.index
+    idx = c.metadata.get(GOLDEN_INDEX_KEY)
+    return idx if isinstance(idx, int) else 1 << 30
 
 
 adapter = LlamaIndexAppAdapter()

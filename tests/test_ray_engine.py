@@ -229,7 +229,7 @@ def test_a_sigkilled_actors_cases_are_judged_once_and_only_in_flight_calls_repea
         engine = RayEngine(store, model=_judge_factory(srv.url), metrics=[ContextualRelevancyMetric()], workers=2,
                            lease=2.0, batch=2, concurrency=2, poll=0.1, grace=1.0, log=lambda s: None)
         box: dict = {}
-        driver = threading.Thread(target=lambda: box.update(report=engine._score(rid)), daemon=True)
+        driver = threading.Thread(target=lambda: box.update(report=engine.score(rid)), daemon=True)
         driver.start()
         try:
             # the victim answers 3 requests (written), then both of its case slots wait on a held request

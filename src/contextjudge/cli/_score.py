@@ -161,7 +161,7 @@ def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, 
     engine = RayEngine(store, model=spec, metrics=metrics, address=args.address, workers=args.workers,
                        judge_options=options, log=say)
     try:
-        report = engine._score(run_id)
+        report = engine.score(run_id)
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from exc
     say(report.line())

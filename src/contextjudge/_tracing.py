@@ -129,7 +129,8 @@ def observe(_func: Callable[..., Any] | None = None, *, metrics: Sequence[Any] |
         logger.debug("contextjudge: observe() ignores %s", sorted(_ignored))
 
     def decorate(fn: F) -> F:
-        span_name = name or getattr(fn, "__name__", "span")
+        fn_name: str = getattr(fn, "__name__", "span")
+        span_name = name or fn_name
         span_metrics = list(metrics or [])
         try:
             signature: inspect.Signature | None = inspect.signature(fn)
@@ -340,6 +341,10 @@ async def run_traces(callback: Callable[..., Any], goldens: Any, *, max_concurre
                                 "app with.")
     traces = [Trace(golden=g, index=i) for i, g in enumerate(items)]
 
+    def golden_input(trace: Trace) -> Any:
+        assert trace.golden is not None  # noqa: S101 - every trace above was built from a golden
+        return trace.golden.input
+
     def failed(trace: Trace, exc: BaseException) -> None:
         trace.error = f"{type_name(exc)}: {exc}"
         logger.warning("contextjudge: the observed app raised on golden %d (%r): %s", trace.index,
@@ -352,7 +357,7 @@ async def run_traces(callback: Callable[..., Any], goldens: Any, *, max_concurre
             async with limit:
                 token = _trace.set(trace)  # this task's own context: concurrent goldens never share a trace
                 try:
-                    trace.output = await callback(trace.golden.input)
+                    trace.output = await callback(golden_input(trace))
                 except Exception as exc:  # noqa: BLE001 - one failing golden never stops the run
                     failed(trace, exc)
                 finally:
@@ -364,7 +369,7 @@ async def run_traces(callback: Callable[..., Any], goldens: Any, *, max_concurre
     def run_sync(trace: Trace) -> None:
         token = _trace.set(trace)
         try:
-            out = callback(trace.golden.input)
+            out = callback(golden_input(trace))
             if inspect.isawaitable(out):  # a sync function that returns a coroutine
                 out = asyncio.run(_awaited(out))
             trace.output = out

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .cases.goldens import Golden, load_goldens
 from .cases.identity import GOLDEN_ID_KEY
@@ -143,110 +143,136 @@ def observe(_func: Callable[..., Any] | None = None, *, metrics: Sequence[Any] |
             trace._add(span)  # noqa: SLF001 - the trace is ours
             return span
 
-        if inspect.isasyncgenfunction(fn):
-            @functools.wraps(fn)
-            async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                trace = _trace.get()
-                if trace is None:
-                    async for item in fn(*args, **kwargs):
-                        yield item
-                    return
-                span = opened(trace, args, kwargs)
-                gen = fn(*args, **kwargs)
-                pieces: list[Any] = []
-                try:
-                    while True:
-                        token = _span.set(span)
-                        try:
-                            item = await gen.__anext__()
-                        except StopAsyncIteration:
-                            break
-                        finally:
-                            _span.reset(token)
-                        pieces.append(item)
-                        yield item
-                except BaseException as exc:
-                    if not isinstance(exc, GeneratorExit):
-                        span.error = f"{type_name(exc)}: {exc}"
-                    raise
-                finally:
-                    _close(span, _joined(pieces))
-
-            return agen_wrapper  # type: ignore[return-value]
-
-        if inspect.isgeneratorfunction(fn):
-            @functools.wraps(fn)
-            def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
-                trace = _trace.get()
-                if trace is None:
-                    return (yield from fn(*args, **kwargs))
-                span = opened(trace, args, kwargs)
-                gen = fn(*args, **kwargs)
-                pieces: list[Any] = []
-                try:
-                    while True:
-                        token = _span.set(span)
-                        try:
-                            item = next(gen)
-                        except StopIteration as stop:
-                            return stop.value
-                        finally:
-                            _span.reset(token)
-                        pieces.append(item)
-                        yield item
-                except BaseException as exc:
-                    if not isinstance(exc, GeneratorExit):
-                        span.error = f"{type_name(exc)}: {exc}"
-                    raise
-                finally:
-                    _close(span, _joined(pieces))
-
-            return gen_wrapper  # type: ignore[return-value]
-
-        if inspect.iscoroutinefunction(fn):
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                trace = _trace.get()
-                if trace is None:
-                    return await fn(*args, **kwargs)
-                span = opened(trace, args, kwargs)
-                token = _span.set(span)
-                out = None
-                try:
-                    out = await fn(*args, **kwargs)
-                    return out
-                except BaseException as exc:
-                    span.error = f"{type_name(exc)}: {exc}"
-                    raise
-                finally:
-                    _span.reset(token)
-                    _close(span, out)
-
-            return async_wrapper  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            trace = _trace.get()
-            if trace is None:
-                return fn(*args, **kwargs)
-            span = opened(trace, args, kwargs)
-            token = _span.set(span)
-            out = None
-            try:
-                out = fn(*args, **kwargs)
-                return out
-            except BaseException as exc:
-                span.error = f"{type_name(exc)}: {exc}"
-                raise
-            finally:
-                _span.reset(token)
-                _close(span, out)
-
-        return sync_wrapper  # type: ignore[return-value]
+        # functools.wraps gave the wrapper fn's name, doc and signature, and it takes fn's arguments: it is an F
+        return cast(F, _wrapper_for(fn, opened))
 
     if _func is not None and callable(_func):
         return decorate(_func)
     return decorate
+
+
+_Opener = Callable[[Trace, tuple[Any, ...], dict[str, Any]], Span]
+
+
+def _wrapper_for(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """The wrapper that makes each call of ``fn`` a span, by the kind of function it is."""
+    if inspect.isasyncgenfunction(fn):
+        return _agen_wrapper(fn, opened)
+    if inspect.isgeneratorfunction(fn):
+        return _gen_wrapper(fn, opened)
+    if inspect.iscoroutinefunction(fn):
+        return _async_wrapper(fn, opened)
+    return _sync_wrapper(fn, opened)
+
+
+def _agen_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """An async generator function's wrapper: each item is produced inside the span; the span's output is all of them."""
+    @functools.wraps(fn)
+    async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        trace = _trace.get()
+        if trace is None:
+            async for item in fn(*args, **kwargs):
+                yield item
+            return
+        span = opened(trace, args, kwargs)
+        gen = fn(*args, **kwargs)
+        pieces: list[Any] = []
+        try:
+            while True:
+                token = _span.set(span)
+                try:
+                    item = await gen.__anext__()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    _span.reset(token)
+                pieces.append(item)
+                yield item
+        except BaseException as exc:
+            if not isinstance(exc, GeneratorExit):
+                span.error = f"{type_name(exc)}: {exc}"
+            raise
+        finally:
+            _close(span, _joined(pieces))
+
+    return agen_wrapper
+
+
+def _gen_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """A generator function's wrapper: each item is produced inside the span; the span's output is all of them."""
+    @functools.wraps(fn)
+    def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
+        trace = _trace.get()
+        if trace is None:
+            return (yield from fn(*args, **kwargs))
+        span = opened(trace, args, kwargs)
+        gen = fn(*args, **kwargs)
+        pieces: list[Any] = []
+        try:
+            while True:
+                token = _span.set(span)
+                try:
+                    item = next(gen)
+                except StopIteration as stop:
+                    return stop.value
+                finally:
+                    _span.reset(token)
+                pieces.append(item)
+                yield item
+        except BaseException as exc:
+            if not isinstance(exc, GeneratorExit):
+                span.error = f"{type_name(exc)}: {exc}"
+            raise
+        finally:
+            _close(span, _joined(pieces))
+
+    return gen_wrapper
+
+
+def _async_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """A coroutine function's wrapper: the awaited call is the span."""
+    @functools.wraps(fn)
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        trace = _trace.get()
+        if trace is None:
+            return await fn(*args, **kwargs)
+        span = opened(trace, args, kwargs)
+        token = _span.set(span)
+        out = None
+        try:
+            out = await fn(*args, **kwargs)
+            return out
+        except BaseException as exc:
+            span.error = f"{type_name(exc)}: {exc}"
+            raise
+        finally:
+            _span.reset(token)
+            _close(span, out)
+
+    return async_wrapper
+
+
+def _sync_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """A plain function's wrapper: the call is the span."""
+    @functools.wraps(fn)
+    def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+        trace = _trace.get()
+        if trace is None:
+            return fn(*args, **kwargs)
+        span = opened(trace, args, kwargs)
+        token = _span.set(span)
+        out = None
+        try:
+            out = fn(*args, **kwargs)
+            return out
+        except BaseException as exc:
+            span.error = f"{type_name(exc)}: {exc}"
+            raise
+        finally:
+            _span.reset(token)
+            _close(span, out)
+
+    return sync_wrapper
 
 
 def type_name(exc: BaseException) -> str:

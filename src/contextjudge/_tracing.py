@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .cases.goldens import Golden, load_goldens
 from .cases.identity import GOLDEN_ID_KEY
@@ -129,14 +129,22 @@ def observe(_func: Callable[..., Any] | None = None, *, metrics: Sequence[Any] |
         logger.debug("contextjudge: observe() ignores %s", sorted(_ignored))
 
     def decorate(fn: F) -> F:
-        opened = _opener(fn, name or getattr(fn, "__name__", "span"), type, list(metrics or []))
-        if inspect.isasyncgenfunction(fn):
-            return _wrap_async_gen(fn, opened)  # type: ignore[return-value]
-        if inspect.isgeneratorfunction(fn):
-            return _wrap_gen(fn, opened)  # type: ignore[return-value]
-        if inspect.iscoroutinefunction(fn):
-            return _wrap_async(fn, opened)  # type: ignore[return-value]
-        return _wrap_sync(fn, opened)  # type: ignore[return-value]
+        fn_name: str = getattr(fn, "__name__", "span")
+        span_name = name or fn_name
+        span_metrics = list(metrics or [])
+        try:
+            signature: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):
+            signature = None
+
+        def opened(trace: Trace, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Span:
+            span = Span(name=span_name, type=type, metrics=list(span_metrics), parent=_span.get(),
+                        arguments=_bind(signature, args, kwargs), started=time.perf_counter())
+            trace._add(span)  # noqa: SLF001 - the trace is ours
+            return span
+
+        # functools.wraps gave the wrapper fn's name, doc and signature, and it takes fn's arguments: it is an F
+        return cast(F, _wrapper_for(fn, opened))
 
     if _func is not None and callable(_func):
         return decorate(_func)
@@ -146,25 +154,19 @@ def observe(_func: Callable[..., Any] | None = None, *, metrics: Sequence[Any] |
 _Opener = Callable[[Trace, tuple[Any, ...], dict[str, Any]], Span]
 
 
-def _opener(fn: Callable[..., Any], span_name: str, span_type: str | None, span_metrics: list[Any]) -> _Opener:
-    """What starts a span for one call of ``fn``: a child of the current span, added to the trace."""
-    try:
-        signature: inspect.Signature | None = inspect.signature(fn)
-    except (TypeError, ValueError):
-        signature = None
-
-    def opened(trace: Trace, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Span:
-        span = Span(name=span_name, type=span_type, metrics=list(span_metrics), parent=_span.get(),
-                    arguments=_bind(signature, args, kwargs), started=time.perf_counter())
-        trace._add(span)  # noqa: SLF001 - the trace is ours
-        return span
-
-    return opened
+def _wrapper_for(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """The wrapper that makes each call of ``fn`` a span, by the kind of function it is."""
+    if inspect.isasyncgenfunction(fn):
+        return _agen_wrapper(fn, opened)
+    if inspect.isgeneratorfunction(fn):
+        return _gen_wrapper(fn, opened)
+    if inspect.iscoroutinefunction(fn):
+        return _async_wrapper(fn, opened)
+    return _sync_wrapper(fn, opened)
 
 
-def _wrap_async_gen(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
-    """An async generator function as a span: the span is current while the generator runs, and its output is
-    what the generator yielded (joined when it yielded strings)."""
+def _agen_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """An async generator function's wrapper: each item is produced inside the span; the span's output is all of them."""
     @functools.wraps(fn)
     async def agen_wrapper(*args: Any, **kwargs: Any) -> Any:
         trace = _trace.get()
@@ -196,9 +198,8 @@ def _wrap_async_gen(fn: Callable[..., Any], opened: _Opener) -> Callable[..., An
     return agen_wrapper
 
 
-def _wrap_gen(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
-    """A generator function as a span: the span is current while the generator runs, and its output is what the
-    generator yielded (joined when it yielded strings); the generator's return value is passed on."""
+def _gen_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """A generator function's wrapper: each item is produced inside the span; the span's output is all of them."""
     @functools.wraps(fn)
     def gen_wrapper(*args: Any, **kwargs: Any) -> Any:
         trace = _trace.get()
@@ -228,8 +229,8 @@ def _wrap_gen(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
     return gen_wrapper
 
 
-def _wrap_async(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
-    """A coroutine function as a span: the span is current while it runs, and its output is what it returned."""
+def _async_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """A coroutine function's wrapper: the awaited call is the span."""
     @functools.wraps(fn)
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
         trace = _trace.get()
@@ -251,8 +252,8 @@ def _wrap_async(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
     return async_wrapper
 
 
-def _wrap_sync(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
-    """A plain function as a span: the span is current while it runs, and its output is what it returned."""
+def _sync_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
+    """A plain function's wrapper: the call is the span."""
     @functools.wraps(fn)
     def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
         trace = _trace.get()
@@ -366,6 +367,10 @@ async def run_traces(callback: Callable[..., Any], goldens: Any, *, max_concurre
                                 "app with.")
     traces = [Trace(golden=g, index=i) for i, g in enumerate(items)]
 
+    def golden_input(trace: Trace) -> Any:
+        assert trace.golden is not None  # noqa: S101 - every trace above was built from a golden
+        return trace.golden.input
+
     def failed(trace: Trace, exc: BaseException) -> None:
         trace.error = f"{type_name(exc)}: {exc}"
         logger.warning("contextjudge: the observed app raised on golden %d (%r): %s", trace.index,
@@ -378,7 +383,7 @@ async def run_traces(callback: Callable[..., Any], goldens: Any, *, max_concurre
             async with limit:
                 token = _trace.set(trace)  # this task's own context: concurrent goldens never share a trace
                 try:
-                    trace.output = await callback(trace.golden.input)
+                    trace.output = await callback(golden_input(trace))
                 except Exception as exc:  # noqa: BLE001 - one failing golden never stops the run
                     failed(trace, exc)
                 finally:
@@ -390,7 +395,7 @@ async def run_traces(callback: Callable[..., Any], goldens: Any, *, max_concurre
     def run_sync(trace: Trace) -> None:
         token = _trace.set(trace)
         try:
-            out = callback(trace.golden.input)
+            out = callback(golden_input(trace))
             if inspect.isawaitable(out):  # a sync function that returns a coroutine
                 out = asyncio.run(_awaited(out))
             trace.output = out

@@ -83,8 +83,7 @@ class TieredJudge(BaseChatModel):
         if strong is None:
             raise ConfigurationError("TieredJudge needs a strong judge: pass a LangChain chat model or a model name "
                                      "as strong=, e.g. TieredJudge(ChatOpenAI(model='gpt-4.1-mini')).")
-        # pydantic fields of this class, which mypy reads as BaseChatModel's __init__
-        super().__init__(strong=resolve_model(strong), cheap=resolve_model(cheap),  # type: ignore[call-arg]
+        super().__init__(strong=resolve_model(strong), cheap=resolve_model(cheap),
                          band=(low, high), fallback=bool(fallback), **kwargs)
         if isinstance(self.strong, TieredJudge) or isinstance(self.cheap, TieredJudge):
             raise ConfigurationError("TieredJudge: a tier cannot itself be a TieredJudge; give each tier one judge.")

@@ -12,6 +12,7 @@ as ``turn`` (what the store keys nodes by) and carry the exchange number as ``ex
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -96,7 +97,7 @@ class _TurnMetric(BaseMetric):
         jobs: list[Callable[[], Awaitable[Outcome]]] = []
         for i in targets:
             query, history = self._window(case.turns, i)  # check() made sure each has a user question
-            jobs.append(lambda i=i, q=query, h=history: self._turn(client, case, i, q, h))
+            jobs.append(functools.partial(self._turn, client, case, i, query, history))
         if self.async_mode:
             outcomes = await asyncio.gather(*(j() for j in jobs))
         else:

@@ -31,6 +31,7 @@ class LoadStore(RunStore):
                                 .order_by(S.cases.c.position, S.cases.c.created_at)).all()
             labels = dict(conn.execute(select(S.labels.c.case_key, S.labels.c.labels).join(
                 S.cases, S.cases.c.case_key == S.labels.c.case_key).where(S.cases.c.run_id == run_id)).all())
+        return [stored_case(r, labels.get(r.case_key), scored=int(counts.get(r.case_key, 0))) for r in rows]
 
     def completed_results(self, run_id: str) -> dict[tuple[str, str], MetricResult]:
         """The results of ``run_id`` that need no rescoring (those without an error), by (case key, metric name)."""

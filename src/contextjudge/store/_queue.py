@@ -92,7 +92,7 @@ class QueueStore(WriteStore):
         with self._guard("enqueue test cases"), self._begin() as conn:
             before = conn.execute(count).scalar() or 0
             for part in parts:
-                conn.execute(self._dialect_insert(_Q).from_select(names, part).on_conflict_do_nothing(  # type: ignore
+                conn.execute(self._dialect_insert(_Q).from_select(names, part).on_conflict_do_nothing(
                     index_elements=["run_id", "case_key"]))
             return int((conn.execute(count).scalar() or 0) - before)
 
@@ -145,12 +145,12 @@ class QueueStore(WriteStore):
             for r in got:
                 by_run.setdefault(r.run_id, {})[r.case_key] = r.attempts
             for rid, attempts in by_run.items():
-                rows = conn.execute(select(S.cases).where(S.cases.c.run_id == rid, S.cases.c.case_key.in_(
+                found = conn.execute(select(S.cases).where(S.cases.c.run_id == rid, S.cases.c.case_key.in_(
                     list(attempts)))).all()
                 labels = dict(conn.execute(select(S.labels.c.case_key, S.labels.c.labels).where(
                     S.labels.c.case_key.in_(list(attempts)))).all())
                 out += [_rows.stored_case(row, labels.get(row.case_key), run_id=rid, attempts=attempts[row.case_key])
-                        for row in rows]
+                        for row in found]
         out.sort(key=lambda sc: (sc.run_id, sc.position))
         return out
 

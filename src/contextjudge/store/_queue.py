@@ -43,7 +43,8 @@ def _claimable(now: float) -> Any:
 
 
 class QueueStore(WriteStore):
-    """Mixed into ``ResultsStore``: the queue methods. ``self`` is the store (``_begin``, ``_dialect_insert``...)."""
+    """Mixed into ``ResultsStore``: the queue methods (a completed case's results are written by ``WriteStore``'s
+    ``_write_result``, in the queue's own transaction). ``self`` is the store."""
 
     is_sqlite: bool
 

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +152,7 @@ class ResultsStore(QueueStore, LabelStore, SpendStore, ReadStore):
         if version < S.SCHEMA_VERSION:  # pragma: no cover - migrated above; a store older than its meta row
             self._migrate(version)
         self.schema_version = S.SCHEMA_VERSION
-        self._q = self._statements()
+        self._q = _statements(self._dialect_insert)
 
     def _add_indexes(self) -> None:
         """Create the indexes a store made by an earlier version lacks (``create_all`` adds indexes only with their
@@ -195,7 +195,7 @@ class ResultsStore(QueueStore, LabelStore, SpendStore, ReadStore):
             raise StoreError(f"cannot read the store {redact(self.url)!r}: {short(exc)}. Check the path or URL "
                              "and that you may read it.") from exc
         self.schema_version = version
-        self._q = self._statements()
+        self._q = _statements(self._dialect_insert)
 
     def _check_not_foreign(self) -> None:
         """Refuse a database that another program made (a SQLite file with tables and none of ours), and a store of
@@ -237,30 +237,6 @@ class ResultsStore(QueueStore, LabelStore, SpendStore, ReadStore):
                              f"this contextjudge's ({diff}): another version of contextjudge or another program made "
                              "it. Pass a new path (or another database) for the store; or, if nothing in it is "
                              "needed, delete the file (or drop its cj_* tables) and run again.")
-
-    def _statements(self) -> dict[str, Any]:
-        """Every write statement, built once with bind parameters so SQLAlchemy compiles each only once."""
-        def ignore(table: Any, keys: list[str]) -> Any:
-            return self._dialect_insert(table).on_conflict_do_nothing(index_elements=keys)
-
-        res_keys = ["run_id", "case_key", "metric"]
-        ins = self._dialect_insert(S.results)
-        upsert = ins.on_conflict_do_update(
-            index_elements=res_keys, set_={c.name: ins.excluded[c.name] for c in S.results.c if c.name not in res_keys})
-        return {
-            "case": ignore(S.cases, ["run_id", "case_key"]),
-            "node": ignore(S.nodes, ["run_id", "case_key", "turn", "rank"]),
-            "result": upsert,
-            "verdicts_delete": delete(S.verdicts).where(and_(
-                S.verdicts.c.run_id == bindparam("b_run"), S.verdicts.c.case_key == bindparam("b_key"),
-                S.verdicts.c.metric == bindparam("b_metric"))),
-            "verdict": insert(S.verdicts),
-            "call": insert(S.judge_calls),
-            "cache_get": select(S.verdict_cache.c.value).where(S.verdict_cache.c.key == bindparam("b_key")),
-            "cache_put": ignore(S.verdict_cache, ["key"]),
-            "queue": ignore(S.queue, ["run_id", "case_key"]),
-            "spend_row": ignore(S.spend, ["scope", "window"]),
-        }
 
     def _recorded_version(self) -> int | None:
         """The schema version the store records, or None (a new store, or a meta table another program wrote)."""
@@ -336,6 +312,32 @@ class ResultsStore(QueueStore, LabelStore, SpendStore, ReadStore):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+
+
+def _statements(dialect_insert: Callable[[Any], Any]) -> dict[str, Any]:
+    """Every write statement, built once with bind parameters so SQLAlchemy compiles each only once;
+    ``dialect_insert`` is the store's ``_dialect_insert`` (SQLite's or PostgreSQL's insert)."""
+    def ignore(table: Any, keys: list[str]) -> Any:
+        return dialect_insert(table).on_conflict_do_nothing(index_elements=keys)
+
+    res_keys = ["run_id", "case_key", "metric"]
+    ins = dialect_insert(S.results)
+    upsert = ins.on_conflict_do_update(
+        index_elements=res_keys, set_={c.name: ins.excluded[c.name] for c in S.results.c if c.name not in res_keys})
+    return {
+        "case": ignore(S.cases, ["run_id", "case_key"]),
+        "node": ignore(S.nodes, ["run_id", "case_key", "turn", "rank"]),
+        "result": upsert,
+        "verdicts_delete": delete(S.verdicts).where(and_(
+            S.verdicts.c.run_id == bindparam("b_run"), S.verdicts.c.case_key == bindparam("b_key"),
+            S.verdicts.c.metric == bindparam("b_metric"))),
+        "verdict": insert(S.verdicts),
+        "call": insert(S.judge_calls),
+        "cache_get": select(S.verdict_cache.c.value).where(S.verdict_cache.c.key == bindparam("b_key")),
+        "cache_put": ignore(S.verdict_cache, ["key"]),
+        "queue": ignore(S.queue, ["run_id", "case_key"]),
+        "spend_row": ignore(S.spend, ["scope", "window"]),
+    }
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -270,7 +270,8 @@ def test_evaluate_with_a_callers_run_keeps_that_runs_default_judge(tmp_path):
 
 
 def test_a_run_resumed_meanwhile_is_not_marked_interrupted(tmp_path, monkeypatch):
-    from contextjudge.store import _store as store_mod
+    from contextjudge.store import ResultsStore
+    from contextjudge.store import _runs as runs_mod
 
     db = str(tmp_path / "r.db")
     with open_store(db) as store:
@@ -278,14 +279,14 @@ def test_a_run_resumed_meanwhile_is_not_marked_interrupted(tmp_path, monkeypatch
     with open_store(db) as store:
         def owner_gone_but_resumed_meanwhile(pid):
             # the check finds the owner gone; between this read and the update, another process resumes the run
-            with store_mod.ResultsStore(db) as other:  # not open_store: it would check for stale runs itself
+            with ResultsStore(db) as other:  # not open_store: it would check for stale runs itself
                 other.begin_run(run_id, {"name": "x"})
             return False
 
-        monkeypatch.setattr(store_mod, "_alive", owner_gone_but_resumed_meanwhile)
+        monkeypatch.setattr(runs_mod, "_alive", owner_gone_but_resumed_meanwhile)
         assert store.mark_interrupted() == []
         assert {r.run_id: r.status for r in store.list_runs()} == {run_id: "running"}
-        monkeypatch.setattr(store_mod, "_alive", lambda pid: False)  # and with nobody resuming it, it is marked
+        monkeypatch.setattr(runs_mod, "_alive", lambda pid: False)  # and with nobody resuming it, it is marked
         assert store.mark_interrupted() == [run_id]
 
 

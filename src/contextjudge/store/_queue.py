@@ -28,8 +28,9 @@ from sqlalchemy import and_, func, literal, null, or_, select, tuple_, update
 from .._locks import try_lock as _try_lock
 from .._result import MetricResult
 from ..errors import StoreError
-from . import _rows  # the row builders, shared with _store.py
+from . import _rows  # the row builders, shared with _writes.py
 from . import _schema as S
+from ._writes import WriteStore
 
 __all__ = ["QueueStore"]
 
@@ -41,8 +42,9 @@ def _claimable(now: float) -> Any:
     return or_(_Q.c.state == "queued", and_(_Q.c.state == "claimed", _Q.c.lease_until < now))
 
 
-class QueueStore:
-    """Mixed into ``ResultsStore``: the queue methods. ``self`` is the store (``_begin``, ``_dialect_insert``...)."""
+class QueueStore(WriteStore):
+    """Mixed into ``ResultsStore``: the queue methods (a completed case's results are written by ``WriteStore``'s
+    ``_write_result``, in the queue's own transaction). ``self`` is the store."""
 
     is_sqlite: bool
 
@@ -60,12 +62,12 @@ class QueueStore:
             node_rows += nodes
             if enqueue:
                 queue_rows.append(_queue_row(run_id, key, now + i * 1e-6, priority))
-        with self._guard("save queued test cases"), self._begin() as conn:  # type: ignore[attr-defined]
-            conn.execute(self._q["case"], case_rows)  # type: ignore[attr-defined]
+        with self._guard("save queued test cases"), self._begin() as conn:
+            conn.execute(self._q["case"], case_rows)
             if node_rows:
-                conn.execute(self._q["node"], node_rows)  # type: ignore[attr-defined]
+                conn.execute(self._q["node"], node_rows)
             if queue_rows:
-                conn.execute(self._q["queue"], queue_rows)  # type: ignore[attr-defined]
+                conn.execute(self._q["queue"], queue_rows)
 
     def enqueue(self, run_id: str, keys: Sequence[str] | None = None, *, priority: int = 0,
                 only_unscored: bool = True) -> int:
@@ -88,10 +90,10 @@ class QueueStore:
         names = [c.name for c in _Q.c]
         # rows added: counted, as the drivers' rowcount of an INSERT ... SELECT is not reliable (psycopg gives -1)
         count = select(func.count()).select_from(_Q).where(_Q.c.run_id == run_id)
-        with self._guard("enqueue test cases"), self._begin() as conn:  # type: ignore[attr-defined]
+        with self._guard("enqueue test cases"), self._begin() as conn:
             before = conn.execute(count).scalar() or 0
             for part in parts:
-                conn.execute(self._dialect_insert(_Q).from_select(names, part).on_conflict_do_nothing(  # type: ignore
+                conn.execute(self._dialect_insert(_Q).from_select(names, part).on_conflict_do_nothing(
                     index_elements=["run_id", "case_key"]))
             return int((conn.execute(count).scalar() or 0) - before)
 
@@ -117,7 +119,7 @@ class QueueStore:
         if pg:  # several workers at once: each takes rows nobody else is taking right now
             queued = queued.with_for_update(skip_locked=True)
             expired = expired.with_for_update(skip_locked=True)
-        with self._guard("claim queued test cases"), self._begin() as conn:  # type: ignore[attr-defined]
+        with self._guard("claim queued test cases"), self._begin() as conn:
             rows = list(conn.execute(queued).all()) + list(conn.execute(expired).all())
             rows.sort(key=lambda r: (r.priority, r.enqueued_at))
             rows = rows[:int(limit)]
@@ -144,12 +146,12 @@ class QueueStore:
             for r in got:
                 by_run.setdefault(r.run_id, {})[r.case_key] = r.attempts
             for rid, attempts in by_run.items():
-                rows = conn.execute(select(S.cases).where(S.cases.c.run_id == rid, S.cases.c.case_key.in_(
+                found = conn.execute(select(S.cases).where(S.cases.c.run_id == rid, S.cases.c.case_key.in_(
                     list(attempts)))).all()
                 labels = dict(conn.execute(select(S.labels.c.case_key, S.labels.c.labels).where(
                     S.labels.c.case_key.in_(list(attempts)))).all())
                 out += [_rows.stored_case(row, labels.get(row.case_key), run_id=rid, attempts=attempts[row.case_key])
-                        for row in rows]
+                        for row in found]
         out.sort(key=lambda sc: (sc.run_id, sc.position))
         return out
 
@@ -161,7 +163,7 @@ class QueueStore:
             return 0
         now = time.time() if now is None else float(now)
         held = 0
-        with self._guard("renew leases"), self._begin() as conn:  # type: ignore[attr-defined]
+        with self._guard("renew leases"), self._begin() as conn:
             for start in range(0, len(items), 500):
                 part = items[start:start + 500]
                 hit = conn.execute(update(_Q).where(
@@ -177,7 +179,7 @@ class QueueStore:
         items = list(items)
         if not items:
             return set()
-        with self._guard("read leases"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+        with self._guard("read leases"), self._begin(write=False) as conn:
             rows = conn.execute(select(_Q.c.run_id, _Q.c.case_key).where(
                 _Q.c.owner == owner, _Q.c.state == "claimed",
                 tuple_(_Q.c.run_id, _Q.c.case_key).in_(items))).all()
@@ -189,7 +191,7 @@ class QueueStore:
         ``owner`` holds the lease; returns False, writing nothing, when it does not (the lease expired and another
         worker claimed the case)."""
         now = time.time()
-        with self._guard("complete a queued test case"), self._begin() as conn:  # type: ignore[attr-defined]
+        with self._guard("complete a queued test case"), self._begin() as conn:
             # the row first: on PostgreSQL this locks it, so no other worker can claim it until this commits; an
             # expired lease nobody has claimed since still counts as held (the row says so)
             hit = conn.execute(update(_Q).where(
@@ -198,9 +200,9 @@ class QueueStore:
             if not hit.rowcount:
                 return False
             for result in results:
-                self._write_result(conn, run_id, key, result)  # type: ignore[attr-defined]
+                self._write_result(conn, run_id, key, result)
             if judge_calls:
-                conn.execute(self._q["call"], [_rows.judge_call_row(run_id, e)  # type: ignore[attr-defined]
+                conn.execute(self._q["call"], [_rows.judge_call_row(run_id, e)
                                                for e in judge_calls])
         return True
 
@@ -217,7 +219,7 @@ class QueueStore:
         if state == "queued" and not failed:  # given back on purpose: that claim does not count as a failure
             values["attempts"] = func.max(_Q.c.attempts - 1, 0) if self.is_sqlite else \
                 func.greatest(_Q.c.attempts - 1, 0)
-        with self._guard("release a queued test case"), self._begin() as conn:  # type: ignore[attr-defined]
+        with self._guard("release a queued test case"), self._begin() as conn:
             hit = conn.execute(update(_Q).where(
                 _Q.c.run_id == run_id, _Q.c.case_key == key, _Q.c.owner == owner, _Q.c.state == "claimed")
                 .values(**values))
@@ -231,7 +233,7 @@ class QueueStore:
         conds = [_Q.c.state == "skipped", _Q.c.note.like(f"{reason}%")]
         if run_id is not None:
             conds.append(_Q.c.run_id == run_id)
-        with self._guard("requeue skipped test cases"), self._begin() as conn:  # type: ignore[attr-defined]
+        with self._guard("requeue skipped test cases"), self._begin() as conn:
             hit = conn.execute(update(_Q).where(*conds).values(state="queued", owner=None, lease_until=None,
                                                                attempts=0, updated_at=now, note=None))
             return max(0, int(hit.rowcount or 0))
@@ -244,7 +246,7 @@ class QueueStore:
         if run_id is not None:
             q = q.where(_Q.c.run_id == run_id)
         out = {"queued": 0, "claimed": 0, "expired": 0, "done": 0, "skipped": 0}
-        with self._guard("count queued test cases"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+        with self._guard("count queued test cases"), self._begin(write=False) as conn:
             for state, is_expired, n in conn.execute(q).all():
                 name = "expired" if (state == "claimed" and is_expired) else state
                 out[name] = out.get(name, 0) + int(n)
@@ -253,7 +255,7 @@ class QueueStore:
     def results_since(self, run_id: str, since: float) -> list[tuple[str, MetricResult, float]]:
         """``(case_key, result, created_at)`` of the results of ``run_id`` written after ``since``, oldest first
         (a capture session in mode "worker" polls this to send results back as framework events)."""
-        with self._guard("read results"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+        with self._guard("read results"), self._begin(write=False) as conn:
             rows = conn.execute(select(S.results).where(S.results.c.run_id == run_id, S.results.c.created_at > since)
                                 .order_by(S.results.c.created_at, S.results.c.case_key, S.results.c.metric)).all()
             keys = sorted({r.case_key for r in rows})
@@ -275,7 +277,7 @@ class QueueStore:
         if not self.is_sqlite:
             yield
             return
-        path = self.engine.url.database  # type: ignore[attr-defined]
+        path = self.engine.url.database
         if not path or path == ":memory:":
             yield
             return

@@ -16,15 +16,16 @@ from typing import Any
 from sqlalchemy import and_, select, update
 
 from . import _schema as S
+from ._base import StoreBase
 
 __all__ = ["SpendStore"]
 
 
-class SpendStore:
+class SpendStore(StoreBase):
     """Mixed into ``ResultsStore``: the spend methods. ``self`` is the store."""
 
     def _spend_row(self, conn: Any, scope: str, window: float, now: float) -> None:
-        conn.execute(self._q["spend_row"], {  # type: ignore[attr-defined]
+        conn.execute(self._q["spend_row"], {
             "scope": scope, "window": float(window), "tokens": 0, "dollars": 0.0, "calls": 0, "refused": 0,
             "updated_at": now})
 
@@ -44,7 +45,7 @@ class SpendStore:
             conds.append(t.c.dollars + float(dollars) <= float(max_dollars) + 1e-12)
         if max_calls is not None:
             conds.append(t.c.calls + int(calls) <= int(max_calls))
-        with self._guard("reserve judge spend"), self._begin() as conn:  # type: ignore[attr-defined]
+        with self._guard("reserve judge spend"), self._begin() as conn:
             self._spend_row(conn, scope, window, now)
             done = conn.execute(update(t).where(and_(*conds)).values(
                 tokens=t.c.tokens + int(tokens), dollars=t.c.dollars + float(dollars), calls=t.c.calls + int(calls),
@@ -59,7 +60,7 @@ class SpendStore:
         """Add (or, negative, take back) tokens, dollars and calls to ``scope``'s row for ``window``."""
         t = S.spend
         now = time.time()
-        with self._guard("record judge spend"), self._begin() as conn:  # type: ignore[attr-defined]
+        with self._guard("record judge spend"), self._begin() as conn:
             self._spend_row(conn, scope, window, now)
             conn.execute(update(t).where(and_(t.c.scope == scope, t.c.window == float(window))).values(
                 tokens=t.c.tokens + int(tokens), dollars=t.c.dollars + float(dollars), calls=t.c.calls + int(calls),
@@ -68,7 +69,7 @@ class SpendStore:
     def spend_get(self, scope: str, window: float) -> dict[str, Any] | None:
         """``{"tokens", "dollars", "calls", "refused"}`` of ``scope`` in ``window``, or None when nothing was spent."""
         t = S.spend
-        with self._guard("read judge spend"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+        with self._guard("read judge spend"), self._begin(write=False) as conn:
             row = conn.execute(select(t.c.tokens, t.c.dollars, t.c.calls, t.c.refused).where(
                 and_(t.c.scope == scope, t.c.window == float(window)))).first()
         if row is None:

@@ -1,0 +1,187 @@
+"""Gold labels in a store (``cj_labels``, by case key): attach a labels file's records to the captured cases they
+name (by key or by normalised input), checked before anything is written; and the cases that carry labels, for
+calibration."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import or_, select
+
+from ..cases.testcase import LLMTestCase
+from ..errors import ConfigurationError
+from . import _schema as S
+from ._load import LoadStore
+from ._rows import _attach_labels, _case_from_json, _dumps, _loads
+
+__all__ = ["LabelMatch", "LabelStore"]
+
+logger = logging.getLogger("contextjudge")
+
+
+@dataclass
+class LabelMatch:
+    """What one labels record matched: its position in the file (from 1), the key and input it gave, the case keys
+    it labelled, and how it matched (``"key"``, ``"input"``, or None: no case)."""
+
+    record: int
+    key: str | None
+    input: str | None
+    case_keys: list[str]
+    by: str | None
+
+
+class LabelStore(LoadStore):
+    """Mixed into ``ResultsStore``: gold labels (it reads cases through ``LoadStore``). ``self`` is the store."""
+
+    # ------------------------------------------------------------------------------------------ gold labels
+    def add_labels(self, records: Iterable[dict[str, Any]], check: Callable[[Any, dict[str, Any]], list[str]] | None
+                   = None, *, lines: list[int] | None = None) -> tuple[list[LabelMatch], list[LabelMatch]]:
+        """Attach gold labels to the store's captured cases; returns (matched, unmatched), one ``LabelMatch`` per
+        record, in order.
+
+        Each record holds label fields (``labels``, ``relevance_labels``, ``utilization_labels``,
+        ``statement_labels``, ``statements``: see ``contextjudge.cases.labels``) and says which case it labels: by
+        ``key`` (or ``id``: the case's key in the store, which is its own id when it has one), else by ``input``
+        (normalised: case, punctuation and white space do not matter). A record matches every case with that key
+        or input, in any run. Labels replace earlier labels of the same case. A record with no label field, or a
+        label that is not yes/no, raises ConfigurationError naming it, and nothing is written. ``check(test_case,
+        labels) -> problems`` (``contextjudge.metrics._gold.label_problems``: counts against the case's nodes and
+        statements) is asked about every case a record matched; any problem raises ConfigurationError naming the
+        record, and nothing is written.
+        """
+        from ..cases.goldens import normalize_input  # noqa: PLC0415 - layer 2, read only here
+
+        def where(i: int) -> str:  # a record as the user finds it: its line in the file when known
+            return f"labels record {i} (line {lines[i - 1]})" if lines and i - 1 < len(lines) else \
+                f"labels record {i}"
+
+        parsed = _parse_label_records(records, where)
+        with self._guard("read test cases"), self._begin(write=False) as conn:
+            rows = conn.execute(select(S.cases.c.case_key, S.cases.c.input)).all()
+        by_key: dict[str, str | None] = {}
+        by_input: dict[str, list[str]] = {}
+        for r in rows:
+            by_key.setdefault(r.case_key, r.input)
+            if r.input:
+                keys = by_input.setdefault(normalize_input(r.input), [])
+                if r.case_key not in keys:
+                    keys.append(r.case_key)
+        matched: list[LabelMatch] = []
+        unmatched: list[LabelMatch] = []
+        writes: dict[str, dict[str, Any]] = {}
+        first_record: dict[str, int] = {}
+        for i, key, text_in, labels in parsed:
+            if key is not None and key in by_key:
+                hit, by = [key], "key"
+            elif text_in and normalize_input(str(text_in)) in by_input:
+                hit, by = by_input[normalize_input(str(text_in))], "input"
+            else:
+                unmatched.append(LabelMatch(i, key, text_in, [], None))
+                continue
+            for k in hit:
+                if k in first_record:
+                    raise ConfigurationError(f"{where(i)} labels case {k!r}, which {where(first_record[k])} "
+                                             "labels too: keep one record per case (two would leave whichever "
+                                             "came last). Nothing was written.")
+                first_record[k] = i
+            matched.append(LabelMatch(i, key, text_in, list(hit), by))
+            for k in hit:
+                writes[k] = {"case_key": k, "input": by_key.get(k), "labels": _dumps(labels),
+                             "created_at": time.time()}
+        if writes and check is not None:
+            self._check_labels(writes, matched, check, where)
+        if writes:
+            ins = self._dialect_insert(S.labels)
+            upsert = ins.on_conflict_do_update(index_elements=["case_key"], set_={
+                "input": ins.excluded.input, "labels": ins.excluded.labels, "created_at": ins.excluded.created_at})
+            with self._guard("save gold labels"), self._begin() as conn:
+                conn.execute(upsert, list(writes.values()))
+        return matched, unmatched
+
+    def _check_labels(self, writes: dict[str, dict[str, Any]], matched: list[LabelMatch],
+                      check: Callable[[Any, dict[str, Any]], list[str]], where: Callable[[int], str]) -> None:
+        """Ask ``check`` about every case the labels are for; raise ConfigurationError naming the records whose
+        labels do not fit their case (nothing is written then)."""
+        record_of = {k: m.record for m in matched for k in m.case_keys}
+        with self._guard("read test cases"), self._begin(write=False) as conn:
+            found = conn.execute(select(S.cases.c.case_key, S.cases.c.kind, S.cases.c.data)
+                                 .where(S.cases.c.case_key.in_(list(writes)))).all()
+        problems = []
+        for c in found:
+            for problem in check(_case_from_json(c.kind, c.data, c.case_key), _loads(writes[c.case_key]["labels"],
+                                                                                         {}) or {}):
+                text_p = f"{where(record_of[c.case_key])}: {problem}"
+                if text_p not in problems:
+                    problems.append(text_p)
+        if problems:
+            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+            raise ConfigurationError(" ".join(problems[:5]) + more + " Nothing was written.")
+
+    def labelled_cases(self, run: str | None = None) -> list[LLMTestCase]:
+        """The single-turn cases that carry gold labels (attached with ``add_labels``, or brought by their golden),
+        with the labels in ``additional_metadata["gold_labels"]``: those of ``run`` (an id, name or prefix), or with
+        ``run=None`` those of every run, each case key once (from its newest run)."""
+        from ..cases.labels import labels_of  # noqa: PLC0415
+
+        if run is not None:
+            cases = [sc.test_case for sc in self.load_cases(self.resolve_run(run))]
+        else:
+            with self._guard("read test cases"), self._begin(write=False) as conn:
+                labels = dict(conn.execute(select(S.labels.c.case_key, S.labels.c.labels)).all())
+                # only cases that may carry labels: a labels-table entry, or label fields in the case's own data
+                rows = conn.execute(select(S.cases).where(S.cases.c.kind == "llm").where(or_(
+                    S.cases.c.case_key.in_(select(S.labels.c.case_key)), S.cases.c.data.like('%labels"%')))
+                    .order_by(S.cases.c.created_at.desc())).all()
+            cases, seen = [], set()
+            for r in rows:
+                if r.case_key in seen:
+                    continue
+                seen.add(r.case_key)
+                tc = _case_from_json(r.kind, r.data, r.case_key)
+                if r.case_key in labels:
+                    _attach_labels(tc, _loads(labels[r.case_key], {}) or {})
+                cases.append(tc)
+            cases.reverse()  # oldest first, as runs list their cases
+        out = []
+        for tc in cases:
+            if not isinstance(tc, LLMTestCase):
+                continue
+            try:
+                if labels_of(tc):
+                    out.append(tc)
+            except ConfigurationError as exc:
+                logger.warning("contextjudge: case %s has gold labels that cannot be read (%s); left out.", tc.id,
+                               exc)
+        return out
+
+
+def _parse_label_records(records: Iterable[dict[str, Any]], where: Callable[[int], str]
+                         ) -> list[tuple[int, str | None, Any, dict[str, Any]]]:
+    """The label records of ``add_labels`` checked and read: (record number, key, input, normalised labels)."""
+    from ..cases.labels import normalize_labels  # noqa: PLC0415
+
+    parsed = []
+    for i, rec in enumerate(records, start=1):
+        if not isinstance(rec, dict):
+            raise ConfigurationError(f"{where(i)}: expected a JSON object with 'key', 'id' or 'input' "
+                                     f"and label fields, got {type(rec).__name__}.")
+        labels = normalize_labels(rec, where(i))
+        if "statement_labels" in labels and "statements" not in labels:
+            raise ConfigurationError(f"{where(i)}: 'statement_labels' without 'statements': give the statements "
+                                     "the labels are for (the expected output's claims, in order), so a label "
+                                     "cannot silently land on another statement. Nothing was written.")
+        if not any(k != "statements" for k in labels):
+            raise ConfigurationError(f"{where(i)}: no label field; give at least one of 'labels', "
+                                     "'relevance_labels', 'utilization_labels', 'statement_labels'.")
+        key = rec.get("key") if rec.get("key") is not None else rec.get("id")
+        text_in = rec.get("input")
+        if key is None and not text_in:
+            raise ConfigurationError(f"{where(i)}: say which case it labels with 'key', 'id' or "
+                                     "'input'.")
+        parsed.append((i, None if key is None else str(key), text_in, labels))
+    return parsed

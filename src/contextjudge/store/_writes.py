@@ -1,0 +1,62 @@
+"""The runner's writes to a store: a test case with its ranked nodes, a metric result with its verdicts, a judge
+call's usage, and the cross-run verdict cache (``cj_verdict_cache``). Each write is one transaction; the work queue's
+``complete`` writes its results through ``_write_result`` inside its own."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from .._result import MetricResult
+from ._base import StoreBase
+from ._rows import _dumps, _loads, case_rows, judge_call_row, result_rows
+
+__all__ = ["WriteStore"]
+
+
+class WriteStore(StoreBase):
+    """Mixed into ``ResultsStore``: cases, results, judge calls and the verdict cache. ``self`` is the store."""
+
+    def save_case(self, run_id: str, key: str, index: int, test_case: Any) -> None:
+        """Keep a test case and its ranked nodes (once: saving the same key again changes nothing)."""
+        row, node_rows = case_rows(run_id, key, index, test_case)
+        with self._guard("save a test case"), self._begin() as conn:
+            conn.execute(self._q["case"], row)
+            if node_rows:
+                conn.execute(self._q["node"], node_rows)
+
+    def save_result(self, run_id: str, key: str, result: MetricResult) -> None:
+        """Keep one metric result with its verdicts, replacing an earlier result of the same metric on this case."""
+        with self._guard("save a metric result"), self._begin() as conn:
+            self._write_result(conn, run_id, key, result)
+
+    def _write_result(self, conn: Connection, run_id: str, key: str, result: MetricResult) -> None:
+        """The writes of one result in an open transaction (its verdicts replaced): ``save_result`` and the queue's
+        ``complete`` use it."""
+        row, vrows = result_rows(run_id, key, result)
+        conn.execute(self._q["verdicts_delete"], {"b_run": run_id, "b_key": key, "b_metric": result.name})
+        self._upsert(conn, row)
+        if vrows:
+            conn.execute(self._q["verdict"], vrows)
+
+    def _upsert(self, conn: Connection, row: dict[str, Any]) -> None:
+        """Write one result row, replacing the earlier one of its (run, case, metric)."""
+        conn.execute(self._q["result"], row)
+
+    def save_judge_call(self, run_id: str, event: dict[str, Any]) -> None:
+        """Keep one judge call's usage: tokens, seconds, whether the cache answered it."""
+        with self._guard("save a judge call"), self._begin() as conn:
+            conn.execute(self._q["call"], judge_call_row(run_id, event))
+
+    def get_verdict(self, key: str) -> dict[str, Any] | None:
+        """A cached judge answer, or None."""
+        with self._guard("read the verdict cache"), self._begin(write=False) as conn:
+            row = conn.execute(self._q["cache_get"], {"b_key": key}).first()
+        return None if row is None else _loads(row[0])
+
+    def put_verdict(self, key: str, value: dict[str, Any]) -> None:
+        """Cache a judge answer for every later run that uses this store."""
+        with self._guard("write the verdict cache"), self._begin() as conn:
+            conn.execute(self._q["cache_put"], {"key": key, "value": _dumps(value), "created_at": time.time()})

@@ -17,7 +17,7 @@ def questions(goldens, n=50):
 def check_unmixed(handler, qs, outs, retriever):
     cases = {c.test_case.input: c for c in handler.cases}
     assert len(handler.cases) == len(qs) and len(cases) == len(qs)
-    for q, out in zip(qs, outs):
+    for q, out in zip(qs, outs, strict=True):
         tc = cases[q].test_case
         assert tc.actual_output == out
         expected_ids = [d.id for d in retriever.invoke(q)]
@@ -33,7 +33,7 @@ async def test_abatch_50_concurrent(chain, retriever, goldens, judge):
     assert await handler.aflush(60)
     check_unmixed(handler, qs, outs, retriever)
     assert len(handler.results) == 50
-    assert not handler._runs and not handler._ignored  # noqa: SLF001 - nothing left behind
+    assert handler._book.is_empty()  # noqa: SLF001 - nothing left behind
 
 
 def test_batch_threads(chain, retriever, goldens):

@@ -12,8 +12,8 @@ from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
 import contextjudge_llama_index as cj
-from contextjudge import JUDGE_TAG, LLMTestCase
-from contextjudge.capture import CaptureSession, result_event
+from contextjudge import LLMTestCase
+from contextjudge.capture import JUDGE_TAG, CaptureSession, result_event
 from contextjudge.metrics import (
     ContextualPrecisionMetric,
     ContextualRecallMetric,
@@ -155,7 +155,7 @@ async def test_thirty_concurrent_aqueries_give_thirty_unmixed_cases(index, judge
     assert len(scorer.cases) == 30
     by_input = {c.test_case.input: c for c in scorer.cases}
     assert len(by_input) == 30
-    for question, response in zip(questions, responses):
+    for question, response in zip(questions, responses, strict=True):
         case = by_input[question].test_case
         assert case.actual_output == str(response)
         assert [n.id for n in case.retrieval_context] == [n.node.node_id for n in response.source_nodes]

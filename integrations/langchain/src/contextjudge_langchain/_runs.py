@@ -127,7 +127,7 @@ class RunBook:
         """
         config = var_child_runnable_config.get()
         manager = config.get("callbacks") if config else None
-        if not isinstance(manager, BaseCallbackManager) or manager.parent_run_id != parent_run_id:
+        if not config or not isinstance(manager, BaseCallbackManager) or manager.parent_run_id != parent_run_id:
             return
         key = run.root_id.int
         self._noted.add(key)

@@ -199,7 +199,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         return self._conversations.submit_all()
 
     # ------------------------------------------------------------------------------------------ run bookkeeping
-    # (``_vectorstores`` records direct vector store searches through these two as well)
+    # (the callbacks below go to the run book directly; ``_vectorstores`` records direct searches through these)
     def _open(self, run_type: str, run_id: UUID, parent_run_id: UUID | None, tags: list[str] | None,
               metadata: dict[str, Any] | None, name: str | None, inputs: Any,
               tool_call_id: str | None = None) -> None:
@@ -236,13 +236,13 @@ class ContextJudgeCallbackHandler(BaseTracer):
                             parent_run_id: UUID | None = None, tags: list[str] | None = None,
                             metadata: dict[str, Any] | None = None, name: str | None = None, **kwargs: Any) -> None:
         # The prompt is kept as text: it is what tells which generation consumed which documents.
-        self._open("llm", run_id, parent_run_id, tags, metadata, _name(serialized, name),
+        self._book.open("llm", run_id, parent_run_id, tags, metadata, _name(serialized, name),
                    {"prompts": _LazyPrompts(messages)})
 
     def on_llm_start(self, serialized: Any, prompts: list[str], *, run_id: UUID, parent_run_id: UUID | None = None,
                      tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
                      name: str | None = None, **kwargs: Any) -> None:
-        self._open("llm", run_id, parent_run_id, tags, metadata, _name(serialized, name), {"prompts": prompts})
+        self._book.open("llm", run_id, parent_run_id, tags, metadata, _name(serialized, name), {"prompts": prompts})
 
     def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
         return None  # tokens add nothing a test case needs; the end event carries the whole text
@@ -251,39 +251,39 @@ class ContextJudgeCallbackHandler(BaseTracer):
         return None
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._close(run_id, {"generations": response.generations})
+        self._book.close(run_id, {"generations": response.generations})
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._close(run_id, error=error)
+        self._book.close(run_id, error=error)
 
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
                        tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
                        run_type: str | None = None, name: str | None = None, **kwargs: Any) -> None:
-        self._open(run_type or "chain", run_id, parent_run_id, tags, metadata, _name(serialized, name), inputs)
+        self._book.open(run_type or "chain", run_id, parent_run_id, tags, metadata, _name(serialized, name), inputs)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, inputs: Any = None, **kwargs: Any) -> None:
-        self._close(run_id, outputs)
+        self._book.close(run_id, outputs)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._close(run_id, error=error)
+        self._book.close(run_id, error=error)
 
     def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID, parent_run_id: UUID | None = None,
                       tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
                       name: str | None = None, inputs: Any = None, tool_call_id: str | None = None,
                       **kwargs: Any) -> None:
-        self._open("tool", run_id, parent_run_id, tags, metadata, _name(serialized, name),
+        self._book.open("tool", run_id, parent_run_id, tags, metadata, _name(serialized, name),
                    inputs if inputs is not None else {"input": input_str}, tool_call_id)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._close(run_id, {"output": output})
+        self._book.close(run_id, {"output": output})
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._close(run_id, error=error)
+        self._book.close(run_id, error=error)
 
     def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None,
                            tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
                            name: str | None = None, **kwargs: Any) -> None:
-        self._open("retriever", run_id, parent_run_id, tags, metadata, _name(serialized, name) or "Retriever",
+        self._book.open("retriever", run_id, parent_run_id, tags, metadata, _name(serialized, name) or "Retriever",
                    {"query": query})
         # the retriever's own vector store calls are not retrievals of their own (LangChain runs retriever
         # callbacks inline, in the retriever's context: this marks the rest of its call)
@@ -291,11 +291,11 @@ class ContextJudgeCallbackHandler(BaseTracer):
 
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
         _in_retriever.set(max(0, _in_retriever.get() - 1))
-        self._close(run_id, {"documents": documents})
+        self._book.close(run_id, {"documents": documents})
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         _in_retriever.set(max(0, _in_retriever.get() - 1))
-        self._close(run_id, error=error)
+        self._book.close(run_id, error=error)
 
 
 SHAPES = ("retriever runs (a BaseRetriever's invoke/ainvoke, as_retriever(), create_retriever_tool, "

@@ -18,7 +18,7 @@ from contextjudge import ConversationalTestCase
 from contextjudge.cases.provenance import agent_of
 from contextjudge.metrics import TurnContextualRelevancyMetric
 from contextjudge_langchain import ContextJudgeCallbackHandler
-from contextjudge_langchain import _handler as handler_module
+from contextjudge_langchain import _roots as roots_module
 from contextjudge_langchain.testing import ExtractiveChatModel
 
 PROMPT = ChatPromptTemplate.from_messages(
@@ -195,14 +195,14 @@ def test_handler_raising_internally_leaves_the_chain_alone(chain, monkeypatch, c
         raise RuntimeError("capture bug")
 
     handler = off()
-    monkeypatch.setattr(handler_module, "retrievals", explode)
+    monkeypatch.setattr(roots_module, "retrievals", explode)
     with caplog.at_level(logging.ERROR, logger="contextjudge"):
         out = chain.invoke("Can I bring my dog to the office?", config={"callbacks": [handler]})
     assert out == expected and handler.cases == []
     assert "could not assemble" in caplog.text
 
     broken = off()
-    monkeypatch.setattr(broken, "_note_target", explode)  # every child start raises inside the handler
+    monkeypatch.setattr(broken._book, "_note_target", explode)  # noqa: SLF001 - every child start raises inside the handler
     assert chain.invoke("Can I bring my dog to the office?", config={"callbacks": [broken]}) == expected
     assert broken.raise_error is False and "capture failed on a run start" in caplog.text
 

@@ -33,7 +33,7 @@ async def test_abatch_50_concurrent(chain, retriever, goldens, judge):
     assert await handler.aflush(60)
     check_unmixed(handler, qs, outs, retriever)
     assert len(handler.results) == 50
-    assert not handler._runs and not handler._ignored  # noqa: SLF001 - nothing left behind
+    assert handler._book.is_empty()  # noqa: SLF001 - nothing left behind
 
 
 def test_batch_threads(chain, retriever, goldens):

@@ -53,7 +53,7 @@ def test_mode_worker_writes_an_idle_thread_to_the_store_without_close(chain, jud
     assert [t.content for t in conv.test_case.turns if t.role == "user"] == QUESTIONS
     assert all(t.retrieval_context for t in conv.test_case.turns if t.role == "assistant")
     assert store.queue_counts(handler.session.run.id)["queued"] == 3  # two single turns and the conversation
-    assert handler._threads == {}  # noqa: SLF001 - forgotten once submitted: memory stays bounded
+    assert handler._conversations.threads == {}  # noqa: SLF001 - forgotten once submitted: memory stays bounded
     handler.close(5)
     assert len(_conversations(store, handler.session.run.id)) == 1  # close does not submit it again
 
@@ -61,17 +61,17 @@ def test_mode_worker_writes_an_idle_thread_to_the_store_without_close(chain, jud
 def test_background_mode_judges_an_idle_thread_with_a_fake_clock(chain, judge):
     handler = ContextJudgeCallbackHandler(metrics=[TurnContextualRelevancyMetric()], model=judge,
                                           conversation_idle=120)
-    clock = handler._idle.clock = FakeClock()  # noqa: SLF001
+    clock = handler._conversations.idle.clock = FakeClock()  # noqa: SLF001
     for q in QUESTIONS:
         chain.invoke(q, config={"callbacks": [handler], "configurable": {"thread_id": "t-1"}})
     handler._assembler.wait()  # noqa: SLF001 - a turn counts when it is assembled (off the request path)
     clock.now += 60
     chain.invoke(QUESTIONS[0], config={"callbacks": [handler], "configurable": {"thread_id": "t-2"}})
     handler._assembler.wait()  # noqa: SLF001
-    assert handler._idle.run_due() == 0  # noqa: SLF001 - nothing idle for 120 s yet
+    assert handler._conversations.idle.run_due() == 0  # noqa: SLF001 - nothing idle for 120 s yet
     clock.now += 61
-    assert handler._idle.run_due() == 1  # noqa: SLF001 - t-1 (idle 121 s), not t-2 (idle 61 s)
-    assert set(handler._threads) == {"t-2"}  # noqa: SLF001 - t-1 submitted and forgotten
+    assert handler._conversations.idle.run_due() == 1  # noqa: SLF001 - t-1 (idle 121 s), not t-2 (idle 61 s)
+    assert set(handler._conversations.threads) == {"t-2"}  # noqa: SLF001 - t-1 submitted and forgotten
     assert _wait_for(lambda: any(c.source == "thread:t-1" for c, _ in handler.session.results))
     [(case, result)] = [(c, r) for c, r in handler.session.results if c.source.startswith("thread:")]
     assert case.source == "thread:t-1" and result.score is not None
@@ -89,13 +89,13 @@ def test_an_idle_thread_is_sampled_whole_with_its_turns(chain, judge):
     handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric(), TurnContextualRelevancyMetric()],
                                           model=judge, mode="off", max_kept=None, sampling=sampling,
                                           conversation_idle=60)
-    clock = handler._idle.clock = FakeClock()  # noqa: SLF001
+    clock = handler._conversations.idle.clock = FakeClock()  # noqa: SLF001
     for t in range(10):
         for q in QUESTIONS:
             chain.invoke(q, config={"callbacks": [handler], "configurable": {"thread_id": f"u{t}"}})
     handler._assembler.wait()  # noqa: SLF001
     clock.now += 61
-    assert handler._idle.run_due() == 10  # noqa: SLF001
+    assert handler._conversations.idle.run_due() == 10  # noqa: SLF001
     kinds: dict[str, set[str]] = {}
     for c in handler.session.kept():
         kinds.setdefault(c.metadata[THREAD_KEY], set()).add(type(c.test_case).__name__)
@@ -111,10 +111,10 @@ def test_at_most_max_conversations_threads_are_followed(chain, judge):
     for t in range(4):
         chain.invoke(QUESTIONS[0], config={"callbacks": [handler], "configurable": {"thread_id": f"u{t}"}})
     handler._assembler.wait()  # noqa: SLF001
-    assert list(handler._threads) == ["u2", "u3"]  # noqa: SLF001
+    assert list(handler._conversations.threads) == ["u2", "u3"]  # noqa: SLF001
     convs = [c.source for c in handler.session.kept() if isinstance(c.test_case, ConversationalTestCase)]
     assert convs == ["thread:u0", "thread:u1"]  # the least recently active ones, submitted as they were pushed out
-    assert handler._idle is None or len(handler._idle) == 0  # noqa: SLF001 - conversation_idle=None: no watch
+    assert len(handler._conversations.idle) == 0  # noqa: SLF001 - conversation_idle=None: no watch
     handler.close(5)
 
 

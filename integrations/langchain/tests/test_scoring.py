@@ -145,7 +145,7 @@ def test_judge_calls_are_not_captured(chain, judge):
     finally:
         uninstrument()
     assert [c.source for c in handler.cases] == ["policy_retriever"]
-    assert len(handler.results) == 1 and not handler.handler._ignored and not handler.handler._runs  # noqa: SLF001
+    assert len(handler.results) == 1 and handler.handler._book.is_empty()  # noqa: SLF001
 
 
 def test_app_adapter_runs_goldens(chain, goldens):

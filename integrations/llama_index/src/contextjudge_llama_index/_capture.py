@@ -562,6 +562,131 @@ class ContextJudgeEventHandler(BaseEventHandler):
             logger.exception("contextjudge: llama_index event handler failed")
 
 
+class AgentRuns:
+    """The agent and workflow runs in flight: every span of a run (steps, tools, LLM calls, nested workflows) maps to
+    its ``AgentRun``, the tool call it belongs to and its step; a run's end delivers its records to their sinks.
+
+    The router owns one; single dict operations are atomic, and a lock of its own guards a run's new tool calls.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # span id -> (agent run, its tool call or None, step name) for every span of an agent's or workflow's run
+        self._spans: dict[str, tuple[AgentRun, ToolCall | None, str | None]] = {}
+
+    def get(self, span_id: str | None) -> tuple[AgentRun, ToolCall | None, str | None] | None:
+        """The run a span belongs to, or None."""
+        return self._spans.get(span_id) if span_id is not None and self._spans else None
+
+    def clear(self) -> None:
+        """Forget every run (the handlers were removed)."""
+        self._spans.clear()
+
+    def step_call(self, in_run: tuple[AgentRun, ToolCall | None, str | None], span_id: str) -> ToolCall:
+        """An engine called by a workflow's own step (no tool): the step stands for the tool."""
+        run, _, step = in_run
+        with self._lock:
+            call = run.new_call(step or "step", None, None)
+        self._spans[span_id] = (run, call, step)
+        return call
+
+    def exit(self, id_: str, result: Any) -> None:
+        """A span ends: a tool call's output is kept, and the run's own span finishes the run."""
+        if self._spans:
+            in_run = self._spans.pop(id_, None)
+            if in_run is not None:
+                self._span_exit(in_run, id_, result)
+
+    def drop(self, id_: str, err: BaseException | None) -> None:
+        """A span raised: when it is the run's own span, the run is dropped without a test case."""
+        if self._spans:
+            in_run = self._spans.pop(id_, None)
+            if in_run is not None and in_run[0].span_id == id_:
+                self._discard(in_run[0], err)
+
+    def enter(self, id_: str, args: dict[str, Any], workflow: Any, sink: Sink) -> None:
+        """An agent's or workflow's run starts: its spans (steps, tools, LLM calls) are followed from here."""
+        start = args.get("start_event")
+        # The run span carries no tags of its own: the run's instrument tags are the active ones.
+        tags = dict(active_instrument_tags.get() or {})
+        conversation: Any = next((str(tags[k]) for k in _CONVERSATION_TAGS if tags.get(k)), None)
+        if conversation is None and start is not None:
+            try:
+                conversation = start.get("memory", None)
+            except Exception:  # noqa: BLE001
+                conversation = None
+        run = AgentRun(id_, workflow, _user_message(start), sink, tags, conversation)
+        run.otel = span_context_now()
+        self._spans[id_] = (run, None, None)
+
+    def span(self, in_run: tuple[AgentRun, ToolCall | None, str | None], id_: str, bound_args: Any,
+                  instance: Any) -> None:
+        run, call, step = in_run
+        if instance is None:
+            name = _method_of(id_)
+            if name not in run.steps and len(run.steps) < 20:
+                run.steps.append(name)
+        elif _method_of(id_) in _LLM_METHODS:
+            run.llm_calls += 1
+        if call is None and instance is None and step is None:  # a step of the run (steps are spans of no instance)
+            step = _method_of(id_)
+            ev = (getattr(bound_args, "arguments", None) or {}).get("ev")
+            if ev is not None and type(ev).__name__ == "ToolCall" and hasattr(ev, "tool_name"):
+                with self._lock:
+                    call = run.new_call(str(ev.tool_name), getattr(ev, "tool_kwargs", None), id_)
+        self._spans[id_] = (run, call, step)
+        run.span_ids.append(id_)
+
+    def _span_exit(self, in_run: tuple[AgentRun, ToolCall | None, str | None], id_: str, result: Any) -> None:
+        run, call, _ = in_run
+        if run.span_id == id_:
+            self._exit(run, result)
+            return
+        name = type(result).__name__
+        if call is not None and call.span_id == id_:
+            call.output = _text(getattr(result, "tool_output", result))
+            names = getattr(run.sink, "retrieval_tools", None)
+            if names and call.tool in names and not call.records:
+                # a tool whose output is the context (a web search, an MCP tool): its items are the retrieval
+                raw = getattr(getattr(result, "tool_output", None), "raw_output", None)
+                record = Record(kind="retrieve", span_id=id_, engine=call.tool, input=call.query, from_tool=True)
+                record.retrievals.append((call.query, tool_snapshot(call.output if raw is None else raw)))
+                record.retriever = call.tool
+                call.records.append((record, run.sink))
+        elif name == "AgentOutput":
+            agent = getattr(result, "current_agent_name", None)
+            if agent:
+                run.current_agent = str(agent)
+
+    def _exit(self, run: AgentRun, result: Any) -> None:
+        if run.done:
+            return
+        run.done = True
+        self._forget(run)
+        is_stop = any(c.__name__ == "StopEvent" for c in type(result).__mro__)
+        final = getattr(result, "result", None) if is_stop else result
+        try:
+            output = _text(final)
+            finished = run.finish(output)
+            for record, sink in finished:
+                sink.deliver(record)
+            if run.conversation is not None:
+                run.sink.deliver_turn(run)
+            found = sum(len(r.retrievals) for r, _ in finished)
+            run.sink.note_root(found, None if found else run.what_ran())
+        except Exception:  # noqa: BLE001
+            logger.exception("contextjudge: could not turn a llama_index %s run into test cases", run.workflow)
+
+    def _discard(self, run: AgentRun, err: BaseException | None) -> None:
+        run.done = True
+        self._forget(run)
+        logger.debug("contextjudge: %s run raised %r; no test case captured", run.workflow, err)
+
+    def _forget(self, run: AgentRun) -> None:
+        for k in run.span_ids:
+            self._spans.pop(k, None)
+
+
 class Router:
     """Owns the two root-dispatcher handlers and routes spans and events to units and units to sinks.
 
@@ -572,8 +697,7 @@ class Router:
         self._lock = threading.Lock()
         self._spans: dict[str, tuple[_Unit, bool, bool]] = {}  # span id -> (unit, is retrieval span, under one)
         self._streams: dict[int, tuple[_Unit, Any]] = {}  # id(StreamingAgentChatResponse) -> unit awaiting its end
-        # span id -> (agent run, its tool call or None, step name) for every span of an agent's or workflow's run
-        self._agent_spans: dict[str, tuple[AgentRun, ToolCall | None, str | None]] = {}
+        self._runs = AgentRuns()  # the agent and workflow runs in flight, by span
         self._kinds: dict[type, str | None] = {}
         self._users = 0
         self.global_sink: Sink | None = None
@@ -617,7 +741,7 @@ class Router:
         self._span_handler = self._event_handler = None
         self._spans.clear()
         self._streams.clear()
-        self._agent_spans.clear()
+        self._runs.clear()
 
     # ------------------------------------------------------------------------------------------ spans
     def _kind(self, instance: Any, span_id: str) -> str | None:
@@ -655,11 +779,11 @@ class Router:
             self._spans[id_] = (unit, retrieval, parent[1] or parent[2])
             unit.span_ids.append(id_)
             return
-        in_run = self._agent_spans.get(parent_id) if parent_id is not None and self._agent_spans else None
+        in_run = self._runs.get(parent_id)
         kind = self._kind(instance, id_)
         if in_run is not None:
             if kind is None or kind == "workflow":  # a step, a tool, an LLM call, a nested workflow: part of the run
-                self._run_span(in_run, id_, bound_args, instance)
+                self._runs.span(in_run, id_, bound_args, instance)
                 return
         elif kind is None:
             return
@@ -672,14 +796,12 @@ class Router:
             return  # the same, for judge traffic that carries no tag: the judge call's context says so
         args = getattr(bound_args, "arguments", {}) or {}
         if kind == "workflow":
-            self._run_enter(id_, args, instance, sink)
+            self._runs.enter(id_, args, instance, sink)
             return
         if in_run is not None:
-            run, call, step = in_run
+            run, call, _ = in_run
             if call is None:  # an engine called by a workflow's own step (no tool): the step stands for the tool
-                with self._lock:
-                    call = run.new_call(step or "step", None, None)
-                self._agent_spans[parent_id] = (run, call, step)  # type: ignore[index]
+                call = self._runs.step_call(in_run, parent_id)  # type: ignore[arg-type]
             sink = _ToolSink(call, current_sink.get() or run.sink)
         first = args.get("message", args.get("str_or_query_bundle"))
         if first is None and args:
@@ -705,10 +827,7 @@ class Router:
             if waiting is not None:
                 unit, response = waiting
                 self._finish(unit, getattr(response, "response", None), getattr(response, "source_nodes", None))
-        if self._agent_spans:
-            in_run = self._agent_spans.pop(id_, None)
-            if in_run is not None:
-                self._run_span_exit(in_run, id_, result)
+        self._runs.exit(id_, result)
         if entry is None:
             return
         unit = entry[0]
@@ -722,10 +841,7 @@ class Router:
             waiting = self._streams.pop(id(instance), None) if self._streams and instance is not None else None
         if waiting is not None:  # the stream failed while being written: that call produced no answer
             self._discard(waiting[0], err)
-        if self._agent_spans:
-            in_run = self._agent_spans.pop(id_, None)
-            if in_run is not None and in_run[0].span_id == id_:
-                self._run_discard(in_run[0], err)
+        self._runs.drop(id_, err)
         if entry is not None and entry[0].record.span_id == id_:
             self._discard(entry[0], err)
 
@@ -739,89 +855,6 @@ class Router:
         """Drop the unit's spans that are still open (a stream's writer, a span that never closed)."""
         for k in unit.span_ids:
             self._spans.pop(k, None)
-
-    # ------------------------------------------------------------------------------------------ agent runs
-    def _run_enter(self, id_: str, args: dict[str, Any], workflow: Any, sink: Sink) -> None:
-        """An agent's or workflow's run starts: its spans (steps, tools, LLM calls) are followed from here."""
-        start = args.get("start_event")
-        # The run span carries no tags of its own: the run's instrument tags are the active ones.
-        tags = dict(active_instrument_tags.get() or {})
-        conversation: Any = next((str(tags[k]) for k in _CONVERSATION_TAGS if tags.get(k)), None)
-        if conversation is None and start is not None:
-            try:
-                conversation = start.get("memory", None)
-            except Exception:  # noqa: BLE001
-                conversation = None
-        run = AgentRun(id_, workflow, _user_message(start), sink, tags, conversation)
-        run.otel = span_context_now()
-        self._agent_spans[id_] = (run, None, None)
-
-    def _run_span(self, in_run: tuple[AgentRun, ToolCall | None, str | None], id_: str, bound_args: Any,
-                  instance: Any) -> None:
-        run, call, step = in_run
-        if instance is None:
-            name = _method_of(id_)
-            if name not in run.steps and len(run.steps) < 20:
-                run.steps.append(name)
-        elif _method_of(id_) in _LLM_METHODS:
-            run.llm_calls += 1
-        if call is None and instance is None and step is None:  # a step of the run (steps are spans of no instance)
-            step = _method_of(id_)
-            ev = (getattr(bound_args, "arguments", None) or {}).get("ev")
-            if ev is not None and type(ev).__name__ == "ToolCall" and hasattr(ev, "tool_name"):
-                with self._lock:
-                    call = run.new_call(str(ev.tool_name), getattr(ev, "tool_kwargs", None), id_)
-        self._agent_spans[id_] = (run, call, step)
-        run.span_ids.append(id_)
-
-    def _run_span_exit(self, in_run: tuple[AgentRun, ToolCall | None, str | None], id_: str, result: Any) -> None:
-        run, call, _ = in_run
-        if run.span_id == id_:
-            self._run_exit(run, result)
-            return
-        name = type(result).__name__
-        if call is not None and call.span_id == id_:
-            call.output = _text(getattr(result, "tool_output", result))
-            names = getattr(run.sink, "retrieval_tools", None)
-            if names and call.tool in names and not call.records:
-                # a tool whose output is the context (a web search, an MCP tool): its items are the retrieval
-                raw = getattr(getattr(result, "tool_output", None), "raw_output", None)
-                record = Record(kind="retrieve", span_id=id_, engine=call.tool, input=call.query, from_tool=True)
-                record.retrievals.append((call.query, tool_snapshot(call.output if raw is None else raw)))
-                record.retriever = call.tool
-                call.records.append((record, run.sink))
-        elif name == "AgentOutput":
-            agent = getattr(result, "current_agent_name", None)
-            if agent:
-                run.current_agent = str(agent)
-
-    def _run_exit(self, run: AgentRun, result: Any) -> None:
-        if run.done:
-            return
-        run.done = True
-        self._forget_run(run)
-        is_stop = any(c.__name__ == "StopEvent" for c in type(result).__mro__)
-        final = getattr(result, "result", None) if is_stop else result
-        try:
-            output = _text(final)
-            finished = run.finish(output)
-            for record, sink in finished:
-                sink.deliver(record)
-            if run.conversation is not None:
-                run.sink.deliver_turn(run)
-            found = sum(len(r.retrievals) for r, _ in finished)
-            run.sink.note_root(found, None if found else run.what_ran())
-        except Exception:  # noqa: BLE001
-            logger.exception("contextjudge: could not turn a llama_index %s run into test cases", run.workflow)
-
-    def _run_discard(self, run: AgentRun, err: BaseException | None) -> None:
-        run.done = True
-        self._forget_run(run)
-        logger.debug("contextjudge: %s run raised %r; no test case captured", run.workflow, err)
-
-    def _forget_run(self, run: AgentRun) -> None:
-        for k in run.span_ids:
-            self._agent_spans.pop(k, None)
 
     # ------------------------------------------------------------------------------------------ events
     def event(self, event: Any) -> None:

@@ -1,10 +1,8 @@
-"""The judge client: one facade a metric calls with a ``JudgeRequest``; it caches, bounds concurrency (an adaptive
-limit per judge, ``limiter``), reserves each call's tokens against the run's budget and rate limit before sending
-it (``spend``), negotiates structured output (``structured``), splits by token budget (``budget``), retries
-(``retry``), salvages odd answers (``salvage``), parses (``parsing``) and counts usage (and its cost, where the
-judge's price is known). It returns verdicts keyed by the request's ids, or raises a ``JudgeError`` subclass with a
-message that says what to do.
-"""
+"""The judge client: one facade a metric calls with a ``JudgeRequest``; it caches, splits by token budget
+(``budget``), asks a sampling judge ``repeats`` times (``_repeats``), re-asks for missing ids and applies a wrapper's
+adjustment. The asking is two objects it builds: ``_asking.Asker`` (the structured-output method the judge takes,
+usage, parsing) and ``_sending.Sender`` (limiter slot, budget and rate reservation, retries, salvage). It returns
+verdicts keyed by the request's ids, or raises a ``JudgeError`` subclass with a message that says what to do."""
 
 from __future__ import annotations
 

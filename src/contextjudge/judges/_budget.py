@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from ._protocol import Item, JudgeRequest
+from ._schemas import Answer
 
 __all__ = []
 
@@ -35,3 +36,22 @@ def _split_by_budget(items: list[Item], budget: int) -> list[list[Item]]:
         chunks[-1].append(it)
         used += cost
     return chunks
+
+
+def _merge_parts(answers: list[Answer]) -> Answer:
+    """The answers to the parts of one split request as one: every part's verdicts, and a "yes" from any part of the
+    context wins (with the nodes of every part that said yes)."""
+    merged = Answer(method=answers[0].method)
+    for ans in answers:
+        merged.usage.add(ans.usage)
+        for vid, v in ans.verdicts.items():
+            prev = merged.verdicts.get(vid)
+            if prev is None:
+                merged.verdicts[vid] = dict(v)
+            elif v["verdict"] == "yes":  # support from any part of the context counts
+                node_ids = sorted(set(prev.get("node_ids", [])) | set(v.get("node_ids", [])))
+                if prev["verdict"] == "yes":
+                    prev["node_ids"] = node_ids
+                else:
+                    merged.verdicts[vid] = {**v, "node_ids": node_ids}
+    return merged

@@ -51,7 +51,7 @@ class _JudgeCopies:
         self.capped = _with_output_cap(model, limit)
         self.identity = judge_identity(self.capped)
         self.name = judge_name(model)
-        # the structured-output method this model's server took last (client._call_and_parse): set by the first
+        # the structured-output method this model's server took last (_asking.Asker.answer): set by the first
         # call that got an answer, replaced when a later run finds that method refused
         self.method: str | None = None
         self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, BaseChatModel] = (

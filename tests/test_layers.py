@@ -515,3 +515,16 @@ def test_imports_for_type_checkers_only_make_no_circle(tmp_path):
         "contextjudge/b.py": "from .a import A\n",
     })
     assert circle_problems(reaches(roots)) == []
+
+
+def test_no_class_or_function_is_300_lines_or_more():
+    """Issue 27's size rule, kept: a class or function that grows past 300 lines is split by object, not by method."""
+    big = []
+    for root in ROOTS:
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines >= 300:
+                        big.append(f"{path.relative_to(REPO)}: {node.name} is {lines} lines")
+    assert not big, "\n".join(big)

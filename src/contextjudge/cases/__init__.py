@@ -9,8 +9,9 @@ labels). Names load on first use, so importing one of these modules stays light.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_door
 
 _EXPORTS = {
     "ConversationalTestCase": ".testcase",
@@ -27,17 +28,7 @@ __all__ = ["ConversationalTestCase", "Golden", "Goldens", "LLMTestCase", "MLLMIm
            "load_goldens"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'contextjudge.cases' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_door(__name__, globals(), _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs

@@ -9,8 +9,9 @@ faces) import the names below from this door, never a private module.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_door
 
 # what users write in their code
 _PUBLIC = {
@@ -50,17 +51,7 @@ _EXPORTS = {**_CORE, **_PUBLIC}
 __all__ = ["EvaluationOptions", "Run", "score_case"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC))
+__getattr__, __dir__ = lazy_door(__name__, globals(), _EXPORTS, _PUBLIC)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs

@@ -130,21 +130,24 @@ def test_a_killed_workers_cases_are_judged_once_by_the_other(pg_url, pg_store):
     with _GatedServer(gated_model="victim-judge", free=4, yes_words=["paris"], latency=0.1) as srv:
         # the victim judges 4 cases, then its next requests hang; it is killed once both of its case slots
         # (--concurrency 2) wait on a held request, so no case of its own is between an answer and its write
+        # (the survivor starts once the victim is stuck: started together, a survivor that is quicker to start on
+        # a loaded machine could claim every case before the victim's fifth request, and nothing would be held)
         victim = _worker(pg_url, srv.url, model="victim-judge")
-        survivor = _worker(pg_url, srv.url, model="survivor-judge")
+        survivor = None
         try:
             deadline = time.time() + 60
             while len(srv.held_open) < 2 and time.time() < deadline and victim.poll() is None:
                 time.sleep(0.02)
             assert len(srv.held_open) == 2, (srv.held_open, victim.poll())
             in_flight = set(srv.held_open)
+            survivor = _worker(pg_url, srv.url, model="survivor-judge")
             victim.kill()
             victim.wait(10)
             srv.gate.set()  # the held requests now answer a closed connection
             _wait_done(store, rid, n)
         finally:
             srv.gate.set()
-            outs = _stop([survivor])
+            outs = _stop([survivor]) if survivor is not None else []
             if victim.poll() is None:
                 victim.kill()
                 victim.wait(10)

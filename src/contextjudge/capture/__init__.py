@@ -29,7 +29,8 @@ from ._case import (
 from ._conversations import IdleConversations
 from ._sampling import Sampling
 from ._session import CaptureSession
+from ._tools import search_result, tool_output_items
 
 __all__ = ["CHAIN_KEY", "JUDGE_TAG", "RETRIEVER_NAME_KEY", "RUN_METADATA_KEY", "TAGS_KEY", "THREAD_KEY", "AppAdapter",
            "CaptureSession", "CapturedCase", "GoldenFailure", "IdleConversations", "Mode", "Sampling",
-           "default_metrics", "in_judge_call", "no_retrieval_message", "result_event"]
+           "default_metrics", "in_judge_call", "no_retrieval_message", "result_event", "search_result", "tool_output_items"]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextjudge import LLMTestCase, RetrievedNode
+from contextjudge.capture import search_result, tool_output_items
 from contextjudge.cases.identity import GOLDEN_ID_KEY
 from contextjudge.cases.images import may_point_to_image
 from contextjudge.cases.provenance import (
@@ -102,7 +103,6 @@ class Retrieval:
 RETRIEVAL_TOOL_TAG = "contextjudge:retrieval"
 """A tag (or ``metadata={"contextjudge": "retrieval"}``) that makes a tool's output a retrieval."""
 _ITEM_TEXT_KEYS = ("page_content", "content", "text", "snippet", "body", "description", "result")
-_ITEM_ID_KEYS = ("id", "url", "link", "uri", "source", "doc_id")
 
 
 def is_retrieval_tool(run: Any, names: frozenset[str]) -> bool:
@@ -121,28 +121,13 @@ def tool_items(output: Any) -> list[Any]:
     raw = output
     if hasattr(output, "content") and hasattr(output, "tool_call_id"):  # a ToolMessage
         raw = output.artifact if getattr(output, "artifact", None) is not None else output.content
-    if isinstance(raw, str):
-        stripped = raw.strip()
-        if stripped[:1] in "[{":
-            try:
-                raw = json.loads(stripped)
-            except ValueError:
-                pass
-    if isinstance(raw, dict):
-        listed = next((raw[k] for k in ("results", "documents", "items", "data") if isinstance(raw.get(k), list)),
-                      None)
-        raw = listed if listed is not None else [raw]
-    items = raw if isinstance(raw, (list, tuple)) else [raw]
     docs = []
-    for item in items:
+    for item in tool_output_items(raw):
         if hasattr(item, "page_content"):
             docs.append(item)
         elif isinstance(item, dict):
-            text = next((item[k] for k in _ITEM_TEXT_KEYS if isinstance(item.get(k), str) and item[k]), None)
-            nid = next((item[k] for k in _ITEM_ID_KEYS if isinstance(item.get(k), (str, int)) and item[k]), None)
-            meta = {k: v for k, v in item.items() if v is not text}
-            docs.append(Document(text if text is not None else json.dumps(item, default=str, ensure_ascii=False),
-                                 id=None if nid is None else str(nid), metadata=meta))
+            text, nid, meta = search_result(item, _ITEM_TEXT_KEYS)
+            docs.append(Document(text, id=nid, metadata=meta))
         elif item is not None:
             text = message_text(item) if hasattr(item, "content") else None
             text = text if text is not None else (item if isinstance(item, str) else str(item))

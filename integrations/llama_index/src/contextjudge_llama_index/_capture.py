@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextjudge import RetrievedNode
-from contextjudge.capture import JUDGE_TAG, in_judge_call
+from contextjudge.capture import JUDGE_TAG, in_judge_call, search_result, tool_output_items
 from contextjudge.cases.identity import golden_id_of
 from contextjudge.cases.provenance import SOURCE_DOC_KEY
 from contextjudge.otel import span_context_now
@@ -124,33 +124,18 @@ def _snapshot(nodes: Any) -> Snapshot:
 
 
 _ITEM_TEXT_KEYS = ("text", "content", "snippet", "body", "description", "result")
-_ITEM_ID_KEYS = ("id", "url", "link", "uri", "source", "doc_id")
 
 
 def tool_snapshot(raw: Any) -> Snapshot:
     """A tool's output as a snapshot of ranked items: nodes as nodes; a list (or a JSON list in a string) split
     into items, a search-result dict giving its text and its url/id; anything else one item."""
-    import json  # noqa: PLC0415
-
-    if isinstance(raw, str) and raw.strip()[:1] in ("[", "{"):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            pass
-    if isinstance(raw, dict):
-        listed = next((raw[k] for k in ("results", "documents", "items", "data") if isinstance(raw.get(k), list)),
-                      None)
-        raw = listed if listed is not None else [raw]
-    items = raw if isinstance(raw, (list, tuple)) else [raw]
     out: Snapshot = []
-    for item in items:
+    for item in tool_output_items(raw):
         if hasattr(item, "get_content") or hasattr(getattr(item, "node", None), "get_content"):
             out.extend(_snapshot([item]))
         elif isinstance(item, dict):
-            text = next((item[k] for k in _ITEM_TEXT_KEYS if isinstance(item.get(k), str) and item[k]), None)
-            nid = next((str(item[k]) for k in _ITEM_ID_KEYS if isinstance(item.get(k), (str, int)) and item[k]), None)
-            meta = {k: v for k, v in item.items() if v is not text}
-            out.append((text if text is not None else json.dumps(item, default=str), nid, None, meta, None))
+            text, nid, meta = search_result(item, _ITEM_TEXT_KEYS)
+            out.append((text, nid, None, meta, None))
         elif item is not None and str(item).strip():
             out.append((_text(item) or "", None, None, {}, None))
     return out

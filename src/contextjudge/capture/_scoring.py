@@ -38,8 +38,7 @@ class CaseScoring:
         async def store_and_begin() -> None:  # only once the budget lets the case be judged
             if kept.store is not None and not marked(case, STORED):
                 await in_store_thread(kept.store_case, case)  # a store write never holds up the shared loop
-            if not run.begun or run.ended:
-                await in_store_thread(kept.begin_run)
+            await run.abegin(kept.metrics)  # with a store, the run exists from the first case on
 
         with use_run_context(run.context):
             results = await score_within_budget(run, case.case_id, case.test_case, kept.metrics,

@@ -86,9 +86,12 @@ class LoadStore(RunStore):
         for _key, metric in results:
             order.setdefault(metric, len(order))
         metric_order = _metric_order(info, list(order))
+        by_case: dict[str, list[MetricResult]] = {}
+        for (k, _), r in results.items():  # grouped once: a run's cases times its results would be quadratic
+            by_case.setdefault(k, []).append(r)
         trs = []
         for i, sc in enumerate(self.load_cases(run_id)):
-            mine = [r for (k, _), r in results.items() if k == sc.case_key]
+            mine = by_case.get(sc.case_key, [])
             mine.sort(key=lambda r: metric_order.get(r.name, 99))
             trs.append(TestResult(index=i, name=getattr(sc.test_case, "name", None), test_case=sc.test_case,
                                   metrics_data=mine))

@@ -1,0 +1,580 @@
+"""What each tool of ``contextjudge mcp`` computes, as plain data, with no MCP import (``_mcp_server`` wraps these
+in the SDK). Each tool calls the library functions the matching command calls (the store's read API, the report's
+``compare_runs``, ``engine.estimate``, ``engine.acalibrate``, the gate of ``_shared``), never the command's printed
+text. Every answer is bounded: long texts are shortened, and a list is cut at the answer's token budget with a
+``next_cursor`` to ask for the rest. A bad argument raises ``ToolArgumentError``, whose message says what to pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import ContextJudgeError, UsageError
+
+__all__ = ["DEFAULT_MAX_TOKENS", "ToolArgumentError", "Tools"]
+
+DEFAULT_MAX_TOKENS = 4000  # an answer's budget, in tokens (estimated as characters / 4)
+MIN_MAX_TOKENS = 200
+TEXT_CHARS = 300  # an input, output or reason in an answer
+NODE_CHARS = 200  # one retrieved node's text
+NODES_SHOWN = 5  # nodes shown per case
+VERDICT_REASON_CHARS = 160
+
+
+class ToolArgumentError(ContextJudgeError):
+    """A tool was called with an argument it cannot use; the message says what to pass instead."""
+
+
+def _short(text: Any, n: int) -> str | None:
+    if text is None:
+        return None
+    from .._text import shorten  # noqa: PLC0415
+
+    return shorten(str(text), n)
+
+
+def _tokens(obj: Any) -> int:
+    """A rough token count of ``obj`` as JSON (4 characters a token), the unit of the answer's budget."""
+    return math.ceil(len(json.dumps(obj, default=str)) / 4)
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None else round(float(x), 4)
+
+
+def _ci(iv: Any) -> list[float] | None:
+    return None if iv is None or iv.low is None else [round(iv.low, 4), round(iv.high, 4)]
+
+
+# ------------------------------------------------------------------------------------------------ the cursor
+def _args_key(tool: str, args: dict[str, Any]) -> str:
+    text = json.dumps({"tool": tool, **{k: v for k, v in args.items() if k not in ("cursor", "max_tokens")}},
+                      sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+def _encode_cursor(tool: str, args: dict[str, Any], offset: int) -> str:
+    raw = json.dumps({"t": tool, "k": _args_key(tool, args), "o": offset}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(tool: str, args: dict[str, Any], cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        offset = int(data["o"])
+        same = data["t"] == tool and data["k"] == _args_key(tool, args) and offset >= 0
+    except (ValueError, KeyError, TypeError):
+        same = False
+    if not same:
+        raise ToolArgumentError(f"cursor {_short(cursor, 40)!r} is not one {tool} gave for these arguments: pass "
+                                f"the next_cursor of the previous {tool} answer, with the same other arguments, or "
+                                "leave cursor out to start from the first item.")
+    return offset
+
+
+def _page(tool: str, args: dict[str, Any], items: Sequence[dict[str, Any]], budget: int, head: dict[str, Any],
+          key: str) -> dict[str, Any]:
+    """``head`` plus ``items[offset:]`` under ``key``, as many as the budget holds (always one), and
+    ``next_cursor`` (None when nothing is left) and ``total``."""
+    offset = _decode_cursor(tool, args, args.get("cursor"))
+    if offset > len(items):
+        raise ToolArgumentError(f"cursor points past the end ({offset} of {len(items)} items): the data changed "
+                                "since; leave cursor out to start again.")
+    spent = _tokens(head) + 40
+    page: list[dict[str, Any]] = []
+    for item in items[offset:]:
+        cost = _tokens(item)
+        if page and spent + cost > budget:
+            break
+        page.append(item)
+        spent += cost
+    end = offset + len(page)
+    return {**head, key: page, "total": len(items), "offset": offset,
+            "next_cursor": _encode_cursor(tool, args, end) if end < len(items) else None}
+
+
+# ------------------------------------------------------------------------------------------------ the tools
+class Tools:
+    """The tools of one server: on the store it was started on (``store``: a path or URL; never another), with
+    ``allow_app`` (the one module ``evaluate_app`` may run, or None: refused) and an answer budget ceiling."""
+
+    def __init__(self, store: str, *, allow_app: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 root: str | None = None) -> None:
+        self.target = store
+        self.allow_app = allow_app
+        self.max_tokens = max(MIN_MAX_TOKENS, int(max_tokens))
+        self.root = os.path.abspath(root or os.getcwd())
+        self._lock = threading.Lock()
+        self._store: Any = None
+
+    # ---- plumbing
+    def _budget(self, max_tokens: int | None) -> int:
+        if max_tokens is None:
+            return self.max_tokens
+        if max_tokens < MIN_MAX_TOKENS:
+            raise ToolArgumentError(f"max_tokens={max_tokens}: pass {MIN_MAX_TOKENS} or more (at most "
+                                    f"{self.max_tokens}, this server's ceiling), or leave it out.")
+        return min(int(max_tokens), self.max_tokens)
+
+    def store(self) -> Any:
+        """The store the server was started on, opened for reading on first use (a missing store is an error that
+        says how to make one; it is looked for again on the next call)."""
+        with self._lock:
+            if self._store is None:
+                from ._shared import _existing_store  # noqa: PLC0415
+
+                try:
+                    self._store = _existing_store(self.target)
+                except UsageError as exc:
+                    raise ToolArgumentError(f"{exc} This server reads only the store it was started on "
+                                            f"({self.target}); run `evaluate_app` (or `contextjudge eval --store "
+                                            f"{self.target}`) to write a run into it first.") from exc
+            return self._store
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    def _run_id(self, ref: str | None) -> str:
+        from ..errors import StoreError  # noqa: PLC0415
+
+        store = self.store()
+        try:
+            return str(store.resolve_run(ref))
+        except StoreError as exc:
+            raise ToolArgumentError(f"{exc} Call `runs` for the run ids and names this store holds.") from exc
+
+    def _inside(self, path: str, what: str, *, must_exist: bool) -> str:
+        full = os.path.abspath(os.path.join(self.root, path))
+        if os.path.commonpath([full, self.root]) != self.root:
+            raise ToolArgumentError(f"{what} {path!r} is outside the folder this server was started in "
+                                    f"({self.root}): pass a path inside it.")
+        if must_exist and not os.path.isfile(full):
+            raise ToolArgumentError(f"{what} {path!r} does not exist (looked for {full}): pass the path of an "
+                                    "existing file, relative to the folder the server was started in.")
+        return full
+
+    @staticmethod
+    def _keys(metrics: list[str] | None, default: Sequence[str]) -> list[str]:
+        from ._shared import _metric_keys  # noqa: PLC0415
+
+        try:
+            return _metric_keys(metrics, default)
+        except UsageError as exc:
+            raise ToolArgumentError(str(exc)) from exc
+
+    # ---- score
+    def score(self, *, input: str, nodes: list[str], output: str | None = None,  # noqa: A002 - the case's field
+              expected_output: str | None = None, metrics: list[str] | None = None, judge: str = "local",
+              threshold: float | None = None) -> dict[str, Any]:
+        """One test case scored (no store write): per metric the score, pass or fail, the reason, and the
+        per-node verdicts."""
+        from ..cases.testcase import LLMTestCase  # noqa: PLC0415
+        from ..engine import evaluate  # noqa: PLC0415
+        from ._shared import DEFAULT_EVAL_METRICS, _build_metrics, _judge  # noqa: PLC0415
+
+        if not isinstance(input, str) or not input.strip():
+            raise ToolArgumentError("input: pass the user's question as a non-empty string.")
+        if not nodes or not all(isinstance(n, str) for n in nodes):
+            raise ToolArgumentError("nodes: pass the retrieved texts as a non-empty list of strings, best-ranked "
+                                    "first.")
+        if threshold is not None and not 0.0 <= threshold <= 1.0:
+            raise ToolArgumentError(f"threshold={threshold}: pass a number from 0 to 1, or leave it out.")
+        default = list(DEFAULT_EVAL_METRICS)
+        if expected_output is None:
+            default = [k for k in default if k not in ("contextual_precision", "contextual_recall")]
+        if output is None:
+            default = [k for k in default if k != "context_utilization"]
+        keys = self._keys(metrics, default)
+        try:
+            judge_model = _judge(judge, quiet=True)
+        except UsageError as exc:
+            raise ToolArgumentError(f"judge: {exc} Pass 'local' (the embedded offline judge) or a model you have a "
+                                    "key for.") from exc
+        built = _build_metrics(keys, judge_model, threshold, {})
+        try:
+            case = LLMTestCase(input=input, actual_output=output, expected_output=expected_output,
+                               retrieval_context=list(nodes))
+        except (ContextJudgeError, TypeError, ValueError) as exc:
+            raise ToolArgumentError(f"the test case is not valid: {exc}") from exc
+        result = evaluate([case], built, show_progress=False)
+        tr = result.test_results[0]
+        return {"judge": ", ".join(result.judges()) or judge,
+                "scores": [self._metric_row(m, verdicts=True) for m in tr.metrics_data],
+                "error": _short(tr.error, TEXT_CHARS)}
+
+    @staticmethod
+    def _metric_row(m: Any, *, verdicts: bool = False) -> dict[str, Any]:
+        row: dict[str, Any] = {"metric": m.name, "score": _num(m.score), "threshold": _num(m.threshold),
+                               "success": bool(m.success), "reason": _short(m.reason, TEXT_CHARS),
+                               "error": _short(m.error, TEXT_CHARS)}
+        if verdicts:
+            row["verdicts"] = [{"rank": v.get("rank"), "verdict": v.get("verdict"),
+                                "reason": _short(v.get("reason"), VERDICT_REASON_CHARS)}
+                               for v in (m.verdicts or [])[:10] if isinstance(v, dict)]
+        return row
+
+    # ---- runs
+    def runs(self, *, cursor: str | None = None, max_tokens: int | None = None) -> dict[str, Any]:
+        """The runs in the store, newest first (``store.runs()``)."""
+        args = {"cursor": cursor}
+        budget = self._budget(max_tokens)
+        items = [{"run_id": r["run_id"], "name": r["name"], "status": r["status"],
+                  "created_at": _iso(r["created_at"]), "finished_at": _iso(r["finished_at"]),
+                  "cases": r["cases"], "results": r["results"], "judges": list(r["judges"] or [])}
+                 for r in self.store().runs()]
+        return _page("runs", args, items, budget, {"store": str(self.target)}, "runs")
+
+    # ---- one run
+    def _load(self, run_id: str) -> Any:
+        from ..metrics import fill_gold_scores  # noqa: PLC0415
+
+        return fill_gold_scores(self.store().load_run(run_id))
+
+    def run_summary(self, *, run: str | None = None) -> dict[str, Any]:
+        """Per metric the mean and pass rate with their 95% intervals, as the summary and the report compute them
+        (``EvaluationResult.interval``/``pass_rate_interval``), with the gate each metric's threshold sets."""
+        from ._shared import _errored_cases, _metric_gates  # noqa: PLC0415
+
+        run_id = self._run_id(run)
+        info = self.store().run_info(run_id)
+        result = self._load(run_id)
+        gates = _metric_gates(result, None)
+        metrics = []
+        for name, g in gates.items():
+            iv, pr = result.interval(name), result.pass_rate_interval(name)
+            metrics.append({"metric": name, "mean": _num(g.summary["mean"]), "mean_ci": _ci(iv),
+                            "pass_rate": _num(g.summary["pass_rate"]), "pass_rate_ci": _ci(pr),
+                            "scored": g.summary["scored"], "errors": g.summary["errors"],
+                            "threshold": _num(g.threshold), "gate": "fail: " + "; ".join(g.fails) if g.fails
+                            else "pass"})
+        u = result.usage
+        return {"run_id": run_id, "name": info.name, "status": info.status, "created_at": _iso(info.created_at),
+                "cases": len(result), "cases_with_errors": len(_errored_cases(result)),
+                "judges": result.judges(), "metrics": metrics,
+                "usage": {"calls": u.calls, "cache_hits": u.cache_hits, "input_tokens": u.input_tokens,
+                          "output_tokens": u.output_tokens}}
+
+    def worst_cases(self, *, run: str | None = None, metric: str | None = None, cursor: str | None = None,
+                    max_tokens: int | None = None) -> dict[str, Any]:
+        """The run's lowest-scoring (case, metric) results, lowest first (errors before scores), each with the
+        judge's reason, the case's input, output and expected output, and its ranked nodes with their verdicts,
+        shortened."""
+        budget = self._budget(max_tokens)
+        run_id = self._run_id(run)
+        result = self._load(run_id)
+        names = result.metric_names()
+        if metric is not None:
+            wanted = self._metric_name(metric, names)
+            names = [wanted]
+        rows: list[tuple[float, int, str, Any, Any]] = []
+        for tr in result.test_results:
+            for m in tr.metrics_data:
+                if m.name in names:
+                    rank = -1.0 if m.score is None else float(m.score)
+                    rows.append((rank, tr.index, m.name, tr, m))
+        rows.sort(key=lambda r: (r[0], r[1], r[2]))
+        items = [self._case_item(tr, m) for _, _, _, tr, m in rows]
+        args = {"run": run_id, "metric": metric, "cursor": cursor}
+        return _page("worst_cases", args, items, budget, {"run_id": run_id, "metrics": names}, "cases")
+
+    @staticmethod
+    def _metric_name(metric: str, names: list[str]) -> str:
+        from ..metrics import BY_KEY  # noqa: PLC0415
+
+        if metric in names:
+            return metric
+        low = metric.lower().replace("-", "_").replace(" ", "_")
+        for n in names:
+            if n.lower().replace(" ", "_") == low:
+                return n
+        try:
+            key = Tools._keys([metric], [])[0]
+            cls_name = str(BY_KEY[key].name)
+            if cls_name in names:
+                return cls_name
+        except ToolArgumentError:
+            pass
+        raise ToolArgumentError(f"metric {metric!r} has no result in this run: pass one of {', '.join(names)}.")
+
+    @staticmethod
+    def _case_item(tr: Any, m: Any) -> dict[str, Any]:
+        by_rank = {v.get("rank"): v for v in (m.verdicts or []) if isinstance(v, dict) and v.get("rank")}
+        nodes = list(tr.retrieval_context or [])
+        shown = []
+        for i, text in enumerate(nodes[:NODES_SHOWN], start=1):
+            v = by_rank.get(i) or {}
+            shown.append({"rank": i, "text": _short(text, NODE_CHARS), "verdict": v.get("verdict"),
+                          "reason": _short(v.get("reason"), VERDICT_REASON_CHARS)})
+        return {"case_key": getattr(tr.test_case, "id", None), "index": tr.index, "metric": m.name,
+                "score": _num(m.score), "threshold": _num(m.threshold), "success": bool(m.success),
+                "reason": _short(m.reason, TEXT_CHARS), "error": _short(m.error or tr.error, TEXT_CHARS),
+                "input": _short(tr.input, TEXT_CHARS), "actual_output": _short(tr.actual_output, TEXT_CHARS),
+                "expected_output": _short(tr.expected_output, TEXT_CHARS), "nodes": shown,
+                "nodes_total": len(nodes)}
+
+    # ---- two runs
+    def compare_runs(self, *, baseline: str, run: str | None = None, top: int = 5) -> dict[str, Any]:
+        """Per metric the paired difference (run - baseline) with its 95% paired-t interval and the reading, as
+        the report and ``contextjudge compare`` compute them (``report.compare_runs``), and the cases that
+        changed most."""
+        from ..report import compare_runs  # noqa: PLC0415
+
+        if not 0 <= top <= 20:
+            raise ToolArgumentError(f"top={top}: pass 0 to 20 (the changed cases shown per metric).")
+        base = self._run_id(baseline)
+        cur = self._run_id(run)
+        store = self.store()
+        changes = compare_runs(store.load_run(cur), store.load_run(base), top=top)
+        metrics = []
+        for c in changes:
+            iv = c.difference
+            metrics.append({"metric": c.metric, "baseline_mean": _num(c.baseline_mean),
+                            "current_mean": _num(c.current_mean), "difference": _num(iv.estimate),
+                            "ci": _ci(iv), "pairs": iv.n, "reading": c.reading,
+                            "significantly_worse": bool(c.significantly_worse),
+                            "changed_cases": [{"case_key": cc.key, "index": cc.index,
+                                               "input": _short(cc.text, 120), "baseline": _num(cc.baseline),
+                                               "current": _num(cc.current), "change": _num(cc.difference)}
+                                              for cc in c.top_cases]})
+        worse = [m["metric"] for m in metrics if m["significantly_worse"]]
+        return {"run_id": cur, "baseline_id": base, "paired_by": "test case id, else input",
+                "level": 0.95, "metrics": metrics, "worse_on": worse, "regression": bool(worse)}
+
+    # ---- the store over time
+    def trend(self, *, by: str = "day", since: str | None = None, until: str | None = None,
+              metric: list[str] | None = None, where: dict[str, str] | None = None, min_cases: int = 10,
+              check_drop: bool = False, baseline: str = "previous", cursor: str | None = None,
+              max_tokens: int | None = None) -> dict[str, Any]:
+        """``store.trend()`` per window and metric (``contextjudge trend``), newest window first; with
+        ``check_drop``, the drop check of ``trend --fail-on-drop`` (``store.find_drops``)."""
+        from ..errors import ConfigurationError, StoreError  # noqa: PLC0415
+        from ..store import find_drops  # noqa: PLC0415
+
+        budget = self._budget(max_tokens)
+        if by not in ("hour", "day", "week"):
+            raise ToolArgumentError(f"by={by!r}: pass 'hour', 'day' or 'week'.")
+        if min_cases < 2:
+            raise ToolArgumentError(f"min_cases={min_cases}: pass 2 or more (a window needs two cases for an "
+                                    "interval).")
+        store = self.store()
+        filters = {str(k): [str(v)] for k, v in (where or {}).items()}
+        try:
+            tr = store.trend(metric=metric or None, by=by, since=since, until=until, where=filters,
+                             min_cases=min_cases)
+            drop: dict[str, Any] | None = None
+            if check_drop and tr.windows:
+                drops, info = find_drops(store, tr, baseline=baseline, min_drop=0.0, where=filters)
+                drop = {**(info or {}), "drops": [d.to_dict() for d in drops],
+                        "dropped": [d.metric for d in drops if d.status == "drop"]}
+        except (ConfigurationError, StoreError) as exc:
+            raise ToolArgumentError(f"{exc} (since/until: an ISO date such as 2026-11-20, or a span back from now "
+                                    "such as 14d; where: retriever, tag, run or a metadata key.)") from exc
+        data = tr.to_dict()
+        windows = list(reversed(data.pop("windows", [])))
+        head = {k: v for k, v in data.items()}
+        head["judge_changes"] = head.get("judge_changes", [])[:20]
+        if check_drop:
+            head["drop_check"] = _bounded(drop, budget // 2)
+        args = {"by": by, "since": since, "until": until, "metric": metric, "where": where, "min_cases": min_cases,
+                "check_drop": check_drop, "baseline": baseline, "cursor": cursor}
+        return _page("trend", args, windows, budget, head, "windows")
+
+    # ---- cost before running
+    def estimate(self, *, model: str, goldens: str | None = None, run: str | None = None,
+                 metrics: list[str] | None = None, sample_rate: float = 1.0,
+                 requests_per_day: float | None = None) -> dict[str, Any]:
+        """Judge calls, tokens and dollars before anything is judged (``engine.estimate``), for a goldens file or a
+        stored run's cases."""
+        from ..engine import estimate  # noqa: PLC0415
+        from ._shared import DEFAULT_EVAL_METRICS, _config_metric_keys  # noqa: PLC0415
+
+        if (goldens is None) == (run is None):
+            raise ToolArgumentError("estimate needs the cases: pass goldens (a goldens file's path) or run (a stored "
+                                    "run's id or name), one of them.")
+        if not 0.0 <= sample_rate <= 1.0:
+            raise ToolArgumentError(f"sample_rate={sample_rate}: pass a share from 0 to 1.")
+        if requests_per_day is not None and requests_per_day < 0:
+            raise ToolArgumentError(f"requests_per_day={requests_per_day}: pass a number >= 0, or leave it out.")
+        default = list(DEFAULT_EVAL_METRICS)
+        observed = None
+        source: Any
+        if goldens is not None:
+            from ..goldens import load_goldens  # noqa: PLC0415
+
+            try:
+                source = load_goldens(self._inside(goldens, "goldens", must_exist=True))
+            except ContextJudgeError as exc:
+                raise ToolArgumentError(f"goldens {goldens!r}: {exc}") from exc
+            if not len(source):
+                raise ToolArgumentError(f"goldens {goldens!r} holds no goldens: one JSON object per line with an "
+                                        "'input'.")
+        else:
+            run_id = self._run_id(run)
+            store = self.store()
+            default = _config_metric_keys(store.run_info(run_id).config) or default
+            source = [c.test_case for c in store.load_cases(run_id)]
+            observed = store.answer_lengths(model)
+            if not source:
+                raise ToolArgumentError(f"the run {run_id} holds no cases to estimate: pass another run.")
+        keys = self._keys(metrics, default)
+        try:
+            est = estimate(source, keys, model=model, sample_rate=sample_rate, per_day=requests_per_day,
+                           observed_output=observed)
+        except ContextJudgeError as exc:
+            raise ToolArgumentError(f"{exc}") from exc
+        return _bounded(est.to_dict(), self.max_tokens)
+
+    # ---- the judge against labels
+    def judge_check(self, *, judge: str = "local", limit: int | None = None, show: int = 3) -> dict[str, Any]:
+        """``contextjudge calibrate --builtin``: the judge's agreement (accuracy, Cohen's kappa, TPR, TNR, with 95%
+        intervals) with the labelled set that ships with contextjudge, per verdict family; ``limit``: only the
+        first N labelled cases (quicker, wider intervals)."""
+        from .._aio import run_sync  # noqa: PLC0415
+        from ..engine import acalibrate, read_labels_file  # noqa: PLC0415
+        from ..judges import FAMILIES  # noqa: PLC0415
+        from ._shared import _judge  # noqa: PLC0415
+        from ._trust import builtin_check_path  # noqa: PLC0415
+
+        if limit is not None and limit < 1:
+            raise ToolArgumentError(f"limit={limit}: pass a number of labelled cases >= 1, or leave it out for all.")
+        if not 0 <= show <= 20:
+            raise ToolArgumentError(f"show={show}: pass 0 to 20 (disagreements listed per family).")
+        try:
+            judge_model = _judge(judge, quiet=True)
+        except UsageError as exc:
+            raise ToolArgumentError(f"judge: {exc}") from exc
+        cases = read_labels_file(builtin_check_path())
+        total = len(cases)
+        if limit is not None:
+            cases = cases[:limit]
+        spec = judge if judge.strip().lower() != "fake" else None
+        report = run_sync(acalibrate(cases, judge_model, judge_spec=spec))
+        families = {}
+        for f in FAMILIES:
+            if f not in report:
+                continue
+            r = report[f]
+            families[f] = {k: r.get(k) for k in ("cases", "items", "base_rate", "accuracy", "accuracy_ci", "kappa",
+                                                 "kappa_ci", "tpr", "tpr_ci", "tnr", "tnr_ci", "confusion")}
+            families[f]["disagreements"] = [{"case": d.get("case"), "item": d.get("item"), "label": d.get("label"),
+                                             "verdict": d.get("verdict"), "text": _short(d.get("text"), 120)}
+                                            for d in (r.get("disagreements") or [])[:show]]
+            families[f]["disagreements_total"] = len(r.get("disagreements") or [])
+        return {"judge": report.get("judge"), "labelled_cases": len(cases), "of": total, "families": families,
+                "errors": len(report.get("errors") or []), "level": 0.95}
+
+    # ---- the user's app
+    def evaluate_app(self, *, goldens: str, app: str | None = None, metrics: list[str] | None = None,
+                     judge: str = "local", threshold: float | None = None, min_pass_rate: float | None = None,
+                     allow_errors: bool = False, report: str | None = None, timeout_s: float = 900.0,
+                     run_command: Callable[..., Any] | None = None) -> dict[str, Any]:
+        """``contextjudge eval --app`` on a goldens file, in a fresh process (so an edited app is the app run, and
+        nothing it prints or raises reaches this server), into this server's store; then the run read back: the
+        summary, the gate's verdict and the report's path."""
+        spec = self._allowed_app(app)
+        goldens_path = self._inside(goldens, "goldens", must_exist=True)
+        keys = self._keys(metrics, ()) if metrics else None
+        for name, x in (("threshold", threshold), ("min_pass_rate", min_pass_rate)):
+            if x is not None and not 0.0 <= x <= 1.0:
+                raise ToolArgumentError(f"{name}={x}: pass a number from 0 to 1, or leave it out.")
+        run_id = "mcp-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(2).hex()
+        report_path = self._inside(report or os.path.join(".contextjudge", f"report-{run_id}.html"), "report",
+                                   must_exist=False)
+        cmd = [sys.executable, "-m", "contextjudge", "eval", "--app", spec, "--goldens", goldens_path, "--store",
+               str(self.target), "--run-id", run_id, "--report", report_path, "--model", judge, "--no-progress"]
+        if keys:
+            cmd += ["--metrics", *keys]
+        if threshold is not None:
+            cmd += ["--threshold", str(threshold)]
+        if min_pass_rate is not None:
+            cmd += ["--min-pass-rate", str(min_pass_rate)]
+        if allow_errors:
+            cmd.append("--allow-errors")
+        runner = run_command or subprocess.run
+        try:
+            done = runner(cmd, cwd=self.root, capture_output=True, text=True, timeout=timeout_s,
+                          stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            raise ToolArgumentError(f"the app did not finish its goldens in {timeout_s:.0f}s: pass a larger "
+                                    "timeout_s, or fewer goldens.") from exc
+        if done.returncode == 2:
+            lines = [ln for ln in (done.stderr or "").splitlines() if ln.strip()]
+            why = next((ln.split("error: ", 1)[1] for ln in reversed(lines) if "contextjudge: error: " in ln),
+                       lines[-1] if lines else "no message")
+            raise ToolArgumentError(f"contextjudge eval --app {spec} failed: {why}")
+        self.close()  # the run was written by another process: read the store afresh
+        try:
+            summary = self.run_summary(run=run_id)
+        except ToolArgumentError as exc:
+            tail = _short((done.stderr or "").strip()[-600:], 600)
+            raise ToolArgumentError(f"contextjudge eval --app {spec} exited {done.returncode} without a stored run "
+                                    f"({exc}); its last words: {tail}") from exc
+        verdict = {0: "pass", 1: "gate failed", 3: "case errors"}.get(done.returncode, f"exit {done.returncode}")
+        return {"app": spec, "goldens": goldens_path, "run_id": run_id, "exit_code": done.returncode,
+                "verdict": verdict, "gate_passed": done.returncode == 0, "report": report_path,
+                "summary": summary,
+                "next": f"worst_cases(run={run_id!r}) for the cases to explain; compare_runs(baseline=..., "
+                        f"run={run_id!r}) against an earlier run"}
+
+    def _allowed_app(self, app: str | None) -> str:
+        if not self.allow_app:
+            raise ToolArgumentError("evaluate_app runs your app's code, so this server refuses it unless started "
+                                    "with --allow-app: restart it as `contextjudge mcp --allow-app MODULE` (e.g. "
+                                    "--allow-app myapp.chain or --allow-app myapp.chain:rag_chain); only that module "
+                                    "is run.")
+        allowed_module, _, allowed_obj = self.allow_app.partition(":")
+        spec = app or (self.allow_app if allowed_obj else None)
+        if not spec:
+            raise ToolArgumentError(f"app: pass the app object as MODULE:OBJECT inside {allowed_module} (e.g. "
+                                    f"{allowed_module}:rag_chain).")
+        module, sep, obj = spec.partition(":")
+        if not sep or not obj:
+            if module == allowed_module and allowed_obj:
+                return self.allow_app
+            raise ToolArgumentError(f"app {spec!r} is not MODULE:OBJECT: pass e.g. {allowed_module}:rag_chain.")
+        if module != allowed_module:
+            raise ToolArgumentError(f"app {spec!r} is refused: this server runs only the module {allowed_module!r} "
+                                    f"(--allow-app {self.allow_app}); pass an object of that module.")
+        return spec
+
+
+def _bounded(obj: Any, budget: int) -> Any:
+    """``obj`` with its lists cut (each list keeps a head and says how many were left out) until it fits."""
+    if obj is None or _tokens(obj) <= budget:
+        return obj
+
+    def cut(x: Any, n: int) -> Any:
+        if isinstance(x, dict):
+            return {k: cut(v, n) for k, v in x.items()}
+        if isinstance(x, list):
+            head = [cut(v, n) for v in x[:n]]
+            return head + ([{"left_out": len(x) - n}] if len(x) > n else [])
+        if isinstance(x, str):
+            return _short(x, TEXT_CHARS)
+        return x
+
+    for n in (20, 10, 5, 2, 1):
+        out = cut(obj, n)
+        if _tokens(out) <= budget:
+            return out
+    return out
+

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import ContextJudgeError, UsageError
 
-__all__ = ["DEFAULT_MAX_TOKENS", "ToolArgumentError", "Tools"]
+__all__ = ["DEFAULT_MAX_TOKENS", "ToolArgumentError", "Tools", "Workspace"]
 
 DEFAULT_MAX_TOKENS = 4000  # an answer's budget, in tokens (estimated as characters / 4)
 MIN_MAX_TOKENS = 200
@@ -102,6 +102,9 @@ def _page(tool: str, args: dict[str, Any], items: Sequence[dict[str, Any]], budg
         cost = _tokens(item)
         if page and spent + cost > budget:
             break
+        if not page and spent + cost > budget:  # the first item alone is too big: shorten it to fit
+            item = _shrunk(item, budget - spent)
+            cost = _tokens(item)
         page.append(item)
         spent += cost
     end = offset + len(page)
@@ -110,9 +113,10 @@ def _page(tool: str, args: dict[str, Any], items: Sequence[dict[str, Any]], budg
 
 
 # ------------------------------------------------------------------------------------------------ the tools
-class Tools:
-    """The tools of one server: on the store it was started on (``store``: a path or URL; never another), with
-    ``allow_app`` (the one module ``evaluate_app`` may run, or None: refused) and an answer budget ceiling."""
+class Workspace:
+    """What every tool of one server shares: the store it was started on (``store``: a path or URL; never
+    another), opened once for reading, the folder it was started in (paths must lie inside), ``allow_app`` (the one
+    module ``evaluate_app`` may run, or None: refused) and the answer budget's ceiling."""
 
     def __init__(self, store: str, *, allow_app: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
                  root: str | None = None) -> None:
@@ -124,7 +128,7 @@ class Tools:
         self._store: Any = None
 
     # ---- plumbing
-    def _budget(self, max_tokens: int | None) -> int:
+    def budget(self, max_tokens: int | None) -> int:
         if max_tokens is None:
             return self.max_tokens
         if max_tokens < MIN_MAX_TOKENS:
@@ -153,7 +157,7 @@ class Tools:
                 self._store.close()
                 self._store = None
 
-    def _run_id(self, ref: str | None) -> str:
+    def run_id(self, ref: str | None) -> str:
         from ..errors import StoreError  # noqa: PLC0415
 
         store = self.store()
@@ -162,7 +166,7 @@ class Tools:
         except StoreError as exc:
             raise ToolArgumentError(f"{exc} Call `runs` for the run ids and names this store holds.") from exc
 
-    def _inside(self, path: str, what: str, *, must_exist: bool) -> str:
+    def inside(self, path: str, what: str, *, must_exist: bool) -> str:
         full = os.path.abspath(os.path.join(self.root, path))
         if os.path.commonpath([full, self.root]) != self.root:
             raise ToolArgumentError(f"{what} {path!r} is outside the folder this server was started in "
@@ -173,7 +177,7 @@ class Tools:
         return full
 
     @staticmethod
-    def _keys(metrics: list[str] | None, default: Sequence[str]) -> list[str]:
+    def keys(metrics: list[str] | None, default: Sequence[str]) -> list[str]:
         from ._shared import _metric_keys  # noqa: PLC0415
 
         try:
@@ -182,80 +186,36 @@ class Tools:
             raise ToolArgumentError(str(exc)) from exc
 
     # ---- score
-    def score(self, *, input: str, nodes: list[str], output: str | None = None,  # noqa: A002 - the case's field
-              expected_output: str | None = None, metrics: list[str] | None = None, judge: str = "local",
-              threshold: float | None = None) -> dict[str, Any]:
-        """One test case scored (no store write): per metric the score, pass or fail, the reason, and the
-        per-node verdicts."""
-        from ..cases.testcase import LLMTestCase  # noqa: PLC0415
-        from ..engine import evaluate  # noqa: PLC0415
-        from ._shared import DEFAULT_EVAL_METRICS, _build_metrics, _judge  # noqa: PLC0415
 
-        if not isinstance(input, str) or not input.strip():
-            raise ToolArgumentError("input: pass the user's question as a non-empty string.")
-        if not nodes or not all(isinstance(n, str) for n in nodes):
-            raise ToolArgumentError("nodes: pass the retrieved texts as a non-empty list of strings, best-ranked "
-                                    "first.")
-        if threshold is not None and not 0.0 <= threshold <= 1.0:
-            raise ToolArgumentError(f"threshold={threshold}: pass a number from 0 to 1, or leave it out.")
-        default = list(DEFAULT_EVAL_METRICS)
-        if expected_output is None:
-            default = [k for k in default if k not in ("contextual_precision", "contextual_recall")]
-        if output is None:
-            default = [k for k in default if k != "context_utilization"]
-        keys = self._keys(metrics, default)
-        try:
-            judge_model = _judge(judge, quiet=True)
-        except UsageError as exc:
-            raise ToolArgumentError(f"judge: {exc} Pass 'local' (the embedded offline judge) or a model you have a "
-                                    "key for.") from exc
-        built = _build_metrics(keys, judge_model, threshold, {})
-        try:
-            case = LLMTestCase(input=input, actual_output=output, expected_output=expected_output,
-                               retrieval_context=list(nodes))
-        except (ContextJudgeError, TypeError, ValueError) as exc:
-            raise ToolArgumentError(f"the test case is not valid: {exc}") from exc
-        result = evaluate([case], built, show_progress=False)
-        tr = result.test_results[0]
-        return {"judge": ", ".join(result.judges()) or judge,
-                "scores": [self._metric_row(m, verdicts=True) for m in tr.metrics_data],
-                "error": _short(tr.error, TEXT_CHARS)}
+class StoreReads:
+    """The tools that read the store: runs, run_summary, worst_cases, compare_runs, trend and estimate."""
 
-    @staticmethod
-    def _metric_row(m: Any, *, verdicts: bool = False) -> dict[str, Any]:
-        row: dict[str, Any] = {"metric": m.name, "score": _num(m.score), "threshold": _num(m.threshold),
-                               "success": bool(m.success), "reason": _short(m.reason, TEXT_CHARS),
-                               "error": _short(m.error, TEXT_CHARS)}
-        if verdicts:
-            row["verdicts"] = [{"rank": v.get("rank"), "verdict": v.get("verdict"),
-                                "reason": _short(v.get("reason"), VERDICT_REASON_CHARS)}
-                               for v in (m.verdicts or [])[:10] if isinstance(v, dict)]
-        return row
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
 
-    # ---- runs
     def runs(self, *, cursor: str | None = None, max_tokens: int | None = None) -> dict[str, Any]:
         """The runs in the store, newest first (``store.runs()``)."""
         args = {"cursor": cursor}
-        budget = self._budget(max_tokens)
+        budget = self.ws.budget(max_tokens)
         items = [{"run_id": r["run_id"], "name": r["name"], "status": r["status"],
                   "created_at": _iso(r["created_at"]), "finished_at": _iso(r["finished_at"]),
                   "cases": r["cases"], "results": r["results"], "judges": list(r["judges"] or [])}
-                 for r in self.store().runs()]
-        return _page("runs", args, items, budget, {"store": str(self.target)}, "runs")
+                 for r in self.ws.store().runs()]
+        return _page("runs", args, items, budget, {"store": str(self.ws.target)}, "runs")
 
     # ---- one run
     def _load(self, run_id: str) -> Any:
         from ..metrics import fill_gold_scores  # noqa: PLC0415
 
-        return fill_gold_scores(self.store().load_run(run_id))
+        return fill_gold_scores(self.ws.store().load_run(run_id))
 
     def run_summary(self, *, run: str | None = None) -> dict[str, Any]:
         """Per metric the mean and pass rate with their 95% intervals, as the summary and the report compute them
         (``EvaluationResult.interval``/``pass_rate_interval``), with the gate each metric's threshold sets."""
         from ._shared import _errored_cases, _metric_gates  # noqa: PLC0415
 
-        run_id = self._run_id(run)
-        info = self.store().run_info(run_id)
+        run_id = self.ws.run_id(run)
+        info = self.ws.store().run_info(run_id)
         result = self._load(run_id)
         gates = _metric_gates(result, None)
         metrics = []
@@ -278,8 +238,8 @@ class Tools:
         """The run's lowest-scoring (case, metric) results, lowest first (errors before scores), each with the
         judge's reason, the case's input, output and expected output, and its ranked nodes with their verdicts,
         shortened."""
-        budget = self._budget(max_tokens)
-        run_id = self._run_id(run)
+        budget = self.ws.budget(max_tokens)
+        run_id = self.ws.run_id(run)
         result = self._load(run_id)
         names = result.metric_names()
         if metric is not None:
@@ -307,7 +267,7 @@ class Tools:
             if n.lower().replace(" ", "_") == low:
                 return n
         try:
-            key = Tools._keys([metric], [])[0]
+            key = Workspace.keys([metric], [])[0]
             cls_name = str(BY_KEY[key].name)
             if cls_name in names:
                 return cls_name
@@ -340,9 +300,9 @@ class Tools:
 
         if not 0 <= top <= 20:
             raise ToolArgumentError(f"top={top}: pass 0 to 20 (the changed cases shown per metric).")
-        base = self._run_id(baseline)
-        cur = self._run_id(run)
-        store = self.store()
+        base = self.ws.run_id(baseline)
+        cur = self.ws.run_id(run)
+        store = self.ws.store()
         changes = compare_runs(store.load_run(cur), store.load_run(base), top=top)
         metrics = []
         for c in changes:
@@ -369,13 +329,13 @@ class Tools:
         from ..errors import ConfigurationError, StoreError  # noqa: PLC0415
         from ..store import find_drops  # noqa: PLC0415
 
-        budget = self._budget(max_tokens)
+        budget = self.ws.budget(max_tokens)
         if by not in ("hour", "day", "week"):
             raise ToolArgumentError(f"by={by!r}: pass 'hour', 'day' or 'week'.")
         if min_cases < 2:
             raise ToolArgumentError(f"min_cases={min_cases}: pass 2 or more (a window needs two cases for an "
                                     "interval).")
-        store = self.store()
+        store = self.ws.store()
         filters = {str(k): [str(v)] for k, v in (where or {}).items()}
         try:
             tr = store.trend(metric=metric or None, by=by, since=since, until=until, where=filters,
@@ -421,29 +381,87 @@ class Tools:
             from ..goldens import load_goldens  # noqa: PLC0415
 
             try:
-                source = load_goldens(self._inside(goldens, "goldens", must_exist=True))
+                source = load_goldens(self.ws.inside(goldens, "goldens", must_exist=True))
             except ContextJudgeError as exc:
                 raise ToolArgumentError(f"goldens {goldens!r}: {exc}") from exc
             if not len(source):
                 raise ToolArgumentError(f"goldens {goldens!r} holds no goldens: one JSON object per line with an "
                                         "'input'.")
         else:
-            run_id = self._run_id(run)
-            store = self.store()
+            run_id = self.ws.run_id(run)
+            store = self.ws.store()
             default = _config_metric_keys(store.run_info(run_id).config) or default
             source = [c.test_case for c in store.load_cases(run_id)]
             observed = store.answer_lengths(model)
             if not source:
                 raise ToolArgumentError(f"the run {run_id} holds no cases to estimate: pass another run.")
-        keys = self._keys(metrics, default)
+        keys = self.ws.keys(metrics, default)
         try:
             est = estimate(source, keys, model=model, sample_rate=sample_rate, per_day=requests_per_day,
                            observed_output=observed)
         except ContextJudgeError as exc:
             raise ToolArgumentError(f"{exc}") from exc
-        return _bounded(est.to_dict(), self.max_tokens)
+        return _bounded(est.to_dict(), self.ws.max_tokens)
 
     # ---- the judge against labels
+
+class Judging:
+    """The tools that ask a judge and write nothing: score (one case) and judge_check (the built-in labels)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+
+    def score(self, *, input: str, nodes: list[str], output: str | None = None,  # noqa: A002 - the case's field
+              expected_output: str | None = None, metrics: list[str] | None = None, judge: str = "local",
+              threshold: float | None = None) -> dict[str, Any]:
+        """One test case scored (no store write): per metric the score, pass or fail, the reason, and the
+        per-node verdicts."""
+        from ..cases.testcase import LLMTestCase  # noqa: PLC0415
+        from ..engine import evaluate  # noqa: PLC0415
+        from ._shared import DEFAULT_EVAL_METRICS, _build_metrics, _judge  # noqa: PLC0415
+
+        if not isinstance(input, str) or not input.strip():
+            raise ToolArgumentError("input: pass the user's question as a non-empty string.")
+        if not nodes or not all(isinstance(n, str) for n in nodes):
+            raise ToolArgumentError("nodes: pass the retrieved texts as a non-empty list of strings, best-ranked "
+                                    "first.")
+        if threshold is not None and not 0.0 <= threshold <= 1.0:
+            raise ToolArgumentError(f"threshold={threshold}: pass a number from 0 to 1, or leave it out.")
+        default = list(DEFAULT_EVAL_METRICS)
+        if expected_output is None:
+            default = [k for k in default if k not in ("contextual_precision", "contextual_recall")]
+        if output is None:
+            default = [k for k in default if k != "context_utilization"]
+        keys = self.ws.keys(metrics, default)
+        try:
+            judge_model = _judge(judge, quiet=True)
+        except UsageError as exc:
+            raise ToolArgumentError(f"judge: {exc} Pass 'local' (the embedded offline judge) or a model you have a "
+                                    "key for.") from exc
+        built = _build_metrics(keys, judge_model, threshold, {})
+        try:
+            case = LLMTestCase(input=input, actual_output=output, expected_output=expected_output,
+                               retrieval_context=list(nodes))
+        except (ContextJudgeError, TypeError, ValueError) as exc:
+            raise ToolArgumentError(f"the test case is not valid: {exc}") from exc
+        result = evaluate([case], built, show_progress=False)
+        tr = result.test_results[0]
+        return {"judge": ", ".join(result.judges()) or judge,
+                "scores": [self._metric_row(m, verdicts=True) for m in tr.metrics_data],
+                "error": _short(tr.error, TEXT_CHARS)}
+
+    @staticmethod
+    def _metric_row(m: Any, *, verdicts: bool = False) -> dict[str, Any]:
+        row: dict[str, Any] = {"metric": m.name, "score": _num(m.score), "threshold": _num(m.threshold),
+                               "success": bool(m.success), "reason": _short(m.reason, TEXT_CHARS),
+                               "error": _short(m.error, TEXT_CHARS)}
+        if verdicts:
+            row["verdicts"] = [{"rank": v.get("rank"), "verdict": v.get("verdict"),
+                                "reason": _short(v.get("reason"), VERDICT_REASON_CHARS)}
+                               for v in (m.verdicts or [])[:10] if isinstance(v, dict)]
+        return row
+
+    # ---- runs
     def judge_check(self, *, judge: str = "local", limit: int | None = None, show: int = 3) -> dict[str, Any]:
         """``contextjudge calibrate --builtin``: the judge's agreement (accuracy, Cohen's kappa, TPR, TNR, with 95%
         intervals) with the labelled set that ships with contextjudge, per verdict family; ``limit``: only the
@@ -483,6 +501,14 @@ class Tools:
                 "errors": len(report.get("errors") or []), "level": 0.95}
 
     # ---- the user's app
+
+class AppRuns:
+    """evaluate_app: the user's app run on goldens in a fresh process, into the server's store, then read back."""
+
+    def __init__(self, ws: Workspace, reads: StoreReads) -> None:
+        self.ws = ws
+        self.reads = reads
+
     def evaluate_app(self, *, goldens: str, app: str | None = None, metrics: list[str] | None = None,
                      judge: str = "local", threshold: float | None = None, min_pass_rate: float | None = None,
                      allow_errors: bool = False, report: str | None = None, timeout_s: float = 900.0,
@@ -491,16 +517,16 @@ class Tools:
         nothing it prints or raises reaches this server), into this server's store; then the run read back: the
         summary, the gate's verdict and the report's path."""
         spec = self._allowed_app(app)
-        goldens_path = self._inside(goldens, "goldens", must_exist=True)
-        keys = self._keys(metrics, ()) if metrics else None
+        goldens_path = self.ws.inside(goldens, "goldens", must_exist=True)
+        keys = self.ws.keys(metrics, ()) if metrics else None
         for name, x in (("threshold", threshold), ("min_pass_rate", min_pass_rate)):
             if x is not None and not 0.0 <= x <= 1.0:
                 raise ToolArgumentError(f"{name}={x}: pass a number from 0 to 1, or leave it out.")
         run_id = "mcp-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(2).hex()
-        report_path = self._inside(report or os.path.join(".contextjudge", f"report-{run_id}.html"), "report",
+        report_path = self.ws.inside(report or os.path.join(".contextjudge", f"report-{run_id}.html"), "report",
                                    must_exist=False)
         cmd = [sys.executable, "-m", "contextjudge", "eval", "--app", spec, "--goldens", goldens_path, "--store",
-               str(self.target), "--run-id", run_id, "--report", report_path, "--model", judge, "--no-progress"]
+               str(self.ws.target), "--run-id", run_id, "--report", report_path, "--model", judge, "--no-progress"]
         if keys:
             cmd += ["--metrics", *keys]
         if threshold is not None:
@@ -511,7 +537,7 @@ class Tools:
             cmd.append("--allow-errors")
         runner = run_command or subprocess.run
         try:
-            done = runner(cmd, cwd=self.root, capture_output=True, text=True, timeout=timeout_s,
+            done = runner(cmd, cwd=self.ws.root, capture_output=True, text=True, timeout=timeout_s,
                           stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as exc:
             raise ToolArgumentError(f"the app did not finish its goldens in {timeout_s:.0f}s: pass a larger "
@@ -521,9 +547,9 @@ class Tools:
             why = next((ln.split("error: ", 1)[1] for ln in reversed(lines) if "contextjudge: error: " in ln),
                        lines[-1] if lines else "no message")
             raise ToolArgumentError(f"contextjudge eval --app {spec} failed: {why}")
-        self.close()  # the run was written by another process: read the store afresh
+        self.ws.close()  # the run was written by another process: read the store afresh
         try:
-            summary = self.run_summary(run=run_id)
+            summary = self.reads.run_summary(run=run_id)
         except ToolArgumentError as exc:
             tail = _short((done.stderr or "").strip()[-600:], 600)
             raise ToolArgumentError(f"contextjudge eval --app {spec} exited {done.returncode} without a stored run "
@@ -536,25 +562,62 @@ class Tools:
                         f"run={run_id!r}) against an earlier run"}
 
     def _allowed_app(self, app: str | None) -> str:
-        if not self.allow_app:
+        if not self.ws.allow_app:
             raise ToolArgumentError("evaluate_app runs your app's code, so this server refuses it unless started "
                                     "with --allow-app: restart it as `contextjudge mcp --allow-app MODULE` (e.g. "
                                     "--allow-app myapp.chain or --allow-app myapp.chain:rag_chain); only that module "
                                     "is run.")
-        allowed_module, _, allowed_obj = self.allow_app.partition(":")
-        spec = app or (self.allow_app if allowed_obj else None)
+        allowed_module, _, allowed_obj = self.ws.allow_app.partition(":")
+        spec = app or (self.ws.allow_app if allowed_obj else None)
         if not spec:
             raise ToolArgumentError(f"app: pass the app object as MODULE:OBJECT inside {allowed_module} (e.g. "
                                     f"{allowed_module}:rag_chain).")
         module, sep, obj = spec.partition(":")
         if not sep or not obj:
             if module == allowed_module and allowed_obj:
-                return self.allow_app
+                return self.ws.allow_app
             raise ToolArgumentError(f"app {spec!r} is not MODULE:OBJECT: pass e.g. {allowed_module}:rag_chain.")
         if module != allowed_module:
             raise ToolArgumentError(f"app {spec!r} is refused: this server runs only the module {allowed_module!r} "
-                                    f"(--allow-app {self.allow_app}); pass an object of that module.")
+                                    f"(--allow-app {self.ws.allow_app}); pass an object of that module.")
         return spec
+
+
+
+class Tools:
+    """The tools of one server (what ``_mcp_server`` registers), on a ``Workspace``: ``Tools(store, allow_app=...,
+    max_tokens=...)``."""
+
+    def __init__(self, store: str, *, allow_app: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 root: str | None = None) -> None:
+        self.ws = Workspace(store, allow_app=allow_app, max_tokens=max_tokens, root=root)
+        reads, judging = StoreReads(self.ws), Judging(self.ws)
+        self.runs, self.run_summary, self.worst_cases = reads.runs, reads.run_summary, reads.worst_cases
+        self.compare_runs, self.trend, self.estimate = reads.compare_runs, reads.trend, reads.estimate
+        self.score, self.judge_check = judging.score, judging.judge_check
+        self.evaluate_app = AppRuns(self.ws, reads).evaluate_app
+
+    def close(self) -> None:
+        self.ws.close()
+
+def _shrunk(item: Any, budget: int) -> Any:
+    """``item`` with shorter texts and lists (down to 40 characters and one element) until it fits ``budget``."""
+    out = item
+    for chars, keep in ((150, 3), (80, 2), (40, 1)):
+        out = _cut(item, chars, keep)
+        if _tokens(out) <= budget:
+            break
+    return out
+
+
+def _cut(x: Any, chars: int, keep: int) -> Any:
+    if isinstance(x, dict):
+        return {k: _cut(v, chars, keep) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_cut(v, chars, keep) for v in x[:keep]]
+    if isinstance(x, str) and len(x) > chars:
+        return _short(x, chars)
+    return x
 
 
 def _bounded(obj: Any, budget: int) -> Any:

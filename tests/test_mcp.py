@@ -1,0 +1,423 @@
+"""``contextjudge mcp``: the MCP server, driven by the official SDK's own client over stdio, as an assistant drives it.
+
+One server process per module for the read tools (a real SQLite store with a baseline run, a worse run and a huge
+run); its own servers for what needs other flags: a missing store, a read-only store, ``--allow-app`` (the LangChain
+tutorial app's goldens through ``evaluate_app``), and two clients at once. Each client lives on a thread of its own
+with its own event loop (``Session``), so one server serves every test of the module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'contextjudge[mcp]')")
+
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+from contextjudge import LLMTestCase, evaluate  # noqa: E402
+from contextjudge.metrics import from_keys  # noqa: E402
+from contextjudge.store import open_store  # noqa: E402
+from contextjudge.testing import FakeJudge  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHONPATH = os.pathsep.join(str(REPO / p) for p in ("src", "integrations/langchain/src",
+                                                      "integrations/llama_index/src"))
+TOOLS = {"score", "runs", "run_summary", "worst_cases", "compare_runs", "trend", "estimate", "judge_check",
+         "evaluate_app"}
+
+DOCS = [
+    "Employees get 25 vacation days per year. Unused days carry over until March.",
+    "The parking garage opens at 6am. Visitor parking is on level 2.",
+    "Expenses above 500 euros need a manager's approval. Receipts are required.",
+    "The cafeteria serves lunch from noon to 2pm.",
+    "Remote work is allowed two days per week with a manager's approval.",
+    "New laptops are ordered through the IT portal and arrive within a week.",
+]
+QUESTIONS = [
+    ("How many vacation days do employees get?", 0, "Employees get 25 vacation days per year."),
+    ("When does the parking garage open?", 1, "The parking garage opens at 6am."),
+    ("Which expenses need a manager's approval?", 2, "Expenses above 500 euros need a manager's approval."),
+    ("When does the cafeteria serve lunch?", 3, "The cafeteria serves lunch from noon to 2pm."),
+    ("How many days of remote work are allowed?", 4, "Remote work is allowed two days per week."),
+    ("How are new laptops ordered?", 5, "New laptops are ordered through the IT portal."),
+    ("Where is visitor parking?", 1, "Visitor parking is on level 2."),
+    ("Do unused vacation days carry over?", 0, "Unused vacation days carry over until March."),
+]
+
+
+def _cases(answer_rank: int) -> list[LLMTestCase]:
+    """One case per question; the document that answers it at ``answer_rank`` (0 = first) among three."""
+    out = []
+    for i, (q, doc, expected) in enumerate(QUESTIONS):
+        others = [d for j, d in enumerate(DOCS) if j != doc][i % 3: i % 3 + 2]
+        nodes = list(others)
+        nodes.insert(answer_rank, DOCS[doc])
+        out.append(LLMTestCase(input=q, actual_output=expected, expected_output=expected, retrieval_context=nodes,
+                               id=f"q{i}"))
+    return out
+
+
+def _huge_cases(n: int) -> list[LLMTestCase]:
+    filler = " ".join(["The policy handbook describes this rule in many long words."] * 25)
+    return [LLMTestCase(input=f"Question {i}: {filler}", actual_output=filler, expected_output=filler,
+                        retrieval_context=[f"Node {k} of case {i}. {filler}" for k in range(10)], id=f"h{i}")
+            for i in range(n)]
+
+
+HUGE = 150
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A folder with a store: run 'before' (the answer ranked first), 'after' (ranked last: worse precision) and
+    'huge' (HUGE cases with long texts), and a goldens file."""
+    root = tmp_path_factory.mktemp("mcp")
+    store = str(root / "results.db")
+    metrics = ["contextual_precision", "contextual_relevancy"]
+    for run, rank in (("before", 0), ("after", 2)):
+        evaluate(_cases(rank), from_keys(metrics, model=FakeJudge()), store=store, run_id=run, run_name=run,
+                 show_progress=False)
+    evaluate(_huge_cases(HUGE), from_keys(["contextual_relevancy"], model=FakeJudge()), store=store,
+             run_id="huge", run_name="huge", show_progress=False)
+    (root / "goldens.jsonl").write_text("".join(json.dumps({"id": f"g{i}", "input": q, "expected_output": e}) + "\n"
+                                                for i, (q, _, e) in enumerate(QUESTIONS[:3])))
+    return root
+
+
+class Session:
+    """The SDK's ``Client`` on a stdio server (``contextjudge mcp ARGS`` in ``cwd``), held open on a thread of its
+    own; ``call`` and ``tools`` block until the answer."""
+
+    def __init__(self, args: list[str], cwd: Path) -> None:
+        self.params = StdioServerParameters(command=sys.executable, args=["-m", "contextjudge", "mcp", *args],
+                                            cwd=str(cwd), env={"PYTHONPATH": PYTHONPATH})
+        self.loop = asyncio.new_event_loop()
+        self.ready: concurrent.futures.Future = concurrent.futures.Future()
+        self.queue: asyncio.Queue | None = None
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self._main(),), daemon=True)
+        self.thread.start()
+        self.ready.result(timeout=120)
+
+    async def _main(self) -> None:
+        self.queue = asyncio.Queue()
+        try:
+            async with Client(self.params, read_timeout_seconds=300) as client:
+                self.ready.set_result(True)
+                while (item := await self.queue.get()) is not None:
+                    fn, fut = item
+                    try:
+                        fut.set_result(await fn(client))
+                    except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+                        fut.set_exception(exc)
+        except BaseException as exc:  # noqa: BLE001
+            if not self.ready.done():
+                self.ready.set_exception(exc)
+            raise
+
+    def _run(self, fn: Any, timeout: float = 300) -> Any:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (fn, fut))  # type: ignore[union-attr]
+        return fut.result(timeout=timeout)
+
+    def call(self, name: str, args: dict[str, Any] | None = None) -> Any:
+        return self._run(lambda c: c.call_tool(name, args or {}))
+
+    def ok(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        res = self.call(name, args)
+        assert not res.is_error, res.content[0].text
+        return res.structured_content
+
+    def error(self, name: str, args: dict[str, Any] | None = None) -> str:
+        res = self.call(name, args)
+        assert res.is_error, res.structured_content
+        return res.content[0].text
+
+    def tools(self) -> Any:
+        return self._run(lambda c: c.list_tools()).tools
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, None)  # type: ignore[union-attr]
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(project):
+    s = Session(["--store", "results.db"], project)
+    yield s
+    s.close()
+
+
+# ---------------------------------------------------------------------------------------------- the tools
+def test_every_tool_is_listed_with_its_schemas_and_hints(server):
+    tools = {t.name: t for t in server.tools()}
+    assert set(tools) == TOOLS
+    for name, t in tools.items():
+        assert t.input_schema["type"] == "object" and t.output_schema, name
+        assert t.description and t.annotations is not None, name
+        writes = name == "evaluate_app"
+        assert t.annotations.read_only_hint is (not writes), name
+        assert t.annotations.destructive_hint is False, name
+    assert tools["score"].input_schema["required"] == ["input", "nodes"]
+    assert tools["compare_runs"].input_schema["required"] == ["baseline"]
+    assert "next_cursor" in tools["worst_cases"].output_schema["properties"]
+
+
+def test_score_uses_the_embedded_judge_and_ranks_matter(server):
+    q, doc, expected = QUESTIONS[0]
+    first = server.ok("score", {"input": q, "nodes": [DOCS[doc], DOCS[3]], "expected_output": expected,
+                                "output": expected})
+    last = server.ok("score", {"input": q, "nodes": [DOCS[3], DOCS[doc]], "expected_output": expected,
+                               "metrics": ["precision"]})
+    assert first["judge"].startswith("contextjudge-local")
+    by = {s["metric"]: s for s in first["scores"]}
+    assert set(by) == {"Contextual Precision", "Contextual Recall", "Contextual Relevancy", "Context Utilization"}
+    assert by["Contextual Precision"]["score"] == 1.0 and by["Contextual Precision"]["reason"]
+    assert [v["verdict"] for v in by["Contextual Precision"]["verdicts"]] == ["yes", "no"]
+    assert [s["metric"] for s in last["scores"]] == ["Contextual Precision"]
+    assert last["scores"][0]["score"] < 1.0
+    # without an expected output, only what the fields allow is scored by default
+    bare = server.ok("score", {"input": q, "nodes": [DOCS[doc]]})
+    assert [s["metric"] for s in bare["scores"]] == ["Contextual Relevancy"]
+
+
+def test_runs_and_run_summary_are_the_stores_own_figures(server, project):
+    runs = server.ok("runs")
+    assert [r["run_id"] for r in runs["runs"]] == ["huge", "after", "before"]
+    assert runs["runs"][0]["cases"] == HUGE and runs["next_cursor"] is None
+    summary = server.ok("run_summary", {"run": "after"})
+    store = open_store(str(project / "results.db"), read_only=True)
+    try:
+        result = store.load_run("after")
+    finally:
+        store.close()
+    assert summary["run_id"] == "after" and summary["cases"] == len(QUESTIONS)
+    for m in summary["metrics"]:
+        iv = result.interval(m["metric"])
+        assert m["mean"] == pytest.approx(result.mean(m["metric"]), abs=1e-4)
+        assert m["mean_ci"] == pytest.approx([iv.low, iv.high], abs=1e-4)
+        assert m["gate"] in ("pass",) or m["gate"].startswith("fail: ")
+    assert server.ok("run_summary")["run_id"] == "huge"  # default: the latest run
+
+
+def test_compare_runs_gives_the_reports_paired_deltas_and_says_worse(server, project):
+    from contextjudge.report import compare_runs
+
+    out = server.ok("compare_runs", {"baseline": "before", "run": "after"})
+    store = open_store(str(project / "results.db"), read_only=True)
+    try:
+        expected = {c.metric: c for c in compare_runs(store.load_run("after"), store.load_run("before"))}
+    finally:
+        store.close()
+    assert out["baseline_id"] == "before" and out["run_id"] == "after"
+    for m in out["metrics"]:
+        c = expected[m["metric"]]
+        assert m["reading"] == c.reading and m["pairs"] == c.difference.n == len(QUESTIONS)
+        assert m["difference"] == pytest.approx(c.difference.estimate, abs=1e-4)
+        assert m["ci"] == pytest.approx([c.difference.low, c.difference.high], abs=1e-4)
+    precision = next(m for m in out["metrics"] if m["metric"] == "Contextual Precision")
+    assert precision["reading"] == "worse" and precision["significantly_worse"]
+    assert out["regression"] and "Contextual Precision" in out["worse_on"]
+    assert precision["changed_cases"] and all(c["change"] < 0 for c in precision["changed_cases"])
+    same = server.ok("compare_runs", {"baseline": "before", "run": "before"})
+    assert not same["regression"]
+
+
+def test_worst_cases_lowest_first_with_reasons_nodes_and_a_cursor(server):
+    first = server.ok("worst_cases", {"run": "after", "metric": "precision", "max_tokens": 900})
+    assert first["metrics"] == ["Contextual Precision"] and first["total"] == len(QUESTIONS)
+    cases = first["cases"]
+    assert 1 <= len(cases) < len(QUESTIONS) and first["next_cursor"]
+    rest = server.ok("worst_cases", {"run": "after", "metric": "precision", "max_tokens": 900,
+                                     "cursor": first["next_cursor"]})
+    assert rest["offset"] == len(cases)
+    seen = cases + rest["cases"]
+    assert len({c["case_key"] for c in seen}) == len(seen)  # no case twice across pages
+    scores = [c["score"] for c in seen]
+    assert scores == sorted(scores)
+    top = cases[0]
+    assert top["reason"] and top["input"] and top["nodes"][0]["rank"] == 1
+    assert {n["verdict"] for n in top["nodes"]} <= {"yes", "no", None} and top["nodes_total"] == 3
+    assert top["nodes"][-1]["verdict"] == "yes"  # the useful document was ranked last in 'after'
+
+
+def test_a_huge_run_gives_bounded_answers_and_pages_through(server):
+    out = server.call("worst_cases", {"run": "huge"})
+    assert not out.is_error
+    data = out.structured_content
+    assert data["total"] == HUGE and data["next_cursor"]
+    assert len(json.dumps(data)) < 4000 * 4 * 1.1  # the default budget (4000 tokens of ~4 characters)
+    assert len(out.content[0].text) < 4000 * 4 * 1.2
+    assert all(len(c["input"]) <= 300 and all(len(n["text"]) <= 200 for n in c["nodes"]) for c in data["cases"])
+    assert all(len(c["nodes"]) <= 5 for c in data["cases"]) and data["cases"][0]["nodes_total"] == 10
+    small = server.ok("worst_cases", {"run": "huge", "max_tokens": 300})
+    assert len(small["cases"]) == 1 and len(json.dumps(small)) < 300 * 4 * 2
+    summary = server.ok("run_summary", {"run": "huge"})
+    assert summary["cases"] == HUGE and len(json.dumps(summary)) < 4000
+
+
+def test_trend_estimate_and_judge_check(server):
+    trend = server.ok("trend", {"by": "day", "min_cases": 2, "check_drop": True})
+    assert trend["windows"] and trend["by"] == "day"
+    window = trend["windows"][0]
+    assert "Contextual Precision" in json.dumps(window)
+    assert trend["drop_check"] is not None
+    est = server.ok("estimate", {"model": "gpt-4o-mini", "goldens": "goldens.jsonl"})
+    assert est["cases"] == 3 and est["calls"] > 0 and est["input_tokens"] > 0
+    from_run = server.ok("estimate", {"model": "local", "run": "before"})
+    assert from_run["cases"] == len(QUESTIONS) and from_run["dollars"] in (0, 0.0, None)
+    check = server.ok("judge_check", {"limit": 12, "show": 1})
+    assert check["labelled_cases"] == 12 and check["of"] > 12
+    assert check["families"] and all("kappa" in f for f in check["families"].values())
+
+
+# ---------------------------------------------------------------------------------------------- bad arguments
+@pytest.mark.parametrize("tool, args, says", [
+    ("run_summary", {"run": "no-such-run"}, "Call `runs`"),
+    ("worst_cases", {"run": "after", "metric": "faithfulness"}, "has no result in this run: pass one of"),
+    ("worst_cases", {"run": "after", "cursor": "garbage"}, "pass the next_cursor"),
+    ("worst_cases", {"run": "after", "max_tokens": 10}, "max_tokens=10: pass 200 or more"),
+    ("score", {"input": "q", "nodes": "not a list"}, "nodes"),
+    ("score", {"input": "", "nodes": ["x"]}, "input: pass the user's question"),
+    ("score", {"input": "q", "nodes": ["x"], "metrics": ["nope"]}, "Choose from"),
+    ("score", {"nodes": ["x"]}, "input"),
+    ("compare_runs", {}, "baseline"),
+    ("compare_runs", {"baseline": "before", "top": 99}, "top=99: pass 0 to 20"),
+    ("trend", {"by": "month"}, "pass 'hour', 'day' or 'week'"),
+    ("trend", {"since": "yesterday-ish"}, "since/until"),
+    ("estimate", {"model": "gpt-4o-mini"}, "pass goldens"),
+    ("estimate", {"model": "gpt-4o-mini", "goldens": "../../etc/passwd"}, "outside the folder"),
+    ("estimate", {"model": "gpt-4o-mini", "goldens": "missing.jsonl"}, "does not exist"),
+    ("judge_check", {"limit": 0}, "limit=0"),
+])
+def test_a_bad_argument_is_a_tool_error_that_says_what_to_pass(server, tool, args, says):
+    text = server.error(tool, args)
+    assert says in text, text
+
+
+def test_the_server_lives_on_after_bad_arguments_and_a_cursor_of_another_call(server):
+    page = server.ok("worst_cases", {"run": "after", "max_tokens": 300})
+    text = server.error("worst_cases", {"run": "before", "max_tokens": 300, "cursor": page["next_cursor"]})
+    assert "is not one worst_cases gave for these arguments" in text
+    assert server.ok("runs")["total"] == 3
+
+
+def test_evaluate_app_is_refused_without_allow_app(server, project):
+    text = server.error("evaluate_app", {"goldens": "goldens.jsonl", "app": "lcel_app:chain"})
+    assert "--allow-app" in text and "refuses" in text
+    assert not (project / ".contextjudge").exists()
+
+
+# ---------------------------------------------------------------------------------------------- other servers
+def test_a_missing_store_is_an_error_on_store_tools_and_is_never_created(tmp_path):
+    s = Session(["--store", "nowhere.db"], tmp_path)
+    try:
+        assert "no store at 'nowhere.db'" in s.error("runs")
+        assert "no store" in s.error("worst_cases")
+        assert s.ok("score", {"input": "q", "nodes": ["x"]})["scores"]  # the tools without a store still work
+    finally:
+        s.close()
+    assert not (tmp_path / "nowhere.db").exists()
+
+
+def _immutable(paths: list[str], on: bool) -> bool:
+    if shutil.which("chattr") is None:
+        return False
+    return subprocess.run(["chattr", "+i" if on else "-i", *paths], capture_output=True, check=False).returncode == 0
+
+
+def test_a_read_only_store_is_read_and_never_written(project, tmp_path):
+    folder = tmp_path / "artifact"
+    folder.mkdir()
+    shutil.copy(project / "results.db", folder / "ci.db")
+    locked = [str(folder / "ci.db"), str(folder)]
+    if os.geteuid() == 0:
+        if not _immutable(locked, True):
+            pytest.skip("root writes through any permission, and chattr +i is not available here")
+    else:
+        os.chmod(folder / "ci.db", 0o444)
+        os.chmod(folder, 0o555)
+    try:
+        before = os.stat(folder / "ci.db").st_mtime_ns
+        s = Session(["--store", str(folder / "ci.db")], tmp_path)
+        try:
+            assert s.ok("compare_runs", {"baseline": "before", "run": "after"})["regression"]
+            assert s.ok("worst_cases", {"run": "after"})["cases"]
+        finally:
+            s.close()
+        assert sorted(os.listdir(folder)) == ["ci.db"] and os.stat(folder / "ci.db").st_mtime_ns == before
+    finally:
+        if os.geteuid() == 0:
+            _immutable(locked, False)
+        else:
+            os.chmod(folder, 0o755)
+
+
+def test_two_clients_at_once_on_one_store(project, server):
+    a, b = server, Session(["--store", "results.db"], project)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            fa = pool.submit(a.ok, "compare_runs", {"baseline": "before", "run": "after"})
+            fb = pool.submit(b.ok, "worst_cases", {"run": "huge"})
+            ra, rb = fa.result(timeout=120), fb.result(timeout=120)
+        assert ra["regression"] and rb["total"] == HUGE
+        assert a.ok("runs")["total"] == b.ok("runs")["total"] == 3
+    finally:
+        b.close()
+
+
+LCEL_APP = textwrap.dedent('''
+    """The LangChain RAG tutorial's shape: an in-memory vector store, a retriever, a prompt and a chat model."""
+    from langchain_core.documents import Document
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import RunnablePassthrough
+    from langchain_core.vectorstores import InMemoryVectorStore
+    from contextjudge_langchain.testing import BagOfWordsEmbeddings, ExtractiveChatModel
+
+    DOCS = {docs!r}
+    store = InMemoryVectorStore(BagOfWordsEmbeddings())
+    store.add_documents([Document(page_content=d, id=f"doc{{i}}") for i, d in enumerate(DOCS)])
+    retriever = store.as_retriever(search_kwargs={{"k": 3}})
+    prompt = ChatPromptTemplate.from_template("Context: {{context}}\\nQuestion: {{question}}")
+
+    def fmt(docs):
+        return "\\n".join(d.page_content for d in docs)
+
+    print("the app prints while it loads; the server's protocol must not see it")
+    chain = {{"context": retriever | fmt, "question": RunnablePassthrough()}} | prompt | ExtractiveChatModel() \\
+        | StrOutputParser()
+''')
+
+
+def test_evaluate_app_runs_the_langchain_tutorial_app_and_only_the_allowed_module(project, tmp_path):
+    pytest.importorskip("contextjudge_langchain", reason="contextjudge-langchain is not installed")
+    (tmp_path / "rag_app.py").write_text(LCEL_APP.format(docs=DOCS))
+    (tmp_path / "other.py").write_text("chain = None\n")
+    shutil.copy(project / "goldens.jsonl", tmp_path / "goldens.jsonl")
+    s = Session(["--store", "app.db", "--allow-app", "rag_app:chain"], tmp_path)
+    try:
+        out = s.ok("evaluate_app", {"goldens": "goldens.jsonl", "judge": "local"})
+        assert out["app"] == "rag_app:chain" and out["exit_code"] in (0, 1)
+        assert out["verdict"] == {0: "pass", 1: "gate failed"}[out["exit_code"]]
+        assert Path(out["report"]).is_file() and Path(out["report"]).parent.parent == tmp_path
+        summary = out["summary"]
+        assert summary["cases"] == 3 and {m["metric"] for m in summary["metrics"]} >= {"Contextual Precision"}
+        worst = s.ok("worst_cases", {"run": out["run_id"]})  # the run is in the server's store
+        assert worst["total"] == 12 and worst["cases"][0]["nodes"]
+        assert "refused" in s.error("evaluate_app", {"goldens": "goldens.jsonl", "app": "other:chain"})
+        gated = s.ok("evaluate_app", {"goldens": "goldens.jsonl", "threshold": 1.0, "metrics": ["relevancy"]})
+        assert gated["exit_code"] == 1 and gated["verdict"] == "gate failed" and not gated["gate_passed"]
+    finally:
+        s.close()

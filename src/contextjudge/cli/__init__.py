@@ -10,8 +10,8 @@ and app runners through ``contextjudge.apps`` (an ``AppAdapter`` instance).
 The modules: ``_main`` (``main`` and the parser), ``_shared`` (what every command uses: exit codes, messages, the
 shared arguments, stores, the judge line, metric keys, the gate and summary of a scored run), and one module per
 command group, each registering its own subcommands: ``_eval`` (``eval``), ``_score`` (``score``), ``_runs``
-(``report``, ``compare``, ``export``, ``runs``), ``_trust`` (``calibrate``, ``label``), ``_estimate``, ``_worker``
-and ``_trend``. ``_shared`` imports no command module and the command modules import no parser, so the package has
+(``report``, ``compare``, ``export``, ``runs``), ``_trust`` (``calibrate``, ``label``), ``_estimate``, ``_worker``,
+``_trend`` and ``_mcp`` (``mcp``, whose server and tools are ``_mcp_server`` and ``_mcp_tools``). ``_shared`` imports no command module and the command modules import no parser, so the package has
 no import circle.
 """
 

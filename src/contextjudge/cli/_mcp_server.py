@@ -130,6 +130,23 @@ class TrendOut(Page):
     drop_check: dict[str, Any] | None = None
 
 
+class EstimateOut(BaseModel):
+    model: str
+    cases: int
+    sample_rate: float
+    metrics: list[str]
+    calls: float = Field(description="judge calls for the cases at the sample rate")
+    input_tokens: float
+    output_tokens: float
+    total_tokens: float
+    dollars: float | None = Field(description="null when the judge's price is not known (see why)")
+    why: str | None = None
+    per_case: dict[str, Any] = Field(default_factory=dict)
+    per_metric: dict[str, Any] = Field(default_factory=dict)
+    per_day: dict[str, Any] | None = None
+    assumptions: list[Any] = Field(default_factory=list)
+
+
 class JudgeCheckOut(BaseModel):
     judge: str | None
     labelled_cases: int
@@ -176,9 +193,9 @@ def build_server(tools: Tools) -> MCPServer:
     from .. import __version__  # noqa: PLC0415
 
     server: MCPServer = MCPServer("contextjudge", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
-    ro = functools.partial(_annotations)
+    ro = _annotations
 
-    @server.tool(annotations=ro("Score one test case", idempotent=True, open_world=False))
+    @server.tool(annotations=ro("Score one test case", open_world=True))  # a hosted judge when one is named
     async def score(
         input: Annotated[str, Field(description="the user's question")],  # noqa: A002
         nodes: Annotated[list[str], Field(description="the retrieved texts, best-ranked first")],
@@ -262,13 +279,12 @@ def build_server(tools: Tools) -> MCPServer:
                                                                "metrics")] = None,
         sample_rate: Annotated[float, Field(description="share of cases judged, 0-1")] = 1.0,
         requests_per_day: Annotated[float | None, Field(description="traffic, for the cost per day")] = None,
-    ) -> dict[str, Any]:
+    ) -> EstimateOut:
         """Judge calls, input/output tokens and dollars that judging would cost, before anything is judged."""
-        return dict(await _call(tools.estimate, model=model, goldens=goldens, run=run, metrics=metrics,
+        return EstimateOut(**await _call(tools.estimate, model=model, goldens=goldens, run=run, metrics=metrics,
                                 sample_rate=sample_rate, requests_per_day=requests_per_day))
 
-    @server.tool(annotations=ro("Check a judge against labels", idempotent=True,
-                                open_world=False))
+    @server.tool(annotations=ro("Check a judge against labels", open_world=True))
     async def judge_check(
         judge: Annotated[str, Field(description="'local' (default) or a model name (billed per call)")] = "local",
         limit: Annotated[int | None, Field(description="only the first N labelled cases (quicker)")] = None,

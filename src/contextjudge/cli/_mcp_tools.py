@@ -526,7 +526,7 @@ class AppRuns:
         report_path = self.ws.inside(report or os.path.join(".contextjudge", f"report-{run_id}.html"), "report",
                                    must_exist=False)
         cmd = [sys.executable, "-m", "contextjudge", "eval", "--app", spec, "--goldens", goldens_path, "--store",
-               str(self.ws.target), "--run-id", run_id, "--report", report_path, "--model", judge, "--no-progress"]
+               str(self.ws.target), "--run-id", run_id, "--report", report_path, f"--model={judge}", "--no-progress"]
         if keys:
             cmd += ["--metrics", *keys]
         if threshold is not None:

@@ -46,11 +46,11 @@ def main() -> None:
                 from contextjudge.cli._mcp_tools import Tools
 
                 tools = Tools(path, root=tmp)
-                for name, call in (("run_summary", lambda: tools.run_summary()),
-                                   ("worst_cases", lambda: tools.worst_cases()),
-                                   ("compare_runs", lambda: tools.compare_runs(baseline=result.run_id))):
+                calls = (("run_summary", tools.run_summary, {}), ("worst_cases", tools.worst_cases, {}),
+                         ("compare_runs", tools.compare_runs, {"baseline": result.run_id}))
+                for name, call, kwargs in calls:
                     t = time.perf_counter()
-                    answer = call()
+                    answer = call(**kwargs)
                     row[f"{name}_s"] = round(time.perf_counter() - t, 2)
                     row[f"{name}_chars"] = len(json.dumps(answer))
                     if name == "worst_cases":

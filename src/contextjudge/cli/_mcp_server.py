@@ -73,6 +73,8 @@ class MetricSummary(BaseModel):
     errors: int
     threshold: float | None
     gate: str = Field(description="'pass', or 'fail: ' and why")
+    corrected: dict[str, Any] | None = Field(default=None, description="the bias-corrected mean from the cases with "
+                                                                       "gold labels, when some have them")
 
 
 class RunSummaryOut(BaseModel):

@@ -225,7 +225,7 @@ class StoreReads:
                             "pass_rate": _num(g.summary["pass_rate"]), "pass_rate_ci": _ci(pr),
                             "scored": g.summary["scored"], "errors": g.summary["errors"],
                             "threshold": _num(g.threshold), "gate": "fail: " + "; ".join(g.fails) if g.fails
-                            else "pass"})
+                            else "pass", "corrected": g.summary.get("corrected")})
         u = result.usage
         return {"run_id": run_id, "name": info.name, "status": info.status, "created_at": _iso(info.created_at),
                 "cases": len(result), "cases_with_errors": len(_errored_cases(result)),

@@ -461,6 +461,15 @@ def test_http_refuses_an_address_beyond_loopback(project, capsys):
     assert rc == 2 and "loopback only" in capsys.readouterr().err
 
 
+def test_without_the_sdk_the_command_says_what_to_install(tmp_path, monkeypatch, capsys):
+    from contextjudge import cli
+
+    monkeypatch.delitem(sys.modules, "contextjudge.cli._mcp_server", raising=False)
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)  # as if the SDK were not installed
+    rc = cli.main(["mcp", "--store", str(tmp_path / "r.db")])
+    assert rc == 2 and 'pip install "contextjudge[mcp]"' in capsys.readouterr().err
+
+
 def test_evaluate_app_runs_the_langchain_tutorial_app_and_only_the_allowed_module(server, project):
     """Last in the module: it adds a run to the store the other tests read."""
     pytest.importorskip("contextjudge_langchain", reason="contextjudge-langchain is not installed")

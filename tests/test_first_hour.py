@@ -1,0 +1,145 @@
+"""What a new user trips on in their first hour (issue 35), each held by a test on the real path.
+
+The app is LangChain's RAG tutorial graph (a LangGraph ``StateGraph`` with a ``retrieve`` node that calls a vector
+store), written to a module as a user would, and run through ``contextjudge eval`` / ``report`` / ``compare``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("contextjudge_langchain")
+pytest.importorskip("langgraph")
+
+from contextjudge.cli import main  # noqa: E402
+
+TUTORIAL = '''
+from typing_extensions import List, TypedDict
+
+from langchain_core.documents import Document
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.vectorstores import InMemoryVectorStore
+from langgraph.graph import START, StateGraph
+
+from contextjudge_langchain.testing import BagOfWordsEmbeddings, ExtractiveChatModel
+
+vector_store = InMemoryVectorStore(BagOfWordsEmbeddings())
+vector_store.add_documents([
+    Document("Full-time staff get 25 days of paid time off a year.", id="pto-1", metadata={"source": "handbook.pdf"}),
+    Document("Remote work is allowed two days a week.", id="remote-1", metadata={"source": "handbook.pdf"}),
+    Document("Expense reports are due within 30 days.", id="exp-1", metadata={"source": "finance.pdf"})])
+llm = ExtractiveChatModel()
+prompt = ChatPromptTemplate.from_template("Answer from the context.\\n{context}\\n\\nQuestion: {QKEY}")
+
+
+class State(TypedDict):
+    QKEY: str
+    context: List[Document]
+    AKEY: str
+
+
+def retrieve(state: State):
+    return {"context": vector_store.similarity_search(state["QKEY"], k=2)}
+
+
+def generate(state: State):
+    docs_content = "\\n\\n".join(doc.page_content for doc in state["context"])
+    return {"AKEY": llm.invoke(prompt.invoke({"QKEY": state["QKEY"], "context": docs_content})).content}
+
+
+graph_builder = StateGraph(State).add_sequence([retrieve, generate])
+graph_builder.add_edge(START, "retrieve")
+graph = graph_builder.compile()
+'''
+
+GOLDENS = [
+    {"id": "pto", "input": "How many days of paid time off do I get?",
+     "expected_output": "Full-time staff get 25 days of paid time off a year."},
+    {"id": "remote", "input": "How many days a week is remote work allowed?",
+     "expected_output": "Remote work is allowed two days a week."},
+    {"id": "expenses", "input": "When are expense reports due?",
+     "expected_output": "Expense reports are due within 30 days."},
+]
+
+
+def tutorial_app(folder: Path, qkey: str = "question", akey: str = "answer") -> str:
+    """Write the tutorial graph (its state's question and answer keys as given) as a fresh module; its --app."""
+    name = f"tutorial_{uuid.uuid4().hex[:8]}"
+    (folder / f"{name}.py").write_text(TUTORIAL.replace("QKEY", qkey).replace("AKEY", akey), "utf-8")
+    (folder / "goldens.jsonl").write_text("".join(json.dumps(g) + "\n" for g in GOLDENS), "utf-8")
+    return f"{name}:graph"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def _eval(app: str, *extra: str, store: str = "cj.db") -> list[str]:
+    return ["eval", "--app", app, "--goldens", "goldens.jsonl", "--model", "local", "--store", store,
+            "--no-progress", "--metrics", "contextual_precision", "contextual_recall", *extra]
+
+
+# ------------------------------------------------------------------------------------------------ 1. the report
+def test_the_report_names_a_plain_graph_node_retrieval(project: Path, capsys) -> None:
+    app = tutorial_app(project)
+    assert main([*_eval(app), "--report", "report.html"]) in (0, 1)
+    html = (project / "report.html").read_text("utf-8")
+    assert "From a graph node" in html and "<span class='badge agent'>node retrieve</span>" in html
+    assert "agent's tool call" not in html and "unnamed tool" not in html and "tool ?" not in html
+
+
+# ------------------------------------------------------------------------------------------------ 2. input keys
+def test_eval_reads_the_graph_input_keys_and_says_how_to_choose_one(project: Path, capsys) -> None:
+    app = tutorial_app(project, qkey="text", akey="reply")
+    # two string keys and none named like a question: a clear error before any call, never the bare string
+    assert main(_eval(app)) == 2
+    err = capsys.readouterr().err
+    assert "text, context, reply" in err and "--input-key" in err and "InvalidUpdateError" not in err
+    # named: every golden runs, and the answer is read from the key given
+    assert main([*_eval(app, "--input-key", "text", "--answer-key", "reply"), "--threshold", "0"]) == 0
+    out = capsys.readouterr()
+    assert "3 case(s), 0 with an error" in out.out
+    from contextjudge.store import open_store
+
+    rows = list(open_store("cj.db").results())
+    assert rows and all(r["input"] in {g["input"] for g in GOLDENS} for r in rows)
+    # a key the app does not have is refused with its keys listed
+    assert main(_eval(app, "--input-key", "question")) == 2
+    assert "its keys are: text, context, reply" in capsys.readouterr().err
+
+
+def test_a_failing_call_says_which_key_was_used(project: Path, capsys) -> None:
+    app = tutorial_app(project)
+    # the question given under a key the graph has but does not read the question from: every call fails
+    assert main(_eval(app, "--input-key", "answer", "--allow-errors", "--threshold", "0")) in (1, 3)
+    err = capsys.readouterr().err
+    assert "the app raised" in err
+    assert "under the key 'answer'" in err and "--input-key KEY" in err and "question, context, answer" in err
+
+
+def test_answer_key_reads_the_answer(project: Path, capsys) -> None:
+
+    app = tutorial_app(project, akey="reply")
+    assert main([*_eval(app, "--answer-key", "reply"), "--threshold", "0"]) == 0
+    capsys.readouterr()
+    from contextjudge.store import open_store
+
+    outputs = [r["actual_output"] for r in open_store("cj.db").cases()]
+    assert len(outputs) == 3 and any(o.startswith("Full-time staff get 25 days") for o in outputs), outputs
+
+
+def test_a_mistyped_app_attribute_gets_a_did_you_mean(project: Path, capsys) -> None:
+    app = tutorial_app(project)
+    module = app.split(":")[0]
+    assert main(_eval(f"{module}:grpah")) == 2
+    err = capsys.readouterr().err
+    assert f"Did you mean {module}:graph?" in err
+    assert "Document" not in err and "START" not in err  # imported names are not the module's own

@@ -18,6 +18,8 @@ pytest.importorskip("langgraph")
 
 from contextjudge.cli import main  # noqa: E402
 
+pytest_plugins = ["pytester"]
+
 TUTORIAL = '''
 from typing_extensions import List, TypedDict
 
@@ -143,3 +145,69 @@ def test_a_mistyped_app_attribute_gets_a_did_you_mean(project: Path, capsys) -> 
     err = capsys.readouterr().err
     assert f"Did you mean {module}:graph?" in err
     assert "Document" not in err and "START" not in err  # imported names are not the module's own
+
+
+# ------------------------------------------------------------------------------------------------ 3. pytest path
+PYTEST_FILE = '''
+from langchain_core.documents import Document
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from contextjudge import assert_test
+from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric
+from contextjudge_langchain import capture
+from contextjudge_langchain.testing import BagOfWordsEmbeddings
+
+store = InMemoryVectorStore(BagOfWordsEmbeddings())
+store.add_documents([Document("Full-time staff get 25 days of paid time off (PTO) a year.", id="pto-1"),
+                     Document("Expense reports are due within 30 days.", id="exp-1")])
+retriever = store.as_retriever(search_kwargs={"k": 2})
+GOLDENS = [{"input": "How many PTO days do I get?", "expected_output": "Full-time staff get 25 days a year."}]
+
+
+def test_pto_is_ranked_first():
+    with capture(mode="off", goldens=GOLDENS) as session:
+        retriever.invoke("How many PTO days do I get?")
+    assert [n.id for n in session.case.retrieval_context] == ["pto-1", "exp-1"]
+    assert session.case.expected_output == "Full-time staff get 25 days a year."
+    assert_test(session.case, [ContextualPrecisionMetric(threshold=0.9, model="local"),
+                               ContextualRecallMetric(threshold=0.9, model="local")])
+
+
+def test_no_retrieval_says_so():
+    import pytest
+    from contextjudge.errors import CaptureError
+
+    with capture(mode="off") as session:
+        pass
+    with pytest.raises(CaptureError, match="no retrieval was captured"):
+        session.case
+'''
+
+
+def test_a_pytest_assertion_on_the_apps_own_case(pytester) -> None:
+    """capture(mode="off") needs no store nor max_kept, `session.case` is the case for assert_test, and the test
+    session prints no "unscored at exit" warning (a subprocess, so interpreter exit really happens)."""
+    pytester.makepyfile(test_app_case=PYTEST_FILE)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    out = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=2)
+    assert "unscored" not in out and "ConfigurationError" not in out and "flush()" not in out, out
+
+
+def test_results_received_counts_the_results_a_session_got() -> None:
+    from langchain_core.documents import Document
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.testing import FakeJudge
+    from contextjudge_langchain import capture
+    from contextjudge_langchain.testing import BagOfWordsEmbeddings
+
+    store = InMemoryVectorStore(BagOfWordsEmbeddings())
+    store.add_documents([Document("Full-time staff get 25 days of paid time off (PTO) a year.", id="pto-1")])
+    with capture(metrics=[ContextualRelevancyMetric()], model=FakeJudge()) as session:
+        for q in ("How many PTO days?", "Who approves leave?", "When is payday?"):
+            store.as_retriever().invoke(q)
+        session.flush()
+    assert len(session.results) == 3 and session.session.counters["results_received"] == 3

@@ -211,3 +211,60 @@ def test_results_received_counts_the_results_a_session_got() -> None:
             store.as_retriever().invoke(q)
         session.flush()
     assert len(session.results) == 3 and session.session.counters["results_received"] == 3
+
+
+# ------------------------------------------------------------------------------------------------ 4. compare
+def _worse(folder: Path, app: str) -> str:
+    """The same app with a broken retriever: it always searches for expense reports."""
+    module = app.split(":")[0]
+    text = (folder / f"{module}.py").read_text("utf-8")
+    worse = text.replace('similarity_search(state["question"], k=2)', 'similarity_search("expense reports due", k=1)')
+    assert worse != text
+    (folder / f"{module}_worse.py").write_text(worse, "utf-8")
+    return f"{module}_worse:graph"
+
+
+def test_compare_on_three_goldens_is_clipped_says_too_few_and_max_drop_gates(project: Path, capsys) -> None:
+    app = tutorial_app(project)
+    assert main([*_eval(app), "--threshold", "0", "--run-id", "base"]) == 0
+    assert main([*_eval(_worse(project, app)), "--threshold", "0", "--run-id", "cur"]) == 0
+    capsys.readouterr()
+    compare = ["compare", "base", "cur", "--store", "cj.db", "--fail-on-regression"]
+    rc = main(compare)
+    out = capsys.readouterr().out
+    import re
+
+    bounds = [float(x) for x in re.findall(r"\[([-+]\d\.\d{3}), ([-+]\d\.\d{3})\]", out) for x in x]
+    assert bounds and all(-1.0 <= b <= 1.0 for b in bounds), out  # no interval leaves what a difference can be
+    assert "too few cases to tell" in out and "--max-drop 0.1" in out, out
+    assert rc == 0  # significance cannot tell with three cases...
+    assert main([*compare, "--max-drop", "0.1"]) == 1  # ...a plain bar on the drop can
+    out = capsys.readouterr().out
+    assert "FAILED: dropped more than 0.1 on Contextual Precision" in out
+    # the two runs of one app are told apart by their labels: name (app, retriever), id and time
+    head = out.splitlines()[0]
+    assert "(run cur, 20" in head and "(run base, 20" in head and "UTC" in head
+    from contextjudge.store import open_store
+
+    names = {r.run_id: r.name for r in open_store("cj.db").list_runs()}
+    assert names["base"].startswith(app) and names["cur"].startswith(app.replace(":", "_worse:"))
+
+
+def test_a_run_name_carries_the_git_commit(project: Path, capsys) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    app = tutorial_app(project)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "HOME": str(project), "PATH": __import__("os").environ["PATH"]}
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "app"]):
+        subprocess.run(["git", *cmd], cwd=project, env=env, check=True, capture_output=True)
+    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=project, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert main([*_eval(app), "--threshold", "0", "--run-id", "one"]) == 0
+    from contextjudge.store import open_store
+
+    name = {r.run_id: r.name for r in open_store("cj.db").list_runs()}["one"]
+    assert name.startswith(f"{app} @ {sha}") and name.endswith("· InMemoryVectorStore"), name

@@ -192,7 +192,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from ..engine import evaluate  # noqa: PLC0415
 
-    result = evaluate(test_cases, metrics, store=store, run_id=args.run_id, run_name=args.name or args.app,
+    result = evaluate(test_cases, metrics, store=store, run_id=args.run_id,
+                      run_name=args.name or default_run_name(args.app, test_cases),
                       max_concurrency=args.concurrency * 4, show_progress=_progress(args), repeats=args.repeats,
                       run_config={"app": args.app, "goldens": os.path.abspath(args.goldens), "adapter": adapter[0],
                                   "code": _code_fingerprint(app), "golden_failures": len(failed)})
@@ -206,6 +207,49 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         print(f"report: contextjudge report {result.run_id} --store {store.target} -o report.html")
     return _verdict(result, gates, args.allow_errors)
+
+
+def _git_commit(folder: str) -> str | None:
+    """The short commit of the git checkout ``folder`` is in, with "+changes" when its tracked files differ from
+    it; None outside a checkout or without git."""
+    import subprocess  # noqa: PLC0415
+
+    def git(*cmd: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *cmd], cwd=folder, capture_output=True, text=True, timeout=10, check=False)
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        if head.returncode != 0 or not head.stdout.strip():
+            return None
+        dirty = git("diff", "--quiet", "HEAD", "--").returncode == 1
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+changes" if dirty else "")
+
+
+def default_run_name(app: str, test_cases: list[Any]) -> str:
+    """A run's name when ``--name`` is not given: the app, the git commit of the current folder's checkout (when
+    there is one) and the retriever(s) its cases went through, so two runs of one app are told apart (the run's id
+    and the store keep when it ran): ``examples.hr_app:chain @ 1a2b3c4 · VectorStoreRetriever``."""
+    from collections import Counter  # noqa: PLC0415
+
+    from ..cases.provenance import RETRIEVER_KEY  # noqa: PLC0415
+
+    seen: Counter[str] = Counter()
+    for tc in test_cases:
+        meta = getattr(tc, "additional_metadata", None) or {}
+        value = meta.get(RETRIEVER_KEY) if isinstance(meta, dict) else None
+        for name in value if isinstance(value, list) else [value]:
+            if name:
+                seen[str(name)] += 1
+    parts = [app]
+    commit = _git_commit(os.getcwd())
+    if commit:
+        parts[0] += f" @ {commit}"
+    if seen:
+        names = [n for n, _ in seen.most_common(2)]
+        parts.append(", ".join(names) + (" ..." if len(seen) > 2 else ""))
+    return " · ".join(parts)
 
 
 def _safe_matches(adapter: Any, app: Any) -> bool:
@@ -368,7 +412,8 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--answer-key", metavar="KEY",
                    help="the key of the app's output that holds its answer (default: answer, output, result, "
                         "response, text, or a graph's last AI message)")
-    p.add_argument("--name", help="a name for the run (default: the --app value)")
+    p.add_argument("--name", help="a name for the run (default: the --app value, the git commit of the current "
+                                  "folder's checkout and the retriever, e.g. 'app:chain @ 1a2b3c4 · MyRetriever')")
     p.add_argument("--concurrency", type=int, default=4, help="goldens run through the app at once (default 4)")
     p.add_argument("--repeats", type=_repeats_arg, metavar="K", help=_REPEATS_HELP)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

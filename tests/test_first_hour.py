@@ -96,6 +96,9 @@ def test_the_report_names_a_plain_graph_node_retrieval(project: Path, capsys) ->
     html = (project / "report.html").read_text("utf-8")
     assert "From a graph node" in html and "<span class='badge agent'>node retrieve</span>" in html
     assert "agent's tool call" not in html and "unnamed tool" not in html and "tool ?" not in html
+    # the header says what the CLI says of the embedded judge's tokens: none billable, and no cost of 0
+    assert "tokens: none billable (embedded judge, free)" in html and "cost 0.0000" not in html
+    assert "tokens: none billable" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------------------ 2. input keys
@@ -268,3 +271,31 @@ def test_a_run_name_carries_the_git_commit(project: Path, capsys) -> None:
 
     name = {r.run_id: r.name for r in open_store("cj.db").list_runs()}["one"]
     assert name.startswith(f"{app} @ {sha}") and name.endswith("· InMemoryVectorStore"), name
+
+
+# ------------------------------------------------------------------------------------------------ 5. small things
+def test_a_two_clause_expected_output_is_two_statements() -> None:
+    from contextjudge import LLMTestCase
+    from contextjudge._text import split_statements
+    from contextjudge.metrics import ContextualRecallMetric
+    from contextjudge.testing import FakeJudge
+
+    case = LLMTestCase(input="How many PTO days do I get?",
+                       expected_output="Full-time staff get 25 days of paid time off a year, and up to 5 unused "
+                                       "days carry over.",
+                       retrieval_context=["Full-time staff get 25 days of paid time off a year."])
+    metric = ContextualRecallMetric(model=FakeJudge(rules={"carry over": "no"}, default="yes"))
+    metric.measure(case)
+    assert metric.score == 0.5  # half supported is half, not 0 of 1
+    assert split_statements("We sell pears, apples, and plums.") == ["We sell pears, apples, and plums."]
+    assert split_statements("Gifts up to 50 euros may be accepted; larger gifts must be declined.") == \
+        ["Gifts up to 50 euros may be accepted.", "Larger gifts must be declined."]
+
+
+def test_the_ragas_face_to_pandas_says_what_to_install(monkeypatch) -> None:
+    from contextjudge.compat.ragas import EvaluationDataset
+
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if pandas were not installed
+    data = EvaluationDataset.from_list([{"user_input": "q", "retrieved_contexts": ["c"]}])
+    with pytest.raises(ImportError, match=r"pip install 'contextjudge\[pandas\]'"):
+        data.to_pandas()

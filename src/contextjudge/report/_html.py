@@ -414,9 +414,7 @@ def _header(cur: RunView, base: RunView | None) -> str:
     if with_errors:
         bits.append(f"<span class='err'>{with_errors} case(s) with an error</span>")
     bits.append(f"judge {judges}")
-    bits.append(f"{u.calls} judge call(s), {u.cache_hits} cache hit(s), {u.input_tokens + u.output_tokens} tokens")
-    if u.cost is not None:
-        bits.append(f"cost {u.cost:.4f}")
+    bits.append(f"{u.calls} judge call(s), {u.cache_hits} cache hit(s), {e(r.token_words())}")
     if cur.store:
         bits.append(f"store {e(cur.store)}")
     if base is not None:

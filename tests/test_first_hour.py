@@ -299,3 +299,115 @@ def test_the_ragas_face_to_pandas_says_what_to_install(monkeypatch) -> None:
     data = EvaluationDataset.from_list([{"user_input": "q", "retrieved_contexts": ["c"]}])
     with pytest.raises(ImportError, match=r"pip install 'contextjudge\[pandas\]'"):
         data.to_pandas()
+
+
+# ------------------------------------------------------------------------------------------------ 6. the first hour
+def _clone_like(dest: Path) -> Path:
+    """The repository's files as a fresh clone has them (tracked files, their working-tree content), no .venv."""
+    import shutil
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True, check=False) \
+        if shutil.which("git") else None
+    names = [n for n in listed.stdout.split("\0") if n] if listed and listed.returncode == 0 else None
+    if not names:  # no git (a source archive): every file but caches and environments
+        names = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
+                 and not {".git", ".venv", "__pycache__", ".pytest_cache"} & set(p.relative_to(root).parts)]
+    for name in names:
+        src = root / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def _readme_commands(readme: str) -> list[list[str]]:
+    """The `contextjudge ...` commands of the README's bash blocks, as argument lists (comments dropped; a
+    `.venv/bin/contextjudge` in a chained set-up line counts too)."""
+    import re
+    import shlex
+
+    out = []
+    for block in re.findall(r"^```bash\n(.*?)^```", readme, re.S | re.M):
+        for line in block.splitlines():
+            for part in line.split("&&"):
+                words = shlex.split(part.split(" #")[0])
+                if words and words[0].endswith("contextjudge"):
+                    out.append(words[1:])
+    return out
+
+
+@pytest.mark.slow
+def test_the_first_hour(tmp_path: Path) -> None:
+    """A new user's first hour, scripted: a clone, the README's commands, the tutorial graph attached, eval with
+    goldens, the report, compare and trend, each step's output checked for what tripped the user in issue 35."""
+    import os
+    import re
+    import subprocess
+
+    repo = _clone_like(tmp_path / "contextjudge")
+    env = dict(os.environ)
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("CONTEXTJUDGE_MODEL", None)
+    tests = Path(__file__).resolve().parent
+    env["PYTHONPATH"] = os.pathsep.join([str(tests), str(repo / "src"), *map(str, repo.glob("integrations/*/src")),
+                                         str(repo)])
+    env["PYTHONWARNINGS"] = "ignore"
+
+    def cj(*args: str) -> subprocess.CompletedProcess[str]:
+        code = "import _offline_guard, sys; from contextjudge.cli import main; sys.exit(main(sys.argv[1:]))"
+        return subprocess.run([sys.executable, "-c", code, *args], cwd=repo, env=env, capture_output=True,
+                              text=True, timeout=600)
+
+    readme = (repo / "README.md").read_text("utf-8")
+    commands = _readme_commands(readme)
+    # 1. the README's first command: the offline demo (on four goldens here, to keep CI quick)
+    assert commands[0] == ["demo"], commands[0]
+    demo = cj("demo", "--limit", "4")
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    assert "I could not find this in the documents" not in demo.stdout
+
+    # 2. the README's eval command, as written: relevancy fails its default bar (exit 1, as the README says)
+    evaluation = next(c for c in commands if c[:1] == ["eval"] and "--report" in c)
+    run = cj(*evaluation, "--no-progress", "--store", "first.db")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "FAIL: mean 0.242 < 0.50" in run.stdout and "tokens: none billable" in run.stdout
+    html = (repo / evaluation[evaluation.index("--report") + 1]).read_text("utf-8")
+    assert "tokens: none billable (embedded judge, free)" in html and "cost 0.0000" not in html
+
+    # 3. the tutorial graph of the README, attached by `eval` with goldens, as a user would save it
+    snippet = re.search(r"```python\n(from typing_extensions import List, TypedDict.*?graph = graph_builder"
+                        r"\.compile\(\)\n)", readme, re.S)
+    assert snippet, "the README's tutorial graph is gone"
+    (repo / "tutorial.py").write_text(snippet.group(1), "utf-8")
+    (repo / "goldens.jsonl").write_text("".join(json.dumps(g) + "\n" for g in GOLDENS), "utf-8")
+    base = cj("eval", "--app", "tutorial:graph", "--goldens", "goldens.jsonl", "--model", "local", "--store", "cj.db",
+              "--no-progress", "--threshold", "0", "--report", "tutorial.html")
+    assert base.returncode == 0, base.stdout + base.stderr
+    html = (repo / "tutorial.html").read_text("utf-8")
+    assert "From a graph node" in html and "node retrieve" in html and "unnamed tool" not in html
+    assert "tokens: none billable" in html and "cost 0.0000" not in html
+
+    # 4. a change to the retriever, eval again, compare: clipped intervals, too few to tell, --max-drop gates
+    text = (repo / "tutorial.py").read_text("utf-8")
+    (repo / "tutorial.py").write_text(text.replace('similarity_search(state["question"], k=2)',
+                                                   'similarity_search("expense reports due", k=1)'), "utf-8")
+    cur = cj("eval", "--app", "tutorial:graph", "--goldens", "goldens.jsonl", "--model", "local", "--store", "cj.db",
+             "--no-progress", "--threshold", "0")
+    assert cur.returncode == 0, cur.stdout + cur.stderr
+    runs = re.findall(r"run (\d{8}-\d{6}-[0-9a-f]+)", base.stderr + base.stdout)[-1:] + \
+        re.findall(r"run (\d{8}-\d{6}-[0-9a-f]+)", cur.stderr + cur.stdout)[-1:]
+    assert len(runs) == 2 and runs[0] != runs[1]
+    compare = cj("compare", runs[0], runs[1], "--store", "cj.db", "--fail-on-regression", "--max-drop", "0.1")
+    assert compare.returncode == 1, compare.stdout + compare.stderr
+    bounds = [float(b) for pair in re.findall(r"\[([-+]\d\.\d{3}), ([-+]\d\.\d{3})\]", compare.stdout) for b in pair]
+    assert bounds and all(-1.0 <= b <= 1.0 for b in bounds), compare.stdout
+    assert "too few cases to tell" in compare.stdout and "FAILED: dropped more than 0.1" in compare.stdout
+    head = compare.stdout.splitlines()[0]
+    assert f"(run {runs[1]}, " in head and f"(run {runs[0]}, " in head and "UTC" in head  # told apart
+
+    # 5. trend over the store
+    trend = cj("trend", "--store", "cj.db", "--by", "day")
+    assert trend.returncode == 0, trend.stdout + trend.stderr
+    assert "Contextual Precision" in trend.stdout and "Traceback" not in trend.stderr

@@ -411,3 +411,24 @@ def test_the_first_hour(tmp_path: Path) -> None:
     trend = cj("trend", "--store", "cj.db", "--by", "day")
     assert trend.returncode == 0, trend.stdout + trend.stderr
     assert "Contextual Precision" in trend.stdout and "Traceback" not in trend.stderr
+
+
+def test_a_conversation_counts_exchanges_as_the_report_numbers_them() -> None:
+    from contextjudge import ConversationalTestCase, Turn
+
+    conv = ConversationalTestCase(turns=[Turn(role="user", content="How many PTO days?"),
+                                         Turn(role="assistant", content="25."),
+                                         Turn(role="user", content="And remote work?"),
+                                         Turn(role="assistant", content="Two days a week.")])
+    assert len(conv.turns) == 4 and conv.exchanges == 2  # the report says "exchange 1", "exchange 2"
+
+
+def test_the_readme_production_lines_say_which_extras_they_need() -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
+    section = readme[readme.index("## In production"):]
+    section = section[:section.index("\n## ", 3)]
+    installs = " ".join(re.findall(r"pip install[^\n]*", section))
+    assert "--metrics-port" in section and "prometheus" in installs  # the worker's Prometheus endpoint
+    assert "openai:" in section and "openai" in installs  # the worker's OpenAI judge

@@ -118,6 +118,28 @@ def _mode_for(mode: str, kept: KeptCases, scoring: CaseScoring, *, concurrency: 
     return CaptureOnly(kept, mode) if mode == "off" else KeepOnly(kept, mode)
 
 
+def one_case(test_cases: list[Any], counters: dict[str, int]) -> Any:
+    """The one single-turn case of a capture block, for ``assert_test``::
+
+        with capture(mode="off", goldens=goldens) as session:
+            chain.invoke("How many PTO days do I get?")
+        assert_test(session.case, [ContextualPrecisionMetric(threshold=0.7, model="local")])
+
+    A ``CaptureError`` that says what was seen when the block captured no retrieval, or several (then
+    ``session.test_cases`` lists them, oldest first)."""
+    cases = [tc for tc in test_cases if getattr(tc, "input", None) is not None]  # conversations left out
+    if len(cases) == 1:
+        return cases[0]
+    if not cases:
+        roots = counters.get("roots_without_retrieval", 0)
+        raise CaptureError("no retrieval was captured" + (f" ({roots} call(s) of the app ran without one)"
+                                                         if roots else "")
+                           + ": call the app inside the block, and check that it retrieves in a way capture sees "
+                             "(README.md#what-is-captured).")
+    raise CaptureError(f"{len(cases)} test cases were captured (one per retrieval), so there is no one case: use "
+                       "session.test_cases[i] (oldest first), or capture one call per block.")
+
+
 class CaptureSession:
     """Receives captured cases and scores, keeps or stores them according to ``mode``.
 
@@ -261,25 +283,8 @@ class CaptureSession:
 
     @property
     def case(self) -> Any:
-        """The one test case this session captured, for ``assert_test`` in a test::
-
-            with capture(mode="off", goldens=goldens) as session:
-                chain.invoke("How many PTO days do I get?")
-            assert_test(session.case, [ContextualPrecisionMetric(threshold=0.7, model="local")])
-
-        A ``CaptureError`` that says what was seen when the block captured no retrieval, or several (then
-        ``session.test_cases`` lists them, oldest first)."""
-        cases = [tc for tc in self.test_cases if getattr(tc, "input", None) is not None]  # conversations left out
-        if len(cases) == 1:
-            return cases[0]
-        if not cases:
-            roots = self.counters.get("roots_without_retrieval", 0)
-            raise CaptureError("no retrieval was captured" + (f" ({roots} call(s) of the app ran without one)"
-                                                             if roots else "")
-                               + ": call the app inside the block, and check that it retrieves in a way capture "
-                                 "sees (README.md#what-is-captured).")
-        raise CaptureError(f"{len(cases)} test cases were captured (one per retrieval), so there is no one case: "
-                           "use session.test_cases[i] (oldest first), or capture one call per block.")
+        """The one test case this session captured, for ``assert_test`` in a test (``one_case``)."""
+        return one_case(self.test_cases, self.counters)
 
     @property
     def results(self) -> list[tuple[CapturedCase, MetricResult]]:

@@ -69,11 +69,17 @@ def test_memory_stays_bounded_for_scored_cases():
     scorer.close()
 
 
-def test_off_mode_without_a_store_needs_max_kept():
+def test_deferred_mode_without_a_store_needs_max_kept_and_off_mode_does_not():
     with pytest.raises(ConfigurationError, match="max_kept"):
-        CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="off")
+        CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="deferred")
     with pytest.raises(ValueError, match="store="):  # the error still is a ValueError, as before
         CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="deferred")
+    # "off" captures only (README): the cases are the caller's, bounded by the default max_kept, never "unscored"
+    off = CaptureSession([ContextualRelevancyMetric()], model=FakeJudge(), mode="off")
+    assert off.max_kept == 10_000
+    off.submit(_case(0))
+    off.close()
+    assert len(off.test_cases) == 1
 
 
 def test_off_mode_with_max_kept_drops_the_oldest_and_counts_them(caplog):

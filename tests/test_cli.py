@@ -306,7 +306,8 @@ def test_report_compare_export_and_runs(capsys, project):
 
     rc, out, _ = run(capsys, "compare", "weak", "good", "--store", "res.db")
     assert rc == 0
-    assert out.splitlines()[0].startswith("tinyrag:app (run good) compared with before (run weak)")  # names
+    assert re.match(r"tinyrag:app \(run good, \d{4}-\d\d-\d\d \d\d:\d\d UTC\) compared with before \(run weak, "
+                    r"\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", out.splitlines()[0])  # names, ids and times
     row = next(ln for ln in out.splitlines() if ln.startswith("Contextual Precision"))
     assert "+" in row and "better" in row
     rc, out, _ = run(capsys, "compare", "good", "weak", "--store", "res.db", "--fail-on-regression")

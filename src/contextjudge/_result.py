@@ -99,6 +99,7 @@ class MetricResult:
 # which also keeps thousands of small dicts away from the garbage collector, and each read unpacks a fresh copy:
 # to change them, assign a new value. Pickle, not JSON, so that values keep their types (details may have int keys).
 _EMPTY = b""
+_LOCAL_JUDGE = "contextjudge-local"  # the embedded judge's name (judges.local), whose tokens no one bills
 _ZMIN = 1024  # smaller blobs stay plain pickle: compressing them saves little and costs a deflate state each
 _WBITS = -12  # raw deflate with a 4 KB window and a small hash: about 32 KB of state per call, not 256 KB
 
@@ -412,6 +413,23 @@ class EvaluationResult:
         if self.tally is not None:
             return sorted(self.tally.judges)
         return sorted({m.evaluation_model for tr in self.test_results for m in tr.metrics_data if m.evaluation_model})
+
+    def token_words(self) -> str:
+        """The run's tokens in words, as the CLI and the report say them: the embedded judge's tokens are billed by no
+        one, so a run it alone scored says "tokens: none billable (embedded judge, free)" (no tokens, no cost); a
+        mixed run counts only the billable tokens; other runs "tokens N" (and the cost, when a price is known)."""
+        u = self.usage
+        judges = self.judges()
+        local = [j for j in judges if j.startswith(_LOCAL_JUDGE)]
+        if judges and len(local) == len(judges):
+            return "tokens: none billable (embedded judge, free)"
+        cost = f", cost {u.cost:.4f}" if u.cost is not None else ""
+        if local:
+            billable = sum(m.usage.input_tokens + m.usage.output_tokens for tr in self.test_results
+                           for m in tr.metrics_data
+                           if m.evaluation_model and not m.evaluation_model.startswith(_LOCAL_JUDGE))
+            return f"billable tokens {billable} (the embedded judge's are free){cost}"
+        return f"tokens {u.input_tokens + u.output_tokens}{cost}"
 
     def to_wide_records(self) -> list[dict[str, Any]]:
         """One flat record per test case: its name, input, actual_output, expected_output, retrieval_context (the

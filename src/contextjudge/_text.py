@@ -3,6 +3,11 @@
 The split is rule-based so the denominator of a score never depends on how a judge feels about punctuation:
 sentence ends are ``.``, ``!``, ``?`` (and their CJK forms) followed by white space and a capital letter, digit or
 quote, and line breaks; common abbreviations, initials and decimal numbers do not end a sentence.
+
+``split_statements`` goes one step further for the statements of an expected output (recall): a sentence that joins
+two clauses ("A, and B"; "A; B"; "A, but B") is two statements, so a half-supported reference scores 1 of 2, not 0
+of 1. Only where both sides are clauses of their own (at least ``_CLAUSE_WORDS`` words each): a list ("pears, apples,
+and plums") stays one statement.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["shorten", "split_sentences"]
+__all__ = ["shorten", "split_sentences", "split_statements"]
 
 _ABBREVIATIONS = {
     "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "inc", "ltd", "co", "corp",
@@ -74,6 +79,45 @@ def _split(text: str) -> tuple[str, ...]:
         else:
             merged.append(s)
     return tuple(merged)
+
+
+# A clause boundary inside a sentence: a comma and a coordinating conjunction, or a semicolon.
+_CLAUSE = re.compile(r"\s*(?:,\s+(?:and|but|while|whereas|so|yet)\s+|;\s+(?:and\s+|but\s+)?)", re.I)
+_CLAUSE_WORDS = 4
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of ``text``: its sentences (``split_sentences``), each split again at clause boundaries where
+    both sides have at least four words ("Staff get 25 days of leave, and 5 days carry over." is two statements:
+    "Staff get 25 days of leave." and "5 days carry over."). Deterministic, like the sentence split."""
+    out: list[str] = []
+    for sentence in split_sentences(text):
+        out.extend(_clauses(sentence))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _clauses(sentence: str) -> tuple[str, ...]:
+    pieces: list[str] = []
+    start = 0
+    for m in _CLAUSE.finditer(sentence):
+        left, right = sentence[start:m.start()], sentence[m.end():]
+        if len(left.split()) < _CLAUSE_WORDS or len(_CLAUSE.split(right)[0].split()) < _CLAUSE_WORDS:
+            continue
+        pieces.append(left)
+        start = m.end()
+    if not pieces:
+        return (sentence,)
+    pieces.append(sentence[start:])
+    end = re.search(r"[.!?…]+[\"'”’)\]]*$", sentence)
+    stop = end.group(0) if end else ""
+    out = []
+    for i, piece in enumerate(pieces):
+        piece = piece.strip()
+        if i < len(pieces) - 1 and stop:
+            piece = piece.rstrip(",;") + stop[0]
+        out.append(piece[:1].upper() + piece[1:] if i else piece)
+    return tuple(out)
 
 
 def shorten(text: str | None, limit: int) -> str:

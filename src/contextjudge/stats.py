@@ -179,11 +179,14 @@ def _t_or_wilson(m: float, n: int, var: float, level: float, bounds: tuple[float
     return Interval(m, lo, hi, n, level, "t")
 
 
-def paired_difference(pairs: Sequence[tuple[float, float]], *, level: float = LEVEL) -> Interval:
-    """The mean of (current - baseline) over paired cases with its paired-t interval (no clipping; a difference
-    runs from -1 to 1). All differences equal: an interval of no width (the runs differ the same way on every case).
+def paired_difference(pairs: Sequence[tuple[float, float]], *, level: float = LEVEL,
+                      bounds: tuple[float, float] | None = (-1.0, 1.0)) -> Interval:
+    """The mean of (current - baseline) over paired cases with its paired-t interval, clipped to ``bounds`` (what a
+    difference of two scores in [0, 1] can be: -1 to 1; None: not clipped). All differences equal: an interval of
+    no width (the runs differ the same way on every case).
 
-    pairs (baseline, current) [(0.5, 0.4), (0.6, 0.4), (0.7, 0.6)] -> -0.133 [-0.277, 0.010].
+    pairs (baseline, current) [(0.5, 0.4), (0.6, 0.4), (0.7, 0.6)] -> -0.133 [-0.277, 0.010]; three cases that each
+    drop by 1, 1 and 0 -> -0.667 [-1.000, +0.768], not [-2.101, +0.768].
     """
     diffs = [float(c) - float(b) for b, c in pairs if b is not None and c is not None]
     n = len(diffs)
@@ -193,7 +196,10 @@ def paired_difference(pairs: Sequence[tuple[float, float]], *, level: float = LE
     if n == 1:
         return Interval(m, None, None, 1, level, "paired-t")
     half = t_quantile(n - 1, level) * math.sqrt(_var(diffs) / n)
-    return Interval(m, m - half, m + half, n, level, "paired-t")
+    low, high = m - half, m + half
+    if bounds is not None:
+        low, high = max(bounds[0], low), min(bounds[1], high)
+    return Interval(m, low, high, n, level, "paired-t")
 
 
 def unpaired_difference(baseline: Sequence[Any], current: Sequence[Any], *, level: float = LEVEL) -> Interval:
@@ -217,7 +223,7 @@ def unpaired_difference(baseline: Sequence[Any], current: Sequence[Any], *, leve
         return Interval(m, m, m, min(nb, nc), level, "welch-t")
     df = se2 ** 2 / ((vb ** 2 / (nb - 1) if vb else 0.0) + (vc ** 2 / (nc - 1) if vc else 0.0))
     half = t_quantile(max(1, int(df)), level) * math.sqrt(se2)
-    return Interval(m, m - half, m + half, min(nb, nc), level, "welch-t")
+    return Interval(m, max(-1.0, m - half), min(1.0, m + half), min(nb, nc), level, "welch-t")  # scores in [0, 1]
 
 
 def significantly_worse(diff: Interval) -> bool:

@@ -1,7 +1,9 @@
 """Modes "deferred" and "off": the session keeps the cases (and writes them to the store) and scores nothing.
 
-"deferred" leaves them for ``session.score_deferred()`` or ``contextjudge score``; "off" only keeps them
-(``contextjudge eval --app`` collects its cases this way).
+"deferred" leaves them for ``session.score_deferred()`` or ``contextjudge score``; "off" (``CaptureOnly``) only keeps
+them, for the app's own use (``contextjudge eval --app`` collects its cases this way, and a test hands them to
+``assert_test``): it needs no store and no ``max_kept`` (10,000 by default), and says nothing of unscored cases,
+which are what it is for.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from ._case import CapturedCase
 from ._kept import KeptCases
 from ._mode import dropped_words, kept_where
 
-__all__ = ["KeepOnly"]
+__all__ = ["CaptureOnly", "KeepOnly"]
 
 
 class KeepOnly:
@@ -73,3 +75,15 @@ class KeepOnly:
         """At exit, the unscored cases are said (at close they are what this mode is for)."""
         parts = [f"{unscored} captured case(s) are unscored (mode={self.name!r})"] if unscored and at_exit else []
         return parts + dropped_words(dropped), kept_where(self.kept)
+
+
+class CaptureOnly(KeepOnly):
+    """Mode "off": captures only. The cases are the caller's to use (``session.test_cases()``), not work left
+    undone, so no store or ``max_kept`` is required and neither close nor exit calls them unscored."""
+
+    needs_max_kept_without_store = False
+
+    def report(self, unscored: int, dropped: int, at_exit: bool) -> tuple[list[str], str | None]:
+        """Only the cases dropped to stay within ``max_kept`` are worth a word."""
+        return dropped_words(dropped), kept_where(self.kept) if self.kept.store is not None else \
+            "raise max_kept=... to keep more"

@@ -36,7 +36,7 @@ class Counts:
     skipped_budget: int = 0  # cases not judged because the judge budget was spent
     dropped: int = 0  # unscored cases dropped (lost without a store; unscored in it with one)
     written: int = 0  # mode "worker": cases written to the store with their queue rows
-    results_received: int = 0  # mode "worker": results a worker wrote that came back to this session
+    results_received: int = 0  # results that reached this session (its own scoring's, or a worker's in mode "worker")
     roots: int = 0  # the app's top-level calls an integration saw end
     roots_without_retrieval: int = 0  # those in which no retrieval was captured
     evicted: int = 0  # scored or stored cases forgotten from memory (nothing lost)
@@ -121,12 +121,12 @@ class KeptCases:
                 self.store_case(c)
 
     def record(self, case: CapturedCase, results: list[MetricResult], *, received: bool = False) -> None:
-        """Record ``case``'s results on it and count it (lock held); mode "worker": ``received`` from a worker."""
+        """Record ``case``'s results on it and count it and them (lock held); mode "worker": ``received`` from a
+        worker."""
         case.results.extend(results)
         mark(case, DONE)
         self.counts.judged += 1
-        if received:
-            self.counts.results_received += len(results)
+        self.counts.results_received += len(results)
         self.changed.notify_all()
 
     def scored(self, case: CapturedCase, results: list[MetricResult]) -> None:

@@ -4,8 +4,9 @@ A ``CaptureSession`` matches goldens, then, by mode (one object each, chosen at 
 
 - ``"background"`` (``BackgroundScoring``): scores on the shared event loop, off the request path; the app never
   waits for a judge.
-- ``"deferred"`` / ``"off"`` (``KeepOnly``): keeps the cases (and writes them to the store) for a later
-  ``contextjudge score`` or ``session.score_deferred()`` / keeps them only.
+- ``"deferred"`` (``KeepOnly``): keeps the cases (and writes them to the store) for a later ``contextjudge score``
+  or ``session.score_deferred()``; ``"off"`` (``CaptureOnly``) keeps them only, for the caller (a test's
+  ``assert_test``, ``contextjudge eval``), with no store or ``max_kept`` required and no word of "unscored".
 - ``"worker"`` (``WorkerWriter``): only writes the cases, with a queue row each, to the store from a
   ``contextjudge-writer`` thread, in batches; a ``contextjudge worker`` process scores them, and while ``on_result``
   callbacks listen the results come back as events for the cases it still holds (bounded).
@@ -38,7 +39,7 @@ from typing import Any
 from .._result import EvaluationResult, MetricResult
 from ..cases.goldens import load_goldens
 from ..engine import Run
-from ..errors import ConfigurationError
+from ..errors import CaptureError, ConfigurationError
 from ..judges import JudgeOptions
 from . import _exit
 from ._background import BackgroundScoring
@@ -46,7 +47,7 @@ from ._case import CapturedCase, Mode, ResultCallback, default_metrics
 from ._conversations import idle_seconds
 from ._hooks import IntegrationHooks
 from ._intake import Intake
-from ._keep import KeepOnly
+from ._keep import CaptureOnly, KeepOnly
 from ._kept import Counts, KeptCases
 from ._mode import CaptureMode
 from ._roots import RootWatch
@@ -59,7 +60,7 @@ __all__ = ["CaptureSession"]
 logger = logging.getLogger("contextjudge")
 
 _UNSET: Any = object()
-_MODES: dict[str, Any] = {"background": BackgroundScoring, "deferred": KeepOnly, "off": KeepOnly,
+_MODES: dict[str, Any] = {"background": BackgroundScoring, "deferred": KeepOnly, "off": CaptureOnly,
                           "worker": WorkerWriter}
 _DEFAULT_MAX_KEPT = 10_000
 _WORKER_MAX_KEPT = 1_000  # mode "worker": written cases held for their results to come back (None are needed else)
@@ -114,7 +115,29 @@ def _mode_for(mode: str, kept: KeptCases, scoring: CaseScoring, *, concurrency: 
         return BackgroundScoring(kept, scoring, concurrency=concurrency, handoff_delay=handoff_delay, owner=owner)
     if mode == "worker":
         return WorkerWriter(kept, batch=batch, handoff_delay=handoff_delay, poll_interval=poll_interval, owner=owner)
-    return KeepOnly(kept, mode)
+    return CaptureOnly(kept, mode) if mode == "off" else KeepOnly(kept, mode)
+
+
+def one_case(test_cases: list[Any], counters: dict[str, int]) -> Any:
+    """The one single-turn case of a capture block, for ``assert_test``::
+
+        with capture(mode="off", goldens=goldens) as session:
+            chain.invoke("How many PTO days do I get?")
+        assert_test(session.case, [ContextualPrecisionMetric(threshold=0.7, model="local")])
+
+    A ``CaptureError`` that says what was seen when the block captured no retrieval, or several (then
+    ``session.test_cases`` lists them, oldest first)."""
+    cases = [tc for tc in test_cases if getattr(tc, "input", None) is not None]  # conversations left out
+    if len(cases) == 1:
+        return cases[0]
+    if not cases:
+        roots = counters.get("roots_without_retrieval", 0)
+        raise CaptureError("no retrieval was captured" + (f" ({roots} call(s) of the app ran without one)"
+                                                         if roots else "")
+                           + ": call the app inside the block, and check that it retrieves in a way capture sees "
+                             "(README.md#what-is-captured).")
+    raise CaptureError(f"{len(cases)} test cases were captured (one per retrieval), so there is no one case: use "
+                       "session.test_cases[i] (oldest first), or capture one call per block.")
 
 
 class CaptureSession:
@@ -125,8 +148,8 @@ class CaptureSession:
     on a case no golden matched) gives an error result that says what to do. ``model`` is the judge of metrics built
     without one (the metric objects themselves are never changed); ``goldens`` fill expected outputs; ``store`` (a
     store or its path/URL) keeps cases, results and the run. ``max_kept`` bounds the cases held in memory
-    (default 10,000; None: no bound). In "deferred" or "off" mode without a store the kept cases are the only copy
-    of the work, so that combination needs ``max_kept`` given explicitly. ``max_queue`` bounds the cases waiting
+    (default 10,000; None: no bound). In "deferred" mode without a store the kept cases are the only copy of the
+    work, so that combination needs ``max_kept`` given explicitly; "off" captures only (the default bound). ``max_queue`` bounds the cases waiting
     for a judge; ``concurrency`` the cases scored at once; ``on_result(case, result)`` is called for every result;
     ``exit_timeout`` is how long interpreter exit waits for pending scores (mode "worker": pending writes).
 
@@ -216,7 +239,8 @@ class CaptureSession:
         assembled case is decided at its assembly). ``judged``: cases scored (mode "worker": whose results came back
         to this session). ``skipped_budget``: cases not judged because the judge budget was spent. ``dropped``:
         cases dropped to keep memory bounded (``max_queue`` / ``max_kept``) or that could not be written.
-        ``written``, ``results_received``: mode "worker" (cases written for a worker; results it sent back).
+        ``results_received``: metric results that reached the session (``session.results``), scored here or, in
+        mode "worker", sent back by a worker. ``written``: mode "worker", cases written for a worker.
         ``roots``: the app's top-level calls the integration saw end (a chain or graph run, a query/chat/retrieve
         call, an agent or workflow run); ``roots_without_retrieval``: those in which no retrieval was captured.
         Each counter is also an attribute of the session (``session.dropped``), as are ``evicted`` (scored or
@@ -256,6 +280,11 @@ class CaptureSession:
     def test_cases(self) -> list[Any]:
         """The test cases kept in memory (lazily assembled ones are assembled now; failed ones are left out)."""
         return [c.test_case for c in self.ready_cases()]
+
+    @property
+    def case(self) -> Any:
+        """The one test case this session captured, for ``assert_test`` in a test (``one_case``)."""
+        return one_case(self.test_cases, self.counters)
 
     @property
     def results(self) -> list[tuple[CapturedCase, MetricResult]]:

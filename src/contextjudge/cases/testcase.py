@@ -366,6 +366,18 @@ class ConversationalTestCase(_Base):
         _check_text(self.expected_outcome, "expected_outcome", required=False)
         return self
 
+    @property
+    def exchanges(self) -> int:
+        """How many exchanges (a user message and the answer to it) the conversation has: the number the report and
+        the turn metrics count in ("exchange 1, 2 ..."). ``len(turns)`` counts messages: twice as many."""
+        users, last = 0, 0
+        for t in self.turns:
+            if t.role == "user":
+                users += 1
+            elif t.role == "assistant":
+                last = max(1, users)  # the exchange this answer closes, numbered as the turn metrics number it
+        return last or users
+
     def fingerprint(self) -> str:
         """A stable hash of the judged content, used to recognise the same conversation across runs."""
         payload = dump_json(self, exclude={"name", "id", "tags", "additional_metadata"})

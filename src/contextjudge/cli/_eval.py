@@ -86,8 +86,7 @@ def load_object(spec: str) -> Any:
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            names = sorted(n for n in dir(module) if not n.startswith("_"))[:12]
-            raise UsageError(f"module {mod_name!r} has no attribute {attr!r} for --app. It has: {', '.join(names)}")
+            raise UsageError(_no_attribute_message(mod_name, attr, obj, part))
         obj = getattr(obj, part)
     if call:
         try:
@@ -95,6 +94,34 @@ def load_object(spec: str) -> Any:
         except Exception as exc:  # noqa: BLE001
             raise UsageError(f"calling {spec} raised {type(exc).__name__}: {exc}.") from exc
     return obj
+
+
+def _no_attribute_message(mod_name: str, attr: str, owner: Any, part: str) -> str:
+    """A missing ``--app`` attribute: the closest names first ("did you mean"), then the app-like objects."""
+    import difflib  # noqa: PLC0415
+
+    names = [n for n in dir(owner) if not n.startswith("_")]
+    close = difflib.get_close_matches(part, names, n=3, cutoff=0.6) or \
+        difflib.get_close_matches(part.lower(), [n.lower() for n in names], n=3, cutoff=0.6)
+    close = [next(n for n in names if n.lower() == c.lower()) for c in close]
+    own = getattr(owner, "__name__", None) if isinstance(owner, type(sys)) else None
+    def its_own(value: Any) -> bool:  # not a module, nor a class or function imported from elsewhere
+        if isinstance(value, (type(sys), str, bytes, int, float)) or type(value).__name__ == "_Feature":
+            return False  # a module, a constant, a __future__ import
+        if getattr(value, "__module__", None) in ("typing", "typing_extensions"):
+            return False
+        if own is not None and (isinstance(value, type) or callable(value) and hasattr(value, "__code__")):
+            return getattr(value, "__module__", own) == own
+        return True
+
+    apps = [n for n in names if its_own(getattr(owner, n, None))]
+    msg = f"module {mod_name!r} has no attribute {attr!r} for --app."
+    if close:
+        prefix = attr.rpartition(".")[0]
+        msg += " Did you mean " + " or ".join(f"{mod_name}:{prefix + '.' if prefix else ''}{c}" for c in close) + "?"
+    if apps:
+        msg += f" Its own names: {', '.join(sorted(apps)[:12])}" + (" ..." if len(apps) > 12 else "") + "."
+    return msg
 
 
 def _goldens(path: str) -> Any:
@@ -151,6 +178,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for f in failed[:3]:
         _info(f"  golden {f.golden.id or f.index + 1} ({_short(f.golden.input, 60)!r}): the app raised "
               f"{type(f.error).__name__}: {_short(str(f.error), 160)}", args.quiet)
+    note = _input_note(adapter[1], app, args) if failed else None
+    if note:
+        _info(f"  {note}", args.quiet)
     missing = _goldens_without_case(goldens, items)
     if missing:
         shown = ", ".join(repr(_short(g.input, 50)) for g in missing[:3]) + (" ..." if len(missing) > 3 else "")
@@ -162,7 +192,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     from ..engine import evaluate  # noqa: PLC0415
 
-    result = evaluate(test_cases, metrics, store=store, run_id=args.run_id, run_name=args.name or args.app,
+    result = evaluate(test_cases, metrics, store=store, run_id=args.run_id,
+                      run_name=args.name or default_run_name(args.app, test_cases),
                       max_concurrency=args.concurrency * 4, show_progress=_progress(args), repeats=args.repeats,
                       run_config={"app": args.app, "goldens": os.path.abspath(args.goldens), "adapter": adapter[0],
                                   "code": _code_fingerprint(app), "golden_failures": len(failed)})
@@ -176,6 +207,49 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         print(f"report: contextjudge report {result.run_id} --store {store.target} -o report.html")
     return _verdict(result, gates, args.allow_errors)
+
+
+def _git_commit(folder: str) -> str | None:
+    """The short commit of the git checkout ``folder`` is in, with "+changes" when its tracked files differ from
+    it; None outside a checkout or without git."""
+    import subprocess  # noqa: PLC0415
+
+    def git(*cmd: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *cmd], cwd=folder, capture_output=True, text=True, timeout=10, check=False)
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        if head.returncode != 0 or not head.stdout.strip():
+            return None
+        dirty = git("diff", "--quiet", "HEAD", "--").returncode == 1
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+changes" if dirty else "")
+
+
+def default_run_name(app: str, test_cases: list[Any]) -> str:
+    """A run's name when ``--name`` is not given: the app, the git commit of the current folder's checkout (when
+    there is one) and the retriever(s) its cases went through, so two runs of one app are told apart (the run's id
+    and the store keep when it ran): ``examples.hr_app:chain @ 1a2b3c4 · VectorStoreRetriever``."""
+    from collections import Counter  # noqa: PLC0415
+
+    from ..cases.provenance import RETRIEVER_KEY  # noqa: PLC0415
+
+    seen: Counter[str] = Counter()
+    for tc in test_cases:
+        meta = getattr(tc, "additional_metadata", None) or {}
+        value = meta.get(RETRIEVER_KEY) if isinstance(meta, dict) else None
+        for name in value if isinstance(value, list) else [value]:
+            if name:
+                seen[str(name)] += 1
+    parts = [app]
+    commit = _git_commit(os.getcwd())
+    if commit:
+        parts[0] += f" @ {commit}"
+    if seen:
+        names = [n for n, _ in seen.most_common(2)]
+        parts.append(", ".join(names) + (" ..." if len(seen) > 2 else ""))
+    return " · ".join(parts)
 
 
 def _safe_matches(adapter: Any, app: Any) -> bool:
@@ -219,18 +293,41 @@ def _no_adapter_message(spec: str, app: Any, adapters: list[tuple[str, Any]]) ->
     return " ".join(parts)
 
 
-def _collect(adapter: Any, app: Any, goldens: Any, args: argparse.Namespace) -> list[Any]:
-    """Run the goldens through the app with a progress bar (when the adapter reports progress)."""
+def _input_note(adapter: Any, app: Any, args: argparse.Namespace) -> str | None:
+    """The adapter's words on how a golden's question reached the app (which key) and how to choose another."""
+    note = getattr(adapter, "input_note", None)
+    if note is None:
+        return None
+    try:
+        return str(note(app, getattr(args, "input_key", None)))
+    except Exception:  # noqa: BLE001 - a hint, never a second failure
+        return None
+
+
+def _takes(fn: Any, name: str) -> bool:
     import inspect  # noqa: PLC0415
 
-    kwargs: dict[str, Any] = {"concurrency": args.concurrency}
-    bar = _bar(len(goldens), "running the app", "golden", _progress(args))
     try:
-        params = inspect.signature(adapter.collect).parameters
-        takes = "progress" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        takes = False
-    if takes and bar is not None:
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _collect(adapter: Any, app: Any, goldens: Any, args: argparse.Namespace) -> list[Any]:
+    """Run the goldens through the app with a progress bar (when the adapter reports progress)."""
+    kwargs: dict[str, Any] = {"concurrency": args.concurrency}
+    for flag in ("input_key", "answer_key"):
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if not _takes(adapter.collect, flag):
+            raise UsageError(f"--{flag.replace('_', '-')} is for apps whose input is a dict of named keys (LangChain "
+                             f"Runnables and LangGraph graphs); the {getattr(adapter, 'name', 'app')} adapter gives "
+                             "the question as it is. Leave the option out.")
+        kwargs[flag] = value
+    bar = _bar(len(goldens), "running the app", "golden", _progress(args))
+    if _takes(adapter.collect, "progress") and bar is not None:
         kwargs["progress"] = lambda: bar.update(1)
     try:
         return list(adapter.collect(app, goldens, **kwargs))
@@ -309,7 +406,14 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
                    help="do not fail (exit 3) on test cases with an error; gate on the scored cases only")
     p.add_argument("--report", metavar="FILE", help="write the HTML report here")
     p.add_argument("--run-id", help="run id in the store; an existing id resumes that run")
-    p.add_argument("--name", help="a name for the run (default: the --app value)")
+    p.add_argument("--input-key", metavar="KEY",
+                   help="the key of the app's input that takes each golden's question (default: read from the "
+                        "app's input schema: question, input, query, user_input, q, messages, or its only key)")
+    p.add_argument("--answer-key", metavar="KEY",
+                   help="the key of the app's output that holds its answer (default: answer, output, result, "
+                        "response, text, or a graph's last AI message)")
+    p.add_argument("--name", help="a name for the run (default: the --app value, the git commit of the current "
+                                  "folder's checkout and the retriever, e.g. 'app:chain @ 1a2b3c4 · MyRetriever')")
     p.add_argument("--concurrency", type=int, default=4, help="goldens run through the app at once (default 4)")
     p.add_argument("--repeats", type=_repeats_arg, metavar="K", help=_REPEATS_HELP)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -49,13 +49,18 @@ def add_store_commands(sub: argparse._SubParsersAction) -> None:
                                    "BASELINE, over the cases both runs scored, paired by test case id, else input) "
                                    "with its 95% paired-t interval, and the cases that changed most. With "
                                    "--fail-on-regression, exits 1 only when a metric is significantly worse: its "
-                                   "whole interval is below zero. A metric with no shared cases never fails.")
+                                   "whole interval is below zero; with --max-drop D, also when a metric's mean "
+                                   "difference is below -D (for runs too small to tell). A metric with no shared "
+                                   "cases never fails.")
     p.add_argument("baseline", help="baseline run id or name")
     p.add_argument("run", nargs="?", help="run to compare (default: the latest run)")
     _store_arg(p)
     p.add_argument("-o", "--output", metavar="FILE", help="also write the HTML compare report")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when a metric is significantly worse (its whole 95%% interval below zero)")
+    p.add_argument("--max-drop", type=_drop_arg, metavar="D",
+                   help="exit 1 when a metric's mean paired difference is below -D (a plain threshold on the drop, "
+                        "e.g. 0.1; it gates however few cases there are, where significance cannot)")
     _common(p)
     p.set_defaults(func=cmd_compare)
 
@@ -98,8 +103,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = _resolve(store, args.baseline)
     cur = _resolve(store, args.run)
     changes = compare_runs(store.load_run(cur), store.load_run(base))
-    rows, worse, unpaired = [], [], []
+    rows, worse, unpaired, dropped = [], [], [], []
     for c in changes:
+        if args.max_drop is not None and c.difference.estimate is not None and c.difference.estimate < -args.max_drop:
+            dropped.append(c)
         iv = c.difference
         ci = "n/a" if iv.low is None else f"[{iv.low:+.3f}, {iv.high:+.3f}]"
         diff = "n/a" if iv.estimate is None else f"{iv.estimate:+.3f}"
@@ -127,20 +134,46 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         _write(args.output, render_report(store=store, run=cur, compare=base))
         print(f"report: {args.output}")
+    few = [c for c in changes if c.reading == "too few cases to tell"]
+    if few:
+        n = max(c.difference.n for c in few)
+        print(f"\nToo few cases to tell on {', '.join(c.metric for c in few)}: with {n} paired case(s) the 95% "
+              "interval cannot settle the difference. "
+              + ("Add goldens, or gate on the drop itself: --max-drop 0.1." if args.max_drop is None else
+                 f"--max-drop {args.max_drop:g} gates on the drop itself."))
+    failed = False
     if args.fail_on_regression and worse:
         print("FAILED: worse on " + ", ".join(worse)
               + " (significantly: the whole 95% interval of the paired difference is below zero)")
-        return EXIT_GATE
-    return EXIT_OK
+        failed = True
+    if dropped:
+        print("FAILED: dropped more than " + f"{args.max_drop:g} on "
+              + ", ".join(f"{c.metric} ({c.difference.estimate:+.3f})" for c in dropped) + " (--max-drop)")
+        failed = True
+    return EXIT_GATE if failed else EXIT_OK
+
+
+def _drop_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a drop between 0 and 1 (scores run from 0 to 1): "
+                                         "write it like --max-drop 0.1")
+    return value
 
 
 def _run_label(store: Any, run_id: str) -> str:
-    """A run as people know it: its name, with its id ("nightly (run 20261124-2017-ab12)")."""
+    """A run as people know it: its name, with its id and when it began ("nightly (run 20261124-2017-ab12,
+    2026-11-24 20:17 UTC)"), so two runs of one app are told apart."""
     try:
-        name = store.run_info(run_id).name
+        info = store.run_info(run_id)
+        name, created = info.name, info.created_at
     except Exception:  # noqa: BLE001 - the label is a nicety; the id is enough
-        name = None
-    return f"{name} (run {run_id})" if name and name != run_id else f"run {run_id}"
+        name, created = None, None
+    when = f", {time.strftime('%Y-%m-%d %H:%M', time.gmtime(created))} UTC" if created else ""
+    return f"{name} (run {run_id}{when})" if name and name != run_id else f"run {run_id}{when}"
 
 
 def cmd_export(args: argparse.Namespace) -> int:

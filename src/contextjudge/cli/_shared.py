@@ -251,20 +251,12 @@ def _errored_cases(result: Any) -> list[Any]:
 
 
 def _usage_line(result: Any) -> str:
-    """Judge calls and tokens. Tokens of the embedded judge are not billed by anyone, so they are not shown as such."""
+    """Judge calls and tokens. Tokens of the embedded judge are not billed by anyone, so they are not shown as such
+    (``EvaluationResult.token_words``, which the report's header says too)."""
     u = result.usage
     judges = result.judges()
-    local = [j for j in judges if j.startswith(LOCAL_JUDGE)]
-    if judges and len(local) == len(judges):
-        tokens = "tokens: none billable (embedded judge, free)"
-    elif local:
-        billable = sum(m.usage.input_tokens + m.usage.output_tokens for tr in result.test_results
-                       for m in tr.metrics_data if m.evaluation_model and not m.evaluation_model.startswith(LOCAL_JUDGE))
-        tokens = f"billable tokens {billable} (the embedded judge's are free)"
-    else:
-        tokens = f"tokens {u.input_tokens + u.output_tokens}"
     who = f"judge {', '.join(judges)}; " if judges else ""
-    return f"{who}judge calls {u.calls}, cache hits {u.cache_hits}, {tokens}"
+    return f"{who}judge calls {u.calls}, cache hits {u.cache_hits}, {result.token_words()}"
 
 
 def _ci(iv: Any) -> str:

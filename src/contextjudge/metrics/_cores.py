@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._text import shorten, split_sentences
+from .._text import shorten, split_sentences, split_statements
 from ..cases.testcase import RetrievedNode
 from ..judges import Item, JudgeClient, JudgeRequest
 from ._base import Outcome, node_items
@@ -104,10 +104,11 @@ async def node_usefulness(client: JudgeClient, *, metric: str, input: str, refer
 
 async def statement_support(client: JudgeClient, *, metric: str, input: str, reference: str,
                             nodes: list[RetrievedNode], history: list[dict[str, str]] | None = None) -> Outcome:
-    """Recall-style: is each sentence of ``reference`` supported by the nodes? Score is supported / all."""
+    """Recall-style: is each statement of ``reference`` (its sentences, split at clause boundaries) supported by the
+    nodes? Score is supported / all."""
     if not nodes:
         return empty_retrieval("recall")
-    statements = split_sentences(reference)
+    statements = split_statements(reference)  # sentences, and the clauses of "A, and B" (``_text``)
     items = [Item(id=f"s{j}", text=s) for j, s in enumerate(statements, start=1)]
     req = JudgeRequest(task="statement_support", metric=metric, input=input, history=history or [],
                        reference=reference, reference_kind="expected_output", items=items,

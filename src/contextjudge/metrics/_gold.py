@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .._text import split_sentences
+from .._text import split_sentences, split_statements
 from ..cases.labels import METRIC_OF_FIELD, labels_of
 from ..cases.provenance import short
 from ..errors import ConfigurationError
@@ -49,11 +49,11 @@ def _case_name(test_case: Any) -> str:
 
 def gold_statements(test_case: Any, labels: dict[str, Any]) -> list[str]:
     """The statements the statement labels refer to: ``labels["statements"]`` when given, else the expected output
-    split into sentences the way the recall metric splits it."""
+    split into statements the way the recall metric splits it (``_text.split_statements``)."""
     given = labels.get("statements")
     if given is not None:
         return list(given)
-    return split_sentences(getattr(test_case, "expected_output", None) or "")
+    return split_statements(getattr(test_case, "expected_output", None) or "")
 
 
 def relevance_items(test_case: Any, labels: dict[str, Any]) -> list[tuple[str, bool]]:

@@ -287,12 +287,24 @@ def _agent_block(meta_owner: Any) -> str:
     if not agent:
         return ""
     call = agent.get("call")
-    tool = str(agent.get("tool") or "(unnamed tool)") + (f" (call {call} in the turn)" if call else "")
     who = ", ".join(str(agent[k]) for k in ("agent", "framework") if agent.get(k))
-    parts = ["<div class='cj-agent'><div class='small'>From an agent's tool call"
-             + (f": {e(who)}" if who else "") + "</div>", _field("Tool", tool)]
-    if agent.get("tool_input") is not None:
-        parts.append(_field("Tool query", agent["tool_input"]))
+    if not agent.get("tool"):  # a plain retrieval from a graph node or a workflow step: no tool was called
+        node = agent.get("node")
+        where = str(node) + (f" (retrieval {call} in the turn)" if isinstance(call, int) and call > 1 else "") if node else None
+        parts = ["<div class='cj-agent cj-node'><div class='small'>From a graph node"
+                 + (f": {e(who)}" if who else "") + "</div>"]
+        if where:
+            parts.append(_field("Node", where))
+        if agent.get("tool_input") is not None:
+            parts.append(_field("Query", agent["tool_input"]))
+    else:
+        tool = str(agent["tool"]) + (f" (call {call} in the turn)" if call else "")
+        parts = ["<div class='cj-agent'><div class='small'>From an agent's tool call"
+                 + (f": {e(who)}" if who else "") + "</div>", _field("Tool", tool)]
+        if agent.get("node"):
+            parts.append(_field("Node", agent["node"]))
+        if agent.get("tool_input") is not None:
+            parts.append(_field("Tool query", agent["tool_input"]))
     if agent.get("tool_output") is not None:
         parts.append(_field("Tool answer", agent["tool_output"]))
     if agent.get("thread_id") is not None:
@@ -422,7 +434,10 @@ def _badges(tr: TestResult, ctx: CaseContext) -> str:
         out.append("<span class='badge new'>not in the baseline</span>")
     agent = agent_of(tr.test_case)
     if agent:
-        out.append(f"<span class='badge agent'>tool {e(agent.get('tool') or '?')}</span>")
+        if agent.get("tool"):
+            out.append(f"<span class='badge agent'>tool {e(agent['tool'])}</span>")
+        elif agent.get("node"):
+            out.append(f"<span class='badge agent'>node {e(agent['node'])}</span>")
     if app_error_of(tr.test_case) is not None:
         out.append("<span class='badge err'>app error</span>")
     elif _has_error(tr):

@@ -309,19 +309,25 @@ class MetricChange:
 
     ``difference``: the mean of (current - baseline) over the cases both runs scored, with its 95% paired-t interval
     (``contextjudge.stats.paired_difference``); ``reading``: "worse" or "better" only when that whole interval is
-    below or above zero, "no shared cases" when no case has a score in both runs, else "no clear change".
+    below or above zero, "no shared cases" when no case has a score in both runs, "too few cases to tell" when
+    fewer than ``FEW_PAIRS`` (10) pairs leave the difference unsettled (gate those on the drop itself:
+    ``contextjudge compare --max-drop``), else "no clear change".
     ``top_cases``: the paired cases that changed most (largest |difference| first, unchanged cases left out)."""
 
     metric: str
     baseline_mean: float | None
     current_mean: float | None
     difference: StatsInterval
-    reading: str  # "better", "worse", "no clear change" or "no shared cases"
+    reading: str  # "better", "worse", "no clear change", "too few cases to tell" or "no shared cases"
     top_cases: list[CaseChange] = field(default_factory=list)
 
     @property
     def significantly_worse(self) -> bool:
         return significantly_worse(self.difference)
+
+
+FEW_PAIRS = 10
+"""Below this many paired cases an unsettled difference reads "too few cases to tell", not "no clear change"."""
 
 
 def compare_runs(current: EvaluationResult, baseline: EvaluationResult, *, top: int = 5) -> list[MetricChange]:
@@ -334,7 +340,9 @@ def compare_runs(current: EvaluationResult, baseline: EvaluationResult, *, top: 
                   if (sb := _score_of(b, name)) is not None and (sc := _score_of(c, name)) is not None]
         iv = paired_t([(sb, sc) for _, _, sb, sc in paired])
         reading = ("no shared cases" if iv.n == 0 else "better" if significantly_better(iv) else
-                   "worse" if significantly_worse(iv) else "no clear change")
+                   "worse" if significantly_worse(iv) else
+                   "too few cases to tell" if iv.n < FEW_PAIRS and (iv.width is None or iv.width > 0) else
+                   "no clear change")
         moved = sorted((p for p in paired if p[3] != p[2]), key=lambda p: (-abs(p[3] - p[2]), p[0]))
         cases = [CaseChange(key, c.name or case_input(c.test_case), c.index, sb, sc)
                  for key, c, sb, sc in moved[:top]]
@@ -406,9 +414,7 @@ def _header(cur: RunView, base: RunView | None) -> str:
     if with_errors:
         bits.append(f"<span class='err'>{with_errors} case(s) with an error</span>")
     bits.append(f"judge {judges}")
-    bits.append(f"{u.calls} judge call(s), {u.cache_hits} cache hit(s), {u.input_tokens + u.output_tokens} tokens")
-    if u.cost is not None:
-        bits.append(f"cost {u.cost:.4f}")
+    bits.append(f"{u.calls} judge call(s), {u.cache_hits} cache hit(s), {e(r.token_words())}")
     if cur.store:
         bits.append(f"store {e(cur.store)}")
     if base is not None:

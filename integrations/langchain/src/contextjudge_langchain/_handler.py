@@ -159,6 +159,13 @@ class ContextJudgeCallbackHandler(BaseTracer):
         return self.session.test_cases
 
     @property
+    def case(self) -> Any:
+        """The one test case captured, for ``assert_test`` (``CaptureSession.case``: an error when there are none or
+        several)."""
+        self._assembler.wait()
+        return self.session.case
+
+    @property
     def cases(self) -> list[CapturedCase]:
         """The captured cases with their source, ids, metadata and results."""
         self._assembler.wait()

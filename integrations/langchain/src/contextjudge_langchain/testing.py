@@ -86,7 +86,8 @@ class ExtractiveChatModel(BaseChatModel):
     """An offline chat model that answers by quoting context sentences. Not a language model.
 
     It reads the last message, takes the text after ``question_marker`` as the question and the text between
-    ``context_marker`` and the question as the context, and answers with the ``max_sentences`` context sentences
+    ``context_marker`` and the question as the context (everything before the question when the prompt has no
+    ``context_marker``), and answers with the ``max_sentences`` context sentences
     that share the most words with the question (in context order). With no overlap it says it does not know.
     Streams word by word, so it also exercises streaming.
     """
@@ -104,7 +105,10 @@ class ExtractiveChatModel(BaseChatModel):
         q_at = prompt.rfind(self.question_marker)
         question = prompt[q_at + len(self.question_marker):] if q_at >= 0 else prompt
         c_at = prompt.find(self.context_marker)
-        context = prompt[c_at + len(self.context_marker): q_at if q_at > c_at else None] if c_at >= 0 else ""
+        if c_at >= 0:
+            context = prompt[c_at + len(self.context_marker): q_at if q_at > c_at else None]
+        else:  # no context marker (a prompt like "Answer from the context.\n{context}\n\nQuestion: ..."):
+            context = prompt[:q_at] if q_at >= 0 else ""  # everything before the question is the context
         q_words = set(tokens(question))
         sentences = [s.strip() for s in _SENTENCE.split(" ".join(context.split())) if s.strip()]
         scored = [(len(q_words & set(tokens(s))), i, s) for i, s in enumerate(sentences)]

@@ -19,6 +19,15 @@ __all__ = ["EvaluationDataset", "EvaluationResult", "MultiTurnSample", "SingleTu
            "sample_of", "sample_to_case"]
 
 
+
+def _pandas() -> Any:
+    """pandas, or an ImportError that says which extra installs it (as the core's ``to_pandas()`` does)."""
+    try:
+        import pandas  # noqa: PLC0415
+    except ImportError as exc:
+        raise ImportError("this needs pandas: pip install 'contextjudge[pandas]' (or pip install pandas)") from exc
+    return pandas
+
 class SingleTurnSample(BaseModel):
     """One question, what was retrieved and answered, and the reference (Ragas 0.2-0.4 field names)."""
 
@@ -174,7 +183,7 @@ class EvaluationDataset:
     @classmethod
     def from_csv(cls, path: str, **kwargs: Any) -> EvaluationDataset:
         """Rows of a CSV file; list columns (retrieved_contexts, ...) written by ``to_csv`` are read back as lists."""
-        import pandas as pd  # noqa: PLC0415
+        pd = _pandas()
 
         df = pd.read_csv(path)
         rows = [{k: _list_cell(v) for k, v in r.items()} for r in df.to_dict("records")]
@@ -215,7 +224,7 @@ class EvaluationDataset:
 
     def to_pandas(self) -> Any:
         """The samples as a pandas DataFrame, without the columns no sample sets."""
-        import pandas as pd  # noqa: PLC0415
+        pd = _pandas()
 
         return pd.DataFrame([s.model_dump() for s in self.samples]).dropna(axis=1, how="all")
 
@@ -290,7 +299,7 @@ class EvaluationResult:
 
     def to_pandas(self, batch_size: int | None = None, batched: bool = False) -> Any:
         """The dataset's columns, one score column per metric, and ``<metric>_error`` where a row failed."""
-        import pandas as pd  # noqa: PLC0415
+        pd = _pandas()
 
         if self._rows is not None:
             base = pd.DataFrame(self._rows)

@@ -282,7 +282,7 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
     conv = sorted((r for _, r in weak.conversation.results if r.score is not None), key=lambda r: r.score)
     if conv:
         add("")
-        add(f"Conversation (one thread id, 3 turns), weak retriever, lowest: {conv[0].name} {conv[0].score:.2f}")
+        add(f"Conversation (one thread id, 3 exchanges), weak retriever, lowest: {conv[0].name} {conv[0].score:.2f}")
         add(wrap.fill(f"reason: {conv[0].reason or '(none)'}"))
     add("")
     total_scores = sum(len(o.handler.results) + len(o.conversation.results) for o in outcomes)

@@ -117,6 +117,8 @@ class Run:
 
         out: list[dict[str, Any]] = []
         for m in metrics:
+            if getattr(m, "needs_judge", True) is False:
+                continue
             try:
                 model = self.context.judge_for(m)
                 entry = {"name": judge_name(model), "identity": judge_identity(model)}

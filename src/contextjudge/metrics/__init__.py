@@ -1,4 +1,4 @@
-"""The context metrics. Every metric takes DeepEval's parameters and has ``measure``, ``a_measure`` and ``a_score``.
+"""The metrics: the context metrics, faithfulness and answer relevancy (judged), and the ranking metrics (no judge). Every metric takes DeepEval's parameters and has ``measure``, ``a_measure`` and ``a_score``.
 
 ``BY_KEY`` names each metric class by its short key (``"contextual_precision"``); ``from_keys`` builds metric objects
 from keys, the one way the CLI, the worker and ``estimate`` do it.
@@ -10,10 +10,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..judges import (
+    AnswerRelevancyTemplate,
     ContextualPrecisionTemplate,
     ContextualRecallTemplate,
     ContextualRelevancyTemplate,
     ContextUtilizationTemplate,
+    FaithfulnessTemplate,
     RubricContextRecallTemplate,
     TurnContextualPrecisionTemplate,
     TurnContextualRecallTemplate,
@@ -24,16 +26,29 @@ from ._formulas import fraction, weighted_cumulative_precision
 
 # the score a case's gold labels imply: for the core's engine, report and CLI, not in __all__
 from ._gold import fill_gold_scores, gold_score, gold_score_of, gold_statements, label_problems
+from ._ranking import (
+    HitRateMetric,
+    MAPMetric,
+    MRRMetric,
+    NDCGMetric,
+    PrecisionAtKMetric,
+    RankingMetric,
+    RecallAtKMetric,
+)
 from ._single import (
+    AnswerRelevancyMetric,
     ContextualPrecisionMetric,
     ContextualRecallMetric,
     ContextualRelevancyMetric,
     ContextUtilizationMetric,
+    FaithfulnessMetric,
     RubricContextRecallMetric,
 )
 from ._turn import TurnContextualPrecisionMetric, TurnContextualRecallMetric, TurnContextualRelevancyMetric
 
 __all__ = [
+    "AnswerRelevancyMetric",
+    "AnswerRelevancyTemplate",
     "BaseMetric",
     "ContextUtilizationMetric",
     "ContextUtilizationTemplate",
@@ -43,6 +58,15 @@ __all__ = [
     "ContextualRecallTemplate",
     "ContextualRelevancyMetric",
     "ContextualRelevancyTemplate",
+    "FaithfulnessMetric",
+    "FaithfulnessTemplate",
+    "HitRateMetric",
+    "MAPMetric",
+    "MRRMetric",
+    "NDCGMetric",
+    "PrecisionAtKMetric",
+    "RankingMetric",
+    "RecallAtKMetric",
     "RubricContextRecallMetric",
     "RubricContextRecallTemplate",
     "TurnContextualPrecisionMetric",
@@ -61,8 +85,11 @@ BY_KEY: dict[str, type[BaseMetric]] = {
     m.key: m
     for m in (ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric, ContextUtilizationMetric,
               TurnContextualRelevancyMetric, TurnContextualPrecisionMetric, TurnContextualRecallMetric,
-              RubricContextRecallMetric)
+              RubricContextRecallMetric, FaithfulnessMetric, AnswerRelevancyMetric,
+              HitRateMetric, MRRMetric, PrecisionAtKMetric, RecallAtKMetric, MAPMetric, NDCGMetric)
 }
+# the keys whose metrics never call a judge
+JUDGE_FREE = frozenset(k for k, m in BY_KEY.items() if not getattr(m, "needs_judge", True))
 
 
 def _known_key(key: str) -> str:

@@ -32,6 +32,7 @@ from ._ranking import (
     MRRMetric,
     NDCGMetric,
     PrecisionAtKMetric,
+    RankedPrecisionMetric,
     RankingMetric,
     RecallAtKMetric,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "MRRMetric",
     "NDCGMetric",
     "PrecisionAtKMetric",
+    "RankedPrecisionMetric",
     "RankingMetric",
     "RecallAtKMetric",
     "RubricContextRecallMetric",

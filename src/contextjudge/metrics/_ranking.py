@@ -8,7 +8,9 @@ ideal context, Ragas' ``reference_contexts``) matched against each node's text, 
 whitespace and case) or, with ``similarity_threshold``, when difflib's ``SequenceMatcher`` ratio reaches it.
 
 Each expected item is found once: a later node matching only items already found (the same chunk twice, a second
-chunk of a relevant document) counts as not relevant at its rank, so a repeated chunk never inflates a score.
+chunk of a relevant document) counts as not relevant at its rank, so a repeated chunk never inflates a score. A node
+may find several expected items (a chunk holding two expected passages); it is then one relevant node, with the
+highest grade among them.
 The formulas are in ``_formulas.py``, each with its hand-computed examples.
 """
 
@@ -22,10 +24,18 @@ from ..cases.provenance import source_of
 from ..cases.testcase import LLMTestCase, RetrievedNode
 from ..errors import ConfigurationError, MissingTestCaseParamsError
 from ._base import BaseMetric, Outcome
-from ._formulas import average_precision, hit_rate, ndcg, precision_at_k, recall_at_k, reciprocal_rank
+from ._formulas import (
+    average_precision,
+    hit_rate,
+    ndcg,
+    precision_at_k,
+    recall_at_k,
+    reciprocal_rank,
+    weighted_cumulative_precision,
+)
 
-__all__ = ["HitRateMetric", "MAPMetric", "MRRMetric", "NDCGMetric", "PrecisionAtKMetric", "RankingMetric",
-           "RecallAtKMetric", "ranked_relevance"]
+__all__ = ["HitRateMetric", "MAPMetric", "MRRMetric", "NDCGMetric", "PrecisionAtKMetric", "RankedPrecisionMetric",
+           "RankingMetric", "RecallAtKMetric", "ranked_relevance"]
 
 NO_JUDGE = "no-judge"  # the judge identity a ranking result records (trend compares identities)
 
@@ -72,7 +82,6 @@ def ranked_relevance(tc: LLMTestCase, similarity_threshold: float | None = None,
         new = [t for t in texts if t not in found and (
             t == text if similarity_threshold is None
             else difflib.SequenceMatcher(None, t, text, autojunk=False).ratio() >= similarity_threshold)]
-        new = new[:1]  # one node finds one expected text
         found.update(new)
         grades.append(1.0 if new else 0.0)
         hits.append(new)
@@ -230,3 +239,16 @@ class NDCGMetric(RankingMetric):
 
     def formula(self, grades: list[float], expected: list[float], k: int) -> float:
         return ndcg(grades, expected, k)
+
+
+class RankedPrecisionMetric(RankingMetric):
+    """Contextual precision's formula (weighted cumulative precision: the precision at each relevant rank, averaged
+    over the relevant nodes retrieved) with relevance from labels instead of a judge. What Ragas' non-LLM and
+    ID-based context precision faces score with; not a ``from_keys`` key (MAP is the IR form)."""
+
+    name = "Ranked Precision"
+    short = "Ranked Precision"
+    key = "ranked_precision"
+
+    def formula(self, grades: list[float], expected: list[float], k: int) -> float:
+        return weighted_cumulative_precision([g > 0 for g in grades[:k]])

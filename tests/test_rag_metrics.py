@@ -292,3 +292,64 @@ def test_deepeval_faces_take_the_documented_parameters_and_a_custom_template():
     assert a.score == 0.0 and a.threshold == 1.0
     with pytest.raises(MissingTestCaseParamsError, match="retrieval_context"):
         FaithfulnessMetric(model=judge).measure(LLMTestCase(input="q", actual_output="a"))
+
+
+# --------------------------------------------------------------------------------------- everywhere
+def test_calibrate_checks_faithfulness_verdicts_against_answer_statement_labels(tmp_path):
+    import json as _json
+
+    from contextjudge.engine._calibrate import calibrate, read_labels_file
+
+    rows = [{"id": "a", "input": "refund?", "actual_output": "Returns take 30 days. We sell hats.",
+             "retrieval_context": ["Returns are accepted for 30 days."], "answer_statement_labels": [1, 0]},
+            {"id": "b", "input": "hours?", "actual_output": "We open at nine. We close at five.",
+             "retrieval_context": ["The shop opens at nine."], "answer_statement_labels": ["yes", "yes"]}]
+    p = tmp_path / "labels.jsonl"
+    p.write_text("\n".join(_json.dumps(r) for r in rows), "utf-8")
+    judge = FakeJudge(rules={"hats": "no", "five": "no"}, default="yes")
+    report = calibrate(read_labels_file(p), judge)
+    fam = report["statement_support.actual_output"]
+    assert fam["items"] == 4 and fam["confusion"] == {"tp": 2, "fp": 0, "fn": 1, "tn": 1}
+    m = report["metrics"]["faithfulness"]
+    assert m["judged_mean"] == pytest.approx(0.5) and m["gold_mean"] == pytest.approx(0.75)
+
+
+def test_estimate_counts_one_call_per_judged_metric_and_none_for_ranking():
+    from contextjudge.engine._estimate import estimate
+
+    tc = rag_case(expected_context_ids=["c1"])
+    est = estimate([tc], ["faithfulness", "answer_relevancy", "hit_rate", "ndcg"], model="gpt-4o-mini")
+    assert est.per_metric["faithfulness"]["calls"] == 1 and est.per_metric["answer_relevancy"]["calls"] == 1
+    assert est.per_metric["hit_rate"]["calls"] == 0 and est.calls == 2
+    assert est.per_metric["faithfulness"]["input_tokens"] > est.per_metric["answer_relevancy"]["input_tokens"] > 0
+
+
+def test_report_store_and_trend_show_faithfulness_relevancy_and_ranking(tmp_path):
+    from contextjudge.report import write_report
+    from contextjudge.store import open_store
+
+    db = str(tmp_path / "r.db")
+    judge = FakeJudge(rules={"founded": "no"}, default="yes")
+    cases = [rag_case(retrieval_context=[RetrievedNode(text="Shoes may be returned within 30 days.", id="c1"),
+                                         RetrievedNode(text="Refunds are issued within 5 days.", id="c2")],
+                      expected_context_ids={"c2": 2, "c1": 1})]
+    cases.append(cases[0].model_copy(update={"input": "Can I return shoes?"}))
+    metrics = [FaithfulnessMetric(model=judge), AnswerRelevancyMetric(model=judge), *from_keys(["hit_rate", "mrr", "ndcg"])]
+    res = evaluate(cases, metrics, store=db, show_progress=False)
+    names = [m.name for m in res.test_results[0].metrics_data]
+    assert names == ["Faithfulness", "Answer Relevancy", "Hit Rate", "MRR", "NDCG"]
+    assert {c["task"] for c in judge.calls} == {"statement_support", "sentence_relevance"}  # ranking asked nothing
+    assert len(judge.calls) == 4
+    store = open_store(db, read_only=True)
+    rows = {r["metric"]: r for r in store.results()}
+    assert len(list(store.results())) == 10
+    assert rows["NDCG"]["score"] == pytest.approx((1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)))
+    assert rows["MRR"]["judge"] is None and rows["Faithfulness"]["judge"] == "fake-judge"
+    html = tmp_path / "r.html"
+    write_report(str(html), res)
+    page = html.read_text()
+    for name in ("Faithfulness", "Answer Relevancy", "Hit Rate", "MRR", "NDCG"):
+        assert name in page
+    trend = store.trend(by="day", min_cases=2)
+    assert {"Faithfulness", "Answer Relevancy", "NDCG"} <= set(trend.metrics)
+    assert not trend.judge_changes

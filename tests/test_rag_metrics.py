@@ -353,3 +353,17 @@ def test_report_store_and_trend_show_faithfulness_relevancy_and_ranking(tmp_path
     trend = store.trend(by="day", min_cases=2)
     assert {"Faithfulness", "Answer Relevancy", "NDCG"} <= set(trend.metrics)
     assert not trend.judge_changes
+
+
+def test_keys_with_a_cut_off_for_from_keys_and_the_cli():
+    from contextjudge.cli._shared import _metric_keys
+    from contextjudge.errors import ConfigurationError, UsageError
+
+    m = from_keys(["NDCG@5", "hit_rate", "faithfulness"], thresholds={"ndcg": 0.7})
+    assert (m[0].k, m[0].name, m[0].threshold) == (5, "NDCG@5", 0.7) and m[1].k is None
+    with pytest.raises(ConfigurationError, match="only the ranking metrics"):
+        from_keys(["faithfulness@3"])
+    assert _metric_keys(["groundedness,answer-relevancy,ndcg@3,mrr"], []) == [
+        "faithfulness", "answer_relevancy", "ndcg@3", "mrr"]
+    with pytest.raises(UsageError, match="cut-off"):
+        _metric_keys(["contextual_precision@3"], [])

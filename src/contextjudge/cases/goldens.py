@@ -23,7 +23,8 @@ __all__ = ["Golden", "Goldens", "load_goldens", "normalize_input"]
 
 _INPUT_KEYS = ("input", "question", "query", "user_input")
 # the ids of what should be retrieved (ours, then Ragas' ID-based metrics' and LlamaIndex's names)
-_EXPECTED_IDS_KEYS = ("expected_context_ids", "reference_context_ids", "expected_ids", "expected_doc_ids")
+_EXPECTED_IDS_KEYS = ("expected_context_ids", "reference_context_ids", "relevant_ids", "expected_ids",
+                      "expected_doc_ids")
 _EXPECTED_KEYS = ("expected_output", "answer", "ground_truth", "reference", "expected_answer")
 
 

@@ -95,13 +95,22 @@ JUDGE_FREE = frozenset(k for k, m in BY_KEY.items() if not getattr(m, "needs_jud
 
 
 def _known_key(key: str) -> str:
-    """``key`` as ``BY_KEY`` spells it (any case, ``-`` for ``_``), or ``ConfigurationError`` naming the known keys."""
+    """``key`` as ``BY_KEY`` spells it (any case, ``-`` for ``_``; a ranking metric's cut-off kept: ``"ndcg@5"``), or
+    ``ConfigurationError`` naming the known keys."""
     from ..errors import ConfigurationError  # noqa: PLC0415
 
     norm = str(key).strip().lower().replace("-", "_") if isinstance(key, str) else None
-    if norm not in BY_KEY:
-        raise ConfigurationError(f"unknown metric {key!r}: choose from {', '.join(sorted(BY_KEY))}.")
+    base, at, k = (norm or "").partition("@")
+    if norm is None or base not in BY_KEY:
+        raise ConfigurationError(f"unknown metric {key!r}: choose from {', '.join(sorted(BY_KEY))} (a ranking "
+                                 f"metric may name its cut-off: ndcg@5).")
+    if at and (base not in JUDGE_FREE or not k.isdigit() or int(k) < 1):
+        raise ConfigurationError(f"metric {key!r}: only the ranking metrics ({', '.join(sorted(JUDGE_FREE))}) take "
+                                 "a cut-off, written @k with k a whole number >= 1 (ndcg@5).")
     return norm
+
+
+known_key = _known_key  # for the CLI (not in __all__)
 
 
 def from_keys(keys: Iterable[str], *, model: Any = None, thresholds: float | Mapping[str, float | None] | None = None,
@@ -111,7 +120,8 @@ def from_keys(keys: Iterable[str], *, model: Any = None, thresholds: float | Map
 
     ``model``: the judge of every metric (None: the run's judge, or the default one). ``thresholds``: one threshold
     for every metric, or per key (a key left out, or given None, keeps the metric's own, 0.5). ``options``: other
-    constructor arguments per key, e.g. ``{"contextual_recall": {"strict_mode": True}}``. An unknown key, in
+    constructor arguments per key, e.g. ``{"contextual_recall": {"strict_mode": True}}``. A ranking metric's key may
+    carry its cut-off: ``"ndcg@5"``, ``"hit_rate@3"`` (the same as ``options={"ndcg": {"k": 5}}``). An unknown key, in
     ``keys``, ``thresholds`` or ``options``, raises ``ConfigurationError`` naming the known keys.
 
         from_keys(["contextual_precision", "contextual_recall"], model="local", thresholds={"contextual_recall": 0.7})
@@ -129,9 +139,12 @@ def from_keys(keys: Iterable[str], *, model: Any = None, thresholds: float | Map
     out: list[BaseMetric] = []
     for key in keys:
         key = _known_key(key)
-        kw: dict[str, Any] = {**extra.get(key, {}), "model": model}
-        t = per.get(key, every)
+        base, _, k = key.partition("@")
+        kw: dict[str, Any] = {**extra.get(base, {}), **extra.get(key, {}), "model": model}
+        if k:
+            kw["k"] = int(k)
+        t = per.get(key, per.get(base, every))
         if t is not None:
             kw["threshold"] = float(t)
-        out.append(BY_KEY[key](**kw))
+        out.append(BY_KEY[base](**kw))
     return out

@@ -367,3 +367,78 @@ def test_keys_with_a_cut_off_for_from_keys_and_the_cli():
         "faithfulness", "answer_relevancy", "ndcg@3", "mrr"]
     with pytest.raises(UsageError, match="cut-off"):
         _metric_keys(["contextual_precision@3"], [])
+
+
+def _captured(i):
+    from contextjudge.capture import CapturedCase
+
+    return CapturedCase(rag_case(input=f"How long do I have to return shoes, case {i}?",
+                                 retrieval_context=[RetrievedNode(text="Shoes may be returned within 30 days.", id="c1"),
+                                                    RetrievedNode(text="Refunds take 5 days.", id="c2")],
+                                 expected_context_ids=["c2"]))
+
+
+def test_capture_background_scores_and_sends_the_new_metrics_in_the_callback_payload():
+    from contextjudge.capture import CaptureSession, result_event
+
+    events = []
+    judge = FakeJudge(rules={"founded": "no"}, default="yes")
+    session = CaptureSession([FaithfulnessMetric(), AnswerRelevancyMetric(), MRRMetric()], model=judge,
+                             on_result=lambda c, r: events.append(result_event(c, r)))
+    for i in range(2):
+        session.submit(_captured(i))
+    assert session.flush(10)
+    session.close()
+    by = {(e["metric"], e["case_id"]): e for e in events}
+    assert sorted({m for m, _ in by}) == ["Answer Relevancy", "Faithfulness", "MRR"]
+    assert all(e["score"] == 0.5 for (m, _), e in by.items() if m == "MRR")
+    assert all(e["evaluation_model"] is None for (m, _), e in by.items() if m == "MRR")
+    assert all(e["score"] == 0.75 for (m, _), e in by.items() if m == "Faithfulness")
+    assert judge.count() == 4  # two judged metrics x two cases, none for MRR
+
+
+def test_capture_worker_mode_and_the_worker_score_them_with_the_recorded_cut_off(tmp_path):
+    from contextjudge.capture import CaptureSession
+    from contextjudge.engine._worker import Worker, metrics_for_run
+    from contextjudge.store import open_store
+
+    store = open_store(tmp_path / "cj.db")
+    events = []
+    session = CaptureSession([FaithfulnessMetric(), NDCGMetric(k=1)], model=FakeJudge(), mode="worker", store=store,
+                             poll_interval=0.1, on_result=lambda c, r: events.append(r))
+    for i in range(3):
+        session.submit(_captured(i))
+    assert session.flush(10)
+    other = open_store(tmp_path / "cj.db")
+    metrics = metrics_for_run(other.run_info(session.run.id).config)
+    assert [type(m).__name__ for m in metrics] == ["FaithfulnessMetric", "NDCGMetric"] and metrics[1].k == 1
+    counts = Worker(other, metrics, FakeJudge(rules={"founded": "no"}, default="yes"), cpus=0, nice=0,
+                    poll=0.05).run(once=True)
+    assert counts.judged == 3
+    assert session.wait_results(10)
+    session.close(5)
+    assert sorted({r.name for r in events}) == ["Faithfulness", "NDCG@1"]
+    assert all(r.score == 0.0 for r in events if r.name == "NDCG@1")  # c2 is at rank 2, past the cut-off
+
+
+def test_otel_spans_for_judged_and_judge_free_results():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from contextjudge.cases.provenance import OTEL_KEY
+    from contextjudge.otel import OTelExporter, case_trace, span_context_now
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    with provider.get_tracer("app").start_as_current_span("request"):
+        tc = rag_case(retrieval_context=[RetrievedNode(text="Shoes may be returned within 30 days.", id="c1")],
+                      expected_context_ids=["c1"], additional_metadata={OTEL_KEY: case_trace(span_context_now())})
+    res = evaluate([tc], [FaithfulnessMetric(model=FakeJudge(default="yes")), HitRateMetric()], show_progress=False)
+    assert OTelExporter(provider).export(tc, res.test_results[0].metrics_data) == 2
+    got = {s.name: s.attributes for s in spans.get_finished_spans() if s.name.startswith("contextjudge.eval")}
+    assert got["contextjudge.eval Faithfulness"]["evaluations.0.evaluation.score"] == 1.0
+    assert got["contextjudge.eval Faithfulness"]["evaluations.0.evaluation.annotator_kind"] == "LLM"
+    assert got["contextjudge.eval Hit Rate"]["evaluations.0.evaluation.annotator_kind"] == "CODE"
+    provider.shutdown()

@@ -4,9 +4,9 @@ import pytest
 
 from contextjudge import ConversationalTestCase, JudgeOptions, JudgeUnavailableError, LLMTestCase, Turn
 from contextjudge.metrics import BY_KEY, JUDGE_FREE
+from contextjudge.testing import FakeJudge, JudgeHTTPError
 
 JUDGED = sorted(set(BY_KEY) - JUDGE_FREE)  # the ranking metrics call no judge: tested in test_rag_metrics.py
-from contextjudge.testing import FakeJudge, JudgeHTTPError
 
 FAST = JudgeOptions(backoff_initial=0.001, backoff_max=0.01)
 SINGLE = LLMTestCase(input="What is the refund window?", actual_output="Refunds are accepted for 30 days.",

@@ -28,11 +28,11 @@ def main() -> None:
     ap.add_argument("--model", default="gpt-4o-mini")
     args = ap.parse_args()
 
+    from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_openai import ChatOpenAI
     from ragas import EvaluationDataset, SingleTurnSample, evaluate
-    from ragas.llms import LangchainLLMWrapper
-    from langchain_core.embeddings import DeterministicFakeEmbedding
     from ragas.embeddings import LangchainEmbeddingsWrapper
+    from ragas.llms import LangchainLLMWrapper
     from ragas.metrics import (
         ContextRelevance,
         Faithfulness,

@@ -121,7 +121,7 @@ async def statement_support(client: JudgeClient, *, metric: str, input: str, ref
         return no_statements(reference_kind, what)
     items = [Item(id=f"s{j}", text=s) for j, s in enumerate(statements, start=1)]
     req = JudgeRequest(task="statement_support", metric=metric, input=input, history=history or [],
-                       reference=reference, reference_kind=reference_kind, items=items,  # type: ignore[arg-type]
+                       reference=reference, reference_kind=reference_kind, items=items,
                        context=node_items(nodes))
     ans = await client.ask(req, client.template.generate_verdicts)
     id_to_rank = {f"n{k}": k for k in range(1, len(nodes) + 1)}

@@ -115,7 +115,7 @@ class RankingMetric(BaseMetric):
         self.k = k
         self.similarity_threshold = None if similarity_threshold is None else float(similarity_threshold)
         if k is not None:
-            self.name = f"{self.short}@{k}"
+            self.name = f"{self.short}@{k}"  # type: ignore[misc]  # per instance: its results' name
 
     @property
     def model(self) -> None:

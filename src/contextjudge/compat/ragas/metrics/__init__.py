@@ -190,7 +190,7 @@ class NonLLMContextPrecisionWithReference(_Ranking):
     the score is rank-weighted precision (``RankedPrecisionMetric``). No judge."""
 
     name = "non_llm_context_precision_with_reference"
-    _cls = RankedPrecisionMetric
+    _cls: Any = RankedPrecisionMetric
 
     def __init__(self, distance_measure: Any = None, threshold: float = 0.5, name: str | None = None,
                  **kwargs: Any) -> None:
@@ -215,7 +215,7 @@ class IDBasedContextPrecision(_Ranking):
     retrieved ids, by ``PrecisionAtKMetric``. No judge."""
 
     name = "id_based_context_precision"
-    _cls = PrecisionAtKMetric
+    _cls: Any = PrecisionAtKMetric
 
 
 class IDBasedContextRecall(_Ranking):

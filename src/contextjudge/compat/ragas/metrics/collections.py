@@ -158,7 +158,7 @@ class NonLLMContextPrecisionWithReference(_Collection):
     """Ragas 0.4's ``NonLLMContextPrecisionWithReference`` (retrieved_contexts, reference_contexts), no judge."""
 
     name = "non_llm_context_precision_with_reference"
-    _cls = RankedPrecisionMetric
+    _cls: Any = RankedPrecisionMetric
     _fields = ("retrieved_contexts", "reference_contexts")
 
     def __init__(self, threshold: float = 0.5, name: str | None = None, **kwargs: Any) -> None:
@@ -180,7 +180,7 @@ class IDBasedContextPrecision(_Collection):
     """Ragas 0.4's ``IDBasedContextPrecision`` (retrieved_context_ids, reference_context_ids), no judge."""
 
     name = "id_based_context_precision"
-    _cls = PrecisionAtKMetric
+    _cls: Any = PrecisionAtKMetric
     _fields = ("retrieved_context_ids", "reference_context_ids")
 
 

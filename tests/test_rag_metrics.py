@@ -442,3 +442,49 @@ def test_otel_spans_for_judged_and_judge_free_results():
     assert got["contextjudge.eval Faithfulness"]["evaluations.0.evaluation.annotator_kind"] == "LLM"
     assert got["contextjudge.eval Hit Rate"]["evaluations.0.evaluation.annotator_kind"] == "CODE"
     provider.shutdown()
+
+
+def test_deepeval_getting_started_rag_through_a_judge_answering_per_item_checked_against_the_formulas():
+    """DeepEval's getting-started RAG example (our re-creation): answer relevancy, faithfulness and the three
+    contextual metrics on one case, judged by a judge that answers in prose around its JSON, says "no" to some
+    items, hedges on one ("unsure": re-asked, then "no") and leaves one id out of its first answer (re-asked)."""
+    from contextjudge.compat.deepeval import evaluate as de_evaluate
+    from contextjudge.compat.deepeval.metrics import (
+        AnswerRelevancyMetric as DEAnswerRelevancy,
+    )
+    from contextjudge.compat.deepeval.metrics import (
+        ContextualPrecisionMetric as DEPrecision,
+    )
+    from contextjudge.compat.deepeval.metrics import (
+        ContextualRecallMetric as DERecall,
+    )
+    from contextjudge.compat.deepeval.metrics import (
+        ContextualRelevancyMetric as DERelevancy,
+    )
+    from contextjudge.compat.deepeval.metrics import (
+        FaithfulnessMetric as DEFaithfulness,
+    )
+    from contextjudge.compat.deepeval.test_case import LLMTestCase as DECase
+
+    judge = FakeJudge(style="prose", rules={"cafe": "no", "Bring a towel": "no", "Members": "no"},
+                      sequences={"renewed": ["unsure", "no"]}, omit_ids={"n2"}, default="yes")
+    case = DECase(input="How long can I borrow a book?",
+                  actual_output="A book can be borrowed for three weeks. Loans can be renewed twice. Bring a towel.",
+                  expected_output="Books can be borrowed for three weeks. Members pay no fees.",
+                  retrieval_context=["The library cafe opens at nine.", "A book can be borrowed for three weeks.",
+                                     "Loans can be renewed twice."])
+    metrics = [DEAnswerRelevancy(model=judge), DEFaithfulness(model=judge), DEPrecision(model=judge),
+               DERecall(model=judge), DERelevancy(model=judge)]
+    res = de_evaluate(test_cases=[case], metrics=metrics)
+    got = {m.name: m.score for m in res.test_results[0].metrics_data}
+    assert all(m.error is None for m in res.test_results[0].metrics_data)
+    # answer relevancy: s1 yes, s2 (renewed) unsure -> re-asked -> no, s3 (towel) no: 1/3
+    assert got["Answer Relevancy"] == pytest.approx(1 / 3)
+    # faithfulness: the judge's sequence is per (task, item), statement_support a new task: "unsure" then "no"
+    assert got["Faithfulness"] == pytest.approx(1 / 3)
+    # precision: nodes [cafe: no, book: left out -> re-asked -> yes, renewed: unsure -> re-asked -> no] -> 0.5
+    assert got["Contextual Precision"] == pytest.approx(0.5)
+    # recall: expected statements [three weeks: yes, Members: no] -> 0.5
+    assert got["Contextual Recall"] == pytest.approx(0.5)
+    # relevancy: sentences [cafe no, book yes, renewed: sequence -> no] -> 1/3
+    assert got["Contextual Relevancy"] == pytest.approx(1 / 3)

@@ -79,6 +79,7 @@ __all__ = [
     "TurnContextualRelevancyTemplate",
     "fraction",
     "from_keys",
+    "known_key",
     "weighted_cumulative_precision",
 ]
 
@@ -110,7 +111,7 @@ def _known_key(key: str) -> str:
     return norm
 
 
-known_key = _known_key  # for the CLI (not in __all__)
+known_key = _known_key  # a metric key as from_keys reads it ("NDCG@5" -> "ndcg@5"); the CLI checks keys with it
 
 
 def from_keys(keys: Iterable[str], *, model: Any = None, thresholds: float | Mapping[str, float | None] | None = None,

@@ -12,7 +12,10 @@ Completion tokens are the server's answers, whose verdicts carry the same one-se
 Each metric runs on its own, so no tool gets verdicts from another metric's cache. With ``--peers`` the script creates
 venvs for DeepEval and Ragas under ``--cache-dir`` (default ~/.cache/contextjudge-bench) with telemetry off, and runs
 DeepEval's ContextualPrecision/Recall/Relevancy and Ragas' LLMContextPrecisionWithReference,
-LLMContextPrecisionWithoutReference and LLMContextRecall at their defaults.
+LLMContextPrecisionWithoutReference and LLMContextRecall at their defaults; with ``--answer`` also the answer metrics:
+contextjudge's FaithfulnessMetric and AnswerRelevancyMetric (and all six judged metrics in one evaluate()), DeepEval's
+FaithfulnessMetric and AnswerRelevancyMetric, Ragas' ContextRelevance, Faithfulness and ResponseRelevancy (its
+questions embedded by an offline stand-in: embedding calls are not judge calls).
 """
 
 from __future__ import annotations
@@ -34,12 +37,23 @@ from fault_server import FaultServer  # noqa: E402
 OURS = ["precision", "recall", "relevancy", "utilization"]
 DEEPEVAL = ["precision", "recall", "relevancy"]
 RAGAS = ["precision_ref", "precision_noref", "recall"]
+ANSWER = {"contextjudge": ["faithfulness", "answer_relevancy"], "deepeval": ["faithfulness", "answer_relevancy"],
+          "ragas": ["relevance", "faithfulness", "answer_relevancy"]}
+SIX = ",".join(OURS + ANSWER["contextjudge"])
 LABEL = {
     ("contextjudge", "precision"): "ContextualPrecisionMetric",
     ("contextjudge", "recall"): "ContextualRecallMetric",
     ("contextjudge", "relevancy"): "ContextualRelevancyMetric",
     ("contextjudge", "utilization"): "ContextUtilizationMetric",
     ("contextjudge", "precision,recall,relevancy,utilization"): "all 4 in one evaluate()",
+    ("contextjudge", "faithfulness"): "FaithfulnessMetric",
+    ("contextjudge", "answer_relevancy"): "AnswerRelevancyMetric",
+    ("contextjudge", SIX): "all 6 judged in one evaluate()",
+    ("deepeval", "faithfulness"): "FaithfulnessMetric",
+    ("deepeval", "answer_relevancy"): "AnswerRelevancyMetric",
+    ("ragas", "relevance"): "ContextRelevance",
+    ("ragas", "faithfulness"): "Faithfulness",
+    ("ragas", "answer_relevancy"): "ResponseRelevancy",
     ("deepeval", "precision"): "ContextualPrecisionMetric",
     ("deepeval", "recall"): "ContextualRecallMetric",
     ("deepeval", "relevancy"): "ContextualRelevancyMetric",
@@ -73,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also measure these peers (default when given alone: deepeval,ragas; creates their venvs)")
     ap.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("--answer", action="store_true",
+                    help="also the answer metrics (faithfulness, answer relevancy) and all six judged metrics at once")
+    ap.add_argument("--only-answer", action="store_true", help="only the answer metrics and the six at once")
     args = ap.parse_args(argv)
 
     count = token_counter()
@@ -88,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
             cases_file.write_text(json.dumps(load_hotpot(args.data_dir, args.cases, k)))
             for tool, py in tools:
                 metrics = {"contextjudge": OURS + [",".join(OURS)], "deepeval": DEEPEVAL, "ragas": RAGAS}[tool]
+                if args.only_answer:
+                    metrics = []
+                if args.answer or args.only_answer:
+                    metrics = metrics + ANSWER[tool] + ([SIX] if tool == "contextjudge" else [])
                 for m in metrics:
                     row = measure(tool, py, m, cases_file, args.cases, srv, work)
                     row["nodes"] = k
@@ -115,6 +136,21 @@ def render(rows: list[dict], args: argparse.Namespace) -> str:
                    f"{r['schema_tokens']:,.0f} | {r['completion_tokens']:,.0f} | {r['failed']} |")
     out.append("")
     for k in sorted({r["nodes"] for r in rows}):
+        six = [r for r in rows if r["tool"] == "contextjudge" and r["nodes"] == k and r["metric"] == SIX]
+        if six:
+            out.append(f"{k} nodes: contextjudge, all 6 judged metrics: {six[0]['calls']:.2f} calls/case, "
+                       f"{six[0]['prompt_tokens']:,.0f} prompt tokens/case (target: at most 6 calls) -> "
+                       f"{'met' if six[0]['calls'] <= 6 + 1e-9 else 'MISSED'}")
+        for tool, names in (("deepeval", ["precision", "recall", "relevancy", "faithfulness", "answer_relevancy"]),
+                            ("ragas", ["precision_ref", "precision_noref", "recall", "relevance", "faithfulness",
+                                       "answer_relevancy"])):
+            have = [r for r in rows if r["tool"] == tool and r["nodes"] == k and r["metric"] in names]
+            if len(have) == len(names):
+                out.append(f"{k} nodes: {tool}, its {len(names)} RAG metrics each run alone: "
+                           f"{sum(r['calls'] for r in have):.2f} calls/case, "
+                           f"{sum(r['prompt_tokens'] for r in have):,.0f} prompt tokens/case")
+        if not any(r["metric"] == "precision" and r["tool"] == "contextjudge" and r["nodes"] == k for r in rows):
+            continue
         three = ["precision", "recall", "relevancy"]
         ours_calls = _sum(rows, "contextjudge", k, three, "calls")
         ours_prompt = _sum(rows, "contextjudge", k, three, "prompt_tokens")

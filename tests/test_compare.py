@@ -147,3 +147,26 @@ def test_cases_pair_by_id_before_input(capsys, db):
     evaluate(cur, [ContextualPrecisionMetric(model=judge)], store=db, run_id="cur", show_progress=False)
     rc, out = _compare(capsys, db, "--fail-on-regression")
     assert rc == 1 and " 4 " in _row(out) and "-0.667" in _row(out)
+
+
+def test_compare_covers_faithfulness_and_a_ranking_metric(capsys, db):
+    """A reranker change seen by MRR (no judge) and an answer change seen by faithfulness, in one comparison."""
+    from contextjudge.cases.testcase import RetrievedNode
+    from contextjudge.metrics import FaithfulnessMetric, MRRMetric
+
+    def run(run_id: str, rank: int, answer: str) -> None:
+        cases = []
+        for i in range(8):
+            nodes = [RetrievedNode(f"Filler text {i}-{k}.", id=f"f{i}-{k}") for k in range(2)]
+            nodes.insert(rank - 1, RetrievedNode(f"USEFUL fact number {i}.", id=f"u{i}"))
+            cases.append(LLMTestCase(input=f"q question {i}?", actual_output=f"USEFUL fact number {i}.{answer}",
+                                     retrieval_context=nodes, expected_context_ids=[f"u{i}"]))
+        judge = FakeJudge(rules={"USEFUL": "yes"}, default="no")
+        evaluate(cases, [FaithfulnessMetric(model=judge), MRRMetric()], store=db, run_id=run_id, show_progress=False)
+
+    run("base", 1, "")  # every statement supported: faithfulness 1.0
+    run("cur", 2, " It is made up.")  # one of two: 0.5
+    rc, out = _compare(capsys, db, "--fail-on-regression")
+    assert rc == 1 and "worse on" in out
+    assert "-0.500" in _row(out, "MRR") and _row(out, "MRR").rstrip().endswith("worse")
+    assert "-0.500" in _row(out, "Faithfulness") and _row(out, "Faithfulness").rstrip().endswith("worse")

@@ -3,8 +3,10 @@
 import pytest
 
 from contextjudge import ConversationalTestCase, JudgeOptions, JudgeUnavailableError, LLMTestCase, Turn
-from contextjudge.metrics import BY_KEY
+from contextjudge.metrics import BY_KEY, JUDGE_FREE
 from contextjudge.testing import FakeJudge, JudgeHTTPError
+
+JUDGED = sorted(set(BY_KEY) - JUDGE_FREE)  # the ranking metrics call no judge: tested in test_rag_metrics.py
 
 FAST = JudgeOptions(backoff_initial=0.001, backoff_max=0.01)
 SINGLE = LLMTestCase(input="What is the refund window?", actual_output="Refunds are accepted for 30 days.",
@@ -21,7 +23,7 @@ def case_for(metric):
     return CONVO if metric.conversational else SINGLE
 
 
-@pytest.fixture(params=sorted(BY_KEY))
+@pytest.fixture(params=JUDGED)
 def metric_cls(request):
     return BY_KEY[request.param]
 
@@ -35,7 +37,7 @@ def test_answers_natively_or_in_prose(metric_cls, style):
     assert {c["method"] for c in judge.calls} == {"json_schema" if style == "native" else "text"}
 
 
-@pytest.mark.parametrize("key", sorted(k for k in BY_KEY if k != "rubric_context_recall"))  # the rubric has no ids
+@pytest.mark.parametrize("key", [k for k in JUDGED if k != "rubric_context_recall"])  # the rubric has no ids
 def test_reasks_an_omitted_id(key):
     metric_cls = BY_KEY[key]
     ids = {"n1", "s1", "n1.s1"}

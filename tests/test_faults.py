@@ -24,7 +24,7 @@ from langchain_openai import ChatOpenAI  # noqa: E402
 
 from contextjudge import ConversationalTestCase, LLMTestCase, Turn, aevaluate  # noqa: E402
 from contextjudge.judges._options import JudgeOptions  # noqa: E402
-from contextjudge.metrics import BY_KEY  # noqa: E402
+from contextjudge.metrics import BY_KEY, JUDGE_FREE  # noqa: E402
 from contextjudge.testing import FakeJudge  # noqa: E402
 
 YES = ["paris", "seine", "eiffel", "refund", "gift card"]
@@ -68,7 +68,7 @@ CONVERSATIONS = [
     ], expected_outcome="The user learns that the Eiffel Tower is in Paris."),
 ]
 
-METRIC_KEYS = sorted(BY_KEY)
+METRIC_KEYS = sorted(set(BY_KEY) - JUDGE_FREE)  # the ranking metrics call no judge
 
 
 @dataclass

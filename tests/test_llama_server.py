@@ -27,7 +27,7 @@ import pytest
 from contextjudge import ConversationalTestCase, LLMTestCase, Turn, aevaluate
 from contextjudge.judges._context import RunContext
 from contextjudge.judges._options import JudgeOptions
-from contextjudge.metrics import BY_KEY
+from contextjudge.metrics import BY_KEY, JUDGE_FREE
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MAX_OUTPUT = 256
@@ -119,7 +119,7 @@ def test_every_metric_against_llama_cpp_server(llama_server, request):
     opts = JudgeOptions(max_attempts=2, attempt_timeout=120, deadline=300, backoff_initial=0.1, max_concurrency=2,
                         max_output_tokens=MAX_OUTPUT)
     ctx = RunContext(options=opts)
-    keys = sorted(BY_KEY)
+    keys = sorted(set(BY_KEY) - JUDGE_FREE)  # the ranking metrics call no judge
     metrics = [BY_KEY[k](model=judge) for k in keys]
     t0 = time.perf_counter()
     res = asyncio.run(aevaluate([CASE, CONVERSATION], metrics, judge_options=opts, context=ctx, show_progress=False))

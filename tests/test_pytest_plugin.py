@@ -143,3 +143,30 @@ def test_assert_test_reports_errors_and_keeps_the_callers_metric_untouched():
     with pytest.raises(AssertionError, match=r"Contextual Recall: error \(threshold 0.500\): .*credentials"):
         assert_test(case, [metric], model=judge)
     assert metric._model_arg is None  # noqa: SLF001 - the caller's metric was copied, not changed
+
+
+def test_faithfulness_answer_relevancy_and_ranking_in_assert_test_and_the_summary(ptr):
+    ptr.makepyfile(test_rag=textwrap.dedent('''
+        from contextjudge import LLMTestCase, RetrievedNode, assert_test
+        from contextjudge.metrics import AnswerRelevancyMetric, FaithfulnessMetric, MRRMetric
+        from contextjudge.testing import FakeJudge
+
+        CASE = LLMTestCase(input="What is the capital of France?",
+                           actual_output="Paris is the capital. The Louvre opened in 1793.",
+                           retrieval_context=[RetrievedNode("Bananas are yellow.", id="b"),
+                                              RetrievedNode("Paris is the capital of France.", id="p")],
+                           expected_context_ids=["p"])
+
+        def test_rag():
+            j = FakeJudge(rules={"Louvre": "no"}, default="yes")
+            assert_test(CASE, [FaithfulnessMetric(threshold=0.9, model=j), AnswerRelevancyMetric(model=j),
+                               MRRMetric(threshold=0.9)])
+    '''))
+    result = ptr.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*AssertionError: 2 of 3 metrics failed for 'What is the capital of France?':",
+        "*- Faithfulness: score 0.500 < threshold 0.900: 1 of 2 statements of the actual_output*Louvre*",
+        "*- MRR: score 0.500 < threshold 0.900: MRR 0.500: 1 of 1 expected ids found*rank 2*",
+    ])
+    result.stdout.fnmatch_lines(["*Faithfulness: mean 0.500*", "*Answer Relevancy: mean 0.500*", "*MRR: mean 0.500*"])

@@ -25,9 +25,12 @@ def metrics_of(answers):
 
 
 def test_the_rules():
-    assert metrics_of(Answers(reference=False)) == ["ContextualRelevancyMetric", "ContextUtilizationMetric"]
+    answer = ["FaithfulnessMetric", "AnswerRelevancyMetric"]
+    assert metrics_of(Answers(reference=False)) == ["ContextualRelevancyMetric", "ContextUtilizationMetric", *answer]
     assert metrics_of(Answers(reference=True)) == ["ContextualRelevancyMetric", "ContextualPrecisionMetric",
-                                                   "ContextualRecallMetric", "ContextUtilizationMetric"]
+                                                   "ContextualRecallMetric", "ContextUtilizationMetric", *answer]
+    assert metrics_of(Answers(chunk_labels=True))[-3:] == ["HitRateMetric", "MRRMetric", "NDCGMetric"]
+    assert "HitRateMetric" not in metrics_of(Answers(chunk_labels=True, multi_turn=True))
     assert metrics_of(Answers(multi_turn=True)) == ["TurnContextualRelevancyMetric"]
     assert metrics_of(Answers(multi_turn=True, reference=True)) == [
         "TurnContextualRelevancyMetric", "TurnContextualPrecisionMetric", "TurnContextualRecallMetric"]
@@ -53,7 +56,8 @@ def test_aliases_json_and_defaults():
     code, out = run(["metrics", "--answers", '{"retrieves": true, "reference": false}', "--format", "json"])
     data = json.loads(out)
     assert code == 0 and data["answers"]["judge"] == "local"  # unanswered questions take their defaults
-    assert [m["metric"] for m in data["metrics"]] == ["ContextualRelevancyMetric", "ContextUtilizationMetric"]
+    assert [m["metric"] for m in data["metrics"]] == ["ContextualRelevancyMetric", "ContextUtilizationMetric",
+                                                      "FaithfulnessMetric", "AnswerRelevancyMetric"]
 
 
 def test_no_retrieval_says_so():
@@ -76,7 +80,8 @@ def test_not_a_terminal_without_answers_exits_2(capsys):
 
 @pytest.mark.parametrize("answers", [
     Answers(reference=True), Answers(reference=False, judge="llm"), Answers(multi_turn=True, reference=True),
-    Answers(images=True, reference=True), Answers(multi_turn=True, images=True)])
+    Answers(images=True, reference=True), Answers(multi_turn=True, images=True), Answers(chunk_labels=True),
+    Answers(chunk_labels=True, multi_turn=True)])
 def test_the_snippet_runs(answers):
     snippet = recommend(answers).snippet
     # the embedded judge is swapped for the fake one so this test needs no model
@@ -137,7 +142,10 @@ def test_interactive_questionnaire_in_a_pseudo_terminal():
         os.write(master, b"local\n")
         transcript += _read_until(master, "images")
         os.write(master, b"n\n")
+        transcript += _read_until(master, "which chunks")
+        os.write(master, b"yes\n")
         transcript += _read_until(master, "print(result.summary())")
+        assert "NDCGMetric" in transcript
         assert proc.wait(timeout=30) == 0
     finally:
         if proc.poll() is None:

@@ -290,3 +290,14 @@ def test_the_judge_identity_a_result_records_changes_with_the_prompt_and_the_jud
     assert all(len(set(r)) == 1 for r in runs)
     assert runs[0] == runs[1]                       # the same judge and prompt: the same identity
     assert len({r[0] for r in runs}) == 3           # another prompt, other parameters: another identity each
+
+
+def test_fail_on_drop_tests_faithfulness_answer_relevancy_and_a_ranking_metric(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(globals(), "METRICS", ("Faithfulness", "Answer Relevancy", "NDCG@5"))
+    path = str(tmp_path / "week.db")
+    _week(path)
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--fail-on-drop")
+    assert rc == 1
+    for name in ("Faithfulness", "Answer Relevancy", "NDCG@5"):
+        assert f"DROP {name}" in out
+    assert "3 metric(s) tested" in out

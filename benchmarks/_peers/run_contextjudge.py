@@ -1,4 +1,4 @@
-"""Run contextjudge's four retrieval metrics on benchmark cases in a process of its own (like the peers).
+"""Run contextjudge's judged metrics (the four retrieval metrics, faithfulness, answer relevancy) on benchmark cases in a process of its own (like the peers).
 
 Usage: python run_contextjudge.py CASES.json OUT.json --base-url URL [--metrics precision,recall,relevancy,utilization]
 [--separate] [--max-concurrency N]. With --separate each metric runs alone (no verdicts shared between metrics).
@@ -26,10 +26,12 @@ def main() -> None:
 
     from contextjudge import JudgeOptions, LLMTestCase, evaluate
     from contextjudge.metrics import (
+        AnswerRelevancyMetric,
         ContextualPrecisionMetric,
         ContextualRecallMetric,
         ContextualRelevancyMetric,
         ContextUtilizationMetric,
+        FaithfulnessMetric,
     )
 
     rows = json.loads(Path(args.cases).read_text())
@@ -37,7 +39,8 @@ def main() -> None:
                          retrieval_context=r["retrieval_context"]) for r in rows]
     judge = ChatOpenAI(model="gpt-4.1-mini", base_url=args.base_url, api_key="sk-fake", temperature=0)
     classes = {"precision": ContextualPrecisionMetric, "recall": ContextualRecallMetric,
-               "relevancy": ContextualRelevancyMetric, "utilization": ContextUtilizationMetric}
+               "relevancy": ContextualRelevancyMetric, "utilization": ContextUtilizationMetric,
+               "faithfulness": FaithfulnessMetric, "answer_relevancy": AnswerRelevancyMetric}
     metrics = [classes[m](model=judge) for m in args.metrics.split(",")]
     opts = JudgeOptions() if args.max_concurrency is None else JudgeOptions(max_concurrency=args.max_concurrency)
     t0 = time.perf_counter()

@@ -28,7 +28,13 @@ def main() -> None:
     os.environ["OPENAI_BASE_URL"] = args.base_url
 
     from deepeval import evaluate
-    from deepeval.metrics import ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric
+    from deepeval.metrics import (
+        AnswerRelevancyMetric,
+        ContextualPrecisionMetric,
+        ContextualRecallMetric,
+        ContextualRelevancyMetric,
+        FaithfulnessMetric,
+    )
     from deepeval.models import GPTModel
     from deepeval.test_case import LLMTestCase
 
@@ -37,7 +43,8 @@ def main() -> None:
                          retrieval_context=r["retrieval_context"]) for r in rows]
     model = GPTModel(model=args.model, base_url=args.base_url, api_key="sk-fake")
     classes = {"precision": ContextualPrecisionMetric, "recall": ContextualRecallMetric,
-               "relevancy": ContextualRelevancyMetric}
+               "relevancy": ContextualRelevancyMetric, "faithfulness": FaithfulnessMetric,
+               "answer_relevancy": AnswerRelevancyMetric}
     metrics = [classes[m](model=model) for m in args.metrics.split(",")]  # every other setting at its default
     t0 = time.perf_counter()
     result = evaluate(test_cases=cases, metrics=metrics)  # default AsyncConfig: run_async, max_concurrent=20

@@ -28,17 +28,30 @@ def main() -> None:
     ap.add_argument("--model", default="gpt-4o-mini")
     args = ap.parse_args()
 
+    from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_openai import ChatOpenAI
     from ragas import EvaluationDataset, SingleTurnSample, evaluate
+    from ragas.embeddings import LangchainEmbeddingsWrapper
     from ragas.llms import LangchainLLMWrapper
-    from ragas.metrics import LLMContextPrecisionWithoutReference, LLMContextPrecisionWithReference, LLMContextRecall
+    from ragas.metrics import (
+        ContextRelevance,
+        Faithfulness,
+        LLMContextPrecisionWithoutReference,
+        LLMContextPrecisionWithReference,
+        LLMContextRecall,
+        ResponseRelevancy,
+    )
 
     rows = json.loads(Path(args.cases).read_text())
     samples = [SingleTurnSample(user_input=r["input"], response=r["actual_output"], reference=r["expected_output"],
                                 retrieved_contexts=r["retrieval_context"]) for r in rows]
     llm = LangchainLLMWrapper(ChatOpenAI(model=args.model, base_url=args.base_url, api_key="sk-fake"))
+    # ResponseRelevancy embeds the generated questions: an offline stand-in (embedding calls are not judge calls)
+    embeddings = LangchainEmbeddingsWrapper(DeterministicFakeEmbedding(size=64))
     classes = {"precision_ref": LLMContextPrecisionWithReference,
-               "precision_noref": LLMContextPrecisionWithoutReference, "recall": LLMContextRecall}
+               "precision_noref": LLMContextPrecisionWithoutReference, "recall": LLMContextRecall,
+               "relevance": ContextRelevance, "faithfulness": Faithfulness,
+               "answer_relevancy": lambda: ResponseRelevancy(embeddings=embeddings)}
     metrics = [classes[m]() for m in args.metrics.split(",")]
     t0 = time.perf_counter()
     result = evaluate(EvaluationDataset(samples=samples), metrics=metrics, llm=llm)  # default RunConfig

@@ -47,6 +47,8 @@ QUESTIONS = (
              ("llm", "local"), "local", ("model", "llm_judge", "offline")),
     Question("images", "Do the questions or the retrieved items contain images?", ("yes", "no"), "no",
              ("image", "multimodal")),
+    Question("chunk_labels", "Do you know which chunks (or documents) should come back for your test questions, by "
+             "id?", ("yes", "no"), "no", ("labels", "chunk_ids", "expected_ids", "relevant_ids", "ids")),
 )
 _BY_KEY = {q.key: q for q in QUESTIONS}
 _ALIAS = {a: q.key for q in QUESTIONS for a in (q.key, *q.aliases)}
@@ -69,6 +71,7 @@ class Answers:
     multi_turn: bool = False
     judge: str = "local"
     images: bool = False
+    chunk_labels: bool = False
 
 
 def _normalise(key: str, value: Any) -> Any:
@@ -170,9 +173,24 @@ def recommend(answers: Answers) -> Recommendation:
         if a.reference and a.judge == "llm":
             rec.notes.append("RubricContextRecallMetric is a one-call alternative to ContextualRecallMetric when "
                              "judge cost matters more than a per-sentence breakdown.")
+        rec.picks.append(Pick("FaithfulnessMetric", "share of the answer's statements the retrieval supports: "
+                              "catches answers the context does not back (hallucination)."))
+        rec.picks.append(Pick("AnswerRelevancyMetric", "share of the answer's statements that address the "
+                              "question; needs no retrieval."))
         if not a.reference:
             rec.notes.append("With reference answers (goldens with expected_output) you can add "
                              "ContextualPrecisionMetric and ContextualRecallMetric.")
+    if a.chunk_labels and a.multi_turn:
+        rec.notes.append("The ranking metrics (HitRateMetric, MRRMetric, NDCGMetric) score single-turn cases: give "
+                         "each golden its expected_context_ids (or relevant_ids) and run its question on its own.")
+    elif a.chunk_labels:
+        for m, why in (("HitRateMetric", "whether any chunk that should come back is in the retrieval; no judge."),
+                       ("MRRMetric", "how high the first right chunk is ranked (1 / its rank); no judge."),
+                       ("NDCGMetric", "the whole ranking against your labels, graded ones too; no judge.")):
+            rec.picks.append(Pick(m, why))
+    elif not a.multi_turn:
+        rec.notes.append("If you know which chunks should come back (expected_context_ids on a golden), add "
+                         "HitRateMetric, MRRMetric and NDCGMetric: ranking figures with no judge call.")
     if a.judge == "local":
         rec.notes.append("model='local' is the embedded offline judge: no API key, deterministic, free; its "
                          "agreement with gold labels is published in the README. Switch to an LLM judge later by "
@@ -195,6 +213,8 @@ def recommend(answers: Answers) -> Recommendation:
 def _snippet(a: Answers, metrics: list[str]) -> str:
     imports = ["evaluate"]
     imports += ["ConversationalTestCase", "Turn"] if a.multi_turn else ["LLMTestCase"]
+    if a.chunk_labels and not a.multi_turn:
+        imports.append("RetrievedNode")
     if a.images:
         imports.append("MLLMImage")
     lines = [f"from contextjudge import {', '.join(imports)}", "from contextjudge.metrics import ("]
@@ -225,10 +245,16 @@ def _snippet(a: Answers, metrics: list[str]) -> str:
         ]
         if a.reference:
             lines.append('    expected_output="Refunds are issued within 30 days of purchase.",')
-        lines += [
-            '    retrieval_context=["Refunds are issued within 30 days of purchase.", "Our office is in Berlin."],',
-            ")",
-        ]
+        if a.chunk_labels:
+            lines += ['    retrieval_context=[RetrievedNode("Refunds are issued within 30 days of purchase.", '
+                      'id="refunds-1"),',
+                      '                       RetrievedNode("Our office is in Berlin.", id="office-1")],',
+                      '    expected_context_ids=["refunds-1"],  # the chunks that should come back', ")"]
+        else:
+            lines += [
+                '    retrieval_context=["Refunds are issued within 30 days of purchase.", "Our office is in Berlin."],',
+                ")",
+            ]
     lines += ["metrics = ["] + [f"    {m}(model=judge)," for m in metrics] + ["]"]
     lines += ["result = evaluate(test_cases=[case], metrics=metrics)", "print(result.summary())"]
     return "\n".join(lines)

@@ -143,8 +143,11 @@ def _cut(text: Any) -> str:
     return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 1] + "…"
 
 
-def _annotator_kind(judge: str | None) -> str:
-    """``CODE`` for the embedded local judge (an embedding model and rules, no language model), else ``LLM``."""
+def _annotator_kind(judge: str | None, details: Any = None) -> str:
+    """``CODE`` for the embedded local judge (an embedding model and rules, no language model) and for the judge-free
+    ranking metrics (their results record the judge identity ``no-judge``), else ``LLM``."""
+    if isinstance(details, dict) and details.get("judge_identity") == "no-judge":
+        return "CODE"
     name = (judge or "").lower()
     return "CODE" if name.startswith(("local", "contextjudge-local")) else "LLM"
 
@@ -269,7 +272,7 @@ class OTelExporter:
         explanation = error if error else getattr(result, "reason", None)
         label = None if error else ("pass" if success else "fail")
         attrs: dict[str, Any] = {a["kind"]: a["evaluator"], a["name"]: name,
-                                 a["annotator_kind"]: _annotator_kind(judge),
+                                 a["annotator_kind"]: _annotator_kind(judge, getattr(result, "details", None)),
                                  "contextjudge.metric": name, "contextjudge.success": success}
         if score is not None:
             attrs[a["score"]] = float(score)

@@ -4,17 +4,19 @@ Subclass a template and pass it as a metric's ``evaluation_template`` to change 
 """
 
 from .judges import (
+    AnswerRelevancyTemplate,
     BaseTemplate,
     ContextualPrecisionTemplate,
     ContextualRecallTemplate,
     ContextualRelevancyTemplate,
     ContextUtilizationTemplate,
+    FaithfulnessTemplate,
     RubricContextRecallTemplate,
     TurnContextualPrecisionTemplate,
     TurnContextualRecallTemplate,
     TurnContextualRelevancyTemplate,
 )
 
-__all__ = ["BaseTemplate", "ContextUtilizationTemplate", "ContextualPrecisionTemplate", "ContextualRecallTemplate",
-           "ContextualRelevancyTemplate", "RubricContextRecallTemplate", "TurnContextualPrecisionTemplate",
+__all__ = ["AnswerRelevancyTemplate", "BaseTemplate", "ContextUtilizationTemplate", "ContextualPrecisionTemplate", "ContextualRecallTemplate",
+           "ContextualRelevancyTemplate", "FaithfulnessTemplate", "RubricContextRecallTemplate", "TurnContextualPrecisionTemplate",
            "TurnContextualRecallTemplate", "TurnContextualRelevancyTemplate"]

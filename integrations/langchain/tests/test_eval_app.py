@@ -131,3 +131,24 @@ def test_cli_eval_agent_with_the_local_judge(tmp_path, monkeypatch, goldens, cap
     for name in ("Contextual Precision", "Contextual Recall"):
         assert name in out
     assert "0 with an error" in out
+
+
+def test_cli_eval_goldens_with_chunk_ids_give_ranking_metrics_without_a_judge(tmp_path, monkeypatch, goldens, capsys):
+    """A golden file whose rows name the chunks that should come back (``relevant_ids``): hit rate, MRR and NDCG in
+    the printed summary, the store and the HTML report, and no judge anywhere."""
+    from contextjudge.cli import main
+    from contextjudge.store import open_store
+
+    monkeypatch.delenv("CONTEXTJUDGE_MODEL", raising=False)
+    path = _write_app(tmp_path, monkeypatch, goldens[:4])
+    db, report = tmp_path / "results.db", tmp_path / "report.html"
+    code = main(["eval", "--app", "hr_agent_app:agent", "--goldens", str(path), "--metrics", "hit_rate,mrr,ndcg@3",
+                 "--store", str(db), "--report", str(report), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code in (0, 1), out
+    for name in ("Hit Rate", "MRR", "NDCG@3"):
+        assert name in out and name in report.read_text()
+    rows = list(open_store(str(db), read_only=True).results())
+    assert len(rows) == 12 and all(r["judge"] is None and r["error"] is None for r in rows)
+    by_golden = {(r["metric"], r["case_key"]): r["score"] for r in rows}
+    assert any(s == 1.0 for (m, _), s in by_golden.items() if m == "Hit Rate")

@@ -22,6 +22,9 @@ from ..errors import ContextJudgeError
 __all__ = ["Golden", "Goldens", "load_goldens", "normalize_input"]
 
 _INPUT_KEYS = ("input", "question", "query", "user_input")
+# the ids of what should be retrieved (ours, then Ragas' ID-based metrics' and LlamaIndex's names)
+_EXPECTED_IDS_KEYS = ("expected_context_ids", "reference_context_ids", "relevant_ids", "expected_ids",
+                      "expected_doc_ids")
 _EXPECTED_KEYS = ("expected_output", "answer", "ground_truth", "reference", "expected_answer")
 
 
@@ -42,6 +45,9 @@ class Golden:
     expected_outcome: str | None = None
     retrieval_context: list[str] | None = None
     context: list[str] | None = None
+    # for the judge-free ranking metrics: the chunk or source document ids that should be retrieved (a list, or a
+    # dict of id -> graded relevance); "expected_context" is read as ``context`` (expected texts)
+    expected_context_ids: list[str] | dict[str, float] | None = None
     additional_metadata: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -54,11 +60,14 @@ class Golden:
             raise ContextJudgeError(f"{where}: a golden needs a non-empty 'input' (or 'question'); got keys "
                                     f"{sorted(row)}. Add an 'input' field.")
         exp = next((row[k] for k in _EXPECTED_KEYS if row.get(k)), None)
-        known = set(_INPUT_KEYS) | set(_EXPECTED_KEYS) | {"id", "expected_outcome", "retrieval_context", "context"}
+        known = set(_INPUT_KEYS) | set(_EXPECTED_KEYS) | {"id", "expected_outcome", "retrieval_context", "context",
+                                                          *_EXPECTED_IDS_KEYS, "expected_context", "reference_contexts"}
+        ids = next((row[k] for k in _EXPECTED_IDS_KEYS if row.get(k) is not None), None)
         return cls(input=inp, expected_output=None if exp is None else str(exp),
                    id=None if row.get("id") in (None, "") else str(row["id"]),
                    expected_outcome=row.get("expected_outcome"), retrieval_context=row.get("retrieval_context"),
-                   context=row.get("context"),
+                   context=row.get("context") or row.get("expected_context") or row.get("reference_contexts"),
+                   expected_context_ids=ids,
                    additional_metadata={k: v for k, v in row.items() if k not in known})
 
 

@@ -132,6 +132,8 @@ def match_golden(goldens: Goldens | None, test_case: Any, *, golden_id: Any = No
             return None
         if test_case.expected_output is None and g.expected_output:
             test_case.expected_output = g.expected_output
+        if test_case.expected_context_ids is None and g.expected_context_ids is not None:
+            test_case.expected_context_ids = g.expected_context_ids
         return g.id
     if isinstance(test_case, ConversationalTestCase):
         turns = test_case.turns

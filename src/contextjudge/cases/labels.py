@@ -11,6 +11,9 @@ A case's labels live in ``additional_metadata["gold_labels"]`` (``LABELS_KEY``) 
     statement_labels    per statement of the expected output: supported by the nodes (contextual recall;
                         statement_support); ``statements`` may list the statements themselves, else the expected
                         output is split into sentences the way the recall metric splits it
+    answer_statement_labels  per statement of the actual output: supported by the nodes (faithfulness;
+                        statement_support with the actual output); ``answer_statements`` may list them, else the
+                        actual output is split into sentences the way the faithfulness metric splits it
 
 Each label is a yes/no: True/False, 1/0 or "yes"/"no" are read. A golden (JSONL) may carry these fields at its top
 level; they reach the case's ``additional_metadata`` with the golden's other extra fields, and ``labels_of`` reads
@@ -26,10 +29,11 @@ from ..errors import ConfigurationError
 __all__ = ["LABELS_KEY", "LABEL_FIELDS", "METRIC_OF_FIELD", "labels_of", "normalize_labels", "with_labels"]
 
 LABELS_KEY = "gold_labels"
-LABEL_FIELDS = ("labels", "relevance_labels", "utilization_labels", "statement_labels")
+LABEL_FIELDS = ("labels", "relevance_labels", "utilization_labels", "statement_labels", "answer_statement_labels")
 # Which metric each label list checks (the metric's name as results carry it).
 METRIC_OF_FIELD = {"labels": "Contextual Precision", "relevance_labels": "Contextual Relevancy",
-                   "utilization_labels": "Contextual Utilization", "statement_labels": "Contextual Recall"}
+                   "utilization_labels": "Contextual Utilization", "statement_labels": "Contextual Recall",
+                   "answer_statement_labels": "Faithfulness"}
 _YES = {"yes", "y", "true", "1", "relevant", "useful", "supported"}
 _NO = {"no", "n", "false", "0", "irrelevant", "not relevant", "not useful", "unsupported"}
 
@@ -57,12 +61,13 @@ def normalize_labels(raw: dict[str, Any], where: str = "labels") -> dict[str, An
             raise ConfigurationError(f"{where}: {name!r} must be a list of yes/no labels in rank order, got "
                                      f"{type(value).__name__}.")
         out[name] = [_flag(v, f"{where}: {name}[{i}]") for i, v in enumerate(value)]
-    statements = raw.get("statements")
-    if statements is not None:
-        if not isinstance(statements, (list, tuple)) or not all(isinstance(s, str) for s in statements):
-            raise ConfigurationError(f"{where}: 'statements' must be a list of strings (the expected output's "
-                                     "statements, one per statement label).")
-        out["statements"] = list(statements)
+    for key, whose in (("statements", "expected output's"), ("answer_statements", "actual output's")):
+        statements = raw.get(key)
+        if statements is not None:
+            if not isinstance(statements, (list, tuple)) or not all(isinstance(s, str) for s in statements):
+                raise ConfigurationError(f"{where}: {key!r} must be a list of strings (the {whose} statements, one "
+                                         "per statement label).")
+            out[key] = list(statements)
     return out
 
 

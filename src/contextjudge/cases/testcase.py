@@ -275,6 +275,31 @@ class LLMTestCase(_Base):
     id: str | None = None
     additional_metadata: dict[str, Any] | None = None
     tags: list[str] | None = None
+    # What the retriever should have returned, for the judge-free ranking metrics: chunk ids or source document
+    # ids (a list; a dict gives each a graded relevance, 0 = not relevant). Matched against each node's id and its
+    # metadata's source document id (``provenance.SOURCE_DOC_KEY``).
+    expected_context_ids: list[str] | dict[str, float] | None = None
+
+    @field_validator("expected_context_ids", mode="before")
+    @classmethod
+    def _expected_ids(cls, v: Any) -> Any:
+        if v is None:
+            return None
+        if isinstance(v, dict):
+            out: dict[str, float] = {}
+            for k, g in v.items():
+                if isinstance(g, bool) or not isinstance(g, (int, float)) or g < 0:
+                    raise InvalidTestCaseError(
+                        f"expected_context_ids[{k!r}] must be a relevance grade >= 0 (e.g. 1, 2, 3), got {g!r}.",
+                        field="expected_context_ids")
+                out[str(k)] = float(g)
+            return out
+        if isinstance(v, (str, int)):
+            v = [v]
+        if not isinstance(v, (list, tuple)) or not all(isinstance(x, (str, int)) for x in v):
+            raise InvalidTestCaseError("expected_context_ids must be a list of ids (strings) or a dict of id -> "
+                                       "relevance grade.", field="expected_context_ids")
+        return [str(x) for x in v]
 
     @field_validator("input", mode="before")
     @classmethod
@@ -304,7 +329,10 @@ class LLMTestCase(_Base):
 
     def fingerprint(self) -> str:
         """A stable hash of the judged content, used to recognise the same case across runs."""
-        payload = dump_json(self, exclude={"name", "id", "tags", "additional_metadata"})
+        # expected_context_ids only when set, so every case written before it existed keeps its fingerprint
+        drop = {"name", "id", "tags", "additional_metadata"} | (
+            {"expected_context_ids"} if self.expected_context_ids is None else set())
+        payload = dump_json(self, exclude=drop)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

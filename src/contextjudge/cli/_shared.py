@@ -22,7 +22,10 @@ LOCAL_JUDGE = "contextjudge-local"
 METRIC_ALIASES = {"precision": "contextual_precision", "recall": "contextual_recall",
                   "relevancy": "contextual_relevancy", "utilization": "context_utilization",
                   "turn_precision": "turn_contextual_precision", "turn_recall": "turn_contextual_recall",
-                  "turn_relevancy": "turn_contextual_relevancy", "rubric_recall": "rubric_context_recall"}
+                  "turn_relevancy": "turn_contextual_relevancy", "rubric_recall": "rubric_context_recall",
+                  "groundedness": "faithfulness", "answer_relevance": "answer_relevancy",
+                  "response_relevancy": "answer_relevancy", "hit": "hit_rate", "hitrate": "hit_rate",
+                  "precision@k": "precision_at_k", "recall@k": "recall_at_k", "ndcg@k": "ndcg", "mean_reciprocal_rank": "mrr"}
 DEFAULT_EVAL_METRICS = ("contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization")
 
 
@@ -52,10 +55,23 @@ def _metric_keys(values: Sequence[str] | None, default: Sequence[str]) -> list[s
     keys = []
     for item in raw:
         low = item.lower().replace("-", "_")
+        cut = ""
+        if "@" in low and low not in METRIC_ALIASES and low.rpartition("@")[2].isdigit():  # ndcg@5: a cut-off
+            low, _, k = low.rpartition("@")
+            cut = f"@{k}"
         key = (low if low in BY_KEY else METRIC_ALIASES.get(low) or by_class.get(low) or by_name.get(item.lower()))
         if key is None:
             raise UsageError(f"unknown metric {item!r}. Choose from: {', '.join(sorted(BY_KEY))} "
-                             f"(or {', '.join(sorted(METRIC_ALIASES))}).")
+                             f"(or {', '.join(sorted(METRIC_ALIASES))}; a ranking metric may name its cut-off, "
+                             "ndcg@5).")
+        if cut:
+            from ..errors import ConfigurationError  # noqa: PLC0415
+            from ..metrics import known_key  # noqa: PLC0415
+
+            try:
+                key = known_key(key + cut)
+            except ConfigurationError as exc:
+                raise UsageError(str(exc)) from None
         if key not in keys:
             keys.append(key)
     return keys

@@ -28,7 +28,6 @@ from ..errors import ConfigurationError, ContextJudgeError, JudgeError
 from ..judges import (
     CalibratedJudge,
     Calibration,
-    ContextualRecallTemplate,
     Item,
     JudgeClient,
     JudgeOptions,
@@ -44,6 +43,7 @@ from ..metrics import (
     ContextualRecallMetric,
     ContextualRelevancyMetric,
     ContextUtilizationMetric,
+    FaithfulnessMetric,
     gold_score,
     gold_statements,
     label_problems,
@@ -56,9 +56,11 @@ __all__ = ["FAMILY_OF_FIELD", "TRUST_KAPPA", "acalibrate", "advice", "calibrate"
 
 # label field -> (verdict family, the metric that asks for it)
 FAMILY_OF_FIELD = {"labels": "node_usefulness", "utilization_labels": "node_usefulness.actual_output",
-                   "relevance_labels": "sentence_relevance", "statement_labels": "statement_support"}
+                   "relevance_labels": "sentence_relevance", "statement_labels": "statement_support",
+                   "answer_statement_labels": "statement_support.actual_output"}
 _METRIC_OF_FIELD = {"labels": ContextualPrecisionMetric, "utilization_labels": ContextUtilizationMetric,
-                    "relevance_labels": ContextualRelevancyMetric, "statement_labels": ContextualRecallMetric}
+                    "relevance_labels": ContextualRelevancyMetric, "statement_labels": ContextualRecallMetric,
+                    "answer_statement_labels": FaithfulnessMetric}
 MIN_ITEMS, MIN_EACH = 20, 5  # below these a fitted threshold is noise, so none is fitted
 JUDGE_THRESHOLD = 0.5  # a judge's own decision point: ties between thresholds go to the one nearest it
 
@@ -141,6 +143,9 @@ async def _judge_field(model: Any, tc: Any, labels: dict[str, Any], field: str) 
     if field == "statement_labels" and labels.get("statements") is not None and \
             labels["statements"] != split_sentences(tc.expected_output or ""):
         return await _judge_own_statements(model, tc, labels)
+    if field == "answer_statement_labels" and labels.get("answer_statements") is not None and \
+            labels["answer_statements"] != split_sentences(tc.actual_output or ""):
+        return await _judge_own_statements(model, tc, labels, answer=True)
     metric = _METRIC_OF_FIELD[field](model=model, include_reason=False)
     result = await metric.a_score(tc)
     if result.error:
@@ -148,17 +153,20 @@ async def _judge_field(model: Any, tc: Any, labels: dict[str, Any], field: str) 
     return {"metric": metric.name, "score": result.score, "verdicts": list(result.verdicts)}
 
 
-async def _judge_own_statements(model: Any, tc: Any, labels: dict[str, Any]) -> dict[str, Any]:
-    """Recall over the user's own statements: the request the recall metric sends, with those statements."""
-    statements = list(labels["statements"])
+async def _judge_own_statements(model: Any, tc: Any, labels: dict[str, Any], answer: bool = False) -> dict[str, Any]:
+    """Recall (``answer``: faithfulness) over the user's own statements: the request the metric sends, with those
+    statements."""
+    statements = list(labels["answer_statements" if answer else "statements"])
     nodes = tc.retrieval_context or []
-    name = ContextualRecallMetric.name
+    metric: Any = FaithfulnessMetric if answer else ContextualRecallMetric
+    name = metric.name
     if not nodes:
         return {"metric": name, "score": 0.0, "verdicts": []}
-    req = JudgeRequest(task="statement_support", metric=ContextualRecallMetric.key, input=tc.input,
-                       reference=tc.expected_output, reference_kind="expected_output",
+    req = JudgeRequest(task="statement_support", metric=metric.key, input=tc.input,
+                       reference=tc.actual_output if answer else tc.expected_output,
+                       reference_kind="actual_output" if answer else "expected_output",
                        items=[Item(id=f"s{j}", text=s) for j, s in enumerate(statements, 1)], context=node_items(nodes))
-    client = JudgeClient(model, ContextualRecallTemplate)
+    client = JudgeClient(model, metric.default_template)
     try:
         ans = await client.ask(req, client.template.generate_verdicts)
     except JudgeError as exc:
@@ -186,7 +194,7 @@ def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str,
             label, text = labels[field][k - 1], v["statement"]
         else:
             j = int(vid[1:])
-            label, text = labels[field][j - 1], v.get("statement") or gold_statements(tc, labels)[j - 1]
+            label, text = labels[field][j - 1], v.get("statement") or gold_statements(tc, labels, field)[j - 1]
         conf = v.get("confidence")
         out.append({"item": vid, "text": text, "label": bool(label), "verdict": v.get("verdict") == "yes",
                     "confidence": float(conf) if isinstance(conf, (int, float)) else None,

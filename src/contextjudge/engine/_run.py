@@ -33,10 +33,15 @@ logger = logging.getLogger("contextjudge")
 
 
 def metric_config(metric: Any) -> dict[str, Any]:
-    """What the store keeps of a metric's configuration (its class, name, threshold, template)."""
-    return {"class": type(metric).__name__, "name": getattr(metric, "name", None),
-            "threshold": getattr(metric, "threshold", None), "strict_mode": getattr(metric, "strict_mode", None),
-            "template": getattr(getattr(metric, "evaluation_template", None), "__qualname__", None)}
+    """What the store keeps of a metric's configuration (its class, name, threshold, template; a ranking metric's
+    cut-off ``k`` and ``similarity_threshold``)."""
+    out = {"class": type(metric).__name__, "name": getattr(metric, "name", None),
+           "threshold": getattr(metric, "threshold", None), "strict_mode": getattr(metric, "strict_mode", None),
+           "template": getattr(getattr(metric, "evaluation_template", None), "__qualname__", None)}
+    for extra in ("k", "similarity_threshold"):
+        if getattr(metric, extra, None) is not None:
+            out[extra] = getattr(metric, extra)
+    return out
 
 
 def metric_specs(config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
@@ -58,6 +63,10 @@ def metric_specs(config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any
                 kw["threshold"] = float(m["threshold"])
             if isinstance(m.get("strict_mode"), bool):
                 kw["strict_mode"] = m["strict_mode"]
+            if isinstance(m.get("k"), int) and not isinstance(m.get("k"), bool):
+                kw["k"] = m["k"]
+            if isinstance(m.get("similarity_threshold"), (int, float)):
+                kw["similarity_threshold"] = float(m["similarity_threshold"])
         specs.append((key, kw))
     return specs
 
@@ -117,6 +126,8 @@ class Run:
 
         out: list[dict[str, Any]] = []
         for m in metrics:
+            if getattr(m, "needs_judge", True) is False:
+                continue
             try:
                 model = self.context.judge_for(m)
                 entry = {"name": judge_name(model), "identity": judge_identity(model)}

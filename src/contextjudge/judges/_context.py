@@ -184,7 +184,10 @@ class RunContext:
             return None
 
     def judge_for(self, metric: Any) -> Any:
-        """The judge model ``metric`` uses in this run: its own, else the run's default, else the global default."""
+        """The judge model ``metric`` uses in this run: its own, else the run's default, else the global default;
+        None for a metric that needs no judge (the ranking metrics)."""
+        if getattr(metric, "needs_judge", True) is False:
+            return None
         if getattr(metric, "_model_arg", "own") is None and self.default_model is not None:
             resolved = self._default_resolved
             if resolved is None or resolved[0] is not self.default_model:

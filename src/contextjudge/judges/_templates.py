@@ -27,7 +27,9 @@ __all__ = [
     "ContextUtilizationTemplate",
     "ContextualPrecisionTemplate",
     "ContextualRecallTemplate",
+    "AnswerRelevancyTemplate",
     "ContextualRelevancyTemplate",
+    "FaithfulnessTemplate",
     "RubricContextRecallTemplate",
     "TurnContextualPrecisionTemplate",
     "TurnContextualRecallTemplate",
@@ -141,6 +143,31 @@ class BaseTemplate:
         )
 
     @staticmethod
+    def answer_support(request: JudgeRequest) -> str:
+        """The prompt asking, per statement of the app's answer, whether the nodes back it (faithfulness)."""
+        return (
+            f"{_history(request)}<question>{_data(request.input)}</question>\n"
+            f"Retrieved nodes:\n{_items(request.context)}\n"
+            f"Statements the app answered with:\n{_items(request.items)}\n"
+            "Could a reader check each statement against the nodes alone? \"yes\" when the nodes say it or it "
+            "follows from them; \"no\" when the nodes are silent on it, or give a different figure, name, date or "
+            "polarity (then say in the reason what the nodes give instead). node_ids: the nodes that back it ([] for "
+            "no).\n"
+            f"{_verdict_format([i.id for i in request.items], with_nodes=True)}"
+        )
+
+    @staticmethod
+    def answer_relevance(request: JudgeRequest) -> str:
+        """The prompt asking, per statement of the app's answer, whether it addresses the question."""
+        return (
+            f"{_history(request)}<question>{_data(request.input)}</question>\n"
+            f"Statements the app answered with:\n{_items(request.items)}\n"
+            "Does each statement help answer the question asked? \"no\" for a statement about something the "
+            "question does not ask, filler, or a refusal that gives no answer; true or false does not matter here.\n"
+            f"{_verdict_format([i.id for i in request.items])}"
+        )
+
+    @staticmethod
     def sentence_relevance(request: JudgeRequest) -> str:
         """The prompt asking, per sentence of each node, whether it is relevant to the question."""
         return (
@@ -215,6 +242,22 @@ class ContextualRelevancyTemplate(BaseTemplate):
     @staticmethod
     def generate_verdicts(request: JudgeRequest) -> str:
         return BaseTemplate.sentence_relevance(request)
+
+
+class FaithfulnessTemplate(BaseTemplate):
+    """Faithfulness: one support verdict per statement of the actual output, against the retrieved nodes."""
+
+    @staticmethod
+    def generate_verdicts(request: JudgeRequest) -> str:
+        return BaseTemplate.answer_support(request)
+
+
+class AnswerRelevancyTemplate(BaseTemplate):
+    """Answer relevancy: one relevance verdict per statement of the actual output, against the input."""
+
+    @staticmethod
+    def generate_verdicts(request: JudgeRequest) -> str:
+        return BaseTemplate.answer_relevance(request)
 
 
 class TurnContextualPrecisionTemplate(ContextualPrecisionTemplate):

@@ -1,4 +1,4 @@
-"""The context metrics. Every metric takes DeepEval's parameters and has ``measure``, ``a_measure`` and ``a_score``.
+"""The metrics: the context metrics, faithfulness and answer relevancy (judged), and the ranking metrics (no judge). Every metric takes DeepEval's parameters and has ``measure``, ``a_measure`` and ``a_score``.
 
 ``BY_KEY`` names each metric class by its short key (``"contextual_precision"``); ``from_keys`` builds metric objects
 from keys, the one way the CLI, the worker and ``estimate`` do it.
@@ -10,10 +10,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..judges import (
+    AnswerRelevancyTemplate,
     ContextualPrecisionTemplate,
     ContextualRecallTemplate,
     ContextualRelevancyTemplate,
     ContextUtilizationTemplate,
+    FaithfulnessTemplate,
     RubricContextRecallTemplate,
     TurnContextualPrecisionTemplate,
     TurnContextualRecallTemplate,
@@ -24,16 +26,30 @@ from ._formulas import fraction, weighted_cumulative_precision
 
 # the score a case's gold labels imply: for the core's engine, report and CLI, not in __all__
 from ._gold import fill_gold_scores, gold_score, gold_score_of, gold_statements, label_problems
+from ._ranking import (
+    HitRateMetric,
+    MAPMetric,
+    MRRMetric,
+    NDCGMetric,
+    PrecisionAtKMetric,
+    RankedPrecisionMetric,
+    RankingMetric,
+    RecallAtKMetric,
+)
 from ._single import (
+    AnswerRelevancyMetric,
     ContextualPrecisionMetric,
     ContextualRecallMetric,
     ContextualRelevancyMetric,
     ContextUtilizationMetric,
+    FaithfulnessMetric,
     RubricContextRecallMetric,
 )
 from ._turn import TurnContextualPrecisionMetric, TurnContextualRecallMetric, TurnContextualRelevancyMetric
 
 __all__ = [
+    "AnswerRelevancyMetric",
+    "AnswerRelevancyTemplate",
     "BaseMetric",
     "ContextUtilizationMetric",
     "ContextUtilizationTemplate",
@@ -43,6 +59,16 @@ __all__ = [
     "ContextualRecallTemplate",
     "ContextualRelevancyMetric",
     "ContextualRelevancyTemplate",
+    "FaithfulnessMetric",
+    "FaithfulnessTemplate",
+    "HitRateMetric",
+    "MAPMetric",
+    "MRRMetric",
+    "NDCGMetric",
+    "PrecisionAtKMetric",
+    "RankedPrecisionMetric",
+    "RankingMetric",
+    "RecallAtKMetric",
     "RubricContextRecallMetric",
     "RubricContextRecallTemplate",
     "TurnContextualPrecisionMetric",
@@ -53,6 +79,7 @@ __all__ = [
     "TurnContextualRelevancyTemplate",
     "fraction",
     "from_keys",
+    "known_key",
     "weighted_cumulative_precision",
 ]
 
@@ -61,18 +88,30 @@ BY_KEY: dict[str, type[BaseMetric]] = {
     m.key: m
     for m in (ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric, ContextUtilizationMetric,
               TurnContextualRelevancyMetric, TurnContextualPrecisionMetric, TurnContextualRecallMetric,
-              RubricContextRecallMetric)
+              RubricContextRecallMetric, FaithfulnessMetric, AnswerRelevancyMetric,
+              HitRateMetric, MRRMetric, PrecisionAtKMetric, RecallAtKMetric, MAPMetric, NDCGMetric)
 }
+# the keys whose metrics never call a judge
+JUDGE_FREE = frozenset(k for k, m in BY_KEY.items() if not getattr(m, "needs_judge", True))
 
 
 def _known_key(key: str) -> str:
-    """``key`` as ``BY_KEY`` spells it (any case, ``-`` for ``_``), or ``ConfigurationError`` naming the known keys."""
+    """``key`` as ``BY_KEY`` spells it (any case, ``-`` for ``_``; a ranking metric's cut-off kept: ``"ndcg@5"``), or
+    ``ConfigurationError`` naming the known keys."""
     from ..errors import ConfigurationError  # noqa: PLC0415
 
     norm = str(key).strip().lower().replace("-", "_") if isinstance(key, str) else None
-    if norm not in BY_KEY:
-        raise ConfigurationError(f"unknown metric {key!r}: choose from {', '.join(sorted(BY_KEY))}.")
+    base, at, k = (norm or "").partition("@")
+    if norm is None or base not in BY_KEY:
+        raise ConfigurationError(f"unknown metric {key!r}: choose from {', '.join(sorted(BY_KEY))} (a ranking "
+                                 f"metric may name its cut-off: ndcg@5).")
+    if at and (base not in JUDGE_FREE or not k.isdigit() or int(k) < 1):
+        raise ConfigurationError(f"metric {key!r}: only the ranking metrics ({', '.join(sorted(JUDGE_FREE))}) take "
+                                 "a cut-off, written @k with k a whole number >= 1 (ndcg@5).")
     return norm
+
+
+known_key = _known_key  # a metric key as from_keys reads it ("NDCG@5" -> "ndcg@5"); the CLI checks keys with it
 
 
 def from_keys(keys: Iterable[str], *, model: Any = None, thresholds: float | Mapping[str, float | None] | None = None,
@@ -82,7 +121,8 @@ def from_keys(keys: Iterable[str], *, model: Any = None, thresholds: float | Map
 
     ``model``: the judge of every metric (None: the run's judge, or the default one). ``thresholds``: one threshold
     for every metric, or per key (a key left out, or given None, keeps the metric's own, 0.5). ``options``: other
-    constructor arguments per key, e.g. ``{"contextual_recall": {"strict_mode": True}}``. An unknown key, in
+    constructor arguments per key, e.g. ``{"contextual_recall": {"strict_mode": True}}``. A ranking metric's key may
+    carry its cut-off: ``"ndcg@5"``, ``"hit_rate@3"`` (the same as ``options={"ndcg": {"k": 5}}``). An unknown key, in
     ``keys``, ``thresholds`` or ``options``, raises ``ConfigurationError`` naming the known keys.
 
         from_keys(["contextual_precision", "contextual_recall"], model="local", thresholds={"contextual_recall": 0.7})
@@ -100,9 +140,12 @@ def from_keys(keys: Iterable[str], *, model: Any = None, thresholds: float | Map
     out: list[BaseMetric] = []
     for key in keys:
         key = _known_key(key)
-        kw: dict[str, Any] = {**extra.get(key, {}), "model": model}
-        t = per.get(key, every)
+        base, _, k = key.partition("@")
+        kw: dict[str, Any] = {**extra.get(base, {}), **extra.get(key, {}), "model": model}
+        if k:
+            kw["k"] = int(k)
+        t = per.get(key, per.get(base, every))
         if t is not None:
             kw["threshold"] = float(t)
-        out.append(BY_KEY[key](**kw))
+        out.append(BY_KEY[base](**kw))
     return out

@@ -143,6 +143,8 @@ class BaseMetric:
     # True when the verdicts are one per retrieved node (in rank order); recorded in each result's details under
     # PER_NODE, so that the report, which sees results and not classes, lays them out per node
     judges_nodes: ClassVar[bool] = False
+    # False for the ranking metrics, which score from labels and never resolve or call a judge
+    needs_judge: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ from ..judges import Item, JudgeClient, JudgeRequest
 from ._base import Outcome, node_items
 from ._formulas import fraction, weighted_cumulative_precision
 
-__all__ = ["empty_retrieval", "node_usefulness", "sentence_relevance", "statement_support"]
+__all__ = ["answer_relevance", "empty_retrieval", "node_usefulness", "sentence_relevance", "statement_support"]
 
 
 def _short(text: str, n: int = 90) -> str:
@@ -102,16 +102,27 @@ async def node_usefulness(client: JudgeClient, *, metric: str, input: str, refer
                    repeat_scores=_repeat_scores(flags, votes, weighted_cumulative_precision))
 
 
+def no_statements(field: str, what: str) -> Outcome:
+    return Outcome(0.0, [], f"The {field} has no statement to judge (no sentence with words in it), so {what} is 0.",
+                   judged=False)
+
+
 async def statement_support(client: JudgeClient, *, metric: str, input: str, reference: str,
-                            nodes: list[RetrievedNode], history: list[dict[str, str]] | None = None) -> Outcome:
+                            nodes: list[RetrievedNode], history: list[dict[str, str]] | None = None,
+                            reference_kind: str = "expected_output") -> Outcome:
     """Recall-style: is each statement of ``reference`` (its sentences, split at clause boundaries) supported by the
-    nodes? Score is supported / all."""
+    nodes? Score is supported / all.
+
+    With ``reference_kind="actual_output"`` it is faithfulness: the statements are the app's own answer's."""
+    what = "recall" if reference_kind == "expected_output" else "faithfulness"
     if not nodes:
-        return empty_retrieval("recall")
+        return empty_retrieval(what)
     statements = split_statements(reference)  # sentences, and the clauses of "A, and B" (``_text``)
+    if not statements:
+        return no_statements(reference_kind, what)
     items = [Item(id=f"s{j}", text=s) for j, s in enumerate(statements, start=1)]
     req = JudgeRequest(task="statement_support", metric=metric, input=input, history=history or [],
-                       reference=reference, reference_kind="expected_output", items=items,
+                       reference=reference, reference_kind=reference_kind, items=items,
                        context=node_items(nodes))
     ans = await client.ask(req, client.template.generate_verdicts)
     id_to_rank = {f"n{k}": k for k in range(1, len(nodes) + 1)}
@@ -128,7 +139,7 @@ async def statement_support(client: JudgeClient, *, metric: str, input: str, ref
                          "supporting_ranks": ranks, "confidence": v.get("confidence"), **_carried(v)})
     score = fraction(flags)
     unsupported = [v for v in verdicts if v["verdict"] != "yes"]
-    reason = f"{len(statements) - len(unsupported)} of {len(statements)} statements of the expected_output are " \
+    reason = f"{len(statements) - len(unsupported)} of {len(statements)} statements of the {reference_kind} are " \
              "supported by the retrieval."
     if unsupported:
         shown = "; ".join(f"'{_short(v['statement'], 80)}'" for v in unsupported[:3])
@@ -196,3 +207,40 @@ async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, no
     return Outcome(score, verdicts, reason, usage=ans.usage if ans else None,
                    details={"node_relevance": [{"rank": k, "relevant": h, "sentences": n} for k, h, n in node_rel]},
                    judged=ans is not None, repeat_scores=_repeat_scores(flags, votes, fraction))
+
+
+async def answer_relevance(client: JudgeClient, *, metric: str, input: str, answer: str,
+                           history: list[dict[str, str]] | None = None) -> Outcome:
+    """Answer relevancy: does each sentence of ``answer`` address ``input``? Score is relevant / all statements.
+
+    One request, task ``sentence_relevance`` with the answer's sentences as items (ids ``s1``.., no parent node), so
+    the embedded judge answers it with its statement-vs-question relevance."""
+    statements = split_sentences(answer)
+    if not statements:
+        return no_statements("actual_output", "answer relevancy")
+    items = [Item(id=f"s{j}", text=s) for j, s in enumerate(statements, start=1)]
+    req = JudgeRequest(task="sentence_relevance", metric=metric, input=input, history=history or [],
+                       reference=answer, reference_kind="actual_output", items=items)
+    ans = await client.ask(req, client.template.generate_verdicts)
+    verdicts: list[dict[str, Any]] = []
+    flags: list[bool] = []
+    votes: list[list[str] | None] = []
+    for j, s in enumerate(statements, start=1):
+        v = ans.verdicts[f"s{j}"]
+        flags.append(v["verdict"] == "yes")
+        votes.append(v.get("votes"))
+        verdicts.append({"statement": s, "id": f"s{j}", "verdict": v["verdict"], "reason": v.get("reason", ""),
+                         "confidence": v.get("confidence"), **_carried(v)})
+    irrelevant = [v for v in verdicts if v["verdict"] != "yes"]
+    reason = f"{len(statements) - len(irrelevant)} of {len(statements)} statements of the actual_output address " \
+             "the input."
+    if irrelevant:
+        shown = "; ".join(f"'{_short(v['statement'], 80)}'" for v in irrelevant[:3])
+        reason += f" Off the question: {shown}" + (f" and {len(irrelevant) - 3} more" if len(irrelevant) > 3 else "")
+        reason += "."
+        if irrelevant[0]["reason"]:
+            why = _gist(irrelevant[0]["reason"])
+            reason += f" Why the first is not: {why}" + ("" if why.endswith("\u2026") else ".")
+    return Outcome(fraction(flags), verdicts, reason, usage=ans.usage,
+                   details={"irrelevant_statements": [v["statement"] for v in irrelevant], "statements": statements},
+                   repeat_scores=_repeat_scores(flags, votes, fraction))

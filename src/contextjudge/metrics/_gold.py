@@ -25,7 +25,8 @@ logger = logging.getLogger("contextjudge")
 # metric name (as results carry it) -> the label field that checks it; metric keys are accepted too
 FIELD_OF_METRIC = {name: field for field, name in METRIC_OF_FIELD.items()}
 _KEYS = {"contextual_precision": "labels", "contextual_relevancy": "relevance_labels",
-         "context_utilization": "utilization_labels", "contextual_recall": "statement_labels"}
+         "context_utilization": "utilization_labels", "contextual_recall": "statement_labels",
+         "faithfulness": "answer_statement_labels"}
 # results name utilization "Context Utilization"; cases/labels.py spells it "Contextual Utilization"
 FIELD_OF_METRIC.setdefault("Context Utilization", "utilization_labels")
 
@@ -47,13 +48,16 @@ def _case_name(test_case: Any) -> str:
     return f"case with input {text[:60]!r}"
 
 
-def gold_statements(test_case: Any, labels: dict[str, Any]) -> list[str]:
+def gold_statements(test_case: Any, labels: dict[str, Any], field: str = "statement_labels") -> list[str]:
     """The statements the statement labels refer to: ``labels["statements"]`` when given, else the expected output
-    split into statements the way the recall metric splits it (``_text.split_statements``)."""
-    given = labels.get("statements")
+    split into statements the way the recall metric splits it (``_text.split_statements``).
+    ``field="answer_statement_labels"``: the actual output's (``answer_statements``, else its statements, as
+    faithfulness splits it)."""
+    answer = field == "answer_statement_labels"
+    given = labels.get("answer_statements" if answer else "statements")
     if given is not None:
         return list(given)
-    return split_statements(getattr(test_case, "expected_output", None) or "")
+    return split_statements(getattr(test_case, "actual_output" if answer else "expected_output", None) or "")
 
 
 def relevance_items(test_case: Any, labels: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -83,6 +87,12 @@ def _problems(test_case: Any, labels: dict[str, Any]) -> dict[str, str]:
         if got is not None and len(got) != n_nodes:
             problems[field] = (f"{where}: {len(got)} {field} for {n_nodes} retrieved nodes. Give one label per "
                                "node of retrieval_context, in rank order.")
+    got = labels.get("answer_statement_labels")
+    if got is not None and len(got) != len(gold_statements(test_case, labels, "answer_statement_labels")):
+        n = len(gold_statements(test_case, labels, "answer_statement_labels"))
+        problems["answer_statement_labels"] = (
+            f"{where}: {len(got)} answer_statement_labels for {n} statements of the actual_output (as faithfulness "
+            "splits it into sentences). Give one label per statement, or list yours in 'answer_statements'.")
     got = labels.get("statement_labels")
     if got is not None:
         statements = gold_statements(test_case, labels)
@@ -127,7 +137,7 @@ def gold_score(metric_name: str, test_case: Any, labels: dict[str, Any] | None =
     flags = [bool(x) for x in labels[field]]
     if field in ("labels", "utilization_labels"):
         return weighted_cumulative_precision(flags)
-    if field == "statement_labels":
+    if field in ("statement_labels", "answer_statement_labels"):
         return fraction(flags)
     return fraction([label for _, label in relevance_items(test_case, labels)])
 

@@ -1,25 +1,30 @@
-"""The single-turn metrics: contextual precision, recall, relevancy, context utilization, rubric context recall."""
+"""The single-turn metrics: contextual precision, recall, relevancy, context utilization, rubric context recall,
+faithfulness and answer relevancy."""
 
 from __future__ import annotations
 
 from ..cases.testcase import LLMTestCase
 from ..judges import (
+    AnswerRelevancyTemplate,
     ContextualPrecisionTemplate,
     ContextualRecallTemplate,
     ContextualRelevancyTemplate,
     ContextUtilizationTemplate,
+    FaithfulnessTemplate,
     JudgeClient,
     JudgeRequest,
     RubricContextRecallTemplate,
 )
 from ._base import BaseMetric, Outcome, node_items
-from ._cores import node_usefulness, sentence_relevance, statement_support
+from ._cores import answer_relevance, node_usefulness, sentence_relevance, statement_support
 
 __all__ = [
+    "AnswerRelevancyMetric",
     "ContextUtilizationMetric",
     "ContextualPrecisionMetric",
     "ContextualRecallMetric",
     "ContextualRelevancyMetric",
+    "FaithfulnessMetric",
     "RubricContextRecallMetric",
 ]
 
@@ -75,6 +80,42 @@ class ContextualRelevancyMetric(BaseMetric):
 
     async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
         return await sentence_relevance(client, metric=self.key, input=tc.input, nodes=tc.retrieval_context or [])
+
+
+class FaithfulnessMetric(BaseMetric):
+    """How much of the app's answer the retrieval backs, statement by statement (groundedness).
+    (input, actual_output, retrieval_context)
+
+    Each sentence of ``actual_output`` is one statement; one judge call asks, for all of them by id, whether the
+    retrieved nodes support it. Score = supported / statements. The reason names the unsupported statements and the
+    judge's note on what the context says instead. A statement the judge leaves unsettled ("not sure", a malformed
+    answer) is re-asked once, then the case gets an error, never a guessed verdict.
+    """
+
+    name = "Faithfulness"
+    key = "faithfulness"
+    default_template = FaithfulnessTemplate
+    required_params = ("input", "actual_output", "retrieval_context")
+
+    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
+        return await statement_support(client, metric=self.key, input=tc.input, reference=tc.actual_output or "",
+                                       nodes=tc.retrieval_context or [], reference_kind="actual_output")
+
+
+class AnswerRelevancyMetric(BaseMetric):
+    """How much of the app's answer addresses the question, statement by statement. (input, actual_output)
+
+    One judge call asks, for every sentence of ``actual_output`` by id, whether it helps answer ``input``.
+    Score = relevant / statements; the reason names the statements off the question.
+    """
+
+    name = "Answer Relevancy"
+    key = "answer_relevancy"
+    default_template = AnswerRelevancyTemplate
+    required_params = ("input", "actual_output")
+
+    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
+        return await answer_relevance(client, metric=self.key, input=tc.input, answer=tc.actual_output or "")
 
 
 class RubricContextRecallMetric(BaseMetric):

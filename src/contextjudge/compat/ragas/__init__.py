@@ -106,10 +106,14 @@ def _metric_spec(spec: Any) -> Metric:
     if isinstance(spec, Metric):
         return spec
     name = getattr(spec, "name", None) or type(spec).__name__
-    raise ConfigurationError(f"{name!r} is not one of contextjudge.compat.ragas' context metrics: use "
-                             "LLMContextPrecisionWithReference, LLMContextPrecisionWithoutReference, LLMContextRecall, "
-                             "ContextRelevance, ContextPrecision, ContextUtilization or ContextRecall from "
-                             "contextjudge.compat.ragas.metrics.")
+    raise ConfigurationError(f"{name!r} is not one of contextjudge.compat.ragas' metrics: use one of "
+                             f"{', '.join(_metric_names())} from contextjudge.compat.ragas.metrics.")
+
+
+def _metric_names() -> list[str]:
+    from . import metrics as m  # noqa: PLC0415
+
+    return [n for n in m.__all__ if n[:1].isupper() and n != "Metric"]
 
 
 async def aevaluate(dataset: Any, metrics: list[Any] | None = None, llm: Any = None, embeddings: Any = None,
@@ -129,6 +133,7 @@ async def aevaluate(dataset: Any, metrics: list[Any] | None = None, llm: Any = N
     if len(set(names)) != len(names):
         raise ConfigurationError(f"two metrics share a name ({names}); give one of them name=... so each has its "
                                  "own column.")
+    no_question = all(not getattr(m, "needs_judge", True) for m in built)  # only the judge-free ranking metrics
     rows = _rows(dataset)
     samples = [sample_of(r) for r in rows] if rows is not None else list(dataset.samples)
     if column_map:
@@ -139,7 +144,7 @@ async def aevaluate(dataset: Any, metrics: list[Any] | None = None, llm: Any = N
     failed: dict[int, str] = {}
     for i, s in enumerate(samples):
         try:
-            cases.append(sample_to_case(s, i))
+            cases.append(sample_to_case(s, i, input_optional=no_question))
             keep.append(i)
         except ContextJudgeError as exc:
             if raise_exceptions:

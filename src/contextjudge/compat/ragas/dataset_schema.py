@@ -124,12 +124,19 @@ def _list_cell(value: Any) -> Any:
     return value
 
 
-def sample_to_case(sample: Any, index: int | None = None) -> LLMTestCase:
-    """The contextjudge test case of a single-turn sample (``retrieved_context_ids`` become the nodes' ids)."""
+NO_INPUT = "(no user_input)"  # the input of a sample scored only by ids or texts (the ranking metrics need none)
+
+
+def sample_to_case(sample: Any, index: int | None = None, *, input_optional: bool = False) -> LLMTestCase:
+    """The contextjudge test case of a single-turn sample (``retrieved_context_ids`` become the nodes' ids, and a
+    sample with ids only gets one node per id, its text the id; ``reference_context_ids`` become
+    ``expected_context_ids``). ``input_optional``: the metric needs no question (the judge-free ranking ones)."""
     where = "" if index is None else f"dataset row {index}: "
     if isinstance(sample, MultiTurnSample):
         raise ContextJudgeError(f"{where}a MultiTurnSample has no retrieved_contexts per turn; the context metrics "
                                 "score SingleTurnSample rows.")
+    if not sample.user_input and input_optional:
+        sample = sample.model_copy(update={"user_input": NO_INPUT})
     if not sample.user_input:
         raise ContextJudgeError(f"{where}the sample has no user_input: the context metrics judge the retrieval "
                                 "against the question, so set user_input (the old column name 'question' works too).")
@@ -138,8 +145,12 @@ def sample_to_case(sample: Any, index: int | None = None) -> LLMTestCase:
         ids = sample.retrieved_context_ids or []
         nodes = [RetrievedNode(text=str(t), id=str(ids[k]) if k < len(ids) else None)
                  for k, t in enumerate(sample.retrieved_contexts)]
+    elif sample.retrieved_context_ids is not None:
+        nodes = [RetrievedNode(text=str(i), id=str(i)) for i in sample.retrieved_context_ids]
+    expected_ids = None if sample.reference_context_ids is None else [str(i) for i in sample.reference_context_ids]
     return LLMTestCase(input=sample.user_input, actual_output=sample.response, expected_output=sample.reference,
-                       retrieval_context=nodes, context=sample.reference_contexts)
+                       retrieval_context=nodes, context=sample.reference_contexts,
+                       expected_context_ids=expected_ids)
 
 
 class EvaluationDataset:

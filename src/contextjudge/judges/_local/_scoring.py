@@ -51,6 +51,11 @@ CALIBRATION: dict[str, list[float]] = {
     # statement_support: bias, cos(statement, node), statement word recall in node. ClapNQ, MTRAG. The confidence is
     # then scaled by the share of the statement's numbers and names the node holds (see Scorer._support_conf).
     "support": [-35.653, 43.293, 4.901],
+    # sentence_relevance of the app's own answer's statements (answer relevancy): bias, cos(question, statement),
+    # question word recall. HAND-SET, not fitted (issue 38): e5 puts an on-topic answer statement at cos ~0.78-0.89
+    # to its question and small talk or another topic at ~0.70-0.80, so the line sits at 0.775 with the question's
+    # words as the tie-breaker. `python benchmarks/judge_agreement.py` measures it; refit with the other weights.
+    "answer_relevance": [-46.5, 60.0, 6.0],
 }
 NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q")
 NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall", "turn", "turn_cos_q", "turn_q_recall")
@@ -233,9 +238,37 @@ class Scorer:
                 best, score = s, sc
         return best
 
+    def _answer_relevance(self, req: JudgeRequest) -> list[dict[str, Any]]:
+        """Each statement of the app's answer against the question (answer relevancy): its own similarity and word
+        overlap; a statement with no words of substance ("I don't know.", "Thanks for asking!") is filler."""
+        q = self.query_text(req)
+        texts = [it.text for it in req.items]
+        qvs, pv = self._vectors([q], texts)
+        cos = pv @ qvs[0]
+        qtok = content_tokens(q)
+        rec = np.array([token_recall(qtok, content_tokens(t)) for t in texts])
+        w = CALIBRATION["answer_relevance"]
+        conf = _sigmoid(w[0] + w[1] * cos + w[2] * rec)
+        out = []
+        for i, it in enumerate(req.items):
+            words = content_tokens(it.text)
+            filler = len(words) <= 2 and rec[i] == 0 and not specifics(it.text)
+            c = _round(conf[i] * (0.2 if filler else 1.0))
+            yes = c >= 0.5
+            shared = sorted(qtok & words)
+            why = ("it is filler with no answer in it" if filler else
+                   f"it shares {len(shared)} of the question's {len(qtok)} content words"
+                   + (f" ({', '.join(shared[:6])})" if shared else ""))
+            out.append({"id": it.id, "verdict": "yes" if yes else "no", "confidence": c,
+                        "reason": f"{'Addresses' if yes else 'Does not address'} the question: {why} (confidence "
+                                  f"{c:.2f}, similarity to the question {cos[i]:.2f})."})
+        return out
+
     def _sentence_relevance(self, req: JudgeRequest) -> list[dict[str, Any]]:
         if not req.items:
             return []
+        if req.reference_kind == "actual_output" and not any(it.parent for it in req.items):
+            return self._answer_relevance(req)
         # Each sentence is judged with its node's similarity (one vector per node, shared with the node verdicts of
         # the other metrics through the cache) and its own overlap with the question's words.
         parents: dict[str, list[Item]] = {}

@@ -59,7 +59,16 @@ def default_prompt(task: str, ours: Any, kwargs: dict[str, Any]) -> str:
     nodes = [str(getattr(n, "text", n)) for n in nodes]
     reference = kwargs.get("expected_output") or kwargs.get("expected_outcome")
     question = str(kwargs.get("input") or "")
-    if task == "node_usefulness":
+    if task in ("answer_support", "answer_relevance"):  # faithfulness, answer relevancy: the answer's statements
+        answer = str(kwargs.get("actual_output") or "")
+        claims = kwargs.get("claims") or kwargs.get("statements") or split_sentences(answer)
+        items = [Item(id=f"s{j}", text=str(c)) for j, c in enumerate(claims, 1)]
+        req = JudgeRequest(task="statement_support" if task == "answer_support" else "sentence_relevance",
+                           input=question, reference=answer or " ".join(map(str, claims)),
+                           reference_kind="actual_output", items=items,
+                           context=[Item(id=f"n{k}", text=t) for k, t in enumerate(nodes, 1)]
+                           if task == "answer_support" else [])
+    elif task == "node_usefulness":
         req = JudgeRequest(task=task, input=question, reference=reference, reference_kind="expected_output",
                            items=[Item(id=f"n{k}", text=t) for k, t in enumerate(nodes, 1)])
     elif task == "statement_support":
@@ -89,6 +98,8 @@ def _accepts(fn: Any, pool: dict[str, Any]) -> dict[str, Any]:
 
 def _node_texts(request: JudgeRequest) -> list[str]:
     """The retrieved nodes of a request, in rank order, as texts."""
+    if _judges_answer(request) and request.task == "sentence_relevance":
+        return []  # answer relevancy: the items are the answer's statements, no node is sent
     if request.task == "statement_support":
         return [c.text for c in request.context]
     if request.task == "sentence_relevance":
@@ -108,12 +119,20 @@ def peer_verdict_kwargs(request: JudgeRequest) -> dict[str, Any]:
         "context": "\n\n".join(nodes), "multimodal": any(it.images for it in (*request.items, *request.context)),
         "multimodal_note": "", "strict": True, "content_type": "sentence", "content_type_plural": "sentences",
     }
-    if request.reference is not None:
+    if _judges_answer(request):  # faithfulness, answer relevancy: DeepEval's claims / statements
+        texts = [it.text for it in request.items]
+        pool.update(actual_output=request.reference or " ".join(texts), claims=texts, statements=texts)
+    elif request.reference is not None:
         kind = request.reference_kind or "expected_output"
         pool[kind] = request.reference
         pool.setdefault("expected_output", request.reference)
         pool.setdefault("expected_outcome", request.reference)
     return pool
+
+
+def _judges_answer(request: JudgeRequest) -> bool:
+    """Whether the request judges the statements of the app's own answer (faithfulness, answer relevancy)."""
+    return request.reference_kind == "actual_output" and request.task in ("statement_support", "sentence_relevance")
 
 
 def _lead(text: str, n: int = 60) -> str:
@@ -128,6 +147,13 @@ def _lead(text: str, n: int = 60) -> str:
 def answer_suffix(request: JudgeRequest) -> str:
     """What contextjudge appends to a custom prompt: the ids of the items to judge, and the JSON answer form."""
     ids = [it.id for it in request.items]
+    if _judges_answer(request):
+        support = request.task == "statement_support"
+        return ("\n\nJudge the actual output claim by claim; the claims, each in a tag named by its id:\n"
+                f"{render_items(request.items)}\n"
+                + ("The retrieval context's nodes are n1, n2, ... in the order given above; node_ids lists the ones "
+                   "that support the claim.\n" if support else "")
+                + render_verdict_format(ids, with_nodes=support))
     if request.task == "node_usefulness":
         short = [it.model_copy(update={"text": _lead(it.text)}) for it in request.items]
         return ("\n\nName each node of the retrieval context above by its id, in the order given (each id's node "

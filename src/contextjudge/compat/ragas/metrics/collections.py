@@ -11,16 +11,23 @@ from typing import Any
 
 from ...._aio import run_sync
 from ....metrics import (
+    AnswerRelevancyMetric,
     ContextualPrecisionMetric,
     ContextualRecallMetric,
     ContextualRelevancyMetric,
     ContextUtilizationMetric,
+    FaithfulnessMetric,
+    PrecisionAtKMetric,
+    RankedPrecisionMetric,
+    RecallAtKMetric,
 )
 from ..dataset_schema import SingleTurnSample, sample_to_case
 from ..llms import judge_of
 
-__all__ = ["ContextPrecision", "ContextPrecisionWithReference", "ContextPrecisionWithoutReference", "ContextRecall",
-           "ContextRelevance", "ContextUtilization", "MetricResult"]
+__all__ = ["AnswerRelevancy", "ContextPrecision", "ContextPrecisionWithReference", "ContextPrecisionWithoutReference",
+           "ContextRecall", "ContextRelevance", "ContextUtilization", "Faithfulness", "IDBasedContextPrecision",
+           "IDBasedContextRecall", "MetricResult", "NonLLMContextPrecisionWithReference", "NonLLMContextRecall",
+           "ResponseRelevancy"]
 
 
 @dataclass
@@ -49,6 +56,14 @@ class _Collection:
         if name:
             self.name = name
 
+    def _build(self) -> Any:
+        if not getattr(self._cls, "needs_judge", True):
+            return self._cls(threshold=0.5, **self._options())
+        return self._cls(model=judge_of(self.llm), threshold=0.5)
+
+    def _options(self) -> dict[str, Any]:
+        return {}
+
     async def ascore(self, **kwargs: Any) -> MetricResult:
         missing = [f for f in self._fields if kwargs.get(f) is None]
         if missing:
@@ -58,9 +73,9 @@ class _Collection:
             raise ConfigurationTypeError(f"{type(self).__name__}.ascore() needs {', '.join(missing)}: pass "
                                          f"{', '.join(f'{m}=...' for m in missing)}.")
         sample = SingleTurnSample(**{k: v for k, v in kwargs.items() if k in SingleTurnSample.model_fields})
-        metric = self._cls(model=judge_of(self.llm), threshold=0.5)
+        metric = self._build()
         metric.name = self.name
-        await metric.a_measure(sample_to_case(sample))
+        await metric.a_measure(sample_to_case(sample, input_optional=not getattr(metric, "needs_judge", True)))
         return MetricResult(value=metric.score, reason=metric.reason, traces={"verdicts": metric.verdicts})
 
     def score(self, **kwargs: Any) -> MetricResult:
@@ -117,3 +132,60 @@ class ContextRelevance(_Collection):
     name = "context_relevance"
     _cls = ContextualRelevancyMetric
     _fields = ("user_input", "retrieved_contexts")
+
+
+class Faithfulness(_Collection):
+    """Ragas 0.4's ``Faithfulness`` (user_input, response, retrieved_contexts), by ``FaithfulnessMetric``."""
+
+    name = "faithfulness"
+    _cls = FaithfulnessMetric
+    _fields = ("user_input", "response", "retrieved_contexts")
+
+
+class AnswerRelevancy(_Collection):
+    """Ragas 0.4's ``AnswerRelevancy`` (user_input, response), by ``AnswerRelevancyMetric`` (statement relevance,
+    not generated questions; ``embeddings`` and ``strictness`` are accepted and unused)."""
+
+    name = "answer_relevancy"
+    _cls = AnswerRelevancyMetric
+    _fields = ("user_input", "response")
+
+
+ResponseRelevancy = AnswerRelevancy
+
+
+class NonLLMContextPrecisionWithReference(_Collection):
+    """Ragas 0.4's ``NonLLMContextPrecisionWithReference`` (retrieved_contexts, reference_contexts), no judge."""
+
+    name = "non_llm_context_precision_with_reference"
+    _cls: Any = RankedPrecisionMetric
+    _fields = ("retrieved_contexts", "reference_contexts")
+
+    def __init__(self, threshold: float = 0.5, name: str | None = None, **kwargs: Any) -> None:
+        super().__init__(name=name, **kwargs)
+        self.threshold = float(threshold)
+
+    def _options(self) -> dict[str, Any]:
+        return {"similarity_threshold": self.threshold}
+
+
+class NonLLMContextRecall(NonLLMContextPrecisionWithReference):
+    """Ragas 0.4's ``NonLLMContextRecall`` (retrieved_contexts, reference_contexts), no judge."""
+
+    name = "non_llm_context_recall"
+    _cls = RecallAtKMetric
+
+
+class IDBasedContextPrecision(_Collection):
+    """Ragas 0.4's ``IDBasedContextPrecision`` (retrieved_context_ids, reference_context_ids), no judge."""
+
+    name = "id_based_context_precision"
+    _cls: Any = PrecisionAtKMetric
+    _fields = ("retrieved_context_ids", "reference_context_ids")
+
+
+class IDBasedContextRecall(IDBasedContextPrecision):
+    """Ragas 0.4's ``IDBasedContextRecall`` (retrieved_context_ids, reference_context_ids), no judge."""
+
+    name = "id_based_context_recall"
+    _cls = RecallAtKMetric

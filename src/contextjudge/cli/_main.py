@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import ContextJudgeError, UsageError
 from ._estimate import add_estimate_command
 from ._eval import add_eval_command
+from ._prune import add_prune_command
 from ._runs import add_store_commands
 from ._score import add_score_command
 from ._shared import EXIT_ERROR, EXIT_OK, _entry_points, _err
@@ -65,6 +66,7 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     add_estimate_command(sub)
     add_worker_command(sub)
     add_trend_command(sub)
+    add_prune_command(sub)
     _add_plugin_commands(sub, plugins)
     return parser
 

@@ -66,6 +66,7 @@ cases = Table(
     Column("created_at", Float, nullable=False),
     ForeignKeyConstraint(["run_id"], ["cj_runs.run_id"], ondelete="CASCADE"),
 )
+Index("ix_cj_cases_created", cases.c.created_at)
 
 # the ranked retrieval of each case (turn 0 for a single-turn case; the turn's position for a conversation)
 nodes = Table(
@@ -148,6 +149,8 @@ judge_calls = Table(
     ForeignKeyConstraint(["run_id"], ["cj_runs.run_id"], ondelete="CASCADE"),
 )
 Index("ix_cj_judge_calls_run", judge_calls.c.run_id)
+# retention (`contextjudge prune`) finds old rows by time: indexes only, added to existing stores at open
+Index("ix_cj_judge_calls_created", judge_calls.c.created_at)
 
 # the judge-verdict cache shared by every run that uses this store
 verdict_cache = Table(
@@ -156,6 +159,7 @@ verdict_cache = Table(
     Column("value", Text, nullable=False),
     Column("created_at", Float, nullable=False),
 )
+Index("ix_cj_verdict_cache_created", verdict_cache.c.created_at)
 
 # gold labels attached to captured cases (`contextjudge label`), by case key, whatever run holds the case
 labels = Table(

@@ -155,7 +155,7 @@ class RetentionStore(StoreBase):
 
     # ------------------------------------------------------------------------------------------ prune
     def prune(self, older_than: Any = None, keep_runs: int | None = None, *, dry_run: bool = False,
-              labels: bool = False, batch: int = 2000, vacuum: bool = False, now: float | None = None
+              labels: bool = False, batch: int = 500, vacuum: bool = False, now: float | None = None
               ) -> PruneReport:
         """Remove the cases captured before ``older_than`` ago (``"90d"``) and every run but the ``keep_runs``
         newest (a run still running is never removed whole), with what follows them (see the module). ``dry_run``:
@@ -237,13 +237,19 @@ class RetentionStore(StoreBase):
             report.counts.setdefault(name, 0)
         while True:
             with self._guard("prune old cases"), self._batch_tx() as conn:
-                keys = [tuple(k) for k in conn.execute(pick).all()]
+                keys = conn.execute(pick).all()
                 if not keys:
                     return
+                by_run: dict[str, list[str]] = {}
+                for run_id, key in keys:
+                    by_run.setdefault(run_id, []).append(key)
+                # per run, the keys as one list: an index scan on both backends (a list of (run, key) pairs makes
+                # PostgreSQL scan the table)
                 for name, table in (("verdicts", S.verdicts), ("results", S.results), ("nodes", S.nodes),
                                     ("queue rows", S.queue), ("cases", S.cases)):
-                    hit = conn.execute(delete(table).where(tuple_(table.c.run_id, table.c.case_key).in_(keys)))
-                    report.counts[name] += max(0, hit.rowcount or 0)
+                    for run_id, mine in by_run.items():
+                        hit = conn.execute(delete(table).where(table.c.run_id == run_id, table.c.case_key.in_(mine)))
+                        report.counts[name] += max(0, hit.rowcount or 0)
             # (on SQLite the store's write lock is let go between batches: a worker's write waits one batch at most)
 
     def _prune_by_time(self, cutoff: float | None, report: PruneReport, dry_run: bool, batch: int) -> None:

@@ -110,8 +110,11 @@ results = Table(
     Column("input_key", String(32)),                        # a hash of the normalised input: pairs cases by input
     ForeignKeyConstraint(["run_id"], ["cj_runs.run_id"], ondelete="CASCADE"),
 )
-Index("ix_cj_results_captured", results.c.captured_at, results.c.metric)
-Index("ix_cj_results_judged", results.c.created_at, results.c.metric)
+# covering the trend's sums: a trend reads these indexes, never the (wide) rows
+Index("ix_cj_results_captured", results.c.captured_at, results.c.metric, results.c.evaluation_model,
+      results.c.judge_identity, results.c.score, results.c.success)
+Index("ix_cj_results_judged", results.c.created_at, results.c.metric, results.c.evaluation_model,
+      results.c.judge_identity, results.c.score, results.c.success)
 Index("ix_cj_results_retriever", results.c.retriever, results.c.captured_at)
 # the separator of cj_results.tags: the column reads "\x1fprod\x1fbeta\x1f", so a tag matches as "\x1fprod\x1f"
 TAG_SEP = "\x1f"

@@ -335,21 +335,25 @@ class RetentionStore(StoreBase):
 
         path = self.url[len("sqlite:///"):]
         before = os.path.getsize(path) if os.path.exists(path) else 0
-        with self._write_lock:  # type: ignore[attr-defined]
-            raw = self.engine.raw_connection()
-            try:
-                cur = raw.cursor()
-                if full:
+        lock = self._write_lock  # type: ignore[attr-defined]
+        raw = self.engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            if full:
+                with lock:
                     cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
                     cur.execute("VACUUM")
-                elif cur.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
-                    while cur.execute("PRAGMA freelist_count").fetchone()[0] > 0:
-                        cur.execute("PRAGMA incremental_vacuum(4096)").fetchall()
+            elif cur.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+                # a thousand pages a step, the write lock let go between steps: a writer waits one step at most
+                while cur.execute("PRAGMA freelist_count").fetchone()[0] > 0:
+                    with lock:
+                        cur.execute("PRAGMA incremental_vacuum(1000)").fetchall()
                         raw.commit()
-                cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-                raw.commit()
-            finally:
-                raw.close()
+            # the freed pages leave the file when the log is copied back; PASSIVE never waits for a writer
+            cur.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            raw.commit()
+        finally:
+            raw.close()
         after = os.path.getsize(path) if os.path.exists(path) else 0
         return max(0, before - after)
 

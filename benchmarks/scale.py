@@ -2,6 +2,7 @@
 
     python benchmarks/scale.py [--cases 240] [--nodes 10] [--seed 18] [--postgres] [--no-ray] [--json FILE]
     python benchmarks/scale.py --queue-depths 10000 100000 1000000   # claim latency against the queue's depth
+    python benchmarks/scale.py --writes [--postgres] [--store-cases 4000]   # results written per second, bytes each
 
 ``--queue-depths``: claim and complete latency (median and p95 over ``--claims`` claims of 8) with that many
 synthetic queued cases on a throwaway PostgreSQL cluster (fsync on), and the old claim's pick (one OR of queued and
@@ -493,6 +494,95 @@ def store_ceiling(url: str, rows: list[dict[str, Any]], sample_results: list[Any
         store.close()
 
 
+# ---------------------------------------------------------------------------------------------------- write rates
+def _synthetic_results(nodes: int) -> list[Any]:
+    """Four metrics' results of one case with a verdict per node each: what a worker writes per case."""
+    from contextjudge import MetricResult
+
+    return [MetricResult(name=m, score=0.62, threshold=0.5, success=True, reason="The second node states the policy.",
+                         evaluation_model="local", details={"judge_identity": "e5-small/1"},
+                         verdicts=[{"id": f"n{i}", "rank": i + 1, "verdict": "yes" if i % 2 else "no",
+                                    "reason": "The node names the number of vacation days."} for i in range(nodes)])
+            for m in METRICS]
+
+
+def _capture_rate(url: str, rows: list[dict[str, Any]], n: int, batch: int = 100) -> dict[str, Any]:
+    """Cases per second written the way capture mode "worker" writes them: batches of ``batch`` cases with their
+    nodes and queue rows, one transaction per batch."""
+    from contextjudge.store import open_store
+
+    store = open_store(url)
+    try:
+        tcs = _test_cases(rows)
+        run_id = store.begin_run(None, {"name": "scale-benchmark-capture"})
+        items = [(f"cap-{i:07d}", i, tcs[i % len(tcs)]) for i in range(n)]
+        t0 = time.perf_counter()
+        for s in range(0, n, batch):
+            store.save_cases_queued(run_id, items[s:s + batch])
+        wall = time.perf_counter() - t0
+        return {"cases": n, "wall_s": wall, "cases_per_s": n / wall}
+    finally:
+        store.close()
+
+
+def write_rates(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``--writes``: per store, capture's case writes and 1 and 2 workers' results per second (threads of this
+    process, each its own queue owner), and the bytes the store holds per result after."""
+    rows = [{"input": f"How many vacation days do I get, ticket {i}?", "actual_output": "25 days.",
+             "expected_output": "Employees get 25 vacation days.",
+             "retrieval_context": [f"Node {k} of ticket {i}: employees get 25 vacation days a year." for k in
+                                   range(args.nodes)]} for i in range(50)]
+    sample = _synthetic_results(args.nodes)
+    out: list[dict[str, Any]] = []
+
+    def measure(name: str, url: str, size: Any) -> None:
+        cap = _capture_rate(url, rows, args.store_cases)
+        row: dict[str, Any] = {"store": name, "capture_cases_per_s": cap["cases_per_s"], "load": os.getloadavg()[0]}
+        for clients in (1, 2):
+            got = store_ceiling(url, rows, sample, args.store_cases, clients)
+            row[f"workers_{clients}_results_per_s"] = got["completes_per_s"] * len(sample)
+        from contextjudge.store import open_store
+
+        st = open_store(url)
+        with st.engine.connect() as conn:
+            from sqlalchemy import text
+
+            n_results = int(conn.execute(text("SELECT count(*) FROM cj_results")).scalar() or 0)
+        st.close()
+        row["results"] = n_results
+        row["bytes_per_result"] = size() / max(1, n_results)
+        out.append(row)
+        print(f"  {name}: {json.dumps(row)}", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="cj-writes-") as tmp:
+        path = os.path.join(tmp, "store.db")
+
+        def sqlite_size() -> int:
+            return sum(os.path.getsize(path + x) for x in ("", "-wal") if os.path.exists(path + x))
+        measure("sqlite", f"sqlite:///{path}", sqlite_size)
+    if args.postgres:
+        import psycopg
+
+        with ThrowawayPostgres(prefix="cj-writes-pg-") as pg:
+            if pg.url is None:
+                raise SystemExit(pg.why)
+
+            def pg_size() -> int:
+                with psycopg.connect(pg.url.replace("postgresql+psycopg://", "postgresql://")) as c:
+                    return int(c.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+            measure("postgresql", pg.url, pg_size)
+    return out
+
+
+def render_writes(rows: list[dict[str, Any]]) -> str:
+    lines = ["| store | capture: cases/s | 1 worker: results/s | 2 workers: results/s | bytes per result "
+             "(cases, nodes, verdicts included) | load avg |", "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['store']} | {r['capture_cases_per_s']:,.0f} | {r['workers_1_results_per_s']:,.0f} | "
+                     f"{r['workers_2_results_per_s']:,.0f} | {r['bytes_per_result']:,.0f} | {r['load']:.1f} |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------------- queue depth
 _OLD_PICK = ("SELECT run_id, case_key FROM cj_queue WHERE (state = 'queued' OR (state = 'claimed' AND lease_until < "
              "%(now)s)) ORDER BY priority, enqueued_at LIMIT 8 FOR UPDATE SKIP LOCKED")
@@ -697,7 +787,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="only measure claim and complete latency on a throwaway PostgreSQL with N synthetic queued "
                          "cases each (e.g. 10000 100000 1000000), and print that table")
     ap.add_argument("--claims", type=int, default=200, help="claims measured per queue depth (default 200)")
+    ap.add_argument("--writes", action="store_true",
+                    help="only the store's write rates: capture's batched case writes and 1 and 2 workers' claim + "
+                         "complete, in results per second, and the store's bytes per result (no judge involved)")
     args = ap.parse_args(argv)
+    if args.writes:
+        got = write_rates(args)
+        print(render_writes(got))
+        print(json.dumps({"writes": got}))
+        return 0
     if args.queue_depths:
         depth_rows = queue_depths(args.queue_depths, args.claims)
         print(render_depths(depth_rows))

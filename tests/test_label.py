@@ -14,7 +14,7 @@ from contextjudge._result import EvaluationResult, MetricResult, TestResult
 from contextjudge.cases.labels import LABELS_KEY
 from contextjudge.cli import _shared
 from contextjudge.metrics import ContextualPrecisionMetric
-from contextjudge.store import open_store
+from contextjudge.store import SCHEMA_VERSION, open_store
 from contextjudge.testing import FakeJudge
 
 NODES = ["Employees get 25 vacation days per year.", "The parking garage opens at 6am.",
@@ -157,11 +157,11 @@ def test_a_version_1_store_is_upgraded_in_place(tmp_path, store_path):
     con.commit()
     con.close()
     s = open_store(store_path)
-    assert s.schema_version == 3 and len(s.load_run("r1")) == 3  # nothing lost
+    assert s.schema_version == SCHEMA_VERSION and len(s.load_run("r1")) == 3  # nothing lost
     matched, unmatched = s.add_labels([{"key": "c-vacation", "labels": [1, 0, 1]}])
     assert [m.case_keys for m in matched] == [["c-vacation"]] and unmatched == []
     con = sqlite3.connect(store_path)
-    assert con.execute("SELECT value FROM cj_meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    assert con.execute("SELECT value FROM cj_meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     con.close()
 
 

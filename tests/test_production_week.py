@@ -65,7 +65,9 @@ def _backdate(path: str, since: float, day_start: float) -> None:
     try:
         shift = day_start + DAY / 2 - since
         con.execute("UPDATE cj_cases SET created_at = created_at + ? WHERE created_at >= ?", (shift, since))
-        con.execute("UPDATE cj_results SET created_at = created_at + ? WHERE created_at >= ?", (shift, since))
+        con.execute("UPDATE cj_results SET created_at = created_at + ?, captured_at = (SELECT c.created_at FROM "
+                    "cj_cases c WHERE c.run_id = cj_results.run_id AND c.case_key = cj_results.case_key) WHERE "
+                    "created_at >= ?", (shift, since))
         con.commit()
     finally:
         con.close()

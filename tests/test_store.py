@@ -195,9 +195,9 @@ def test_schema_is_versioned(store):
 
 
 def test_a_version_1_store_is_upgraded_in_place_on_both_backends(store):
-    """Schema 1 -> 3 through real ALTER TABLE on SQLite and PostgreSQL: the results gain gold_score and score_spread,
-    cj_labels, cj_queue and cj_spend are created, the recorded version becomes 3, and nothing stored before is
-    lost."""
+    """Schema 1 -> the current one through real ALTER TABLE on SQLite and PostgreSQL, one step per version: the
+    results gain gold_score and score_spread (2) and the read columns (4), cj_labels, cj_queue and cj_spend are
+    created, the recorded version becomes the current one, and nothing stored before is lost."""
     from sqlalchemy import inspect, select, text, update
 
     from contextjudge.store import _schema as S
@@ -206,18 +206,23 @@ def test_a_version_1_store_is_upgraded_in_place_on_both_backends(store):
         conn.execute(text("DROP TABLE cj_labels"))
         conn.execute(text("DROP TABLE cj_queue"))
         conn.execute(text("DROP TABLE cj_spend"))
+        for name in ("captured", "judged", "retriever"):  # schema 4's indexes and columns
+            conn.execute(text(f"DROP INDEX IF EXISTS ix_cj_results_{name}"))
+        for name, _ in S.FACET_COLUMNS["cj_results"]:
+            conn.execute(text(f"ALTER TABLE cj_results DROP COLUMN {name}"))
         conn.execute(text("ALTER TABLE cj_results DROP COLUMN gold_score"))
         conn.execute(text("ALTER TABLE cj_results DROP COLUMN score_spread"))
         conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value="1"))
     store.engine.dispose()
     upgraded = ResultsStore(store.target)
     try:
-        assert upgraded.schema_version == SCHEMA_VERSION == 3
+        assert upgraded.schema_version == SCHEMA_VERSION >= 4
         found = inspect(upgraded.engine)
         assert {"gold_score", "score_spread"} <= {c["name"] for c in found.get_columns("cj_results")}
         assert found.has_table("cj_labels") and found.has_table("cj_queue") and found.has_table("cj_spend")
         with upgraded.engine.connect() as conn:
-            assert conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar() == "3"
+            assert conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar() == \
+                str(SCHEMA_VERSION)
         back = upgraded.load_run("old-run")  # the old rows read back, their new columns empty
         assert len(back) == 2 and all(m.score is not None and m.gold_score is None
                                       for tr in back.test_results for m in tr.metrics_data)

@@ -58,7 +58,9 @@ def _week(path: str, *, days: int = 7, per_day: int = 30, degraded_day: int | No
             at = day0 + d * DAY + 60
             conn.execute(text("UPDATE cj_cases SET created_at = :at + position % 1000 WHERE case_key LIKE :k"),
                          {"at": at, "k": f"d{d}-%"})
-            conn.execute(text("UPDATE cj_results SET created_at = :at + 600 WHERE case_key LIKE :k"),
+            conn.execute(text("UPDATE cj_results SET created_at = :at + 600, captured_at = (SELECT c.created_at FROM "
+                              "cj_cases c WHERE c.run_id = cj_results.run_id AND c.case_key = cj_results.case_key) "
+                              "WHERE case_key LIKE :k"),
                          {"at": at, "k": f"d{d}-%"})
     store.close()
     return day0
@@ -301,3 +303,138 @@ def test_fail_on_drop_tests_faithfulness_answer_relevancy_and_a_ranking_metric(t
     for name in ("Faithfulness", "Answer Relevancy", "NDCG@5"):
         assert f"DROP {name}" in out
     assert "3 metric(s) tested" in out
+
+
+# ---------------------------------------------------------------------------------------------- in SQL (schema 4)
+def _as_version_3(url: str) -> None:
+    """Make a store what a contextjudge of schema 3 left behind: no read columns on cj_results, no their indexes."""
+    from contextjudge.store import _schema as S
+
+    s = contextjudge.open_store(url)
+    with s.engine.begin() as conn:
+        for name in ("captured", "judged", "retriever"):
+            conn.execute(text(f"DROP INDEX IF EXISTS ix_cj_results_{name}"))
+        for name, _ in S.FACET_COLUMNS["cj_results"]:
+            conn.execute(text(f"ALTER TABLE cj_results DROP COLUMN {name}"))
+        conn.execute(text("UPDATE cj_meta SET value = '3' WHERE key = 'schema_version'"))
+    s.close()
+
+
+def _close(a: dict, b: dict) -> None:
+    """Two trends' dicts equal, figures to 1e-9 (sums made in another order)."""
+    assert json.dumps(a, sort_keys=True, default=str).count(":") == json.dumps(b, sort_keys=True,
+                                                                               default=str).count(":")
+    def walk(x, y):
+        if isinstance(x, float) or isinstance(y, float):
+            assert x == pytest.approx(y, abs=1e-9)
+        elif isinstance(x, dict):
+            assert x.keys() == y.keys()
+            for k in x:
+                walk(x[k], y[k])
+        elif isinstance(x, list):
+            assert len(x) == len(y)
+            for p, q in zip(x, y, strict=True):
+                walk(p, q)
+        else:
+            assert x == y
+    walk(a, b)
+
+
+def _migration(url: str) -> None:
+    _week(url, days=4, per_day=15, degraded_day=3, judge_change_day=2, questions=10)
+    before = contextjudge.open_store(url, read_only=True)
+    assert before.in_sql() and before.in_sql({"retriever": "x", "tag": "prod"})
+    want = {w: before.trend(by=w).to_dict() for w in ("day", "hour")}
+    want_filtered = before.trend(where={"retriever": "faq_search", "tag": "prod"}).to_dict()
+    before.close()
+    _as_version_3(url)
+    # read-only, schema 3: read as before (the rows streamed and summed in Python), never written
+    old = contextjudge.open_store(url, read_only=True)
+    assert old.schema_version == 3 and not old.in_sql()
+    _close(old.trend().to_dict(), want["day"])
+    with pytest.raises(contextjudge.ConfigurationError, match="schema 4"):
+        old.aggregate()
+    old.close()
+    # opened for writing: upgraded in place, every result's read columns filled from its case and details
+    new = contextjudge.open_store(url)
+    assert new.schema_version >= 4 and new.in_sql()
+    with new.engine.connect() as conn:
+        rows = conn.execute(text("SELECT r.captured_at, c.created_at, r.retriever, r.tags, r.judge_identity, "
+                                 "r.input_key, r.details FROM cj_results r JOIN cj_cases c ON c.run_id = r.run_id "
+                                 "AND c.case_key = r.case_key")).all()
+    assert len(rows) == 120
+    assert all(r[0] == r[1] and r[2] in ("faq_search", "policy_search") and r[3] == "\x1fprod\x1f" and
+               r[4] == json.loads(r[6])["judge_identity"] and len(r[5]) == 32 for r in rows)
+    assert len({r[5] for r in rows}) == 10  # ten questions: ten input keys
+    for w in ("day", "hour"):
+        _close(new.trend(by=w).to_dict(), want[w])
+    _close(new.trend(where={"retriever": "faq_search", "tag": "prod"}).to_dict(), want_filtered)
+    new.close()
+
+
+def test_a_version_3_store_is_upgraded_in_place_and_reads_the_same(tmp_path):
+    _migration(str(tmp_path / "v3.db"))
+
+
+def test_a_version_3_store_is_upgraded_in_place_on_postgresql(pg_url, wipe):
+    s = contextjudge.open_store(pg_url)
+    wipe(s)
+    s.close()
+    try:
+        _migration(pg_url)
+    finally:
+        wipe(contextjudge.open_store(pg_url))
+
+
+def _no_rows(store, monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("a read that should aggregate in SQL streamed the rows")
+    monkeypatch.setattr(type(store), "iter_results", refuse)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_trend_and_the_drop_check_aggregate_in_the_database(tmp_path, backend, request, monkeypatch):
+    """trend (every window, filters, judge changes) and --fail-on-drop never stream the rows: the database sums
+    them; the figures equal those the rows give (the Python path, kept for other metadata filters)."""
+    if backend == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        wipe = request.getfixturevalue("wipe")
+        s = contextjudge.open_store(url)
+        wipe(s)
+        s.close()
+    else:
+        url = str(tmp_path / "sql.db")
+    from contextjudge.store import find_drops
+    from contextjudge.store._trend import build_trend
+
+    _week(url, days=5, per_day=20, degraded_day=4, questions=10)
+    store = contextjudge.open_store(url, read_only=True)
+    rows_trend = {w: build_trend(store.iter_results(light=True), by=w).to_dict() for w in ("hour", "day", "week")}
+    slow = {}
+    for where in (None, {"retriever": "policy_search"}):
+        tr = build_trend(store.iter_results(where=where, light=True))
+        drops, info = find_drops(_RowsOnly(store), tr, where=where)
+        slow[json.dumps(where)] = (tr, [d.to_dict() for d in drops], info)
+    _no_rows(store, monkeypatch)
+    for w in ("hour", "day", "week"):
+        _close(store.trend(by=w).to_dict(), rows_trend[w])
+    for where in (None, {"retriever": "policy_search"}):
+        tr, want, info = slow[json.dumps(where)]
+        drops, got_info = find_drops(store, store.trend(where=where), where=where)
+        _close([d.to_dict() for d in drops], want)
+        assert got_info == info and {d.status for d in drops} == {"drop"} and drops[0].method == "paired"
+    gone = store.trend(where={"tag": "nightly"})
+    assert gone.windows == []
+    store.close()
+    if backend == "postgresql":
+        wipe(contextjudge.open_store(url))
+
+
+class _RowsOnly:
+    """A store seen without its SQL aggregates: the drop check sums the streamed rows."""
+
+    def __init__(self, store):
+        self._s = store
+
+    def iter_results(self, **kw):
+        return self._s.iter_results(**kw)

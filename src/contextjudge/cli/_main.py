@@ -15,6 +15,7 @@ from ..errors import ContextJudgeError, UsageError
 from ._estimate import add_estimate_command
 from ._eval import add_eval_command
 from ._mcp import add_mcp_command
+from ._prune import add_prune_command
 from ._runs import add_store_commands
 from ._score import add_score_command
 from ._shared import EXIT_ERROR, EXIT_OK, _entry_points, _err
@@ -67,6 +68,7 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     add_worker_command(sub)
     add_trend_command(sub)
     add_mcp_command(sub)
+    add_prune_command(sub)
     _add_plugin_commands(sub, plugins)
     return parser
 

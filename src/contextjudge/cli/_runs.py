@@ -41,6 +41,10 @@ def add_store_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", metavar="OTHER_RUN", help="baseline run to compare with")
     p.add_argument("-o", "--output", default="report.html", help="output file (default: report.html)")
     p.add_argument("--title", help="page title")
+    p.add_argument("--max-cases", type=int, default=1000, metavar="N",
+                   help="past N cases, list in full those with errors, the lowest-scoring and most uncertain per "
+                        "metric (and the most changed) and an even sample of the rest, with a note; every figure "
+                        "still counts every case (default 1000; 0: list every case)")
     _common(p)
     p.set_defaults(func=cmd_report)
 
@@ -88,7 +92,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     run_id = _resolve(store, args.run)
     other = _resolve(store, args.compare) if args.compare else None
     _info(f"rendering run {run_id}" + (f" against {other}" if other else "") + " ...", args.quiet)
-    _write(args.output, render_report(store=store, run=run_id, compare=other, title=args.title))
+    _write(args.output, render_report(store=store, run=run_id, compare=other, title=args.title,
+                                            max_cases=args.max_cases))
     print(f"report: {args.output}")
     return EXIT_OK
 
@@ -189,8 +194,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                 from exc
     try:
         if args.format == "jsonl":
-            res = store.load_run(run_id)
-            for tr in res.test_results:
+            for tr in store.iter_test_results(run_id):  # a batch of cases at a time: memory stays flat
                 row = tr.to_dict()
                 row["run_id"] = run_id
                 out.write(json.dumps(row, default=str) + "\n")

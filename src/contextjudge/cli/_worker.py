@@ -74,6 +74,9 @@ def add_worker_command(sub: argparse._SubParsersAction) -> None:
                    help="first queue the unscored cases of --run (default: the latest run), e.g. a deferred capture")
     p.add_argument("--every", type=_positive(int), default=100, metavar="N",
                    help="print a progress line every N cases (default 100)")
+    p.add_argument("--prune-every", type=float, default=3600.0, metavar="SECONDS",
+                   help="apply the store's retention setting (`contextjudge prune --set`) this often, one process "
+                        "on the store at a time (default 3600; 0: never)")
     _common(p)
     p.set_defaults(func=cmd_worker)
 
@@ -154,7 +157,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     worker = Worker(store, metrics, judge, lease=args.lease, batch=args.batch, concurrency=args.concurrency,
                     run_id=run_id, judge_options=options, on_results=hooks, poll=args.poll, cpus=args.cpus,
                     nice=args.nice, grace=args.grace, log=say, report_every=args.every,
-                    requeue_skipped=args.requeue_skipped)
+                    requeue_skipped=args.requeue_skipped, prune_every=args.prune_every or None)
     exporter = None
     if args.metrics_port is not None:
         from ..engine import WorkerMetrics

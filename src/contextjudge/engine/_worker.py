@@ -305,6 +305,43 @@ class _SetAside:
         return self.requeue and (first or (self.until is not None and time.time() >= self.until))
 
 
+class _RetentionThread:
+    """A worker's retention thread (``Worker(prune_every=...)``; what it removes counts in ``worker.pruned_cases``): apply the store's retention setting every ``worker.prune_every`` seconds
+    (checked at start, then at most each minute), when no other process on the store has in that time; in short
+    batches (``store.prune``), so claiming and writing go on."""
+
+    @staticmethod
+    def start(worker: Any, done: threading.Event) -> threading.Thread | None:
+        if worker.prune_every is None or not hasattr(worker.store, "apply_retention"):
+            return None
+        thread = threading.Thread(target=_RetentionThread.loop, args=(worker, done), name="contextjudge-retention",
+                                  daemon=True)
+        thread.start()
+        return thread
+
+    @staticmethod
+    def join(thread: threading.Thread | None) -> None:
+        if thread is not None:
+            thread.join(timeout=30)
+
+    @staticmethod
+    def loop(worker: Any, done: threading.Event) -> None:
+        every = float(worker.prune_every or 3600.0)
+        wait = 0.0
+        while not done.wait(wait):
+            wait = min(60.0, every)
+            try:
+                if worker.store.retention() is None or not worker.store.retention_due(every):
+                    continue
+                report = worker.store.apply_retention()
+            except Exception:  # noqa: BLE001 - tried again at the next turn; scoring goes on
+                logger.warning("contextjudge: applying the store's retention setting failed", exc_info=True)
+                continue
+            if report is not None:
+                worker.pruned_cases += int(report.counts.get("cases", 0))
+                worker._say(f"worker {worker.owner}: retention: {report.line()}")
+
+
 class _Leases:
     """The cases a worker holds (claimed, and neither completed nor given back) and the heartbeat that renews their
     leases every third of the lease, handing the ones another worker took to ``on_lost`` (from its thread)."""
@@ -377,7 +414,8 @@ class Worker:
                  on_results: Sequence[OnResults] = (), poll: float = 1.0, cpus: int | None = None,
                  nice: int | None = 10, grace: float = 10.0, max_attempts: int = 5,
                  log: Callable[[str], None] | None = None, report_every: int = 100,
-                 backoff_max: float = 60.0, exclusive: bool = True, requeue_skipped: bool = False) -> None:
+                 backoff_max: float = 60.0, exclusive: bool = True, requeue_skipped: bool = False,
+                 prune_every: float | None = 3600.0) -> None:
         if isinstance(store, (str, os.PathLike)):
             from ..store import open_store
 
@@ -405,6 +443,8 @@ class Worker:
         self.backoff_max = max(0.01, float(backoff_max))
         self.exclusive = bool(exclusive)
         self.requeue_skipped = bool(requeue_skipped)
+        # the store's retention setting applied this often (None: never), from a thread of its own (_RetentionThread)
+        self.prune_every, self.pruned_cases = None if prune_every is None else max(0.05, float(prune_every)), 0
         self._set_aside_ = _SetAside(self.requeue_skipped)
         self.call_hooks: list[Callable[[dict[str, Any]], Any]] = []  # judge-call events, e.g. WorkerMetrics
         self._outage = _Outage(self.backoff_max)
@@ -519,6 +559,7 @@ class Worker:
         beat = threading.Thread(target=self._leases.beat, args=(beat_stop, self._lost_elsewhere),
                                 name="contextjudge-heartbeat", daemon=True)
         beat.start()
+        keeper = _RetentionThread.start(self, beat_stop)
         waiting: collections.deque = collections.deque()
         try:
             from ..judges import use_run_context
@@ -529,6 +570,7 @@ class Worker:
             await self._wind_down(waiting)
             beat_stop.set()
             beat.join(timeout=5)
+            _RetentionThread.join(keeper)
             if handle_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     try:

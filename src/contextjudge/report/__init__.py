@@ -25,6 +25,7 @@ from typing import Any
 from .._result import EvaluationResult
 from ..errors import ConfigurationTypeError
 from ..metrics import fill_gold_scores
+from ._bounded import DEFAULT_MAX_CASES
 from ._calibration import render_calibration
 from ._html import MetricChange, RunView, compare_runs, render_html
 from ._stats import Interval, bootstrap_mean, paired_difference
@@ -70,10 +71,13 @@ def _view(x: Any, store: Any) -> RunView:
 
 
 def render_report(result: Any = None, *, store: Any = None, run: str | None = None, compare: Any = None,
-                  title: str | None = None) -> str:
+                  title: str | None = None, max_cases: int | None = DEFAULT_MAX_CASES) -> str:
     """The report as an HTML string: of ``result`` (an EvaluationResult) or of ``run`` in ``store``.
 
-    ``compare`` is the baseline: an EvaluationResult, or a run id/name in ``store``.
+    ``compare`` is the baseline: an EvaluationResult, or a run id/name in ``store``. ``max_cases``: past this many
+    cases the page lists in full those worth reading (errors, the lowest-scoring and most uncertain per metric, the
+    most changed) and an even sample of the rest, with a note saying so; every figure still counts every case
+    (0 or None: list every case).
     """
     if result is None:
         if store is None:
@@ -82,6 +86,7 @@ def render_report(result: Any = None, *, store: Any = None, run: str | None = No
         current = run_view(store, run)
     else:
         current = _view(result, store)
+    current.max_cases = max_cases or None
     return render_html(current, _as_view(compare, store), title=title)
 
 

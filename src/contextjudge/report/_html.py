@@ -16,6 +16,7 @@ from .._result import EvaluationResult, MetricResult, TestResult
 from ..stats import Interval as StatsInterval
 from ..stats import paired_difference as paired_t
 from ..stats import significantly_better, significantly_worse
+from ._bounded import DEFAULT_MAX_CASES, shown_cases
 from ._case import CaseContext, case_card, case_row
 from ._format import case_input, ci, e, num, pct, short, signed, when
 from ._script import CSP, script_tag
@@ -34,6 +35,8 @@ class RunView:
     created_at: float | None = None
     judges: list[dict[str, Any]] = field(default_factory=list)
     store: str | None = None
+    # past this many cases the page lists the cases worth reading and a sample of the rest (_bounded.py); None: all
+    max_cases: int | None = DEFAULT_MAX_CASES
 
 
 # --------------------------------------------------------------------------------------------------- charts
@@ -455,6 +458,7 @@ def _cases_section(cur: RunView, base: RunView | None) -> str:
     failing = sum(not tr.success for tr in result.test_results)
     errors = sum(1 for tr in result.test_results
                  if tr.error or any(m.error for m in tr.metrics_data))
+    shown, note = shown_cases(result, cur.max_cases, baseline=paired)
     head = "".join(f"<th data-col='m{k}'><button type='button' data-sort='m{k}' title='sort by {e(m)}: worst first, "
                    f"click again for best first'>{e(m)}</button></th>" for k, m in enumerate(metrics))
     out = [f"<h2>Cases</h2><p class='meta'>{len(result)} case(s), {failing} with a failing metric, {errors} with an "
@@ -462,12 +466,13 @@ def _cases_section(cur: RunView, base: RunView | None) -> str:
            "the metric did not apply). Sorting by a metric lists scored cases first (worst or best first), then "
            "cases where it errored, then cases it did not apply to. In a case, each per-node metric's verdict is "
            "coloured in its own column (green: useful, red: not useful); open a case for the judge's reasons.</p>",
+           f"<p class='meta' id='cj-bounded'>{e(note)}</p>" if note else "",
            _toolbar(metrics, base is not None),
            f'<table class="cj-cases" id="cj-cases"><thead><tr><th data-col=""><button type="button" data-sort="" '
            f'title="run order">#</button></th><th>Case</th>{head}</tr></thead><tbody>']
-    out.extend(case_row(tr, ctx) for tr in result.test_results)
+    out.extend(case_row(tr, ctx) for tr in shown)
     out.append("</tbody></table><div id='cj-case-list'>")
-    out.extend(case_card(tr, ctx) for tr in result.test_results)
+    out.extend(case_card(tr, ctx) for tr in shown)
     out.append("</div>")
     return "\n".join(out)
 

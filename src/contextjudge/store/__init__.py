@@ -10,12 +10,14 @@
 
 The documented read API (read-only, streaming; see ``_read.py``): ``store.runs()``, ``store.results(run=...,
 metric=..., since=..., where=..., as_="records"|"pandas")``, ``store.cases(...)``, ``store.trend(by="day")``.
-``open_store(url, read_only=True)`` reads a store you may not write to.
+``open_store(url, read_only=True)`` reads a store you may not write to. ``trend``, the drop check and
+``store.aggregate(by=...)`` sum in the database (schema 4). Retention (see ``_retention.py``):
+``store.prune(older_than="90d", keep_runs=20, dry_run=True)``, ``store.set_retention(older_than="90d")``.
 """
 
 from ._schema import SCHEMA_VERSION
-from ._store import DEFAULT_STORE_PATH, LabelMatch, ResultsStore, RunInfo, StoredCase, open_store
+from ._store import DEFAULT_STORE_PATH, LabelMatch, PruneReport, ResultsStore, RunInfo, StoredCase, open_store
 from ._trend import Drop, MetricWindow, Trend, TrendWindow, find_drops
 
-__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "Drop", "LabelMatch", "MetricWindow", "ResultsStore", "RunInfo",
-           "StoredCase", "Trend", "TrendWindow", "find_drops", "open_store"]
+__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "Drop", "LabelMatch", "MetricWindow", "PruneReport", "ResultsStore",
+           "RunInfo", "StoredCase", "Trend", "TrendWindow", "find_drops", "open_store"]

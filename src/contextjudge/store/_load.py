@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, func, select, tuple_
 
 from .._result import EvaluationResult, MetricResult, TestResult, Usage
 from . import _schema as S
@@ -98,10 +98,47 @@ class LoadStore(RunStore):
         return EvaluationResult(test_results=trs, usage=self.usage(run_id), run_id=run_id,
                                 duration_seconds=float(info.summary.get("duration_seconds") or 0.0))
 
+    def iter_test_results(self, run_id: str, *, batch: int = 500) -> Iterator[TestResult]:
+        """The cases of ``run_id`` in order with their results and verdicts, read ``batch`` cases at a time (what
+        ``contextjudge export`` writes: memory holds one batch, whatever the run's size)."""
+        info = self.run_info(run_id)
+        order: dict[str, int] = _metric_order(info, [])
+        c = S.cases
+        after: tuple[int, str] | None = None
+        index = 0
+        while True:
+            q = select(c).where(c.c.run_id == run_id)
+            if after is not None:
+                q = q.where(tuple_(c.c.position, c.c.case_key) > tuple_(*after))
+            with self._guard("read test cases"), self._begin(write=False) as conn:
+                rows = conn.execute(q.order_by(c.c.position, c.c.case_key).limit(batch)).all()
+                if not rows:
+                    return
+                keys = [r.case_key for r in rows]
+                results = conn.execute(select(S.results).where(S.results.c.run_id == run_id,
+                                                               S.results.c.case_key.in_(keys))).all()
+                vrows = conn.execute(select(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.data).where(
+                    S.verdicts.c.run_id == run_id, S.verdicts.c.case_key.in_(keys)).order_by(
+                    S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.position)).all()
+                labels = dict(conn.execute(select(S.labels.c.case_key, S.labels.c.labels).where(
+                    S.labels.c.case_key.in_(keys))).all())
+            verdicts: dict[tuple[str, str], list[Any]] = {}
+            for vr in vrows:
+                verdicts.setdefault((vr.case_key, vr.metric), []).append(vr.data)
+            by_case: dict[str, list[MetricResult]] = {}
+            for r in results:
+                by_case.setdefault(r.case_key, []).append(result_from_row(r, verdicts.get((r.case_key, r.metric), [])))
+            for row in rows:
+                sc = stored_case(row, labels.get(row.case_key))
+                mine = sorted(by_case.get(row.case_key, []), key=lambda m: (order.get(m.name, 99), m.name))
+                yield TestResult(index=index, name=getattr(sc.test_case, "name", None), test_case=sc.test_case,
+                                 metrics_data=mine)
+                index += 1
+            after = (rows[-1].position, rows[-1].case_key)
+
     def iter_records(self, run_id: str) -> Iterator[dict[str, Any]]:
-        """One flat record per (case, metric) of ``run_id``, for export."""
-        res = self.load_run(run_id)
-        for tr in res.test_results:
+        """One flat record per (case, metric) of ``run_id``, for export (streamed: ``iter_test_results``)."""
+        for tr in self.iter_test_results(run_id):
             tc = tr.test_case
             metrics: list[MetricResult | None] = list(tr.metrics_data) or [None]
             for m in metrics:

@@ -34,14 +34,13 @@ from sqlalchemy import and_, select
 
 from ..errors import ConfigurationError
 from . import _schema as S
+from ._rows import meta_of as _meta_of
 
 __all__ = ["ReadStore", "parse_time", "record_matches", "run_judges"]
 
 _SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
 _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 _AS = ("records", "pandas")
-
-
 def parse_time(value: Any, what: str = "since", *, now: float | None = None) -> float | None:
     """Seconds since the epoch from a number, a ``datetime``/``date``, an ISO text (UTC when it names no zone) or a
     span back from now (``"7d"``); None stays None."""
@@ -70,22 +69,6 @@ def parse_time(value: Any, what: str = "since", *, now: float | None = None) -> 
     raise ConfigurationError(f"{what}={value!r} is not a time: give seconds since the epoch, a datetime, an ISO "
                              "date or time ('2026-11-20', '2026-11-20T08:00'), or a span back from now ('24h', "
                              "'7d', '2w').")
-
-
-def _meta_of(data: Any) -> tuple[dict[str, Any], list[str]]:
-    """(additional_metadata, tags) of a stored case's JSON."""
-    try:
-        raw = json.loads(data) if isinstance(data, str) else (data or {})
-    except ValueError:
-        return {}, []
-    meta = raw.get("additional_metadata") or {}
-    tags = [str(t) for t in (raw.get("tags") or []) if t is not None]
-    if not isinstance(meta, dict):
-        meta = {}
-    more = meta.get("tags")
-    if isinstance(more, (list, tuple)):
-        tags += [str(t) for t in more if t is not None]
-    return meta, tags
 
 
 def _norm_where(where: Mapping[str, Any] | None) -> dict[str, list[str]]:
@@ -321,8 +304,17 @@ class ReadStore:
         and metric: the mean score with its 95% interval, the pass rate with its interval, the judged and failed
         cases, and the judges used; a ``Trend`` (``.windows``, ``.to_dict()``). A window with fewer than
         ``min_cases`` judged cases of a metric (default 10) says so instead of giving a mean."""
-        from ._trend import DEFAULT_MIN_CASES, build_trend  # noqa: PLC0415
+        from ._trend import DEFAULT_MIN_CASES, build_trend, trend_from_groups, window_bounds  # noqa: PLC0415
 
+        sums: Any = self  # with AggregateStore's in_sql and aggregate (ResultsStore composes both)
+        if sums.in_sql(where):
+            window_bounds(0.0, by)  # a clear error for a window it does not know
+            groups = sums.aggregate(("window", "metric", "judge"), metric=metric, since=since, until=until,
+                                    where=where, run=run, at=at, window=by)
+            return trend_from_groups(groups, by=by,
+                                     min_cases=DEFAULT_MIN_CASES if min_cases is None else int(min_cases),
+                                     since=parse_time(since, "since"), until=parse_time(until, "until"),
+                                     filters=dict(where or {}), at=at)
         rows = self.iter_results(run=run, metric=metric, since=since, until=until, where=where, at=at, light=True)
         return build_trend(rows, by=by, min_cases=DEFAULT_MIN_CASES if min_cases is None else int(min_cases),
                            since=parse_time(since, "since"), until=parse_time(until, "until"),

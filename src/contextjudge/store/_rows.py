@@ -4,6 +4,7 @@ results; kept apart from both so neither imports the other."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -13,7 +14,8 @@ from .._result import MetricResult, Usage
 from ..cases.labels import LABELS_KEY
 from ..cases.testcase import ConversationalTestCase, LLMTestCase, dump_json, jsonable
 
-__all__ = ["StoredCase", "case_rows", "judge_call_row", "result_from_row", "result_rows", "stored_case"]
+__all__ = ["StoredCase", "case_facets", "case_rows", "input_key", "judge_call_row", "meta_of", "result_from_row",
+           "result_rows", "stored_case", "tags_text"]
 
 
 def _dumps(value: Any) -> str:
@@ -108,7 +110,8 @@ def result_rows(run_id: str, key: str, result: MetricResult) -> tuple[dict[str, 
            "error_type": result.error_type, "evaluation_model": result.evaluation_model,
            "verbose_logs": result.verbose_logs, "usage": _dumps(result.usage.to_dict()),
            "details": _dumps(result.details or {}), "created_at": time.time(),
-           "gold_score": result.gold_score, "score_spread": result.score_spread}
+           "gold_score": result.gold_score, "score_spread": result.score_spread,
+           "judge_identity": _identity(result.details)}
     vrows = []
     for pos, v in enumerate(result.verdicts or []):
         v = v if isinstance(v, dict) else {"value": v}
@@ -119,6 +122,11 @@ def result_rows(run_id: str, key: str, result: MetricResult) -> tuple[dict[str, 
                       "verdict": None if v.get("verdict") is None else str(v.get("verdict")),
                       "reason": v.get("reason"), "data": _dumps(v)})
     return row, vrows
+
+
+def _identity(details: Any) -> str | None:
+    got = details.get("judge_identity") if isinstance(details, dict) else None
+    return None if got is None else str(got)
 
 
 def judge_call_row(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +166,50 @@ def _usage_from(value: Any) -> Usage:
         return Usage(**known)
     return Usage()
 
+
+
+def meta_of(data: Any) -> tuple[dict[str, Any], list[str]]:
+    """(additional_metadata, tags) of a stored case's JSON: its own tags, then the call tags the capture recorded."""
+    try:
+        raw = json.loads(data) if isinstance(data, str) else (data or {})
+    except ValueError:
+        return {}, []
+    if not isinstance(raw, dict):
+        return {}, []
+    meta = raw.get("additional_metadata") or {}
+    tags = [str(t) for t in (raw.get("tags") or []) if t is not None]
+    if not isinstance(meta, dict):
+        meta = {}
+    more = meta.get("tags")
+    if isinstance(more, (list, tuple)):
+        tags += [str(t) for t in more if t is not None]
+    return meta, tags
+
+
+def input_key(text: str | None) -> str:
+    """What pairs two cases by input: a hash of the normalised input (``goldens.normalize_input``), 32 hex digits."""
+    from ..cases.goldens import normalize_input  # noqa: PLC0415 - goldens imports more than the store's rows need
+
+    return hashlib.blake2b(normalize_input(text or "").encode("utf-8"), digest_size=16).hexdigest()
+
+
+def tags_text(tags: list[str]) -> str | None:
+    """``cj_results.tags``: the tags framed by the separator ("\\x1fa\\x1fb\\x1f"), so one tag is found exactly with
+    a substring test; None without tags."""
+    from ._schema import TAG_SEP  # noqa: PLC0415
+
+    clean = [t.replace(TAG_SEP, " ") for t in dict.fromkeys(tags)]
+    return TAG_SEP + TAG_SEP.join(clean) + TAG_SEP if clean else None
+
+
+def case_facets(created_at: Any, input_text: str | None, data: Any) -> dict[str, Any]:
+    """The columns of ``cj_results`` that come from its case (schema 4): when it was captured, its retriever, its
+    tags and its input's key."""
+    meta, tags = meta_of(data)
+    retriever = meta.get("retriever")
+    return {"captured_at": None if created_at is None else float(created_at),
+            "retriever": None if retriever is None else str(retriever), "tags": tags_text(tags),
+            "input_key": input_key(input_text)}
 
 
 def _case_input(tc: Any) -> str | None:

@@ -117,12 +117,16 @@ class RunStore(StoreBase):
                            len(gone), ", ".join(gone))
         return gone
 
-    def list_runs(self) -> list[RunInfo]:
-        """Every run, newest first, with how many cases and results it holds."""
+    def list_runs(self, *, counts: bool = True) -> list[RunInfo]:
+        """Every run, newest first, with how many cases and results it holds (``counts=False``: without, which
+        saves counting every row of a large store when only a run's id or name is wanted)."""
+        n_cases: dict[str, int] = {}
+        n_results: dict[str, int] = {}
         with self._guard("list runs"), self._begin(write=False) as conn:
-            n_cases: dict[str, int] = dict(conn.execute(select(S.cases.c.run_id, func.count()).group_by(S.cases.c.run_id)).all())
-            n_results: dict[str, int] = dict(conn.execute(select(S.results.c.run_id, func.count())
-                                          .group_by(S.results.c.run_id)).all())
+            if counts:
+                n_cases = dict(conn.execute(select(S.cases.c.run_id, func.count()).group_by(S.cases.c.run_id)).all())
+                n_results = dict(conn.execute(select(S.results.c.run_id, func.count())
+                                              .group_by(S.results.c.run_id)).all())
             rows = conn.execute(select(S.runs).order_by(S.runs.c.created_at.desc(), S.runs.c.run_id.desc())).all()
         return [RunInfo(run_id=r.run_id, name=r.name, status=r.status, created_at=r.created_at,
                         finished_at=r.finished_at, fingerprint=r.fingerprint, judges=_loads(r.judges, []) or [],
@@ -138,7 +142,7 @@ class RunStore(StoreBase):
 
     def resolve_run(self, ref: str | None = None) -> str:
         """A run id from ``ref``: an id, a unique id prefix, a run name (its latest run), or None/"latest"."""
-        runs = self.list_runs()
+        runs = self.list_runs(counts=False)
         if not runs:
             raise StoreError(f"the store {redact(self.url)!r} holds no runs yet: run `contextjudge eval` or "
                              "evaluate(..., store=...) first, or check the --store path.")

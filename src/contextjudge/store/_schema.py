@@ -20,11 +20,13 @@ from sqlalchemy import (
 )
 
 __all__ = ["SCHEMA_VERSION", "cases", "judge_calls", "labels", "meta", "metadata", "nodes", "queue", "results", "runs",
-           "spend", "verdict_cache", "verdicts"]
+           "spend", "verdict_cache", "verdicts", "TAG_SEP"]
 
 # 1: the first schema. 2: cj_results.gold_score and .score_spread, and the cj_labels table (issue 16).
 # 3: cj_queue (cases waiting for a worker, with leases) and cj_spend (judge spend per budget window) (issue 17).
-SCHEMA_VERSION = 3
+# 4: cj_results gains the columns that reads group and filter by (captured_at, retriever, tags, judge_identity,
+#    input_key), backfilled from the JSON in place, with their indexes (issue 39).
+SCHEMA_VERSION = 4
 
 metadata = MetaData()
 
@@ -64,6 +66,7 @@ cases = Table(
     Column("created_at", Float, nullable=False),
     ForeignKeyConstraint(["run_id"], ["cj_runs.run_id"], ondelete="CASCADE"),
 )
+Index("ix_cj_cases_created", cases.c.created_at)
 
 # the ranked retrieval of each case (turn 0 for a single-turn case; the turn's position for a conversation)
 nodes = Table(
@@ -98,8 +101,23 @@ results = Table(
     Column("created_at", Float, nullable=False),
     Column("gold_score", Float),                            # the score the case's gold labels give (schema 2)
     Column("score_spread", Float),                          # variance across judge repeats (schema 2)
+    # what reads group and filter by, copied from the case and the details when the result is written (schema 4),
+    # so `trend` and the drop check aggregate in SQL without decoding any JSON:
+    Column("captured_at", Float),                           # the case's created_at (when it was captured)
+    Column("retriever", Text),                              # the retriever the capture recorded, or NULL
+    Column("tags", Text),                                   # the case's tags and call tags, TAG_SEP-joined and -framed
+    Column("judge_identity", Text),                         # details["judge_identity"]: what changes the judge's answers
+    Column("input_key", String(32)),                        # a hash of the normalised input: pairs cases by input
     ForeignKeyConstraint(["run_id"], ["cj_runs.run_id"], ondelete="CASCADE"),
 )
+# covering the trend's sums: a trend reads these indexes, never the (wide) rows
+Index("ix_cj_results_captured", results.c.captured_at, results.c.metric, results.c.evaluation_model,
+      results.c.judge_identity, results.c.score, results.c.success)
+Index("ix_cj_results_judged", results.c.created_at, results.c.metric, results.c.evaluation_model,
+      results.c.judge_identity, results.c.score, results.c.success)
+Index("ix_cj_results_retriever", results.c.retriever, results.c.captured_at)
+# the separator of cj_results.tags: the column reads "\x1fprod\x1fbeta\x1f", so a tag matches as "\x1fprod\x1f"
+TAG_SEP = "\x1f"
 
 verdicts = Table(
     "cj_verdicts", metadata,
@@ -134,6 +152,8 @@ judge_calls = Table(
     ForeignKeyConstraint(["run_id"], ["cj_runs.run_id"], ondelete="CASCADE"),
 )
 Index("ix_cj_judge_calls_run", judge_calls.c.run_id)
+# retention (`contextjudge prune`) finds old rows by time: indexes only, added to existing stores at open
+Index("ix_cj_judge_calls_created", judge_calls.c.created_at)
 
 # the judge-verdict cache shared by every run that uses this store
 verdict_cache = Table(
@@ -142,6 +162,7 @@ verdict_cache = Table(
     Column("value", Text, nullable=False),
     Column("created_at", Float, nullable=False),
 )
+Index("ix_cj_verdict_cache_created", verdict_cache.c.created_at)
 
 # gold labels attached to captured cases (`contextjudge label`), by case key, whatever run holds the case
 labels = Table(
@@ -191,4 +212,7 @@ spend = Table(
 )
 
 # columns added after schema 1, by table: a store of version 1 gains them in ResultsStore._migrate
+# (``_migrate`` adds them; which step adds which is in ``COLUMNS_OF_VERSION``)
 ADDED_COLUMNS = {"cj_results": (("gold_score", "FLOAT"), ("score_spread", "FLOAT"))}
+FACET_COLUMNS = {"cj_results": (("captured_at", "FLOAT"), ("retriever", "TEXT"), ("tags", "TEXT"),
+                                ("judge_identity", "TEXT"), ("input_key", "VARCHAR(32)"))}

@@ -17,21 +17,33 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, bindparam, create_engine, delete, event, insert, inspect, select, text, update
+from sqlalchemy import (
+    and_,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    insert,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from ..errors import StoreError
 from . import _schema as S
+from ._aggregate import AggregateStore
 from ._base import Guard, redact, short
 from ._labels import LabelMatch, LabelStore
+from ._migrate import Migrations
 from ._queue import QueueStore
-from ._read import ReadStore
+from ._retention import PruneReport, RetentionStore
 from ._rows import StoredCase
 from ._runs import RunInfo
 from ._spend import SpendStore
 
-__all__ = ["DEFAULT_STORE_PATH", "LabelMatch", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
+__all__ = ["DEFAULT_STORE_PATH", "LabelMatch", "PruneReport", "ResultsStore", "RunInfo", "StoredCase", "open_store"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -62,13 +74,14 @@ def _to_url(target: str, create: bool = True) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
-class ResultsStore(QueueStore, LabelStore, SpendStore, ReadStore):
+class ResultsStore(Migrations, QueueStore, LabelStore, SpendStore, RetentionStore, AggregateStore):
     """A results store on one SQL database. Create it with ``open_store(path_or_url)``.
 
     This class holds the engine, the schema checks and migration, and the transactions; its methods come from its
     parts: ``RunStore`` (runs), ``WriteStore`` (cases, results, judge calls, the verdict cache), ``LoadStore`` (a run
-    read back), ``LabelStore`` (gold labels), ``QueueStore`` (the work queue), ``SpendStore`` (budget windows) and
-    ``ReadStore`` (``runs``/``results``/``cases``/``trend``).
+    read back), ``LabelStore`` (gold labels), ``QueueStore`` (the work queue), ``SpendStore`` (budget windows),
+    ``RetentionStore`` (``prune`` and the retention setting), ``ReadStore`` (``runs``/``results``/``cases``/``trend``)
+    with ``AggregateStore`` (its sums in SQL) and ``Migrations`` (the steps that bring an older store's schema to this one).
 
     ``read_only``: never write (no table created, nothing migrated or marked): for a store you may not write to, such
     as a CI artifact or a replica. A SQLite file is then opened with ``mode=ro`` (and, when even its journal files
@@ -246,33 +259,6 @@ class ResultsStore(QueueStore, LabelStore, SpendStore, ReadStore):
             row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).first()
         return None if row is None else _schema_version(row[0])
 
-    def _migrate(self, version: int) -> None:
-        """Bring a store of an older schema to this one, in place, keeping everything in it. 1 -> 2: results gain
-        ``gold_score`` and ``score_spread``; the labels table is created. 2 -> 3: the queue and spend tables are
-        created (new tables only)."""
-        if version not in (1, 2):
-            raise StoreError(f"the store has schema version {version} and no migration to {S.SCHEMA_VERSION} "
-                             "exists. Pass a new path (or another database) for the store.")
-        with self._write_lock:
-            for table, columns in S.ADDED_COLUMNS.items():
-                for name, sql_type in columns:
-                    found = inspect(self.engine)
-                    if not found.has_table(table) or name in {c["name"] for c in found.get_columns(table)}:
-                        continue
-                    try:
-                        with self.engine.begin() as conn:
-                            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}"))
-                    except SQLAlchemyError:
-                        # another process may have added it at the same moment; anything else is a real failure
-                        if name not in {c["name"] for c in inspect(self.engine).get_columns(table)}:
-                            raise
-            S.metadata.create_all(self.engine, checkfirst=True)
-            with self.engine.begin() as conn:
-                conn.execute(update(S.meta).where(S.meta.c.key == "schema_version")
-                             .values(value=str(S.SCHEMA_VERSION)))
-        logger.info("contextjudge: the store %s was upgraded from schema %d to %d.", redact(self.url), version,
-                    S.SCHEMA_VERSION)
-
     @contextlib.contextmanager
     def _begin(self, write: bool = True) -> Iterator[Connection]:
         """One transaction: committed when the block ends, rolled back when it raises."""
@@ -333,6 +319,8 @@ def _statements(dialect_insert: Callable[[Any], Any]) -> dict[str, Any]:
             S.verdicts.c.metric == bindparam("b_metric"))),
         "verdict": insert(S.verdicts),
         "call": insert(S.judge_calls),
+        "case_facets": select(S.cases.c.created_at, S.cases.c.input, S.cases.c.data).where(
+            S.cases.c.run_id == bindparam("b_run"), S.cases.c.case_key == bindparam("b_key")),
         "cache_get": select(S.verdict_cache.c.value).where(S.verdict_cache.c.key == bindparam("b_key")),
         "cache_put": ignore(S.verdict_cache, ["key"]),
         "queue": ignore(S.queue, ["run_id", "case_key"]),
@@ -343,6 +331,9 @@ def _statements(dialect_insert: Callable[[Any], Any]) -> dict[str, Any]:
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     try:
+        # incremental auto-vacuum: pruned pages can be given back (it takes effect only in a new file; a store made
+        # before it keeps its free pages for new rows until `contextjudge prune --vacuum`)
+        cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
         # WAL: readers never block the writer; NORMAL sync keeps every commit across a killed process
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")

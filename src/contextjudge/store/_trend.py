@@ -27,10 +27,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..stats import LEVEL, Interval, moments_interval, paired_difference, proportion_interval, unpaired_difference
+from ..stats import (
+    LEVEL,
+    Interval,
+    moments_interval,
+    paired_difference_moments,
+    proportion_interval,
+    unpaired_difference_moments,
+)
 
 __all__ = ["DEFAULT_MIN_CASES", "Drop", "MetricWindow", "Trend", "TrendWindow", "build_trend", "find_drops",
-           "window_bounds"]
+           "trend_from_groups", "window_bounds"]
 
 DEFAULT_MIN_CASES = 10
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
@@ -159,6 +166,20 @@ class _Acc:
         self.judges[name] = self.judges.get(name, 0) + 1
         self.ids[judge_key(rec)] = None
 
+    def add_sums(self, g: dict[str, Any]) -> None:
+        """A group's sums (``ReadStore.aggregate``) instead of one record."""
+        self.errors += int(g["errors"])
+        n = int(g["n"])
+        if n == 0:
+            return
+        self.n += n
+        self.s += float(g["total"])
+        self.s2 += float(g["total_sq"])
+        self.passed += int(g["passed"])
+        name = g.get("judge") or "?"
+        self.judges[name] = self.judges.get(name, 0) + n
+        self.ids[judge_key(g)] = None
+
 
 def judge_key(rec: dict[str, Any]) -> str:
     """What identifies the judge of a result: its identity when the result records one, else its name."""
@@ -181,6 +202,11 @@ def build_trend(rows: Iterable[dict[str, Any]], *, by: str = "day", min_cases: i
         acc = accs.setdefault(start, {}).setdefault(rec["metric"], _Acc())
         acc.add(rec)
         metrics.setdefault(rec["metric"], None)
+    return _windows(accs, metrics, by=by, min_cases=min_cases, since=since, until=until, filters=filters, at=at)
+
+
+def _windows(accs: dict[float, dict[str, _Acc]], metrics: dict[str, None], *, by: str, min_cases: int,
+             since: float | None, until: float | None, filters: dict[str, Any] | None, at: str) -> Trend:
     windows = []
     for start in sorted(accs):
         _, end = window_bounds(start, by)
@@ -189,10 +215,28 @@ def build_trend(rows: Iterable[dict[str, Any]], *, by: str = "day", min_cases: i
             enough = a.n >= min_cases
             mean = moments_interval(a.n, a.s, a.s2) if enough else None
             rate = proportion_interval(a.passed, a.n) if enough else None
-            tw.metrics[name] = MetricWindow(name, a.n, a.errors, mean, rate, enough, dict(a.judges), list(a.ids))
+            tw.metrics[name] = MetricWindow(name, a.n, a.errors, mean, rate, enough, dict(a.judges), sorted(a.ids))
         windows.append(tw)
     return Trend(by=by, windows=windows, metrics=sorted(metrics), min_cases=min_cases, since=since, until=until,
                  filters=dict(filters or {}), at=at)
+
+
+def trend_from_groups(groups: Iterable[dict[str, Any]], *, by: str = "day", min_cases: int = DEFAULT_MIN_CASES,
+                      since: float | None = None, until: float | None = None, filters: dict[str, Any] | None = None,
+                      at: str = "captured") -> Trend:
+    """``build_trend`` from sums the database made (``ReadStore.aggregate`` by window, metric and judge): the same
+    windows, means and intervals, with memory for the groups only."""
+    if by not in _LENGTH:
+        raise ConfigurationError(f"by={by!r}: windows are 'hour', 'day' or 'week'.")
+    if min_cases < 2:
+        raise ConfigurationError(f"min_cases={min_cases}: a window needs at least 2 cases for an interval.")
+    accs: dict[float, dict[str, _Acc]] = {}
+    metrics: dict[str, None] = {}
+    for g in groups:
+        acc = accs.setdefault(float(g["window_start"]), {}).setdefault(g["metric"], _Acc())
+        acc.add_sums(g)
+        metrics.setdefault(g["metric"], None)
+    return _windows(accs, metrics, by=by, min_cases=min_cases, since=since, until=until, filters=filters, at=at)
 
 
 # ---------------------------------------------------------------------------------------------- drops
@@ -246,37 +290,120 @@ def baseline_range(trend: Trend, baseline: str) -> tuple[float, float, str]:
                              "(the 7 days before it) or 'window N' (the N windows before it).")
 
 
+class _Side:
+    """One metric in one range (the latest window or its baseline), as sums: the judged results (``n``, their sum
+    and sum of squares), the judges that scored them (names, and ``judge_key``s), and the same sums per input
+    (``input_key``), which pair the two ranges' cases by input."""
+
+    __slots__ = ("inputs", "judges", "keys", "n", "total", "total_sq")
+
+    def __init__(self) -> None:
+        self.n, self.total, self.total_sq = 0, 0.0, 0.0
+        self.judges: set[str] = set()
+        self.keys: set[str] = set()
+        self.inputs: dict[str, list[float]] = {}
+
+    def add_input(self, key: str | None, n: int, total: float, total_sq: float) -> None:
+        got = self.inputs.setdefault(str(key), [0, 0.0, 0.0])
+        got[0] += n
+        got[1] += total
+        got[2] += total_sq
+
+
+def _sides_sql(store: Any, names: list[str], lo: float, hi: float, kw: dict[str, Any]) -> dict[str, _Side]:
+    """Each metric's sums over [lo, hi), summed by the database (per metric and judge, and per metric and input)."""
+    sides: dict[str, _Side] = {}
+    for g in store.aggregate(("metric", "judge"), since=lo, until=hi, scored=True, **kw):
+        side = sides.setdefault(g["metric"], _Side())
+        side.n += g["n"]
+        side.total += g["total"]
+        side.total_sq += g["total_sq"]
+        side.judges.add(g.get("judge") or "?")
+        side.keys.add(judge_key(g))
+    for g in store.aggregate(("metric", "input"), since=lo, until=hi, scored=True, **kw):
+        sides.setdefault(g["metric"], _Side()).add_input(g["input_key"], g["n"], g["total"], g["total_sq"])
+    return sides
+
+
+def _sides_rows(store: Any, names: list[str], lo: float, hi: float, kw: dict[str, Any], worst: int
+                ) -> tuple[dict[str, _Side], dict[str, list[dict[str, Any]]]]:
+    """``_sides_sql`` from the streamed records (a filter the database cannot apply, or a store of schema 3), with
+    each metric's ``worst`` lowest-scoring records."""
+    import heapq  # noqa: PLC0415
+
+    from ._rows import input_key  # noqa: PLC0415
+
+    sides: dict[str, _Side] = {}
+    low: dict[str, list[tuple[float, str, int, dict[str, Any]]]] = {}
+    for i, rec in enumerate(store.iter_results(since=lo, until=hi, **kw)):
+        if rec["score"] is None:
+            continue
+        x = float(rec["score"])
+        side = sides.setdefault(rec["metric"], _Side())
+        side.n += 1
+        side.total += x
+        side.total_sq += x * x
+        side.judges.add(rec.get("judge") or "?")
+        side.keys.add(judge_key(rec))
+        side.add_input(input_key(rec.get("input")), 1, x, x * x)
+        heap = low.setdefault(rec["metric"], [])
+        item = (-x, "", i, rec)  # a max-heap of the lowest kept: the highest of them on top
+        if len(heap) < worst:
+            heapq.heappush(heap, item)
+        elif worst and -x > heap[0][0]:
+            heapq.heapreplace(heap, item)
+    lowest = {m: sorted((r for *_, r in h), key=lambda r: (r["score"], r["case_key"])) for m, h in low.items()}
+    return sides, lowest
+
+
+def _paired(b: _Side, c: _Side) -> tuple[int, float, float]:
+    """(pairs, sum, sum of squares) of current - baseline over the current cases whose input the baseline also
+    has, each against the baseline's mean for that input: from the per-input sums alone."""
+    n, d, d2 = 0, 0.0, 0.0
+    for key, (nc, sc, qc) in c.inputs.items():
+        hit = b.inputs.get(key)
+        if not hit or not hit[0]:
+            continue
+        mb = hit[1] / hit[0]
+        n += int(nc)
+        d += sc - nc * mb
+        d2 += qc - 2.0 * mb * sc + nc * mb * mb
+    return n, d, d2
+
+
 def find_drops(store: Any, trend: Trend, *, baseline: str = "previous", level: float = LEVEL,
                min_drop: float = 0.0, worst: int = 5, where: dict[str, Any] | None = None, run: Any = None
                ) -> tuple[list[Drop], dict[str, Any]]:
     """Test the latest window of ``trend`` against ``baseline`` per metric (see the module). Returns the drops (one
-    per metric, every status) and what was compared (windows, level, metrics tested)."""
-    from ..cases.goldens import normalize_input  # noqa: PLC0415
+    per metric, every status) and what was compared (windows, level, metrics tested).
 
+    The numbers are sums: made by the database (``store.aggregate`` per metric and judge, and per metric and
+    input) when the store can (``store.in_sql(where)``), else from the streamed records; either way memory holds
+    one entry per metric and input, never the rows."""
     b_lo, b_hi, words = baseline_range(trend, baseline)
     latest = trend.windows[-1]
     names = list(trend.metrics)
     kw = {"metric": names, "where": where, "at": trend.at, "run": run}
-    cur: dict[str, list[dict[str, Any]]] = {}
-    base: dict[str, list[dict[str, Any]]] = {}
-    for rec in store.iter_results(since=latest.start, until=latest.end, **kw):
-        cur.setdefault(rec["metric"], []).append(rec)
-    for rec in store.iter_results(since=b_lo, until=b_hi, **kw):
-        base.setdefault(rec["metric"], []).append(rec)
+    in_sql = hasattr(store, "in_sql") and store.in_sql(where)
+    lowest: dict[str, list[dict[str, Any]]] = {}
+    if in_sql:
+        cur = _sides_sql(store, names, latest.start, latest.end, kw)
+        base = _sides_sql(store, names, b_lo, b_hi, kw)
+    else:
+        cur, lowest = _sides_rows(store, names, latest.start, latest.end, kw, worst)
+        base, _ = _sides_rows(store, names, b_lo, b_hi, kw, 0)
     drops: list[Drop] = []
     testable = []
     for name in names:
-        c = [r for r in cur.get(name, []) if r["score"] is not None]
-        b = [r for r in base.get(name, []) if r["score"] is not None]
-        jb = sorted({r.get("judge") or "?" for r in b})
-        jc = sorted({r.get("judge") or "?" for r in c})
-        mean_b = sum(r["score"] for r in b) / len(b) if b else None
-        mean_c = sum(r["score"] for r in c) / len(c) if c else None
-        d = Drop(name, "too few cases", mean_b, mean_c, None, "", level, len(b), len(c), jb, jc)
+        b, c = base.get(name, _Side()), cur.get(name, _Side())
+        mean_b = b.total / b.n if b.n else None
+        mean_c = c.total / c.n if c.n else None
+        d = Drop(name, "too few cases", mean_b, mean_c, None, "", level, b.n, c.n, sorted(b.judges),
+                 sorted(c.judges))
         drops.append(d)
-        if len(b) < trend.min_cases or len(c) < trend.min_cases:
+        if b.n < trend.min_cases or c.n < trend.min_cases:
             continue
-        if {judge_key(r) for r in b} != {judge_key(r) for r in c}:
+        if b.keys != c.keys:
             d.status = "judge changed"
             continue
         testable.append((d, b, c))
@@ -284,24 +411,19 @@ def find_drops(store: Any, trend: Trend, *, baseline: str = "previous", level: f
     adj = 1.0 - (1.0 - level) / k
     for d, b, c in testable:
         d.level = adj
-        by_in: dict[str, list[float]] = {}
-        for r in b:
-            by_in.setdefault(normalize_input(r.get("input") or ""), []).append(r["score"])
-        pairs = []
-        for r in c:
-            hit = by_in.get(normalize_input(r.get("input") or ""))
-            if hit:
-                pairs.append((sum(hit) / len(hit), r["score"]))
-        if len(pairs) >= MIN_PAIRS and len(pairs) >= MIN_PAIRED_SHARE * len(c):
-            d.difference, d.method = paired_difference(pairs, level=adj), "paired"
+        n_pairs, s_d, q_d = _paired(b, c)
+        if n_pairs >= MIN_PAIRS and n_pairs >= MIN_PAIRED_SHARE * c.n:
+            d.difference, d.method = paired_difference_moments(n_pairs, s_d, q_d, level=adj), "paired"
         else:
-            d.difference = unpaired_difference([r["score"] for r in b], [r["score"] for r in c], level=adj)
+            d.difference = unpaired_difference_moments((b.n, b.total, b.total_sq), (c.n, c.total, c.total_sq),
+                                                       level=adj)
             d.method = "unpaired"
         iv = d.difference
         worse = iv.high is not None and iv.high < 0 and (iv.estimate or 0.0) <= -abs(min_drop)
         d.status = "drop" if worse else "no drop"
         if worse:
-            low = sorted(c, key=lambda r: (r["score"], r["case_key"]))[:worst]
+            low = (store.lowest(worst, metric=d.metric, since=latest.start, until=latest.end, where=where, run=run,
+                                at=trend.at) if in_sql else lowest.get(d.metric, []))
             d.worst = [{"input": r.get("input"), "score": r["score"], "run_id": r["run_id"],
                         "case_key": r["case_key"], "retriever": r.get("retriever")} for r in low]
     info = {"latest": {"label": latest.label, "start": latest.start, "end": latest.end},

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 
 from .._result import MetricResult
 from ._base import StoreBase
-from ._rows import _dumps, _loads, case_rows, judge_call_row, result_rows
+from ._rows import _dumps, _loads, case_facets, case_rows, judge_call_row, result_rows
 
 __all__ = ["WriteStore"]
 
@@ -36,10 +36,29 @@ class WriteStore(StoreBase):
         """The writes of one result in an open transaction (its verdicts replaced): ``save_result`` and the queue's
         ``complete`` use it."""
         row, vrows = result_rows(run_id, key, result)
+        row.update(self._facets(conn, run_id, key))
+        if row["captured_at"] is None:  # no case row (a result written on its own): placed when it was judged
+            row["captured_at"] = row["created_at"]
         conn.execute(self._q["verdicts_delete"], {"b_run": run_id, "b_key": key, "b_metric": result.name})
         self._upsert(conn, row)
         if vrows:
             conn.execute(self._q["verdict"], vrows)
+
+    _FACETS_KEPT = 4096
+
+    def _facets(self, conn: Connection, run_id: str, key: str) -> dict[str, Any]:
+        """The columns a result takes from its case (``case_facets``), read once per case and kept for the case's
+        next results (a case row never changes once written)."""
+        kept: dict[tuple[str, str], dict[str, Any]] = self.__dict__.setdefault("_facets_kept", {})
+        got = kept.get((run_id, key))
+        if got is None:
+            case = conn.execute(self._q["case_facets"], {"b_run": run_id, "b_key": key}).first()
+            got = ({"captured_at": None, "retriever": None, "tags": None, "input_key": None} if case is None
+                   else case_facets(case.created_at, case.input, case.data))
+            if len(kept) >= self._FACETS_KEPT:
+                kept.clear()
+            kept[(run_id, key)] = got
+        return got
 
     def _upsert(self, conn: Connection, row: dict[str, Any]) -> None:
         """Write one result row, replacing the earlier one of its (run, case, metric)."""

@@ -206,18 +206,21 @@ def test_a_version_1_store_is_upgraded_in_place_on_both_backends(store):
         conn.execute(text("DROP TABLE cj_labels"))
         conn.execute(text("DROP TABLE cj_queue"))
         conn.execute(text("DROP TABLE cj_spend"))
+        conn.execute(text("DROP TABLE cj_label_log"))
+        conn.execute(text("ALTER TABLE cj_runs DROP COLUMN goldens_hash"))
+        conn.execute(text("ALTER TABLE cj_runs DROP COLUMN goldens_name"))
         conn.execute(text("ALTER TABLE cj_results DROP COLUMN gold_score"))
         conn.execute(text("ALTER TABLE cj_results DROP COLUMN score_spread"))
         conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value="1"))
     store.engine.dispose()
     upgraded = ResultsStore(store.target)
     try:
-        assert upgraded.schema_version == SCHEMA_VERSION == 3
+        assert upgraded.schema_version == SCHEMA_VERSION == 5
         found = inspect(upgraded.engine)
         assert {"gold_score", "score_spread"} <= {c["name"] for c in found.get_columns("cj_results")}
         assert found.has_table("cj_labels") and found.has_table("cj_queue") and found.has_table("cj_spend")
         with upgraded.engine.connect() as conn:
-            assert conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar() == "3"
+            assert conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar() == "5"
         back = upgraded.load_run("old-run")  # the old rows read back, their new columns empty
         assert len(back) == 2 and all(m.score is not None and m.gold_score is None
                                       for tr in back.test_results for m in tr.metrics_data)

@@ -175,6 +175,18 @@ def _print_calibration(report: dict, show: int) -> None:
              _ci(report[f]["tpr"], report[f]["tpr_ci"]), _ci(report[f]["tnr"], report[f]["tnr_ci"]),
              "{tp}/{fp}/{fn}/{tn}".format(**report[f]["confusion"])] for f in fams]
     _print_table(["family", "cases", "items", "base rate", "accuracy", "kappa", "TPR", "TNR", "tp/fp/fn/tn"], rows)
+    jury = [f for f in fams if report[f].get("jurors")]
+    if jury:
+        print("\neach juror against your labels, on the same items (the jury's row above):")
+        _print_table(["family", "juror", "accuracy", "kappa", "TPR", "TNR"],
+                     [[f, name, _ci(j["accuracy"], j["accuracy_ci"]), _ci(j["kappa"], j["kappa_ci"]),
+                       _ci(j["tpr"], j["tpr_ci"]), _ci(j["tnr"], j["tnr_ci"])]
+                      for f in jury for name, j in report[f]["jurors"].items()])
+    if report.get("unused_labels"):
+        print(f"\n{len(report['unused_labels'])} node label(s) unused: their node is not among the labelled "
+              "case's retrieved nodes (labels name nodes, never ranks):")
+        for u in report["unused_labels"][:10]:
+            print(f"  {u['case']}: {shorten(str(u['node']), 90)!r}")
     if report.get("metrics"):
         print()
         _print_table(["metric", "cases", "judged mean", "gold mean", "MAE", "Spearman"],

@@ -199,9 +199,11 @@ def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str,
         if label is None:
             continue  # a node this retrieval brought that no label names: not part of the agreement
         conf = v.get("confidence")
-        out.append({"item": vid, "text": text, "label": bool(label), "verdict": v.get("verdict") == "yes",
-                    "confidence": float(conf) if isinstance(conf, (int, float)) else None,
-                    "reason": v.get("reason", "")})
+        rec = {"item": vid, "text": text, "label": bool(label), "verdict": v.get("verdict") == "yes",
+               "confidence": float(conf) if isinstance(conf, (int, float)) else None, "reason": v.get("reason", "")}
+        if isinstance(v.get("jurors"), dict):  # a jury's verdict: each juror's too, for its own agreement
+            rec["jurors"] = {n: j.get("verdict") == "yes" for n, j in v["jurors"].items()}
+        out.append(rec)
     return out
 
 
@@ -371,6 +373,9 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
         for it in items:
             by_case.setdefault(it["case"], []).append((it["verdict"], it["label"]))
         agreement = binary_agreement(list(by_case.values()), resamples=resamples, seed=seed).to_dict()
+        jurors = _juror_agreement(items, resamples, seed)
+        if jurors:
+            agreement["jurors"] = jurors
         fit = fit_threshold(items, folds=folds, seed=seed)
         any_confidence = any_confidence or fit["with_confidence"] > 0
         if fit.get("fitted"):
@@ -392,6 +397,26 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     report["unused_labels"] = unused
     report["advice"] = advice(report)
     return report
+
+
+def _juror_agreement(items: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
+    """For a jury's verdicts: each juror's agreement with the labels on the same items (kappa, accuracy, TPR, TNR
+    with their intervals), by juror name, in the jury's order."""
+    names: list[str] = []
+    for it in items:
+        for n in it.get("jurors") or {}:
+            if n not in names:
+                names.append(n)
+    out = {}
+    for n in names:
+        by_case: dict[str, list[tuple[bool, bool]]] = {}
+        for it in items:
+            if n in (it.get("jurors") or {}):
+                by_case.setdefault(it["case"], []).append((it["jurors"][n], it["label"]))
+        got = binary_agreement(list(by_case.values()), resamples=resamples, seed=seed).to_dict()
+        out[n] = {k: got.get(k) for k in ("items", "accuracy", "accuracy_ci", "kappa", "kappa_ci", "tpr", "tpr_ci",
+                                          "tnr", "tnr_ci")}
+    return out
 
 
 TRUST_KAPPA = 0.6  # "substantial" agreement (Landis and Koch): the bar a metric's verdicts must clear to gate on

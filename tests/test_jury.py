@@ -12,7 +12,7 @@ from contextjudge.cases.labels import with_labels
 from contextjudge.engine._calibrate import calibrate
 from contextjudge.engine._estimate import estimate
 from contextjudge.errors import ConfigurationError
-from contextjudge.judges import Jury, JudgeOptions, resolve_model
+from contextjudge.judges import JudgeOptions, Jury, resolve_model
 from contextjudge.judges._spend import Budget
 from contextjudge.metrics import ContextualPrecisionMetric
 from contextjudge.store import _schema as S

@@ -175,7 +175,8 @@ def _attach_golden_labels(test_case: Any, golden: Any) -> None:
 
     meta = dict(getattr(test_case, "additional_metadata", None) or {})
     extra = dict(getattr(golden, "additional_metadata", None) or {})
-    raw = extra.get(LABELS_KEY) if isinstance(extra.get(LABELS_KEY), dict) else extra
+    inner = extra.get(LABELS_KEY)
+    raw: dict[str, Any] = inner if isinstance(inner, dict) else extra
     if meta.get(LABELS_KEY) or not any(raw.get(f) is not None for f in (*NODE_FIELDS, "statement_labels", "nodes")):
         return
     try:

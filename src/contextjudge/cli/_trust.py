@@ -64,7 +64,8 @@ def cmd_label(args: argparse.Namespace) -> int:
     records = _read_label_records(args.file, lines)
     store = _shared._existing_store(args.store, write=True)
     try:
-        matched, unmatched = store.add_labels(records, check=label_problems, lines=lines)
+        matched, unmatched = store.add_labels(records, check=label_problems, lines=lines,
+                                              run=_shared._resolve(store, args.run) if args.run else None)
     except ConfigurationError as exc:
         raise UsageError(f"{args.file}: {exc}") from exc
     cases = sorted({k for m in matched for k in m.case_keys})
@@ -100,10 +101,17 @@ def _add_label(sub: argparse._SubParsersAction) -> None:
                                    "or input) and its labels: \"labels\" (per retrieved node, in rank order: useful "
                                    "for the expected output), \"relevance_labels\", \"utilization_labels\", "
                                    "\"statement_labels\" (and optionally \"statements\"); each label yes/no, "
-                                   "true/false or 1/0. Labels replace a case's earlier labels. Prints what matched "
+                                   "true/false or 1/0; or node labels by text: \"nodes\": [{\"text\" or \"id\", "
+                                   "\"useful\", \"relevant\", \"used\"}]. Labels are stored keyed by node identity "
+                                   "(docs/labels.md): rank-order labels name the nodes of the record's own "
+                                   "\"retrieval_context\", else of the case in --run. Labels replace a case's "
+                                   "earlier labels. Prints what matched "
                                    "and lists the records that did not. Exit codes: 0 at least one record matched, "
                                    "1 none did, 2 an error (a missing file, a bad line or label: nothing is written).")
     p.add_argument("file", metavar="FILE", help="labels JSONL")
+    p.add_argument("--run", metavar="RUN", default=None,
+                   help="the run whose retrieval the rank-order labels were written for (an id, name or prefix); "
+                        "needed when runs retrieved different nodes for a labelled case")
     _store_arg(p)
     _common(p)
     p.set_defaults(func=cmd_label)

@@ -55,7 +55,8 @@ class RunStore(StoreBase):
         fingerprint = config.pop("fingerprint", None) or _fingerprint(
             {k: v for k, v in config.items() if k not in ("owner", "cases")})
         judges = config.get("judges") or []
-        goldens = config.get("goldens_fingerprint") if isinstance(config.get("goldens_fingerprint"), dict) else {}
+        given = config.get("goldens_fingerprint")
+        goldens: dict[str, Any] = given if isinstance(given, dict) else {}
         now = time.time()
         with self._guard("start a run"), self._begin() as conn:
             if run_id is not None:

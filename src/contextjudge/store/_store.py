@@ -295,7 +295,7 @@ class ResultsStore(QueueStore, LabelStore, SpendStore, ReadStore):
 
         with self.engine.begin() as conn:
             rows = conn.execute(select(S.labels)).all()
-            unmatched = []
+            unmatched: list[str] = []
             for r in rows:
                 stored = _loads(r.labels, {}) or {}
                 if not any(stored.get(f) is not None for f in NODE_FIELDS) and not (
@@ -304,11 +304,13 @@ class ResultsStore(QueueStore, LabelStore, SpendStore, ReadStore):
                 cands = conn.execute(select(S.cases.c.kind, S.cases.c.data, S.cases.c.created_at, S.cases.c.case_key)
                                      .where(S.cases.c.case_key == r.case_key)
                                      .order_by(S.cases.c.created_at.desc())).all()
-                cases = [(c.created_at, _case_from_json(c.kind, c.data, c.case_key)) for c in cands]
+                cases: list[tuple[float, Any]] = [(c.created_at, _case_from_json(c.kind, c.data, c.case_key))
+                                                  for c in cands]
                 want = {len(stored[f]) for f in NODE_FIELDS if stored.get(f) is not None}
-                fits = [tc for _, tc in cases if not want or {len(tc.retrieval_context or [])} == want]
+                fits = [tc for _, tc in cases
+                        if not want or {len(getattr(tc, "retrieval_context", None) or [])} == want]
                 before = [tc for at, tc in cases if at <= r.created_at and any(tc is f for f in fits)]
-                case = (before or fits or [None])[0]
+                case: Any = (before or fits or [None])[0]
                 if case is None:
                     new = {k: v for k, v in stored.items() if k not in NODE_FIELDS}
                     new["unmatched_positional"] = {f: stored[f] for f in NODE_FIELDS if stored.get(f) is not None}

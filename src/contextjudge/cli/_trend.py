@@ -103,7 +103,6 @@ def cmd_trend(args: argparse.Namespace) -> int:
     except (ConfigurationError, StoreError) as exc:
         raise UsageError(str(exc)) from exc
     data = trend.to_dict()
-    data["goldens_changes"] = store.goldens_changes(trend.since, trend.until)
     if args.html:
         from ..report import render_trend
 

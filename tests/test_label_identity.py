@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -211,3 +212,23 @@ def test_rank_order_labels_for_a_case_whose_runs_retrieved_differently_need_the_
     assert cli.main(["label", str(path), "--store", store, "--run", "good"]) == 0
     (q2,) = open_store(store).labelled_cases(run="broken")
     assert resolve_labels(q2, labels_of(q2))[0]["labels"] == [_truth(t) for t in _texts(_broken(2))]
+
+
+def test_a_rank_order_labels_file_becomes_one_that_names_its_nodes(tmp_path, capsys):
+    """`label` keys rank-order labels to the nodes of the run they were written for; `label --export` writes them out
+    as a JSONL file that names its nodes, which `label` reads back into another store as the same labels."""
+    metric = [ContextualPrecisionMetric(model=JUDGE, include_reason=False)]
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    evaluate([_good(i) for i in range(3)], metric, store=a, run_id="good", show_progress=False)
+    evaluate([_broken(i) for i in range(3)], metric, store=b, run_id="broken", show_progress=False)
+    assert cli.main(["label", _labels_file(tmp_path), "--store", a]) == 0
+    out = str(tmp_path / "keyed.jsonl")
+    assert cli.main(["label", "--export", out, "--store", a]) == 0
+    records = [json.loads(line) for line in Path(out).read_text().splitlines()]
+    assert {r["key"] for r in records} == {f"q{i}" for i in LABELLED if i < 3}
+    assert all("labels" not in r and all("hash" in n and "text" in n for n in r["nodes"]) for r in records)
+    assert cli.main(["label", out, "--store", b]) == 0  # another retrieval: the labels follow their nodes
+    for tc in open_store(b).labelled_cases(run="broken"):
+        view = resolve_labels(tc, labels_of(tc))[0]["labels"]
+        assert view == [None if "1z" in t else _truth(t) for t in _texts(tc)]
+    capsys.readouterr()

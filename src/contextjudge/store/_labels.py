@@ -161,6 +161,20 @@ class LabelStore(LoadStore):
                                          "was written.")
         return _keyed(keyed_labels, cases[0], labels, where)
 
+    def export_labels(self) -> list[dict[str, Any]]:
+        """Every labelled case key's labels as a record ``add_labels`` reads back (``{"key", "input", "nodes",
+        "statements", "statement_labels", ...}``), keyed as stored; labels that name no node are left out
+        (``unmatched_labels`` lists them)."""
+        with self._guard("read gold labels"), self._begin(write=False) as conn:
+            rows = conn.execute(select(S.labels.c.case_key, S.labels.c.input, S.labels.c.labels)
+                                .order_by(S.labels.c.case_key)).all()
+        out = []
+        for r in rows:
+            got = {k: v for k, v in (_loads(r.labels, {}) or {}).items() if k != "unmatched_positional"}
+            if any(k != "statements" for k in got):
+                out.append({"key": r.case_key, "input": r.input, **got})
+        return out
+
     def unmatched_labels(self) -> list[dict[str, Any]]:
         """Labels the schema-5 migration could not key to a node (positional labels whose count matched no case of
         theirs): ``{"case_key", "input", "labels"}`` each. They are kept, and used nowhere."""

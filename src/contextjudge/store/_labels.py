@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import or_, select, update
 
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError
@@ -18,7 +18,7 @@ from . import _schema as S
 from ._load import LoadStore
 from ._rows import _attach_labels, _case_from_json, _dumps, _loads
 
-__all__ = ["LabelMatch", "LabelStore"]
+__all__ = ["LabelMatch", "LabelStore", "key_stored_labels"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -242,6 +242,46 @@ class LabelStore(LoadStore):
                 logger.warning("contextjudge: case %s has gold labels that cannot be read (%s); left out.", tc.id,
                                exc)
         return out
+
+
+def key_stored_labels(engine: Any) -> None:
+    """Schema 4 -> 5: positional node labels in ``cj_labels`` become labels keyed by node identity, with the
+    nodes of the case they were given for: the newest case with that key captured before the labels were
+    attached (else the newest with as many nodes as labels). Labels that fit no case of theirs are kept under
+    ``unmatched_positional`` (used nowhere; ``unmatched_labels`` and a warning list them)."""
+    from ..cases.labels import NODE_FIELDS, keyed_labels, normalize_labels  # noqa: PLC0415
+
+    with engine.begin() as conn:
+        rows = conn.execute(select(S.labels)).all()
+        unmatched: list[str] = []
+        for r in rows:
+            stored = _loads(r.labels, {}) or {}
+            if not any(stored.get(f) is not None for f in NODE_FIELDS) and not (
+                    stored.get("statement_labels") is not None and stored.get("statements") is None):
+                continue
+            cands = conn.execute(select(S.cases.c.kind, S.cases.c.data, S.cases.c.created_at, S.cases.c.case_key)
+                                 .where(S.cases.c.case_key == r.case_key)
+                                 .order_by(S.cases.c.created_at.desc())).all()
+            cases: list[tuple[float, Any]] = [(c.created_at, _case_from_json(c.kind, c.data, c.case_key))
+                                              for c in cands]
+            want = {len(stored[f]) for f in NODE_FIELDS if stored.get(f) is not None}
+            fits = [tc for _, tc in cases
+                    if not want or {len(getattr(tc, "retrieval_context", None) or [])} == want]
+            before = [tc for at, tc in cases if at <= r.created_at and any(tc is f for f in fits)]
+            case: Any = (before or fits or [None])[0]
+            if case is None:
+                new = {k: v for k, v in stored.items() if k not in NODE_FIELDS}
+                new["unmatched_positional"] = {f: stored[f] for f in NODE_FIELDS if stored.get(f) is not None}
+                unmatched.append(r.case_key)
+            else:
+                new = keyed_labels(case, normalize_labels(stored))
+            conn.execute(update(S.labels).where(S.labels.c.case_key == r.case_key)
+                         .values(labels=_dumps(new)))
+    if unmatched:
+        logger.warning("contextjudge: %d case(s)' node labels were given by rank and no captured case of theirs "
+                       "has that many nodes, so they name no node and are not used: %s. Label them again "
+                       "(`contextjudge label`, by text or with --run).", len(unmatched),
+                       ", ".join(repr(k) for k in unmatched[:10]) + (" ..." if len(unmatched) > 10 else ""))
 
 
 def _keyed(keyed_labels: Callable[[Any, dict[str, Any]], dict[str, Any]], case: Any, labels: dict[str, Any],

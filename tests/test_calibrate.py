@@ -305,3 +305,21 @@ def test_calibrate_ends_with_advice_in_words_per_metric(tmp_path, capsys):
     assert "\nadvice:\n" in out and "  Contextual Recall: do not gate on this metric with this judge (kappa" in out
     assert "warning: only 13 labelled items (11 yes, 2 no): fewer than a stable threshold needs (20 items, 5 of " \
            "each label)" in out
+
+
+def test_advice_never_contradicts_its_own_figures():
+    """The built-in check gave "do not gate ... (kappa 0.68 [0.60, 0.76]: below 0.6)": the lower end, 0.598, was
+    what fell short. The advice now names the figure that does, to three decimals (issue 37)."""
+    from contextjudge.engine._calibrate import advice
+
+    def report(kappa, ci):
+        return {"node_usefulness": {"kappa": kappa, "kappa_ci": ci, "items": 300,
+                                    "confusion": {"tp": 146, "fn": 4}, "threshold": {"fitted": False}}}
+
+    (a,) = advice(report(0.680, [0.5976, 0.76]))
+    assert a["advice"] == "do not gate on this metric with this judge"
+    assert "kappa 0.68 [0.60, 0.76] reaches 0.6, but the lower end of its 95% interval, 0.598, is below 0.6" in a["why"]
+    (a,) = advice(report(0.40, [0.30, 0.50]))
+    assert "kappa 0.40 [0.30, 0.50] is below 0.6" in a["why"]
+    (a,) = advice(report(0.80, [0.65, 0.90]))
+    assert a["advice"] == "trust"

@@ -11,7 +11,7 @@ import pytest
 
 from contextjudge import LLMTestCase, cli, evaluate
 from contextjudge._result import EvaluationResult, MetricResult, TestResult
-from contextjudge.cases.labels import LABELS_KEY
+from contextjudge.cases.labels import LABELS_KEY, resolve_labels
 from contextjudge.cli import _shared
 from contextjudge.metrics import ContextualPrecisionMetric
 from contextjudge.store import SCHEMA_VERSION, open_store
@@ -35,6 +35,11 @@ def store_path(tmp_path):
     path = str(tmp_path / "res.db")
     evaluate(_cases(), [ContextualPrecisionMetric(model=FakeJudge())], store=path, run_id="r1", show_progress=False)
     return path
+
+
+def _view(tc):
+    """The case's stored labels lined up with its nodes (they are stored keyed by node identity)."""
+    return resolve_labels(tc, tc.additional_metadata[LABELS_KEY])[0]
 
 
 def _write(tmp_path, records, name="labels.jsonl"):
@@ -66,9 +71,8 @@ def test_label_matches_by_key_and_by_input_and_lists_the_unmatched(capsys, tmp_p
     s = open_store(store_path)
     run1 = s.load_run("r1")
     by_input = {tr.test_case.input: tr.test_case for tr in run1.test_results}
-    assert by_input["How many vacation days do I get?"].additional_metadata[LABELS_KEY] == {
-        "labels": [True, False, True]}
-    assert by_input["When does the parking garage open?"].additional_metadata[LABELS_KEY] == {
+    assert _view(by_input["How many vacation days do I get?"]) == {"labels": [True, False, True]}
+    assert _view(by_input["When does the parking garage open?"]) == {
         "labels": [False, True, False], "relevance_labels": [False, True, False]}
     assert LABELS_KEY not in (by_input["Do vacation days carry over?"].additional_metadata or {})
     labelled = s.labelled_cases()
@@ -80,7 +84,7 @@ def test_label_matches_by_key_and_by_input_and_lists_the_unmatched(capsys, tmp_p
                      "--store", store_path)
     assert rc == 0
     again = {tc.input: tc for tc in open_store(store_path).labelled_cases()}
-    assert again["How many vacation days do I get?"].additional_metadata[LABELS_KEY]["labels"] == [False, False, True]
+    assert _view(again["How many vacation days do I get?"])["labels"] == [False, False, True]
 
 
 def test_label_matches_cases_in_every_run(capsys, tmp_path, store_path):
@@ -153,6 +157,9 @@ def test_a_version_1_store_is_upgraded_in_place(tmp_path, store_path):
     con.execute("DROP TABLE cj_labels")
     con.execute("DROP TABLE cj_queue")
     con.execute("DROP TABLE cj_spend")
+    con.execute("DROP TABLE cj_label_log")
+    con.execute("ALTER TABLE cj_runs DROP COLUMN goldens_hash")
+    con.execute("ALTER TABLE cj_runs DROP COLUMN goldens_name")
     con.execute("UPDATE cj_meta SET value = '1' WHERE key = 'schema_version'")
     con.commit()
     con.close()

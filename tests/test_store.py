@@ -210,13 +210,16 @@ def test_a_version_1_store_is_upgraded_in_place_on_both_backends(store):
             conn.execute(text(f"DROP INDEX IF EXISTS ix_cj_results_{name}"))
         for name, _ in S.FACET_COLUMNS["cj_results"]:
             conn.execute(text(f"ALTER TABLE cj_results DROP COLUMN {name}"))
+        conn.execute(text("DROP TABLE cj_label_log"))
+        conn.execute(text("ALTER TABLE cj_runs DROP COLUMN goldens_hash"))
+        conn.execute(text("ALTER TABLE cj_runs DROP COLUMN goldens_name"))
         conn.execute(text("ALTER TABLE cj_results DROP COLUMN gold_score"))
         conn.execute(text("ALTER TABLE cj_results DROP COLUMN score_spread"))
         conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value="1"))
     store.engine.dispose()
     upgraded = ResultsStore(store.target)
     try:
-        assert upgraded.schema_version == SCHEMA_VERSION >= 4
+        assert upgraded.schema_version == SCHEMA_VERSION == 5
         found = inspect(upgraded.engine)
         assert {"gold_score", "score_spread"} <= {c["name"] for c in found.get_columns("cj_results")}
         assert found.has_table("cj_labels") and found.has_table("cj_queue") and found.has_table("cj_spend")

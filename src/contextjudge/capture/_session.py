@@ -98,13 +98,16 @@ def _check(mode: str, store: Any, warn_after_roots: Any) -> None:
 
 
 def _new_run(name: str, mode: str, store: Any, sampler: Sampling | None, options: JudgeOptions | None, budget: Any,
-             model: Any) -> Run:
+             model: Any, goldens: Any = None) -> Run:
     """The session's run (begun with the first case); ``budget`` is shorthand for ``JudgeOptions(budget=...)``."""
     if budget is not None:
         options = dataclasses.replace(options or JudgeOptions(), budget=budget)
     config: dict[str, Any] = {"mode": mode}
     if sampler is not None:
         config["sample_rate"] = sampler.rate
+    fingerprint = goldens.fingerprint() if goldens is not None else None
+    if fingerprint:  # which goldens the run ran: compare and trend say when two runs ran different ones
+        config["goldens_fingerprint"] = fingerprint
     return Run(store=store, name=name, config=config, judge_options=options, model=model, contain_store_errors=True)
 
 
@@ -197,7 +200,7 @@ class CaptureSession:
                         else default_metrics(expected_output=bool(len(self.goldens))))
         self.mode = mode
         self.run_name = run_name or f"capture-{time.strftime('%Y%m%d-%H%M%S')}"
-        self.run = _new_run(self.run_name, mode, store, sampler, judge_options, budget, model)
+        self.run = _new_run(self.run_name, mode, store, sampler, judge_options, budget, model, self.goldens)
         self.judge_options = self.run.context.options
         self.max_queue = max(1, int(max_queue))
         self.max_kept = kept_bound

@@ -74,9 +74,10 @@ class Golden:
 class Goldens:
     """A set of goldens, looked up by id or by normalised input."""
 
-    def __init__(self, goldens: Iterable[Golden | dict[str, Any]] = ()) -> None:
+    def __init__(self, goldens: Iterable[Golden | dict[str, Any]] = (), name: str | None = None) -> None:
         self.items: list[Golden] = [g if isinstance(g, Golden) else Golden.from_dict(g, f"goldens[{i}]")
                                     for i, g in enumerate(goldens)]
+        self.name = name  # the file the goldens came from (its name, without the folder), when they came from one
         self._by_id = {g.id: g for g in self.items if g.id}
         self._by_input: dict[str, Golden] = {}
         for g in self.items:
@@ -87,6 +88,21 @@ class Goldens:
 
     def __iter__(self):
         return iter(self.items)
+
+    def fingerprint(self) -> dict[str, Any] | None:
+        """Which goldens these are, for a run to record (``cj_runs.goldens_hash`` / ``goldens_name``): a hash of
+        their content (every field of every golden, in order; a file's formatting does not count) and the file's
+        name. None for no goldens."""
+        if not self.items:
+            return None
+        import hashlib  # noqa: PLC0415
+
+        payload = json.dumps([{"input": g.input, "expected_output": g.expected_output, "id": g.id,
+                               "expected_outcome": g.expected_outcome, "retrieval_context": g.retrieval_context,
+                               "context": g.context, "extra": g.additional_metadata} for g in self.items],
+                             sort_keys=True, default=str, ensure_ascii=False)
+        return {"hash": hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16], "name": self.name,
+                "goldens": len(self.items)}
 
     def match(self, input: str | None = None, golden_id: str | None = None) -> Golden | None:
         """The golden with this id, else the one whose normalised input equals ``input``'s; None when none does."""
@@ -111,7 +127,7 @@ def load_goldens(source: Any) -> Goldens:
         if suffix == ".csv":
             with path.open(newline="", encoding="utf-8") as fh:
                 rows = list(csv.DictReader(fh))
-            return Goldens(Golden.from_dict(r, f"{path}:{i + 2}") for i, r in enumerate(rows))
+            return Goldens((Golden.from_dict(r, f"{path}:{i + 2}") for i, r in enumerate(rows)), name=path.name)
         text = path.read_text(encoding="utf-8")
         if suffix == ".json":
             try:
@@ -120,7 +136,7 @@ def load_goldens(source: Any) -> Goldens:
                 raise ContextJudgeError(f"{path}: not valid JSON ({exc}). Fix the file or use JSONL.") from exc
             if isinstance(data, dict):
                 data = data.get("goldens", data.get("data", []))
-            return Goldens(Golden.from_dict(r, f"{path}[{i}]") for i, r in enumerate(data))
+            return Goldens((Golden.from_dict(r, f"{path}[{i}]") for i, r in enumerate(data)), name=path.name)
         goldens = []
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
@@ -134,7 +150,7 @@ def load_goldens(source: Any) -> Goldens:
             if not isinstance(row, dict):
                 raise ContextJudgeError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}.")
             goldens.append(Golden.from_dict(row, f"{path}:{n}"))
-        return Goldens(goldens)
+        return Goldens(goldens, name=path.name)
     if isinstance(source, Iterable):
         return Goldens(source)
     raise ContextJudgeError(f"goldens must be a list of dicts, a Goldens, or a JSONL/CSV path, not "

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from .goldens import Golden, Goldens
 
-__all__ = ["GOLDEN_ID_KEY", "GoldenEntry", "case_key", "golden_id_of", "is_generated_id",
+__all__ = ["GOLDEN_ID_KEY", "GoldenEntry", "attach_golden_labels", "case_key", "golden_id_of", "is_generated_id",
            "key_by_golden", "match_golden", "new_case_id", "new_run_id", "unmatched_goldens"]
 
 GOLDEN_ID_KEY = "golden_id"
@@ -134,6 +134,7 @@ def match_golden(goldens: Goldens | None, test_case: Any, *, golden_id: Any = No
             test_case.expected_output = g.expected_output
         if test_case.expected_context_ids is None and g.expected_context_ids is not None:
             test_case.expected_context_ids = g.expected_context_ids
+        _attach_golden_labels(test_case, g)
         return g.id
     if isinstance(test_case, ConversationalTestCase):
         turns = test_case.turns
@@ -152,6 +153,62 @@ def match_golden(goldens: Goldens | None, test_case: Any, *, golden_id: Any = No
             test_case.expected_outcome = named.expected_outcome or named.expected_output
         return named.id
     return None
+
+
+def attach_golden_labels(goldens: Goldens | None, test_case: Any, golden_id: Any = None) -> None:
+    """Bring the gold labels of the golden ``test_case`` matches (by ``golden_id``, else by input) to it
+    (single-turn cases; see ``_attach_golden_labels``)."""
+    from .testcase import LLMTestCase  # noqa: PLC0415
+
+    if goldens is None or not len(goldens) or not isinstance(test_case, LLMTestCase):
+        return
+    g = goldens.match(test_case.input, None if golden_id is None else str(golden_id))
+    if g is not None:
+        _attach_golden_labels(test_case, g)
+
+
+def _attach_golden_labels(test_case: Any, golden: Any) -> None:
+    """Bring the gold labels a golden carries in its fields (``labels``, ``statement_labels``, ``nodes``...: see
+    ``cases.labels``) to the case it matched, keyed: node labels by position are for the golden's own
+    ``retrieval_context`` (without one they name no node, and are left out with a warning); statement labels without
+    ``statements`` are for the golden's expected output. Labels the case already carries are kept."""
+    from .labels import LABELS_KEY, NODE_FIELDS, keyed_labels, normalize_labels  # noqa: PLC0415
+    from .testcase import LLMTestCase  # noqa: PLC0415
+
+    meta = dict(getattr(test_case, "additional_metadata", None) or {})
+    extra = dict(getattr(golden, "additional_metadata", None) or {})
+    inner = extra.get(LABELS_KEY)
+    raw: dict[str, Any] = inner if isinstance(inner, dict) else extra
+    if meta.get(LABELS_KEY) or not any(raw.get(f) is not None for f in (*NODE_FIELDS, "statement_labels", "nodes")):
+        return
+    try:
+        labels = normalize_labels(raw, f"golden {golden.id or golden.input!r}")
+        if any(labels.get(f) is not None for f in NODE_FIELDS):
+            if golden.retrieval_context:
+                own = LLMTestCase(input=golden.input, expected_output=golden.expected_output,
+                                  retrieval_context=list(golden.retrieval_context))
+                labels = keyed_labels(own, labels)
+            else:
+                import logging  # noqa: PLC0415
+
+                logging.getLogger("contextjudge").warning(
+                    "contextjudge: golden %r gives node labels by rank but no retrieval_context, so they name no "
+                    "node and are left out; give the nodes they label ('retrieval_context'), or label nodes by text "
+                    "in 'nodes'.", golden.id or golden.input[:60])
+                labels = {k: v for k, v in labels.items() if k not in NODE_FIELDS}
+        if labels.get("statement_labels") is not None and labels.get("statements") is None:
+            from .._text import split_sentences  # noqa: PLC0415
+
+            labels["statements"] = split_sentences(golden.expected_output or "")
+    except Exception as exc:  # noqa: BLE001 - a golden's bad label must not fail the user's run
+        import logging  # noqa: PLC0415
+
+        logging.getLogger("contextjudge").warning("contextjudge: golden %r: its labels cannot be read (%s); left "
+                                                  "out.", golden.id or golden.input[:60], exc)
+        return
+    if any(k != "statements" for k in labels):
+        meta[LABELS_KEY] = labels
+        test_case.additional_metadata = meta
 
 
 # ------------------------------------------------------------------------------------------------ runs over goldens

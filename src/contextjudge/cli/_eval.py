@@ -170,6 +170,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _info(f"running {len(goldens)} golden(s) through {args.app} with the {adapter[0]} adapter ...", args.quiet)
     t0 = time.perf_counter()
     items = _collect(adapter[1], app, goldens, args)
+    _golden_labels(goldens, items)
     test_cases, failed = _cases_of(items)
     captured = len(test_cases) - len(failed)
     _info(f"captured {captured} test case(s) in {time.perf_counter() - t0:.1f}s"
@@ -196,7 +197,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                       run_name=args.name or default_run_name(args.app, test_cases),
                       max_concurrency=args.concurrency * 4, show_progress=_progress(args), repeats=args.repeats,
                       run_config={"app": args.app, "goldens": os.path.abspath(args.goldens), "adapter": adapter[0],
-                                  "code": _code_fingerprint(app), "golden_failures": len(failed)})
+                                  "code": _code_fingerprint(app), "golden_failures": len(failed),
+                                  "goldens_fingerprint": goldens.fingerprint()})
     gates = _metric_gates(result, metrics, gate_pass)
     _print_summary(result, gates)
     if args.report:
@@ -334,6 +336,17 @@ def _collect(adapter: Any, app: Any, goldens: Any, args: argparse.Namespace) -> 
     finally:
         if bar is not None:
             bar.close()
+
+
+def _golden_labels(goldens: Any, items: list[Any]) -> None:
+    """Bring the gold labels in each golden's fields to its captured case (an adapter may build cases without
+    matching goldens itself): ``identity.attach_golden_labels``."""
+    from ..capture import GoldenFailure  # noqa: PLC0415
+    from ..cases.identity import attach_golden_labels, golden_id_of  # noqa: PLC0415
+
+    for item in items:
+        if not isinstance(item, GoldenFailure):
+            attach_golden_labels(goldens, item.test_case, golden_id_of(item))
 
 
 def _cases_of(items: list[Any]) -> tuple[list[Any], list[Any]]:

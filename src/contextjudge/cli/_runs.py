@@ -98,6 +98,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _goldens_words(g: dict[str, Any]) -> str:
+    return f"{g.get('name') or 'goldens'} (content hash {g.get('hash')})"
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Paired differences per metric over the cases both runs scored; with --fail-on-regression, exit 1 only when a
     metric is significantly worse (its whole 95% paired-t interval below zero). A metric without shared cases is
@@ -123,6 +127,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(f"{_run_label(store, cur)} compared with {_run_label(store, base)} (paired by test case id, else input; "
           "difference = this run - baseline, 95% paired-t intervals)")
     _print_table(["metric", "baseline", "this run", "difference", "95% CI", "pairs", "reading"], rows)
+    goldens = [store.run_info(cur).goldens, store.run_info(base).goldens]
+    if goldens[0] and goldens[1] and goldens[0] != goldens[1]:
+        print(f"NOTE: the runs ran different goldens: the baseline {_goldens_words(goldens[1])}, this run "
+              f"{_goldens_words(goldens[0])}; a difference may come from the changed questions and answers, not "
+              "only from the app")
     for c in unpaired:
         where = ("only the baseline scored it" if c.current_mean is None else
                  "only this run scored it" if c.baseline_mean is None else "no case has a score in both runs")

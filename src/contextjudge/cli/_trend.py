@@ -115,6 +115,11 @@ def cmd_trend(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, default=str))
     else:
         _print_trend(trend, store)
+        for ch in data["goldens_changes"]:
+            a, b = ch["goldens_before"], ch["goldens_after"]
+            print(f"goldens changed between run {ch['before']} and run {ch['after']}: {a.get('name') or 'goldens'} "
+                  f"({a.get('hash')}) -> {b.get('name') or 'goldens'} ({b.get('hash')}); windows on either side "
+                  "judged different questions")
         if args.fail_on_drop:
             _print_drops(drops, info)
     if args.html:

@@ -6,6 +6,7 @@ Registered by ``_shared.build_parser``; shares its exit codes and helpers.
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from . import _shared
@@ -54,17 +55,38 @@ def _read_label_records(path: str, lines: list[int] | None = None) -> list[dict]
     return records
 
 
+def _export_labels(args: argparse.Namespace) -> int:
+    """``label --export FILE``: the store's labels as the JSONL ``label`` reads (keyed: node labels by node identity,
+    statement labels with their statements), one record per labelled case key; and the labels the schema-5 upgrade
+    could not key, listed."""
+    store = _shared._existing_store(args.store)
+    records = store.export_labels()
+    _shared._write(args.export, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    print(f"wrote {len(records)} labelled case(s) to {args.export}")
+    left = store.unmatched_labels()
+    if left:
+        print(f"{len(left)} case(s) hold rank-order labels that name no node (kept, not used, not exported): "
+              + ", ".join(repr(u["case_key"]) for u in left[:10]) + (" ..." if len(left) > 10 else ""))
+    return _shared.EXIT_OK
+
+
 def cmd_label(args: argparse.Namespace) -> int:
     """Attach gold labels to a store's captured cases; exit 0 when at least one record matched, 1 when none did."""
     from .._text import shorten  # noqa: PLC0415
     from ..errors import ConfigurationError, UsageError  # noqa: PLC0415
     from ..metrics import label_problems  # noqa: PLC0415 - counts against each matched case
 
+    if args.export:
+        return _export_labels(args)
+    if args.file is None:
+        raise UsageError("contextjudge label needs a labels FILE to attach (or --export FILE to write the store's "
+                         "labels out).")
     lines: list[int] = []
     records = _read_label_records(args.file, lines)
     store = _shared._existing_store(args.store, write=True)
     try:
-        matched, unmatched = store.add_labels(records, check=label_problems, lines=lines)
+        matched, unmatched = store.add_labels(records, check=label_problems, lines=lines,
+                                              run=_shared._resolve(store, args.run) if args.run else None)
     except ConfigurationError as exc:
         raise UsageError(f"{args.file}: {exc}") from exc
     cases = sorted({k for m in matched for k in m.case_keys})
@@ -100,10 +122,20 @@ def _add_label(sub: argparse._SubParsersAction) -> None:
                                    "or input) and its labels: \"labels\" (per retrieved node, in rank order: useful "
                                    "for the expected output), \"relevance_labels\", \"utilization_labels\", "
                                    "\"statement_labels\" (and optionally \"statements\"); each label yes/no, "
-                                   "true/false or 1/0. Labels replace a case's earlier labels. Prints what matched "
+                                   "true/false or 1/0; or node labels by text: \"nodes\": [{\"text\" or \"id\", "
+                                   "\"useful\", \"relevant\", \"used\"}]. Labels are stored keyed by node identity "
+                                   "(docs/labels.md): rank-order labels name the nodes of the record's own "
+                                   "\"retrieval_context\", else of the case in --run. Labels replace a case's "
+                                   "earlier labels. Prints what matched "
                                    "and lists the records that did not. Exit codes: 0 at least one record matched, "
                                    "1 none did, 2 an error (a missing file, a bad line or label: nothing is written).")
-    p.add_argument("file", metavar="FILE", help="labels JSONL")
+    p.add_argument("file", metavar="FILE", nargs="?", default=None, help="labels JSONL")
+    p.add_argument("--export", metavar="FILE", default=None,
+                   help="write the store's labels to FILE instead, as JSONL this command reads (keyed by node "
+                        "identity: also how a rank-order labels file becomes one that names its nodes)")
+    p.add_argument("--run", metavar="RUN", default=None,
+                   help="the run whose retrieval the rank-order labels were written for (an id, name or prefix); "
+                        "needed when runs retrieved different nodes for a labelled case")
     _store_arg(p)
     _common(p)
     p.set_defaults(func=cmd_label)
@@ -175,6 +207,18 @@ def _print_calibration(report: dict, show: int) -> None:
              _ci(report[f]["tpr"], report[f]["tpr_ci"]), _ci(report[f]["tnr"], report[f]["tnr_ci"]),
              "{tp}/{fp}/{fn}/{tn}".format(**report[f]["confusion"])] for f in fams]
     _print_table(["family", "cases", "items", "base rate", "accuracy", "kappa", "TPR", "TNR", "tp/fp/fn/tn"], rows)
+    jury = [f for f in fams if report[f].get("jurors")]
+    if jury:
+        print("\neach juror against your labels, on the same items (the jury's row above):")
+        _print_table(["family", "juror", "accuracy", "kappa", "TPR", "TNR"],
+                     [[f, name, _ci(j["accuracy"], j["accuracy_ci"]), _ci(j["kappa"], j["kappa_ci"]),
+                       _ci(j["tpr"], j["tpr_ci"]), _ci(j["tnr"], j["tnr_ci"])]
+                      for f in jury for name, j in report[f]["jurors"].items()])
+    if report.get("unused_labels"):
+        print(f"\n{len(report['unused_labels'])} node label(s) unused: their node is not among the labelled "
+              "case's retrieved nodes (labels name nodes, never ranks):")
+        for u in report["unused_labels"][:10]:
+            print(f"  {u['case']}: {shorten(str(u['node']), 90)!r}")
     if report.get("metrics"):
         print()
         _print_table(["metric", "cases", "judged mean", "gold mean", "MAE", "Spearman"],

@@ -22,7 +22,7 @@ from typing import Any
 
 from .._aio import run_sync
 from .._text import split_sentences
-from ..cases.labels import LABELS_KEY, labels_of, normalize_labels
+from ..cases.labels import LABELS_KEY, labels_of, normalize_labels, resolve_labels
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError, ContextJudgeError, JudgeError
 from ..judges import (
@@ -112,18 +112,27 @@ def _case_id(tc: Any, index: int) -> str:
     return str(getattr(tc, "id", None) or getattr(tc, "name", None) or f"case {index + 1}")
 
 
-def _check(cases: Sequence[Any]) -> list[tuple[Any, dict[str, Any]]]:
-    """Each case with its labels; raises ConfigurationError on the first case that cannot be calibrated."""
+def _check(cases: Sequence[Any], unused: list[dict[str, Any]] | None = None) -> list[tuple[Any, dict[str, Any]]]:
+    """Each case with its labels lined up with its nodes (``resolve_labels``); raises ConfigurationError on the first
+    case that cannot be calibrated. Keyed labels whose node is not among the case's are appended to ``unused``."""
     out = []
     for i, tc in enumerate(cases):
-        labels = labels_of(tc)
-        if not labels:
+        stored = labels_of(tc)
+        if not stored:
             continue
+        labels, left = resolve_labels(tc, stored)
+        if unused is not None:
+            unused += [{"case": _case_id(tc, i), "input": tc.input, "node": e.get("id") or e.get("text") or e.get("hash"),
+                        **{f: e[f] for f in ("labels", "relevance_labels", "utilization_labels") if f in e}}
+                       for e in left]
         problems = label_problems(tc, labels)
         if problems:
             raise ConfigurationError(problems[0])
-        for field in FAMILY_OF_FIELD:
+        for field in list(FAMILY_OF_FIELD):
             if labels.get(field) is None:
+                continue
+            if field != "statement_labels" and all(v is None for v in labels[field]):
+                labels.pop(field)  # none of this retrieval's nodes has a label for it: nothing to check
                 continue
             try:
                 _METRIC_OF_FIELD[field](model="local").check(tc)
@@ -195,10 +204,14 @@ def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str,
         else:
             j = int(vid[1:])
             label, text = labels[field][j - 1], v.get("statement") or gold_statements(tc, labels, field)[j - 1]
+        if label is None:
+            continue  # a node this retrieval brought that no label names: not part of the agreement
         conf = v.get("confidence")
-        out.append({"item": vid, "text": text, "label": bool(label), "verdict": v.get("verdict") == "yes",
-                    "confidence": float(conf) if isinstance(conf, (int, float)) else None,
-                    "reason": v.get("reason", "")})
+        rec = {"item": vid, "text": text, "label": bool(label), "verdict": v.get("verdict") == "yes",
+               "confidence": float(conf) if isinstance(conf, (int, float)) else None, "reason": v.get("reason", "")}
+        if isinstance(v.get("jurors"), dict):  # a jury's verdict: each juror's too, for its own agreement
+            rec["jurors"] = {n: j.get("verdict") == "yes" for n, j in v["jurors"].items()}
+        out.append(rec)
     return out
 
 
@@ -329,7 +342,8 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     one key per verdict family judged, ``metrics``, ``thresholds`` (fitted, family -> threshold), ``judge``,
     ``errors`` (cases the judge failed on; they are left out of the figures). Raises ConfigurationError when a
     case's labels do not line up with it."""
-    checked = _check(cases)
+    unused: list[dict[str, Any]] = []
+    checked = _check(cases, unused)
     resolved = resolve_model(model)
     raw = resolved.judge if isinstance(resolved, CalibratedJudge) else resolved
     ctx = RunContext(options=options or JudgeOptions())
@@ -367,6 +381,9 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
         for it in items:
             by_case.setdefault(it["case"], []).append((it["verdict"], it["label"]))
         agreement = binary_agreement(list(by_case.values()), resamples=resamples, seed=seed).to_dict()
+        jurors = _juror_agreement(items, resamples, seed)
+        if jurors:
+            agreement["jurors"] = jurors
         fit = fit_threshold(items, folds=folds, seed=seed)
         any_confidence = any_confidence or fit["with_confidence"] > 0
         if fit.get("fitted"):
@@ -384,8 +401,30 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
                           "is measured: fitting a threshold needs a confidence per verdict, as the embedded judge "
                           "gives.")
     report["errors"] = errors
+    # labels whose node the case's retrieval did not bring back: listed, never applied to another node
+    report["unused_labels"] = unused
     report["advice"] = advice(report)
     return report
+
+
+def _juror_agreement(items: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
+    """For a jury's verdicts: each juror's agreement with the labels on the same items (kappa, accuracy, TPR, TNR
+    with their intervals), by juror name, in the jury's order."""
+    names: list[str] = []
+    for it in items:
+        for n in it.get("jurors") or {}:
+            if n not in names:
+                names.append(n)
+    out = {}
+    for n in names:
+        by_case: dict[str, list[tuple[bool, bool]]] = {}
+        for it in items:
+            if n in (it.get("jurors") or {}):
+                by_case.setdefault(it["case"], []).append((it["jurors"][n], it["label"]))
+        got = binary_agreement(list(by_case.values()), resamples=resamples, seed=seed).to_dict()
+        out[n] = {k: got.get(k) for k in ("items", "accuracy", "accuracy_ci", "kappa", "kappa_ci", "tpr", "tpr_ci",
+                                          "tnr", "tnr_ci")}
+    return out
 
 
 TRUST_KAPPA = 0.6  # "substantial" agreement (Landis and Koch): the bar a metric's verdicts must clear to gate on
@@ -417,12 +456,26 @@ def advice(report: dict[str, Any]) -> list[dict[str, Any]]:
                    f"threshold {fit['threshold']:.3f}")
         else:
             verdict = "do not gate on this metric with this judge"
-            why = (f"kappa {_k(kappa, ci)}" + (f", {cv:.2f} cross-validated with a fitted threshold" if cv is not None
-                                                else "") + f": below {TRUST_KAPPA} (substantial agreement)")
+            why = _why_not(kappa, ci, cv)
         too_few = items < MIN_ITEMS or yes < MIN_EACH or items - yes < MIN_EACH
         out.append({"metric": _METRIC_OF_FIELD[field].name, "family": fam, "advice": verdict, "why": why,
                     "kappa": kappa, "kappa_ci": ci, "items": items, "yes": yes, "too_few": too_few})
     return out
+
+
+def _why_not(kappa: Any, ci: Any, cv: Any) -> str:
+    """Why a family falls short of ``TRUST_KAPPA``, in words that agree with the figures printed beside them: when
+    kappa itself reaches the bar, it is the lower end of its interval that does not (given to three decimals, so a
+    0.597 is never shown as a 0.60 that seems to pass)."""
+    fitted = f"; {cv:.3f} cross-validated with a fitted threshold" if cv is not None else ""
+    if kappa is None:
+        return "no kappa could be computed (every label, or every verdict, is the same)" + fitted
+    lo = ci[0] if ci and ci[0] is not None else None
+    if kappa >= TRUST_KAPPA and lo is not None:
+        return (f"kappa {_k(kappa, ci)} reaches {TRUST_KAPPA}, but the lower end of its 95% interval, {lo:.3f}, is "
+                f"below {TRUST_KAPPA} (substantial agreement): these labels cannot yet show that the judge agrees "
+                "substantially" + fitted)
+    return f"kappa {_k(kappa, ci)} is below {TRUST_KAPPA} (substantial agreement)" + fitted
 
 
 def _k(kappa: Any, ci: Any) -> str:

@@ -58,6 +58,8 @@ class Estimate:
     # else judges._spend.BUDGET_OUTPUT_CAP) instead of the expected answer; 0 for the embedded judge (billed by nobody)
     reserved_output_tokens: float = 0.0
     reserved_dollars: float | None = None
+    # a jury (judges._jury): the estimate of each juror, by name; the totals above are their sums
+    jurors: dict[str, dict[str, Any]] | None = None
     output_source: str = "typical"
 
     @property
@@ -219,6 +221,12 @@ def estimate(cases_or_goldens: Iterable[Any] | str | os.PathLike, metrics: Seque
         raise ConfigurationError(f"sample_rate must be a number from 0 to 1, got {sample_rate!r}.")
     if per_day is not None and (not isinstance(per_day, (int, float)) or per_day < 0):
         raise ConfigurationError(f"per_day (requests a day) must be a number >= 0, got {per_day!r}.")
+    jurors = _jurors_of(model)
+    if jurors is not None:  # every juror judges every case: the jury costs the sum of its jurors
+        parts = {label: estimate(cases_or_goldens, metrics, model=j, sample_rate=sample_rate, per_day=per_day,
+                                 judge_options=judge_options, observed_output=observed_output)
+                 for label, j in jurors}
+        return _jury_total(str(model) if isinstance(model, str) else _model_name(model, []), parts)
     assumptions: list[str] = []
     ms = _metric_objects(metrics)
     name = _model_name(model, [m for m in (metrics or []) if not isinstance(m, str)])
@@ -226,6 +234,49 @@ def estimate(cases_or_goldens: Iterable[Any] | str | os.PathLike, metrics: Seque
     calls, skipped = _drive(cases, ms, name, judge_options)
     return _tally(name, ms, cases, calls, skipped, float(sample_rate), per_day, judge_options, assumptions,
                   observed_output)
+
+
+def _jurors_of(model: Any) -> list[tuple[str, Any]] | None:
+    """The jurors of a jury (a ``Jury`` or a ``"jury:..."`` string, read without building its jurors), else None."""
+    if isinstance(model, str) and model.strip().lower().startswith(("jury:", "jury[")):
+        names = [p.strip() for p in model.strip().partition(":")[2].split(",") if p.strip()]
+        return [(f"{n}#{i}" if names.count(n) > 1 else n, n) for i, n in enumerate(names, 1)]
+    jury_names = getattr(model, "juror_names", None)
+    if jury_names is not None and hasattr(model, "jurors"):
+        return list(zip(jury_names, model.jurors, strict=True))
+    return None
+
+
+def _jury_total(name: str, parts: dict[str, Estimate]) -> Estimate:
+    first = next(iter(parts.values()))
+
+    def total(attr: str) -> Any:
+        vals = [getattr(p, attr) for p in parts.values()]
+        return None if any(v is None for v in vals) else sum(vals)
+
+    def add(dicts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+        if any(d is None for d in dicts):
+            return None
+        keys = [k for k in dicts[0] or {}]
+        return {k: (None if any((d or {}).get(k) is None for d in dicts) else sum((d or {})[k] for d in dicts))
+                for k in keys}
+
+    unknown = [n for n, p in parts.items() if p.dollars is None]
+    per_metric: dict[str, dict[str, Any]] = {}
+    for p in parts.values():
+        for k, row in p.per_metric.items():
+            acc = per_metric.setdefault(k, {kk: 0.0 for kk in row})
+            for kk, v in row.items():
+                acc[kk] = acc.get(kk, 0.0) + v
+    return Estimate(model=name, cases=first.cases, sample_rate=first.sample_rate, metrics=first.metrics,
+                    calls=total("calls"), input_tokens=total("input_tokens"), output_tokens=total("output_tokens"),
+                    dollars=total("dollars"), why=(f"no known price for juror(s) {', '.join(unknown)}" if unknown
+                                                   else None),
+                    per_case=add([p.per_case for p in parts.values()]) or {}, per_metric=per_metric,
+                    per_day=add([p.per_day for p in parts.values()]), skipped=first.skipped,
+                    assumptions=[*first.assumptions, f"a jury of {len(parts)}: every juror judges every case"],
+                    reserved_output_tokens=total("reserved_output_tokens"), reserved_dollars=total("reserved_dollars"),
+                    output_source=first.output_source, jurors={n: p.to_dict() for n, p in parts.items()})
 
 
 def _drive(cases: list[Any], metrics: list[Any], name: str, judge_options: Any) -> tuple[list[dict[str, Any]], int]:

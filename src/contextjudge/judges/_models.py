@@ -10,9 +10,10 @@ from langchain_core.language_models import BaseChatModel
 
 from ..errors import ConfigurationError, ConfigurationTypeError, JudgeUnavailableError
 from ._calibration import CalibratedJudge, Calibration
+from ._jury import Jury as _JuryCore
 from ._naming import judge_identity, judge_name
 
-__all__ = ["judge_identity", "judge_name", "load_calibrated_judge", "resolve_model"]
+__all__ = ["Jury", "judge_identity", "judge_name", "load_calibrated_judge", "parse_jury", "resolve_model"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -54,7 +55,7 @@ def resolve_model(model: Any = None) -> BaseChatModel:
     A ``BaseChatModel`` is used as it is. ``"local"`` is the embedded offline judge. ``"@path/to/file.json"`` (or a
     ``pathlib.Path``) is a calibration file written by ``contextjudge calibrate``: the judge it names, with the
     thresholds fitted on your labels (``judges._calibration``). Another string is an OpenAI model name, optionally
-    prefixed ``openai:``. ``None`` reads ``CONTEXTJUDGE_MODEL``; failing that, OpenAI's
+    prefixed ``openai:``. ``"jury:local,openai:gpt-4o-mini"`` is a ``Jury`` of those judges (``judges._jury``). ``None`` reads ``CONTEXTJUDGE_MODEL``; failing that, OpenAI's
     default model when ``OPENAI_API_KEY`` is set; failing that, the embedded judge (with one log line).
     """
     if isinstance(model, BaseChatModel):
@@ -77,6 +78,8 @@ def resolve_model(model: Any = None) -> BaseChatModel:
         name = model.strip()
         if name.lower() in ("local", "embedded", "offline"):
             return _local()
+        if name.lower().startswith(("jury:", "jury[")):
+            return parse_jury(name)
         if ":" in name:
             provider, _, rest = name.partition(":")
             if provider.lower() == "openai":
@@ -127,3 +130,28 @@ def load_calibrated_judge(path: str | os.PathLike[str], judge: BaseChatModel | N
                        "now %s); run `contextjudge calibrate` again so the thresholds fit this one.",
                        cal.path, cal.judge, cal.judge_identity, judge_identity(judge))
     return CalibratedJudge(judge=judge, calibration=cal)
+
+
+class Jury(_JuryCore):
+    """A jury of judges (``judges._jury``): ``Jury(["local", ChatOpenAI(...)], aggregate="majority" | "mean" |
+    "weighted", weights=...)``; each juror is a chat model or a model string ``model=`` takes."""
+
+    def __init__(self, jurors: Any, aggregate: str = "majority", weights: Any = None, **kwargs: Any) -> None:
+        if isinstance(jurors, (list, tuple)):
+            jurors = [resolve_model(j) for j in jurors]
+        super().__init__(jurors, aggregate=aggregate, weights=weights, **kwargs)
+
+
+def parse_jury(spec: str) -> Jury:
+    """The jury a model string names: ``"jury:local,openai:gpt-4o-mini"`` (``jury[mean]:...`` or
+    ``jury[weighted]:...`` for another aggregate; weighted with equal weights until ``Jury.weights_from`` gives
+    some)."""
+    head, _, rest = spec.strip().partition(":")
+    aggregate = "majority"
+    if head.lower().startswith("jury[") and head.endswith("]"):
+        aggregate = head[5:-1].strip().lower()
+    names = [p.strip() for p in rest.split(",") if p.strip()]
+    if len(names) < 2:
+        raise ConfigurationError(f"model={spec!r}: a jury needs at least two jurors, separated by commas, e.g. "
+                                 "'jury:local,openai:gpt-4o-mini'.")
+    return Jury(names, aggregate=aggregate)

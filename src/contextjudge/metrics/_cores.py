@@ -30,8 +30,9 @@ def _gist(reason: str, n: int = 200) -> str:
 
 
 # What a verdict may carry beyond yes/no and its reason: the tier that gave it (tiered.py), the fallback's reason,
-# the cheap tier's verdict it replaced, and with judge repeats the k votes and the share agreeing with the majority.
-_CARRIED = ("tier", "fallback_reason", "cheap_verdict", "cheap_confidence", "votes", "agreement")
+# the cheap tier's verdict it replaced, with judge repeats the k votes and the share agreeing with the majority, and
+# a jury's per-juror verdicts (jury.py).
+_CARRIED = ("tier", "fallback_reason", "cheap_verdict", "cheap_confidence", "votes", "agreement", "jurors")
 
 
 def _carried(v: dict[str, Any]) -> dict[str, Any]:

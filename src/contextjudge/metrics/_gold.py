@@ -12,13 +12,13 @@ import logging
 from typing import Any
 
 from .._text import split_sentences, split_statements
-from ..cases.labels import METRIC_OF_FIELD, labels_of
+from ..cases.labels import METRIC_OF_FIELD, labels_of, resolve_labels
 from ..cases.provenance import short
 from ..errors import ConfigurationError
 from ._formulas import fraction, weighted_cumulative_precision
 
 __all__ = ["FIELD_OF_METRIC", "fill_gold_scores", "gold_score", "gold_score_of", "gold_statements", "label_problems",
-           "relevance_items"]
+           "relevance_items", "unlabelled_nodes"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -63,6 +63,7 @@ def gold_statements(test_case: Any, labels: dict[str, Any], field: str = "statem
 def relevance_items(test_case: Any, labels: dict[str, Any]) -> list[tuple[str, bool]]:
     """(item id, label) for every sentence the relevancy metric judges: node k's label applies to each of its
     sentences (ids ``n<k>.s<j>``); an empty node is one irrelevant sentence, as the metric counts it."""
+    labels = resolve_labels(test_case, labels)[0]
     out: list[tuple[str, bool]] = []
     for k, (node, label) in enumerate(zip(_nodes(test_case), labels.get("relevance_labels") or [], strict=False), start=1):
         sents = split_sentences(getattr(node, "text", "") or "")
@@ -74,8 +75,17 @@ def relevance_items(test_case: Any, labels: dict[str, Any]) -> list[tuple[str, b
 
 def label_problems(test_case: Any, labels: dict[str, Any]) -> list[str]:
     """Why ``labels`` cannot be lined up with the case (empty when they can), one message per label field, each
-    saying which case, what the counts are and what to do."""
-    return list(_problems(test_case, labels).values())
+    saying which case, what the counts are and what to do. Keyed node labels always line up (a node without a
+    label is simply unlabelled: ``unlabelled_nodes``)."""
+    return list(_problems(test_case, resolve_labels(test_case, labels)[0]).values())
+
+
+def unlabelled_nodes(test_case: Any, labels: dict[str, Any]) -> dict[str, int]:
+    """Per node field the labels give, how many of the case's nodes have no label for it (a gold score needs every
+    node labelled; calibration uses the labelled ones)."""
+    view = resolve_labels(test_case, labels)[0]
+    return {f: sum(v is None for v in view[f]) for f in ("labels", "relevance_labels", "utilization_labels")
+            if view.get(f) is not None and any(v is None for v in view[f])}
 
 
 def _problems(test_case: Any, labels: dict[str, Any]) -> dict[str, str]:
@@ -125,13 +135,18 @@ def gold_score(metric_name: str, test_case: Any, labels: dict[str, Any] | None =
         return None
     if labels is None:
         labels = labels_of(test_case)
-    if not labels or labels.get(field) is None:
+    if not labels:
+        return None
+    labels = resolve_labels(test_case, labels)[0]
+    if labels.get(field) is None:
         return None
     problem = _problems(test_case, labels).get(field)
     if problem:
         if strict:
             raise ConfigurationError(problem)
         return None
+    if any(v is None for v in labels[field]):
+        return None  # a node of this retrieval has no label: no gold score (the case counts as unlabelled here)
     if not _nodes(test_case):
         return 0.0
     flags = [bool(x) for x in labels[field]]

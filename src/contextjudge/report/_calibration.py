@@ -78,6 +78,21 @@ def _disagreements(items: list[dict[str, Any]], show: int) -> str:
             + more)
 
 
+def _jurors(fam: dict[str, Any]) -> str:
+    """Each juror's agreement with the labels on the same items, beside the jury's (a jury's calibration only)."""
+    jurors = fam.get("jurors") or {}
+    if not jurors:
+        return ""
+    rows = "".join(f"<tr><td>{e(name)}</td>" + "".join(f"<td class='num'>{_ci(j.get(k), j.get(f'{k}_ci'))}</td>"
+                                                        for k in ("accuracy", "kappa", "tpr", "tnr")) + "</tr>"
+                   for name, j in jurors.items() if isinstance(j, dict))
+    jury = "".join(f"<td class='num'>{_ci(fam.get(k), fam.get(f'{k}_ci'))}</td>" for k in ("accuracy", "kappa", "tpr",
+                                                                                          "tnr"))
+    return ("<h3>Each juror and the jury</h3><table class='cj-jurors'><thead><tr><th>Judge</th><th>Accuracy</th>"
+            f"<th>Kappa</th><th>TPR</th><th>TNR</th></tr></thead><tbody>{rows}<tr><td><b>the jury</b></td>{jury}</tr>"
+            "</tbody></table>")
+
+
 def _family(name: str, fam: dict[str, Any], show: int) -> str:
     stats = "".join(f"<tr><th>{label}</th><td class='num'>{_ci(fam.get(key), fam.get(f'{key}_ci'))}</td></tr>"
                     for key, label in _STATS)
@@ -85,7 +100,7 @@ def _family(name: str, fam: dict[str, Any], show: int) -> str:
     return (f"<h2>{e(_FAMILY_NAMES.get(name, name))}</h2>"
             f"<p>{int(fam.get('items', 0))} item(s) in {int(fam.get('cases', 0))} case(s); 95% intervals "
             "resample whole cases.</p>"
-            f"<table><tbody>{stats}</tbody></table>" + _confusion(fam.get("confusion") or {})
+            f"<table><tbody>{stats}</tbody></table>" + _confusion(fam.get("confusion") or {}) + _jurors(fam)
             + _threshold(fam.get("threshold"))
             + f"<h3>Where judge and labels disagree ({len(items)})</h3>" + _disagreements(items, show))
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import or_, select, update
 
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError
@@ -18,7 +18,7 @@ from . import _schema as S
 from ._load import LoadStore
 from ._rows import _attach_labels, _case_from_json, _dumps, _loads
 
-__all__ = ["LabelMatch", "LabelStore"]
+__all__ = ["LabelMatch", "LabelStore", "key_stored_labels"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -40,7 +40,8 @@ class LabelStore(LoadStore):
 
     # ------------------------------------------------------------------------------------------ gold labels
     def add_labels(self, records: Iterable[dict[str, Any]], check: Callable[[Any, dict[str, Any]], list[str]] | None
-                   = None, *, lines: list[int] | None = None) -> tuple[list[LabelMatch], list[LabelMatch]]:
+                   = None, *, lines: list[int] | None = None, run: str | None = None
+                   ) -> tuple[list[LabelMatch], list[LabelMatch]]:
         """Attach gold labels to the store's captured cases; returns (matched, unmatched), one ``LabelMatch`` per
         record, in order.
 
@@ -53,6 +54,12 @@ class LabelStore(LoadStore):
         labels) -> problems`` (``contextjudge.metrics._gold.label_problems``: counts against the case's nodes and
         statements) is asked about every case a record matched; any problem raises ConfigurationError naming the
         record, and nothing is written.
+
+        Labels are stored keyed (``cases.labels``): node labels by node identity, statement labels with their
+        statements' text. Node labels given by position (``labels: [1, 0, 1]``) are for the nodes of the case they
+        were given for: the record's own ``retrieval_context`` when it has one, else the case in ``run`` (an id,
+        name or prefix), else the case with that key, when every run holding it retrieved the same nodes (when
+        they differ, ConfigurationError asks for ``run`` or node labels by text, and nothing is written).
         """
         from ..cases.goldens import normalize_input  # noqa: PLC0415 - layer 2, read only here
 
@@ -73,9 +80,9 @@ class LabelStore(LoadStore):
                     keys.append(r.case_key)
         matched: list[LabelMatch] = []
         unmatched: list[LabelMatch] = []
-        writes: dict[str, dict[str, Any]] = {}
+        hits: list[tuple[int, dict[str, Any], list[str], Any]] = []
         first_record: dict[str, int] = {}
-        for i, key, text_in, labels in parsed:
+        for i, key, text_in, labels, given_nodes in parsed:
             if key is not None and key in by_key:
                 hit, by = [key], "key"
             elif text_in and normalize_input(str(text_in)) in by_input:
@@ -90,8 +97,14 @@ class LabelStore(LoadStore):
                                              "came last). Nothing was written.")
                 first_record[k] = i
             matched.append(LabelMatch(i, key, text_in, list(hit), by))
+            hits.append((i, labels, list(hit), given_nodes))
+        # positional node labels name the nodes of the case they were given for: key them to those nodes' identity
+        given_for = self._cases_labels_were_given_for([k for _, _, hit, _ in hits for k in hit], run)
+        writes: dict[str, dict[str, Any]] = {}
+        for i, labels, hit, given_nodes in hits:
             for k in hit:
-                writes[k] = {"case_key": k, "input": by_key.get(k), "labels": _dumps(labels),
+                keyed = self._key_record(labels, k, given_for.get(k, []), given_nodes, where(i))
+                writes[k] = {"case_key": k, "input": by_key.get(k), "labels": _dumps(keyed),
                              "created_at": time.time()}
         if writes and check is not None:
             self._check_labels(writes, matched, check, where)
@@ -102,6 +115,77 @@ class LabelStore(LoadStore):
             with self._guard("save gold labels"), self._begin() as conn:
                 conn.execute(upsert, list(writes.values()))
         return matched, unmatched
+
+    def _cases_labels_were_given_for(self, keys: list[str], run: str | None) -> dict[str, list[Any]]:
+        """Per case key, the test cases holding it (those of ``run`` only, when given), newest first."""
+        if not keys:
+            return {}
+        query = select(S.cases.c.case_key, S.cases.c.kind, S.cases.c.data, S.cases.c.run_id).where(
+            S.cases.c.case_key.in_(sorted(set(keys)))).order_by(S.cases.c.created_at.desc())
+        if run is not None:
+            query = query.where(S.cases.c.run_id == self.resolve_run(run))
+        with self._guard("read test cases"), self._begin(write=False) as conn:
+            rows = conn.execute(query).all()
+        out: dict[str, list[Any]] = {}
+        for r in rows:
+            out.setdefault(r.case_key, []).append(_case_from_json(r.kind, r.data, r.case_key))
+        return out
+
+    @staticmethod
+    def _key_record(labels: dict[str, Any], key: str, cases: list[Any], given_nodes: Any,
+                    where: str) -> dict[str, Any]:
+        """One record's labels keyed to the nodes they name (see ``add_labels``)."""
+        from ..cases.labels import NODE_FIELDS, keyed_labels, node_ref  # noqa: PLC0415
+        from ..cases.testcase import LLMTestCase  # noqa: PLC0415
+
+        positional = any(labels.get(f) is not None for f in NODE_FIELDS)
+        if given_nodes is not None:
+            base = cases[0] if cases else None
+            try:
+                case = LLMTestCase(input=str(getattr(base, "input", None) or "labels"),
+                                   expected_output=getattr(base, "expected_output", None),
+                                   retrieval_context=given_nodes)
+            except Exception as exc:  # noqa: BLE001 - a malformed retrieval_context in the file
+                raise ConfigurationError(f"{where}: 'retrieval_context' cannot be read ({exc}). Nothing was "
+                                         "written.") from exc
+            return _keyed(keyed_labels, case, labels, where)
+        if not cases:
+            return labels
+        if positional:
+            shapes = {tuple((r["id"], r["hash"]) for r in map(node_ref, c.retrieval_context or [])) for c in cases}
+            if len(shapes) > 1:
+                raise ConfigurationError(f"{where} gives node labels by rank for case {key!r}, but the runs holding "
+                                         "that case retrieved different nodes, so a rank names no node. Pass the run "
+                                         "the labels were written for (--run), give the record the "
+                                         "'retrieval_context' it labels, or label nodes by text in 'nodes'. Nothing "
+                                         "was written.")
+        return _keyed(keyed_labels, cases[0], labels, where)
+
+    def export_labels(self) -> list[dict[str, Any]]:
+        """Every labelled case key's labels as a record ``add_labels`` reads back (``{"key", "input", "nodes",
+        "statements", "statement_labels", ...}``), keyed as stored; labels that name no node are left out
+        (``unmatched_labels`` lists them)."""
+        with self._guard("read gold labels"), self._begin(write=False) as conn:
+            rows = conn.execute(select(S.labels.c.case_key, S.labels.c.input, S.labels.c.labels)
+                                .order_by(S.labels.c.case_key)).all()
+        out = []
+        for r in rows:
+            got = {k: v for k, v in (_loads(r.labels, {}) or {}).items() if k != "unmatched_positional"}
+            if any(k != "statements" for k in got):
+                out.append({"key": r.case_key, "input": r.input, **got})
+        return out
+
+    def unmatched_labels(self) -> list[dict[str, Any]]:
+        """Labels the schema-5 migration could not key to a node (positional labels whose count matched no case of
+        theirs): ``{"case_key", "input", "labels"}`` each. They are kept, and used nowhere."""
+        with self._guard("read gold labels"), self._begin(write=False) as conn:
+            rows = conn.execute(select(S.labels.c.case_key, S.labels.c.input, S.labels.c.labels)).all()
+        out = []
+        for r in rows:
+            got = _loads(r.labels, {}) or {}
+            if got.get("unmatched_positional"):
+                out.append({"case_key": r.case_key, "input": r.input, "labels": got["unmatched_positional"]})
+        return out
 
     def _check_labels(self, writes: dict[str, dict[str, Any]], matched: list[LabelMatch],
                       check: Callable[[Any, dict[str, Any]], list[str]], where: Callable[[int], str]) -> None:
@@ -160,8 +244,56 @@ class LabelStore(LoadStore):
         return out
 
 
+def key_stored_labels(engine: Any) -> None:
+    """Schema 4 -> 5: positional node labels in ``cj_labels`` become labels keyed by node identity, with the
+    nodes of the case they were given for: the newest case with that key captured before the labels were
+    attached (else the newest with as many nodes as labels). Labels that fit no case of theirs are kept under
+    ``unmatched_positional`` (used nowhere; ``unmatched_labels`` and a warning list them)."""
+    from ..cases.labels import NODE_FIELDS, keyed_labels, normalize_labels  # noqa: PLC0415
+
+    with engine.begin() as conn:
+        rows = conn.execute(select(S.labels)).all()
+        unmatched: list[str] = []
+        for r in rows:
+            stored = _loads(r.labels, {}) or {}
+            if not any(stored.get(f) is not None for f in NODE_FIELDS) and not (
+                    stored.get("statement_labels") is not None and stored.get("statements") is None):
+                continue
+            cands = conn.execute(select(S.cases.c.kind, S.cases.c.data, S.cases.c.created_at, S.cases.c.case_key)
+                                 .where(S.cases.c.case_key == r.case_key)
+                                 .order_by(S.cases.c.created_at.desc())).all()
+            cases: list[tuple[float, Any]] = [(c.created_at, _case_from_json(c.kind, c.data, c.case_key))
+                                              for c in cands]
+            want = {len(stored[f]) for f in NODE_FIELDS if stored.get(f) is not None}
+            fits = [tc for _, tc in cases
+                    if not want or {len(getattr(tc, "retrieval_context", None) or [])} == want]
+            before = [tc for at, tc in cases if at <= r.created_at and any(tc is f for f in fits)]
+            case: Any = (before or fits or [None])[0]
+            if case is None:
+                new = {k: v for k, v in stored.items() if k not in NODE_FIELDS}
+                new["unmatched_positional"] = {f: stored[f] for f in NODE_FIELDS if stored.get(f) is not None}
+                unmatched.append(r.case_key)
+            else:
+                new = keyed_labels(case, normalize_labels(stored))
+            conn.execute(update(S.labels).where(S.labels.c.case_key == r.case_key)
+                         .values(labels=_dumps(new)))
+    if unmatched:
+        logger.warning("contextjudge: %d case(s)' node labels were given by rank and no captured case of theirs "
+                       "has that many nodes, so they name no node and are not used: %s. Label them again "
+                       "(`contextjudge label`, by text or with --run).", len(unmatched),
+                       ", ".join(repr(k) for k in unmatched[:10]) + (" ..." if len(unmatched) > 10 else ""))
+
+
+def _keyed(keyed_labels: Callable[[Any, dict[str, Any]], dict[str, Any]], case: Any, labels: dict[str, Any],
+           where: str) -> dict[str, Any]:
+    try:
+        return keyed_labels(case, labels)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc} Nothing was written.") from exc
+
+
 def _parse_label_records(records: Iterable[dict[str, Any]], where: Callable[[int], str]
-                         ) -> list[tuple[int, str | None, Any, dict[str, Any]]]:
+                         ) -> list[tuple[int, str | None, Any, dict[str, Any], Any]]:
     """The label records of ``add_labels`` checked and read: (record number, key, input, normalised labels)."""
     from ..cases.labels import normalize_labels  # noqa: PLC0415
 
@@ -171,11 +303,11 @@ def _parse_label_records(records: Iterable[dict[str, Any]], where: Callable[[int
             raise ConfigurationError(f"{where(i)}: expected a JSON object with 'key', 'id' or 'input' "
                                      f"and label fields, got {type(rec).__name__}.")
         labels = normalize_labels(rec, where(i))
-        if "statement_labels" in labels and "statements" not in labels:
+        if "statement_labels" in labels and "statements" not in labels and rec.get("expected_output") is None:
             raise ConfigurationError(f"{where(i)}: 'statement_labels' without 'statements': give the statements "
                                      "the labels are for (the expected output's claims, in order), so a label "
                                      "cannot silently land on another statement. Nothing was written.")
-        if not any(k != "statements" for k in labels):
+        if not any(k != "statements" for k in labels):  # "nodes" (keyed node labels) counts as a label field
             raise ConfigurationError(f"{where(i)}: no label field; give at least one of 'labels', "
                                      "'relevance_labels', 'utilization_labels', 'statement_labels'.")
         key = rec.get("key") if rec.get("key") is not None else rec.get("id")
@@ -183,5 +315,9 @@ def _parse_label_records(records: Iterable[dict[str, Any]], where: Callable[[int
         if key is None and not text_in:
             raise ConfigurationError(f"{where(i)}: say which case it labels with 'key', 'id' or "
                                      "'input'.")
-        parsed.append((i, None if key is None else str(key), text_in, labels))
+        if "statement_labels" in labels and "statements" not in labels:
+            from .._text import split_sentences  # noqa: PLC0415
+
+            labels["statements"] = split_sentences(str(rec["expected_output"]))
+        parsed.append((i, None if key is None else str(key), text_in, labels, rec.get("retrieval_context")))
     return parsed

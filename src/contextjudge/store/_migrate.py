@@ -31,7 +31,9 @@ class Migrations(StoreBase):
         (``_MIGRATIONS``: version -> the method that makes it version + 1), each recorded when it is done, so a
         migration stopped half way resumes at the step it stopped in. 1 -> 2: results gain ``gold_score`` and
         ``score_spread``; the labels table is created. 2 -> 3: the queue and spend tables are created. 3 -> 4:
-        results gain the columns reads group and filter by, backfilled from the JSON."""
+        results gain the columns reads group and filter by, backfilled from the JSON. 4 -> 5: runs gain
+        ``goldens_hash`` and ``goldens_name``, the label log is created, and positional node labels are keyed to the
+        nodes of the case they were given for (``_labels.key_stored_labels``)."""
         if version not in self._MIGRATIONS:
             raise StoreError(f"the store has schema version {version} and no migration to {S.SCHEMA_VERSION} "
                              "exists. Pass a new path (or another database) for the store.")
@@ -46,7 +48,7 @@ class Migrations(StoreBase):
                     S.SCHEMA_VERSION)
 
     # version -> the step that makes a store of that version the next one (a later version adds its own step here)
-    _MIGRATIONS = {1: "_migrate_1_2", 2: "_migrate_2_3", 3: "_migrate_3_4"}
+    _MIGRATIONS = {1: "_migrate_1_2", 2: "_migrate_2_3", 3: "_migrate_3_4", 4: "_migrate_4_5"}
 
     def _add_columns(self, added: Mapping[str, tuple[tuple[str, str], ...]]) -> None:
         for table, columns in added.items():
@@ -115,3 +117,10 @@ class Migrations(StoreBase):
                 logger.info("contextjudge: upgrading the store to schema 4: %d results filled so far", done)
 
     _BACKFILL = 5000
+
+    def _migrate_4_5(self) -> None:
+        from ._labels import key_stored_labels  # noqa: PLC0415
+
+        self._add_columns(S.GOLDENS_COLUMNS)
+        S.label_log.create(self.engine, checkfirst=True)
+        key_stored_labels(self.engine)

@@ -316,6 +316,8 @@ class ReadStore:
                                      since=parse_time(since, "since"), until=parse_time(until, "until"),
                                      filters=dict(where or {}), at=at)
         rows = self.iter_results(run=run, metric=metric, since=since, until=until, where=where, at=at, light=True)
-        return build_trend(rows, by=by, min_cases=DEFAULT_MIN_CASES if min_cases is None else int(min_cases),
-                           since=parse_time(since, "since"), until=parse_time(until, "until"),
-                           filters=dict(where or {}), at=at)
+        trend = build_trend(rows, by=by, min_cases=DEFAULT_MIN_CASES if min_cases is None else int(min_cases),
+                            since=parse_time(since, "since"), until=parse_time(until, "until"),
+                            filters=dict(where or {}), at=at)
+        trend.goldens_changes = self.goldens_changes(trend.since, trend.until)  # type: ignore[attr-defined]
+        return trend

@@ -42,6 +42,7 @@ class RunInfo:
     summary: dict[str, Any] = field(default_factory=dict)
     cases: int = 0
     results: int = 0
+    goldens: dict[str, Any] | None = None  # {"hash", "name"} of the goldens the run ran (schema 5), else None
 
 
 class RunStore(StoreBase):
@@ -54,6 +55,8 @@ class RunStore(StoreBase):
         fingerprint = config.pop("fingerprint", None) or _fingerprint(
             {k: v for k, v in config.items() if k not in ("owner", "cases")})
         judges = config.get("judges") or []
+        given = config.get("goldens_fingerprint")
+        goldens: dict[str, Any] = given if isinstance(given, dict) else {}
         now = time.time()
         with self._guard("start a run"), self._begin() as conn:
             if run_id is not None:
@@ -77,7 +80,8 @@ class RunStore(StoreBase):
             self._insert_ignore(conn, S.runs, {
                 "run_id": new_id, "name": config.get("name"), "status": "running", "created_at": now,
                 "updated_at": now, "finished_at": None, "fingerprint": fingerprint, "judges": _dumps(judges),
-                "config": _dumps(config), "summary": None}, ["run_id"])
+                "config": _dumps(config), "summary": None, "goldens_hash": goldens.get("hash"),
+                "goldens_name": goldens.get("name")}, ["run_id"])
         return new_id
 
     def end_run(self, run_id: str, summary: dict[str, Any], status: str = "finished") -> None:
@@ -131,8 +135,18 @@ class RunStore(StoreBase):
         return [RunInfo(run_id=r.run_id, name=r.name, status=r.status, created_at=r.created_at,
                         finished_at=r.finished_at, fingerprint=r.fingerprint, judges=_loads(r.judges, []) or [],
                         config=_loads(r.config, {}) or {}, summary=_loads(r.summary, {}) or {},
-                        cases=int(n_cases.get(r.run_id, 0)), results=int(n_results.get(r.run_id, 0)))
+                        cases=int(n_cases.get(r.run_id, 0)), results=int(n_results.get(r.run_id, 0)),
+                        goldens={"hash": r.goldens_hash, "name": r.goldens_name} if r.goldens_hash else None)
                 for r in rows]
+
+    def goldens_changes(self, since: float | None = None, until: float | None = None) -> list[dict[str, Any]]:
+        """Where the goldens changed between runs: for each pair of consecutive runs (by start time, within
+        ``since``/``until`` when given) that both recorded their goldens (schema 5) and recorded different ones,
+        ``{"before": run id, "after": run id, "goldens_before": {...}, "goldens_after": {...}}``."""
+        runs = [r for r in reversed(self.list_runs()) if r.goldens
+                and (since is None or r.created_at >= since) and (until is None or r.created_at < until)]
+        return [{"before": a.run_id, "after": b.run_id, "goldens_before": a.goldens, "goldens_after": b.goldens}
+                for a, b in zip(runs, runs[1:], strict=False) if a.goldens != b.goldens]
 
     def run_info(self, run_id: str) -> RunInfo:
         for info in self.list_runs():

@@ -19,14 +19,16 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["SCHEMA_VERSION", "cases", "judge_calls", "labels", "meta", "metadata", "nodes", "queue", "results", "runs",
-           "spend", "verdict_cache", "verdicts", "TAG_SEP"]
+__all__ = ["SCHEMA_VERSION", "TAG_SEP", "cases", "judge_calls", "label_log", "labels", "meta", "metadata", "nodes",
+           "queue", "results", "runs", "spend", "verdict_cache", "verdicts"]
 
 # 1: the first schema. 2: cj_results.gold_score and .score_spread, and the cj_labels table (issue 16).
 # 3: cj_queue (cases waiting for a worker, with leases) and cj_spend (judge spend per budget window) (issue 17).
 # 4: cj_results gains the columns that reads group and filter by (captured_at, retriever, tags, judge_identity,
 #    input_key), backfilled from the JSON in place, with their indexes (issue 39).
-SCHEMA_VERSION = 4
+# 5: gold labels keyed by node identity (positional ones migrated), the cj_label_log table (each label as given: who,
+#    when, queue), cj_runs.goldens_hash / .goldens_name (issue 37).
+SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
@@ -49,6 +51,8 @@ runs = Table(
     Column("judges", Text),                                 # JSON list of {name, identity}
     Column("config", Text),                                 # JSON
     Column("summary", Text),                                # JSON, written by end_run
+    Column("goldens_hash", String(64)),                     # content hash of the goldens the run ran (schema 5)
+    Column("goldens_name", Text),                           # the goldens file's name (schema 5)
 )
 
 cases = Table(
@@ -169,9 +173,27 @@ labels = Table(
     "cj_labels", metadata,
     Column("case_key", String(255), primary_key=True),
     Column("input", Text),                                  # the case's input when the labels were attached
-    Column("labels", Text, nullable=False),                 # JSON: the normalised label fields (cases/labels.py)
+    Column("labels", Text, nullable=False),                 # JSON: the normalised label fields (cases/labels.py),
+    Column("created_at", Float, nullable=False),            # node labels keyed by node identity (schema 5)
+)
+
+# every label as it was given (schema 5): who gave it, when, for which case and item, from which queue
+# ("calibrate": cases chosen for what they teach; "estimate": a uniform random draw, the only kind the bias-corrected
+# intervals may use). A value of None withdraws the item's earlier label (undo).
+label_log = Table(
+    "cj_label_log", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("case_key", String(255), nullable=False),
+    Column("run_id", String(128)),
+    Column("field", String(32), nullable=False),            # labels | relevance_labels | utilization_labels | ...
+    Column("item", Text, nullable=False),                   # node hash (node fields) or statement text
+    Column("value", Boolean),
+    Column("who", String(255)),
+    Column("queue", String(16)),
+    Column("note", Text),
     Column("created_at", Float, nullable=False),
 )
+Index("ix_cj_label_log_case", label_log.c.case_key)
 
 # cases waiting for a worker (`contextjudge worker`, capture mode "worker", the Ray engine): one row per stored case
 # that is to be scored. A worker claims rows by setting owner and lease_until (an expired lease may be claimed
@@ -212,7 +234,9 @@ spend = Table(
 )
 
 # columns added after schema 1, by table: a store of version 1 gains them in ResultsStore._migrate
-# (``_migrate`` adds them; which step adds which is in ``COLUMNS_OF_VERSION``)
+# (``_migrate`` adds them; which step adds which: 1 -> 2 ``ADDED_COLUMNS``, 3 -> 4 ``FACET_COLUMNS``, 4 -> 5
+# ``GOLDENS_COLUMNS``)
 ADDED_COLUMNS = {"cj_results": (("gold_score", "FLOAT"), ("score_spread", "FLOAT"))}
 FACET_COLUMNS = {"cj_results": (("captured_at", "FLOAT"), ("retriever", "TEXT"), ("tags", "TEXT"),
                                 ("judge_identity", "TEXT"), ("input_key", "VARCHAR(32)"))}
+GOLDENS_COLUMNS = {"cj_runs": (("goldens_hash", "VARCHAR(64)"), ("goldens_name", "TEXT"))}

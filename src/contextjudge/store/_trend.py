@@ -114,6 +114,9 @@ class Trend:
     until: float | None = None
     filters: dict[str, Any] = field(default_factory=dict)
     at: str = "captured"
+    # where the goldens changed between runs in this range (``ResultsStore.goldens_changes``): a difference across
+    # such a change measures the questions as much as the app
+    goldens_changes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def judge_changes(self) -> list[tuple[str, str, list[str], list[str]]]:
@@ -136,7 +139,8 @@ class Trend:
                 "min_cases": self.min_cases, "metrics": list(self.metrics),
                 "windows": [w.to_dict() for w in self.windows],
                 "judge_changes": [{"window": w, "metric": m, "before": b, "after": a}
-                                  for w, m, b, a in self.judge_changes]}
+                                  for w, m, b, a in self.judge_changes],
+                "goldens_changes": list(self.goldens_changes)}
 
 
 class _Acc:

@@ -311,13 +311,15 @@ class ReadStore:
             window_bounds(0.0, by)  # a clear error for a window it does not know
             groups = sums.aggregate(("window", "metric", "judge"), metric=metric, since=since, until=until,
                                     where=where, run=run, at=at, window=by)
-            return trend_from_groups(groups, by=by,
-                                     min_cases=DEFAULT_MIN_CASES if min_cases is None else int(min_cases),
-                                     since=parse_time(since, "since"), until=parse_time(until, "until"),
-                                     filters=dict(where or {}), at=at)
-        rows = self.iter_results(run=run, metric=metric, since=since, until=until, where=where, at=at, light=True)
-        trend = build_trend(rows, by=by, min_cases=DEFAULT_MIN_CASES if min_cases is None else int(min_cases),
-                            since=parse_time(since, "since"), until=parse_time(until, "until"),
-                            filters=dict(where or {}), at=at)
+            trend = trend_from_groups(groups, by=by,
+                                      min_cases=DEFAULT_MIN_CASES if min_cases is None else int(min_cases),
+                                      since=parse_time(since, "since"), until=parse_time(until, "until"),
+                                      filters=dict(where or {}), at=at)
+        else:
+            rows = self.iter_results(run=run, metric=metric, since=since, until=until, where=where, at=at,
+                                     light=True)
+            trend = build_trend(rows, by=by, min_cases=DEFAULT_MIN_CASES if min_cases is None else int(min_cases),
+                                since=parse_time(since, "since"), until=parse_time(until, "until"),
+                                filters=dict(where or {}), at=at)
         trend.goldens_changes = self.goldens_changes(trend.since, trend.until)  # type: ignore[attr-defined]
         return trend

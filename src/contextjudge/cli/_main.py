@@ -11,12 +11,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._text import shown
 from ..errors import ContextJudgeError, UsageError
 from ._estimate import add_estimate_command
 from ._eval import add_eval_command
 from ._runs import add_store_commands
 from ._score import add_score_command
-from ._shared import EXIT_ERROR, EXIT_OK, _entry_points, _err
+from ._shared import EXIT_ERROR, EXIT_OK, ShownStdout, _entry_points, _err
 from ._trend import add_trend_command
 from ._trust import add_trust_commands
 from ._worker import add_worker_command
@@ -93,6 +94,9 @@ class _StderrHandler(logging.StreamHandler):
         super().__init__()
         self.setFormatter(logging.Formatter("%(message)s"))
 
+    def format(self, record: logging.LogRecord) -> str:
+        return shown(super().format(record), keep="\n\t")  # a warning may quote stored text
+
     @property
     def stream(self):
         return sys.stderr
@@ -117,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     log, handler, level = _configure_logging(debug)
+    stdout = sys.stdout
+    sys.stdout = ShownStdout(stdout)  # type: ignore[assignment] - stored text is shown, never obeyed
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -149,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(_explain(exc))
         return EXIT_ERROR
     finally:
+        if isinstance(sys.stdout, ShownStdout) and sys.stdout.stream is stdout:
+            sys.stdout = stdout
         log.removeHandler(handler)
         log.setLevel(level)
 

@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from .._text import shown
 from ..errors import UsageError
 from ._shared import (
     EXIT_GATE,
@@ -140,7 +141,7 @@ def _run_label(store: Any, run_id: str) -> str:
         name = store.run_info(run_id).name
     except Exception:  # noqa: BLE001 - the label is a nicety; the id is enough
         name = None
-    return f"{name} (run {run_id})" if name and name != run_id else f"run {run_id}"
+    return shown(f"{name} (run {run_id})" if name and name != run_id else f"run {run_id}")
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv
     log, handler, level = _configure_logging(debug)
     stdout = sys.stdout
-    sys.stdout = ShownStdout(stdout)  # type: ignore[assignment] - stored text is shown, never obeyed
+    sys.stdout = ShownStdout(stdout)  # stored text is shown, never obeyed
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

@@ -290,3 +290,32 @@ def test_the_judge_identity_a_result_records_changes_with_the_prompt_and_the_jud
     assert all(len(set(r)) == 1 for r in runs)
     assert runs[0] == runs[1]                       # the same judge and prompt: the same identity
     assert len({r[0] for r in runs}) == 3           # another prompt, other parameters: another identity each
+
+
+def test_a_nan_score_written_by_another_program_is_skipped_counted_and_named(pg_url, capsys, wipe):
+    """PostgreSQL keeps a NaN a foreign program writes into ``score`` (SQLite makes it NULL): ``trend`` failed with
+    "cannot convert float NaN to integer", naming no row. Now the row is skipped, counted as an error, and named."""
+    store = contextjudge.open_store(pg_url)
+    wipe(store)
+    store.close()
+    _week(pg_url, days=3, per_day=15, degraded_day=None)
+    store = contextjudge.open_store(pg_url)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE cj_results SET score = 'NaN' WHERE case_key IN ('d2-c3', 'd1-c4') "
+                          "AND metric = 'Contextual Relevancy'"))
+    store.close()
+    try:
+        for argv in (["trend", "--store", pg_url], ["trend", "--store", pg_url, "--fail-on-drop"],
+                     ["trend", "--store", pg_url, "--json"]):
+            rc, out, err = _cli(capsys, *argv)
+            assert rc == 0, err
+            assert "case d2-c3, metric 'Contextual Relevancy': nan is not a score" in err
+            assert "case d1-c4" in err and "postgres" in err
+        data = json.loads(out)
+        last = data["windows"][-1]["metrics"]["Contextual Relevancy"]
+        assert last["judged"] == 14 and last["errors"] == 1
+        rows = [r for r in contextjudge.open_store(pg_url).results(metric="Contextual Relevancy")
+                if r["case_key"] == "d2-c3"]
+        assert rows[0]["score"] is None and rows[0]["error_type"] == "InvalidStoredScore"
+    finally:
+        wipe(contextjudge.open_store(pg_url))

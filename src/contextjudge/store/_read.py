@@ -247,7 +247,8 @@ class ReadStore:
                 if bad <= _NAMED_BAD_SCORES:
                     logger.warning("contextjudge: in the store %s, skipped the score of run %s, case %s, metric %r: "
                                    "%s is not a score (another program wrote it there?); counted as an error",
-                                   redact(self.url), row.run_id, row.case_key, row.metric, score)
+                                   redact(self.url), row.run_id, row.case_key, row.metric,  # type: ignore[attr-defined]
+                                   score)
                 error = f"the store holds the score {score} for this result, which is not a number: skipped"
                 score, error_type = None, "InvalidStoredScore"
             details: dict[str, Any] = {}
@@ -267,7 +268,7 @@ class ReadStore:
                    "judged_at": float(row.judged_at)}
         if bad > _NAMED_BAD_SCORES:
             logger.warning("contextjudge: skipped %d more result(s) of %s whose score is not a number",
-                           bad - _NAMED_BAD_SCORES, redact(self.url))
+                           bad - _NAMED_BAD_SCORES, redact(self.url))  # type: ignore[attr-defined]
 
     def results(self, *, run: Any = None, metric: Any = None, since: Any = None, until: Any = None,
                 where: Mapping[str, Any] | None = None, at: str = "captured", as_: str = "records") -> Any:

@@ -10,9 +10,12 @@ the N windows before) per metric:
 - the judge first: when the judge that scored a metric changed between the baseline and the latest window (another
   model, other parameters, another calibration file: ``judge_identity`` of the results), the metric is reported as
   *judge changed* and never tested, since a difference then measures the judge, not the retriever;
-- cases are paired by normalised input when enough inputs appear in both (a replayed golden set, a popular
-  question): the paired-t interval of ``compare``; otherwise the windows are two independent samples: Welch's
-  interval (``stats.unpaired_difference``);
+- the cases of one (normalised) input are one cluster, not independent draws: windows are paired by input when
+  enough inputs appear in both (a replayed golden set, popular questions), one pair per input; otherwise the two
+  means are compared with cluster-robust variances. And a window is not a pooled sample of a fixed population: the
+  traffic mix shifts from day to day, so with three or more windows before the latest, the spread of their means
+  bounds the variance of the difference from below (``drop_difference``). ``benchmarks/bench_trend_alarms.py``
+  measures the false-alarm rate and the power of this test on each traffic shape (docs/trend-alarms.md);
 - several metrics are tested at once, so each interval is widened to a Bonferroni level (1 - 0.05 / metrics
   tested): the chance that any metric is called worse when none is stays at 5%;
 - a drop is the whole interval below zero (and below ``-min_drop``, when given); it comes with the lowest-scoring
@@ -22,15 +25,16 @@ the N windows before) per metric:
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..stats import LEVEL, Interval, moments_interval, paired_difference, proportion_interval, unpaired_difference
+from ..stats import LEVEL, Interval, moments_interval, proportion_interval, t_quantile
 
-__all__ = ["DEFAULT_MIN_CASES", "Drop", "MetricWindow", "Trend", "TrendWindow", "build_trend", "find_drops",
-           "window_bounds"]
+__all__ = ["DEFAULT_MIN_CASES", "Drop", "MetricWindow", "Trend", "TrendWindow", "build_trend", "cluster_of",
+           "drop_difference", "find_drops", "window_bounds"]
 
 DEFAULT_MIN_CASES = 10
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
@@ -216,9 +220,10 @@ class Drop:
     judges_before: list[str] = field(default_factory=list)
     judges_after: list[str] = field(default_factory=list)
     worst: list[dict[str, Any]] = field(default_factory=list)
+    spread: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "status": self.status, "baseline_mean": self.baseline_mean,
+        return {"metric": self.metric, "status": self.status, "spread": self.spread, "baseline_mean": self.baseline_mean,
                 "latest_mean": self.latest_mean,
                 "difference": None if self.difference is None else self.difference.to_dict(),
                 "method": self.method, "level": self.level, "baseline_cases": self.n_baseline,
@@ -284,19 +289,14 @@ def find_drops(store: Any, trend: Trend, *, baseline: str = "previous", level: f
     adj = 1.0 - (1.0 - level) / k
     for d, b, c in testable:
         d.level = adj
-        by_in: dict[str, list[float]] = {}
-        for r in b:
-            by_in.setdefault(normalize_input(r.get("input") or ""), []).append(r["score"])
-        pairs = []
-        for r in c:
-            hit = by_in.get(normalize_input(r.get("input") or ""))
-            if hit:
-                pairs.append((sum(hit) / len(hit), r["score"]))
-        if len(pairs) >= MIN_PAIRS and len(pairs) >= MIN_PAIRED_SHARE * len(c):
-            d.difference, d.method = paired_difference(pairs, level=adj), "paired"
-        else:
-            d.difference = unpaired_difference([r["score"] for r in b], [r["score"] for r in c], level=adj)
-            d.method = "unpaired"
+        history = [w.metrics[d.metric].mean for w in trend.windows[:-1]
+                   if d.metric in w.metrics and w.metrics[d.metric].enough]
+        means = [iv.estimate for iv in history if iv is not None]
+        base_windows = sum(1 for w in trend.windows[:-1] if b_lo <= w.start < b_hi and d.metric in w.metrics)
+        d.difference, d.method, d.spread = drop_difference(
+            [(cluster_of(r, normalize_input), r["score"]) for r in b],
+            [(cluster_of(r, normalize_input), r["score"]) for r in c],
+            [m for m in means if m is not None], max(1, base_windows), adj)
         iv = d.difference
         worse = iv.high is not None and iv.high < 0 and (iv.estimate or 0.0) <= -abs(min_drop)
         d.status = "drop" if worse else "no drop"
@@ -308,3 +308,61 @@ def find_drops(store: Any, trend: Trend, *, baseline: str = "previous", level: f
             "baseline": {"words": words, "start": b_lo, "end": b_hi}, "level": level,
             "adjusted_level": adj, "metrics_tested": len(testable)}
     return drops, info
+
+
+# ---------------------------------------------------------------------------------------------- the test itself
+def cluster_of(rec: dict[str, Any], normalize: Any) -> str:
+    """What makes cases one unit of evidence: the same (normalised) input, asked again; a case without an input
+    is its own."""
+    text = rec.get("input")
+    return "input:" + normalize(text) if text else "case:" + str(rec.get("run_id")) + "/" + str(rec.get("case_key"))
+
+
+def _clustered(recs: list[tuple[str, float]]) -> tuple[float, float, int, dict[str, list[float]]]:
+    """(mean, its variance with the cases of one input counted as one cluster (CR1), clusters, scores by cluster)."""
+    groups: dict[str, list[float]] = {}
+    for key, x in recs:
+        groups.setdefault(key, []).append(float(x))
+    n = len(recs)
+    m = sum(float(x) for _, x in recs) / n
+    c = len(groups)
+    if c < 2:
+        return m, math.inf, c, groups
+    ss = sum(sum(x - m for x in xs) ** 2 for xs in groups.values())
+    return m, c / (c - 1) * ss / (n * n), c, groups
+
+
+def drop_difference(base: list[tuple[str, float]], cur: list[tuple[str, float]], window_means: list[float],
+                    base_windows: int, level: float) -> tuple[Interval, str, str]:
+    """latest - baseline with its interval at ``level``: (interval, ``"paired"``/``"unpaired"``, what its spread
+    counts). ``base``/``cur``: (cluster, score) of each case; ``window_means``: the means of the windows before the
+    latest (each with enough cases); ``base_windows``: how many of them the baseline spans.
+
+    Two sources of false alarms are accounted for. Repeated inputs (a popular question asked a hundred times) are
+    one cluster each: paired, one pair per input seen in both; unpaired, the cluster-robust variance of each mean.
+    Day-to-day variation (the traffic mix shifts from one day to the next) is measured on the windows before: with
+    three or more, the spread of their means (every source of variation between windows in it) gives the variance
+    of latest - baseline as ``s^2 (1 + 1/base_windows)`` on ``windows - 1`` degrees of freedom, and the wider of the
+    two is used. Both are what ``benchmarks/bench_trend_alarms.py`` measures."""
+    mb, vb, cb, gb = _clustered(base)
+    mc, vc, cc, gc = _clustered(cur)
+    shared = [k for k in gc if k in gb]
+    if len(shared) >= MIN_PAIRS and len(shared) >= MIN_PAIRED_SHARE * cc:
+        diffs = [sum(gc[k]) / len(gc[k]) - sum(gb[k]) / len(gb[k]) for k in shared]
+        est = sum(diffs) / len(diffs)
+        var = sum((x - est) ** 2 for x in diffs) / (len(diffs) - 1) / len(diffs)
+        df, method, spread = len(diffs) - 1, "paired", f"{len(diffs)} inputs in both"
+    else:
+        est, var = mc - mb, vb + vc
+        df, method, spread = max(1, min(cb, cc) - 1), "unpaired", f"clustered by input ({cb} and {cc})"
+    h = len(window_means)
+    if h >= 3:
+        mean_w = sum(window_means) / h
+        s2 = sum((x - mean_w) ** 2 for x in window_means) / (h - 1)
+        var_days = s2 * (1.0 + 1.0 / max(1, base_windows))
+        if var_days > var or not math.isfinite(var):
+            var, df, spread = var_days, h - 1, f"day-to-day spread of {h} windows"
+    if not math.isfinite(var):
+        return Interval(est, None, None, min(len(base), len(cur)), level, method), method, spread
+    half = t_quantile(max(1, df), level) * math.sqrt(max(0.0, var))
+    return Interval(est, est - half, est + half, min(len(base), len(cur)), level, method), method, spread

@@ -115,6 +115,9 @@ def test_label_with_nothing_matched_exits_1(capsys, tmp_path, store_path):
     # statement labels name their statements, so a label cannot land on another statement
     ([{"key": "c-vacation", "statement_labels": [1, 1, 0]}],
      "labels record 1 (line 1): 'statement_labels' without 'statements'"),
+    # an input that is not a string (a list matched by its printed form): refused with what to do
+    ([{"input": ["Do vacation days carry over?"], "labels": [0, 0, 1]}],
+     "labels record 1 (line 1): 'input' must be the case's question as a string, got list"),
     # two records for one case: refused, not "the last one wins"
     ([{"key": "c-vacation", "labels": [1, 0, 1]}, {"id": "c-vacation", "labels": [0, 0, 1]}],
      "labels record 2 (line 2) labels case 'c-vacation', which labels record 1 (line 1) labels too"),
@@ -133,6 +136,10 @@ def test_label_file_errors_are_exit_2(capsys, tmp_path, store_path):
     bad.write_text('{"key": "c-vacation", "labels": [1]}\n{not json\n')
     rc, _, err = run(capsys, "label", str(bad), "--store", store_path)
     assert rc == 2 and "line 2: not JSON" in err
+    # nested too deep for Python's reader: it was a RecursionError naming no file or line
+    bad.write_text('{"key": "c-vacation", "labels": [1]}\n{"key": "x", "labels": ' + "[" * 50000 + "]" * 50000 + "}\n")
+    rc, _, err = run(capsys, "label", str(bad), "--store", store_path)
+    assert rc == 2 and f"{bad}, line 2: not JSON (nested 50001 levels deep, too deep to read" in err, err
     rc, _, err = run(capsys, "label", _write(tmp_path, [{"key": "x", "labels": [1]}]), "--store",
                      str(tmp_path / "nostore.db"))
     assert rc == 2 and "no store at" in err
@@ -225,3 +232,24 @@ def test_the_summary_shows_tiers_and_repeats(capsys):
     assert ("judge tiers: cheap 10 item(s), 7 final, 2 call(s), 0 token(s), 0.5s; strong 3 item(s), 3 final, "
             "1 call(s), 1000 token(s), 2.0s") in out
     assert "judge repeats (k=3): gpt-x disagreed with itself on 2 of 13 item(s)" in out
+
+
+def test_deeply_nested_goldens_and_calibration_files_name_file_and_line(tmp_path):
+    """Every reader of a user's JSON file says where a too-deep value is, as it does for any bad JSON."""
+    from contextjudge.cases.goldens import load_goldens
+    from contextjudge.errors import ConfigurationError, ContextJudgeError
+    from contextjudge.judges._calibration import Calibration
+
+    deep = "[" * 30000 + "]" * 30000
+    jsonl = tmp_path / "goldens.jsonl"
+    jsonl.write_text('{"input": "q"}\n{"input": ' + deep + "}\n")
+    with pytest.raises(ContextJudgeError, match=r"goldens.jsonl:2: not a JSON object \(nested 30001 levels deep"):
+        load_goldens(str(jsonl))
+    whole = tmp_path / "goldens.json"
+    whole.write_text('[\n {"input": "q"},\n {"input": ' + deep + "}\n]\n")
+    with pytest.raises(ContextJudgeError, match=r"nested 30002 levels deep.*line 3 column"):
+        load_goldens(str(whole))
+    cal = tmp_path / "cal.json"
+    cal.write_text(deep)
+    with pytest.raises(ConfigurationError, match="is not valid JSON .nested 30000 levels deep"):
+        Calibration.read(str(cal))

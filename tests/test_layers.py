@@ -34,7 +34,7 @@ ROOTS = [CORE, *INTEGRATIONS]
 # ARCHITECTURE.md, "Layers": a module's first part below ``contextjudge`` gives its layer (the root __init__: "").
 # A decimal layer is a sub-order inside a layer: 6.1 (report) may not import 6.2 (engine).
 LAYERS: dict[str, float] = {
-    "errors": 1, "_text": 1, "_version": 1, "stats": 1, "_locks": 1, "_lazy": 1,
+    "errors": 1, "_text": 1, "_json": 1, "_version": 1, "stats": 1, "_locks": 1, "_lazy": 1,
     "cases": 2, "_aio": 2,
     "_result": 3, "_tracing": 3,
     "judges": 4, "store": 4,

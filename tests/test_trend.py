@@ -407,7 +407,7 @@ def test_trend_and_the_drop_check_aggregate_in_the_database(tmp_path, backend, r
     from contextjudge.store import find_drops
     from contextjudge.store._trend import build_trend
 
-    _week(url, days=5, per_day=20, degraded_day=4, questions=10)
+    _week(url, days=5, per_day=20, degraded_day=4, questions=20)  # 16 inputs of policy_search: paired by input
     store = contextjudge.open_store(url, read_only=True)
     rows_trend = {w: build_trend(store.iter_results(light=True), by=w).to_dict() for w in ("hour", "day", "week")}
     slow = {}
@@ -438,3 +438,79 @@ class _RowsOnly:
 
     def iter_results(self, **kw):
         return self._s.iter_results(**kw)
+
+
+def test_a_nan_score_written_by_another_program_is_skipped_counted_and_named(pg_url, capsys, wipe):
+    """PostgreSQL keeps a NaN a foreign program writes into ``score`` (SQLite makes it NULL): ``trend`` failed with
+    "cannot convert float NaN to integer", naming no row. Now the row is skipped, counted as an error, and named."""
+    store = contextjudge.open_store(pg_url)
+    wipe(store)
+    store.close()
+    _week(pg_url, days=3, per_day=15, degraded_day=None)
+    store = contextjudge.open_store(pg_url)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE cj_results SET score = 'NaN' WHERE case_key IN ('d2-c3', 'd1-c4') "
+                          "AND metric = 'Contextual Relevancy'"))
+    store.close()
+    try:
+        for argv in (["trend", "--store", pg_url], ["trend", "--store", pg_url, "--fail-on-drop"],
+                     ["trend", "--store", pg_url, "--json"]):
+            rc, out, err = _cli(capsys, *argv)
+            assert rc == 0, err
+            assert "case d2-c3, metric 'Contextual Relevancy': nan is not a score" in err
+            assert "case d1-c4" in err and "postgres" in err
+        data = json.loads(out)
+        last = data["windows"][-1]["metrics"]["Contextual Relevancy"]
+        assert last["judged"] == 14 and last["errors"] == 1
+        rows = [r for r in contextjudge.open_store(pg_url).results(metric="Contextual Relevancy")
+                if r["case_key"] == "d2-c3"]
+        assert rows[0]["score"] is None and rows[0]["error_type"] == "InvalidStoredScore"
+    finally:
+        wipe(contextjudge.open_store(pg_url))
+
+
+def _popular_week(path: str, seed: int, days: int = 8, per_day: int = 80) -> None:
+    """A stable series of popular questions: each day's cases drawn from 40 questions with Zipf weights, each with
+    its own mean; nothing changes from day to day (benchmarks/trend_alarms.py's ``popular`` shape)."""
+    rng = random.Random(seed)
+    questions = [f"question {q}" for q in range(40)]
+    effects = [rng.gauss(0.0, 0.15) for _ in questions]
+    weights = [1.0 / (q + 1) ** 1.1 for q in range(len(questions))]
+    store = contextjudge.open_store(path)
+    run = store.begin_run(None, {"name": "prod", "mode": "worker"})
+    day0 = (time.time() // DAY - (days - 1)) * DAY
+    for d in range(days):
+        for i, q in enumerate(rng.choices(range(len(questions)), weights, k=per_day)):
+            key = f"d{d}-c{i}"
+            score = min(1.0, max(0.0, 0.70 + effects[q] + rng.gauss(0.0, 0.10)))
+            store.save_case(run, key, d * 1000 + i, LLMTestCase(input=questions[q], actual_output="a",
+                                                               retrieval_context=["c"]))
+            store.save_result(run, key, MetricResult(name="Contextual Relevancy", score=score, threshold=0.5,
+                                                     success=score >= 0.5, evaluation_model="contextjudge-local"))
+    store.end_run(run, {})
+    with store.engine.begin() as conn:
+        for d in range(days):
+            at = day0 + d * DAY + 60
+            conn.execute(text("UPDATE cj_cases SET created_at = :at + position % 1000 WHERE case_key LIKE :k"),
+                         {"at": at, "k": f"d{d}-%"})
+            conn.execute(text("UPDATE cj_results SET created_at = :at + 600, captured_at = :at WHERE case_key "
+                              "LIKE :k"), {"at": at, "k": f"d{d}-%"})
+    store.close()
+
+
+def test_a_stable_series_of_repeated_questions_raises_no_alarm(tmp_path, capsys):
+    """The same popular questions asked again and again are not independent draws: pairing each repeat as its own
+    case (and pooling cases) alarmed on 11-13.5% of stable series. This one alarmed; counted by input, it does not.
+    A real drop of 0.1 on the same traffic still fires."""
+    path = str(tmp_path / "popular.db")
+    _popular_week(path, seed=8)
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--fail-on-drop", "--json")
+    [d] = json.loads(out)["drop_check"]["drops"]
+    assert rc == 0 and d["status"] == "no drop", d
+    assert d["method"] in ("paired", "unpaired") and d["spread"]  # what the spread of the difference counts
+    store = contextjudge.open_store(path)
+    with store.engine.begin() as conn:  # the latest day 0.1 worse
+        conn.execute(text("UPDATE cj_results SET score = MAX(0.0, score - 0.1) WHERE case_key LIKE 'd7-%'"))
+    store.close()
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--fail-on-drop")
+    assert rc == 1 and "DROP Contextual Relevancy" in out

@@ -200,3 +200,32 @@ def test_otel_metrics_from_the_environment_as_the_worker_builds_them(monkeypatch
     monkeypatch.setenv("OTEL_METRICS_EXPORTER", "nonesuch")
     with pytest.raises(Exception, match="OTEL_METRICS_EXPORTER names nonesuch"):
         exporter_from_environment()
+
+
+def test_the_endpoint_binds_loopback_and_closes_idle_connections(tmp_path):
+    """It bound 0.0.0.0 by default and gave every idle connection a thread with no timeout (300 idle connections:
+    303 threads). Now: loopback unless told otherwise, a silent connection closed after ``idle_timeout``, and at
+    most ``max_connections`` threads however many connect."""
+    import socket
+    import threading
+
+    from contextjudge.cli._main import build_parser
+
+    assert build_parser().parse_args(["worker", "--store", "x.db"]).metrics_addr == "127.0.0.1"
+    store, _ = _queue(str(tmp_path / "q.db"), 1)
+    metrics = WorkerMetrics().attach(Worker(store, [], cpus=0, nice=0))
+    port = metrics.serve(0, idle_timeout=0.5, max_connections=4)
+    try:
+        assert metrics._server.server_address[0] == "127.0.0.1"
+        before = threading.active_count()
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(30)]
+        time.sleep(0.3)
+        assert threading.active_count() - before <= 4
+        start = time.monotonic()
+        for s in idle:  # every one is closed by the server: the ones it served once idle, the others at once
+            assert s.recv(1) == b""
+            s.close()
+        assert time.monotonic() - start < 3
+        assert "contextjudge_worker_cases_total" in str(_scrape(port))  # and it still answers
+    finally:
+        metrics.close()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["shorten", "split_sentences", "split_statements"]
+__all__ = ["shorten", "shown", "split_sentences", "split_statements"]
 
 _ABBREVIATIONS = {
     "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "inc", "ltd", "co", "corp",
@@ -132,3 +132,18 @@ def shorten(text: str | None, limit: int) -> str:
     if space > 0:
         cut = cut[:space]
     return cut.rstrip(" ,;:-(") + "…"
+
+
+# Characters a terminal obeys rather than shows: C0 and C1 controls and DEL (escape sequences, carriage return,
+# backspace, bell), the bidirectional overrides and isolates (text that reads in another order than it is stored),
+# and the line and paragraph separators.
+_OBEYED = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069]")
+
+
+def shown(text: object, keep: str = "") -> str:
+    """``text`` with every character a terminal would obey (``_OBEYED``) written out as ``\\u001b`` instead, so
+    captured end-user text is shown, not obeyed (an erase-line, a cursor move or a window title stays inert). The
+    characters in ``keep`` (``"\\n\\t"`` for whole messages) pass as they are. The form is a valid JSON string
+    escape, so JSON printed through it still parses to the same value."""
+    value = str(text)
+    return _OBEYED.sub(lambda m: m.group() if m.group() in keep else f"\\u{ord(m.group()):04x}", value)

@@ -410,3 +410,164 @@ def test_result_events_of_both_case_shapes(store, judge):
     shapes = sorted((e["conversation"], e["input"], e["metric"]) for e in listener.events)
     assert shapes == [(False, QUESTIONS[1], "Contextual Relevancy"), (False, QUESTIONS[0], "Contextual Relevancy"),
                       (True, None, "Turn Contextual Relevancy")]
+
+
+# ---------------------------------------------------------------------------------------------------- one-pass results
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore  # noqa: E402
+
+from contextjudge_langchain._vectorstores import SEARCH_METHODS  # noqa: E402
+
+ONE_PASS_DOCS = [Document(f"Policy paragraph {i}.", id=f"doc-{i}") for i in range(5)]
+ONE_PASS_SCORES = [0.9, 0.8, 0.7, 0.6, 0.5]
+
+
+class OnePassStore(VectorStore):
+    """A store whose every search hands back a one-pass iterator (a generator, ``zip(docs, scores)``), as some
+    integrations' do; the async forms return them from a coroutine."""
+
+    def add_texts(self, texts, metadatas=None, **kwargs):
+        raise NotImplementedError
+
+    @classmethod
+    def from_texts(cls, texts, embedding, metadatas=None, **kwargs):
+        raise NotImplementedError
+
+    def similarity_search(self, query, k=4, **kwargs):
+        yield from ONE_PASS_DOCS[:k]
+
+    def similarity_search_with_score(self, query, k=4, **kwargs):
+        return zip(ONE_PASS_DOCS[:k], ONE_PASS_SCORES[:k], strict=True)
+
+    def similarity_search_with_relevance_scores(self, query, k=4, **kwargs):
+        return ((d, s) for d, s in zip(ONE_PASS_DOCS[:k], ONE_PASS_SCORES[:k], strict=True))
+
+    def similarity_search_by_vector(self, embedding, k=4, **kwargs):
+        return (d for d in ONE_PASS_DOCS[:k])
+
+    def max_marginal_relevance_search(self, query, k=4, fetch_k=20, lambda_mult=0.5, **kwargs):
+        return iter(ONE_PASS_DOCS[:k])
+
+    def max_marginal_relevance_search_by_vector(self, embedding, k=4, fetch_k=20, lambda_mult=0.5, **kwargs):
+        return iter(ONE_PASS_DOCS[:k])
+
+    async def asimilarity_search(self, query, k=4, **kwargs):
+        return (d for d in ONE_PASS_DOCS[:k])
+
+    async def asimilarity_search_with_score(self, query, k=4, **kwargs):
+        return zip(ONE_PASS_DOCS[:k], ONE_PASS_SCORES[:k], strict=True)
+
+    async def asimilarity_search_with_relevance_scores(self, query, k=4, **kwargs):
+        return zip(ONE_PASS_DOCS[:k], ONE_PASS_SCORES[:k], strict=True)
+
+    async def asimilarity_search_by_vector(self, embedding, k=4, **kwargs):
+        return iter(ONE_PASS_DOCS[:k])
+
+    async def amax_marginal_relevance_search(self, query, k=4, fetch_k=20, lambda_mult=0.5, **kwargs):
+        return iter(ONE_PASS_DOCS[:k])
+
+    async def amax_marginal_relevance_search_by_vector(self, embedding, k=4, fetch_k=20, lambda_mult=0.5, **kwargs):
+        return iter(ONE_PASS_DOCS[:k])
+
+
+@pytest.mark.parametrize("method", sorted(SEARCH_METHODS))
+def test_a_one_pass_result_reaches_the_app_whole(session, method):
+    """Capture read the iterator to record it and handed the app the spent original: 0 documents in the app, 3 in
+    the case. Now the app gets every item the store yielded, in order, and the case records the same."""
+    store = OnePassStore()
+    query = [0.1, 0.2] if "by_vector" in method else QUESTIONS[0]
+
+    def search(question):
+        return list(getattr(store, method)(query, k=3))
+
+    async def asearch(question):
+        return list(await getattr(store, method)(query, k=3))
+
+    app_got = (asyncio.run(RunnableLambda(asearch).ainvoke(QUESTIONS[0])) if method.startswith("a")
+               else RunnableLambda(search).invoke(QUESTIONS[0]))
+    expected = (list(zip(ONE_PASS_DOCS[:3], ONE_PASS_SCORES[:3], strict=True)) if SEARCH_METHODS[method] == "pairs"
+                else ONE_PASS_DOCS[:3])
+    assert app_got == expected
+    [case] = session.cases
+    tc = case.test_case
+    assert [n.id for n in tc.retrieval_context] == ["doc-0", "doc-1", "doc-2"]
+    assert tc.additional_metadata["vector_store_call"] == method
+    if SEARCH_METHODS[method] == "pairs":
+        assert [n.score for n in tc.retrieval_context] == pytest.approx(ONE_PASS_SCORES[:3])
+
+
+def test_a_list_is_handed_over_as_the_same_object_and_a_failing_iterator_fails_where_it_did(store, session):
+    """A list result is the very list the store made; an iterator that fails part-way gives the app the items before
+    the failure, then the store's own error."""
+    seen = []
+    original = InMemoryVectorStore.__dict__["similarity_search"].__wrapped__
+
+    class Spy(InMemoryVectorStore):
+        def similarity_search(self, query, k=4, **kwargs):
+            seen.append(original(self, query, k=k, **kwargs))
+            return seen[-1]
+
+    spy = Spy(store.embedding)
+    spy.add_documents(ONE_PASS_DOCS)
+    assert spy.similarity_search(QUESTIONS[0], k=2) is seen[0]
+
+    class Broken(OnePassStore):
+        def similarity_search(self, query, k=4, **kwargs):
+            yield ONE_PASS_DOCS[0]
+            raise ConnectionError("the store went away")
+
+    got = []
+    with pytest.raises(ConnectionError, match="went away"):
+        for doc in Broken().similarity_search(QUESTIONS[0]):
+            got.append(doc)
+    assert got == ONE_PASS_DOCS[:1]
+
+
+def test_reinstrumenting_captures_like_the_first_time_and_uninstrument_leaves_no_wrapper():
+    """In a fresh process: a handler instrumented again after ``uninstrument()``, or reused in ``capture(handler=)``,
+    captures direct searches again (it did not: its release was never undone); a subclass that copied the patched
+    method while instrumented is unwrapped by ``uninstrument()`` (it kept the wrapper)."""
+    script = textwrap.dedent("""
+        from langchain_core.documents import Document
+        from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+        from contextjudge_langchain import ContextJudgeCallbackHandler, capture, instrument, uninstrument
+        from contextjudge_langchain import _vectorstores as vs
+        from contextjudge_langchain.testing import BagOfWordsEmbeddings
+
+        store = InMemoryVectorStore(BagOfWordsEmbeddings())
+        store.add_documents([Document("Employees get 25 days of paid time off.", id="pto")])
+        h = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
+        for round in range(3):
+            instrument(handler=h)
+            store.similarity_search("paid time off", k=1)
+            uninstrument()
+            assert h.flush(10)
+            assert len(h.session.cases) == round + 1, (round, len(h.session.cases))
+        assert not vs.is_patched()
+        with capture(handler=h):
+            store.similarity_search("paid time off", k=1)
+        assert len(h.session.cases) == 4, len(h.session.cases)
+        h.close(5)
+        assert not vs.is_patched()
+
+        def wrappers():
+            seen, todo = [], [VectorStore]
+            while todo:
+                cls = todo.pop(); todo.extend(cls.__subclasses__())
+                seen += [(cls.__name__, n) for n, v in vars(cls).items() if hasattr(v, "__contextjudge_wrapped__")]
+            return seen
+
+        session = instrument(metrics=[], mode="off", max_kept=None)
+        class Copy(InMemoryVectorStore):  # copies the patched method in its body
+            similarity_search = InMemoryVectorStore.similarity_search
+        class Later(InMemoryVectorStore):
+            pass
+        Later.search = InMemoryVectorStore.similarity_search  # and set on a class later
+        assert wrappers()
+        uninstrument(); session.close(5)
+        assert not vs.is_patched() and wrappers() == [], wrappers()
+        assert Copy.similarity_search is InMemoryVectorStore.similarity_search
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

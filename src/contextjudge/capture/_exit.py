@@ -22,7 +22,9 @@ __all__ = ["register"]
 logger = logging.getLogger("contextjudge")
 
 _hooks: dict[int, weakref.WeakMethod] = {}
-_lock = threading.Lock()
+# re-entrant: a session collected while this thread holds the lock (a collection can run inside any allocation made
+# under it) drops its hook through ``gone`` in this same thread
+_lock = threading.RLock()
 _registered = False
 
 
@@ -31,12 +33,14 @@ def register(at_exit: Callable[[], Any]) -> None:
     global _registered  # noqa: PLW0603 - one exit hook per process
     key = id(at_exit.__self__)  # type: ignore[attr-defined]
 
-    def gone(_: Any, key: int = key) -> None:
+    def gone(ref: Any, key: int = key) -> None:
         with _lock:
-            _hooks.pop(key, None)
+            if _hooks.get(key) is ref:  # not the hook of a newer session that was given the same id
+                _hooks.pop(key, None)
 
+    hook = weakref.WeakMethod(at_exit, gone)
     with _lock:
-        _hooks[key] = weakref.WeakMethod(at_exit, gone)
+        _hooks[key] = hook
         if _registered:
             return
         _registered = True

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._json import loads as read_json
 from ..errors import ContextJudgeError
 
 __all__ = ["Golden", "Goldens", "load_goldens", "normalize_input"]
@@ -131,7 +132,7 @@ def load_goldens(source: Any) -> Goldens:
         text = path.read_text(encoding="utf-8")
         if suffix == ".json":
             try:
-                data = json.loads(text)
+                data = read_json(text)
             except json.JSONDecodeError as exc:
                 raise ContextJudgeError(f"{path}: not valid JSON ({exc}). Fix the file or use JSONL.") from exc
             if isinstance(data, dict):
@@ -142,7 +143,7 @@ def load_goldens(source: Any) -> Goldens:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = read_json(line)
             except json.JSONDecodeError as exc:
                 raise ContextJudgeError(f"{path}:{n}: not a JSON object ({exc.msg}). Each line of a goldens JSONL "
                                         "file must be one object like {\"input\": ..., \"expected_output\": ...}.") \

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._text import shown
 from ..errors import ContextJudgeError, UsageError
 from ._estimate import add_estimate_command
 from ._eval import add_eval_command
@@ -18,7 +19,7 @@ from ._mcp import add_mcp_command
 from ._prune import add_prune_command
 from ._runs import add_store_commands
 from ._score import add_score_command
-from ._shared import EXIT_ERROR, EXIT_OK, _entry_points, _err
+from ._shared import EXIT_ERROR, EXIT_OK, ShownStdout, _entry_points, _err
 from ._trend import add_trend_command
 from ._trust import add_trust_commands
 from ._worker import add_worker_command
@@ -97,6 +98,9 @@ class _StderrHandler(logging.StreamHandler):
         super().__init__()
         self.setFormatter(logging.Formatter("%(message)s"))
 
+    def format(self, record: logging.LogRecord) -> str:
+        return shown(super().format(record), keep="\n\t")  # a warning may quote stored text
+
     @property
     def stream(self):
         return sys.stderr
@@ -121,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     log, handler, level = _configure_logging(debug)
+    stdout = sys.stdout
+    sys.stdout = ShownStdout(stdout)  # stored text is shown, never obeyed
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -153,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(_explain(exc))
         return EXIT_ERROR
     finally:
+        if isinstance(sys.stdout, ShownStdout) and sys.stdout.stream is stdout:
+            sys.stdout = stdout
         log.removeHandler(handler)
         log.setLevel(level)
 

@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from .._text import shown
 from ..errors import UsageError
 from ._shared import (
     EXIT_GATE,
@@ -187,7 +188,7 @@ def _run_label(store: Any, run_id: str) -> str:
     except Exception:  # noqa: BLE001 - the label is a nicety; the id is enough
         name, created = None, None
     when = f", {time.strftime('%Y-%m-%d %H:%M', time.gmtime(created))} UTC" if created else ""
-    return f"{name} (run {run_id}{when})" if name and name != run_id else f"run {run_id}{when}"
+    return shown(f"{name} (run {run_id}{when})" if name and name != run_id else f"run {run_id}{when}")
 
 
 def cmd_export(args: argparse.Namespace) -> int:

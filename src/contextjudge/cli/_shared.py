@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from importlib import metadata as importlib_metadata
 from typing import Any, NamedTuple
 
+from .._text import shown
 from ..errors import UsageError
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR, EXIT_CASE_ERRORS = 0, 1, 2, 3
@@ -30,12 +31,33 @@ DEFAULT_EVAL_METRICS = ("contextual_precision", "contextual_recall", "contextual
 
 
 def _err(msg: str) -> None:
-    print(f"contextjudge: error: {msg}", file=sys.stderr)
+    print(shown(f"contextjudge: error: {msg}", keep="\n\t"), file=sys.stderr)
 
 
 def _info(msg: str, quiet: bool = False) -> None:
     if not quiet:
-        print(msg, file=sys.stderr)
+        print(shown(msg, keep="\n\t"), file=sys.stderr)
+
+
+class ShownStdout:
+    """``sys.stdout`` while a command runs: what the stores hold (a case's input, a run's name, a judge's reason) is
+    captured end-user text, so every character a terminal would obey reaches it shown (``_text.shown``), whichever
+    command prints it. Line breaks and tabs, the commands' own layout, pass as they are; the one-line fields of a
+    table are shown whole (``_print_table``). Everything else is the stream underneath."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(shown(text, keep="\n\t"))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 # ------------------------------------------------------------------------------------------------ entry points
@@ -252,6 +274,7 @@ def _t(x: float) -> str:
 
 
 def _print_table(headers: list[str], rows: list[list[str]]) -> None:
+    rows = [[shown(c) for c in r] for r in rows]  # one line each: a stored line break is shown too
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False))
     print(line.rstrip())

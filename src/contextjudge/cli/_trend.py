@@ -178,15 +178,15 @@ def _print_drops(drops: list[Any], info: dict[str, Any] | None) -> None:
     for d in drops:
         if d.status == "drop":
             print(f"DROP {d.metric}: {d.baseline_mean:.3f} -> {d.latest_mean:.3f}, difference {_signed(d.difference)} "
-                  f"({d.method}; {d.n_baseline} baseline and {d.n_latest} latest cases)")
+                  f"({d.method}; {d.spread}; {d.n_baseline} baseline and {d.n_latest} latest cases)")
             for w in d.worst:
                 text = " ".join(str(w.get("input") or "").split())
                 text = text if len(text) <= 70 else text[:69] + "\u2026"
                 print(f"    {w['score']:.3f}  {text}" + (f"  (retriever {w['retriever']})" if w.get("retriever")
                                                           else ""))
         elif d.status == "no drop":
-            print(f"no drop {d.metric}: difference {_signed(d.difference)} ({d.method}; {d.n_baseline} baseline and "
-                  f"{d.n_latest} latest cases)")
+            print(f"no drop {d.metric}: difference {_signed(d.difference)} ({d.method}; {d.spread}; {d.n_baseline} "
+                  f"baseline and {d.n_latest} latest cases)")
         elif d.status == "judge changed":
             print(f"JUDGE CHANGED {d.metric}: {', '.join(d.judges_before)} -> {', '.join(d.judges_after)}: not tested "
                   "(a changed judge, prompt or calibration moves scores by itself; this is not a drop of the "

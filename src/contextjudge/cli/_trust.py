@@ -28,6 +28,7 @@ def _read_label_records(path: str, lines: list[int] | None = None) -> list[dict]
     import json  # noqa: PLC0415
     import os  # noqa: PLC0415
 
+    from .._json import loads as read_json  # noqa: PLC0415
     from ..errors import UsageError  # noqa: PLC0415
 
     if not os.path.exists(path):
@@ -39,7 +40,7 @@ def _read_label_records(path: str, lines: list[int] | None = None) -> list[dict]
                 if not line.strip():
                     continue
                 try:
-                    rec = json.loads(line)
+                    rec = read_json(line)
                 except json.JSONDecodeError as exc:
                     raise UsageError(f"{path}, line {n}: not JSON ({exc.msg}). A labels file holds one JSON object "
                                      "per line: {\"key\" or \"input\": ..., \"labels\": [1, 0, ...]}.") from exc

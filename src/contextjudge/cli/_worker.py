@@ -64,8 +64,9 @@ def add_worker_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-port", type=_non_negative_int, metavar="P",
                    help="serve Prometheus metrics on this port (/metrics; 0: a free port, printed at start; pip "
                         "install 'contextjudge[prometheus]')")
-    p.add_argument("--metrics-addr", default="0.0.0.0", metavar="ADDR",  # noqa: S104 - scraped from elsewhere
-                   help="address the metrics endpoint listens on (default 0.0.0.0; 127.0.0.1 for this machine only)")
+    p.add_argument("--metrics-addr", default="127.0.0.1", metavar="ADDR",
+                   help="address the metrics endpoint listens on (default 127.0.0.1, this machine only; 0.0.0.0 "
+                        "to be scraped from other machines)")
     p.add_argument("--otel", action="store_true",
                    help="send each result as an OpenTelemetry evaluation span into its request's trace "
                         "(configured from the OTEL_* environment variables; pip install 'contextjudge[otel]')")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._aio import run_sync
+from .._json import loads as read_json
 from .._text import split_sentences
 from ..cases.labels import LABELS_KEY, labels_of, normalize_labels, resolve_labels
 from ..cases.testcase import LLMTestCase
@@ -83,7 +84,7 @@ def read_labels_file(path: str | Path) -> list[LLMTestCase]:
             continue
         where = f"{p.name} line {n}"
         try:
-            row = json.loads(line)
+            row = read_json(line)
         except json.JSONDecodeError as exc:
             raise ConfigurationError(f"{where} is not a JSON object ({exc.msg}). Write one test case per line.") \
                 from exc

@@ -26,9 +26,12 @@ the worker's own (nothing of the process's default registry leaks in, and two wo
 from __future__ import annotations
 
 import collections
+import socket
+import socketserver
 import threading
 import time
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from ..cases.provenance import RETRIEVER_KEY
 from ..errors import ConfigurationError
@@ -135,13 +138,22 @@ class WorkerMetrics:
                 q.append(float(r.score))
 
     # ------------------------------------------------------------------------------------------ serving
-    def serve(self, port: int, addr: str = "0.0.0.0") -> int:  # noqa: S104 - a metrics endpoint is scraped remotely
-        """Serve ``/metrics`` on ``addr:port`` from a daemon thread (``port=0``: a free port); returns the port."""
+    def serve(self, port: int, addr: str = "127.0.0.1", *, idle_timeout: float = 10.0,
+              max_connections: int = 16) -> int:
+        """Serve ``/metrics`` on ``addr:port`` from a daemon thread (``port=0``: a free port); returns the port.
+
+        Loopback by default (``addr="0.0.0.0"`` to be scraped from other machines). A connection that sends nothing
+        for ``idle_timeout`` seconds is closed, and at most ``max_connections`` are served at once (the next ones
+        are closed at once): idle or flooding clients cannot pile up threads in the worker."""
         try:
-            self._server, self._thread = self._pc.start_http_server(int(port), addr=addr, registry=self.registry)
+            self._server = _server(addr, int(port), self._pc.make_wsgi_app(self.registry), idle_timeout,
+                                   max_connections)
         except OSError as exc:
             raise ConfigurationError(f"cannot serve worker metrics on {addr}:{port}: {exc.strerror or exc}. Pick "
                                      "another --metrics-port.") from exc
+        self._thread = threading.Thread(target=self._server.serve_forever, name="contextjudge-worker-metrics",
+                                        daemon=True)
+        self._thread.start()
         return int(self._server.server_address[1])
 
     def close(self) -> None:
@@ -216,3 +228,43 @@ class _Collector:
                 count.add_metric([metric, retriever], float(len(xs)))
         yield mean
         yield count
+
+
+# ---------------------------------------------------------------------------------------------------- the endpoint
+# prometheus-client's own start_http_server binds 0.0.0.0 by default and gives each connection a thread with no
+# timeout; this is the same wsgiref server with a deadline on idle connections and a cap on open ones (the app is
+# the library's own make_wsgi_app).
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the signature is the stdlib's
+        pass
+
+
+def _server(addr: str, port: int, app: Any, idle_timeout: float, max_connections: int) -> WSGIServer:
+    slots = threading.BoundedSemaphore(max(1, max_connections))
+
+    class Handler(_QuietHandler):
+        timeout = idle_timeout  # StreamRequestHandler puts it on the socket: a silent client is closed
+
+    class Server(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+        def process_request(self, request: Any, client_address: Any) -> None:
+            if not slots.acquire(blocking=False):  # full: closed now, no thread made
+                self.shutdown_request(request)
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                slots.release()
+                raise
+
+        def process_request_thread(self, request: Any, client_address: Any) -> None:
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                slots.release()
+
+    server = Server((addr, port), Handler)
+    server.set_app(app)
+    return server

@@ -34,6 +34,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict
 
+from .._json import loads as read_json
 from ..errors import ConfigurationError
 from ._naming import judge_identity, judge_name
 from ._protocol import Build, InnerClients, JudgeRequest, request_from_message_kwargs
@@ -128,7 +129,7 @@ class Calibration:
         except OSError as exc:
             raise ConfigurationError(f"cannot read calibration file {str(p)!r}: {exc.strerror or exc}.") from exc
         try:
-            data = json.loads(text)
+            data = read_json(text)
         except json.JSONDecodeError as exc:
             raise ConfigurationError(f"calibration file {str(p)!r} is not valid JSON ({exc}).") from exc
         return cls.from_dict(data, str(p))

@@ -25,7 +25,10 @@ judged item) until the call returns, when the real usage replaces it (the estima
 none). Under a token or dollar budget a billable judge's answer is capped (``max_output_tokens``, else the model's own
 ``max_tokens``, else ``BUDGET_OUTPUT_CAP``) and the request reserves that cap, so no request spends more answer
 tokens than it reserved; a window is overshot at most by the error of the prompt-token count of the calls in flight
-(none with tiktoken's count). The embedded judge is billed by no provider: it spends no token or dollar budget (its
+(none with tiktoken's count). A reservation that finds no room while calls of this process hold reservations in
+that window waits for them to settle (each gives back the answer tokens it did not use) and tries again; it is
+refused only when it cannot fit with none in flight, so the caps held by concurrent calls never refuse what the
+budget still has (``CallSpend._reserve``). The embedded judge is billed by no provider: it spends no token or dollar budget (its
 work is bounded by its CPUs, ``--cpus``); ``Budget(calls_per_hour=, calls_per_day=)`` limits judge calls of any
 judge, the embedded one included.
 """
@@ -47,7 +50,7 @@ from ..errors import BudgetExhaustedError, ConfigurationError
 
 __all__ = ["BUDGET_OUTPUT_CAP", "DAY", "HOUR", "MINUTE", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC",
            "OUTPUT_TOKENS_TEXT", "Budget", "BudgetLedger", "CallSpend", "Hold", "MemorySpend", "Price", "RateGate",
-           "RateLimit", "Reservation", "count_tokens", "output_estimate", "price_of", "register_prices",
+           "RateLimit", "Refusal", "Reservation", "count_tokens", "output_estimate", "price_of", "register_prices",
            "window_start"]
 
 logger = logging.getLogger("contextjudge")
@@ -65,6 +68,8 @@ OUTPUT_TOKENS_TEXT = 250
 # model's own max_tokens sets one: each request reserves this much answer (given back when it settles), so a
 # request never spends more than it reserved
 BUDGET_OUTPUT_CAP = 2048
+# a reservation with no room waits for the calls in flight to settle; this long with none settling, it is refused
+MAX_BUDGET_WAIT = 600.0
 
 
 # ---------------------------------------------------------------------------------------------- limits
@@ -373,14 +378,16 @@ class MemorySpend:
 
     def spend_reserve(self, scope: str, window: float, *, tokens: int, dollars: float = 0.0,
                       max_tokens: int | None = None, max_dollars: float | None = None, calls: int = 0,
-                      max_calls: int | None = None) -> bool:
-        """Add to the window's row unless a limit would be passed (then count a refusal); whether it was added."""
+                      max_calls: int | None = None, count_refusal: bool = True) -> bool:
+        """Add to the window's row unless a limit would be passed (then count a refusal, unless ``count_refusal``
+        is False); whether it was added."""
         with self._lock:
             row = self._row(scope, window)
             if ((max_tokens is not None and row["tokens"] + tokens > max_tokens)
                     or (max_dollars is not None and row["dollars"] + dollars > max_dollars + 1e-12)
                     or (max_calls is not None and row["calls"] + calls > max_calls)):
-                row["refused"] += 1
+                if count_refusal:
+                    row["refused"] += 1
                 return False
             row["tokens"] += tokens
             row["dollars"] += dollars
@@ -415,6 +422,49 @@ def _warn_once(scope: str, window: float, message: str) -> None:
             return
         _WARNED.add((scope, window))
     logger.warning("contextjudge: %s", message)
+
+
+class _InFlight:
+    """The reservations of this process not settled yet, per (store, window row), and a count of settlements: a
+    reservation that finds no room waits while any are in flight (they give back what they did not use) and tries
+    again each time one settles."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[tuple[int, str, float], int] = {}
+        self.settled = 0
+
+    def add(self, store: Any, windows: list[tuple[str, float]], n: int) -> None:
+        with self._lock:
+            for scope, start in windows:
+                key = (id(store), scope, start)
+                left = self._held.get(key, 0) + n
+                if left > 0:
+                    self._held[key] = left
+                else:
+                    self._held.pop(key, None)
+            if n < 0:
+                self.settled += 1
+
+    def held(self, store: Any, scope: str, start: float) -> int:
+        with self._lock:
+            return self._held.get((id(store), scope, start), 0)
+
+
+_IN_FLIGHT = _InFlight()
+
+
+@dataclass
+class Refusal:
+    """A window with no room for a reservation: which, and what its message needs."""
+
+    kind: str
+    scope: str
+    start: float
+    length: float
+    max_tokens: int | None
+    max_dollars: float | None
+    max_calls: int | None
 
 
 @dataclass
@@ -463,6 +513,15 @@ class BudgetLedger:
     def reserve(self, input_tokens: int, output_tokens: int) -> Reservation:
         """Hold ``input_tokens + output_tokens`` (and their price) in every window, or raise
         ``BudgetExhaustedError`` (holding nothing) when one of them has no room."""
+        got = self.try_reserve(input_tokens, output_tokens)
+        if isinstance(got, Refusal):
+            raise self.refuse(got)
+        return got
+
+    def try_reserve(self, input_tokens: int, output_tokens: int, count_refusal: bool = True
+                    ) -> Reservation | Refusal:
+        """``reserve`` without raising: the reservation, or the window that had no room (``count_refusal=False``: a
+        call about to wait for the calls in flight, whose try is not a refusal yet)."""
         now = self.clock()
         if not self.billable:
             input_tokens = output_tokens = 0
@@ -473,19 +532,36 @@ class BudgetLedger:
         for kind, length, max_tokens, max_dollars, max_calls in self.budget.windows(self.billable):
             start = window_start(now, length)
             scope = self.scope(kind)
-            ok = self.store.spend_reserve(scope, start, tokens=tokens, dollars=dollars, max_tokens=max_tokens,
-                                          max_dollars=max_dollars if self.price is not None else None, calls=1,
-                                          max_calls=max_calls)
+            limits: dict[str, Any] = {"max_tokens": max_tokens, "calls": 1, "max_calls": max_calls,
+                                      "max_dollars": max_dollars if self.price is not None else None}
+            if count_refusal:
+                ok = self.store.spend_reserve(scope, start, tokens=tokens, dollars=dollars, **limits)
+            else:
+                try:
+                    ok = self.store.spend_reserve(scope, start, tokens=tokens, dollars=dollars, count_refusal=False,
+                                                  **limits)
+                except TypeError:  # a store of another make, without count_refusal
+                    ok = self.store.spend_reserve(scope, start, tokens=tokens, dollars=dollars, **limits)
             if not ok:
                 for held_scope, held_start in res.windows:  # give back what the wider windows already hold
                     self.store.spend_adjust(held_scope, held_start, tokens=-tokens, dollars=-dollars, calls=-1)
-                resumes = start + length
-                self._blocked_until = resumes
-                msg = self._exhausted_message(kind, scope, start, resumes, max_tokens, max_dollars, max_calls)
-                _warn_once(scope, start, msg + " Cases are skipped and counted until then.")
-                raise BudgetExhaustedError(msg, scope=scope, resumes_at=resumes)
+                return Refusal(kind, scope, start, length, max_tokens, max_dollars, max_calls)
             res.windows.append((scope, start))
+        _IN_FLIGHT.add(self.store, res.windows, 1)
         return res
+
+    def in_flight(self, refusal: Refusal) -> int:
+        """The calls of this process holding a reservation in the window that refused (they may give room back)."""
+        return _IN_FLIGHT.held(self.store, refusal.scope, refusal.start)
+
+    def refuse(self, refusal: Refusal) -> BudgetExhaustedError:
+        """The error of a window that is spent: remembered (``exhausted_until``) and warned about once."""
+        resumes = refusal.start + refusal.length
+        self._blocked_until = resumes
+        msg = self._exhausted_message(refusal.kind, refusal.scope, refusal.start, resumes, refusal.max_tokens,
+                                      refusal.max_dollars, refusal.max_calls)
+        _warn_once(refusal.scope, refusal.start, msg + " Cases are skipped and counted until then.")
+        return BudgetExhaustedError(msg, scope=refusal.scope, resumes_at=resumes)
 
     def _exhausted_message(self, kind: str, scope: str, start: float, resumes: float, max_tokens: int | None,
                            max_dollars: float | None, max_calls: int | None = None) -> str:
@@ -508,6 +584,12 @@ class BudgetLedger:
         if res.settled:
             return
         res.settled = True
+        try:
+            self._settle(res, usage)
+        finally:  # only once the window holds the real usage: a call waiting for room tries again then
+            _IN_FLIGHT.add(self.store, res.windows, -1)
+
+    def _settle(self, res: Reservation, usage: Any) -> None:
         if not self.billable:
             return  # nothing billable was reserved; the call itself was counted at reserve
         inp, out = _tokens_of(usage)
@@ -525,8 +607,11 @@ class BudgetLedger:
         if res.settled:
             return
         res.settled = True
-        for scope, start in res.windows:
-            self.store.spend_adjust(scope, start, tokens=-res.tokens, dollars=-res.dollars, calls=-1)
+        try:
+            for scope, start in res.windows:
+                self.store.spend_adjust(scope, start, tokens=-res.tokens, dollars=-res.dollars, calls=-1)
+        finally:
+            _IN_FLIGHT.add(self.store, res.windows, -1)
 
     def exhausted_until(self) -> float | None:
         """When judging resumes, if a window of this budget is spent now (a call was refused in it, or it is full);
@@ -645,7 +730,7 @@ class CallSpend:
         """Reserve the call in the budget and take room in the rate limit (waiting for it); the hold to settle."""
         hold = Hold(estimate=input_tokens + output_tokens)
         if self.ledger is not None:
-            hold.reservation = await _off_loop(self.ledger.store, self.ledger.reserve, input_tokens, output_tokens)
+            hold.reservation = await self._reserve(self.ledger, input_tokens, output_tokens)
         if self.gate is not None:
             try:
                 hold.rate = await self.gate.acquire(input_tokens + output_tokens)
@@ -655,6 +740,36 @@ class CallSpend:
                                     hold.reservation)
                 raise
         return hold
+
+    @staticmethod
+    async def _reserve(ledger: BudgetLedger, input_tokens: int, output_tokens: int) -> Reservation:
+        """Reserve the call; with no room, wait while calls of this process hold reservations in that window (each
+        answer gives back the part of its reservation it did not use) and try again as each settles, or in the
+        next window. Refused (``BudgetExhaustedError``) only when it cannot fit with nothing in flight: reserving
+        every call's whole answer cap keeps the budget from being passed, and waiting keeps the caps of the calls
+        in flight from refusing what the budget still holds."""
+        import asyncio  # noqa: PLC0415
+
+        quiet_since = time.monotonic()
+        while True:
+            seen = _IN_FLIGHT.settled
+            got = await _off_loop(ledger.store, ledger.try_reserve, input_tokens, output_tokens, False)
+            if isinstance(got, Reservation):
+                return got
+            # a reservation never settled (a call cut off between its reservation and its request) must not hold
+            # the others for the rest of the window: after MAX_BUDGET_WAIT with no settlement, it is refused
+            if not ledger.in_flight(got) or time.monotonic() - quiet_since > MAX_BUDGET_WAIT:
+                got = await _off_loop(ledger.store, ledger.try_reserve, input_tokens, output_tokens)
+                if isinstance(got, Reservation):
+                    return got
+                raise ledger.refuse(got)
+            window = window_start(ledger.clock(), got.length)
+            while (_IN_FLIGHT.settled == seen and ledger.in_flight(got)
+                   and window_start(ledger.clock(), got.length) == window
+                   and time.monotonic() - quiet_since <= MAX_BUDGET_WAIT):
+                await asyncio.sleep(0.005)
+            if _IN_FLIGHT.settled != seen:
+                quiet_since = time.monotonic()
 
     async def settle(self, hold: Hold, usage: Any) -> None:
         """Settle a sent call with its real usage (once; later calls do nothing)."""

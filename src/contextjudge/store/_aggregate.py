@@ -88,14 +88,16 @@ class AggregateStore(ReadStore):
             else:
                 raise ConfigurationError(f"aggregate(by={k!r}): group by metric, run, judge, retriever, input or "
                                          "window.")
-        scored_pass = case((and_(r.c.score.is_not(None), r.c.success), 1), else_=0)
-        sums = [func.count(r.c.score).label("n"), func.sum(r.c.score).label("total"),
-                func.sum(r.c.score * r.c.score).label("total_sq"), func.sum(scored_pass).label("passed"),
+        score = self._finite_score()
+        scored_pass = case((and_(score.is_not(None), r.c.success), 1), else_=0)
+        sums = [func.count(score).label("n"), func.sum(score).label("total"),
+                func.sum(score * score).label("total_sq"), func.sum(scored_pass).label("passed"),
                 func.count().label("results"), func.min(stamp).label("first"), func.max(stamp).label("last")]
         q = select(*cols, *sums)
         q = self._sql_filters(q, metric=metric, since=since, until=until, where=where, run=run, at=at)
         if scored:
-            q = q.where(r.c.score.is_not(None))
+            q = q.where(score.is_not(None))
+        self._name_bad_scores(metric=metric, since=since, until=until, where=where, run=run, at=at)
         if cols:
             q = q.group_by(*cols)
         out = []
@@ -112,6 +114,39 @@ class AggregateStore(ReadStore):
                     d["run"] = d["run_id"]
                 out.append(d)
         return out
+
+    def _finite_score(self) -> Any:
+        """``cj_results.score`` as the sums read it: on PostgreSQL a NaN or infinity (written there by another
+        program; SQLite stores NaN as NULL) is no score, so it is counted as an error, as ``iter_results`` does."""
+        from sqlalchemy import case  # noqa: PLC0415
+
+        r = S.results
+        if not self._on_postgresql():
+            return r.c.score
+        return case((r.c.score.in_([float("nan"), float("inf"), float("-inf")]), None), else_=r.c.score)
+
+    def _name_bad_scores(self, **filters: Any) -> None:
+        """Name (in a warning, once per row and store) the results in range whose score is not a number: what
+        ``iter_results`` says of them on the streamed path."""
+        if not self._on_postgresql():
+            return
+        from ._base import redact  # noqa: PLC0415
+        from ._read import _NAMED_BAD_SCORES, logger  # noqa: PLC0415
+
+        r = S.results
+        q = select(r.c.run_id, r.c.case_key, r.c.metric, r.c.score).where(
+            r.c.score.in_([float("nan"), float("inf"), float("-inf")]))
+        q = self._sql_filters(q, **filters).limit(_NAMED_BAD_SCORES + 1)
+        with self._guard("check the scores"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+            rows = conn.execute(q).all()
+        warned = self.__dict__.setdefault("_bad_scores_named", set())
+        for row in rows[:_NAMED_BAD_SCORES]:
+            if (row.run_id, row.case_key, row.metric) in warned:
+                continue
+            warned.add((row.run_id, row.case_key, row.metric))
+            logger.warning("contextjudge: in the store %s, skipped the score of run %s, case %s, metric %r: "
+                           "%s is not a score (another program wrote it there?); counted as an error",
+                           redact(self.url), row.run_id, row.case_key, row.metric, row.score)  # type: ignore[attr-defined]
 
     def _on_postgresql(self) -> bool:
         return bool(self.engine.dialect.name == "postgresql")  # type: ignore[attr-defined]
@@ -151,7 +186,8 @@ class AggregateStore(ReadStore):
         drop check shows, read with ORDER BY ... LIMIT."""
         r, c = S.results, S.cases
         q = select(r.c.run_id, r.c.case_key, r.c.metric, r.c.score, r.c.retriever, c.c.input).select_from(
-            r.outerjoin(c, and_(c.c.run_id == r.c.run_id, c.c.case_key == r.c.case_key))).where(r.c.score.is_not(None))
+            r.outerjoin(c, and_(c.c.run_id == r.c.run_id, c.c.case_key == r.c.case_key))).where(
+            self._finite_score().is_not(None))
         q = self._sql_filters(q, metric=metric, since=since, until=until, where=where, run=run, at=at)
         with self._guard("read results"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
             rows = conn.execute(q.order_by(r.c.score, r.c.case_key).limit(max(0, int(n)))).all()

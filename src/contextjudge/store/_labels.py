@@ -312,6 +312,13 @@ def _parse_label_records(records: Iterable[dict[str, Any]], where: Callable[[int
                                      "'relevance_labels', 'utilization_labels', 'statement_labels'.")
         key = rec.get("key") if rec.get("key") is not None else rec.get("id")
         text_in = rec.get("input")
+        if text_in is not None and not isinstance(text_in, str):  # a list would match by its str() form, or not
+            raise ConfigurationError(f"{where(i)}: 'input' must be the case's question as a string, got "
+                                     f"{type(text_in).__name__}; to label several cases give one record each. "
+                                     "Nothing was written.")
+        if key is not None and (isinstance(key, bool) or not isinstance(key, str | int)):
+            raise ConfigurationError(f"{where(i)}: 'key'/'id' must be the case's key as a string, got "
+                                     f"{type(key).__name__}. Nothing was written.")
         if key is None and not text_in:
             raise ConfigurationError(f"{where(i)}: say which case it labels with 'key', 'id' or "
                                      "'input'.")

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
+import math
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -34,7 +36,11 @@ from sqlalchemy import and_, select
 
 from ..errors import ConfigurationError
 from . import _schema as S
+from ._base import redact
 from ._rows import meta_of as _meta_of
+
+logger = logging.getLogger("contextjudge")
+_NAMED_BAD_SCORES = 10  # rows named one by one in the warnings of one read; the rest are counted
 
 __all__ = ["ReadStore", "parse_time", "record_matches", "run_judges"]
 
@@ -213,10 +219,21 @@ class ReadStore:
         runs = self._run_scope(run if run is not None else run_refs)
         with_data = bool(conds) or not light
         query = self._results_query(runs, metric, lo, hi, at, with_data=with_data)
+        bad = 0
         for row in self._stream(query):
             meta, tags = _meta_of(row.data) if with_data else ({}, [])
             if conds and not record_matches(meta, tags, conds):
                 continue
+            score, error, error_type = row.score, row.error, row.error_type
+            if score is not None and not math.isfinite(score):  # NaN or infinity, written by another program
+                bad += 1
+                if bad <= _NAMED_BAD_SCORES:
+                    logger.warning("contextjudge: in the store %s, skipped the score of run %s, case %s, metric %r: "
+                                   "%s is not a score (another program wrote it there?); counted as an error",
+                                   redact(self.url), row.run_id, row.case_key, row.metric,  # type: ignore[attr-defined]
+                                   score)
+                error = f"the store holds the score {score} for this result, which is not a number: skipped"
+                score, error_type = None, "InvalidStoredScore"
             details: dict[str, Any] = {}
             if row.details:
                 try:
@@ -225,13 +242,16 @@ class ReadStore:
                     details = {}
             retriever = meta.get("retriever")
             yield {"run_id": row.run_id, "case_key": row.case_key, "case_name": row.case_name, "input": row.input,
-                   "metric": row.metric, "score": row.score, "threshold": row.threshold,
-                   "success": bool(row.success), "error": row.error, "error_type": row.error_type,
+                   "metric": row.metric, "score": score, "threshold": row.threshold,
+                   "success": bool(row.success) and score is not None, "error": error, "error_type": error_type,
                    "judge": row.evaluation_model,
                    "judge_identity": details.get("judge_identity") if isinstance(details, dict) else None,
                    "retriever": None if retriever is None else str(retriever), "tags": tags,
                    "gold_score": row.gold_score, "captured_at": float(row.captured_at),
                    "judged_at": float(row.judged_at)}
+        if bad > _NAMED_BAD_SCORES:
+            logger.warning("contextjudge: skipped %d more result(s) of %s whose score is not a number",
+                           bad - _NAMED_BAD_SCORES, redact(self.url))  # type: ignore[attr-defined]
 
     def results(self, *, run: Any = None, metric: Any = None, since: Any = None, until: Any = None,
                 where: Mapping[str, Any] | None = None, at: str = "captured", as_: str = "records") -> Any:

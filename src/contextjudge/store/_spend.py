@@ -31,10 +31,10 @@ class SpendStore(StoreBase):
 
     def spend_reserve(self, scope: str, window: float, *, tokens: int, dollars: float = 0.0,
                       max_tokens: int | None = None, max_dollars: float | None = None, calls: int = 0,
-                      max_calls: int | None = None) -> bool:
+                      max_calls: int | None = None, count_refusal: bool = True) -> bool:
         """Add ``tokens``/``dollars``/``calls`` to ``scope``'s row for ``window`` if the totals stay within
         ``max_tokens`` / ``max_dollars`` / ``max_calls`` (None: no limit of that kind); True when reserved, False (and
-        the refusal counted) when not."""
+        the refusal counted, unless ``count_refusal`` is False: a call that will wait for room) when not."""
         t = S.spend
         now = time.time()
         key = and_(t.c.scope == scope, t.c.window == float(window))
@@ -52,7 +52,8 @@ class SpendStore(StoreBase):
                 updated_at=now)).rowcount
             if done:
                 return True
-            conn.execute(update(t).where(key).values(refused=t.c.refused + 1, updated_at=now))
+            if count_refusal:
+                conn.execute(update(t).where(key).values(refused=t.c.refused + 1, updated_at=now))
             return False
 
     def spend_adjust(self, scope: str, window: float, *, tokens: int = 0, dollars: float = 0.0,

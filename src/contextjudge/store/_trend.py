@@ -10,9 +10,12 @@ the N windows before) per metric:
 - the judge first: when the judge that scored a metric changed between the baseline and the latest window (another
   model, other parameters, another calibration file: ``judge_identity`` of the results), the metric is reported as
   *judge changed* and never tested, since a difference then measures the judge, not the retriever;
-- cases are paired by normalised input when enough inputs appear in both (a replayed golden set, a popular
-  question): the paired-t interval of ``compare``; otherwise the windows are two independent samples: Welch's
-  interval (``stats.unpaired_difference``);
+- the cases of one (normalised) input are one cluster, not independent draws: windows are paired by input when
+  enough inputs appear in both (a replayed golden set, popular questions), one pair per input; otherwise the two
+  means are compared with cluster-robust variances. And a window is not a pooled sample of a fixed population: the
+  traffic mix shifts from day to day, so with three or more windows before the latest, the spread of their means
+  bounds the variance of the difference from below (``drop_difference``). ``benchmarks/trend_alarms.py``
+  measures the false-alarm rate and the power of this test on each traffic shape (docs/trend-alarms.md);
 - several metrics are tested at once, so each interval is widened to a Bonferroni level (1 - 0.05 / metrics
   tested): the chance that any metric is called worse when none is stays at 5%;
 - a drop is the whole interval below zero (and below ``-min_drop``, when given); it comes with the lowest-scoring
@@ -22,22 +25,16 @@ the N windows before) per metric:
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..stats import (
-    LEVEL,
-    Interval,
-    moments_interval,
-    paired_difference_moments,
-    proportion_interval,
-    unpaired_difference_moments,
-)
+from ..stats import LEVEL, Interval, moments_interval, proportion_interval, t_quantile
 
-__all__ = ["DEFAULT_MIN_CASES", "Drop", "MetricWindow", "Trend", "TrendWindow", "build_trend", "find_drops",
-           "trend_from_groups", "window_bounds"]
+__all__ = ["DEFAULT_MIN_CASES", "Drop", "MetricWindow", "Trend", "TrendWindow", "build_trend", "drop_difference",
+           "find_drops", "side_of", "trend_from_groups", "window_bounds"]
 
 DEFAULT_MIN_CASES = 10
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
@@ -249,7 +246,7 @@ class Drop:
     """The latest window against its baseline for one metric. ``status``: ``"drop"`` (significantly worse),
     ``"no drop"``, ``"judge changed"`` (not tested: the difference would measure the judge), ``"too few cases"``
     (not tested). ``difference``: latest - baseline with its interval at ``level`` (Bonferroni-adjusted);
-    ``method``: ``"paired"`` (by input) or ``"unpaired"`` (Welch). ``worst``: the lowest-scoring cases of the latest
+    ``method``: ``"paired"`` (by input) or ``"unpaired"`` (cluster-robust); ``spread``: what its spread counts. ``worst``: the lowest-scoring cases of the latest
     window (input, score, run id, case key)."""
 
     metric: str
@@ -264,10 +261,11 @@ class Drop:
     judges_before: list[str] = field(default_factory=list)
     judges_after: list[str] = field(default_factory=list)
     worst: list[dict[str, Any]] = field(default_factory=list)
+    spread: str = ""  # what the difference's spread counts (``drop_difference``)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "status": self.status, "baseline_mean": self.baseline_mean,
-                "latest_mean": self.latest_mean,
+        return {"metric": self.metric, "status": self.status, "spread": self.spread,
+                "baseline_mean": self.baseline_mean, "latest_mean": self.latest_mean,
                 "difference": None if self.difference is None else self.difference.to_dict(),
                 "method": self.method, "level": self.level, "baseline_cases": self.n_baseline,
                 "latest_cases": self.n_latest, "judges_before": self.judges_before,
@@ -360,19 +358,65 @@ def _sides_rows(store: Any, names: list[str], lo: float, hi: float, kw: dict[str
     return sides, lowest
 
 
-def _paired(b: _Side, c: _Side) -> tuple[int, float, float]:
-    """(pairs, sum, sum of squares) of current - baseline over the current cases whose input the baseline also
-    has, each against the baseline's mean for that input: from the per-input sums alone."""
-    n, d, d2 = 0, 0.0, 0.0
-    for key, (nc, sc, qc) in c.inputs.items():
-        hit = b.inputs.get(key)
-        if not hit or not hit[0]:
-            continue
-        mb = hit[1] / hit[0]
-        n += int(nc)
-        d += sc - nc * mb
-        d2 += qc - 2.0 * mb * sc + nc * mb * mb
-    return n, d, d2
+def side_of(recs: Iterable[tuple[str, float]]) -> _Side:
+    """A ``_Side`` from (cluster, score) pairs: what ``_sides_rows`` and ``_sides_sql`` make from a store, for
+    callers holding scores (``benchmarks/trend_alarms.py``)."""
+    side = _Side()
+    for key, x in recs:
+        x = float(x)
+        side.n += 1
+        side.total += x
+        side.total_sq += x * x
+        side.add_input(key, 1, x, x * x)
+    return side
+
+
+def _clustered(side: _Side) -> tuple[float, float, int]:
+    """(mean, its variance with the cases of one input counted as one cluster (CR1), clusters), from the per-input
+    sums alone."""
+    n, c = side.n, len(side.inputs)
+    m = side.total / n
+    if c < 2:
+        return m, math.inf, c
+    ss = sum((s - k * m) ** 2 for k, s, _ in side.inputs.values())
+    return m, c / (c - 1) * ss / (n * n), c
+
+
+def drop_difference(base: _Side, cur: _Side, window_means: list[float], base_windows: int, level: float
+                    ) -> tuple[Interval, str, str]:
+    """latest - baseline with its interval at ``level``: (interval, ``"paired"``/``"unpaired"``, what its spread
+    counts). ``base``/``cur``: each range's sums per input (``_Side``); ``window_means``: the means of the windows
+    before the latest (each with enough cases); ``base_windows``: how many of them the baseline spans.
+
+    Two sources of false alarms are accounted for. Repeated inputs (a popular question asked a hundred times) are
+    one cluster each: paired, one pair per input seen in both; unpaired, the cluster-robust variance of each mean.
+    Day-to-day variation (the traffic mix shifts from one day to the next) is measured on the windows before: with
+    three or more, the spread of their means (every source of variation between windows in it) gives the variance
+    of latest - baseline as ``s^2 (1 + 1/base_windows)`` on ``windows - 1`` degrees of freedom, and the wider of the
+    two is used. Both are what ``benchmarks/trend_alarms.py`` measures."""
+    mb, vb, cb = _clustered(base)
+    mc, vc, cc = _clustered(cur)
+    shared = [k for k in cur.inputs if k in base.inputs and base.inputs[k][0] and cur.inputs[k][0]]
+    if len(shared) >= MIN_PAIRS and len(shared) >= MIN_PAIRED_SHARE * cc:
+        diffs = [cur.inputs[k][1] / cur.inputs[k][0] - base.inputs[k][1] / base.inputs[k][0] for k in shared]
+        est = sum(diffs) / len(diffs)
+        var = sum((x - est) ** 2 for x in diffs) / (len(diffs) - 1) / len(diffs)
+        df, method, spread = len(diffs) - 1, "paired", f"{len(diffs)} inputs in both"
+    else:
+        est, var = mc - mb, vb + vc
+        df, method, spread = max(1, min(cb, cc) - 1), "unpaired", f"clustered by input ({cb} and {cc})"
+    h = len(window_means)
+    if h >= 3:
+        mean_w = sum(window_means) / h
+        s2 = sum((x - mean_w) ** 2 for x in window_means) / (h - 1)
+        var_days = s2 * (1.0 + 1.0 / max(1, base_windows))
+        if var_days > var or not math.isfinite(var):
+            var, df, spread = var_days, h - 1, f"day-to-day spread of {h} windows"
+    n = min(base.n, cur.n)
+    if not math.isfinite(var):
+        return Interval(est, None, None, n, level, method), method, spread
+    half = t_quantile(max(1, df), level) * math.sqrt(max(0.0, var))
+    return Interval(est, est - half, est + half, n, level, method), method, spread
 
 
 def find_drops(store: Any, trend: Trend, *, baseline: str = "previous", level: float = LEVEL,
@@ -415,13 +459,11 @@ def find_drops(store: Any, trend: Trend, *, baseline: str = "previous", level: f
     adj = 1.0 - (1.0 - level) / k
     for d, b, c in testable:
         d.level = adj
-        n_pairs, s_d, q_d = _paired(b, c)
-        if n_pairs >= MIN_PAIRS and n_pairs >= MIN_PAIRED_SHARE * c.n:
-            d.difference, d.method = paired_difference_moments(n_pairs, s_d, q_d, level=adj), "paired"
-        else:
-            d.difference = unpaired_difference_moments((b.n, b.total, b.total_sq), (c.n, c.total, c.total_sq),
-                                                       level=adj)
-            d.method = "unpaired"
+        history = [w.metrics[d.metric].mean for w in trend.windows[:-1]
+                   if d.metric in w.metrics and w.metrics[d.metric].enough]
+        means = [iv.estimate for iv in history if iv is not None and iv.estimate is not None]
+        base_windows = sum(1 for w in trend.windows[:-1] if b_lo <= w.start < b_hi and d.metric in w.metrics)
+        d.difference, d.method, d.spread = drop_difference(b, c, means, max(1, base_windows), adj)
         iv = d.difference
         worse = iv.high is not None and iv.high < 0 and (iv.estimate or 0.0) <= -abs(min_drop)
         d.status = "drop" if worse else "no drop"

@@ -87,6 +87,7 @@ class capture:  # noqa: N801 - used like a function: `with capture(...) as sessi
 
     def __enter__(self) -> ContextJudgeCallbackHandler:
         _ensure_hooks()
+        self.handler.acquire_vector_stores()  # a handler reused after uninstrument() released it captures again
         self._tokens.append(_capture_var.set(self.handler))
         return self.handler
 
@@ -117,6 +118,7 @@ def instrument(*args: Any, handler: ContextJudgeCallbackHandler | None = None,
     """
     _ensure_hooks()
     new = _make_handler(handler, args, kwargs)
+    new.acquire_vector_stores()  # a handler installed again after uninstrument() captures like the first time
     old = _process_slot.swap(new)
     if old is not None and old is not new:
         old.release_vector_stores()

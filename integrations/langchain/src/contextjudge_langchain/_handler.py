@@ -123,6 +123,11 @@ class ContextJudgeCallbackHandler(BaseTracer):
         _vectorstores.acquire(self)
         self.session.add_close_hook(self.release_vector_stores)
 
+    def acquire_vector_stores(self) -> None:
+        """Capture direct vector store calls for this handler (done when it is made, and again by ``instrument()``
+        and ``capture()``, so a handler released by ``uninstrument()`` captures them again when reused)."""
+        _vectorstores.acquire(self)
+
     def release_vector_stores(self) -> None:
         """Stop capturing direct vector store calls for this handler; LangChain's own methods come back once no
         handler needs them (called by ``close()`` and ``uninstrument()``)."""

@@ -16,7 +16,9 @@ already the retrieval) and the calls a search method makes of another (``similar
 ``similarity_search_with_score``): the outermost call is the retrieval.
 
 Every wrapper calls through unchanged on any failure of its own; an error raised by the vector store is re-raised
-as it was, after the retrieval is recorded as failed.
+as it was, after the retrieval is recorded as failed. Recording never changes what the app gets: a result that can
+be read only once (a generator, ``zip(docs, scores)``) is read here and handed over as a fresh iterator over the same
+items (see ``_read``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import inspect
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 from uuid import uuid4
@@ -152,6 +154,12 @@ def _unpatch_all() -> None:
         else:
             setattr(cls, name, original)
     _patched.clear()
+    # a wrapper copied while patched (``similarity_search = InMemoryVectorStore.similarity_search`` in a subclass's
+    # body, or set on a class later) was never put there by us: its own original goes back in its place too
+    for cls in _classes():
+        for name, value in list(vars(cls).items()):
+            if getattr(value, _WRAPPED, False):
+                setattr(cls, name, value.__wrapped__)
 
 
 # ---------------------------------------------------------------------------------------------------- recording
@@ -206,19 +214,72 @@ def _start(store: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any
         return None
 
 
-def _end(opened: list[tuple[Any, Any]], kind: str, result: Any, error: BaseException | None) -> None:
+def _end(opened: list[tuple[Any, Any]], kind: str, items: list[Any], error: BaseException | None) -> None:
     try:
         for handler, run_id in opened:
             if error is not None:
                 handler._close(run_id, error=error)  # noqa: SLF001
             elif kind == "pairs":
-                items = list(result or ())
                 handler._close(run_id, {"documents": [p[0] for p in items],  # noqa: SLF001
                                         "scores": [p[1] for p in items]})
             else:
-                handler._close(run_id, {"documents": list(result or ())})  # noqa: SLF001
+                handler._close(run_id, {"documents": items})  # noqa: SLF001
     except Exception:  # noqa: BLE001
         logger.exception("contextjudge: could not record a vector store call's documents")
+
+
+# ---------------------------------------------------------------------------------------------------- reading
+# The app gets exactly what the store returned: the same object when it can be read twice (a list, a tuple), else
+# (a generator, ``zip(docs, scores)``, an async generator) a fresh iterator over the very items the store yielded,
+# read once here to record them, ending as the store's did (with its error, if reading it raised one).
+def _replay(items: list[Any], error: BaseException | None) -> Iterator[Any]:
+    yield from items
+    if error is not None:
+        raise error
+
+
+async def _areplay(items: list[Any], error: BaseException | None) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
+    if error is not None:
+        raise error
+
+
+def _read(result: Any) -> tuple[list[Any], Any, BaseException | None]:
+    """(the items to record, what the app gets, the error reading the store's iterator raised)."""
+    if result is None:
+        return [], result, None
+    if isinstance(result, list | tuple):
+        return list(result), result, None
+    try:
+        iterator = iter(result)
+    except TypeError:  # not iterable (an async iterator, a foreign object): handed over untouched, nothing recorded
+        return [], result, None
+    if iterator is not result:  # a re-readable collection: read a copy, hand over the original
+        try:
+            return list(iterator), result, None
+        except Exception:  # noqa: BLE001 - capture never breaks the app
+            logger.exception("contextjudge: could not read a vector store call's documents")
+            return [], result, None
+    items: list[Any] = []
+    try:
+        for item in iterator:
+            items.append(item)
+    except Exception as exc:  # noqa: BLE001 - the app meets this error where it would have: after these items
+        return items, _replay(items, exc), exc
+    return items, _replay(items, None), None
+
+
+async def _aread(result: Any) -> tuple[list[Any], Any, BaseException | None]:
+    if not hasattr(result, "__anext__"):
+        return _read(result)
+    items: list[Any] = []
+    try:
+        async for item in result:
+            items.append(item)
+    except Exception as exc:  # noqa: BLE001
+        return items, _areplay(items, exc), exc
+    return items, _areplay(items, None), None
 
 
 def _wrap_sync(fn: Callable[..., Any], method: str, kind: str) -> Callable[..., Any]:
@@ -228,14 +289,14 @@ def _wrap_sync(fn: Callable[..., Any], method: str, kind: str) -> Callable[..., 
         if opened is None:
             return fn(self, *args, **kwargs)
         token = in_retriever.set(in_retriever.get() + 1)
-        try:
-            result = fn(self, *args, **kwargs)
+        try:  # a lazy result is read inside, so the searches it makes are not recorded twice
+            items, result, error = _read(fn(self, *args, **kwargs))
         except BaseException as exc:
-            _end(opened, kind, None, exc)
+            _end(opened, kind, [], exc)
             raise
         finally:
             in_retriever.reset(token)
-        _end(opened, kind, result, None)
+        _end(opened, kind, items, error)
         return result
 
     return search
@@ -249,13 +310,13 @@ def _wrap_async(fn: Callable[..., Any], method: str, kind: str) -> Callable[...,
             return await fn(self, *args, **kwargs)
         token = in_retriever.set(in_retriever.get() + 1)
         try:
-            result = await fn(self, *args, **kwargs)
+            items, result, error = await _aread(await fn(self, *args, **kwargs))
         except BaseException as exc:
-            _end(opened, kind, None, exc)
+            _end(opened, kind, [], exc)
             raise
         finally:
             in_retriever.reset(token)
-        _end(opened, kind, result, None)
+        _end(opened, kind, items, error)
         return result
 
     return asearch

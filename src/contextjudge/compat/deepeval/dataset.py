@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ..._json import loads as read_json
 from ...cases.goldens import Golden as _CoreGolden
 from ...errors import ConfigurationError, ContextJudgeError
 from .test_case import ConversationalTestCase, LLMTestCase, ToolCall, Turn
@@ -218,7 +219,7 @@ class EvaluationDataset:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = read_json(line)
             except json.JSONDecodeError as exc:
                 raise ContextJudgeError(f"{file_path}:{n}: not a JSON object ({exc.msg}).") from exc
             self.add_golden(_golden_from_row(_rename(row, input_key_name, keys), f"{file_path}:{n}"))

@@ -106,15 +106,17 @@ class Lower(nn.Module):
 
 
 class Joint(nn.Module):
-    """The top layers over [query states ; node states + a learned node marker], heads on the first token and the
-    mean of all tokens."""
+    """The top layers over [query states ; node states + a learned node marker]. The heads read the first token and,
+    as a bi-encoder would, the query's and the node's mean states (unit length) side by side: their product and
+    difference (a linear head on the product starts from the cosine, so training starts where the bi-encoder is and
+    the joint layers add what reading the pair together tells)."""
 
     def __init__(self, e5: Any, dropout: float = 0.1) -> None:
         super().__init__()
         H = e5.H
         self.layers = nn.ModuleList(Layer(ly, H, e5.NH, e5.eps) for ly in e5._layers[SPLIT:])
         self.seg = nn.Parameter(torch.zeros(H))
-        self.heads = nn.Linear(2 * H, len(TASKS))
+        self.heads = nn.Linear(3 * H, len(TASKS))
         nn.init.normal_(self.heads.weight, std=0.02)
         nn.init.zeros_(self.heads.bias)
         self.drop = nn.Dropout(dropout)
@@ -124,8 +126,11 @@ class Joint(nn.Module):
         bias = (~mask)[:, None, None, :].float() * -1e9
         for ly in self.layers:
             x = ly(x, bias, self.drop)
-        m = mask[:, :, None].float()
-        pooled = torch.cat([x[:, 0], (x * m).sum(1) / m.sum(1)], dim=1)
+        mn = (mask.float() * is_node)[:, :, None]
+        mq = (mask.float() * (1.0 - is_node))[:, :, None]
+        u = nn.functional.normalize((x * mq).sum(1) / mq.sum(1), dim=-1)
+        v = nn.functional.normalize((x * mn).sum(1) / mn.sum(1), dim=-1)
+        pooled = torch.cat([x[:, 0], u * v * 16.0, (u - v).abs() * 4.0], dim=1)
         return self.heads(self.drop(pooled))
 
     def export(self) -> dict[str, np.ndarray]:

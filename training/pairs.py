@@ -56,7 +56,7 @@ FILES = {  # the files of ../shared/training-data this reads (SOURCES.md describ
 }
 _STOP = frozenset("""a about after all also an and any are as at be been by can could did do does for from had has have
 how i if in into is it its of on or that the their there these they this to was were what when where which who whom
-whose why will with would you your name named called many much one first""".split())
+whose why will with would you your name named called many much one first""".split())  # noqa: SIM905
 _WORD = re.compile(r"[a-z0-9]+")
 
 

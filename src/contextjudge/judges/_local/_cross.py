@@ -64,8 +64,8 @@ class CrossEncoder:
     def __init__(self, e5: E5Model, path: str | None = None, state_cache: int = 1024) -> None:
         self.e5 = e5
         if path is None:
-            with files("contextjudge").joinpath("data/crossjudge.npz").open("rb") as f:
-                z = dict(np.load(f))
+            with files("contextjudge").joinpath("data/crossjudge.npz").open("rb") as fh:
+                z = dict(np.load(fh))
         else:
             with np.load(path) as zz:
                 z = {k: zz[k] for k in zz.files}

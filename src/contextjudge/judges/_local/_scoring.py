@@ -58,11 +58,13 @@ CALIBRATION: dict[str, list[float]] = {
 # The stacked judge (a cross-encoder reads the pair: _cross.py): the same features plus the cross-encoder's logits,
 # in one logistic model per task, fitted by benchmarks/calibrate_local.py --cross the same way (CROSS_*_FEATURES).
 CROSS_CALIBRATION: dict[str, list[float]] = {
-    "node_short": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
-    "node_long": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
-    "node_noref": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
-    "sentence": [0.0, 1.0, 0.0, 0.0, 0.0, 0.0],
-    "support": [0.0, 0.0, 0.0, 1.0],
+    # python benchmarks/calibrate_local.py --cross --rows hotpotqa=40 clapnq=40 mtrag=40 (TREC DL: all 68 rows, counted
+    # twice); node_short's bias includes the decision offset +0.405 (as node_short's above)
+    "node_short": [-27.199, 3.787, 24.709, 2.765, -0.147, 1.527, 1.796, 2.107, -1.919],
+    "node_long": [-86.438, 40.789, 54.931, 0.000, 18.683, 5.564, 4.752, 0.306, -0.439],
+    "node_noref": [-18.421, 20.766, -0.083, -34.106, 37.892, 15.198, 0.382, -0.741],
+    "sentence": [-24.274, 0.189, 0.112, 27.709, 2.390, 1.475],
+    "support": [-39.844, 48.326, 4.540, -0.156],
 }
 CROSS_NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q",
                            "x_answer", "x_relevance")
@@ -273,6 +275,10 @@ class Scorer:
             why.append(f"it shares {len(shared)} of the question's {len(info['qtok'])} content words"
                        + (f" ({', '.join(shared[:5])})" if shared else ""))
             figures = [f"confidence {c:.2f}", f"similarity to the question {info['cos_q'][i]:.2f}"]
+            if "x_answer" in info:
+                figures.append(f"read together with the question and {field}: {_sigmoid(info['x_answer'][i]):.2f}")
+            elif "x_relevance" in info:
+                figures.append(f"read together with the question: {_sigmoid(info['x_relevance'][i]):.2f}")
             if req.reference:
                 figures.append(f"to question + {field} {info['cos_qr'][i]:.2f}")
                 if not info["answer_occurs"][i]:
@@ -329,9 +335,10 @@ class Scorer:
             c = _round(confs[i])
             yes = c >= 0.5
             shared = sorted(qtok & content_tokens(it.text))
+            read = f", read together with the question {_sigmoid(x[i, 1]):.2f}" if self.cross is not None else ""
             reason = (f"{'Relevant' if yes else 'Not relevant'} to the input: it shares {len(shared)} of the "
                       f"question's {len(qtok)} content words" + (f" ({', '.join(shared[:6])})" if shared else "")
-                      + f" (confidence {c:.2f}, similarity to the question {cos:.2f}).")
+                      + f" (confidence {c:.2f}, similarity to the question {cos:.2f}{read}).")
             out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c})
         return out
 

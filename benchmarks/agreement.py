@@ -431,10 +431,66 @@ def main() -> None:
                     help="request sizes to judge HotpotQA, TREC DL and MTRAG nodes at: a number of nodes, or full "
                          "(default: 1 2 3 full); --sizes with nothing after it leaves the per-size runs out")
     ap.add_argument("--dump", metavar="FILE", help="also write each set's node confidences and gold labels (JSON)")
+    ap.add_argument("--judge", choices=("current", "stacked"), default="current",
+                    help="current: the bi-encoder and lexical judge; stacked: with the cross-encoder's logits")
+    ap.add_argument("--cross", default=None, metavar="NPZ", help="the cross-encoder's weights (default: shipped)")
+    ap.add_argument("--cross-cache", default=None, metavar="FILE",
+                    help="start the stacked judge with these cross-encoder logits (calibrate_local.py --cross-cache): "
+                         "figures only, its speed is then not measured")
+    ap.add_argument("--compare", action="store_true",
+                    help="run both judges, one after the other, and print their figures side by side")
     args = ap.parse_args()
+    judges = ["current", "stacked"] if args.compare else [args.judge]
+    results = {}
+    for name in judges:
+        judge = LocalJudge(cross_encoder=(args.cross or True) if name == "stacked" else False)
+        if name == "stacked" and args.cross_cache:
+            with open(args.cross_cache, "rb") as f:
+                judge._scorer._xcache.update(pickle.load(f))  # noqa: SLF001
+        print(f"== judge: {name}", file=sys.stderr, flush=True)
+        results[name] = run_all(judge, args)
+    if args.compare:
+        print(compare_table(results))
+        print(json.dumps(results))
+    else:
+        print(json.dumps(results[judges[0]]))
+
+
+HEADLINE = ["hotpotqa.node_auc", "hotpotqa.node_accuracy", "hotpotqa.precision_spearman", "hotpotqa.ece",
+            "trec_dl.node_auc", "trec_dl.full.acc", "trec_dl.ece", "mtrag.node_auc", "mtrag.full.acc", "mtrag.ece",
+            "clapnq.gap", "hotpotqa.flip.size1", "trec_dl.flip.size1", "mtrag.flip.size1", "nodes_per_second",
+            "peak_memory_mb"]
+
+
+def compare_table(results: dict[str, dict[str, Any]]) -> str:
+    def get(out: dict[str, Any], key: str) -> Any:
+        if key in out:
+            return out[key]
+        name, _, fig = key.partition(".")
+        return out.get(name, {}).get(fig) if isinstance(out.get(name), dict) else None
+
+    names = list(results)
+    lines = ["figure".ljust(30) + "".join(n.rjust(12) for n in names)]
+    for key in HEADLINE + sorted(k for k in results[names[0]] if ".size" in k and k not in HEADLINE):
+        vals = [get(results[n], key) for n in names]
+        if all(v is None for v in vals):
+            continue
+        lines.append(key.ljust(30) + "".join(("-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v))
+                                             .rjust(12) for v in vals))
+    return "\n".join(lines)
+
+
+def ece(conf: list[float], labels: list[bool], bins: int = 10) -> float:
+    """Expected calibration error: the mean gap between confidence and the share of yes, over ten equal bins."""
+    p, y = np.asarray(conf, dtype=float), np.asarray(labels, dtype=float)
+    idx = np.minimum((p * bins).astype(int), bins - 1)
+    return float(sum(abs(p[idx == b].mean() - y[idx == b].mean()) * (idx == b).mean() for b in range(bins)
+                     if (idx == b).any()))
+
+
+def run_all(judge: LocalJudge, args: argparse.Namespace) -> dict[str, Any]:
     skip = {k: int(v) for k, v in (kv.split("=") for kv in args.skip)}
     t0 = time.perf_counter()
-    judge = LocalJudge()
     out: dict[str, Any] = {}
     sizes = list(dict.fromkeys(args.sizes))
     per_size: dict[str, Any] = {}
@@ -444,6 +500,8 @@ def main() -> None:
         rows = load(args.data_dir, name)[skip.get(name, 0):]
         rows = rows[: args.limit] if args.limit else rows
         out[name] = fn(rows, judge)
+        if name in DUMP:
+            out[name]["ece"] = round(ece(DUMP[name]["conf"], DUMP[name]["labels"]), 4)
         print(f"{name}: {json.dumps(out[name])}", file=sys.stderr, flush=True)
         # After the set's own run, so its nodes are embedded already and nodes_per_second is measured as before.
         if sizes and name in SIZE_RUNS:
@@ -471,7 +529,7 @@ def main() -> None:
         print(size_table(per_size, [n for n in SIZE_RUNS if n in args.sets], sizes), flush=True)
     if args.dump:
         Path(args.dump).write_text(json.dumps(DUMP), encoding="utf-8")
-    print(json.dumps(out))
+    return out
 
 
 if __name__ == "__main__":

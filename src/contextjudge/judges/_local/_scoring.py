@@ -12,13 +12,16 @@ confidence >= 0.5. The weights are fitted on the development data (see CALIBRATI
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..._text import shorten, split_sentences
 from .._protocol import Item, JudgeRequest
+from ._cross import CrossEncoder
 from ._embeddings import EmbeddingCache
 from ._lexical import answer_occurs, content_tokens, lead_phrase, lead_tokens, specifics, specifics_in, token_recall
 
@@ -57,6 +60,23 @@ CALIBRATION: dict[str, list[float]] = {
     # words as the tie-breaker. `python benchmarks/judge_agreement.py` measures it; refit with the other weights.
     "answer_relevance": [-46.5, 60.0, 6.0],
 }
+# The stacked judge (a cross-encoder reads the pair: _cross.py): the same features plus the cross-encoder's logits,
+# in one logistic model per task, fitted by benchmarks/calibrate_local.py --cross the same way (CROSS_*_FEATURES).
+CROSS_CALIBRATION: dict[str, list[float]] = {
+    # python benchmarks/calibrate_local.py --cross --rows hotpotqa=40 clapnq=40 mtrag=40 (TREC DL: all 68 rows, counted
+    # twice); node_short's bias includes the decision offset +0.405 (as node_short's above)
+    "node_short": [-27.199, 3.787, 24.709, 2.765, -0.147, 1.527, 1.796, 2.107, -1.919],
+    "node_long": [-86.438, 40.789, 54.931, 0.000, 18.683, 5.564, 4.752, 0.306, -0.439],
+    "node_noref": [-18.421, 20.766, -0.083, -34.106, 37.892, 15.198, 0.382, -0.741],
+    "sentence": [-24.274, 0.189, 0.112, 27.709, 2.390, 1.475],
+    "support": [-39.844, 48.326, 4.540, -0.156],
+}
+CROSS_NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q",
+                           "x_answer", "x_relevance")
+CROSS_NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall", "turn", "turn_cos_q", "turn_q_recall", "x_relevance",
+                             "turn_x_relevance")
+CROSS_SENTENCE_FEATURES = ("bias", "x_sentence", "x_relevance_of_node", "cos_q_of_node", "turn", "turn_x_sentence")
+CROSS_SUPPORT_FEATURES = ("bias", "cos_s", "s_recall", "x_support")
 NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q")
 NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall", "turn", "turn_cos_q", "turn_q_recall")
 SHORT_REFERENCE_WORDS = 10
@@ -104,6 +124,30 @@ def _round(x: float) -> float:
 class Scorer:
     cache: EmbeddingCache
     embed_chars: int = 256
+    cross: CrossEncoder | None = None  # the stacked judge when set (CROSS_CALIBRATION), the bi-encoder's alone when not
+    weights: dict[str, list[float]] | None = None  # overrides the calibration (benchmarks fit and compare with it)
+    _xcache: OrderedDict[tuple[str, str, str], float] = field(default_factory=OrderedDict)
+    _xlock: threading.Lock = field(default_factory=threading.Lock)
+
+    def w(self, model: str) -> np.ndarray:
+        table = self.weights or (CROSS_CALIBRATION if self.cross is not None else CALIBRATION)
+        return np.array(table[model])
+
+    def cross_logits(self, task: str, queries: list[str], texts: list[str]) -> np.ndarray:
+        """The cross-encoder's ``task`` logit of each (query, text) pair, each pair read once per process (LRU)."""
+        assert self.cross is not None
+        keys = [(task, q, t) for q, t in zip(queries, texts, strict=True)]
+        with self._xlock:
+            got = {k: self._xcache[k] for k in keys if k in self._xcache}
+        todo = [k for k in dict.fromkeys(keys) if k not in got]
+        if todo:
+            vals = self.cross.logits(task, [k[1] for k in todo], [k[2] for k in todo])
+            with self._xlock:
+                for k, v in zip(todo, vals.tolist(), strict=True):
+                    got[k] = self._xcache[k] = float(v)
+                while len(self._xcache) > 200_000:
+                    self._xcache.popitem(last=False)
+        return np.array([got[k] for k in keys], dtype=np.float64)
 
     # ------------------------------------------------------------------------------------------- text units
     def embed_text(self, text: str) -> str:
@@ -152,8 +196,15 @@ class Scorer:
         ttok = [content_tokens(t) for t in texts]
         q_rec = np.array([token_recall(qtok, t) for t in ttok])
         info: dict[str, Any] = {"cos_q": cos_q, "q_recall": q_rec, "qtok": qtok}
+        xrel = self.cross_logits("relevance", [q] * len(texts), texts) if self.cross is not None else None
+        if xrel is not None:
+            info["x_relevance"] = xrel
         if not req.reference:
-            return noref_rows(cos_q, q_rec, self.is_turn(req)), info
+            rows = noref_rows(cos_q, q_rec, self.is_turn(req))
+            if xrel is not None:
+                t = 1.0 if self.is_turn(req) else 0.0
+                rows = np.column_stack([rows, xrel, t * xrel])
+            return rows, info
         cos_qr = pv @ qv[1]
         rtok = content_tokens(req.reference)
         occ = np.array([1.0 if answer_occurs(req.reference, t) else 0.0 for t in texts])
@@ -161,10 +212,17 @@ class Scorer:
         leads = [lead_tokens(t) for t in texts]
         lead_q = np.array([token_recall(lead, qtok) for lead in leads])
         info.update(cos_qr=cos_qr, answer_occurs=occ, ref_recall=r_rec, rtok=rtok, lead_q=lead_q)
-        return np.column_stack([np.ones(len(texts)), cos_q, cos_qr, occ, r_rec, q_rec, lead_q]), info
+        rows = np.column_stack([np.ones(len(texts)), cos_q, cos_qr, occ, r_rec, q_rec, lead_q])
+        if xrel is not None:
+            xans = self.cross_logits("answer", [f"{q} Answer: {req.reference}"] * len(texts), texts)
+            info["x_answer"] = xans
+            rows = np.column_stack([rows, xans, xrel])
+        return rows, info
 
-    def support_features(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(cos, word recall, share of the statement's specifics missing) matrices of shape (statements, nodes).
+    def support_features(self, statements: list[str], nodes: list[str]
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """(cos, word recall, share of the statement's specifics missing, the cross-encoder's support logit or None)
+        matrices of shape (statements, nodes).
 
         Specifics are a statement's numbers and names (``_lexical.specifics``; a number counts twice): a node on the
         statement's topic that lacks them does not support it. A statement without any misses nothing.
@@ -180,7 +238,11 @@ class Scorer:
                 for j, n in enumerate(nodes):
                     lacking = specifics_in(spec, n)[1]
                     miss[i, j] = _weight(lacking) / _weight(spec)
-        return cos, rec, miss
+        xs = None
+        if self.cross is not None:
+            flat = self.cross_logits("support", [st for st in statements for _ in nodes], list(nodes) * len(statements))
+            xs = flat.reshape(cos.shape)
+        return cos, rec, miss, xs
 
     # ------------------------------------------------------------------------------------------- tasks
     def answer(self, req: JudgeRequest) -> dict[str, Any]:
@@ -199,7 +261,7 @@ class Scorer:
             return []
         texts = [it.text for it in req.items]
         x, info = self.node_features(req, texts)
-        conf = _sigmoid(x @ np.array(CALIBRATION[node_model(req.reference)]))
+        conf = _sigmoid(x @ self.w(node_model(req.reference)))
         target = {"actual_output": "the actual output", "expected_output": "the expected output"}.get(
             req.reference_kind or "", "the expected outcome") if req.reference else "the input"
         field = {"actual_output": "actual_output", "expected_output": "expected_output"}.get(
@@ -218,6 +280,10 @@ class Scorer:
             why.append(f"it shares {len(shared)} of the question's {len(info['qtok'])} content words"
                        + (f" ({', '.join(shared[:5])})" if shared else ""))
             figures = [f"confidence {c:.2f}", f"similarity to the question {info['cos_q'][i]:.2f}"]
+            if "x_answer" in info:
+                figures.append(f"read together with the question and {field}: {_sigmoid(info['x_answer'][i]):.2f}")
+            elif "x_relevance" in info:
+                figures.append(f"read together with the question: {_sigmoid(info['x_relevance'][i]):.2f}")
             if req.reference:
                 figures.append(f"to question + {field} {info['cos_qr'][i]:.2f}")
                 if not info["answer_occurs"][i]:
@@ -282,27 +348,40 @@ class Scorer:
         cos = pv @ qv
         cos_by_parent = dict(zip(pids, cos.tolist(), strict=True))
         qtok = content_tokens(q)
-        x = noref_rows(np.array([cos_by_parent[it.parent or it.id] for it in req.items]),
-                       np.array([token_recall(qtok, content_tokens(it.text)) for it in req.items]), self.is_turn(req))
-        confs = _sigmoid(x @ np.array(CALIBRATION["node_noref"]))
+        if self.cross is not None:
+            # the sentence read with the question, beside its node read with it (a sentence whose node answers the
+            # question is more likely to be the part that does)
+            xs = self.cross_logits("sentence", [q] * len(req.items), [it.text for it in req.items])
+            xr = dict(zip(pids, self.cross_logits("relevance", [q] * len(pids), node_texts).tolist(), strict=True))
+            t = 1.0 if self.is_turn(req) else 0.0
+            x = np.column_stack([np.ones(len(xs)), xs, [xr[it.parent or it.id] for it in req.items],
+                                 [cos_by_parent[it.parent or it.id] for it in req.items], np.full(len(xs), t), t * xs])
+            confs = _sigmoid(x @ self.w("sentence"))
+        else:
+            x = noref_rows(np.array([cos_by_parent[it.parent or it.id] for it in req.items]),
+                           np.array([token_recall(qtok, content_tokens(it.text)) for it in req.items]),
+                           self.is_turn(req))
+            confs = _sigmoid(x @ self.w("node_noref"))
         out = []
         for i, it in enumerate(req.items):
             cos = cos_by_parent[it.parent or it.id]
             c = _round(confs[i])
             yes = c >= 0.5
             shared = sorted(qtok & content_tokens(it.text))
+            read = f", read together with the question {_sigmoid(x[i, 1]):.2f}" if self.cross is not None else ""
             reason = (f"{'Relevant' if yes else 'Not relevant'} to the input: it shares {len(shared)} of the "
                       f"question's {len(qtok)} content words" + (f" ({', '.join(shared[:6])})" if shared else "")
-                      + f" (confidence {c:.2f}, similarity to the question {cos:.2f}).")
+                      + f" (confidence {c:.2f}, similarity to the question {cos:.2f}{read}).")
             out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c})
         return out
 
     def _support_conf(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        cos, rec, miss = self.support_features(statements, nodes)
-        w = CALIBRATION["support"]
+        cos, rec, miss, xs = self.support_features(statements, nodes)
+        w = self.w("support")
         # The similarity and the shared words say the node is on the statement's topic; what it asserts (its numbers
         # and names) must be there too, so the confidence shrinks with the share of them the node lacks.
-        conf = _sigmoid(w[0] + w[1] * cos + w[2] * rec) * (1.0 - miss)
+        z = w[0] + w[1] * cos + w[2] * rec + (w[3] * xs if xs is not None else 0.0)
+        conf = _sigmoid(z) * (1.0 - miss)
         return conf, cos, rec
 
     def _statement_support(self, req: JudgeRequest) -> list[dict[str, Any]]:

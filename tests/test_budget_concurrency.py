@@ -54,9 +54,9 @@ class _GrowingJudge(FaultServer):
 
 
 def _run(tmp_path, concurrency: int, *, limit: int = LIMIT, cases: int = 120, reason: str | None = None,
-         server: FaultServer | None = None) -> tuple[Any, int, list[dict[str, Any]], Any, str]:
+         server: FaultServer | None = None, then: Any = None) -> tuple[Any, int, list[dict[str, Any]], Any, str]:
     """Judge ``cases`` queued cases under a ``limit``-token day: the worker's counts, the tokens the server billed,
-    its requests, the store and the run."""
+    its requests, the store and the run (``then(store, judge, server)`` runs after, with the server up)."""
     from langchain_openai import ChatOpenAI  # noqa: PLC0415
 
     store = open_store(str(tmp_path / f"q{concurrency}-{uuid.uuid4().hex[:6]}.db"))
@@ -72,6 +72,8 @@ def _run(tmp_path, concurrency: int, *, limit: int = LIMIT, cases: int = 120, re
                    poll=0.05, judge_options=JudgeOptions(budget=budget, max_concurrency=concurrency))
         counts = w.run(once=True)
         requests = list(srv.requests)
+        if then is not None:
+            then(store, judge, srv)
     billed = sum(r["prompt_tokens"] + r["completion_tokens"] for r in requests if r.get("status", 200) == 200)
     spent = store.spend_get(f"budget:{budget.name}:day", window_start(time.time(), 86400))
     assert counts.judged + counts.skipped_budget == cases and counts.skipped_budget > 0  # the budget ran out
@@ -103,6 +105,28 @@ def test_the_last_calls_reserve_what_the_answers_really_take(tmp_path, concurren
     assert sized, "no call was sent with a smaller answer cap"
     assert all(r["finish_reason"] != "length" for r in ok)  # none cut: the size covers this judge's answers
     assert all(r["completion_tokens"] <= _cap(r) for r in sized)
+
+
+def test_verdicts_judged_under_a_smaller_cap_stay_in_the_cache(tmp_path):
+    """The answer cap sent with a request is no part of the judge's identity: the same cases queued again, under a
+    budget with room (the same answer cap on the judge), are answered from the verdict cache for every case judged
+    before (those sent with a smaller cap included); only the cases the budget skipped reach the judge."""
+    again: dict[str, Any] = {}
+
+    def rerun(store, judge, srv) -> None:
+        before = len(srv.requests)
+        rid = store.begin_run("again", {"mode": "worker", "metrics": [{"class": "ContextualRelevancyMetric"}]})
+        store.save_cases_queued(rid, [(f"k{i:03d}", i, _case(i)) for i in range(120)])
+        w = Worker(store, [ContextualRelevancyMetric()], judge, batch=16, concurrency=8, cpus=0, nice=0, poll=0.05,
+                   judge_options=JudgeOptions(max_concurrency=8, budget=Budget(tokens_per_day=10**9,
+                                                                                 name=uuid.uuid4().hex[:8])))
+        again["counts"] = w.run(once=True)
+        again["requests"] = srv.requests[before:]
+
+    counts, _, requests, _, _ = _run(tmp_path, 8, then=rerun)
+    assert any((_cap(r) or BUDGET_OUTPUT_CAP) < BUDGET_OUTPUT_CAP for r in requests)
+    assert again["counts"].judged == 120
+    assert len(again["requests"]) == counts.skipped_budget, (len(again["requests"]), counts)
 
 
 def test_the_reserved_answer_follows_the_judges_real_answers(tmp_path):

@@ -20,7 +20,9 @@ How it answers:
 Faults (``Fault``) are taken in order by the requests they match: HTTP errors with or without ``Retry-After``,
 connection resets, slow answers, and damaged content (invalid or truncated JSON, prose, fences, ``<think>`` blocks,
 odd verdict words, missing, unknown or duplicate ids, empty content, refusals). ``latency`` adds a fixed delay to
-every answer. Every request is recorded in ``server.requests`` with its prompt and completion token counts.
+every answer. An answer longer than the request's ``max_tokens`` / ``max_completion_tokens`` is cut there, with
+``finish_reason="length"``. Every request is recorded in ``server.requests`` with its prompt and completion token
+counts.
 
     with FaultServer(yes_words=["Paris"], faults=[Fault("http", status=429, retry_after=0.01, times=2)]) as srv:
         judge = ChatOpenAI(model="fake", base_url=srv.url, api_key="x", max_retries=0)
@@ -326,8 +328,15 @@ class FaultServer:
         text = json.dumps(answer)
         if fault is not None and fault.kind in CONTENT_FAULTS:
             text, refusal = _damage(fault, answer, text, prompt)
-        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": refusal}
         finish = "length" if fault is not None and fault.kind == "length" else "stop"
+        caps = [int(c) for c in (body.get("max_tokens"), body.get("max_completion_tokens")) if c]
+        if caps and text and self.count_tokens(text) > min(caps):
+            # a real server stops at the request's answer cap and says so
+            cut = len(text)
+            while cut > 0 and self.count_tokens(text[:cut]) > min(caps):
+                cut = min(cut - 1, cut * min(caps) // max(1, self.count_tokens(text[:cut])))
+            text, finish = text[:cut], "length"
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": refusal}
         if method == "tools" and refusal is None and text:
             fn = ((body.get("tools") or [{}])[0].get("function") or {}).get("name", "answer")
             message["content"] = None
@@ -338,6 +347,7 @@ class FaultServer:
             message["content"] = None
         completion_tokens = self.count_tokens(text or refusal or "")
         record["completion_tokens"] = completion_tokens
+        record["finish_reason"] = finish
         payload = {
             "id": f"chatcmpl-{int(t0 * 1000)}", "object": "chat.completion", "created": int(t0),
             "model": body.get("model") or "fake",

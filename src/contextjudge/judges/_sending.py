@@ -26,7 +26,7 @@ from ._protocol import REQUEST_KEY
 from ._retry import classify, policy, status_of
 from ._salvage import _find_cause, _odd_response, _recover_answer
 from ._schemas import _ANSWER_SCHEMAS, Verdicts
-from ._spend import CallSpend, Price
+from ._spend import ANSWER_SIZES, CallSpend, Price
 from ._structured import (
     _DirectCall,
     _is_method_rejection,
@@ -161,7 +161,7 @@ class Sender:
         self.ctx._runnables[key] = (model, runnable)  # noqa: SLF001
         return runnable
 
-    async def send(self, method: str, messages: list[Any]) -> Any:
+    async def send(self, method: str, messages: list[Any], *, at_least: int | None = None) -> Any:
         """One request with retries. Returns an AIMessage, or LangChain's include_raw dict for a model whose
         structured output is not a bound model (see ``_structured``).
 
@@ -170,7 +170,12 @@ class Sender:
         ``BudgetExhaustedError`` when the budget has no room), and the request settles with its real usage. A 429
         halves the judge's calls in flight; 429s do not use up ``max_attempts`` (up to four times as many attempts),
         unless the provider says a quota is spent: only the deadline ends the retries of a provider that is only
-        asking us to slow down."""
+        asking us to slow down.
+
+        A call that finds no room in the budget for its whole answer cap may reserve what this judge's answers really
+        take and be sent with that as its own cap (``CallSpend.take``); an answer cut by that cap (``finish_reason``
+        "length") is never read: it is asked again with twice the cap (``at_least``; up to the whole cap), which
+        reserves that, waits for room, or is refused."""
         opts = self.options
         request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
         schema = _ANSWER_SCHEMAS.get(str(request_dump.get("task")), Verdicts)
@@ -180,22 +185,30 @@ class Sender:
             runnable = self._structured(method, schema)
         config: Any = {"callbacks": [], "tags": [JUDGE_TAG], "run_name": "contextjudge_judge",
                   "metadata": {"contextjudge": "judge"}}
+        task = request_dump.get("task") if method != "text" else None
+        n_items = len(request_dump.get("items") or []) if method != "text" else 0
         limiter = self.ctx.limiter(self.identity, self.model, self.name)
         spend = self._call_spend()
         holds: list[Any] = []  # the budget reservation and rate-limit room, taken by the first attempt
+        estimated: list[int] = []  # its prompt's estimated tokens
 
         async def attempt_once() -> Any:
             async with limiter.slot() as slot:
                 if spend is not None and not holds:
                     text = "\n".join(_content_text(m) for m in messages)
-                    n_items = len(request_dump.get("items") or []) if method != "text" else 0
-                    holds.append(await spend.take(*spend.estimate(
-                        text, request_dump.get("task") if method != "text" else None, n_items)))
+                    inp, out_full = spend.estimate(text, task, n_items)
+                    sized = None if not isinstance(runnable, _DirectCall) else spend.sized(
+                        self.identity, task, n_items, inp, out_full, at_least)
+                    holds.append(await spend.take(inp, out_full, sized))
+                    estimated.append(inp)
                 try:
                     # A native judge (the embedded one) waits for this machine's CPU, not for a server: on a busy
                     # machine its calls queue behind each other, and timing one out would only do its work again.
                     timeout = None if self.native else opts.attempt_timeout
-                    out = await _isolated(runnable.ainvoke(messages, config=config), timeout)
+                    cap = holds[0].cap if holds else None
+                    call = (runnable.ainvoke(messages, config=config, max_tokens=cap) if cap is not None
+                            else runnable.ainvoke(messages, config=config))
+                    out = await _isolated(call, timeout)
                 except JudgeError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - sorted here, raised again below
@@ -240,7 +253,21 @@ class Sender:
             raise
         if holds and spend is not None:
             raw = result.get("raw") if isinstance(result, dict) else result
-            await spend.settle(holds[0], getattr(raw, "usage_metadata", None) or None)
+            usage = getattr(raw, "usage_metadata", None) or None
+            await spend.settle(holds[0], usage)
+            cut = (getattr(raw, "response_metadata", None) or {}).get("finish_reason") == "length"
+            cap = holds[0].cap
+            if cut and cap is not None:
+                # cut by the smaller cap this call reserved: never read cut, asked again with twice the cap (which
+                # reserves it, waits for room, or is refused); later calls of this judge reserve more too
+                ANSWER_SIZES.observe(self.identity, task, n_items, 2 * cap, estimated[0] if estimated else 0,
+                                     int((usage or {}).get("input_tokens", 0) or 0))
+                logger.info("contextjudge: judge %s answer was cut at the %d answer tokens reserved for it; asking "
+                            "again with up to %d", self.name, cap, 2 * cap)
+                return await self.send(method, messages, at_least=2 * cap)
+            if not cut and usage:
+                ANSWER_SIZES.observe(self.identity, task, n_items, int(usage.get("output_tokens", 0) or 0),
+                                     estimated[0] if estimated else 0, int(usage.get("input_tokens", 0) or 0))
         return result
 
     def _sort_failure(self, exc: Exception, method: str, limiter: Any, slot: Any) -> Any:

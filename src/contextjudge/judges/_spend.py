@@ -28,13 +28,19 @@ tokens than it reserved; a window is overshot at most by the error of the prompt
 (none with tiktoken's count). A reservation that finds no room while calls of this process hold reservations in
 that window waits for them to settle (each gives back the answer tokens it did not use) and tries again; it is
 refused only when it cannot fit with none in flight, so the caps held by concurrent calls never refuse what the
-budget still has (``CallSpend._reserve``). The embedded judge is billed by no provider: it spends no token or dollar budget (its
+budget still has (``CallSpend._reserve``). When even the cap cannot fit, the call reserves what this judge's answers
+to this task really use (``AnswerSizes``: the largest of its last answers, per judged item, with a margin; only once
+``SIZED_AFTER`` answers were seen) and is sent with that as its own answer cap (``max_tokens`` of the request, not
+of the judge: its identity and cached verdicts do not change), so it still cannot spend more than it reserved; an
+answer cut by that cap is asked again with the whole cap (``_sending.Sender.send``). So a budget is refused only
+when a call of this judge's usual size cannot fit. The embedded judge is billed by no provider: it spends no token or dollar budget (its
 work is bounded by its CPUs, ``--cpus``); ``Budget(calls_per_hour=, calls_per_day=)`` limits judge calls of any
 judge, the embedded one included.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import json
 import logging
@@ -48,7 +54,7 @@ from typing import Any
 
 from ..errors import BudgetExhaustedError, ConfigurationError
 
-__all__ = ["BUDGET_OUTPUT_CAP", "DAY", "HOUR", "MINUTE", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC",
+__all__ = ["BUDGET_OUTPUT_CAP", "DAY", "AnswerSizes", "HOUR", "MINUTE", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC",
            "OUTPUT_TOKENS_TEXT", "Budget", "BudgetLedger", "CallSpend", "Hold", "MemorySpend", "Price", "RateGate",
            "RateLimit", "Refusal", "Reservation", "count_tokens", "output_estimate", "price_of", "register_prices",
            "window_start"]
@@ -70,6 +76,13 @@ OUTPUT_TOKENS_TEXT = 250
 BUDGET_OUTPUT_CAP = 2048
 # a reservation with no room waits for the calls in flight to settle; this long with none settling, it is refused
 MAX_BUDGET_WAIT = 600.0
+# a call that cannot reserve its whole answer cap may reserve the size this judge's answers really take, once this
+# many answers of the judge to the task were seen: the largest of the last SIZED_WINDOW (per judged item), times
+# SIZED_MARGIN, plus SIZED_SLACK tokens
+SIZED_AFTER = 8
+SIZED_WINDOW = 64
+SIZED_MARGIN = 1.25
+SIZED_SLACK = 16
 
 
 # ---------------------------------------------------------------------------------------------- limits
@@ -700,14 +713,66 @@ class RateGate:
             self.store.spend_adjust(self.scope, start, tokens=used - held)
 
 
+class AnswerSizes:
+    """What each judge's calls to each task really take, per (judge identity, task), over the last ``SIZED_WINDOW``
+    calls: the answer as a multiple of ``output_estimate`` (the figure per judged item, so a request of any size is
+    sized from answers to requests of other sizes), and how far the billed prompt passed its estimate (the answer
+    schema a provider bills as prompt, a tokenizer not at hand), both as a ratio and in tokens. Process-wide
+    (``ANSWER_SIZES``), bounded."""
+
+    def __init__(self, keys: int = 256) -> None:
+        self._lock = threading.Lock()
+        self._seen: collections.OrderedDict[tuple[str, str], collections.deque[tuple[float, float, int]]] = (
+            collections.OrderedDict())
+        self._keys = keys
+
+    def observe(self, judge: str, task: str | None, items: int, output_tokens: int, input_estimate: int = 0,
+                input_tokens: int = 0) -> None:
+        """Count one complete answer (not one cut by its cap) of ``output_tokens`` to a request of ``items``, whose
+        prompt was estimated at ``input_estimate`` tokens and billed as ``input_tokens``."""
+        if output_tokens <= 0:
+            return
+        ratio = output_tokens / output_estimate(task, items)
+        over = max(0, int(input_tokens) - int(input_estimate)) if input_tokens > 0 else 0
+        in_ratio = (input_tokens / input_estimate) if input_tokens > 0 and input_estimate > 0 else 1.0
+        key = (judge, str(task))
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None:
+                seen = self._seen[key] = collections.deque(maxlen=SIZED_WINDOW)
+                while len(self._seen) > self._keys:
+                    self._seen.popitem(last=False)
+            seen.append((ratio, in_ratio, over))
+
+    def size(self, judge: str, task: str | None, items: int, input_estimate: int) -> tuple[int, int] | None:
+        """(prompt tokens, answer tokens) to reserve for such a request whose prompt is estimated at
+        ``input_estimate`` (None until ``SIZED_AFTER`` calls were seen): the largest answer seen, the prompt's
+        estimate raised by the most it was passed (as a ratio or in tokens, whichever is more), each with a margin."""
+        with self._lock:
+            seen = self._seen.get((judge, str(task)))
+            if seen is None or len(seen) < SIZED_AFTER:
+                return None
+            top = max(r for r, _, _ in seen)
+            in_ratio = max(r for _, r, _ in seen)
+            over = max(o for _, _, o in seen)
+        prompt = max(input_estimate * in_ratio, input_estimate + over)
+        prompt = int(input_estimate + (prompt - input_estimate) * SIZED_MARGIN + 0.999)
+        return prompt, int(top * output_estimate(task, items) * SIZED_MARGIN + 0.999) + SIZED_SLACK
+
+
+ANSWER_SIZES = AnswerSizes()
+
+
 @dataclass
 class Hold:
-    """What one judge call holds: its budget reservation and its rate-limit room."""
+    """What one judge call holds: its budget reservation and its rate-limit room; ``cap``: the answer cap the request
+    must be sent with (the answer tokens reserved, when less than the judge's own cap), else None."""
 
     reservation: Reservation | None = None
     rate: tuple[float, int] | None = None
     estimate: int = 0
     done: bool = False
+    cap: int | None = None
 
 
 class CallSpend:
@@ -726,14 +791,36 @@ class CallSpend:
         """The (input, output) tokens a call with this prompt is expected to take, reserved before it is sent."""
         return count_tokens(prompt, self.model_name), output_estimate(task, items, self.max_output_tokens)
 
-    async def take(self, input_tokens: int, output_tokens: int) -> Hold:
-        """Reserve the call in the budget and take room in the rate limit (waiting for it); the hold to settle."""
+    def sized(self, judge: str, task: str | None, items: int, input_tokens: int, output_tokens: int,
+              at_least: int | None = None) -> tuple[int, int] | None:
+        """The smaller call (prompt tokens, answer cap) a call may reserve, and be sent with that cap, when its
+        whole answer cap has no room: what this judge's calls to the task really take (``ANSWER_SIZES``), the answer
+        at least ``at_least``; None when not known yet, not smaller, or no token or dollar budget is kept for this
+        judge (nothing to size)."""
+        led = self.ledger
+        if (led is None or not led.billable or not self.max_output_tokens
+                or not (led.budget.has_token_limit or led.budget.has_dollar_limit)):
+            return None
+        size = ANSWER_SIZES.size(judge, task, items, input_tokens)
+        if size is None:
+            return None
+        prompt, answer = size[0], max(size[1], at_least or 0)
+        return (prompt, answer) if answer < output_tokens else None
+
+    async def take(self, input_tokens: int, output_tokens: int, sized: tuple[int, int] | None = None) -> Hold:
+        """Reserve the call in the budget and take room in the rate limit (waiting for it); the hold to settle.
+        ``sized``: the (prompt, answer) to reserve instead when the whole answer cap has no room; the request is
+        then sent with that answer as its cap (``hold.cap``)."""
         hold = Hold(estimate=input_tokens + output_tokens)
         if self.ledger is not None:
-            hold.reservation = await self._reserve(self.ledger, input_tokens, output_tokens)
+            tries = [(input_tokens, output_tokens)] + ([sized] if sized is not None else [])
+            hold.reservation = await self._reserve(self.ledger, tries)
+            if hold.reservation.output_tokens < output_tokens:
+                hold.cap = hold.reservation.output_tokens
+                hold.estimate = hold.reservation.input_tokens + hold.cap
         if self.gate is not None:
             try:
-                hold.rate = await self.gate.acquire(input_tokens + output_tokens)
+                hold.rate = await self.gate.acquire(hold.estimate)
             except BaseException:
                 if hold.reservation is not None:
                     await _off_loop(self.ledger.store, self.ledger.release,  # type: ignore[union-attr]
@@ -742,24 +829,27 @@ class CallSpend:
         return hold
 
     @staticmethod
-    async def _reserve(ledger: BudgetLedger, input_tokens: int, output_tokens: int) -> Reservation:
-        """Reserve the call; with no room, wait while calls of this process hold reservations in that window (each
-        answer gives back the part of its reservation it did not use) and try again as each settles, or in the
-        next window. Refused (``BudgetExhaustedError``) only when it cannot fit with nothing in flight: reserving
-        every call's whole answer cap keeps the budget from being passed, and waiting keeps the caps of the calls
-        in flight from refusing what the budget still holds."""
+    async def _reserve(ledger: BudgetLedger, tries: list[tuple[int, int]]) -> Reservation:
+        """Reserve the call with the first of ``tries`` (prompt and answer tokens: with the whole answer cap, then
+        the size this judge's calls take) that has room; with no room for any, wait while calls of this process hold reservations in
+        that window (each answer gives back the part of its reservation it did not use) and try again as each
+        settles, or in the next window. Refused (``BudgetExhaustedError``) only when the last of ``tries`` cannot
+        fit with nothing in flight: a call never spends more answer than it reserved, so the budget is never passed,
+        and waiting keeps the caps of the calls in flight from refusing what the budget still holds."""
         import asyncio  # noqa: PLC0415
 
         quiet_since = time.monotonic()
         while True:
             seen = _IN_FLIGHT.settled
-            got = await _off_loop(ledger.store, ledger.try_reserve, input_tokens, output_tokens, False)
-            if isinstance(got, Reservation):
-                return got
+            for input_tokens, out in tries:
+                got = await _off_loop(ledger.store, ledger.try_reserve, input_tokens, out, False)
+                if isinstance(got, Reservation):
+                    return got
+            assert isinstance(got, Refusal)
             # a reservation never settled (a call cut off between its reservation and its request) must not hold
             # the others for the rest of the window: after MAX_BUDGET_WAIT with no settlement, it is refused
             if not ledger.in_flight(got) or time.monotonic() - quiet_since > MAX_BUDGET_WAIT:
-                got = await _off_loop(ledger.store, ledger.try_reserve, input_tokens, output_tokens)
+                got = await _off_loop(ledger.store, ledger.try_reserve, *tries[-1])
                 if isinstance(got, Reservation):
                     return got
                 raise ledger.refuse(got)

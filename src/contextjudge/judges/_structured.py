@@ -117,12 +117,25 @@ class _DirectCall:
         self.model = model
         self.kwargs = {k: v for k, v in kwargs.items() if not k.startswith("ls_")}  # LangSmith-only hints
 
-    async def ainvoke(self, messages: list[Any], config: Any = None) -> AIMessage:
+    async def ainvoke(self, messages: list[Any], config: Any = None, max_tokens: int | None = None) -> AIMessage:
+        """The answer to ``messages``; ``max_tokens``: this request's own answer cap, lower than the model's (a call
+        that reserved less of a budget than the model's cap, ``_spend.CallSpend.take``). It is sent with the
+        request, the model is not changed: its identity, and so the verdict-cache keys, stay as they are."""
         limiter = getattr(self.model, "rate_limiter", None)
         if limiter is not None:
             await limiter.aacquire(blocking=True)
-        result = await self.model._agenerate(messages, **self.kwargs)  # noqa: SLF001 - see the class docstring
-        return result.generations[0].message  # type: ignore[return-value]  # a chat model's
+        kwargs = self.kwargs
+        if max_tokens is not None:
+            kwargs = {**kwargs, "max_tokens": int(max_tokens)}
+            extra = kwargs.get("extra_body", getattr(self.model, "extra_body", None))
+            if isinstance(extra, dict) and "max_tokens" in extra:  # the cap _with_output_cap sends in the body
+                kwargs["extra_body"] = {**extra, "max_tokens": int(max_tokens)}
+        result = await self.model._agenerate(messages, **kwargs)  # noqa: SLF001 - see the class docstring
+        gen = result.generations[0]
+        message = gen.message
+        if gen.generation_info:  # finish_reason: what ainvoke would have put in the message's metadata
+            message.response_metadata = {**gen.generation_info, **(message.response_metadata or {})}
+        return message  # type: ignore[return-value]  # a chat model's
 
 
 def _is_openai_sdk_model(model: Any) -> bool:

@@ -58,7 +58,8 @@ SCRIPT = r"""
   function current() { return keys()[st.pos[st.queue]]; }
   function load() {
     var k = current();
-    if (k === undefined) { st.c = null; render(); return Promise.resolve(); }
+    st.c = null; render();  /* no key may label the case left behind while the next one loads */
+    if (k === undefined) { return Promise.resolve(); }
     return api("/api/case?key=" + encodeURIComponent(k)).then(function (c) {
       if (current() === c.key) { st.c = c; render(); } });
   }
@@ -106,7 +107,9 @@ SCRIPT = r"""
     var box = $("case"); box.textContent = "";
     $("where").textContent = st.queues ? (st.queue + ": case " + Math.min(st.pos[st.queue] + 1, keys().length) +
       " of " + keys().length) : "";
-    if (!st.c) { box.appendChild(el("p", st.queues ? "No more cases in this queue." : "Loading ...")); return; }
+    box.removeAttribute("data-key"); st.rows = [];
+    if (!st.c) { box.appendChild(el("p", st.queues && current() === undefined ? "No more cases in this queue." :
+      "Loading ...")); return; }
     var c = st.c; st.rows = [];
     box.setAttribute("data-key", c.key);
     [["Question", c.input], ["Expected output", c.expected_output], ["Actual output", c.actual_output]].forEach(

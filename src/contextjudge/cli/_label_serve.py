@@ -31,7 +31,7 @@ from . import _shared
 
 __all__ = ["LabelSession", "serve_labels"]
 
-QUEUES = ("calibrate", "estimate")
+QUEUES = ("calibrate", "estimate")  # as store.give_label checks them
 
 
 def calibrate_order(keys: list[str], results: dict[tuple[str, str], Any]) -> list[str]:

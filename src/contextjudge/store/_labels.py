@@ -18,7 +18,9 @@ from . import _schema as S
 from ._load import LoadStore
 from ._rows import _attach_labels, _case_from_json, _dumps, _loads
 
-__all__ = ["LabelMatch", "LabelStore", "key_stored_labels"]
+__all__ = ["QUEUES", "LabelMatch", "LabelStore", "key_stored_labels"]
+
+QUEUES = ("calibrate", "estimate")  # the labelling page's two queues (cj_label_log.queue)
 
 logger = logging.getLogger("contextjudge")
 
@@ -173,7 +175,7 @@ class LabelStore(LoadStore):
 
         if field not in (*LABEL_FIELDS, "note"):
             raise ConfigurationError(f"unknown label field {field!r}: one of {', '.join(LABEL_FIELDS)} (or 'note').")
-        if queue not in (None, "calibrate", "estimate"):
+        if queue is not None and queue not in QUEUES:
             raise ConfigurationError(f"unknown queue {queue!r}: 'calibrate' or 'estimate'.")
         if field == "note":  # a free-text note on the case: logged, no label changes
             with self._guard("log a label"), self._begin() as conn:
@@ -184,7 +186,7 @@ class LabelStore(LoadStore):
         with self._guard("read gold labels"), self._begin(write=False) as conn:
             row = conn.execute(select(S.labels.c.labels).where(S.labels.c.case_key == case_key)).first()
         now = {k: v for k, v in ((_loads(row.labels, {}) or {}) if row else {}).items()
-               if k != "unmatched_positional"}
+               if k not in ("unmatched_positional", "queue")}
         if field in NODE_FIELDS:
             if not isinstance(item, dict) or not (item.get("hash") or item.get("id")):
                 raise ConfigurationError("a node label names its node: give its 'hash' or 'id' (node_ref).")
@@ -220,6 +222,13 @@ class LabelStore(LoadStore):
             conn.execute(S.label_log.insert().values(
                 case_key=case_key, run_id=run_id, field=field, item=logged, value=value, who=who, queue=queue,
                 note=note, created_at=time.time()))
+            # the case's labels say from which queue they came: any from "calibrate" (a case chosen for what it
+            # teaches, not drawn at random) keeps the case out of the bias-corrected means (metrics._gold)
+            queues = {q for (q,) in conn.execute(select(S.label_log.c.queue).where(
+                S.label_log.c.case_key == case_key).where(S.label_log.c.value.is_not(None))).all()}
+            if any(k != "statements" for k in now) and queues & set(QUEUES):
+                now["queue"] = "calibrate" if "calibrate" in queues else "estimate"
+                conn.execute(update(S.labels).where(S.labels.c.case_key == case_key).values(labels=_dumps(now)))
         return now
 
     def label_log(self, case_key: str | None = None) -> list[dict[str, Any]]:
@@ -240,7 +249,8 @@ class LabelStore(LoadStore):
                                 .order_by(S.labels.c.case_key)).all()
         out = []
         for r in rows:
-            got = {k: v for k, v in (_loads(r.labels, {}) or {}).items() if k != "unmatched_positional"}
+            got = {k: v for k, v in (_loads(r.labels, {}) or {}).items()
+                   if k not in ("unmatched_positional", "queue")}
             if any(k != "statements" for k in got):
                 out.append({"key": r.case_key, "input": r.input, **got})
         return out

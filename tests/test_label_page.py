@@ -164,12 +164,12 @@ def test_queues_calibrate_nearest_threshold_first_both_signs_and_estimate_is_a_s
 
 
 def test_calibrate_queue_labels_stay_out_of_the_bias_corrected_means_estimate_ones_enter(tmp_path):
-    from contextjudge.metrics import fill_gold_scores
     from contextjudge.cases.labels import node_ref
+    from contextjudge.metrics import fill_gold_scores
 
     store = open_store(_make_store(str(tmp_path / "q.db")))
     for key, queue in (("c0", "calibrate"), ("c1", "estimate"), ("c2", "estimate")):
-        for node, value in zip(NODES, (True, False, True)):
+        for node, value in zip(NODES, (True, False, True), strict=True):
             store.give_label(key, "labels", node_ref(node), value, who="ann", queue=queue)
     store.give_label("c2", "labels", node_ref(NODES[1]), True, who="bob", queue="calibrate")  # c2 now chosen too
     gold = {tr.test_case.id: {m.name: m.gold_score for m in tr.metrics_data}

@@ -115,7 +115,7 @@ class LabelSession:
         entries = got.get("nodes") or []
         for rank, node in enumerate(tc.retrieval_context or []):
             ref = node_ref(node)
-            hit = next((e for e in entries if (ref["id"] and e.get("id") == ref["id"])
+            hit: dict[str, Any] = next((e for e in entries if (ref["id"] and e.get("id") == ref["id"])
                         or e.get("hash") == ref["hash"]), {})
             meta = getattr(node, "metadata", None) or {}
             source = (meta.get("source") or meta.get("title") or meta.get("url") or meta.get("file_name")
@@ -123,7 +123,7 @@ class LabelSession:
             nodes.append({"rank": rank + 1, "text": str(getattr(node, "text", node)), "source": str(source),
                           "ref": {"id": ref["id"], "hash": ref["hash"]},
                           "labels": {f: hit.get(f) for f in ("labels", "relevance_labels")}})
-        pairs = dict(zip(got.get("statements") or [], got.get("statement_labels") or []))
+        pairs = dict(zip(got.get("statements") or [], got.get("statement_labels") or [], strict=False))
         statements = [{"text": s, "label": pairs.get(s)}
                       for s in gold_statements(tc, {}) or []] if tc.expected_output else []
         return {"key": key, "input": tc.input, "expected_output": tc.expected_output,
@@ -209,75 +209,81 @@ def _needed(report: dict[str, Any] | None, width: float) -> dict[str, int | None
     return out
 
 
-def _handler(session: LabelSession, token: str, page: bytes) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the terminal shows the URL only
-            pass
+class _Handler(BaseHTTPRequestHandler):
+    """The page's requests; ``_handler`` makes a subclass holding the session, the token and the page."""
 
-        def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Referrer-Policy", "no-referrer")
-            self.end_headers()
-            self.wfile.write(body)
+    session: LabelSession
+    token: str
+    page: bytes
 
-        def _json(self, code: int, obj: Any) -> None:
-            self._send(code, json.dumps(obj, default=str).encode())
+    def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the terminal shows the URL only
+        pass
 
-        def _authorised(self) -> tuple[bool, dict[str, list[str]]]:
-            url = urlparse(self.path)
-            q = parse_qs(url.query)
-            given = self.headers.get("X-CJ-Token") or (q.get("t") or [""])[0]
-            ok = hmac.compare_digest(given.encode(), token.encode())
-            if not ok:
-                self._send(403, b"forbidden: this page needs the token printed when it started", "text/plain")
-            return ok, q
+    def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.end_headers()
+        self.wfile.write(body)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            ok, q = self._authorised()
-            if not ok:
-                return
-            path = urlparse(self.path).path
-            try:
-                if path == "/":
-                    self._send(200, page, "text/html; charset=utf-8")
-                elif path == "/api/queues":
-                    self._json(200, {"queues": session.queues, "run": session.run_id})
-                elif path == "/api/case":
-                    key = (q.get("key") or [""])[0]
-                    if key not in session.cases:
-                        self._json(404, {"error": f"no case {key!r}"})
-                    else:
-                        self._json(200, session.case(key))
-                elif path == "/api/figures":
-                    self._json(200, session.figures())
+    def _json(self, code: int, obj: Any) -> None:
+        self._send(code, json.dumps(obj, default=str).encode())
+
+    def _authorised(self) -> tuple[bool, dict[str, list[str]]]:
+        q = parse_qs(urlparse(self.path).query)
+        given = self.headers.get("X-CJ-Token") or (q.get("t") or [""])[0]
+        ok = hmac.compare_digest(given.encode(), self.token.encode())
+        if not ok:
+            self._send(403, b"forbidden: this page needs the token printed when it started", "text/plain")
+        return ok, q
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        ok, q = self._authorised()
+        if not ok:
+            return
+        path = urlparse(self.path).path
+        try:
+            if path == "/":
+                self._send(200, self.page, "text/html; charset=utf-8")
+            elif path == "/api/queues":
+                self._json(200, {"queues": self.session.queues, "run": self.session.run_id})
+            elif path == "/api/case":
+                key = (q.get("key") or [""])[0]
+                if key in self.session.cases:
+                    self._json(200, self.session.case(key))
                 else:
-                    self._json(404, {"error": "not found"})
-            except Exception as exc:  # noqa: BLE001 - the page shows it; the server goes on
-                self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
-
-        def do_POST(self) -> None:  # noqa: N802
-            ok, _ = self._authorised()
-            if not ok:
-                return
-            if urlparse(self.path).path != "/api/label":
+                    self._json(404, {"error": f"no case {key!r}"})
+            elif path == "/api/figures":
+                self._json(200, self.session.figures())
+            else:
                 self._json(404, {"error": "not found"})
-                return
-            from ..errors import ConfigurationError  # noqa: PLC0415
+        except Exception as exc:  # noqa: BLE001 - the page shows it; the server goes on
+            self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
 
-            try:
-                n = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(min(n, 1 << 20)) or b"{}")
-                self._json(200, session.give(body))
-            except (ValueError, ConfigurationError) as exc:
-                self._json(400, {"error": str(exc)})
-            except Exception as exc:  # noqa: BLE001
-                self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
+    def do_POST(self) -> None:  # noqa: N802
+        from ..errors import ConfigurationError  # noqa: PLC0415
 
-    return Handler
+        ok, _ = self._authorised()
+        if not ok:
+            return
+        if urlparse(self.path).path != "/api/label":
+            self._json(404, {"error": "not found"})
+            return
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(min(n, 1 << 20)) or b"{}")
+            self._json(200, self.session.give(body))
+        except (ValueError, ConfigurationError) as exc:
+            self._json(400, {"error": str(exc)})
+        except Exception as exc:  # noqa: BLE001
+            self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
+
+
+def _handler(session: LabelSession, token: str, page: bytes) -> type[BaseHTTPRequestHandler]:
+    return type("LabelPageHandler", (_Handler,), {"session": session, "token": token, "page": page})
 
 
 def serve_labels(args: argparse.Namespace) -> int:

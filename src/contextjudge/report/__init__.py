@@ -26,8 +26,8 @@ from .._result import EvaluationResult
 from ..errors import ConfigurationTypeError
 from ..metrics import fill_gold_scores
 from ._calibration import render_calibration
-from ._label_page import render_label_page
 from ._html import MetricChange, RunView, compare_runs, render_html
+from ._label_page import render_label_page
 from ._stats import Interval, bootstrap_mean, paired_difference
 from ._trend import render_trend
 

@@ -204,7 +204,7 @@ class LabelStore(LoadStore):
             logged = str(item.get("id") or item.get("hash"))
         else:
             text = str(item)
-            pairs = dict(zip(now.get("statements") or [], now.get("statement_labels") or []))
+            pairs = dict(zip(now.get("statements") or [], now.get("statement_labels") or [], strict=False))
             if value is None:
                 pairs.pop(text, None)
             else:

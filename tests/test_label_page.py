@@ -247,6 +247,29 @@ def test_two_tabs_labelling_at_once_lose_and_double_nothing(served, browser):
     assert len(open_store(store).label_log()) == 8
 
 
+def test_two_annotators_see_their_agreement_with_each_other(served, browser):
+    store, start = served
+    s = start()
+    tabs = []
+    for who, keys in (("ann", "1 j 2 j 1"), ("bob", "1 j 1 j 1")):
+        browser.open(s.url + "&key=c0")
+        tabs.append(browser.session)
+        browser.js("document.querySelector('#who').value = ''")
+        browser.type("#who", who)
+        press(browser, "Escape", *keys.split())
+        settled(browser, 3)
+    log = open_store(store).label_log()
+    assert [(r["who"], r["value"]) for r in log] == [("ann", True), ("ann", False), ("ann", True),
+                                                     ("bob", True), ("bob", True), ("bob", True)]
+    (pair,) = annotator_agreement(log)
+    assert (pair["a"], pair["b"], pair["items"], pair["agreement"]) == ("ann", "bob", 3, 2 / 3)
+    browser.wait_for("document.querySelector('[data-pair=labels]') !== null")
+    kappa = "n/a" if pair["kappa"] is None else f"{pair['kappa']:.3f}"
+    assert browser.js("document.querySelector('[data-pair=labels]').textContent") == \
+        f"labels: ann vs bob: kappa {kappa} on 3 items"
+    browser.js("localStorage.removeItem('cj-who')")  # the name is kept per browser: none for the other tests
+
+
 def test_the_server_killed_mid_session_loses_nothing_given(served, browser):
     store, start = served
     s = start()

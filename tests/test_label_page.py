@@ -147,8 +147,8 @@ def test_a_request_without_the_token_is_refused_and_writes_nothing(served):
 
 def test_queues_calibrate_nearest_threshold_first_both_signs_and_estimate_is_a_seeded_draw():
     class R:
-        def __init__(self, score: float, threshold: float = 0.5) -> None:
-            self.score, self.threshold = score, threshold
+        def __init__(self, score: float, threshold: float = 0.5, verdicts: list | None = None) -> None:
+            self.score, self.threshold, self.verdicts = score, threshold, verdicts or []
 
     results = {("a", "P"): R(0.9), ("b", "P"): R(0.55), ("c", "P"): R(0.1), ("d", "P"): R(0.45),
                ("e", "P"): R(0.0), ("b", "R"): R(1.0)}
@@ -156,6 +156,13 @@ def test_queues_calibrate_nearest_threshold_first_both_signs_and_estimate_is_a_s
     assert order[:2] in (["b", "d"], ["d", "b"])  # nearest the threshold, one pass and one fail
     assert order[-1] == "f"  # never judged: last
     assert sorted(order) == ["a", "b", "c", "d", "e", "f"]
+    # jurors that disagree on an item, or a tier that overturned the cheap verdict, come before any near score
+    jury = [{"verdict": True, "jurors": {"local": {"verdict": True}, "biased": {"verdict": False}}}]
+    results[("c", "P")] = R(0.1, verdicts=jury)
+    assert calibrate_order(["a", "b", "c", "d", "e", "f"], results)[0] == "c"
+    results[("c", "P")] = R(0.1, verdicts=[{"verdict": True, "confidence": 0.97}])
+    results[("e", "P")] = R(0.0, verdicts=[{"verdict": False, "cheap_verdict": True, "tier": "strong"}])
+    assert calibrate_order(["a", "b", "c", "d", "e", "f"], results)[0] == "e"
     log = [{"field": "labels", "who": w, "case_key": c, "item": i, "value": v}
            for w, c, i, v in [("ann", "c0", "n1", True), ("bob", "c0", "n1", True), ("ann", "c0", "n2", False),
                               ("bob", "c0", "n2", True), ("bob", "c0", "n2", None)]]

@@ -35,7 +35,8 @@ QUEUES = ("calibrate", "estimate")  # as store.give_label checks them
 
 
 def calibrate_order(keys: list[str], results: dict[tuple[str, str], Any]) -> list[str]:
-    """The ``calibrate`` queue: per case its most uncertain judged metric (score nearest threshold); cases grouped
+    """The ``calibrate`` queue: per case its most uncertain judged metric (score nearest threshold, or a verdict
+    whose jurors or tiers disagree, or whose confidence is nearest 0.5: ``_verdict_doubt``); cases grouped
     by (metric, pass/fail), each group nearest-first, then dealt round-robin so every family's positives and
     negatives get labels early; cases with no judged score last, in run order."""
     best: dict[str, tuple[float, str, bool]] = {}
@@ -43,7 +44,7 @@ def calibrate_order(keys: list[str], results: dict[tuple[str, str], Any]) -> lis
         score, threshold = getattr(r, "score", None), getattr(r, "threshold", None)
         if score is None or threshold is None or key not in keys:
             continue
-        d = abs(float(score) - float(threshold))
+        d = min(abs(float(score) - float(threshold)), _verdict_doubt(getattr(r, "verdicts", None) or []))
         if key not in best or d < best[key][0]:
             best[key] = (d, metric, float(score) >= float(threshold))
     groups: dict[tuple[str, bool], list[tuple[float, str]]] = {}
@@ -56,6 +57,25 @@ def calibrate_order(keys: list[str], results: dict[tuple[str, str], Any]) -> lis
             if lane:
                 out.append(lane.pop(0)[1])
     return out + [k for k in keys if k not in best]
+
+
+def _verdict_doubt(verdicts: list[Any]) -> float:
+    """How near a result's verdicts come to going the other way: -1 when jurors (a ``Jury``) or tiers (a
+    ``TieredJudge`` that escalated) disagree on an item, else the least distance of a verdict's confidence from 0.5
+    (1.0 when no verdict has one)."""
+    out = 1.0
+    for v in verdicts:
+        if not isinstance(v, dict):
+            continue
+        jurors = v.get("jurors")
+        said = {bool(j.get("verdict")) for j in jurors.values() if isinstance(j, dict)} \
+            if isinstance(jurors, dict) else set()
+        if len(said) > 1 or ("cheap_verdict" in v and v.get("cheap_verdict") != v.get("verdict")):
+            return -1.0
+        conf = v.get("confidence")
+        if isinstance(conf, (int, float)):
+            out = min(out, abs(float(conf) - 0.5))
+    return out
 
 
 def annotator_agreement(log: list[dict[str, Any]]) -> list[dict[str, Any]]:

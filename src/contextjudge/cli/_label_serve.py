@@ -121,7 +121,8 @@ class LabelSession:
         random.Random(seed).shuffle(shuffled)
         self.queues = {"calibrate": calibrate_order(keys, self.results), "estimate": shuffled}
         self.target_width = target_width
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # one label written at a time (read-modify-write of a case's labels)
+        self._figures_lock = threading.Lock()  # two polling tabs compute the figures once
         self._figures: tuple[int, dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------------------------------------ cases
@@ -174,6 +175,10 @@ class LabelSession:
     def figures(self) -> dict[str, Any]:
         """``acalibrate``'s report on the store's labelled cases (what ``calibrate --json --store`` prints), and the
         page's own figures beside it; recomputed only when a label was given since the last call."""
+        with self._figures_lock:
+            return self._compute_figures()
+
+    def _compute_figures(self) -> dict[str, Any]:
         from .._aio import run_sync  # noqa: PLC0415
         from ..engine import acalibrate  # noqa: PLC0415
 

@@ -45,11 +45,11 @@ def _make_store(path: str) -> str:
 class Server:
     """``contextjudge label --serve`` in its own process; ``url`` is what it printed (with the token)."""
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, *args: str) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen([sys.executable, "-m", "contextjudge", "label", "--serve", "--store", store,
-                                      "--model", "fake", "--quiet"], stdout=subprocess.PIPE,
+                                      "--model", "fake", "--quiet", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env)
         self.url = ""
         deadline = time.monotonic() + 30
@@ -67,6 +67,7 @@ class Server:
         self.proc.kill()  # SIGKILL: no clean shutdown
         self.proc.wait()
         self.proc.stdout.close()
+        self.stderr = self.proc.stderr.read()
         self.proc.stderr.close()
 
 
@@ -75,8 +76,8 @@ def served(tmp_path):
     store = _make_store(str(tmp_path / "labels.db"))
     servers: list[Server] = []
 
-    def start() -> Server:
-        servers.append(Server(store))
+    def start(*args: str) -> Server:
+        servers.append(Server(store, *args))
         return servers[-1]
 
     yield store, start
@@ -143,6 +144,17 @@ def test_a_request_without_the_token_is_refused_and_writes_nothing(served):
     assert b"http://" not in page.split(b"<script>")[0] and b"https://" not in page  # nothing from elsewhere
     status, _ = _get(s.base + "/api/queues", **{"X-CJ-Token": s.token})
     assert status == 200
+    s.kill()
+    assert "warning" not in s.stderr  # the default address, this machine only: nothing to warn about
+
+
+def test_another_host_than_loopback_is_warned_about(served):
+    _, start = served
+    s = start("--host", "127.0.0.2")  # still this machine, but not the default address: the warning is printed
+    assert s.base.startswith("http://127.0.0.2:")
+    assert _get(s.url)[0] == 200
+    s.kill()
+    assert "warning: serving the labelling page on 127.0.0.2" in s.stderr
 
 
 def test_queues_calibrate_nearest_threshold_first_both_signs_and_estimate_is_a_seeded_draw():

@@ -19,7 +19,7 @@ from test_report import _chromium
 from test_report_browser import Browser
 
 from contextjudge import LLMTestCase, cli, evaluate
-from contextjudge.cli._label_serve import annotator_agreement, calibrate_order
+from contextjudge.cli._label_serve import LabelSession, annotator_agreement, calibrate_order
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
@@ -198,6 +198,14 @@ def test_calibrate_queue_labels_stay_out_of_the_bias_corrected_means_estimate_on
     assert {tc.id for tc in store.labelled_cases()} == {"c0", "c1", "c2"}  # calibrate uses them all
     assert [r["key"] for r in store.export_labels()] == ["c0", "c1", "c2"]
     assert "queue" not in store.export_labels()[0]
+    for key in ("c3", "c4"):  # two more random-draw cases: enough for a corrected mean
+        for node, value in zip(NODES, (True, True, False), strict=True):
+            store.give_label(key, "labels", node_ref(node), value, who="ann", queue="estimate")
+    corrected = LabelSession(store, FakeJudge()).figures()["corrected"]["Contextual Precision"]
+    assert corrected["n_labelled"] == 3  # c1, c3, c4: not c0 nor c2
+    want = fill_gold_scores(store.load_run("r1")).corrected("Contextual Precision")
+    assert (corrected["corrected"]["estimate"], corrected["corrected"]["low"]) == (want.corrected.estimate,
+                                                                                  want.corrected.low)
 
 
 # ------------------------------------------------------------------------------------------------ browser

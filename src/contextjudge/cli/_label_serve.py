@@ -190,29 +190,21 @@ class LabelSession:
         out = {"calibrate": report, "annotators": annotator_agreement(log),
                "labels": {q: sum(r["queue"] == q and r["value"] is not None for r in log) for q in QUEUES},
                "needed": _needed(report, self.target_width), "target_width": self.target_width,
-               "corrected": self._corrected(log)}
+               "corrected": self._corrected()}
         self._figures = (len(log), out)
         return out
 
-    def _corrected(self, log: list[dict[str, Any]]) -> dict[str, Any]:
-        """Bias-corrected means of the run's metrics from the cases labelled only from the estimate queue (a
-        uniform random sample, as the prediction-powered interval needs)."""
+    def _corrected(self) -> dict[str, Any]:
+        """The run's bias-corrected means as the report computes them (``fill_gold_scores`` then
+        ``EvaluationResult.corrected``): only cases labelled from the estimate queue (or from a file) count."""
         from dataclasses import asdict  # noqa: PLC0415
 
-        from ..metrics import gold_score_of  # noqa: PLC0415
-        from ..stats import ppi_mean  # noqa: PLC0415
+        from ..metrics import fill_gold_scores  # noqa: PLC0415
 
-        queues: dict[str, set[str | None]] = {}
-        for r in log:
-            queues.setdefault(r["case_key"], set()).add(r["queue"])
-        estimate = {k for k, q in queues.items() if q == {"estimate"}}
-        labelled = {tc.id: tc for tc in self.store.labelled_cases(run=self.run_id) if tc.id in estimate}
+        result = fill_gold_scores(self.store.load_run(self.run_id))
         out = {}
         for metric in sorted({m for _, m in self.results}):
-            keys = [k for k in self.cases if (k, metric) in self.results]
-            judged = [self.results[(k, metric)].score for k in keys]
-            gold = [gold_score_of(metric, labelled[k]) if k in labelled else None for k in keys]
-            est = ppi_mean(judged, gold)
+            est = result.corrected(metric)
             out[metric] = None if est is None else {
                 "corrected": asdict(est.corrected), "judged": asdict(est.judged), "n_labelled": est.n_labelled}
         return out

@@ -1,7 +1,8 @@
 """``contextjudge label --serve``: the labelling page, driven by keyboard in a real headless Chromium (over the
 DevTools pipe, as tests/test_report_browser.py), against the real server process on loopback and a real SQLite
 store. One browser for the module; each test starts its own server on its own store. The token check is plain
-HTTP. Skipped (the browser tests only) when no Chromium is installed."""
+HTTP. The browser tests are marked slow (as tests/test_report_browser.py's) and skipped when no Chromium is
+installed."""
 
 from __future__ import annotations
 
@@ -209,6 +210,7 @@ def test_calibrate_queue_labels_stay_out_of_the_bias_corrected_means_estimate_on
 
 
 # ------------------------------------------------------------------------------------------------ browser
+@pytest.mark.slow  # a real browser
 def test_a_labelling_session_by_keyboard_saves_each_label_at_once(served, browser):
     store, start = served
     s = start()
@@ -249,6 +251,7 @@ def test_a_labelling_session_by_keyboard_saves_each_label_at_once(served, browse
     press(browser, "q")  # back to calibrate for the next test's tab (the queue is remembered per browser)
 
 
+@pytest.mark.slow  # a real browser
 def test_two_tabs_labelling_at_once_lose_and_double_nothing(served, browser):
     store, start = served
     s = start()
@@ -274,6 +277,7 @@ def test_two_tabs_labelling_at_once_lose_and_double_nothing(served, browser):
     assert len(open_store(store).label_log()) == 8
 
 
+@pytest.mark.slow  # a real browser
 def test_two_annotators_see_their_agreement_with_each_other(served, browser):
     store, start = served
     s = start()
@@ -297,6 +301,7 @@ def test_two_annotators_see_their_agreement_with_each_other(served, browser):
     browser.js("localStorage.removeItem('cj-who')")  # the name is kept per browser: none for the other tests
 
 
+@pytest.mark.slow  # a real browser
 def test_the_server_killed_mid_session_loses_nothing_given(served, browser):
     store, start = served
     s = start()
@@ -318,6 +323,7 @@ def test_the_server_killed_mid_session_loses_nothing_given(served, browser):
     assert len(open_store(store).label_log()) == 3
 
 
+@pytest.mark.slow  # a real browser
 def test_markup_and_script_in_a_case_are_shown_as_text(served, browser):
     _, start = served
     s = start()
@@ -328,6 +334,7 @@ def test_markup_and_script_in_a_case_are_shown_as_text(served, browser):
     assert browser.js(f"document.querySelector('#case').textContent.includes({json.dumps(EVIL)})")
 
 
+@pytest.mark.slow  # a real browser
 def test_the_figures_on_the_page_are_calibrate_json_on_the_same_labels(served, browser, capsys):
     store, start = served
     s = start()

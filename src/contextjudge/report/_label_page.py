@@ -165,7 +165,7 @@ SCRIPT = r"""
         box.appendChild(el("h2", "Bias-corrected means (estimate queue)"));
         cm.forEach(function (m) { var v = f.corrected[m]; box.appendChild(el("p", m + ": " + (v ? ci(v.corrected.estimate,
           v.corrected.low === null ? null : [v.corrected.low, v.corrected.high]) + " from " + v.n_labelled +
-          " labelled (judged " + fmt(v.judged.estimate) + ")" : "needs two estimate-queue cases labelled"))); });
+          " labelled (judged " + fmt(v.judged.estimate) + ")" : "not yet: needs two estimate-queue cases labelled and one not"))); });
       }
       if (f.annotators.length) {
         box.appendChild(el("h2", "Annotators against each other (the honest ceiling)"));

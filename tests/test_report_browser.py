@@ -41,7 +41,7 @@ class Browser:
             [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
              "--remote-debugging-pipe", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", "--disable-extensions", "--no-first-run", "--no-default-browser-check",
-             "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={profile}", "--window-size=1280,900",
+             "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", f"--user-data-dir={profile}", "--window-size=1280,900",
              "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             preexec_fn=fds, close_fds=False, env={**os.environ, "HOME": profile})

@@ -77,6 +77,10 @@ def cmd_label(args: argparse.Namespace) -> int:
     from ..errors import ConfigurationError, UsageError  # noqa: PLC0415
     from ..metrics import label_problems  # noqa: PLC0415 - counts against each matched case
 
+    if args.serve:
+        from ._label_serve import serve_labels  # noqa: PLC0415
+
+        return serve_labels(args)
     if args.export:
         return _export_labels(args)
     if args.file is None:
@@ -137,6 +141,16 @@ def _add_label(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", metavar="RUN", default=None,
                    help="the run whose retrieval the rank-order labels were written for (an id, name or prefix); "
                         "needed when runs retrieved different nodes for a labelled case")
+    p.add_argument("--serve", action="store_true",
+                   help="serve the labelling page instead: one case at a time (of --run, else the latest run), "
+                        "each label saved the moment it is given, with the judge's agreement (--model) updating "
+                        "as you label; prints the page's address with its access token (docs/labels.md)")
+    p.add_argument("--host", default=None, help="with --serve: the address to listen on (default 127.0.0.1, this "
+                                                 "machine only; another is warned about)")
+    p.add_argument("--port", type=int, default=0, help="with --serve: the port (default: a free one)")
+    p.add_argument("--seed", type=int, default=0, help="with --serve: the estimate queue's random draw (default 0)")
+    p.add_argument("--model", default=None, help="with --serve: the judge whose agreement the page shows "
+                                                 "(as for calibrate)")
     _store_arg(p)
     _common(p)
     p.set_defaults(func=cmd_label)

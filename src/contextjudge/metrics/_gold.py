@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from .._text import split_sentences, split_statements
-from ..cases.labels import METRIC_OF_FIELD, labels_of, resolve_labels
+from ..cases.labels import LABELS_KEY, METRIC_OF_FIELD, labels_of, resolve_labels
 from ..cases.provenance import short
 from ..errors import ConfigurationError
 from ._formulas import fraction, weighted_cumulative_precision
@@ -185,14 +185,23 @@ def gold_score_of(metric_name: str, test_case: Any, strict_mode: bool = False) -
 
 def fill_gold_scores(result: Any) -> Any:
     """Set ``gold_score`` on every scored result of ``result`` (an EvaluationResult with its per-case results) whose
-    case carries gold labels for that metric and that has none yet; returns ``result``."""
+    case carries gold labels for that metric and that has none yet; returns ``result``. Cases labelled from the
+    labelling page's ``calibrate`` queue get none (not a random sample: see ``_chosen``)."""
     for tr in getattr(result, "test_results", None) or []:
-        if _labels_or_none(tr.test_case) is None:
+        if _labels_or_none(tr.test_case) is None or _chosen(tr.test_case):
             continue
         for m in tr.metrics_data:
             if m.score is not None and m.gold_score is None:
                 m.gold_score = gold_score_of(m.name, tr.test_case, bool(m.strict_mode))
     return result
+
+
+def _chosen(test_case: Any) -> bool:
+    """Whether the case's labels were given from the labelling page's ``calibrate`` queue: a case chosen for what it
+    teaches, not drawn at random, so it may not enter the bias-corrected (prediction-powered) means, which need a
+    random sample; ``calibrate`` still uses its labels for agreement."""
+    raw = (getattr(test_case, "additional_metadata", None) or {}).get(LABELS_KEY)
+    return isinstance(raw, dict) and raw.get("queue") == "calibrate"
 
 
 def _labels_or_none(test_case: Any) -> dict[str, Any] | None:

@@ -18,7 +18,9 @@ from . import _schema as S
 from ._load import LoadStore
 from ._rows import _attach_labels, _case_from_json, _dumps, _loads
 
-__all__ = ["LabelMatch", "LabelStore", "key_stored_labels"]
+__all__ = ["QUEUES", "LabelMatch", "LabelStore", "key_stored_labels"]
+
+QUEUES = ("calibrate", "estimate")  # the labelling page's two queues (cj_label_log.queue)
 
 logger = logging.getLogger("contextjudge")
 
@@ -161,6 +163,83 @@ class LabelStore(LoadStore):
                                          "was written.")
         return _keyed(keyed_labels, cases[0], labels, where)
 
+    def give_label(self, case_key: str, field: str, item: dict[str, Any] | str, value: bool | None, *,
+                   who: str | None = None, queue: str | None = None, note: str | None = None,
+                   run_id: str | None = None) -> dict[str, Any]:
+        """One label as a person gives it (the labelling page): ``field`` one of ``labels``, ``relevance_labels``,
+        ``utilization_labels`` (``item`` the node: its ``node_ref``) or ``statement_labels`` (``item`` the
+        statement's text), or ``note`` (only logged, with ``note``); ``value`` None withdraws the item's label (undo). The case's labels are rewritten
+        through ``add_labels`` (keyed, checked) and the label is logged in ``cj_label_log`` (who, when, queue, note)
+        at once; returns the case's labels as now stored. Callers serialise calls for one case (read-modify-write)."""
+        from ..cases.labels import LABEL_FIELDS, NODE_FIELDS  # noqa: PLC0415
+
+        if field not in (*LABEL_FIELDS, "note"):
+            raise ConfigurationError(f"unknown label field {field!r}: one of {', '.join(LABEL_FIELDS)} (or 'note').")
+        if queue is not None and queue not in QUEUES:
+            raise ConfigurationError(f"unknown queue {queue!r}: 'calibrate' or 'estimate'.")
+        if field == "note":  # a free-text note on the case: logged, no label changes
+            with self._guard("log a label"), self._begin() as conn:
+                conn.execute(S.label_log.insert().values(case_key=case_key, run_id=run_id, field="note", item="",
+                                                         value=None, who=who, queue=queue, note=note,
+                                                         created_at=time.time()))
+            return {}
+        with self._guard("read gold labels"), self._begin(write=False) as conn:
+            row = conn.execute(select(S.labels.c.labels).where(S.labels.c.case_key == case_key)).first()
+        now = {k: v for k, v in ((_loads(row.labels, {}) or {}) if row else {}).items()
+               if k not in ("unmatched_positional", "queue")}
+        if field in NODE_FIELDS:
+            if not isinstance(item, dict) or not (item.get("hash") or item.get("id")):
+                raise ConfigurationError("a node label names its node: give its 'hash' or 'id' (node_ref).")
+            entries = [dict(e) for e in now.get("nodes") or []]
+            hit = next((e for e in entries if (item.get("id") and e.get("id") == item.get("id"))
+                        or (item.get("hash") and e.get("hash") == item.get("hash"))), None)
+            if hit is None:
+                hit = {"id": item.get("id"), "hash": item.get("hash"), "text": str(item.get("text") or "")[:200]}
+                entries.append(hit)
+            if value is None:
+                hit.pop(field, None)
+            else:
+                hit[field] = bool(value)
+            now["nodes"] = [e for e in entries if any(f in e for f in NODE_FIELDS)]
+            logged = str(item.get("id") or item.get("hash"))
+        else:
+            text = str(item)
+            pairs = dict(zip(now.get("statements") or [], now.get("statement_labels") or [], strict=False))
+            if value is None:
+                pairs.pop(text, None)
+            else:
+                pairs[text] = bool(value)
+            now["statements"], now["statement_labels"] = list(pairs), list(pairs.values())
+            logged = text
+        for k in [k for k, v in now.items() if v in (None, [])]:
+            del now[k]
+        if any(k != "statements" for k in now):
+            self.add_labels([{"key": case_key, **now}])
+        else:  # the last label withdrawn: the case carries none
+            with self._guard("save gold labels"), self._begin() as conn:
+                conn.execute(S.labels.delete().where(S.labels.c.case_key == case_key))
+        with self._guard("log a label"), self._begin() as conn:
+            conn.execute(S.label_log.insert().values(
+                case_key=case_key, run_id=run_id, field=field, item=logged, value=value, who=who, queue=queue,
+                note=note, created_at=time.time()))
+            # the case's labels say from which queue they came: any from "calibrate" (a case chosen for what it
+            # teaches, not drawn at random) keeps the case out of the bias-corrected means (metrics._gold)
+            queues = {q for (q,) in conn.execute(select(S.label_log.c.queue).where(
+                S.label_log.c.case_key == case_key).where(S.label_log.c.value.is_not(None))).all()}
+            if any(k != "statements" for k in now) and queues & set(QUEUES):
+                now["queue"] = "calibrate" if "calibrate" in queues else "estimate"
+                conn.execute(update(S.labels).where(S.labels.c.case_key == case_key).values(labels=_dumps(now)))
+        return now
+
+    def label_log(self, case_key: str | None = None) -> list[dict[str, Any]]:
+        """The labels as given (``give_label``), oldest first: ``{"case_key", "run_id", "field", "item", "value",
+        "who", "queue", "note", "created_at"}`` each."""
+        query = select(S.label_log).order_by(S.label_log.c.id)
+        if case_key is not None:
+            query = query.where(S.label_log.c.case_key == case_key)
+        with self._guard("read the label log"), self._begin(write=False) as conn:
+            return [{k: v for k, v in r._mapping.items() if k != "id"} for r in conn.execute(query).all()]
+
     def export_labels(self) -> list[dict[str, Any]]:
         """Every labelled case key's labels as a record ``add_labels`` reads back (``{"key", "input", "nodes",
         "statements", "statement_labels", ...}``), keyed as stored; labels that name no node are left out
@@ -170,7 +249,8 @@ class LabelStore(LoadStore):
                                 .order_by(S.labels.c.case_key)).all()
         out = []
         for r in rows:
-            got = {k: v for k, v in (_loads(r.labels, {}) or {}).items() if k != "unmatched_positional"}
+            got = {k: v for k, v in (_loads(r.labels, {}) or {}).items()
+                   if k not in ("unmatched_positional", "queue")}
             if any(k != "statements" for k in got):
                 out.append({"key": r.case_key, "input": r.input, **got})
         return out

@@ -22,7 +22,7 @@ from typing import Any
 
 from .._aio import run_sync
 from .._json import loads as read_json
-from .._text import split_sentences
+from .._text import split_statements
 from ..cases.labels import LABELS_KEY, labels_of, normalize_labels, resolve_labels
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError, ContextJudgeError, JudgeError
@@ -151,10 +151,10 @@ def _check(cases: Sequence[Any], unused: list[dict[str, Any]] | None = None) -> 
 async def _judge_field(model: Any, tc: Any, labels: dict[str, Any], field: str) -> dict[str, Any]:
     """Ask the judge what the field's metric asks; its verdicts paired with the labels, and the judged score."""
     if field == "statement_labels" and labels.get("statements") is not None and \
-            labels["statements"] != split_sentences(tc.expected_output or ""):
+            labels["statements"] != split_statements(tc.expected_output or ""):
         return await _judge_own_statements(model, tc, labels)
     if field == "answer_statement_labels" and labels.get("answer_statements") is not None and \
-            labels["answer_statements"] != split_sentences(tc.actual_output or ""):
+            labels["answer_statements"] != split_statements(tc.actual_output or ""):
         return await _judge_own_statements(model, tc, labels, answer=True)
     metric = _METRIC_OF_FIELD[field](model=model, include_reason=False)
     result = await metric.a_score(tc)

@@ -149,6 +149,51 @@ def test_a_request_without_the_token_is_refused_and_writes_nothing(served):
     assert "warning" not in s.stderr  # the default address, this machine only: nothing to warn about
 
 
+def _post(s: "Server", body: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(s.base + "/api/label", data=json.dumps(body).encode(), method="POST",
+                                 headers={"X-CJ-Token": s.token, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_answer_statements_are_listed_labelled_supported_and_reach_calibrate_as_faithfulness(served, capsys):
+    from contextjudge._text import split_statements
+
+    store, start = served
+    s = start()
+    case = json.loads(_get(s.base + "/api/case?key=evil", **{"X-CJ-Token": s.token})[1])
+    assert [a["text"] for a in case["answer_statements"]] == split_statements(EVIL)  # as faithfulness splits it
+    assert all(a["label"] is None for a in case["answer_statements"])
+    for key, value in (("c0", True), ("c1", False), ("c2", True), ("c3", False), ("c4", True)):
+        (stmt,) = json.loads(_get(s.base + f"/api/case?key={key}", **{"X-CJ-Token": s.token})[1])["answer_statements"]
+        assert stmt["text"] == "25 days."
+        assert _post(s, {"key": key, "field": "answer_statement_labels", "item": stmt["text"], "value": value,
+                         "queue": "estimate", "who": "ann"}) == (200, {"ok": True})
+    assert _post(s, {"key": "c4", "field": "answer_statement_labels", "item": "25 days.", "value": None,
+                     "queue": "estimate", "who": "ann"})[0] == 200  # undo: withdrawn
+    got = _latest(store, "c1")
+    assert (got["answer_statements"], got["answer_statement_labels"]) == (["25 days."], [False])
+    assert "statement_labels" not in got and "statements" not in got  # the expected output's are another field
+    assert "c4" not in {r["key"] for r in open_store(store).export_labels()}
+    shown = json.loads(_get(s.base + "/api/case?key=c1", **{"X-CJ-Token": s.token})[1])["answer_statements"]
+    assert shown == [{"text": "25 days.", "label": False}]
+    log = open_store(store).label_log()
+    assert [(r["field"], r["case_key"], r["item"], r["value"]) for r in log][-2:] == [
+        ("answer_statement_labels", "c4", "25 days.", True), ("answer_statement_labels", "c4", "25 days.", None)]
+    figures = json.loads(_get(s.base + "/api/figures", **{"X-CJ-Token": s.token})[1])
+    rc = cli.main(["calibrate", "--store", store, "--model", "fake", "--json", "--no-save", "--quiet"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    fam = "statement_support.actual_output"
+    assert report[fam]["items"] == 4
+    assert figures["calibrate"][fam] == report[fam]
+    assert [a for a in figures["calibrate"]["advice"] if a["metric"] == "Faithfulness"] == \
+        [a for a in report["advice"] if a["metric"] == "Faithfulness"] != []
+
+
 def test_another_host_than_loopback_is_warned_about(served):
     _, start = served
     s = start("--host", "127.0.0.2")  # still this machine, but not the default address: the warning is printed
@@ -338,12 +383,16 @@ def test_markup_and_script_in_a_case_are_shown_as_text(served, browser):
 def test_the_figures_on_the_page_are_calibrate_json_on_the_same_labels(served, browser, capsys):
     store, start = served
     s = start()
-    for key, keys in (("c3", "1 3 j 2 4 j 1 4 j 1 j 2"), ("c4", "2 4 j 1 3 j 2 3 j 2 j 1")):
+    # three nodes (useful, relevant), the expected output's two statements, then the answer's one statement
+    # (supported; on c4 given, undone and given the other way)
+    for key, keys, saved in (("c3", "1 3 j 2 4 j 1 4 j 1 j 2 j 1", 9), ("c4", "2 4 j 1 3 j 2 3 j 2 j 1 j 1 u 2", 11)):
         browser.open(s.url + f"&key={key}")
         press(browser, *keys.split())
-        settled(browser, 8)
-    browser.wait_for("document.body.getAttribute('data-cj-figures') === '16' && "
-                     "document.querySelector('td[data-k=kappa]') !== null")
+        settled(browser, saved)
+    assert [(_latest(store, k)["answer_statements"], _latest(store, k)["answer_statement_labels"])
+            for k in ("c3", "c4")] == [(["25 days."], [True]), (["25 days."], [False])]
+    browser.wait_for("document.body.getAttribute('data-cj-figures') === '19' && "
+                     "document.querySelector('td[data-fam=\"statement_support.actual_output\"]') !== null")
     shown = {(c["fam"], c["k"]): c["text"] for c in browser.js(
         "[...document.querySelectorAll('td[data-k]')].map(td => ({fam: td.dataset.fam, k: td.dataset.k, "
         "text: td.textContent}))")}
@@ -354,8 +403,9 @@ def test_the_figures_on_the_page_are_calibrate_json_on_the_same_labels(served, b
     def fmt(x, iv):
         return "n/a" if x is None else f"{x:.3f}" + (f" [{iv[0]:.2f}, {iv[1]:.2f}]" if iv else "")
 
-    fams = [f for f in ("node_usefulness", "sentence_relevance", "statement_support") if f in report]
-    assert fams
+    fams = [f for f in ("node_usefulness", "sentence_relevance", "statement_support",
+                        "statement_support.actual_output") if f in report]
+    assert "statement_support.actual_output" in fams
     assert any(shown[(f, "kappa")] != "n/a" for f in fams)  # figures, not only placeholders
     for f in fams:
         assert shown[(f, "items")] == str(report[f]["items"])

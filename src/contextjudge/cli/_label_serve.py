@@ -147,8 +147,14 @@ class LabelSession:
         pairs = dict(zip(got.get("statements") or [], got.get("statement_labels") or [], strict=False))
         statements = [{"text": s, "label": pairs.get(s)}
                       for s in gold_statements(tc, {}) or []] if tc.expected_output else []
+        # the answer's statements as faithfulness splits them, whenever the case has an actual output (calibrate
+        # judges faithfulness from these labels whether or not the run scored it)
+        said = dict(zip(got.get("answer_statements") or [], got.get("answer_statement_labels") or [], strict=False))
+        answer = [{"text": s, "label": said.get(s)}
+                  for s in gold_statements(tc, {}, "answer_statement_labels")] if tc.actual_output else []
         return {"key": key, "input": tc.input, "expected_output": tc.expected_output,
-                "actual_output": tc.actual_output, "nodes": nodes, "statements": statements}
+                "actual_output": tc.actual_output, "nodes": nodes, "statements": statements,
+                "answer_statements": answer}
 
     def _stored_labels(self, key: str) -> dict[str, Any]:
         for r in self.store.export_labels():

@@ -63,13 +63,16 @@ SCRIPT = r"""
     return api("/api/case?key=" + encodeURIComponent(k)).then(function (c) {
       if (current() === c.key) { st.c = c; render(); } });
   }
-  function labelOf(row) { return row.kind === "node" ? st.c.nodes[row.i].labels[row.field] : st.c.statements[row.i].label; }
+  /* where a row's label sits in a case: a node's field, or an expected-output ("stmt") or answer ("ans") statement */
+  function slot(c, row) { return row.kind === "node" ? [c.nodes[row.i].labels, row.field] :
+    [row.kind === "ans" ? c.answer_statements[row.i] : c.statements[row.i], "label"]; }
+  function labelOf(row) { var s = slot(st.c, row); return s[0][s[1]]; }
   function give(row, value, isUndo) {
-    var c = st.c, prev = labelOf(row);
+    var c = st.c, prev = labelOf(row), s = slot(c, row);
     var item = row.kind === "node" ? {id: c.nodes[row.i].ref.id, hash: c.nodes[row.i].ref.hash,
-      text: c.nodes[row.i].text.slice(0, 200)} : c.statements[row.i].text;
+      text: c.nodes[row.i].text.slice(0, 200)} : s[0].text;
     if (!isUndo) { st.undo.push({key: c.key, row: row, item: item, prev: prev}); }
-    if (row.kind === "node") { c.nodes[row.i].labels[row.field] = value; } else { c.statements[row.i].label = value; }
+    s[0][s[1]] = value;
     render();
     send({key: c.key, field: row.field, item: item, value: value});
   }
@@ -86,8 +89,7 @@ SCRIPT = r"""
   function undo() {
     var u = st.undo.pop(); if (!u) { status("nothing to undo"); return; }
     if (st.c && st.c.key === u.key) {
-      var r = u.row; if (r.kind === "node") { st.c.nodes[r.i].labels[r.field] = u.prev; } else {
-        st.c.statements[r.i].label = u.prev; }
+      var s = slot(st.c, u.row); s[0][s[1]] = u.prev;
       render();
     }
     send({key: u.key, field: u.row.field, item: u.item, value: u.prev});
@@ -131,6 +133,14 @@ SCRIPT = r"""
       d.appendChild(el("div", s.text, "txt")); d.appendChild(yesno(row, ["supported (1/2)", "yes", "no"]));
       box.appendChild(d);
     });
+    if (c.answer_statements.length) {
+      box.appendChild(el("h2", "Statements of the actual output: supported by the nodes? (faithfulness)")); }
+    c.answer_statements.forEach(function (s, i) {
+      var idx = st.rows.length, row = {kind: "ans", i: i, field: "answer_statement_labels"}; st.rows.push(row);
+      var d = el("div", null, "row ans" + (idx === st.sel ? " sel" : "")); d.setAttribute("data-row", String(idx));
+      d.appendChild(el("div", s.text, "txt")); d.appendChild(yesno(row, ["supported (1/2)", "yes", "no"]));
+      box.appendChild(d);
+    });
     var sel = box.querySelector(".row.sel"); if (sel && sel.scrollIntoView) { sel.scrollIntoView({block: "nearest"}); }
     document.body.setAttribute("data-cj-ready", "1");
   }
@@ -150,7 +160,8 @@ SCRIPT = r"""
         ["family", "items", "kappa", "TPR", "TNR", "more cases for width " + f.target_width].forEach(function (x) {
           h.appendChild(el("th", x)); });
         t.appendChild(h);
-        ["node_usefulness", "sentence_relevance", "statement_support"].forEach(function (fam) {
+        ["node_usefulness", "sentence_relevance", "statement_support", "statement_support.actual_output"].forEach(
+          function (fam) {
           var x = r[fam]; if (!x) { return; } var tr = el("tr");
           cell(tr, fam); cell(tr, x.items, fam, "items"); cell(tr, ci(x.kappa, x.kappa_ci), fam, "kappa");
           cell(tr, ci(x.tpr, x.tpr_ci), fam, "tpr"); cell(tr, ci(x.tnr, x.tnr_ci), fam, "tnr");
@@ -233,7 +244,7 @@ def render_label_page(title: str = "contextjudge labelling") -> str:
         "</header><main><section id='case'><p>Loading ...</p></section><div><section id='figures'></section>"
         "<section><h2>Note on this case</h2><textarea id='note' rows='2' placeholder='o to write, Esc to save'>"
         "</textarea><p class='src'><kbd>j</kbd>/<kbd>k</kbd> next/previous item, <kbd>1</kbd>/<kbd>2</kbd> useful "
-        "(or supported) yes/no, <kbd>3</kbd>/<kbd>4</kbd> relevant yes/no, <kbd>n</kbd> next case (skip), "
+        "(or, on a statement of the expected or actual output, supported) yes/no, <kbd>3</kbd>/<kbd>4</kbd> relevant yes/no, <kbd>n</kbd> next case (skip), "
         "<kbd>p</kbd> previous case, <kbd>u</kbd> undo, <kbd>q</kbd> switch queue, <kbd>o</kbd> note. Every label "
         "is saved the moment you give it.</p></section></div></main>"
         f"<script>{SCRIPT}</script></body></html>")

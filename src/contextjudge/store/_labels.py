@@ -167,8 +167,9 @@ class LabelStore(LoadStore):
                    who: str | None = None, queue: str | None = None, note: str | None = None,
                    run_id: str | None = None) -> dict[str, Any]:
         """One label as a person gives it (the labelling page): ``field`` one of ``labels``, ``relevance_labels``,
-        ``utilization_labels`` (``item`` the node: its ``node_ref``) or ``statement_labels`` (``item`` the
-        statement's text), or ``note`` (only logged, with ``note``); ``value`` None withdraws the item's label (undo). The case's labels are rewritten
+        ``utilization_labels`` (``item`` the node: its ``node_ref``), ``statement_labels`` (``item`` the
+        expected output's statement) or ``answer_statement_labels`` (``item`` the actual output's statement, kept
+        beside it in ``answer_statements``), or ``note`` (only logged, with ``note``); ``value`` None withdraws the item's label (undo). The case's labels are rewritten
         through ``add_labels`` (keyed, checked) and the label is logged in ``cj_label_log`` (who, when, queue, note)
         at once; returns the case's labels as now stored. Callers serialise calls for one case (read-modify-write)."""
         from ..cases.labels import LABEL_FIELDS, NODE_FIELDS  # noqa: PLC0415
@@ -204,16 +205,17 @@ class LabelStore(LoadStore):
             logged = str(item.get("id") or item.get("hash"))
         else:
             text = str(item)
-            pairs = dict(zip(now.get("statements") or [], now.get("statement_labels") or [], strict=False))
+            texts = "answer_statements" if field == "answer_statement_labels" else "statements"
+            pairs = dict(zip(now.get(texts) or [], now.get(field) or [], strict=False))
             if value is None:
                 pairs.pop(text, None)
             else:
                 pairs[text] = bool(value)
-            now["statements"], now["statement_labels"] = list(pairs), list(pairs.values())
+            now[texts], now[field] = list(pairs), list(pairs.values())
             logged = text
         for k in [k for k, v in now.items() if v in (None, [])]:
             del now[k]
-        if any(k != "statements" for k in now):
+        if any(k not in ("statements", "answer_statements") for k in now):
             self.add_labels([{"key": case_key, **now}])
         else:  # the last label withdrawn: the case carries none
             with self._guard("save gold labels"), self._begin() as conn:

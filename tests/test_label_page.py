@@ -149,7 +149,7 @@ def test_a_request_without_the_token_is_refused_and_writes_nothing(served):
     assert "warning" not in s.stderr  # the default address, this machine only: nothing to warn about
 
 
-def _post(s: "Server", body: dict) -> tuple[int, dict]:
+def _post(s: Server, body: dict) -> tuple[int, dict]:
     req = urllib.request.Request(s.base + "/api/label", data=json.dumps(body).encode(), method="POST",
                                  headers={"X-CJ-Token": s.token, "Content-Type": "application/json"})
     try:

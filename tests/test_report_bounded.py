@@ -97,3 +97,25 @@ def test_a_large_runs_page_reads_only_the_listed_cases_verdicts_and_is_the_same_
     monkeypatch.setattr(ResultsStore, "count_cases", lambda self, run_id: 0)
     eager = render_report(store=path, run="cur", compare="base", max_cases=120)
     assert len(filled) == 2 and lazy == eager
+
+
+def test_printed_compare_reads_no_verdicts_and_prints_the_same(tmp_path, capsys, monkeypatch):
+    from contextjudge.store import ResultsStore
+
+    path = str(tmp_path / "cmp.db")
+    _big(path, "base")
+    _big(path, "cur", shift=-0.3)
+    asked: list[bool] = []
+    plain = ResultsStore.load_run
+
+    def spy(self, run_id=None, *, verdicts=True):
+        asked.append(verdicts)
+        return plain(self, run_id, verdicts=verdicts)
+
+    monkeypatch.setattr(ResultsStore, "load_run", spy)
+    assert main(["compare", "cur", "base", "--store", path]) == 0
+    light = capsys.readouterr().out
+    assert asked == [False, False] and "Contextual Relevancy" in light
+    monkeypatch.setattr(ResultsStore, "load_run", lambda self, run_id=None, verdicts=True: plain(self, run_id))
+    assert main(["compare", "cur", "base", "--store", path]) == 0
+    assert capsys.readouterr().out == light

@@ -2,7 +2,7 @@
 
     python benchmarks/scale.py [--cases 240] [--nodes 10] [--seed 18] [--postgres] [--no-ray] [--json FILE]
     python benchmarks/scale.py --queue-depths 10000 100000 1000000   # claim latency against the queue's depth
-    python benchmarks/scale.py --writes [--postgres] [--store-cases 4000]   # results written per second, bytes each
+    python benchmarks/scale.py --writes [--postgres] [--store-cases 1600] [--claim-batch 32]   # results/s, bytes each
 
 ``--queue-depths``: claim and complete latency (median and p95 over ``--claims`` claims of 8) with that many
 synthetic queued cases on a throwaway PostgreSQL cluster (fsync on), and the old claim's pick (one OR of queued and

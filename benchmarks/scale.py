@@ -2,7 +2,7 @@
 
     python benchmarks/scale.py [--cases 240] [--nodes 10] [--seed 18] [--postgres] [--no-ray] [--json FILE]
     python benchmarks/scale.py --queue-depths 10000 100000 1000000   # claim latency against the queue's depth
-    python benchmarks/scale.py --writes [--postgres] [--store-cases 4000]   # results written per second, bytes each
+    python benchmarks/scale.py --writes [--postgres] [--store-cases 1600] [--claim-batch 32]   # results/s, bytes each
 
 ``--queue-depths``: claim and complete latency (median and p95 over ``--claims`` claims of 8) with that many
 synthetic queued cases on a throwaway PostgreSQL cluster (fsync on), and the old claim's pick (one OR of queued and
@@ -446,10 +446,12 @@ def run_ray(rows: list[dict[str, Any]], warm: list[dict[str, Any]], workers: int
 
 # ---------------------------------------------------------------------------------------------------- the store
 def store_ceiling(url: str, rows: list[dict[str, Any]], sample_results: list[Any], n: int, clients: int = 1,
-                  batch: int = 8) -> dict[str, Any]:
+                  batch: int = 8, grouped: bool = False) -> dict[str, Any]:
     """Enqueue ``n`` cases (cycled from ``rows``) on the store at ``url``, then let ``clients`` threads, each its own
-    queue owner, claim them ``batch`` at a time and complete each with ``sample_results`` until the queue is empty;
-    returns cases completed per second (the claims included) and what that is in nodes per second."""
+    queue owner, claim them ``batch`` at a time and complete each with ``sample_results`` until the queue is empty
+    (``grouped``: the claimed cases completed together in one transaction, ``store.complete_many``, as a worker's
+    group commit writes the cases it scored at once); returns cases completed per second (the claims included) and
+    what that is in nodes per second."""
     import threading
 
     from contextjudge.store import open_store
@@ -471,6 +473,10 @@ def store_ceiling(url: str, rows: list[dict[str, Any]], sample_results: list[Any
                     got = store.claim(owner, limit=batch, run_id=run_id)
                     if not got:
                         return
+                    if grouped:
+                        done[c] += sum(store.complete_many(owner, [(run_id, sc.case_key, sample_results, [])
+                                                                   for sc in got]))
+                        continue
                     for sc in got:
                         done[c] += bool(store.complete(owner, run_id, sc.case_key, sample_results))
             except BaseException as exc:  # noqa: BLE001 - raised in the caller
@@ -537,9 +543,11 @@ def write_rates(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     def measure(name: str, url: str, size: Any) -> None:
         cap = _capture_rate(url, rows, args.store_cases)
-        row: dict[str, Any] = {"store": name, "capture_cases_per_s": cap["cases_per_s"], "load": os.getloadavg()[0]}
+        row: dict[str, Any] = {"store": name, "capture_cases_per_s": cap["cases_per_s"], "load": os.getloadavg()[0],
+                               "claim_batch": args.claim_batch, "grouped": not args.complete_one}
         for clients in (1, 2):
-            got = store_ceiling(url, rows, sample, args.store_cases, clients)
+            got = store_ceiling(url, rows, sample, args.store_cases, clients, batch=args.claim_batch,
+                                grouped=not args.complete_one)
             row[f"workers_{clients}_results_per_s"] = got["completes_per_s"] * len(sample)
         from contextjudge.store import open_store
 
@@ -790,6 +798,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writes", action="store_true",
                     help="only the store's write rates: capture's batched case writes and 1 and 2 workers' claim + "
                          "complete, in results per second, and the store's bytes per result (no judge involved)")
+    ap.add_argument("--claim-batch", type=int, default=8, metavar="N",
+                    help="--writes: cases each worker claims at once, and completes together (default 8)")
+    ap.add_argument("--complete-one", action="store_true",
+                    help="--writes: complete each claimed case in its own transaction (store.complete), as workers "
+                         "did before their group commit")
     args = ap.parse_args(argv)
     if args.writes:
         got = write_rates(args)

@@ -227,3 +227,38 @@ def test_postgres_allows_many_worker_slots(pg_url):
     a, b = open_store(pg_url), open_store(pg_url)
     with a.worker_slot("a"), b.worker_slot("b"):
         pass
+
+
+def test_complete_many_writes_only_the_cases_still_held_in_one_transaction(store):
+    rid = _fill(store, 5)
+    a = store.claim("A", limit=3, lease=60)
+    [b] = store.claim("B", limit=1, lease=60)
+    calls = [{"judge": "j", "task": "relevance", "metric": "Contextual Precision", "cached": False,
+              "usage": {"calls": 1, "input_tokens": 7, "output_tokens": 1, "seconds": 0.1}, "method": "json"}]
+    got = store.complete_many("A", [
+        (rid, a[0].case_key, [_result(), _result("Contextual Recall", 0.2)], calls),
+        (rid, b.case_key, [_result()], calls),                      # B holds it: not written
+        (rid, a[1].case_key, [_result(score=0.1), _result(score=0.9)], []),  # a metric twice: the last one kept
+        (rid, a[0].case_key, [_result(score=0.0)], calls),         # the same case again: written once
+    ])
+    assert got == [True, False, True, False]
+    assert store.queue_counts(rid) == {"queued": 1, "claimed": 2, "expired": 0, "done": 2, "skipped": 0}
+    [c] = store.claim("A", limit=1, lease=60)
+    scores: dict = {}
+    for r in store.results(run=rid):
+        scores.setdefault(r["case_key"], []).append((r["metric"], r["score"]))
+    assert sorted(scores[a[0].case_key]) == [("Contextual Precision", 0.75), ("Contextual Recall", 0.2)]
+    assert scores[a[1].case_key] == [("Contextual Precision", 0.9)]
+    assert b.case_key not in scores and a[2].case_key not in scores
+    verdicts = [len(m.verdicts or []) for tr in store.load_run(rid).test_results for m in tr.metrics_data]
+    assert verdicts == [1, 1, 1]  # each result's verdicts, once (the replaced result's dropped)
+    assert store.usage(rid).input_tokens == 7  # only the written case's judge calls
+    # a failure in any case's writes leaves nothing of the batch: no results, no row marked done
+    bad = _result()
+    bad.threshold = "not a number"
+    with pytest.raises((TypeError, ValueError)):
+        store.complete_many("A", [(rid, a[2].case_key, [_result()], []), (rid, c.case_key, [bad], [])])
+    assert store.queue_counts(rid)["claimed"] == 3
+    assert {r["case_key"] for r in store.results(run=rid)} == {a[0].case_key, a[1].case_key}
+    assert store.complete_many("B", [(rid, b.case_key, [_result()], [])]) == [True]
+    assert store.complete_many("A", []) == []

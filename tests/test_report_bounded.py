@@ -27,7 +27,7 @@ def _big(path: str, run: str = "big", shift: float = 0.0) -> str:
         store.save_result(rid, f"k{i:05d}", MetricResult(
             name="Contextual Relevancy", score=None if i == 700 else score, threshold=0.5, success=score >= 0.5,
             error="judge timed out" if i == 700 else None, score_spread=0.2 if i == 901 else None,
-            verdicts=[{"verdict": "yes", "reason": f"r{i}"}]))
+            verdicts=[{"verdict": "no", "statement": f"statement {i}", "reason": f"why{i}", "rank": 1}]))
     store.end_run(rid, {})
     store.close()
     return rid
@@ -74,3 +74,48 @@ def test_export_streams_a_batch_at_a_time_and_equals_the_whole_run(tmp_path, cap
     assert main(["export", "big", "--store", path]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == N and json.loads(lines[700])["metrics"][0]["error"] == "judge timed out"
+
+
+def test_a_large_runs_page_reads_only_the_listed_cases_verdicts_and_is_the_same_page(tmp_path, monkeypatch):
+    from contextjudge.store import ResultsStore
+
+    path = str(tmp_path / "lazy.db")
+    _big(path, "base")
+    _big(path, "cur", shift=-0.3)
+    filled: list[int] = []
+    plain_fill = ResultsStore.fill_verdicts
+
+    def spy(self, run_id, test_results):
+        filled.append(len(test_results))
+        return plain_fill(self, run_id, test_results)
+
+    monkeypatch.setattr(ResultsStore, "fill_verdicts", spy)
+    lazy = render_report(store=path, run="cur", compare="base", max_cases=120)
+    assert filled and all(n <= 120 for n in filled) and len(filled) == 2  # this run's listed cases, their baselines
+    assert len(set(re.findall(r"statement \d+", lazy))) >= 100  # the listed cases show their judge's verdicts
+    # the same page as from the whole run read with every verdict
+    monkeypatch.setattr(ResultsStore, "count_cases", lambda self, run_id: 0)
+    eager = render_report(store=path, run="cur", compare="base", max_cases=120)
+    assert len(filled) == 2 and lazy == eager
+
+
+def test_printed_compare_reads_no_verdicts_and_prints_the_same(tmp_path, capsys, monkeypatch):
+    from contextjudge.store import ResultsStore
+
+    path = str(tmp_path / "cmp.db")
+    _big(path, "base")
+    _big(path, "cur", shift=-0.3)
+    asked: list[bool] = []
+    plain = ResultsStore.load_run
+
+    def spy(self, run_id=None, *, verdicts=True):
+        asked.append(verdicts)
+        return plain(self, run_id, verdicts=verdicts)
+
+    monkeypatch.setattr(ResultsStore, "load_run", spy)
+    assert main(["compare", "cur", "base", "--store", path]) == 0
+    light = capsys.readouterr().out
+    assert asked == [False, False] and "Contextual Relevancy" in light
+    monkeypatch.setattr(ResultsStore, "load_run", lambda self, run_id=None, verdicts=True: plain(self, run_id))
+    assert main(["compare", "cur", "base", "--store", path]) == 0
+    assert capsys.readouterr().out == light

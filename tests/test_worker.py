@@ -446,3 +446,22 @@ def test_a_case_whose_run_is_deleted_while_it_is_scored_writes_nothing(tmp_path)
     assert counts.claimed == 2 and counts.judged == 0 and counts.lost_lease >= 1 and counts.errors == 0
     with store.engine.connect() as conn:
         assert conn.execute(S.results.select()).all() == [] and conn.execute(S.queue.select()).all() == []
+
+
+def test_worker_writes_the_cases_scored_meanwhile_in_one_group_commit(tmp_path):
+    store, rid = _queued(str(tmp_path / "q.db"), 16)
+    batches = []
+    plain = store.complete_many
+
+    def slow_complete_many(owner, items):  # a slow commit: the cases scored meanwhile wait for the next one
+        batches.append(len(items))
+        time.sleep(0.05)
+        return plain(owner, items)
+
+    store.complete_many = slow_complete_many
+    counts = Worker(store, [ContextualRelevancyMetric()], FakeJudge(), batch=8, concurrency=8, cpus=0, nice=0,
+                    poll=0.05).run(once=True)
+    assert counts.judged == 16 and counts.lost_lease == 0
+    assert sum(batches) == 16 and max(batches) > 1 and len(batches) < 16
+    assert store.queue_counts(rid)["done"] == 16
+    assert all(len(tr.metrics_data) == 1 for tr in store.load_run(rid).test_results)

@@ -112,7 +112,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     store = _existing_store(args.store)
     base = _resolve(store, args.baseline)
     cur = _resolve(store, args.run)
-    changes = compare_runs(store.load_run(cur), store.load_run(base))
+    # the comparison reads scores only: a run's verdicts (most of what it holds) are left in the store
+    changes = compare_runs(store.load_run(cur, verdicts=False), store.load_run(base, verdicts=False))
     rows, worse, unpaired, dropped = [], [], [], []
     for c in changes:
         if args.max_drop is not None and c.difference.estimate is not None and c.difference.estimate < -args.max_drop:

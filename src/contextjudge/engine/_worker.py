@@ -662,6 +662,7 @@ class Worker:
             t.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+        await self._scoring.flushed()
         for run_id, key in self._leases.held():
             await self._scoring.give_back(run_id, key)
 
@@ -688,6 +689,9 @@ class Worker:
             loop.call_soon_threadsafe(self._scoring.cancel_lost, lost, self._tasks)
 
 
+_GROUP_MAX = 64  # cases written in one group commit at most
+
+
 class _CaseScoring:
     """Scores the cases a ``Worker`` claimed and settles each: completed (results and queue row in one transaction,
     while the lease holds), given back (the judge is down, a failure) or set aside (the budget is spent). It files
@@ -703,6 +707,45 @@ class _CaseScoring:
         self.calls: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.completing: set[tuple[str, str]] = set()
         self.lost: set[tuple[str, str]] = set()
+        # group commit: the cases scored while a complete is being written wait here, and are written together in
+        # the next transaction (``store.complete_many``), so a busy worker pays one commit for many cases
+        self._pending: list[tuple[tuple[str, str, list[Any], list[dict[str, Any]]], asyncio.Future]] = []
+        self._flusher: asyncio.Task | None = None
+
+    async def _write(self, run_id: str, key: str, results: list[Any], calls: list[dict[str, Any]]) -> bool:
+        """Complete one case in the worker's next group commit; True when its results were written."""
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        entry = ((run_id, key, results, calls), fut)
+        self._pending.append(entry)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush())
+        try:
+            return bool(await asyncio.shield(fut))
+        except asyncio.CancelledError:
+            if entry in self._pending:  # not handed to the store yet: nothing of it will be written
+                self._pending.remove(entry)
+            raise
+
+    async def flushed(self) -> None:
+        """Wait for the group commit being written, if any (a worker that stops lets it finish)."""
+        if self._flusher is not None:
+            await asyncio.gather(self._flusher, return_exceptions=True)
+
+    async def _flush(self) -> None:
+        """Write what waits, a transaction at a time, until nothing waits."""
+        while self._pending:
+            batch, self._pending = self._pending[:_GROUP_MAX], self._pending[_GROUP_MAX:]
+            try:
+                oks = await in_store_thread(self.worker.store.complete_many, self.worker.owner,
+                                            [item for item, _f in batch])
+            except Exception as exc:  # noqa: BLE001 - each case's scoring sees it, as from its own complete
+                for _item, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc)
+            else:
+                for (_item, fut), ok in zip(batch, oks, strict=True):
+                    if not fut.done():
+                        fut.set_result(ok)
 
     def cancel_lost(self, lost: list[tuple[str, str]], tasks: dict[tuple[str, str], asyncio.Task]) -> None:
         """Cancel the tasks of the cases another worker took (none being completed, nor already settled)."""
@@ -818,8 +861,7 @@ class _CaseScoring:
         and hand it to the ``on_results`` hooks."""
         run_id, key = ref
         self.completing.add(ref)
-        ok = await in_store_thread(self.worker.store.complete, self.worker.owner, run_id, key, results,
-                                   judge_calls=self.calls.pop(ref, []))
+        ok = await self._write(run_id, key, results, self.calls.pop(ref, []))
         self.leases.discard(ref)
         self.outage.forget(ref)
         if not ok:

@@ -20,6 +20,7 @@ nodes beside this run's. Runs are shown by name and id. ``render_calibration`` r
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from .._result import EvaluationResult
@@ -36,31 +37,51 @@ __all__ = ["Interval", "MetricChange", "RunView", "bootstrap_mean", "compare_run
            "render_calibration", "render_label_page", "render_report", "render_trend", "run_view", "write_report"]
 
 
-def run_view(store: Any, run: str | None = None) -> RunView:
-    """A stored run, ready to report (``run`` is an id, a name, a unique prefix, or None for the latest)."""
+def run_view(store: Any, run: str | None = None, *, max_cases: int | None = None) -> RunView:
+    """A stored run, ready to report (``run`` is an id, a name, a unique prefix, or None for the latest). A run of
+    more than ``max_cases`` cases is read without its verdicts (only the cases a page lists show them: the page reads
+    theirs, ``RunView.fill``), which is most of what a large run holds."""
     from ..store import ResultsStore, open_store  # noqa: PLC0415
 
     s = open_store(store)
     try:
         run_id = s.resolve_run(run)
         info = s.run_info(run_id)
+        lazy = bool(max_cases) and s.count_cases(run_id) > int(max_cases or 0)
         # labels attached after the run was scored (contextjudge label) give their gold scores here
-        result = fill_gold_scores(s.load_run(run_id))
+        result = fill_gold_scores(s.load_run(run_id, verdicts=not lazy))
         judges = [j for j in info.judges or [] if isinstance(j, dict) and j.get("name")]
         if not judges:  # a run a worker judges (capture in mode "worker"): the judges its results name
             judges = [{"name": name} for name in result.judges()]
-        return RunView(result=result, run_id=run_id, name=info.name, created_at=info.created_at,
+        view = RunView(result=result, run_id=run_id, name=info.name, created_at=info.created_at,
                        judges=judges, store=s.target)
+        if lazy:
+            view.fill = _verdicts_reader(store, run_id)
+        return view
     finally:
         if not isinstance(store, ResultsStore):
             s.close()
 
 
-def _as_view(x: Any, store: Any) -> RunView | None:
-    return None if x is None else _view(x, store)
+def _verdicts_reader(store: Any, run_id: str) -> Callable[[list[Any]], None]:
+    """``RunView.fill`` of a run read without verdicts: reads those of the given cases from ``store``."""
+    from ..store import ResultsStore, open_store  # noqa: PLC0415
+
+    def fill(test_results: list[Any]) -> None:
+        s = open_store(store)
+        try:
+            s.fill_verdicts(run_id, test_results)
+        finally:
+            if not isinstance(store, ResultsStore):
+                s.close()
+    return fill
 
 
-def _view(x: Any, store: Any) -> RunView:
+def _as_view(x: Any, store: Any, max_cases: int | None = None) -> RunView | None:
+    return None if x is None else _view(x, store, max_cases)
+
+
+def _view(x: Any, store: Any, max_cases: int | None = None) -> RunView:
     if isinstance(x, RunView):
         return x
     if isinstance(x, EvaluationResult):
@@ -68,7 +89,7 @@ def _view(x: Any, store: Any) -> RunView:
     if store is None:
         raise ConfigurationTypeError(f"got {type(x).__name__} {x!r} without store=...: pass an EvaluationResult, "
                                      "or a run id together with store=...")
-    return run_view(store, x)
+    return run_view(store, x, max_cases=max_cases)
 
 
 def render_report(result: Any = None, *, store: Any = None, run: str | None = None, compare: Any = None,
@@ -84,11 +105,11 @@ def render_report(result: Any = None, *, store: Any = None, run: str | None = No
         if store is None:
             raise ConfigurationTypeError("render_report() needs an EvaluationResult, or store=... (and optionally "
                                          "run=...): pass one of them.")
-        current = run_view(store, run)
+        current = run_view(store, run, max_cases=max_cases)
     else:
-        current = _view(result, store)
+        current = _view(result, store, max_cases)
     current.max_cases = max_cases or None
-    return render_html(current, _as_view(compare, store), title=title)
+    return render_html(current, _as_view(compare, store, max_cases), title=title)
 
 
 def write_report(path: str | os.PathLike, result: Any = None, **kwargs: Any) -> str:

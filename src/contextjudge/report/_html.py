@@ -8,7 +8,7 @@ the script only filters, sorts and searches.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,8 @@ class RunView:
     store: str | None = None
     # past this many cases the page lists the cases worth reading and a sample of the rest (_bounded.py); None: all
     max_cases: int | None = DEFAULT_MAX_CASES
+    # a run read without its verdicts (a large run): reads those of the cases given, before the page lists them
+    fill: Callable[[list[TestResult]], None] | None = None
 
 
 # --------------------------------------------------------------------------------------------------- charts
@@ -459,6 +461,10 @@ def _cases_section(cur: RunView, base: RunView | None) -> str:
     errors = sum(1 for tr in result.test_results
                  if tr.error or any(m.error for m in tr.metrics_data))
     shown, note = shown_cases(result, cur.max_cases, baseline=paired)
+    if cur.fill is not None:
+        cur.fill(shown)
+    if base is not None and base.fill is not None and paired is not None:
+        base.fill([paired[tr.index] for tr in shown if tr.index in paired])
     head = "".join(f"<th data-col='m{k}'><button type='button' data-sort='m{k}' title='sort by {e(m)}: worst first, "
                    f"click again for best first'>{e(m)}</button></th>" for k, m in enumerate(metrics))
     out = [f"<h2>Cases</h2><p class='meta'>{len(result)} case(s), {failing} with a failing metric, {errors} with an "

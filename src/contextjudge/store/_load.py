@@ -45,12 +45,13 @@ class LoadStore(RunStore):
         """Cases that have no metric result yet, e.g. captured in deferred mode."""
         return [c for c in self.load_cases(run_id) if c.scored == 0]
 
-    def _results(self, run_id: str) -> dict[tuple[str, str], MetricResult]:
+    def _results(self, run_id: str, verdicts: bool = True) -> dict[tuple[str, str], MetricResult]:
         with self._guard("read results"), self._begin(write=False) as conn:
             rows = conn.execute(select(S.results).where(S.results.c.run_id == run_id)).all()
-            vrows = conn.execute(select(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.data)
-                                 .where(S.verdicts.c.run_id == run_id)
-                                 .order_by(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.position)).all()
+            vrows = [] if not verdicts else conn.execute(
+                select(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.data)
+                .where(S.verdicts.c.run_id == run_id)
+                .order_by(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.position)).all()
         by: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for vr in vrows:
             by.setdefault((vr.case_key, vr.metric), []).append(_loads(vr.data, {}))
@@ -77,11 +78,34 @@ class LoadStore(RunStore):
                                 .order_by(S.judge_calls.c.id)).all()
         return [dict(r._mapping) for r in rows]
 
-    def load_run(self, run_id: str | None = None) -> EvaluationResult:
-        """A stored run as an ``EvaluationResult`` (cases in order, with their results and verdicts)."""
+    def count_cases(self, run_id: str) -> int:
+        """How many test cases ``run_id`` holds (counted in the database)."""
+        with self._guard("count test cases"), self._begin(write=False) as conn:
+            return int(conn.execute(select(func.count()).select_from(S.cases).where(
+                S.cases.c.run_id == run_id)).scalar() or 0)
+
+    def fill_verdicts(self, run_id: str, test_results: list[TestResult]) -> None:
+        """Read the verdicts of ``test_results`` (cases of ``run_id`` loaded with ``load_run(verdicts=False)``)
+        into their metric results, in place, 500 cases a query: a report reads only those of the cases it lists."""
+        by_key = {getattr(tr.test_case, "id", None): tr for tr in test_results}
+        keys = sorted(k for k in by_key if k is not None)
+        got: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        with self._guard("read verdicts"), self._begin(write=False) as conn:
+            for start in range(0, len(keys), 500):
+                for vr in conn.execute(select(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.data).where(
+                        S.verdicts.c.run_id == run_id, S.verdicts.c.case_key.in_(keys[start:start + 500]))
+                        .order_by(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.position)).all():
+                    got.setdefault((vr.case_key, vr.metric), []).append(_loads(vr.data, {}))
+        for key in keys:
+            for m in by_key[key].metrics_data:
+                m.verdicts = got.get((key, m.name), [])
+
+    def load_run(self, run_id: str | None = None, *, verdicts: bool = True) -> EvaluationResult:
+        """A stored run as an ``EvaluationResult`` (cases in order, with their results and, unless ``verdicts`` is
+        False, their verdicts: ``fill_verdicts`` reads them later for the cases that need them)."""
         run_id = self.resolve_run(run_id)
         info = self.run_info(run_id)
-        results = self._results(run_id)
+        results = self._results(run_id, verdicts=verdicts)
         order: dict[str, int] = {}
         for _key, metric in results:
             order.setdefault(metric, len(order))

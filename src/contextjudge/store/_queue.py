@@ -190,21 +190,43 @@ class QueueStore(WriteStore):
         """Write ``results`` (and the judge calls' usage) and mark the row done, in one transaction, only while
         ``owner`` holds the lease; returns False, writing nothing, when it does not (the lease expired and another
         worker claimed the case)."""
+        return self.complete_many(owner, [(run_id, key, results, judge_calls)])[0]
+
+    def complete_many(self, owner: str, items: Sequence[tuple[str, str, Sequence[MetricResult],
+                                                       Sequence[dict[str, Any]]]]) -> list[bool]:
+        """``complete`` of several cases ``(run_id, key, results, judge_calls)`` in ONE transaction, with a few
+        statements for them all (the queue rows marked in one UPDATE ... RETURNING, the results, verdicts and judge
+        calls each written with one executemany): a worker completes what it has scored together, so a case costs a
+        fraction of a round trip and of a commit. The same rule per case: its results are written only while
+        ``owner`` holds its lease; returns, per item, whether it was written (a key given twice is written once, the
+        second gets False)."""
+        items = list(items)
+        if not items:
+            return []
         now = time.time()
-        with self._guard("complete a queued test case"), self._begin() as conn:
-            # the row first: on PostgreSQL this locks it, so no other worker can claim it until this commits; an
-            # expired lease nobody has claimed since still counts as held (the row says so)
-            hit = conn.execute(update(_Q).where(
-                _Q.c.run_id == run_id, _Q.c.case_key == key, _Q.c.owner == owner, _Q.c.state == "claimed").values(
-                state="done", lease_until=None, updated_at=now, note=None))
-            if not hit.rowcount:
-                return False
-            for result in results:
-                self._write_result(conn, run_id, key, result)
-            if judge_calls:
-                conn.execute(self._q["call"], [_rows.judge_call_row(run_id, e)
-                                               for e in judge_calls])
-        return True
+        refs = list(dict.fromkeys((run_id, key) for run_id, key, _r, _c in items))
+        with self._guard("complete queued test cases"), self._begin() as conn:
+            held: set[tuple[str, str]] = set()
+            for start in range(0, len(refs), 500):  # locks the rows on PostgreSQL until this commits (see complete)
+                part = refs[start:start + 500]
+                got = conn.execute(update(_Q).where(
+                    tuple_(_Q.c.run_id, _Q.c.case_key).in_(part), _Q.c.owner == owner, _Q.c.state == "claimed")
+                    .values(state="done", lease_until=None, updated_at=now, note=None)
+                    .returning(_Q.c.run_id, _Q.c.case_key)).all()
+                held.update((r.run_id, r.case_key) for r in got)
+            written: list[bool] = []
+            todo: list[tuple[str, str, Sequence[MetricResult], Sequence[dict[str, Any]]]] = []
+            for run_id, key, results, calls in items:
+                ok = (run_id, key) in held
+                held.discard((run_id, key))  # a second item of the same key is not written again
+                written.append(ok)
+                if ok:
+                    todo.append((run_id, key, results, calls))
+            self._write_results_many(conn, [(run_id, key, results) for run_id, key, results, _c in todo])
+            call_rows = [_rows.judge_call_row(run_id, e) for run_id, _k, _r, calls in todo for e in calls]
+            if call_rows:
+                conn.execute(self._q["call"], call_rows)
+        return written
 
     def release(self, owner: str, run_id: str, key: str, *, state: str = "queued", note: str | None = None,
                 failed: bool = False) -> bool:

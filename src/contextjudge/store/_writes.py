@@ -5,11 +5,14 @@ call's usage, and the cross-run verdict cache (``cj_verdict_cache``). Each write
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from .._result import MetricResult
+from . import _schema as S
 from ._base import StoreBase
 from ._rows import _dumps, _loads, case_facets, case_rows, judge_call_row, result_rows
 
@@ -43,6 +46,53 @@ class WriteStore(StoreBase):
         self._upsert(conn, row)
         if vrows:
             conn.execute(self._q["verdict"], vrows)
+
+    def _write_results_many(self, conn: Connection,
+                            items: Sequence[tuple[str, str, Sequence[MetricResult]]]) -> None:
+        """``_write_result`` of the results of several cases ``(run_id, key, results)`` with one statement per
+        kind of row (each an executemany): the old verdicts of each (case, metric) deleted, the results upserted,
+        the new verdicts inserted. A metric given twice for a case keeps its last result, as two writes would."""
+        if not items:
+            return
+        self._facets_many(conn, [(run_id, key) for run_id, key, _r in items])
+        rows: dict[tuple[str, str, str], tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+        for run_id, key, results in items:
+            facets = self._facets(conn, run_id, key)
+            for result in results:
+                row, vrows = result_rows(run_id, key, result)
+                row.update(facets)
+                if row["captured_at"] is None:
+                    row["captured_at"] = row["created_at"]
+                rows[(run_id, key, result.name)] = (row, vrows)
+        if not rows:
+            return
+        conn.execute(self._q["verdicts_delete"], [{"b_run": r, "b_key": k, "b_metric": m} for r, k, m in rows])
+        conn.execute(self._q["result"], [row for row, _v in rows.values()])
+        vrows_all = [v for _row, vrows in rows.values() for v in vrows]
+        if vrows_all:
+            conn.execute(self._q["verdict"], vrows_all)
+
+    def _facets_many(self, conn: Connection, refs: Sequence[tuple[str, str]]) -> None:
+        """Read the facets of the cases ``refs`` not kept yet, one query per run (``_facets`` then finds them)."""
+        kept: dict[tuple[str, str], dict[str, Any]] = self.__dict__.setdefault("_facets_kept", {})
+        missing: dict[str, list[str]] = {}
+        for run_id, key in dict.fromkeys(refs):
+            if (run_id, key) not in kept:
+                missing.setdefault(run_id, []).append(key)
+        if not missing:
+            return
+        if len(kept) + len(refs) >= self._FACETS_KEPT:
+            kept.clear()
+        for run_id, keys in missing.items():
+            found = {}
+            for start in range(0, len(keys), 500):
+                found.update({row.case_key: case_facets(row.created_at, row.input, row.data)
+                              for row in conn.execute(select(S.cases.c.case_key, S.cases.c.created_at,
+                                                             S.cases.c.input, S.cases.c.data).where(
+                                  S.cases.c.run_id == run_id, S.cases.c.case_key.in_(keys[start:start + 500])))})
+            for key in keys:
+                kept[(run_id, key)] = found.get(key) or {"captured_at": None, "retriever": None, "tags": None,
+                                                         "input_key": None}
 
     _FACETS_KEPT = 4096
 

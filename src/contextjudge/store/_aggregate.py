@@ -12,7 +12,7 @@ from sqlalchemy import and_, select
 
 from ..errors import ConfigurationError
 from . import _schema as S
-from ._read import ReadStore, _norm_where, parse_time
+from ._read import ReadStore, _norm_where, parse_time, range_filters
 
 __all__ = ["AggregateStore"]
 
@@ -162,15 +162,7 @@ class AggregateStore(ReadStore):
         conds = _norm_where(where)
         run_refs = conds.pop("run", None)
         runs = self._run_scope(run if run is not None else run_refs)
-        if runs is not None:
-            q = q.where(r.c.run_id.in_(runs))
-        if metric is not None:
-            names = list(metric) if isinstance(metric, (list, tuple, set)) else [metric]
-            q = q.where(r.c.metric.in_([str(m) for m in names]))
-        if lo is not None:
-            q = q.where(stamp >= lo)
-        if hi is not None:
-            q = q.where(stamp < hi)
+        q = range_filters(q, runs=runs, metric=metric, lo=lo, hi=hi, stamp=stamp)
         find = func.strpos if self._on_postgresql() else func.instr
         for key, values in conds.items():
             if key == "retriever":

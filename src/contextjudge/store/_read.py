@@ -42,7 +42,7 @@ from ._rows import meta_of as _meta_of
 logger = logging.getLogger("contextjudge")
 _NAMED_BAD_SCORES = 10  # rows named one by one in the warnings of one read; the rest are counted
 
-__all__ = ["ReadStore", "parse_time", "record_matches", "run_judges"]
+__all__ = ["ReadStore", "parse_time", "range_filters", "record_matches", "run_judges"]
 
 _SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
 _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
@@ -132,6 +132,22 @@ def run_judges(info: Any) -> list[str]:
     return [str(j.get("name", "?")) for j in info.judges or [] if isinstance(j, dict)]
 
 
+def range_filters(q: Any, *, runs: Any, metric: Any, lo: float | None, hi: float | None, stamp: Any) -> Any:
+    """``q`` (a select over cj_results) limited to the runs (None: all), the metric name(s) (None: all) and the time
+    range [lo, hi) of ``stamp`` (when captured or when judged): what every read of results filters on."""
+    r = S.results
+    if runs is not None:
+        q = q.where(r.c.run_id.in_(runs))
+    if metric is not None:
+        names = list(metric) if isinstance(metric, (list, tuple, set)) else [metric]
+        q = q.where(r.c.metric.in_([str(m) for m in names]))
+    if lo is not None:
+        q = q.where(stamp >= lo)
+    if hi is not None:
+        q = q.where(stamp < hi)
+    return q
+
+
 class ReadStore:
     """Mixed into ``ResultsStore``: the documented read API. ``self`` is the store."""
 
@@ -195,15 +211,7 @@ class ReadStore:
         if with_data:
             cols.append(c.c.data)
         q = select(*cols).select_from(r.join(c, and_(c.c.run_id == r.c.run_id, c.c.case_key == r.c.case_key)))
-        if runs is not None:
-            q = q.where(r.c.run_id.in_(runs))
-        if metric is not None:
-            names = list(metric) if isinstance(metric, (list, tuple, set)) else [metric]
-            q = q.where(r.c.metric.in_([str(m) for m in names]))
-        if lo is not None:
-            q = q.where(stamp >= lo)
-        if hi is not None:
-            q = q.where(stamp < hi)
+        q = range_filters(q, runs=runs, metric=metric, lo=lo, hi=hi, stamp=stamp)
         return q.order_by(stamp, r.c.run_id, r.c.case_key, r.c.metric)
 
     def iter_results(self, *, run: Any = None, metric: Any = None, since: Any = None, until: Any = None,

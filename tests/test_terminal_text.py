@@ -12,7 +12,7 @@ import json
 import random
 import time
 
-from sqlalchemy import text
+from backdate import backdate_days
 
 import contextjudge
 from contextjudge import LLMTestCase, MetricResult
@@ -40,15 +40,7 @@ def _store(path: str) -> str:
             store.save_result(run, key, MetricResult(name="Contextual Relevancy", score=score, threshold=0.5,
                                                      success=score >= 0.5, evaluation_model="contextjudge-local"))
     store.end_run(run, {})
-    with store.engine.begin() as conn:
-        for d in range(7):
-            at = day0 + d * DAY + 60
-            conn.execute(text("UPDATE cj_cases SET created_at = :at + position % 1000 WHERE case_key LIKE :k"),
-                         {"at": at, "k": f"d{d}-%"})
-            conn.execute(text("UPDATE cj_results SET created_at = :at + 600, captured_at = (SELECT c.created_at FROM "
-                              "cj_cases c WHERE c.run_id = cj_results.run_id AND c.case_key = cj_results.case_key) "
-                              "WHERE case_key LIKE :k"),
-                         {"at": at, "k": f"d{d}-%"})
+    backdate_days(store, 7, day0, DAY)
     store.close()
     return run
 

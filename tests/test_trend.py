@@ -15,6 +15,7 @@ import subprocess
 import time
 
 import pytest
+from backdate import backdate_days
 from sqlalchemy import text
 
 import contextjudge
@@ -53,15 +54,7 @@ def _week(path: str, *, days: int = 7, per_day: int = 30, degraded_day: int | No
                     evaluation_model="gpt-4o-mini" if other else "contextjudge-local",
                     details={"judge_identity": "other-judge" if other else "local-judge"}))
     store.end_run(run, {})
-    with store.engine.begin() as conn:  # back-dated: each day's captures (and their results) on their day
-        for d in range(days):
-            at = day0 + d * DAY + 60
-            conn.execute(text("UPDATE cj_cases SET created_at = :at + position % 1000 WHERE case_key LIKE :k"),
-                         {"at": at, "k": f"d{d}-%"})
-            conn.execute(text("UPDATE cj_results SET created_at = :at + 600, captured_at = (SELECT c.created_at FROM "
-                              "cj_cases c WHERE c.run_id = cj_results.run_id AND c.case_key = cj_results.case_key) "
-                              "WHERE case_key LIKE :k"),
-                         {"at": at, "k": f"d{d}-%"})
+    backdate_days(store, days, day0, DAY)  # each day's captures (and their results) on their day
     store.close()
     return day0
 
@@ -488,13 +481,7 @@ def _popular_week(path: str, seed: int, days: int = 8, per_day: int = 80) -> Non
             store.save_result(run, key, MetricResult(name="Contextual Relevancy", score=score, threshold=0.5,
                                                      success=score >= 0.5, evaluation_model="contextjudge-local"))
     store.end_run(run, {})
-    with store.engine.begin() as conn:
-        for d in range(days):
-            at = day0 + d * DAY + 60
-            conn.execute(text("UPDATE cj_cases SET created_at = :at + position % 1000 WHERE case_key LIKE :k"),
-                         {"at": at, "k": f"d{d}-%"})
-            conn.execute(text("UPDATE cj_results SET created_at = :at + 600, captured_at = :at WHERE case_key "
-                              "LIKE :k"), {"at": at, "k": f"d{d}-%"})
+    backdate_days(store, days, day0, DAY)  # each day's captures (and their results) on their day
     store.close()
 
 

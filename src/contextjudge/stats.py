@@ -31,8 +31,8 @@ from statistics import NormalDist
 from typing import Any
 
 __all__ = ["Agreement", "Interval", "PPIEstimate", "binary_agreement", "bootstrap", "cohen_kappa", "confusion", "mae",
-           "mean_interval", "moments_interval", "paired_difference", "paired_difference_moments", "ppi_mean", "proportion_interval", "significantly_better",
-           "significantly_worse", "spearman", "t_quantile", "unpaired_difference", "unpaired_difference_moments"]
+           "mean_interval", "moments_interval", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
+           "significantly_worse", "spearman", "t_quantile", "unpaired_difference"]
 
 LEVEL = 0.95
 SEED = 20240601
@@ -224,38 +224,6 @@ def unpaired_difference(baseline: Sequence[Any], current: Sequence[Any], *, leve
     df = se2 ** 2 / ((vb ** 2 / (nb - 1) if vb else 0.0) + (vc ** 2 / (nc - 1) if vc else 0.0))
     half = t_quantile(max(1, int(df)), level) * math.sqrt(se2)
     return Interval(m, max(-1.0, m - half), min(1.0, m + half), min(nb, nc), level, "welch-t")  # scores in [0, 1]
-
-
-def paired_difference_moments(n: int, total: float, total_sq: float, *, level: float = LEVEL) -> Interval:
-    """``paired_difference`` from running sums of the differences (current - baseline): their count, sum and sum
-    of squares, for differences summed in the database instead of held as a list."""
-    if n <= 0:
-        return Interval(None, None, None, 0, level, "paired-t")
-    m = total / n
-    if n == 1:
-        return Interval(m, None, None, 1, level, "paired-t")
-    var = max(0.0, (total_sq - total * total / n) / (n - 1))
-    half = t_quantile(n - 1, level) * math.sqrt(var / n)
-    return Interval(m, m - half, m + half, n, level, "paired-t")
-
-
-def unpaired_difference_moments(baseline: tuple[int, float, float], current: tuple[int, float, float], *,
-                                level: float = LEVEL) -> Interval:
-    """``unpaired_difference`` from each group's (count, sum, sum of squares)."""
-    (nb, sb, qb), (nc, sc, qc) = baseline, current
-    if nb == 0 or nc == 0:
-        return Interval(None, None, None, min(nb, nc), level, "welch-t")
-    m = sc / nc - sb / nb
-    if nb < 2 or nc < 2:
-        return Interval(m, None, None, min(nb, nc), level, "welch-t")
-    vb = max(0.0, (qb - sb * sb / nb) / (nb - 1)) / nb
-    vc = max(0.0, (qc - sc * sc / nc) / (nc - 1)) / nc
-    se2 = vb + vc
-    if se2 <= 0.0:
-        return Interval(m, m, m, min(nb, nc), level, "welch-t")
-    df = se2 ** 2 / ((vb ** 2 / (nb - 1) if vb else 0.0) + (vc ** 2 / (nc - 1) if vc else 0.0))
-    half = t_quantile(max(1, int(df)), level) * math.sqrt(se2)
-    return Interval(m, m - half, m + half, min(nb, nc), level, "welch-t")
 
 
 def significantly_worse(diff: Interval) -> bool:

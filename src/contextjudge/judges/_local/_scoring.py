@@ -23,7 +23,16 @@ from ..._text import shorten, split_sentences
 from .._protocol import Item, JudgeRequest
 from ._cross import CrossEncoder
 from ._embeddings import EmbeddingCache
-from ._lexical import answer_occurs, content_tokens, lead_phrase, lead_tokens, specifics, specifics_in, token_recall
+from ._lexical import (
+    answer_occurs,
+    content_tokens,
+    lead_phrase,
+    lead_tokens,
+    negated,
+    specifics,
+    specifics_in,
+    token_recall,
+)
 
 __all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer"]
 
@@ -63,20 +72,33 @@ CALIBRATION: dict[str, list[float]] = {
 # The stacked judge (a cross-encoder reads the pair: _cross.py): the same features plus the cross-encoder's logits,
 # in one logistic model per task, fitted by benchmarks/calibrate_local.py --cross the same way (CROSS_*_FEATURES).
 CROSS_CALIBRATION: dict[str, list[float]] = {
-    # python benchmarks/calibrate_local.py --cross --rows hotpotqa=40 clapnq=40 mtrag=40 (TREC DL: all 68 rows, counted
-    # twice); node_short's bias includes the decision offset +0.405 (as node_short's above)
-    "node_short": [-27.199, 3.787, 24.709, 2.765, -0.147, 1.527, 1.796, 2.107, -1.919],
-    "node_long": [-86.438, 40.789, 54.931, 0.000, 18.683, 5.564, 4.752, 0.306, -0.439],
-    "node_noref": [-18.421, 20.766, -0.083, -34.106, 37.892, 15.198, 0.382, -0.741],
-    "sentence": [-24.274, 0.189, 0.112, 27.709, 2.390, 1.475],
-    "support": [-39.844, 48.326, 4.540, -0.156],
+    # python benchmarks/calibrate_local.py --data-dir DATA --cross --rows hotpotqa=100 clapnq=80 mtrag=80 --pairs
+    #   training/out/pairs.jsonl.gz (TREC DL: all 68 rows, counted twice; 600 held-back training pairs a task, the first
+    #   half of the held-back groups). Fitted on the pairs above GATE only. A node judged with a reference (node_short,
+    #   node_long) keeps the bi-encoder's weights: read with the reference the cross-encoder added nothing on the
+    #   development data (docs/judges.md, the ablation), so it is not run for them.
+    "node_noref": [-13.208, 14.804, 0.207, -19.148, 21.314, 12.172, 0.355, 0.312],
+    "sentence": [-15.134, 17.504, -0.085, -17.745, 22.201, 10.450, 0.348, 0.131, 0.899],
+    "support": [1.660, -3.174, 3.582, 0.968, 0.114],
 }
 CROSS_NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q",
                            "x_answer", "x_relevance")
 CROSS_NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall", "turn", "turn_cos_q", "turn_q_recall", "x_relevance",
                              "turn_x_relevance")
-CROSS_SENTENCE_FEATURES = ("bias", "x_sentence", "x_relevance_of_node", "cos_q_of_node", "turn", "turn_x_sentence")
-CROSS_SUPPORT_FEATURES = ("bias", "cos_s", "s_recall", "x_support")
+# sentence_relevance: the bi-encoder's row of the sentence (NODE_NOREF_FEATURES: its node's similarity, its own word
+# recall), then the sentence read with the question, its node read with it, and the turn's product
+CROSS_SENTENCE_FEATURES = ("bias", "cos_q_of_node", "q_recall", "turn", "turn_cos_q", "turn_q_recall", "x_sentence",
+                           "x_relevance_of_node", "turn_x_sentence")
+# statement_support: the bi-encoder's, the cross-encoder's logit, and whether one of the statement and the node's
+# closest sentence says "not" and the other does not
+CROSS_SUPPORT_FEATURES = ("bias", "cos_s", "s_recall", "x_support", "negation_differs")
+# The cross-encoder reads only what the bi-encoder does not rule out: a pair whose bi-encoder confidence (CALIBRATION)
+# is above GATE is judged by the stacked model (fitted on those pairs), one below keeps it. Below it the bi-encoder
+# agrees with the gold labels nearly always (benchmarks/calibrate_local.py --cross prints the share and the
+# accuracy), and most of a request's nodes and sentences are there, which saves most of the cross-encoder's time.
+# There is no upper bound: a bi-encoder's confident yes is where a same-topic node that does not answer, or a
+# statement with one word negated, is found.
+GATE = 0.02
 NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q")
 NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall", "turn", "turn_cos_q", "turn_q_recall")
 SHORT_REFERENCE_WORDS = 10
@@ -95,6 +117,11 @@ def noref_rows(cos_q: np.ndarray, q_rec: np.ndarray, turn: bool) -> np.ndarray:
     overlaps run on another scale than a lone question's: the turn flag and its products let the model say so."""
     t = 1.0 if turn else 0.0
     return np.column_stack([np.ones(len(cos_q)), cos_q, q_rec, np.full(len(cos_q), t), t * cos_q, t * q_rec])
+
+
+def gated(conf: np.ndarray) -> np.ndarray:
+    """Indices of the bi-encoder confidences above GATE: the pairs the cross-encoder reads."""
+    return np.flatnonzero(conf > GATE)
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -196,15 +223,8 @@ class Scorer:
         ttok = [content_tokens(t) for t in texts]
         q_rec = np.array([token_recall(qtok, t) for t in ttok])
         info: dict[str, Any] = {"cos_q": cos_q, "q_recall": q_rec, "qtok": qtok}
-        xrel = self.cross_logits("relevance", [q] * len(texts), texts) if self.cross is not None else None
-        if xrel is not None:
-            info["x_relevance"] = xrel
         if not req.reference:
-            rows = noref_rows(cos_q, q_rec, self.is_turn(req))
-            if xrel is not None:
-                t = 1.0 if self.is_turn(req) else 0.0
-                rows = np.column_stack([rows, xrel, t * xrel])
-            return rows, info
+            return noref_rows(cos_q, q_rec, self.is_turn(req)), info
         cos_qr = pv @ qv[1]
         rtok = content_tokens(req.reference)
         occ = np.array([1.0 if answer_occurs(req.reference, t) else 0.0 for t in texts])
@@ -212,17 +232,39 @@ class Scorer:
         leads = [lead_tokens(t) for t in texts]
         lead_q = np.array([token_recall(lead, qtok) for lead in leads])
         info.update(cos_qr=cos_qr, answer_occurs=occ, ref_recall=r_rec, rtok=rtok, lead_q=lead_q)
-        rows = np.column_stack([np.ones(len(texts)), cos_q, cos_qr, occ, r_rec, q_rec, lead_q])
-        if xrel is not None:
-            xans = self.cross_logits("answer", [f"{q} Answer: {req.reference}"] * len(texts), texts)
-            info["x_answer"] = xans
-            rows = np.column_stack([rows, xans, xrel])
-        return rows, info
+        return np.column_stack([np.ones(len(texts)), cos_q, cos_qr, occ, r_rec, q_rec, lead_q]), info
 
-    def support_features(self, statements: list[str], nodes: list[str]
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-        """(cos, word recall, share of the statement's specifics missing, the cross-encoder's support logit or None)
-        matrices of shape (statements, nodes).
+    def node_cross_rows(self, req: JudgeRequest, texts: list[str], rows: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """The stacked model's rows (CROSS_NODE_*_FEATURES) of ``texts``: their bi-encoder ``rows`` and the
+        cross-encoder's logits of each text read with the question (and with the reference when there is one)."""
+        q = self.query_text(req)
+        xrel = self.cross_logits("relevance", [q] * len(texts), texts)
+        if not req.reference:
+            t = 1.0 if self.is_turn(req) else 0.0
+            return np.column_stack([rows, xrel, t * xrel]), {"x_relevance": xrel}
+        xans = self.cross_logits("answer", [f"{q} Answer: {req.reference}"] * len(texts), texts)
+        return np.column_stack([rows, xans, xrel]), {"x_relevance": xrel, "x_answer": xans}
+
+    def node_conf(self, req: JudgeRequest, texts: list[str]) -> tuple[np.ndarray, dict[str, Any]]:
+        """Each text's confidence that it is useful, and the evidence (``info``) the reasons quote. With the
+        cross-encoder, the texts the bi-encoder is unsure of (``gated``) are read with the question and judged by the
+        stacked model; the rest keep the bi-encoder's confidence."""
+        x, info = self.node_features(req, texts)
+        model = node_model(req.reference)
+        if self.cross is None or req.reference:
+            return _sigmoid(x @ (self.w(model) if self.cross is None else np.array(CALIBRATION[model]))), info
+        conf = _sigmoid(x @ np.array(CALIBRATION[model]))
+        idx = gated(conf)
+        info["x_relevance"] = np.full(len(texts), np.nan)
+        if len(idx):
+            rows, extra = self.node_cross_rows(req, [texts[i] for i in idx], x[idx])
+            conf[idx] = _sigmoid(rows @ self.w(model))
+            for key, v in extra.items():
+                info[key][idx] = v
+        return conf, info
+
+    def support_features(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(cos, word recall, share of the statement's specifics missing) matrices of shape (statements, nodes).
 
         Specifics are a statement's numbers and names (``_lexical.specifics``; a number counts twice): a node on the
         statement's topic that lacks them does not support it. A statement without any misses nothing.
@@ -238,11 +280,16 @@ class Scorer:
                 for j, n in enumerate(nodes):
                     lacking = specifics_in(spec, n)[1]
                     miss[i, j] = _weight(lacking) / _weight(spec)
-        xs = None
-        if self.cross is not None:
-            flat = self.cross_logits("support", [st for st in statements for _ in nodes], list(nodes) * len(statements))
-            xs = flat.reshape(cos.shape)
-        return cos, rec, miss, xs
+        return cos, rec, miss
+
+    def support_cross_rows(self, statements: list[str], nodes: list[str], cells: list[tuple[int, int]],
+                           cos: np.ndarray, rec: np.ndarray) -> np.ndarray:
+        """CROSS_SUPPORT_FEATURES of the (statement, node) ``cells``."""
+        xs = self.cross_logits("support", [statements[i] for i, _ in cells], [nodes[j] for _, j in cells])
+        neg = [1.0 if negated(statements[i]) != negated(self._best_sentence(nodes[j], content_tokens(statements[i])))
+               else 0.0 for i, j in cells]
+        ii, jj = np.array([c[0] for c in cells]), np.array([c[1] for c in cells])
+        return np.column_stack([np.ones(len(cells)), cos[ii, jj], rec[ii, jj], xs, neg])
 
     # ------------------------------------------------------------------------------------------- tasks
     def answer(self, req: JudgeRequest) -> dict[str, Any]:
@@ -260,8 +307,7 @@ class Scorer:
         if not req.items:
             return []
         texts = [it.text for it in req.items]
-        x, info = self.node_features(req, texts)
-        conf = _sigmoid(x @ self.w(node_model(req.reference)))
+        conf, info = self.node_conf(req, texts)
         target = {"actual_output": "the actual output", "expected_output": "the expected output"}.get(
             req.reference_kind or "", "the expected outcome") if req.reference else "the input"
         field = {"actual_output": "actual_output", "expected_output": "expected_output"}.get(
@@ -280,9 +326,9 @@ class Scorer:
             why.append(f"it shares {len(shared)} of the question's {len(info['qtok'])} content words"
                        + (f" ({', '.join(shared[:5])})" if shared else ""))
             figures = [f"confidence {c:.2f}", f"similarity to the question {info['cos_q'][i]:.2f}"]
-            if "x_answer" in info:
+            if "x_answer" in info and not np.isnan(info["x_answer"][i]):
                 figures.append(f"read together with the question and {field}: {_sigmoid(info['x_answer'][i]):.2f}")
-            elif "x_relevance" in info:
+            elif "x_relevance" in info and not np.isnan(info["x_relevance"][i]):
                 figures.append(f"read together with the question: {_sigmoid(info['x_relevance'][i]):.2f}")
             if req.reference:
                 figures.append(f"to question + {field} {info['cos_qr'][i]:.2f}")
@@ -330,45 +376,64 @@ class Scorer:
                                   f"{c:.2f}, similarity to the question {cos[i]:.2f})."})
         return out
 
+    def sentence_rows(self, req: JudgeRequest) -> tuple[np.ndarray, list[str], list[str]]:
+        """The bi-encoder's rows (NODE_NOREF_FEATURES) of the request's sentences: each sentence with its node's
+        similarity (one vector per node, shared with the node verdicts of the other metrics through the cache) and
+        its own overlap with the question's words; and each sentence's node text, and the question."""
+        parents: dict[str, list[Item]] = {}
+        for it in req.items:
+            parents.setdefault(it.parent or it.id, []).append(it)
+        pids = list(parents)
+        node_of = {p: " ".join(s.text for s in parents[p]) for p in pids}
+        q = self.query_text(req)
+        qvs, pv = self._vectors([q], [node_of[p] for p in pids])
+        cos_by_parent = dict(zip(pids, (pv @ qvs[0]).tolist(), strict=True))
+        qtok = content_tokens(q)
+        rows = noref_rows(np.array([cos_by_parent[it.parent or it.id] for it in req.items]),
+                          np.array([token_recall(qtok, content_tokens(it.text)) for it in req.items]),
+                          self.is_turn(req))
+        return rows, [node_of[it.parent or it.id] for it in req.items], [q]
+
+    def sentence_cross_rows(self, req: JudgeRequest, idx: np.ndarray, rows: np.ndarray,
+                            nodes: list[str]) -> np.ndarray:
+        """CROSS_SENTENCE_FEATURES of the sentences ``idx``: their bi-encoder rows, each read with the question, and
+        its node read with the question (a sentence whose node answers the question is likelier the part that does)."""
+        q = self.query_text(req)
+        xs = self.cross_logits("sentence", [q] * len(idx), [req.items[i].text for i in idx])
+        xr = self.cross_logits("relevance", [q] * len(idx), [nodes[i] for i in idx])
+        t = 1.0 if self.is_turn(req) else 0.0
+        return np.column_stack([rows[idx], xs, xr, t * xs])
+
+    def sentence_conf(self, req: JudgeRequest) -> tuple[np.ndarray, list[float], np.ndarray]:
+        """Each sentence's confidence that it is relevant, its node's similarity, and its cross-encoder logit (NaN
+        where the bi-encoder was sure enough: ``gated``)."""
+        rows, nodes, _ = self.sentence_rows(req)
+        cos = rows[:, 1].tolist()
+        xs = np.full(len(rows), np.nan)
+        if self.cross is None:
+            return _sigmoid(rows @ self.w("node_noref")), cos, xs
+        conf = _sigmoid(rows @ np.array(CALIBRATION["node_noref"]))
+        idx = gated(conf)
+        if len(idx):
+            x = self.sentence_cross_rows(req, idx, rows, nodes)
+            conf[idx] = _sigmoid(x @ self.w("sentence"))
+            xs[idx] = x[:, 6]
+        return conf, cos, xs
+
     def _sentence_relevance(self, req: JudgeRequest) -> list[dict[str, Any]]:
         if not req.items:
             return []
         if req.reference_kind == "actual_output" and not any(it.parent for it in req.items):
             return self._answer_relevance(req)
-        # Each sentence is judged with its node's similarity (one vector per node, shared with the node verdicts of
-        # the other metrics through the cache) and its own overlap with the question's words.
-        parents: dict[str, list[Item]] = {}
-        for it in req.items:
-            parents.setdefault(it.parent or it.id, []).append(it)
-        pids = list(parents)
-        node_texts = [" ".join(s.text for s in parents[p]) for p in pids]
-        q = self.query_text(req)
-        qvs, pv = self._vectors([q], node_texts)
-        qv = qvs[0]
-        cos = pv @ qv
-        cos_by_parent = dict(zip(pids, cos.tolist(), strict=True))
-        qtok = content_tokens(q)
-        if self.cross is not None:
-            # the sentence read with the question, beside its node read with it (a sentence whose node answers the
-            # question is more likely to be the part that does)
-            xs = self.cross_logits("sentence", [q] * len(req.items), [it.text for it in req.items])
-            xr = dict(zip(pids, self.cross_logits("relevance", [q] * len(pids), node_texts).tolist(), strict=True))
-            t = 1.0 if self.is_turn(req) else 0.0
-            x = np.column_stack([np.ones(len(xs)), xs, [xr[it.parent or it.id] for it in req.items],
-                                 [cos_by_parent[it.parent or it.id] for it in req.items], np.full(len(xs), t), t * xs])
-            confs = _sigmoid(x @ self.w("sentence"))
-        else:
-            x = noref_rows(np.array([cos_by_parent[it.parent or it.id] for it in req.items]),
-                           np.array([token_recall(qtok, content_tokens(it.text)) for it in req.items]),
-                           self.is_turn(req))
-            confs = _sigmoid(x @ self.w("node_noref"))
+        confs, cos_of, xs = self.sentence_conf(req)
+        qtok = content_tokens(self.query_text(req))
         out = []
         for i, it in enumerate(req.items):
-            cos = cos_by_parent[it.parent or it.id]
+            cos = cos_of[i]
             c = _round(confs[i])
             yes = c >= 0.5
             shared = sorted(qtok & content_tokens(it.text))
-            read = f", read together with the question {_sigmoid(x[i, 1]):.2f}" if self.cross is not None else ""
+            read = f", read together with the question {_sigmoid(xs[i]):.2f}" if not np.isnan(xs[i]) else ""
             reason = (f"{'Relevant' if yes else 'Not relevant'} to the input: it shares {len(shared)} of the "
                       f"question's {len(qtok)} content words" + (f" ({', '.join(shared[:6])})" if shared else "")
                       + f" (confidence {c:.2f}, similarity to the question {cos:.2f}{read}).")
@@ -376,12 +441,19 @@ class Scorer:
         return out
 
     def _support_conf(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        cos, rec, miss, xs = self.support_features(statements, nodes)
-        w = self.w("support")
+        cos, rec, miss = self.support_features(statements, nodes)
         # The similarity and the shared words say the node is on the statement's topic; what it asserts (its numbers
         # and names) must be there too, so the confidence shrinks with the share of them the node lacks.
-        z = w[0] + w[1] * cos + w[2] * rec + (w[3] * xs if xs is not None else 0.0)
-        conf = _sigmoid(z) * (1.0 - miss)
+        if self.cross is None:
+            w = self.w("support")
+            return _sigmoid(w[0] + w[1] * cos + w[2] * rec) * (1.0 - miss), cos, rec
+        w = CALIBRATION["support"]
+        conf = _sigmoid(w[0] + w[1] * cos + w[2] * rec) * (1.0 - miss)
+        flat = gated(conf.ravel())
+        if len(flat):
+            cells = [(int(k) // len(nodes), int(k) % len(nodes)) for k in flat]
+            z = self.support_cross_rows(statements, nodes, cells, cos, rec) @ self.w("support")
+            conf.ravel()[flat] = _sigmoid(z) * (1.0 - miss.ravel()[flat])
         return conf, cos, rec
 
     def _statement_support(self, req: JudgeRequest) -> list[dict[str, Any]]:

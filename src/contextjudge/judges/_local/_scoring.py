@@ -77,9 +77,9 @@ CROSS_CALIBRATION: dict[str, list[float]] = {
     #   half of the held-back groups). Fitted on the pairs above GATE only. A node judged with a reference (node_short,
     #   node_long) keeps the bi-encoder's weights: read with the reference the cross-encoder added nothing on the
     #   development data (docs/judges.md, the ablation), so it is not run for them.
-    "node_noref": [-13.208, 14.804, 0.207, -19.148, 21.314, 12.172, 0.355, 0.312],
-    "sentence": [-15.134, 17.504, -0.085, -17.745, 22.201, 10.450, 0.348, 0.131, 0.899],
-    "support": [1.660, -3.174, 3.582, 0.968, 0.114],
+    "node_noref": [-9.088, 10.084, 0.155, -20.317, 23.011, 11.731, 0.467, 0.219],
+    "sentence": [-11.929, 13.961, -0.386, -12.069, 15.548, 11.587, 0.328, 0.265, 0.994],
+    "support": [2.806, -4.356, 3.548, 0.906, 0.135],
 }
 CROSS_NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q",
                            "x_answer", "x_relevance")

@@ -447,8 +447,8 @@ class Scorer:
         if self.cross is None:
             w = self.w("support")
             return _sigmoid(w[0] + w[1] * cos + w[2] * rec) * (1.0 - miss), cos, rec
-        w = CALIBRATION["support"]
-        conf = _sigmoid(w[0] + w[1] * cos + w[2] * rec) * (1.0 - miss)
+        wb = CALIBRATION["support"]
+        conf = _sigmoid(wb[0] + wb[1] * cos + wb[2] * rec) * (1.0 - miss)
         flat = gated(conf.ravel())
         if len(flat):
             cells = [(int(k) // len(nodes), int(k) % len(nodes)) for k in flat]

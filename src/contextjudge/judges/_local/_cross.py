@@ -120,11 +120,16 @@ class CrossEncoder:
     # ------------------------------------------------------------------------------------------- pairs
     def logits(self, task: str, queries: Sequence[str], nodes: Sequence[str], windows: bool = True) -> np.ndarray:
         """The ``task`` head's logit for each pair (queries[i], nodes[i]); a long node's is its best window's."""
+        return self.logits_all(queries, nodes, windows)[:, TASKS.index(task)]
+
+    def logits_all(self, queries: Sequence[str], nodes: Sequence[str], windows: bool = True) -> np.ndarray:
+        """Every head's logit for each pair (queries[i], nodes[i]), shape (pairs, len(TASKS)): the heads share one
+        reading of the pair, so the other heads cost nothing. A long node's logit is, head by head, its best
+        window's."""
         if len(queries) != len(nodes):
             raise ValueError(f"{len(queries)} queries for {len(nodes)} nodes")
         if not nodes:
-            return np.zeros(0, dtype=np.float32)
-        head = TASKS.index(task)
+            return np.zeros((0, len(TASKS)), dtype=np.float32)
         parts: list[tuple[int, str, str]] = []  # (pair, query, window)
         for i, (q, n) in enumerate(zip(queries, nodes, strict=True)):
             for w in (node_windows(n) if windows else [n]) or [n]:
@@ -137,13 +142,13 @@ class CrossEncoder:
         batches = _batches(order, lens)
 
         def run(batch: list[int]) -> np.ndarray:
-            return self._joint([pairs[i] for i in batch])[:, head]
+            return self._joint([pairs[i] for i in batch])
 
-        out = np.full(len(nodes), -np.inf, dtype=np.float32)
+        out = np.full((len(nodes), len(TASKS)), -np.inf, dtype=np.float32)
         for batch, lg in zip(batches, self.e5.run_batches(run, batches), strict=True):
             for i, v in zip(batch, lg, strict=True):
                 p = parts[i][0]
-                out[p] = max(out[p], float(v))
+                out[p] = np.maximum(out[p], v)
         self.pairs_run += len(pairs)
         return out
 

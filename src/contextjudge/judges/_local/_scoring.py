@@ -21,7 +21,7 @@ import numpy as np
 
 from ..._text import shorten, split_sentences
 from .._protocol import Item, JudgeRequest
-from ._cross import CrossEncoder
+from ._cross import TASKS, CrossEncoder
 from ._embeddings import EmbeddingCache
 from ._lexical import (
     answer_occurs,
@@ -80,7 +80,7 @@ CROSS_CALIBRATION: dict[str, list[float]] = {
     #   development data (docs/judges.md, the ablation), so it is not run for them.
     "node_noref": [-9.088, 10.084, 0.155, -20.317, 23.011, 11.731, 0.467, 0.219],
     "sentence": [-11.929, 13.961, -0.386, -12.069, 15.548, 11.587, 0.328, 0.265, 0.994],
-    "support": [2.806, -4.356, 3.548, 0.906, 0.135],
+    "support": [2.889, -4.450, 3.551, 0.910, 0.142],
 }
 CROSS_NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q",
                            "x_answer", "x_relevance")
@@ -187,17 +187,20 @@ class Evidence:
         return _sigmoid(w[0] + w[1] * cos + w[2] * rec) * (1.0 - miss)
 
     def cross_logits(self, task: str, queries: list[str], texts: list[str]) -> np.ndarray:
-        """The cross-encoder's ``task`` logit of each (query, text) pair, each pair read once per process (LRU)."""
+        """The cross-encoder's ``task`` logit of each (query, text) pair, each pair read once per process (LRU): one
+        reading gives every head's logit, and all of them are kept, so another task's read of the same pair is free."""
         assert self.cross is not None
         keys = [(task, q, t) for q, t in zip(queries, texts, strict=True)]
         with self._xlock:
             got = {k: self._xcache[k] for k in keys if k in self._xcache}
         todo = [k for k in dict.fromkeys(keys) if k not in got]
         if todo:
-            vals = self.cross.logits(task, [k[1] for k in todo], [k[2] for k in todo])
+            vals = self.cross.logits_all([k[1] for k in todo], [k[2] for k in todo])
             with self._xlock:
-                for k, v in zip(todo, vals.tolist(), strict=True):
-                    got[k] = self._xcache[k] = float(v)
+                for k, row in zip(todo, vals.tolist(), strict=True):
+                    for name, v in zip(TASKS, row, strict=True):
+                        self._xcache[(name, k[1], k[2])] = float(v)
+                    got[k] = self._xcache[k]
                 while len(self._xcache) > 200_000:
                     self._xcache.popitem(last=False)
         return np.array([got[k] for k in keys], dtype=np.float64)

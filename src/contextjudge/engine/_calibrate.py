@@ -329,7 +329,9 @@ def _spec_of(model: Any, resolved: Any) -> str:
     if isinstance(model, str) and not model.strip().startswith("@"):
         return model.strip()
     name = judge_name(resolved)
-    return "local" if name.startswith("contextjudge-local") else name
+    if name.startswith("contextjudge-local"):
+        return "local-cross" if name.startswith("contextjudge-local-cross") else "local"
+    return name
 
 
 def _mean(xs: Sequence[float]) -> float | None:

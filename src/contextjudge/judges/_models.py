@@ -20,7 +20,12 @@ logger = logging.getLogger("contextjudge")
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 
 
-def _local() -> BaseChatModel:
+# model strings of the stacked embedded judge (LocalJudge(cross_encoder=True): the cross-encoder reads what the
+# bi-encoder does not rule out; opt-in, docs/judges.md "The cross-encoder")
+LOCAL_CROSS_NAMES = ("local-cross", "local+cross", "embedded-cross")
+
+
+def _local(cross_encoder: bool = False) -> BaseChatModel:
     try:
         from ._local import LocalJudge  # noqa: PLC0415 - optional heavy import, loaded on demand
     except ImportError as exc:
@@ -28,7 +33,7 @@ def _local() -> BaseChatModel:
             "The embedded judge (model='local') could not be loaded: "
             f"{exc}. Install it with: pip install 'contextjudge[local]'"
         ) from exc
-    return LocalJudge()
+    return LocalJudge(cross_encoder=cross_encoder)
 
 
 def _openai(name: str) -> BaseChatModel:
@@ -52,7 +57,8 @@ def _openai(name: str) -> BaseChatModel:
 def resolve_model(model: Any = None) -> BaseChatModel:
     """Turn the ``model`` argument of a metric into a LangChain chat model.
 
-    A ``BaseChatModel`` is used as it is. ``"local"`` is the embedded offline judge. ``"@path/to/file.json"`` (or a
+    A ``BaseChatModel`` is used as it is. ``"local"`` is the embedded offline judge, ``"local-cross"`` the same with
+    its cross-encoder reading the pairs it is unsure of (``LocalJudge(cross_encoder=True)``). ``"@path/to/file.json"`` (or a
     ``pathlib.Path``) is a calibration file written by ``contextjudge calibrate``: the judge it names, with the
     thresholds fitted on your labels (``judges._calibration``). Another string is an OpenAI model name, optionally
     prefixed ``openai:``. ``"jury:local,openai:gpt-4o-mini"`` is a ``Jury`` of those judges (``judges._jury``). ``None`` reads ``CONTEXTJUDGE_MODEL``; failing that, OpenAI's
@@ -78,6 +84,8 @@ def resolve_model(model: Any = None) -> BaseChatModel:
         name = model.strip()
         if name.lower() in ("local", "embedded", "offline"):
             return _local()
+        if name.lower() in LOCAL_CROSS_NAMES:
+            return _local(cross_encoder=True)
         if name.lower().startswith(("jury:", "jury[")):
             return parse_jury(name)
         if ":" in name:

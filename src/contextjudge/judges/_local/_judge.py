@@ -138,7 +138,10 @@ class LocalJudge(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"judge": "contextjudge-local", "embedding_model": self._model_name,
+        # the stacked judge has its own name ("contextjudge-local-cross": model="local-cross" reads it back), under
+        # the embedded judge's prefix, which the rest of the package reads as "no one bills these tokens"
+        return {"judge": "contextjudge-local-cross" if self.cross_encoder else "contextjudge-local",
+                "embedding_model": self._model_name,
                 "calibration": CALIBRATION_VERSION, "embed_chars": self.embed_chars,
                 **({"cross_encoder": str(self.cross_encoder)} if self.cross_encoder else {})}
 

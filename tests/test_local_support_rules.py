@@ -44,6 +44,9 @@ def test_a_number_the_node_lacks_is_not_supported(judge: LocalJudge) -> None:
 def test_the_opposite_in_the_same_words_is_not_supported(judge: LocalJudge) -> None:
     v = support(judge, "Members cannot bring a guest for free.", NODE)
     assert v["verdict"] == "no", v
+    assert "does not say 'not' where the statement does" in v["reason"], v["reason"]
+    v = support(judge, "Members can bring a guest for free.", NODE.replace("members can", "members cannot"))
+    assert v["verdict"] == "no" and "says 'not' where the statement does not" in v["reason"], v
 
 
 def test_another_node_with_the_number_still_supports_it(judge: LocalJudge) -> None:

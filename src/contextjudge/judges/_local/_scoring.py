@@ -523,6 +523,11 @@ class Scorer(Evidence):
             missing = sorted(specifics_in(specifics(it.text), best.text)[1])
             lacks = (f"its closest node, {best.id}, does not mention {_listed(missing)}; " if missing and not yes
                      else "")
+            if not yes and not lacks and rec[i, j] >= NEGATION_RECALL and self.negation_flipped(
+                    it.text, best.text, content_tokens(it.text)):
+                says = "says 'not' where the statement does not" if not negated_near(
+                    it.text, content_tokens(best.text)) else "does not say 'not' where the statement does"
+                lacks = f"its closest node, {best.id}, {says}; "
             reason = (f"{'Supported' if yes else 'Not supported'}: {lacks}{rec[i, j]:.0%} of the statement's words "
                       f"occur in {'that node' if lacks else f'its closest node, {best.id}'}, whose closest sentence is "
                       f"'{_short(self._best_sentence(best.text, content_tokens(it.text)))}' "

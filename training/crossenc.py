@@ -133,6 +133,17 @@ class Joint(nn.Module):
         pooled = torch.cat([x[:, 0], u * v * 16.0, (u - v).abs() * 4.0], dim=1)
         return self.heads(self.drop(pooled))
 
+    @torch.no_grad()
+    def load(self, z: Any) -> None:
+        """The weights ``export`` wrote (a crossjudge*.train.npz opened with numpy)."""
+        names = ("wqkv", "bqkv", "wo", "bo", "ln1w", "ln1b", "wi", "bi", "wf", "bf", "ln2w", "ln2b")
+        for i, ly in enumerate(self.layers):
+            for n in names:
+                getattr(ly, n).copy_(_t(z[f"l{i}.{n}"]))
+        self.seg.copy_(_t(z["seg"]))
+        self.heads.weight.copy_(_t(z["heads.w"]))
+        self.heads.bias.copy_(_t(z["heads.b"]))
+
     def export(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for i, ly in enumerate(self.layers):

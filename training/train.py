@@ -186,6 +186,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--init", type=Path, default=None, metavar="NPZ",
+                    help="start from these trained weights (a crossjudge*.train.npz) rather than e5's top layers: "
+                         "a second stage that trains on more of the pairs")
     ap.add_argument("--states", type=Path, default=None,
                     help="a pickle of the lower layers' states, reused by a later run with the same pairs (scratch)")
     a = ap.parse_args()
@@ -222,6 +225,12 @@ def main() -> None:
             pickle.dump((st.key, st.arr), f, protocol=5)
     lengths = {j: len(st.get(pairs[j]["a"], True)) + len(st.get(pairs[j]["b"], False)) for j in used}
     model = Joint(e5, split=a.split)
+    if a.init:
+        with np.load(a.init) as z:
+            init = json.loads(bytes(z["meta"]).decode())
+            if int(init["split"]) != a.split:
+                raise SystemExit(f"--init {a.init} was trained with --split {init['split']}, not {a.split}")
+            model.load(z)
     heads = [model.seg, *model.heads.parameters()]
     body = [p for ly in model.layers for p in ly.parameters()]
     opt = torch.optim.AdamW([{"params": body, "lr": a.lr}, {"params": heads, "lr": a.head_lr}], weight_decay=0.01)

@@ -52,3 +52,12 @@ def test_the_opposite_in_the_same_words_is_not_supported(judge: LocalJudge) -> N
 def test_another_node_with_the_number_still_supports_it(judge: LocalJudge) -> None:
     v = support(judge, "The gym opens at 7 am on weekdays.", NODE, "On weekdays the doors open at 7 am.")
     assert v["verdict"] == "yes" and v["node_ids"] == ["n2"], v
+
+
+def test_a_no_or_a_not_about_something_else_vetoes_nothing(judge: LocalJudge) -> None:
+    """The demo's own golden: "No." answers the question, and "not business class" denies nothing the node states."""
+    node = ("Business travel is booked through the Skyway travel desk. Flights under six hours are economy class; "
+            "longer flights may be booked in premium economy.")
+    v = support(judge, "No. Flights under six hours are economy class and longer flights may be booked in premium "
+                       "economy, not business class.", node)
+    assert v["verdict"] == "yes", v

@@ -136,28 +136,28 @@ def _is_cue(w: str) -> bool:
 
 
 def negated_near(text: str, words: frozenset[str], span: int = 4) -> bool:
-    """Whether ``text`` says no about one of ``words`` (content words, as ``content_tokens`` gives them): a negation
-    followed, within ``span`` words, by one of them (a negation's scope runs to its right: "may not work remotely").
+    """Whether ``text`` says no about what ``words`` (content words, as ``content_tokens`` gives them) state: a
+    negation whose scope, the content words among the next ``span`` (it runs to its right: "may not work remotely"),
+    is all in ``words``. "Not business class" does not deny a text that names only economy class.
     "No dog has ever run after its tail" does not negate "Germany went through its worst inflation", however long the
-    sentence that holds both, nor does "Popeye (though not the various films)" negate Popeye; a number is never what a
-    negation negates here ("assuming no amendments" after a date)."""
-    toks = re.findall(r"[^\W_][\w'\u2019]*", normalize_keep_apostrophes(text))
-    for k, w in enumerate(toks):
-        if _is_cue(w):
-            near = toks[k + 1: k + 1 + span]
-            if any(_stem(n) in words for n in near if n not in _STOPWORDS and not _is_cue(n) and not n[0].isdigit()):
-                return True
+    sentence that holds both, nor does "Popeye (though not the various films)" negate Popeye, nor "No. Flights under six
+    hours ..." the flights (the scope ends at punctuation); a number is never what a negation negates here."""
+    for clause in _CLAUSE.split(normalize_keep_apostrophes(text)):
+        toks = re.findall(r"[^\W_][\w'\u2019]*", clause)
+        for k, w in enumerate(toks):
+            if _is_cue(w):
+                scope = [_stem(n) for n in toks[k + 1: k + 1 + span]
+                         if n not in _STOPWORDS and not _is_cue(n) and not n[0].isdigit()]
+                if scope and all(n in words for n in scope):
+                    return True
     return False
+
+
+# where a negation's scope ends: "No. Flights under six hours are economy" does not negate the flights
+_CLAUSE = re.compile(r"[.,;:!?()\[\]\"\u201c\u201d]|\s[-\u2013\u2014]\s")
 
 
 def normalize_keep_apostrophes(text: str) -> str:
     """Lower case with accents removed, apostrophes kept ("doesn't" stays one word)."""
     text = unicodedata.normalize("NFKD", text or "")
     return "".join(c for c in text if not unicodedata.combining(c)).lower()
-
-
-@lru_cache(maxsize=100_000)
-def negated(text: str) -> bool:
-    """Whether ``text`` says no somewhere ("not", "never", "cannot", a word ending in n't, ...)."""
-    return any(w in _NEGATION or w.endswith("n't") or w.endswith("n\u2019t")
-               for w in re.findall(r"[^\W\d_][\w'\u2019]*", (text or "").lower()))

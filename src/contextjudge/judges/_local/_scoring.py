@@ -15,6 +15,7 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -128,6 +129,14 @@ def noref_rows(cos_q: np.ndarray, q_rec: np.ndarray, turn: bool) -> np.ndarray:
 def gated(conf: np.ndarray) -> np.ndarray:
     """Indices of the bi-encoder confidences above GATE: the pairs the cross-encoder reads."""
     return np.flatnonzero(conf > GATE)
+
+
+@lru_cache(maxsize=100_000)
+def _negation_flipped(statement: str, node: str, words: frozenset[str]) -> bool:
+    best = Evidence._best_sentence(node, words)
+    bwords = content_tokens(best)
+    return (token_recall(words, bwords) >= NEGATION_RECALL
+            and negated_near(statement, bwords) != negated_near(best, words))
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -302,14 +311,13 @@ class Evidence:
                     miss[i, j] = 1.0 - (1.0 - miss[i, j]) * (1.0 - NEGATION_FLIPPED)
         return cos, rec, miss
 
-    @classmethod
-    def negation_flipped(cls, statement: str, node: str, words: frozenset[str]) -> bool:
+    @staticmethod
+    def negation_flipped(statement: str, node: str, words: frozenset[str]) -> bool:
         """Whether the node's closest sentence to ``statement`` (whose content ``words`` are given) holds at least
-        NEGATION_RECALL of them, and one of the two says "not" about what the other states and the other does not."""
-        best = cls._best_sentence(node, words)
-        bwords = content_tokens(best)
-        return (token_recall(words, bwords) >= NEGATION_RECALL
-                and negated_near(statement, bwords) != negated_near(best, words))
+        NEGATION_RECALL of them, and one of the two says "not" about what the other states and the other does not.
+        Kept per process: the rule (support_features) and the stacked model's feature (support_cross_rows) ask it of
+        the same cells."""
+        return _negation_flipped(statement, node, words)
 
     def support_cross_rows(self, statements: list[str], nodes: list[str], flat: np.ndarray,
                            cos: np.ndarray, rec: np.ndarray) -> np.ndarray:

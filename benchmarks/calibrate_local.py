@@ -112,14 +112,10 @@ def cross_validated(parts: list[tuple[str, np.ndarray, np.ndarray]], keep: list[
     conf = np.zeros(len(part[2]))
     for f in range(folds):
         test = group % folds == f
-        xs, ys, ws = [], [], []
-        for name, xp, yp in parts:
-            m = ~test if name == held else np.ones(len(yp), bool)
-            xs.append(xp[m][:, keep])
-            ys.append(yp[m])
-            ws.append(np.full(int(m.sum()), SET_WEIGHT.get((model, name), 1.0) / m.sum()))
-        w = np.concatenate(ws)
-        beta = fit_logistic(np.vstack(xs), np.concatenate(ys), w * len(w) / w.sum())
+        train = [(name, xp[m][:, keep], yp[m]) for name, xp, yp in parts
+                 for m in [~test if name == held else np.ones(len(yp), bool)]]
+        beta = fit_logistic(np.vstack([p[1] for p in train]), np.concatenate([p[2] for p in train]),
+                            fit_weights(model, train))
         conf[test] = 1 / (1 + np.exp(-(part[1][test][:, keep] @ beta)))
     acc = float(np.mean((conf >= 0.5) == (part[2] > 0.5)))
     return f"{held}, {folds}-fold cross-validated by question: auc={roc_auc(conf, part[2]):.3f} acc={acc:.3f}"

@@ -15,9 +15,19 @@ from .cases.testcase import dump_json
 from .errors import ConfigurationError, MetricNotFoundError
 from .stats import Interval, PPIEstimate, moments_interval, ppi_mean, proportion_interval
 
-__all__ = ["PER_NODE", "EvaluationResult", "MetricResult", "Tally", "TestResult", "Usage"]
+__all__ = ["LOCAL_CROSS_JUDGE", "LOCAL_JUDGE", "PER_NODE", "EvaluationResult", "MetricResult", "Tally", "TestResult",
+           "Usage", "is_embedded_judge"]
 
 PER_NODE = "per_node"  # the key in MetricResult.details that says the verdicts are one per retrieved node
+# The embedded judges' names, as results, stores and calibration files record them: model="local" and the stacked
+# model="local-cross" (whose name extends the first, so that one prefix says "an embedded judge")
+LOCAL_JUDGE = "contextjudge-local"
+LOCAL_CROSS_JUDGE = "contextjudge-local-cross"
+
+
+def is_embedded_judge(name: object) -> bool:
+    """Whether ``name`` (a judge name as results record it) is one of the embedded judges, whose tokens no one bills."""
+    return str(name or "").startswith(LOCAL_JUDGE)
 
 
 @dataclass
@@ -99,7 +109,6 @@ class MetricResult:
 # which also keeps thousands of small dicts away from the garbage collector, and each read unpacks a fresh copy:
 # to change them, assign a new value. Pickle, not JSON, so that values keep their types (details may have int keys).
 _EMPTY = b""
-_LOCAL_JUDGE = "contextjudge-local"  # the embedded judge's name (judges.local), whose tokens no one bills
 _ZMIN = 1024  # smaller blobs stay plain pickle: compressing them saves little and costs a deflate state each
 _WBITS = -12  # raw deflate with a 4 KB window and a small hash: about 32 KB of state per call, not 256 KB
 
@@ -444,14 +453,14 @@ class EvaluationResult:
         mixed run counts only the billable tokens; other runs "tokens N" (and the cost, when a price is known)."""
         u = self.usage
         judges = self.judges()
-        local = [j for j in judges if j.startswith(_LOCAL_JUDGE)]
+        local = [j for j in judges if is_embedded_judge(j)]
         if judges and len(local) == len(judges):
             return "tokens: none billable (embedded judge, free)"
         cost = f", cost {u.cost:.4f}" if u.cost is not None else ""
         if local:
             billable = sum(m.usage.input_tokens + m.usage.output_tokens for tr in self.test_results
                            for m in tr.metrics_data
-                           if m.evaluation_model and not m.evaluation_model.startswith(_LOCAL_JUDGE))
+                           if m.evaluation_model and not is_embedded_judge(m.evaluation_model))
             return f"billable tokens {billable} (the embedded judge's are free){cost}"
         return f"tokens {u.input_tokens + u.output_tokens}{cost}"
 

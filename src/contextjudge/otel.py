@@ -53,6 +53,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
+from ._result import is_embedded_judge
 from ._version import __version__
 from .cases.provenance import RETRIEVER_KEY, otel_of
 from .errors import ConfigurationError
@@ -149,7 +150,7 @@ def _annotator_kind(judge: str | None, details: Any = None) -> str:
     if isinstance(details, dict) and details.get("judge_identity") == "no-judge":
         return "CODE"
     name = (judge or "").lower()
-    return "CODE" if name.startswith(("local", "contextjudge-local")) else "LLM"
+    return "CODE" if name.startswith("local") or is_embedded_judge(name) else "LLM"
 
 
 class OTelExporter:
@@ -441,7 +442,7 @@ class _ResultMeters:
                 if u is not None:
                     if u.calls:
                         m["calls"].add(int(u.calls), judge)
-                    billed = not str(judge["contextjudge.judge"]).startswith("contextjudge-local")
+                    billed = not is_embedded_judge(judge["contextjudge.judge"])
                     if billed and u.input_tokens:
                         m["tokens"].add(int(u.input_tokens), {**judge, "contextjudge.kind": "input"})
                     if billed and u.output_tokens:

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from importlib import metadata as importlib_metadata
 from typing import Any, NamedTuple
 
+from .._result import is_embedded_judge
 from .._text import shown
 from ..errors import UsageError
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR, EXIT_CASE_ERRORS = 0, 1, 2, 3
 
 
-LOCAL_JUDGE = "contextjudge-local"
 METRIC_ALIASES = {"precision": "contextual_precision", "recall": "contextual_recall",
                   "relevancy": "contextual_relevancy", "utilization": "context_utilization",
                   "turn_precision": "turn_contextual_precision", "turn_recall": "turn_contextual_recall",
@@ -154,7 +154,7 @@ def _judge(model: str | None, quiet: bool = False) -> Any:
     except JudgeUnavailableError as exc:
         raise UsageError(f"--model {model or '(default)'}: {exc}") from exc
     name = judge_name(judge)
-    if name.startswith(LOCAL_JUDGE):
+    if is_embedded_judge(name):
         what = "the embedded offline judge (free, no API calls)"
     else:
         what = "an LLM judge (billed by its provider)"

@@ -9,6 +9,7 @@ import argparse
 import json
 from typing import Any
 
+from .._result import LOCAL_CROSS_JUDGE, is_embedded_judge
 from . import _shared
 
 __all__ = ["add_trust_commands"]
@@ -291,7 +292,7 @@ def _embedded_beside(cases: list, judge: Any, quiet: bool) -> dict | None:
 
     name = judge_name(judge)
     # the judge being checked is the embedded one (or it calibrated); its stacked form is compared with it
-    if name.startswith(_shared.LOCAL_JUDGE) and not name.startswith(f"{_shared.LOCAL_JUDGE}-cross"):
+    if is_embedded_judge(name) and not name.startswith(LOCAL_CROSS_JUDGE):
         return None
     try:
         local = resolve_model("local")

@@ -22,6 +22,7 @@ from typing import Any
 
 from .._aio import run_sync
 from .._json import loads as read_json
+from .._result import LOCAL_CROSS_JUDGE, is_embedded_judge
 from .._text import split_statements
 from ..cases.labels import LABELS_KEY, labels_of, normalize_labels, resolve_labels
 from ..cases.testcase import LLMTestCase
@@ -329,8 +330,8 @@ def _spec_of(model: Any, resolved: Any) -> str:
     if isinstance(model, str) and not model.strip().startswith("@"):
         return model.strip()
     name = judge_name(resolved)
-    if name.startswith("contextjudge-local"):
-        return "local-cross" if name.startswith("contextjudge-local-cross") else "local"
+    if is_embedded_judge(name):
+        return "local-cross" if name.startswith(LOCAL_CROSS_JUDGE) else "local"
     return name
 
 

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._aio import in_store_thread
+from .._result import is_embedded_judge
 from ..errors import ConfigurationError
 from ..judges import JudgeOptions
 from ._run import Run, metric_specs
@@ -54,7 +55,6 @@ DEFAULT_METRIC_KEYS = ("contextual_precision", "contextual_recall", "contextual_
 OnResults = Callable[[Any, list, str, str], Any]
 
 _UNAVAILABLE = "JudgeUnavailableError"
-LOCAL_JUDGE_NAME = "contextjudge-local"
 # what the summaries of `contextjudge worker` and `score` say about cases a spent budget set aside
 SKIPPED_ADVICE = ("budget-skipped cases stay in the store, unjudged: `contextjudge worker --requeue-skipped` queues "
                   "them again when the budget's next window opens (or `contextjudge score --run RUN` judges a run's "
@@ -505,7 +505,7 @@ class Worker:
 
     def billable(self, judge: str) -> bool:
         """Whether a provider bills ``judge``'s tokens (the embedded judge's pseudo-tokens cost nothing)."""
-        return not str(judge or "").startswith(LOCAL_JUDGE_NAME)
+        return not is_embedded_judge(judge)
 
     def budget_windows(self) -> list[tuple[str, str, str, float, float | None]]:
         """(budget name, window kind, unit, spent in the current window, limit) of the worker's budget, read from

@@ -11,7 +11,7 @@ import statistics
 from typing import Any, ClassVar
 
 from .._aio import run_sync
-from .._result import PER_NODE, MetricResult, Usage
+from .._result import PER_NODE, MetricResult, Usage, is_embedded_judge
 from ..cases.testcase import ConversationalTestCase, LLMTestCase, RetrievedNode
 from ..errors import (
     ConfigurationError,
@@ -79,7 +79,7 @@ def _announce_default_judge(model: Any) -> None:
     if name in _announced:
         return
     _announced.add(name)
-    if name.startswith("contextjudge-local"):
+    if is_embedded_judge(name):
         why = (f"the embedded offline judge {name!r} (free, no API calls): CONTEXTJUDGE_MODEL is not set and there is "
                "no OPENAI_API_KEY")
     else:

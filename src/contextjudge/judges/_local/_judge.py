@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
+from ..._result import LOCAL_CROSS_JUDGE, LOCAL_JUDGE
 from ...cases.images import text_without_markers
 from .._images import text_judge_note
 from .._protocol import JudgeRequest, request_from_message_kwargs
@@ -138,13 +139,13 @@ class LocalJudge(BaseChatModel):
 
     @property
     def _llm_type(self) -> str:
-        return "contextjudge-local"
+        return LOCAL_JUDGE
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
         # the stacked judge has its own name ("contextjudge-local-cross": model="local-cross" reads it back), under
         # the embedded judge's prefix, which the rest of the package reads as "no one bills these tokens"
-        return {"judge": "contextjudge-local-cross" if self.cross_encoder else "contextjudge-local",
+        return {"judge": LOCAL_CROSS_JUDGE if self.cross_encoder else LOCAL_JUDGE,
                 "embedding_model": self._model_name,
                 "calibration": CALIBRATION_VERSION, "embed_chars": self.embed_chars,
                 **({"cross_encoder": str(self.cross_encoder)} if self.cross_encoder else {})}

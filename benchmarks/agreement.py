@@ -437,13 +437,16 @@ def main() -> None:
     ap.add_argument("--cross-cache", default=None, metavar="FILE",
                     help="start the stacked judge with these cross-encoder logits (calibrate_local.py --cross-cache): "
                          "figures only, its speed is then not measured")
+    ap.add_argument("--stacked-weights", default=None, metavar="JSON",
+                    help="the stacked judge with these fitted weights (calibrate_local.py --write-stacked) in place "
+                         "of the shipped ones")
     ap.add_argument("--compare", action="store_true",
                     help="run both judges, one after the other, and print their figures side by side")
     args = ap.parse_args()
     judges = ["current", "stacked"] if args.compare else [args.judge]
     results = {}
     for name in judges:
-        judge = LocalJudge(cross_encoder=(args.cross or True) if name == "stacked" else False)
+        judge = make_judge(name, args.cross, args.stacked_weights)
         if name == "stacked" and args.cross_cache:
             with open(args.cross_cache, "rb") as f:
                 judge._scorer._xcache.update(pickle.load(f))  # noqa: SLF001
@@ -454,6 +457,25 @@ def main() -> None:
         print(json.dumps(results))
     else:
         print(json.dumps(results[judges[0]]))
+
+
+def make_judge(kind: str, cross: str | None = None, weights: str | None = None) -> LocalJudge:
+    """The judge a benchmark compares: ``current`` (the bi-encoder judge) or ``stacked`` (with the cross-encoder: the
+    shipped weights or ``cross``'s, and with ``weights`` a JSON file of stacked weights that replace those of
+    CROSS_CALIBRATION it names, as ``calibrate_local.py --cross --write-stacked FILE`` writes them)."""
+    if kind != "stacked":
+        return LocalJudge()
+    judge = LocalJudge(cross_encoder=cross or True)
+    if weights:
+        from contextjudge.judges._local._scoring import CROSS_CALIBRATION  # noqa: PLC0415
+
+        with open(weights) as f:
+            fitted = json.load(f)
+        unknown = sorted(set(fitted) - set(CROSS_CALIBRATION))
+        if unknown:
+            raise SystemExit(f"{weights}: {unknown} are not stacked models (expected some of {sorted(CROSS_CALIBRATION)})")
+        judge._scorer.weights = {**CROSS_CALIBRATION, **fitted}  # noqa: SLF001
+    return judge
 
 
 HEADLINE = ["hotpotqa.node_auc", "hotpotqa.node_accuracy", "hotpotqa.precision_spearman", "hotpotqa.ece",

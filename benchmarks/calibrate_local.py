@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import pickle
 import sys
 from pathlib import Path
@@ -377,6 +378,9 @@ def main() -> None:
     ap.add_argument("--set-weight", nargs="*", default=[], metavar="MODEL:SET=W",
                     help="a data set's relative weight in one model's fit, e.g. sentence:pairs=3 (default 1; TREC DL 2 "
                          "in node_noref)")
+    ap.add_argument("--write-stacked", default=None, metavar="JSON",
+                    help="with --cross: write the fitted stacked weights (the models of CROSS_CALIBRATION) to this "
+                         "file, which agreement.py, judge_check.py and obvious.py read with --stacked-weights")
     ap.add_argument("--balance", nargs="*", default=[], metavar="MODEL",
                     help="fit these models (node_noref, sentence, support, ...) with each set's yes and no rows "
                          "weighted equally, so that a probability does not carry the sets' base rates")
@@ -415,6 +419,7 @@ def main() -> None:
         if args.cross_cache and scorer.cross is not None:
             with open(args.cross_cache, "wb") as f:
                 pickle.dump(dict(scorer._xcache), f)  # noqa: SLF001
+    fitted: dict[str, list[float]] = {}
     for model, parts in sets.items():
         if not parts:
             print(f"{model}: nothing to fit")
@@ -427,6 +432,7 @@ def main() -> None:
         w = fit_weights(model, parts)
         beta = fit_logistic(x, y, w)
         print(f'"{model}": [{", ".join(f"{b:.3f}" for b in beta)}],')
+        fitted[model] = [round(float(b), 3) for b in beta]
         if model == "node_short":
             hot = parts[0][1] if parts[0][0] == "hotpotqa" else x
             off, mae = (decision_offset(x, y, beta, SIZES["hotpotqa"]) if cr is None
@@ -439,6 +445,14 @@ def main() -> None:
             acc = float(np.mean((z >= 0) == (yp > 0.5)))
             print(f"    {name}: n={len(yp)} auc={roc_auc(z, yp):.3f} acc={acc:.3f} single-feature aucs: "
                   + " ".join(f"{roc_auc(xp[:, j], yp):.3f}" for j in range(1, xp.shape[1])))
+    if args.write_stacked:
+        if scorer.cross is None:
+            raise SystemExit("--write-stacked needs --cross (it writes the stacked judge's weights)")
+        from contextjudge.judges._local._scoring import CROSS_CALIBRATION  # noqa: PLC0415
+
+        with open(args.write_stacked, "w") as f:
+            json.dump({m: fitted[m] for m in CROSS_CALIBRATION if m in fitted}, f, indent=1)
+        print(f"stacked weights written to {args.write_stacked}")
 
 
 if __name__ == "__main__":

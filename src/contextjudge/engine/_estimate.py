@@ -352,7 +352,8 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
     price = price_of(name)
     max_out = getattr(judge_options, "max_output_tokens", None)
     repeats = int(getattr(judge_options, "repeats", 1) or 1)
-    if name in ("local", "local-cross") or is_embedded_judge(name):
+    local = name in ("local", "local-cross") or is_embedded_judge(name)
+    if local:
         repeats = 1  # the embedded judge is deterministic: asked once
     from ..metrics import BY_KEY  # noqa: PLC0415
 
@@ -361,7 +362,6 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
         "calls": 0, "input_tokens": 0, "output_tokens": 0} for m in metrics}
     tin = tout = 0
     reserved = 0
-    local = name in ("local", "local-cross") or is_embedded_judge(name)
     cap = max_out or BUDGET_OUTPUT_CAP
     used_store = False
     for c in calls:

@@ -4,21 +4,15 @@ the sets' base rates."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from benchmark_module import load_benchmark
 
 np = pytest.importorskip("numpy")
 
 
 @pytest.fixture()
 def cal():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "calibrate_local.py"
-    spec = importlib.util.spec_from_file_location("calibrate_local_benchmark", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("calibrate_local")
 
 
 def _parts():

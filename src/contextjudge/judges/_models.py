@@ -20,9 +20,17 @@ logger = logging.getLogger("contextjudge")
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 
 
-# model strings of the stacked embedded judge (LocalJudge(cross_encoder=True): the cross-encoder reads what the
-# bi-encoder does not rule out; opt-in, docs/judges.md "The cross-encoder")
+# model strings of the embedded judge, and of its stacked form (LocalJudge(cross_encoder=True): the cross-encoder
+# reads what the bi-encoder does not rule out; opt-in, docs/judges.md "The cross-encoder")
+LOCAL_NAMES = ("local", "embedded", "offline")
 LOCAL_CROSS_NAMES = ("local-cross", "local+cross", "embedded-cross")
+
+
+def local_spec(model: str) -> str | None:
+    """``"local"`` or ``"local-cross"`` when the model string names one of the embedded judges (any spelling, any
+    case), else None: what resolve_model, estimates and the compat layers read a string as."""
+    name = model.strip().lower()
+    return "local" if name in LOCAL_NAMES else "local-cross" if name in LOCAL_CROSS_NAMES else None
 
 
 def _local(cross_encoder: bool = False) -> BaseChatModel:
@@ -82,10 +90,9 @@ def resolve_model(model: Any = None) -> BaseChatModel:
         return _local()
     if isinstance(model, str):
         name = model.strip()
-        if name.lower() in ("local", "embedded", "offline"):
-            return _local()
-        if name.lower() in LOCAL_CROSS_NAMES:
-            return _local(cross_encoder=True)
+        spec = local_spec(name)
+        if spec:
+            return _local(cross_encoder=spec == "local-cross")
         if name.lower().startswith(("jury:", "jury[")):
             return parse_jury(name)
         if ":" in name:

@@ -54,7 +54,9 @@ def llm_factory(model: Any = "gpt-4o-mini", provider: str = "openai", client: An
                 cache: Any = None, **kwargs: Any) -> InstructorLLM:
     """``llm_factory(model, client=...)``: ``"local"`` (the embedded judge), a LangChain chat model, or an OpenAI
     model name, on ``client``'s base URL and key when an ``openai`` client is given."""
-    if not isinstance(model, str) or model.strip().lower() in ("local", "embedded", "offline") or model.startswith("@"):
+    from ...judges import local_spec  # noqa: PLC0415 - the judges package loads on first use
+
+    if not isinstance(model, str) or local_spec(model) or model.startswith("@"):
         return InstructorLLM(model)
     if provider not in ("openai", None):
         raise ConfigurationError(f"llm_factory(provider={provider!r}): contextjudge builds OpenAI-compatible judges "

@@ -26,12 +26,16 @@ _YES_NO = frozenset({"yes", "no", "true", "false"})
 _LEAD_END = re.compile(r"\s(?:is|was|are|were|has|had|refers?|may refer)\s|[(,;:]|\s[-\u2013\u2014]\s")
 
 
+def normalize_keep_apostrophes(text: str) -> str:
+    """Lower case with accents removed, apostrophes and punctuation kept ("doesn't" stays one word)."""
+    text = unicodedata.normalize("NFKD", text or "")
+    return "".join(c for c in text if not unicodedata.combining(c)).lower()
+
+
 @lru_cache(maxsize=100_000)
 def normalize(text: str) -> str:
     """Lower case, accents and punctuation removed, single spaces."""
-    text = unicodedata.normalize("NFKD", text or "")
-    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
-    return " ".join(_NON_WORD.sub(" ", text).replace("_", " ").split())
+    return " ".join(_NON_WORD.sub(" ", normalize_keep_apostrophes(text)).replace("_", " ").split())
 
 
 def _stem(tok: str) -> str:
@@ -155,9 +159,3 @@ def negated_near(text: str, words: frozenset[str], span: int = 4) -> bool:
 
 # where a negation's scope ends: "No. Flights under six hours are economy" does not negate the flights
 _CLAUSE = re.compile(r"[.,;:!?()\[\]\"\u201c\u201d]|\s[-\u2013\u2014]\s")
-
-
-def normalize_keep_apostrophes(text: str) -> str:
-    """Lower case with accents removed, apostrophes kept ("doesn't" stays one word)."""
-    text = unicodedata.normalize("NFKD", text or "")
-    return "".join(c for c in text if not unicodedata.combining(c)).lower()

@@ -527,17 +527,20 @@ class Scorer(Evidence):
             yes = c >= 0.5
             ids = [req.context[k].id for k in range(len(req.context)) if conf[i, k] >= 0.5] if yes else []
             best = req.context[j]
+            words = content_tokens(it.text)
+            sentence = self._best_sentence(best.text, words)
             missing = sorted(specifics_in(specifics(it.text), best.text)[1])
             lacks = (f"its closest node, {best.id}, does not mention {_listed(missing)}; " if missing and not yes
                      else "")
             if not yes and not lacks and rec[i, j] >= NEGATION_RECALL and self.negation_flipped(
-                    it.text, best.text, content_tokens(it.text)):
+                    it.text, best.text, words):
+                # the direction, tested as the rule tests it: against the closest sentence's words
                 says = "says 'not' where the statement does not" if not negated_near(
-                    it.text, content_tokens(best.text)) else "does not say 'not' where the statement does"
+                    it.text, content_tokens(sentence)) else "does not say 'not' where the statement does"
                 lacks = f"its closest node, {best.id}, {says}; "
             reason = (f"{'Supported' if yes else 'Not supported'}: {lacks}{rec[i, j]:.0%} of the statement's words "
                       f"occur in {'that node' if lacks else f'its closest node, {best.id}'}, whose closest sentence is "
-                      f"'{_short(self._best_sentence(best.text, content_tokens(it.text)))}' "
+                      f"'{_short(sentence)}' "
                       f"(confidence {c:.2f}, similarity {cos[i, j]:.2f}).")
             out.append({"id": it.id, "verdict": "yes" if yes else "no", "reason": reason, "confidence": c,
                         "node_ids": ids})

@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from contextjudge.judges._local._lexical import (  # noqa: E402
     content_tokens,
+    is_number,
     specifics,
     specifics_in,
 )
@@ -49,7 +50,7 @@ def rates(rows: list[tuple[str, str, int]]) -> dict[str, Any]:
     n = {"pairs": [0, 0], "number missing": [0, 0], "negation flipped": [0, 0]}
     for claim, text, y in rows:
         n["pairs"][y] += 1
-        nums = frozenset(x for x in specifics(claim) if x[:1].isdigit())
+        nums = frozenset(x for x in specifics(claim) if is_number(x))
         if nums and specifics_in(nums, text)[1]:
             n["number missing"][y] += 1
         if Evidence.negation_flipped(claim, text, content_tokens(claim)):

@@ -95,6 +95,11 @@ _WORD = re.compile(r"[^\W\d_][\w'\-]*", re.UNICODE)
 
 
 @lru_cache(maxsize=100_000)
+def is_number(specific: str) -> bool:
+    """Whether one of ``specifics``' items is a number (they are digits; names are words)."""
+    return specific[:1].isdigit()
+
+
 def specifics(text: str) -> frozenset[str]:
     """What a statement asserts that a topic match does not prove: its numbers (digits, or number words from two to
     twenty, as digits) and its names (capitalised words other than a sentence's first word, lower-cased).

@@ -27,6 +27,7 @@ from ._embeddings import EmbeddingCache
 from ._lexical import (
     answer_occurs,
     content_tokens,
+    is_number,
     lead_phrase,
     lead_tokens,
     negated_near,
@@ -144,7 +145,7 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 def _weight(specific: frozenset[str]) -> float:
-    return float(sum(2.0 if x[:1].isdigit() else 1.0 for x in specific))
+    return float(sum(2.0 if is_number(x) else 1.0 for x in specific))
 
 
 def _listed(words: list[str], n: int = 4) -> str:
@@ -305,7 +306,7 @@ class Evidence:
                 if spec:
                     lacking = specifics_in(spec, n)[1]
                     miss[i, j] = _weight(lacking) / _weight(spec)
-                    if any(x[:1].isdigit() for x in lacking):
+                    if any(is_number(x) for x in lacking):
                         miss[i, j] = max(miss[i, j], NUMBER_MISSING)
                 if rec[i, j] >= NEGATION_RECALL and self.negation_flipped(st, n, stok[i]):
                     miss[i, j] = 1.0 - (1.0 - miss[i, j]) * (1.0 - NEGATION_FLIPPED)

@@ -152,3 +152,25 @@ def test_a_failing_juror_fails_the_item_never_a_silent_smaller_jury():
     broken = FakeJudge(failures=[ValueError("boom")] * 20, model_name="broken")
     _, m = _verdicts(Jury([right(), broken]), judge_options=JudgeOptions(max_attempts=1))
     assert m.score is None and m.error
+
+
+def test_a_jurors_confidence_is_in_its_own_verdict_never_a_vote_for_yes():
+    """Issue 48 item 6: ``{"verdict": "no", "confidence": 1.0}`` is a juror sure of no; it was read as a chance of
+    yes of 1.0, so a mean jury said yes to everything."""
+    sure_no = FakeJudge(style="json", rules={"": "no"}, confidences={"": 1.0}, model_name="sure-no")
+    _, m = _verdicts(Jury([right(), sure_no], aggregate="mean"))
+    assert [v["verdict"] for v in m.verdicts] == ["yes", "no", "no", "yes"]  # facts: (1 + 0) / 2 -> yes
+    assert [v["confidence"] for v in m.verdicts] == [0.5, 0.0, 0.0, 0.5]
+    # the embedded judge's way (a chance of yes on the side of its verdict) reads the same
+    low_no = FakeJudge(style="json", rules={"": "no"}, confidences={"": 0.0}, model_name="low-no")
+    _, m = _verdicts(Jury([right(), low_no], aggregate="mean"))
+    assert [v["verdict"] for v in m.verdicts] == ["yes", "no", "no", "yes"]
+    # a sure yes-man still counts fully for yes; a 0.8-sure no beside it makes a mean of 0.5 (yes) only on a tie
+    sure_yes = FakeJudge(style="json", rules={"": "yes"}, confidences={"": 0.9}, model_name="sure-yes")
+    fairly_no = FakeJudge(style="json", rules={"": "no"}, confidences={"": 0.8}, model_name="fairly-no")
+    _, m = _verdicts(Jury([sure_yes, fairly_no], aggregate="mean"))
+    assert [v["confidence"] for v in m.verdicts] == [pytest.approx(0.55)] * 4
+    # majority's tie goes to the mean of the same chances: a sure no beats an unsure yes
+    unsure_yes = FakeJudge(style="json", rules={"": "yes"}, confidences={"": 0.6}, model_name="unsure-yes")
+    _, m = _verdicts(Jury([unsure_yes, sure_no], aggregate="majority"))
+    assert [v["verdict"] for v in m.verdicts] == ["no"] * 4

@@ -12,8 +12,13 @@ Aggregation, per item:
 
 - ``majority``: yes when more jurors say yes than no; a tie goes to the mean confidence (yes at >= 0.5) when every
   juror gave one, else to the first juror (the foreperson). The jury's confidence is the share of jurors saying yes.
-- ``mean``: the mean of the jurors' confidences in yes (a juror without a confidence counts 1 for yes, 0 for no);
+- ``mean``: the mean of the jurors' chances of yes (a juror without a confidence counts 1 for yes, 0 for no);
   yes at >= 0.5.
+
+A juror's ``confidence`` is its certainty in its own verdict, read on the side of that verdict: its chance of yes is
+``max(c, 1 - c)`` when it says yes and ``min(c, 1 - c)`` when it says no. So an LLM juror's ``{"verdict": "no",
+"confidence": 1.0}`` (sure of no) and the embedded judge's ``{"verdict": "no", "confidence": 0.0}`` (a chance of yes
+of 0) both count 0 for yes, and no juror's number can ever vote against the verdict it gave.
 - ``weighted``: the same mean, weighted. ``weights`` is one number per juror, or per verdict family
   (``{"node_usefulness": [...], ...}``, ``calibration.FAMILIES``); ``Jury.weights_from(reports)`` makes them from
   each juror's agreement with the user's labels (its ``contextjudge calibrate`` report: kappa, floored at 0; a
@@ -171,7 +176,7 @@ class Jury(BaseChatModel):
     def _decide(self, votes: list[dict[str, Any]], weights: list[float]) -> dict[str, Any]:
         says = [v.get("verdict") == "yes" for v in votes]
         confs = [v.get("confidence") if isinstance(v.get("confidence"), (int, float)) else None for v in votes]
-        p_yes = [float(c) if c is not None else (1.0 if s else 0.0) for s, c in zip(says, confs, strict=True)]
+        p_yes = [_chance_of_yes(s, c) for s, c in zip(says, confs, strict=True)]
         if self.aggregate == "majority":
             yes, no = sum(says), len(says) - sum(says)
             if yes != no:
@@ -193,6 +198,15 @@ class Jury(BaseChatModel):
                    jurors={n: {"verdict": v.get("verdict"), "confidence": c}
                            for n, v, c in zip(self._names, votes, confs, strict=True)})
         return out
+
+
+def _chance_of_yes(says_yes: bool, confidence: float | None) -> float:
+    """A juror's chance of yes: its confidence read as certainty in its own verdict (see the module docstring); a
+    juror without a (finite) confidence counts 1 for yes, 0 for no."""
+    if confidence is None or confidence != confidence or confidence in (float("inf"), float("-inf")):
+        return 1.0 if says_yes else 0.0
+    c = min(1.0, max(0.0, float(confidence)))
+    return max(c, 1.0 - c) if says_yes else min(c, 1.0 - c)
 
 
 def _check_weights(weights: Any, n: int) -> dict[str, list[float]] | list[float] | None:

@@ -15,6 +15,7 @@ import datetime
 import enum
 import hashlib
 import json
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -242,6 +243,15 @@ class _Base(BaseModel):
         except ValidationError as exc:
             raise _friendly(exc, type(self).__name__) from None
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """An assignment is validated like the constructor, and fails with the same error naming the field."""
+        try:
+            super().__setattr__(name, value)
+        except InvalidTestCaseError:
+            raise
+        except ValidationError as exc:
+            raise _friendly(exc, type(self).__name__) from None
+
     @field_validator("additional_metadata", mode="before", check_fields=False)
     @classmethod
     def _additional_metadata(cls, v: Any) -> Any:
@@ -288,10 +298,11 @@ class LLMTestCase(_Base):
         if isinstance(v, dict):
             out: dict[str, float] = {}
             for k, g in v.items():
-                if isinstance(g, bool) or not isinstance(g, (int, float)) or g < 0:
+                if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0:
                     raise InvalidTestCaseError(
-                        f"expected_context_ids[{k!r}] must be a relevance grade >= 0 (e.g. 1, 2, 3), got {g!r}.",
-                        field="expected_context_ids")
+                        f"expected_context_ids[{k!r}] must be a finite relevance grade >= 0 (e.g. 1, 2, 3; 0 = not "
+                        f"relevant), got {g!r}. Give it a number (a NaN or missing grade is not read as 0), or "
+                        "leave the id out.", field="expected_context_ids")
                 out[str(k)] = float(g)
             return out
         if isinstance(v, (str, int)):

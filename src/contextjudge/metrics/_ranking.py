@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from .._result import MetricResult
 from ..cases.provenance import source_of
 from ..cases.testcase import LLMTestCase, RetrievedNode
-from ..errors import ConfigurationError, MissingTestCaseParamsError
+from ..errors import ConfigurationError, InvalidTestCaseError, MissingTestCaseParamsError
 from ._base import BaseMetric, Outcome
 from ._formulas import (
     average_precision,
@@ -77,11 +77,14 @@ def ranked_relevance(tc: LLMTestCase, similarity_threshold: float | None = None,
             hits.append(new)
         return grades, [g for g in expected.values() if g > 0], "ids", hits
     texts = list(dict.fromkeys(_norm(t) for t in (tc.context or []) if _norm(t)))
+    wanted = set(texts)
     for node in nodes:
         text = _norm(node.text)
-        new = [t for t in texts if t not in found and (
-            t == text if similarity_threshold is None
-            else difflib.SequenceMatcher(None, t, text, autojunk=False).ratio() >= similarity_threshold)]
+        if similarity_threshold is None:  # exact: one look-up per node
+            new = [text] if text in wanted and text not in found else []
+        else:  # a ratio per (expected text, node) pair
+            new = [t for t in texts if t not in found and difflib.SequenceMatcher(
+                None, t, text, autojunk=False).ratio() >= similarity_threshold]
         found.update(new)
         grades.append(1.0 if new else 0.0)
         hits.append(new)
@@ -127,13 +130,20 @@ class RankingMetric(BaseMetric):
 
     def check(self, test_case: Any) -> None:
         super().check(test_case)
-        if test_case.expected_context_ids is None and not test_case.context:
+        ids = test_case.expected_context_ids
+        if ids is None and not test_case.context:
             raise MissingTestCaseParamsError(self.name, ["expected_context_ids"])
-        if test_case.expected_context_ids is not None and not any(
-                g > 0 for g in (test_case.expected_context_ids.values() if isinstance(test_case.expected_context_ids,
-                                                                                      dict) else [1.0] * len(
-                    test_case.expected_context_ids))):
-            raise MissingTestCaseParamsError(self.name, ["expected_context_ids"])
+        if ids is not None and not ids:
+            raise InvalidTestCaseError(
+                f"{self.name}: expected_context_ids is empty, so there is nothing the retriever should have found "
+                f"and {self.name} is undefined. List the ids that should come back, or leave this case out of the "
+                "ranking metrics.", field="expected_context_ids")
+        if isinstance(ids, dict) and not any(g > 0 for g in ids.values()):
+            raise InvalidTestCaseError(
+                f"{self.name}: every id in expected_context_ids has relevance grade 0 (not relevant: "
+                f"{_listed(ids)}), so there is nothing the retriever should have found and {self.name} is undefined. "
+                "Give the ids that should come back a grade > 0 (e.g. {'doc-1': 1}), or leave this case out of the "
+                "ranking metrics.", field="expected_context_ids")
 
     def formula(self, grades: list[float], expected: list[float], k: int) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -155,7 +165,8 @@ class RankingMetric(BaseMetric):
             got = len({x for h in hits[:k] for x in h})
             reason = (f"{self.name} {score:.3f}: {got} of {len(expected)} expected {how[:-1]}s found in {where}, at "
                       f"rank{'s' if len(relevant) > 1 else ''} {', '.join(map(str, relevant))}.")
-            dup = [r for r, h in enumerate(hits[:k], 1) if not h and grades[r - 1] == 0 and _repeats(test_case, r)]
+            repeated = _repeated_ranks(test_case, k)
+            dup = [r for r, h in enumerate(hits[:k], 1) if not h and grades[r - 1] == 0 and r in repeated]
             if dup:
                 reason += f" Rank{'s' if len(dup) > 1 else ''} {', '.join(map(str, dup))} repeat{'' if len(dup) > 1 else 's'} an item already found (not counted)."
         verdicts = [{"rank": r, "verdict": "yes" if g > 0 else "no", "grade": g, "matched": h}
@@ -166,12 +177,22 @@ class RankingMetric(BaseMetric):
         return await self._finish(outcome, _NoJudge())  # type: ignore[arg-type]
 
 
-def _repeats(tc: LLMTestCase, rank: int) -> bool:
-    """Whether the node at ``rank`` matches something an earlier node already matched."""
-    nodes = tc.retrieval_context or []
-    keys = set(_node_keys(nodes[rank - 1])) | {_norm(nodes[rank - 1].text)}
-    earlier = set().union(*(set(_node_keys(n)) | {_norm(n.text)} for n in nodes[:rank - 1])) if rank > 1 else set()
-    return bool(keys & earlier)
+def _repeated_ranks(tc: LLMTestCase, upto: int) -> set[int]:
+    """The ranks (1-based, up to ``upto``) whose node matches something (an id, a source document id or its text) an
+    earlier node already matched: one pass over the nodes."""
+    seen: set[str] = set()
+    out: set[int] = set()
+    for r, node in enumerate((tc.retrieval_context or [])[:upto], 1):
+        keys = {*_node_keys(node), _norm(node.text)}
+        if keys & seen:
+            out.add(r)
+        seen |= keys
+    return out
+
+
+def _listed(ids: dict[str, float], most: int = 5) -> str:
+    names = list(ids)
+    return ", ".join(repr(n) for n in names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 class HitRateMetric(RankingMetric):

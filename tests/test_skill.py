@@ -178,3 +178,24 @@ def test_following_the_skill_on_a_tutorial_app(tmp_path, monkeypatch, capsys, fr
     finally:
         store.close()
     json.loads(_blocks("jsonl")[0].splitlines()[0])  # the goldens are JSON lines
+
+
+INDEX_NAME = re.compile(r"^(contextjudge|contextjudge-langchain|contextjudge-llama-index)(\[[^\]]*\])?$")
+
+
+@pytest.mark.parametrize("doc", ["skills/contextjudge/SKILL.md", "docs/mcp.md", "integrations/langchain/README.md",
+                                 "integrations/llama_index/README.md"])
+def test_install_lines_work_before_contextjudge_is_on_the_public_index(doc):
+    """Issue 48 item 9: the skill's step 1 (and docs/mcp.md) said ``pip install "contextjudge[local]"``, which the
+    public index cannot answer: an assistant following the skill stopped at step 1. Every ``pip install`` of a
+    contextjudge distribution installs it from a path (a clone) or from wheels (``--find-links``)."""
+    text = (SKILL.parents[2] / doc).read_text("utf-8")
+    code = "\n".join(re.findall(r"^```[a-z]*\n(.*?)^```", text, flags=re.S | re.M))  # the fenced blocks
+    lines = [ln.split(" #")[0].strip() for ln in code.splitlines() if "pip install" in ln]
+    assert lines, f"{doc} shows no install line"
+    for ln in lines:
+        words = shlex.split(ln[ln.index("pip install") + len("pip install"):])
+        from_index = [w for prev, w in zip(["install", *words], words) if prev not in ("-e", "--editable")
+                      and INDEX_NAME.match(w)]
+        assert not from_index or "--find-links" in words or "-f" in words, (
+            f"{doc}: {ln!r} installs {from_index} from the public index, where contextjudge is not yet")

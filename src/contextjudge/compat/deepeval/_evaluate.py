@@ -24,6 +24,7 @@ import copy
 import dataclasses
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from enum import Enum
@@ -131,6 +132,11 @@ class EvaluationResult(_CoreResult):
 
     @classmethod
     def of(cls, result: _CoreResult) -> EvaluationResult:
+        """The core result, each unnamed test result named as DeepEval names it: ``test_case_0``, ``test_case_1``,
+        ... in run order (``conversational_test_case_N`` for a conversation); a name the case carries is kept."""
+        for tr in result.test_results:
+            if not tr.name:
+                tr.name = f"{'conversational_' if tr.conversational else ''}test_case_{tr.index}"
         return cls(**{f.name: getattr(result, f.name) for f in dataclasses.fields(_CoreResult)})
 
     __repr__ = _CoreResult.__repr__
@@ -205,6 +211,9 @@ def _cut(text: Any, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "\u2026"
 
 
+_AUTO_NAME = re.compile(r"(conversational_)?test_case_\d+")  # the names ``EvaluationResult.of`` gives
+
+
 def print_results(result: _CoreResult, display_config: DisplayConfig | None = None) -> None:
     """The results table (per case and metric: score, threshold, pass, reason or error) and each metric's pass
     rate, printed to stdout as DeepEval does after ``evaluate``."""
@@ -216,7 +225,8 @@ def print_results(result: _CoreResult, display_config: DisplayConfig | None = No
             continue
         if option is TestRunResultDisplay.PASSING and not tr.success:
             continue
-        label = tr.name or _cut(tr.input or ("conversation" if tr.conversational else ""), 40)
+        label = (tr.name if tr.name and not _AUTO_NAME.fullmatch(tr.name)
+                 else _cut(tr.input or ("conversation" if tr.conversational else ""), 40))
         if not tr.metrics_data:
             rows.append((str(tr.index + 1), label, "-", "n/a", "n/a", "ERROR", _cut(tr.error, 70)))
         for m in tr.metrics_data:

@@ -181,6 +181,26 @@ def test_trend_prints_windows_with_intervals_and_says_when_too_few(tmp_path, cap
     assert rc == 2 and "KEY=VALUE" in err
 
 
+def test_trend_names_the_store_never_by_its_absolute_path(tmp_path, capsys, monkeypatch):
+    """Issue 48 item 9: ``trend`` printed the store's absolute path, also into the shareable HTML page."""
+    folder = tmp_path / "home" / "alice" / "secret-project"
+    folder.mkdir(parents=True)
+    path = str(folder / "prod.db")
+    _week(path, days=2, per_day=12, degraded_day=None)
+    page = tmp_path / "trend.html"
+    monkeypatch.chdir(tmp_path)  # the store lies inside the working folder: its relative path
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--min-cases", "2", "--html", "trend.html")
+    assert rc == 0 and str(tmp_path) not in out
+    assert out.splitlines()[0].startswith(os.path.join("home", "alice", "secret-project", "prod.db") + ": by day")
+    html = page.read_text("utf-8")
+    assert "prod.db" in html and "alice" not in html and str(tmp_path) not in html  # the page: the file's name only
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the store lies outside the working folder: its name
+    rc, out, _ = _cli(capsys, "trend", "--store", path, "--min-cases", "2")
+    assert rc == 0 and out.splitlines()[0].startswith("prod.db: by day") and str(tmp_path) not in out
+
+
 def test_fail_on_drop_fires_on_the_degraded_day_only(tmp_path, capsys):
     path = str(tmp_path / "week.db")
     day0 = _week(path)

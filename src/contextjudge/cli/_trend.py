@@ -87,6 +87,7 @@ def _signed(iv: Any) -> str:
 def cmd_trend(args: argparse.Namespace) -> int:
     from ..errors import ConfigurationError, StoreError, UsageError
     from ..store import find_drops
+    from ..store._base import store_label
 
     if args.min_cases < 2:
         raise UsageError("--min-cases must be 2 or more: a window needs two cases for an interval.")
@@ -107,7 +108,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         from ..report import render_trend
 
         _shared._write(args.html, render_trend(data, drops=[d.to_dict() for d in drops], drop_info=info,
-                                           store_label=repr(store)))
+                                           store_label=store_label(store.url, shareable=True)))
     if args.json:
         out = dict(data)
         if args.fail_on_drop:
@@ -147,8 +148,10 @@ def _table(headers: list[str], rows: list[list[str]], left: set[int]) -> None:
 
 
 def _print_trend(trend: Any, store: Any) -> None:
+    from ..store._base import store_label
+
     filters = ", ".join(f"{k}={'|'.join(v)}" for k, v in trend.filters.items())
-    print(f"{store!r}: by {trend.by} (UTC, by when the case was {trend.at})" + (f", {filters}" if filters else ""))
+    print(f"{store_label(store.url)}: by {trend.by} (UTC, by when the case was {trend.at})" + (f", {filters}" if filters else ""))
     if not trend.windows:
         print("no results in this range")
         return

@@ -8,9 +8,11 @@ work queue, ``_spend.py`` the budget windows, ``_read.py`` the documented read A
 
 from __future__ import annotations
 
+import os
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal
 
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
@@ -61,6 +63,31 @@ def short(exc: BaseException) -> str:
     """The first line of a database error (at most 300 characters), or its type's name."""
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
+
+
+def store_label(url: str, *, shareable: bool = False) -> str:
+    """A store as a person reads it, never its absolute path: a SQLite file relative to the working folder when it
+    lies inside it, else its file name; another database as its URL without the password. ``shareable`` (what goes
+    into a page others read): a SQLite file by its name only, another database by its kind and name (no host, no
+    user)."""
+    try:
+        u = make_url(url)
+    except Exception:  # noqa: BLE001 - not a URL: a label, not a failure
+        return os.path.basename(url) if shareable else url
+    if u.get_backend_name() == "sqlite":
+        db = u.database or ""
+        if not db or db == ":memory:" or db.startswith("file::memory:"):
+            return "SQLite in memory"
+        if shareable:
+            return os.path.basename(db)
+        try:
+            rel = os.path.relpath(os.path.abspath(db))
+        except ValueError:  # another drive (Windows)
+            return os.path.basename(db)
+        return os.path.basename(db) if rel.startswith("..") else rel
+    if shareable:
+        return f"{u.get_backend_name()} database {u.database or ''}".strip()
+    return redact(url)
 
 
 def redact(url: str) -> str:

@@ -26,10 +26,12 @@ the worker's own (nothing of the process's default registry leaks in, and two wo
 from __future__ import annotations
 
 import collections
+import io
+import selectors
 import socket
-import socketserver
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
@@ -142,9 +144,11 @@ class WorkerMetrics:
               max_connections: int = 16) -> int:
         """Serve ``/metrics`` on ``addr:port`` from a daemon thread (``port=0``: a free port); returns the port.
 
-        Loopback by default (``addr="0.0.0.0"`` to be scraped from other machines). A connection that sends nothing
-        for ``idle_timeout`` seconds is closed, and at most ``max_connections`` are served at once (the next ones
-        are closed at once): idle or flooding clients cannot pile up threads in the worker."""
+        Loopback by default (``addr="0.0.0.0"`` to be scraped from other machines). One thread reads every
+        connection until its request is in; a connection whose request is not in ``idle_timeout`` seconds after it
+        connected is closed, and with ``MAX_OPEN`` connections waiting a new one closes the oldest. At most
+        ``max_connections`` requests are answered at once (each on a thread of a pool of that size): idle or
+        flooding clients can neither pile up threads in the worker nor keep a scrape out."""
         try:
             self._server = _server(addr, int(port), self._pc.make_wsgi_app(self.registry), idle_timeout,
                                    max_connections)
@@ -232,39 +236,134 @@ class _Collector:
 
 # ---------------------------------------------------------------------------------------------------- the endpoint
 # prometheus-client's own start_http_server binds 0.0.0.0 by default and gives each connection a thread with no
-# timeout; this is the same wsgiref server with a deadline on idle connections and a cap on open ones (the app is
-# the library's own make_wsgi_app).
+# timeout. Ours: one thread reads every connection (a selector) until its request's headers are in, and only a whole
+# request goes to one of ``max_connections`` threads, which answers it with wsgiref around the library's
+# make_wsgi_app. An idle connection costs a socket, never a thread: it is closed ``idle_timeout`` seconds after it
+# connected unless its request came in, and when MAX_OPEN connections are waiting the oldest is closed to let a new
+# one in, so held idle connections can never starve a scrape.
+MAX_OPEN = 256  # connections waiting for their request at once (the oldest closed first)
+MAX_HEAD = 16384  # bytes of request line and headers; a longer head is closed unanswered
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the signature is the stdlib's
         pass
 
 
-def _server(addr: str, port: int, app: Any, idle_timeout: float, max_connections: int) -> WSGIServer:
-    slots = threading.BoundedSemaphore(max(1, max_connections))
+class _Endpoint(WSGIServer):
+    """The worker's ``/metrics`` server (see above): ``serve_forever`` is the selector thread, ``shutdown`` stops it."""
 
-    class Handler(_QuietHandler):
-        timeout = idle_timeout  # StreamRequestHandler puts it on the socket: a silent client is closed
+    request_queue_size = 128  # the listen backlog (socketserver's 5 makes a burst of connections wait seconds)
 
-    class Server(socketserver.ThreadingMixIn, WSGIServer):
-        daemon_threads = True
-        address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    def __init__(self, addr: str, port: int, app: Any, idle_timeout: float, max_connections: int,
+                 max_open: int = MAX_OPEN) -> None:
+        self.address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        self.idle_timeout = float(idle_timeout)
+        self.max_open = max(1, int(max_open))
+        super().__init__((addr, port), _QuietHandler)
+        self.set_app(app)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, int(max_connections)),
+                                        thread_name_prefix="contextjudge-worker-metrics-answer")
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        # each waiting connection: [deadline, client address, the bytes so far]; insertion order = deadline order
+        self._waiting: dict[socket.socket, list[Any]] = {}
 
-        def process_request(self, request: Any, client_address: Any) -> None:
-            if not slots.acquire(blocking=False):  # full: closed now, no thread made
-                self.shutdown_request(request)
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        sel = selectors.DefaultSelector()
+        self.socket.setblocking(False)
+        sel.register(self.socket, selectors.EVENT_READ)
+        try:
+            while not self._stop.is_set():
+                wait = poll_interval
+                if self._waiting:
+                    first = next(iter(self._waiting.values()))[0]
+                    wait = min(wait, max(0.0, first - time.monotonic()))
+                for key, _ in sel.select(wait):
+                    if key.fileobj is self.socket:
+                        self._accept(sel)
+                    else:
+                        self._read(sel, key.fileobj)  # type: ignore[arg-type]
+                now = time.monotonic()
+                while self._waiting:
+                    conn, (deadline, _, _) = next(iter(self._waiting.items()))
+                    if deadline > now:
+                        break
+                    self._drop(sel, conn)
+        finally:
+            for conn in list(self._waiting):
+                self._drop(sel, conn)
+            sel.close()
+            self._stopped.set()
+
+    def _accept(self, sel: selectors.BaseSelector) -> None:
+        for _ in range(64):  # a burst at a time, then the waiting ones get their turn
+            try:
+                conn, address = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
                 return
-            try:
-                super().process_request(request, client_address)
-            except BaseException:
-                slots.release()
-                raise
+            except OSError:  # out of file descriptors, a reset before accept: the listener stays
+                return
+            while len(self._waiting) >= self.max_open:  # full: the oldest waiting connection makes room
+                self._drop(sel, next(iter(self._waiting)))
+            conn.setblocking(False)
+            self._waiting[conn] = [time.monotonic() + self.idle_timeout, address, bytearray()]
+            sel.register(conn, selectors.EVENT_READ)
 
-        def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def _read(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:
+        entry = self._waiting.get(conn)
+        if entry is None:
+            return
+        try:
+            data = conn.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(sel, conn)
+            return
+        head = entry[2]
+        head += data
+        if b"\r\n\r\n" in head or b"\n\n" in head:  # the whole head: answered on a thread of the pool
+            sel.unregister(conn)
+            del self._waiting[conn]
             try:
-                super().process_request_thread(request, client_address)
-            finally:
-                slots.release()
+                self._pool.submit(self._answer, conn, entry[1], bytes(head))
+            except RuntimeError:  # the pool is shut down: closing
+                self.shutdown_request(conn)
+        elif len(head) > MAX_HEAD:
+            self._drop(sel, conn)
 
-    server = Server((addr, port), Handler)
-    server.set_app(app)
-    return server
+    def _drop(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:
+        self._waiting.pop(conn, None)
+        try:
+            sel.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        self.shutdown_request(conn)
+
+    def _answer(self, conn: socket.socket, address: Any, head: bytes) -> None:
+        class Answer(_QuietHandler):
+            timeout = self.idle_timeout  # a client that does not read its answer is cut off
+
+            def setup(self) -> None:
+                super().setup()
+                self.rfile = io.BytesIO(head)  # the head the selector read (a scrape is a GET: no body)
+
+        try:
+            conn.setblocking(True)
+            Answer(conn, address, self)
+        except Exception:  # noqa: BLE001 - a broken client never reaches the worker
+            pass
+        finally:
+            self.shutdown_request(conn)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._stopped.wait(timeout=30)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _server(addr: str, port: int, app: Any, idle_timeout: float, max_connections: int) -> WSGIServer:
+    return _Endpoint(addr, port, app, idle_timeout, max_connections)

@@ -274,10 +274,10 @@ class WorkerWriter:
             lost = {key for key, _e in refused}
             with kept.lock:
                 kept.counts.dropped += len(lost)
-            for key, exc in refused:  # each named: a case the database refused is never silently lost
+            for key, why in refused:  # each named: a case the database refused is never silently lost
                 logger.error("contextjudge: the store %r refused captured case %s (%s: %s); the other cases of its "
                              "batch were written. It is dropped and counted (session.counters['dropped']).",
-                             store, key, type(exc).__name__, exc)
+                             store, key, type(why).__name__, why)
             ready = [c for c in ready if c.case_id not in lost]
         with kept.lock:
             kept.counts.written += len(ready)

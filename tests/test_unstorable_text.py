@@ -175,24 +175,25 @@ def test_a_row_the_database_refuses_costs_only_its_own_case_on_postgresql(pg_sto
             conn.execute(text("DROP FUNCTION IF EXISTS cj_test_refuse()"))
 
 
-def test_a_store_that_is_down_is_not_retried_case_by_case(tmp_path):
+def test_a_store_that_is_down_is_not_retried_case_by_case(tmp_path, monkeypatch):
     """A batch that fails on the store itself (locked, unreachable) is not written again forty times."""
+    from sqlalchemy.exc import OperationalError
+
+    from contextjudge.errors import StoreError
+    from contextjudge.store import _queue
+
     store = open_store(tmp_path / "cj.db")
     calls = []
-    real = store._write_cases
 
-    def down(built):
+    def down(st, built):
         calls.append(len(built))
-        from sqlalchemy.exc import OperationalError
-
-        from contextjudge.errors import StoreError
         try:
             raise OperationalError("INSERT", {}, Exception("database is locked"))
         except OperationalError as exc:
             raise StoreError("could not save queued test cases: database is locked") from exc
 
-    store._write_cases = down
+    monkeypatch.setattr(_queue, "_insert_cases", down)
     session = _forty(store)
     assert calls == [40] and session.counters["dropped"] == 40 and session.counters["written"] == 0
-    store._write_cases = real
+    monkeypatch.undo()
     session.close(10)

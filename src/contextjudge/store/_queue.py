@@ -72,7 +72,7 @@ class QueueStore(WriteStore):
                 continue
             built.append((key, row, nodes, [_queue_row(run_id, key, now + i * 1e-6, priority)] if enqueue else []))
         try:
-            self._write_cases(built)
+            _insert_cases(self, built)
             return failed
         except Exception as exc:
             if not isolate or _store_trouble(exc):
@@ -81,26 +81,12 @@ class QueueStore(WriteStore):
                 return [*failed, (built[0][0], exc)]
         for one in built:  # the batch failed on a row's data: each case in a transaction of its own
             try:
-                self._write_cases([one])
+                _insert_cases(self, [one])
             except Exception as exc:
                 if _store_trouble(exc):
                     raise
                 failed.append((one[0], exc))
         return failed
-
-    def _write_cases(self, built: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]],
-                                                 list[dict[str, Any]]]]) -> None:
-        case_rows = [row for _k, row, _n, _q in built]
-        node_rows = [n for _k, _r, nodes, _q in built for n in nodes]
-        queue_rows = [q for _k, _r, _n, qs in built for q in qs]
-        if not case_rows:
-            return
-        with self._guard("save queued test cases"), self._begin() as conn:
-            conn.execute(self._q["case"], case_rows)
-            if node_rows:
-                conn.execute(self._q["node"], node_rows)
-            if queue_rows:
-                conn.execute(self._q["queue"], queue_rows)
 
     def enqueue(self, run_id: str, keys: Sequence[str] | None = None, *, priority: int = 0,
                 only_unscored: bool = True) -> int:
@@ -352,6 +338,23 @@ class QueueStore(WriteStore):
             yield
         finally:
             fh.close()  # closing the file releases the lock
+
+
+def _insert_cases(store: Any, built: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]],
+                                                  list[dict[str, Any]]]]) -> None:
+    """``save_cases_queued``'s one transaction: the case, node and queue rows of ``built``
+    (``(key, case row, node rows, queue rows)`` each)."""
+    case_rows = [row for _k, row, _n, _q in built]
+    node_rows = [n for _k, _r, nodes, _q in built for n in nodes]
+    queue_rows = [q for _k, _r, _n, qs in built for q in qs]
+    if not case_rows:
+        return
+    with store._guard("save queued test cases"), store._begin() as conn:  # noqa: SLF001 - the store's own plumbing
+        conn.execute(store._q["case"], case_rows)  # noqa: SLF001
+        if node_rows:
+            conn.execute(store._q["node"], node_rows)  # noqa: SLF001
+        if queue_rows:
+            conn.execute(store._q["queue"], queue_rows)  # noqa: SLF001
 
 
 def _store_trouble(exc: BaseException) -> bool:

@@ -335,3 +335,98 @@ def test_output_cap_reaches_an_openai_compatible_server_as_max_tokens():
 
     log = asyncio.run(run())
     assert log and all(r["max_tokens"] == 64 and r["max_completion_tokens"] == 64 for r in log)
+
+
+# ---------------------------------------------------------------------------------------------- the end user's text
+# Faults that come with the text, not the judge: what any end user can send. A lone surrogate (JSON "\udce9") or a NUL
+# in a case's text, through every metric with the HTTP judge and a real store: each case is scored as if its text
+# held the escape (\udce9, \u0000), the other case of the run is untouched, and both are stored (before issue 48 the
+# judge call failed on the body's encoding and the store refused the case, or the whole capture batch with it).
+# Each on the store that refused it: SQLite (and PostgreSQL) a lone surrogate, PostgreSQL a NUL.
+TEXT_FAULTS = {"lone_surrogate": ("\udce9", "sqlite"), "lone_surrogate_pg": ("\udce9", "postgresql"),
+               "nul_pg": ("\x00", "postgresql")}
+
+
+def _with_text(case: Any, bad: str) -> Any:
+    """``case`` with ``bad`` inside its question (or first user turn) and its first retrieved node."""
+    if isinstance(case, LLMTestCase):
+        nodes = list(case.retrieval_context or [])
+        nodes[0] = nodes[0].model_copy(update={"text": nodes[0].text.replace(" ", f" {bad}", 1)})
+        return case.model_copy(update={"input": case.input.replace(" ", f" {bad}", 1), "retrieval_context": nodes})
+    turns = [t.model_copy() for t in case.turns]
+    turns[0] = turns[0].model_copy(update={"content": turns[0].content.replace(" ", f" {bad}", 1)})
+    return case.model_copy(update={"turns": turns})
+
+
+@pytest.mark.parametrize("fault", sorted(TEXT_FAULTS))
+def test_end_user_text_fault_costs_no_case(fault, tmp_path, request):
+    from contextjudge.store import open_store
+
+    bad, backend = TEXT_FAULTS[fault]
+    pg = request.getfixturevalue("pg_store") if backend == "postgresql" else None
+    escaped = f"\\u{ord(bad):04x}"  # what the store and the judge's request hold instead (the JSON escape)
+
+    async def run() -> list[str]:
+        problems: list[str] = []
+        with FaultServer(yes_words=YES) as srv:
+            judge = _judge(srv)
+            for key in METRIC_KEYS:
+                cases = _cases(key)
+                faulty = [_with_text(cases[0], bad), cases[1]]
+                clean = [_with_text(cases[0], escaped), cases[1]]
+                want = await aevaluate(clean, [BY_KEY[key](model=judge)], judge_options=OPTIONS, show_progress=False)
+                store = pg if pg is not None else open_store(tmp_path / f"{key}.db")
+                got = await aevaluate(faulty, [BY_KEY[key](model=judge)], judge_options=OPTIONS, store=store,
+                                      show_progress=False)
+                for i, (g, w) in enumerate(zip(got.test_results, want.test_results, strict=True)):
+                    gm, wm = g.metrics_data[0], w.metrics_data[0]
+                    if gm.error or gm.score is None or gm.score != pytest.approx(wm.score):
+                        problems.append(f"{key} case {i}: {gm.score} (error {gm.error}), escaped text: {wm.score}")
+                stored = store.load_run(got.run_id).test_results
+                if len(stored) != 2 or any(m.score is None for tr in stored for m in tr.metrics_data):
+                    problems.append(f"{key}: {len(stored)} of 2 cases stored with their scores")
+                if pg is None:
+                    store.close()
+        return problems
+
+    problems = asyncio.run(run())
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------- retention
+def test_prune_keeps_the_cases_a_spent_budget_set_aside_until_they_are_judged(tmp_path):
+    """A worker with the HTTP judge and a spent budget sets every case aside; `prune --keep-runs 1` and
+    `--older-than` after a newer run keep them (before issue 48 they were deleted); once the budget has room,
+    `worker --requeue-skipped` judges them to the fault-free scores."""
+    from contextjudge.engine._worker import Worker
+    from contextjudge.judges._spend import Budget
+    from contextjudge.store import open_store
+
+    key = "contextual_relevancy"
+    store = open_store(tmp_path / "skipped.db")
+    rid = store.begin_run("prod", {"name": "prod", "mode": "worker"})
+    store.save_cases_queued(rid, [(f"k{i}", i, c) for i, c in enumerate(CASES)])
+    with FaultServer(yes_words=YES) as srv:
+        judge = _judge(srv)
+        spent = replace(OPTIONS, budget=Budget(tokens_per_day=1, name=f"faults-{time.time_ns()}"))
+        counts = Worker(store, [BY_KEY[key]()], judge, judge_options=spent, cpus=0, nice=0).run(once=True)
+        assert counts.skipped_budget == 2 and store.queue_counts(rid)["skipped"] == 2
+        store.end_run(rid, {})
+        with store.engine.begin() as conn:  # the run and its cases are an hour old
+            from sqlalchemy import text
+
+            conn.execute(text("UPDATE cj_runs SET created_at = created_at - 3600"))
+            conn.execute(text("UPDATE cj_cases SET created_at = created_at - 3600"))
+        newer = store.begin_run("nightly", {})
+        store.save_case(newer, "n0", 0, CASES[0])
+        store.end_run(newer, {})
+        for kwargs in ({"keep_runs": 1}, {"older_than": "30m"}):
+            report = store.prune(**kwargs)
+            assert store.queue_counts(rid)["skipped"] == 2, (kwargs, report.line())
+            assert report.kept_skipped == 2 and rid not in report.runs, (kwargs, report.line())
+        assert store.requeue_skipped(rid) == 2
+        counts = Worker(store, [BY_KEY[key]()], judge, judge_options=OPTIONS, cpus=0, nice=0).run(once=True)
+        assert counts.judged == 2
+        want = asyncio.run(aevaluate(CASES, [BY_KEY[key](model=judge)], judge_options=OPTIONS, show_progress=False))
+    got = {tr.name or i: tr.metrics_data[0].score for i, tr in enumerate(store.load_run(rid).test_results)}
+    assert sorted(got.values()) == pytest.approx(sorted(tr.metrics_data[0].score for tr in want.test_results))

@@ -204,3 +204,66 @@ def test_pruning_while_a_worker_claims_and_writes_loses_nothing_on_sqlite(tmp_pa
 
 def test_pruning_while_a_worker_claims_and_writes_loses_nothing_on_postgresql(pg_store):
     _prune_under_a_worker(pg_store.url)
+
+
+# ---------------------------------------------------------------------------------------------- budget-skipped cases
+def _budget_skipped_hour_old(url: str, monkeypatch):
+    """A run an hour old whose 10 cases a real worker set aside on a spent budget (kept for `worker
+    --requeue-skipped`), then two newer runs: what `prune --keep-runs 2` and `--older-than` used to remove."""
+    from contextjudge.judges._context import RunContext
+
+    store = open_store(url)
+    rid = store.begin_run("hour-old", {"name": "prod", "mode": "worker",
+                                       "metrics": [{"class": "ContextualRelevancyMetric", "threshold": 0.5}]})
+    store.save_cases_queued(rid, [(f"s{i}", i, _case(i)) for i in range(10)])
+    monkeypatch.setattr(RunContext, "budget_blocked", lambda self: time.time() + 3600, raising=False)
+    counts = Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0).run(once=True)
+    monkeypatch.undo()
+    assert counts.skipped_budget == 10 and store.queue_counts(rid)["skipped"] == 10
+    store.end_run(rid, {})
+    _aged(store, [f"s{i}" for i in range(10)], 1 / 24)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE cj_runs SET created_at = :at WHERE run_id = :r"), {"at": time.time() - 3600,
+                                                                                      "r": rid})
+    for n in range(2):
+        newer = store.begin_run(f"nightly-{n}", {})
+        store.save_case(newer, f"n{n}", 0, _case(50 + n))
+        store.end_run(newer, {})
+    return store, rid
+
+
+def _skipped_checks(store, rid) -> None:
+    for kwargs in ({"keep_runs": 2}, {"older_than": "30m"}, {"older_than": "30m", "keep_runs": 2}):
+        dry = store.prune(dry_run=True, **kwargs)
+        assert dry.counts.get("cases", 0) == 0 and dry.kept_skipped == 10 and rid not in dry.runs, kwargs
+        got = store.prune(**kwargs)
+        assert got.counts.get("cases", 0) == 0 and got.kept_skipped == 10 and rid not in got.runs, kwargs
+        assert "kept 10 case(s) a spent budget set aside" in got.line()
+        assert store.queue_counts(rid)["skipped"] == 10
+    # the store's retention setting, as a worker applies it hourly: kept too
+    store.set_retention(keep_runs=2)
+    assert store.apply_retention().kept_skipped == 10 and store.queue_counts(rid)["skipped"] == 10
+    # they are still there for `worker --requeue-skipped`, which scores them when the budget has room
+    assert store.requeue_skipped(rid) == 10
+    assert Worker(store, [ContextualRelevancyMetric()], FakeJudge(), cpus=0, nice=0).run(once=True).judged == 10
+
+
+def test_prune_keeps_budget_skipped_cases_for_requeue_on_sqlite(tmp_path, monkeypatch):
+    _skipped_checks(*_budget_skipped_hour_old(str(tmp_path / "skipped.db"), monkeypatch))
+
+
+def test_prune_keeps_budget_skipped_cases_for_requeue_on_postgresql(pg_store, monkeypatch):
+    _skipped_checks(*_budget_skipped_hour_old(pg_store.url, monkeypatch))
+
+
+def test_prune_skipped_says_plainly_that_they_go(tmp_path, monkeypatch, capsys):
+    path = str(tmp_path / "skipped.db")
+    store, rid = _budget_skipped_hour_old(path, monkeypatch)
+    assert main(["prune", "--store", path, "--keep-runs", "2"]) == 0
+    assert "kept 10 case(s) a spent budget set aside" in capsys.readouterr().out
+    assert store.queue_counts(rid)["skipped"] == 10
+    assert main(["prune", "--store", path, "--keep-runs", "2", "--skipped"]) == 0
+    assert "removed 10 cases" in capsys.readouterr().out and store.queue_counts(rid)["skipped"] == 0
+    assert rid not in [r.run_id for r in store.list_runs()]
+    store.set_retention(older_than="30m", skipped=True)
+    assert store.retention()["skipped"] is True

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["shorten", "shown", "split_sentences", "split_statements"]
+__all__ = ["escape_unstorable", "escape_unstorable_in", "shorten", "shown", "split_sentences", "split_statements"]
 
 _ABBREVIATIONS = {
     "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "inc", "ltd", "co", "corp",
@@ -147,3 +147,48 @@ def shown(text: object, keep: str = "") -> str:
     escape, so JSON printed through it still parses to the same value."""
     value = str(text)
     return _OBEYED.sub(lambda m: m.group() if m.group() in keep else f"\\u{ord(m.group()):04x}", value)
+
+
+# Characters no store takes as text: lone surrogates (UTF-8 cannot encode them; any end user can send one as the JSON
+# escape "\udce9", and bytes decoded with ``surrogateescape`` hold them) and NUL (PostgreSQL refuses it in text).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def escape_unstorable(text: str) -> str:
+    """``text`` with each character no store takes (``_UNSTORABLE``: a lone surrogate, NUL) written as its escape
+    (``\\udce9``, ``\\u0000``: the JSON string escape, as ``shown`` writes), so the text is kept, readable and
+    storable everywhere (UTF-8, SQLite, PostgreSQL, HTTP bodies). Text without one is returned as it is."""
+    if text.isascii() and "\x00" not in text:
+        return text
+    if _UNSTORABLE.search(text) is None:
+        return text
+    return _UNSTORABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def escape_unstorable_in(value: object, path: str = "", found: list[str] | None = None) -> tuple[object, list[str]]:
+    """``value`` (JSON-like data: str, list, tuple, dict, anything else left as is) with ``escape_unstorable``
+    applied to every string and mapping key, and the paths where one changed (``input``, ``turns[2].content``,
+    ``additional_metadata.note``). Containers are copied only where something changed."""
+    found = [] if found is None else found
+    if isinstance(value, str):
+        out = escape_unstorable(value)
+        if out is not value:
+            found.append(path or "text")
+        return out, found
+    if isinstance(value, (list, tuple)):
+        items = [escape_unstorable_in(v, f"{path}[{i}]", found)[0] for i, v in enumerate(value)]
+        changed = any(a is not b for a, b in zip(items, value, strict=True))
+        return (type(value)(items) if isinstance(value, tuple) else items) if changed else value, found
+    if isinstance(value, dict):
+        pairs = []
+        changed = False
+        for k, v in value.items():
+            nk = escape_unstorable(k) if isinstance(k, str) else k
+            sub = f"{path}.{nk}" if path else str(nk)
+            nv = escape_unstorable_in(v, sub, found)[0]
+            if nk is not k:
+                found.append(sub)
+            changed = changed or nk is not k or nv is not v
+            pairs.append((nk, nv))
+        return (dict(pairs) if changed else value), found
+    return value, found

@@ -12,8 +12,8 @@ import logging
 from typing import Any
 
 from ..cases.identity import golden_id_of, match_golden
-from ..cases.provenance import CHAIN_INPUT_KEY
-from ..cases.testcase import LLMTestCase
+from ..cases.provenance import CHAIN_INPUT_KEY, ESCAPED_KEY
+from ..cases.testcase import LLMTestCase, escape_unstorable_fields
 from ._case import POSITION, SAMPLED, CapturedCase, mark, marked
 from ._kept import KeptCases
 from ._sampling import Sampling
@@ -32,6 +32,7 @@ class Intake:
         # no decision to make when every case is judged: the app's thread does not even look at the case
         self._sampler = None if sampling is None or sampling.everything else sampling
         self._fallback: Sampling | None = None
+        self._warned_escaped = False
 
     def take(self, case: CapturedCase) -> bool:
         """Count ``case`` and set its sampling and golden hooks; False when the sampling left it out already."""
@@ -42,6 +43,7 @@ class Intake:
             if self._sampler is None:
                 counts.sampled += 1
         mark(case, POSITION, position)
+        case.when_assembled(self.escape)  # first: the sampling, goldens, judge and store see storable text
         if self._sampler is not None:
             if case.assembled:
                 if not self.decide(case):
@@ -50,6 +52,32 @@ class Intake:
                 case.when_assembled(self.decide)  # at its assembly, before its goldens are matched
         case.when_assembled(self.apply_golden)  # a lazy case: at its assembly, off the request path
         return True
+
+    def escape(self, case: CapturedCase) -> None:
+        """Escape the characters no store or HTTP body takes (a lone surrogate such as an end user's JSON
+        "\\udce9", NUL) in the case's text, so it is judged and stored like any other case instead of making the
+        store refuse the batch it is written in; counted (``counters["escaped"]``) and named in the case's metadata
+        (``provenance.ESCAPED_KEY``: the fields changed) and in the log."""
+        tc = case.test_case
+        if tc is None:
+            return
+        try:
+            fields = escape_unstorable_fields(tc)
+            if not fields:
+                return
+            meta = dict(tc.additional_metadata or {})
+            meta[ESCAPED_KEY] = fields
+            tc.additional_metadata = meta
+        except Exception:  # noqa: BLE001 - the store escapes its rows anyway; capture never breaks the app
+            logger.debug("contextjudge: could not escape a captured case's text", exc_info=True)
+            return
+        with self.kept.lock:
+            self.kept.counts.escaped += 1
+            first, self._warned_escaped = not self._warned_escaped, True
+        logger.log(logging.WARNING if first else logging.DEBUG,
+                   "contextjudge: captured case %s held characters no store takes (a lone surrogate such as an end "
+                   "user's \\udce9, or NUL) in %s; they are escaped (\\udce9, \\u0000) and the case is kept "
+                   "(session.counters['escaped'] counts such cases)", case.case_id, ", ".join(fields))
 
     def decide(self, case: CapturedCase) -> bool:
         """The sampling's decision on ``case``, counted and kept on the case (it is made once)."""

@@ -39,12 +39,13 @@ class Counts:
     results_received: int = 0  # results that reached this session (its own scoring's, or a worker's in mode "worker")
     roots: int = 0  # the app's top-level calls an integration saw end
     roots_without_retrieval: int = 0  # those in which no retrieval was captured
+    escaped: int = 0  # cases whose text held characters no store takes (lone surrogates, NUL), kept escaped
     evicted: int = 0  # scored or stored cases forgotten from memory (nothing lost)
     evicted_unscored: int = 0  # stored cases forgotten from memory before they were scored
     backlog: int = 0  # this run's unscored cases only the store holds (dropped or evicted), with a store
 
     PUBLIC = ("seen", "sampled", "unsampled", "filtered", "judged", "skipped_budget", "dropped", "written",
-              "results_received", "roots", "roots_without_retrieval")
+              "results_received", "roots", "roots_without_retrieval", "escaped")
 
     def public(self) -> dict[str, int]:
         """The counters a session reports, by name."""

@@ -242,8 +242,9 @@ class WorkerWriter:
                     self.kept.changed.notify_all()
 
     def _write_batch(self, cases: list[CapturedCase]) -> None:
-        """Write cases and their queue rows in one transaction (``store.save_cases_queued``); a batch that cannot be
-        written is dropped and counted."""
+        """Write cases and their queue rows in one transaction (``store.save_cases_queued``). A case the database
+        refuses costs only itself (``isolate``: the batch is written again case by case): it is dropped, counted
+        and named in the log; a batch that cannot be written at all (the store is down) is dropped and counted."""
         kept = self.kept
         ready = [c for c in cases if kept.prepare(c)]  # lazy ones are assembled (and sampled) here
         if not ready:
@@ -251,12 +252,13 @@ class WorkerWriter:
         kept.begin_run()  # the run's config names the metrics and judge the worker uses
         store = kept.store
         error: BaseException | None = None
+        refused: list[tuple[str, BaseException]] = []
         if store is None:  # the run could not start in the store (logged)
             error = ConfigurationError("the store could not be used")
         else:
             items = [(c.case_id, marked(c, POSITION, 0), c.test_case) for c in ready]
             try:
-                store.save_cases_queued(kept.run.id, items)
+                refused = store.save_cases_queued(kept.run.id, items, isolate=True) or []
             except Exception as exc:  # noqa: BLE001 - capture never breaks the app over its store
                 error = exc
         if error is not None:
@@ -268,6 +270,15 @@ class WorkerWriter:
                              "they are dropped and counted (session.counters['dropped']). Check the store.",
                              len(ready), store, type(error).__name__, error, exc_info=error)
             return
+        if refused:
+            lost = {key for key, _e in refused}
+            with kept.lock:
+                kept.counts.dropped += len(lost)
+            for key, why in refused:  # each named: a case the database refused is never silently lost
+                logger.error("contextjudge: the store %r refused captured case %s (%s: %s); the other cases of its "
+                             "batch were written. It is dropped and counted (session.counters['dropped']).",
+                             store, key, type(why).__name__, why)
+            ready = [c for c in ready if c.case_id not in lost]
         with kept.lock:
             kept.counts.written += len(ready)
             for c in ready:

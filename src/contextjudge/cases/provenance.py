@@ -35,6 +35,9 @@ the LangChain and LlamaIndex integrations say the same thing the same way:
   retrieval; a message that says what the run did and which shapes are captured. The metrics that need the
   retrieval context give it as their error.
 
+- ``ESCAPED_KEY`` (``"escaped_text"``): list[str], the fields of a captured case whose text held characters no store
+  takes (a lone surrogate such as an end user's JSON ``"\\udce9"``, NUL) and were escaped (``\\udce9``) at capture.
+
 A retrieved node's metadata may carry ``SOURCE_DOC_KEY`` (``"source_doc_id"``): the id of the document the chunk
 came from (LlamaIndex: the node's ``ref_doc_id``, the user's ``Document(id_=...)``; LangChain: the document's
 ``metadata["source"]``), beside the node's own id (the chunk's). ``source_of`` reads it with the document's title.
@@ -44,10 +47,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AGENT_KEY", "APP_ERROR_KEY", "CHAIN_INPUT_KEY", "CHAIN_KEY", "GOLDEN_INDEX_KEY", "MATCH_INPUTS_KEY",
-           "NO_RETRIEVAL_KEY", "OTEL_KEY", "RETRIEVER_KEY", "RETRIEVER_NAME_KEY", "RETRIEVER_RANKING_KEY",
-           "RUN_METADATA_KEY", "SOURCE_DOC_KEY", "TAGS_KEY", "THREAD_KEY", "agent_of", "app_error_of", "match_inputs_of",
-           "no_retrieval_of", "otel_of", "short", "source_of"]
+__all__ = ["AGENT_KEY", "APP_ERROR_KEY", "CHAIN_INPUT_KEY", "CHAIN_KEY", "ESCAPED_KEY", "GOLDEN_INDEX_KEY",
+           "MATCH_INPUTS_KEY", "NO_RETRIEVAL_KEY", "OTEL_KEY", "RETRIEVER_KEY", "RETRIEVER_NAME_KEY",
+           "RETRIEVER_RANKING_KEY", "RUN_METADATA_KEY", "SOURCE_DOC_KEY", "TAGS_KEY", "THREAD_KEY", "agent_of",
+           "app_error_of", "match_inputs_of", "no_retrieval_of", "otel_of", "short", "source_of"]
 
 AGENT_KEY = "agent"
 RETRIEVER_RANKING_KEY = "retriever_ranking"
@@ -64,6 +67,7 @@ MATCH_INPUTS_KEY = "match_inputs"
 OTEL_KEY = "otel"
 NO_RETRIEVAL_KEY = "no_retrieval"
 SOURCE_DOC_KEY = "source_doc_id"
+ESCAPED_KEY = "escaped_text"
 _TITLE_KEYS = ("title", "document_title", "file_name", "filename")
 
 

@@ -21,10 +21,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticSerializationError
 
+from .._text import escape_unstorable_in
 from ..errors import InvalidTestCaseError
 from .images import IMAGE_ALTS_KEY, IMAGES_KEY, MLLMImage, find_images, join_images, to_image
 
-__all__ = ["ConversationalTestCase", "LLMTestCase", "RetrievedNode", "Turn", "dump_json", "jsonable"]
+__all__ = ["ConversationalTestCase", "LLMTestCase", "RetrievedNode", "Turn", "dump_json", "escape_unstorable_fields",
+           "jsonable"]
 
 
 _MAX_DEPTH = 32
@@ -86,6 +88,33 @@ def dump_json(model: BaseModel, **kwargs: Any) -> Any:
         return model.model_dump(mode="json", **kwargs)
     except PydanticSerializationError:
         return jsonable(model.model_dump(mode="python", **kwargs))
+
+
+def escape_unstorable_fields(model: BaseModel, path: str = "") -> list[str]:
+    """Escape, in place, every character no store takes (a lone surrogate such as an end user's JSON "\\udce9",
+    NUL; see ``_text.escape_unstorable``) in the text of a test case, a turn or a node and in their metadata; returns
+    the fields changed (``input``, ``retrieval_context[1].text``, ``turns[0].content``), empty when none was."""
+    found: list[str] = []
+    for name in type(model).model_fields:
+        value = getattr(model, name, None)
+        where = f"{path}.{name}" if path else name
+        if isinstance(value, BaseModel):
+            found += escape_unstorable_fields(value, where)
+        elif isinstance(value, list) and any(isinstance(v, BaseModel) for v in value):
+            for i, v in enumerate(value):
+                if isinstance(v, BaseModel):
+                    found += escape_unstorable_fields(v, f"{where}[{i}]")
+                elif isinstance(v, str):
+                    new, got = escape_unstorable_in(v, f"{where}[{i}]")
+                    if got:
+                        value[i] = new
+                        found += got
+        elif isinstance(value, (str, list, tuple, dict)):
+            new, got = escape_unstorable_in(value, where)
+            if got:
+                setattr(model, name, new)
+                found += got
+    return found
 
 
 def _metadata(v: Any) -> Any:

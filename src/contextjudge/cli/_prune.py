@@ -20,14 +20,18 @@ def add_prune_command(sub: argparse._SubParsersAction) -> None:
                        description="Remove the cases captured before --older-than (with their nodes, results, "
                                    "verdicts and queue rows), every run but the --keep-runs newest, judge-call rows "
                                    "and verdict-cache entries older than the cutoff, and runs left empty. A case a "
-                                   "worker has still to score, and a case with gold labels (unless --labels), is "
-                                   "kept. Deletes run in short batches, so a worker on the store keeps writing. "
+                                   "worker has still to score, a case a spent budget set aside (for `worker "
+                                   "--requeue-skipped`; unless --skipped) and a case with gold labels (unless "
+                                   "--labels) are kept. Deletes run in short batches, so a worker on the store keeps writing. "
                                    "SQLite gives the space back to the file system.")
     _store_arg(p)
     p.add_argument("--older-than", metavar="AGE", help="an age: 90d, 12h, 2w")
     p.add_argument("--keep-runs", type=int, metavar="N", help="keep only the N newest runs (a running run stays)")
     p.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
     p.add_argument("--labels", action="store_true", help="prune labelled cases and old gold labels too")
+    p.add_argument("--skipped", action="store_true",
+                   help="prune the cases a spent budget set aside too (kept without it: `contextjudge worker "
+                        "--requeue-skipped` scores them when the budget's window opens)")
     p.add_argument("--set", action="store_true",
                    help="keep --older-than/--keep-runs as the store's retention setting, which every worker on the "
                         "store applies on its own schedule (hourly); prunes nothing now. --set with neither clears it")
@@ -49,7 +53,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
             print(json.dumps(store.retention()) if args.json else (store.retention() or "no retention setting"))
             return EXIT_OK
         if args.set:
-            store.set_retention(args.older_than, args.keep_runs, labels=args.labels)
+            store.set_retention(args.older_than, args.keep_runs, labels=args.labels, skipped=args.skipped)
             got = store.retention()
             print(f"retention setting: {got}" if got else "retention setting cleared")
             return EXIT_OK
@@ -57,7 +61,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
             raise UsageError("prune needs --older-than AGE (e.g. 90d) or --keep-runs N; --dry-run shows what would "
                              "go.")
         report = store.prune(older_than=args.older_than, keep_runs=args.keep_runs, dry_run=args.dry_run,
-                             labels=args.labels, vacuum=args.vacuum)
+                             labels=args.labels, skipped=args.skipped, vacuum=args.vacuum)
     except (ConfigurationError, StoreError) as exc:
         raise UsageError(str(exc)) from exc
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.line())

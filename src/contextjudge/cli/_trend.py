@@ -116,6 +116,9 @@ def cmd_trend(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, default=str))
     else:
         _print_trend(trend, store)
+        if trend.unplaced:
+            print(f"left out: {trend.unplaced} result(s) without a capture time, written by an older contextjudge "
+                  "after the store was upgraded (opening the store for writing with this version fills them in)")
         for ch in data["goldens_changes"]:
             a, b = ch["goldens_before"], ch["goldens_after"]
             print(f"goldens changed between run {ch['before']} and run {ch['after']}: {a.get('name') or 'goldens'} "

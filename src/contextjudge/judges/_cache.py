@@ -102,6 +102,9 @@ class VerdictCache:
 def _hash(*parts: Any) -> str:
     h = hashlib.sha256()
     for p in parts:
-        h.update(p.encode() if isinstance(p, str) else json.dumps(p, sort_keys=True, default=str).encode())
+        # surrogatepass: a lone surrogate in an end user's text hashes (as itself) instead of failing the case; every
+        # other text hashes exactly as plain UTF-8, so the keys of existing caches are unchanged
+        h.update(p.encode("utf-8", "surrogatepass") if isinstance(p, str) else
+                 json.dumps(p, sort_keys=True, default=str).encode())
         h.update(b"\x00")
     return h.hexdigest()

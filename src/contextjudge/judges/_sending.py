@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from tenacity import RetryError
 
 from .._result import Usage
+from .._text import escape_unstorable, escape_unstorable_in
 from ..errors import JudgeError, JudgeResponseError, JudgeUnavailableError
 from ._context import JUDGE_TAG, RunContext, _judge_context
 from ._limiter import is_rate_limited
@@ -177,6 +178,7 @@ class Sender:
         "length") is never read: it is asked again with twice the cap (``at_least``; up to the whole cap), which
         reserves that, waits for room, or is refused."""
         opts = self.options
+        messages = _sendable(messages)
         request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
         schema = _ANSWER_SCHEMAS.get(str(request_dump.get("task")), Verdicts)
         if method == "text":
@@ -339,6 +341,23 @@ class Sender:
                 raise _MethodUnsupported(f"{method}: {exc}") from exc
             raise JudgeError(f"The judge {self.name!r} failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
         raise JudgeError("unreachable")  # pragma: no cover
+
+
+def _sendable(messages: list[Any]) -> list[Any]:
+    """The messages with each character no HTTP body takes (a lone surrogate from an end user's text, NUL) escaped
+    (``_text.escape_unstorable``): an OpenAI-compatible client encodes the body as UTF-8 and would fail the case.
+    Messages without one are passed as they are."""
+    out = []
+    for m in messages:
+        content = getattr(m, "content", None)
+        if isinstance(content, str):
+            new: Any = escape_unstorable(content)
+        elif isinstance(content, list):
+            new = escape_unstorable_in(content)[0]
+        else:
+            new = content
+        out.append(m if new is content else m.model_copy(update={"content": new}))
+    return out
 
 
 def _refused_status(exc: BaseException) -> bool:

@@ -115,6 +115,29 @@ class AggregateStore(ReadStore):
                 out.append(d)
         return out
 
+    def unplaced(self) -> int:
+        """How many results have no capture time (``captured_at`` NULL): written by an older contextjudge after the
+        store was upgraded, so the sums in SQL leave them out; said once per store in a warning. Opening the store
+        for writing fills them (``backfill_old_writers``). One indexed count; 0 for a store before schema 4."""
+        if getattr(self, "schema_version", 0) < 4:
+            return 0
+        from sqlalchemy import func  # noqa: PLC0415
+
+        r = S.results
+        with self._guard("count results"), self._begin(write=False) as conn:  # type: ignore[attr-defined]
+            n = int(conn.execute(select(func.count()).select_from(r).where(r.c.captured_at.is_(None))).scalar() or 0)
+        if n and not self.__dict__.get("_unplaced_said"):
+            from ._base import redact  # noqa: PLC0415
+            from ._read import logger  # noqa: PLC0415
+
+            self.__dict__["_unplaced_said"] = True
+            logger.warning("contextjudge: %d result(s) in the store %s have no capture time: an older contextjudge "
+                           "wrote them after the store was upgraded (a process started before the upgrade, still "
+                           "writing). Trends and the drop check leave them out; opening the store for writing with this "
+                           "version (a worker, `contextjudge score`, open_store(url)) fills them in. Upgrade every "
+                           "process that writes to it.", n, redact(self.url))  # type: ignore[attr-defined]
+        return n
+
     def _finite_score(self) -> Any:
         """``cj_results.score`` as the sums read it: on PostgreSQL a NaN or infinity (written there by another
         program; SQLite stores NaN as NULL) is no score, so it is counted as an error, as ``iter_results`` does."""
@@ -159,6 +182,9 @@ class AggregateStore(ReadStore):
         r = S.results
         stamp = r.c.captured_at if at == "captured" else r.c.created_at
         lo, hi = parse_time(since, "since"), parse_time(until, "until")
+        # a result an older contextjudge wrote after the store was upgraded has no capture time (nor the other read
+        # columns): left out of every sum, counted (``unplaced``) and said; opening the store for writing fills it
+        q = q.where(r.c.captured_at.is_not(None))
         conds = _norm_where(where)
         run_refs = conds.pop("run", None)
         runs = self._run_scope(run if run is not None else run_refs)

@@ -32,6 +32,16 @@ class StoreBase:
     engine: Engine
     read_only: bool
     _q: dict[str, Any]
+    # what an older read-only store lacks (``ResultsStore._setup_read_only``): table name -> its columns missing, and
+    # the tables missing; empty for a store of this schema (every store opened for writing is migrated to it)
+    _missing_columns: dict[str, set[str]] = {}
+    _missing_tables: frozenset[str] = frozenset()
+
+    def _present(self, table: Any) -> list[Any]:
+        """The columns of ``table`` this store holds: all of them, but for a read-only store of an older schema,
+        which is read as it is (a column it lacks reads as None: ``getattr(row, name, None)``)."""
+        gone = self._missing_columns.get(table.name)
+        return list(table.c) if not gone else [c for c in table.c if c.name not in gone]
 
     if TYPE_CHECKING:
         def _begin(self, write: bool = True) -> AbstractContextManager[Connection]: ...

@@ -236,6 +236,8 @@ class LabelStore(LoadStore):
     def label_log(self, case_key: str | None = None) -> list[dict[str, Any]]:
         """The labels as given (``give_label``), oldest first: ``{"case_key", "run_id", "field", "item", "value",
         "who", "queue", "note", "created_at"}`` each."""
+        if S.label_log.name in self._missing_tables:  # a read-only store of schema 3 or 4: no log yet
+            return []
         query = select(S.label_log).order_by(S.label_log.c.id)
         if case_key is not None:
             query = query.where(S.label_log.c.case_key == case_key)

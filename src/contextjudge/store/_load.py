@@ -47,7 +47,7 @@ class LoadStore(RunStore):
 
     def _results(self, run_id: str, verdicts: bool = True) -> dict[tuple[str, str], MetricResult]:
         with self._guard("read results"), self._begin(write=False) as conn:
-            rows = conn.execute(select(S.results).where(S.results.c.run_id == run_id)).all()
+            rows = conn.execute(select(*self._present(S.results)).where(S.results.c.run_id == run_id)).all()
             vrows = [] if not verdicts else conn.execute(
                 select(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.data)
                 .where(S.verdicts.c.run_id == run_id)
@@ -139,7 +139,7 @@ class LoadStore(RunStore):
                 if not rows:
                     return
                 keys = [r.case_key for r in rows]
-                results = conn.execute(select(S.results).where(S.results.c.run_id == run_id,
+                results = conn.execute(select(*self._present(S.results)).where(S.results.c.run_id == run_id,
                                                                S.results.c.case_key.in_(keys))).all()
                 vrows = conn.execute(select(S.verdicts.c.case_key, S.verdicts.c.metric, S.verdicts.c.data).where(
                     S.verdicts.c.run_id == run_id, S.verdicts.c.case_key.in_(keys)).order_by(

@@ -76,14 +76,23 @@ class Migrations(StoreBase):
         """Results gain ``captured_at``, ``retriever``, ``tags``, ``judge_identity`` and ``input_key``, filled from
         each result's case and details a batch at a time (in key order, each batch one transaction); their indexes
         are made after (``_add_indexes``)."""
+        self._add_columns(S.FACET_COLUMNS)
+        self._fill_facets()
+
+    def _fill_facets(self, only_missing: bool = False) -> int:
+        """Fill the read columns of results from each result's case and details, a batch at a time in key order,
+        each batch one transaction; returns how many rows were filled. ``only_missing``: only the rows without a
+        ``captured_at``, which an older contextjudge still writing after the store was migrated leaves (a rolling
+        upgrade): ``backfill_old_writers`` fills them when a store is opened for writing."""
         from ._rows import _loads, case_facets  # noqa: PLC0415
 
-        self._add_columns(S.FACET_COLUMNS)
         r, c = S.results, S.cases
         pk = tuple_(r.c.run_id, r.c.case_key, r.c.metric)
         base = select(r.c.run_id, r.c.case_key, r.c.metric, r.c.details, r.c.created_at,
                       c.c.created_at.label("case_at"), c.c.input, c.c.data).select_from(
             r.outerjoin(c, and_(c.c.run_id == r.c.run_id, c.c.case_key == r.c.case_key)))
+        if only_missing:
+            base = base.where(r.c.captured_at.is_(None))
         fill = update(r).where(r.c.run_id == bindparam("b_run"), r.c.case_key == bindparam("b_key"),
                                r.c.metric == bindparam("b_metric")).values(
             captured_at=bindparam("b_at"), retriever=bindparam("b_retriever"), tags=bindparam("b_tags"),
@@ -92,7 +101,7 @@ class Migrations(StoreBase):
         done = 0
         while True:
             q = base if after is None else base.where(pk > tuple_(*after))
-            with self.engine.begin() as conn:
+            with self._write_lock, self.engine.begin() as conn:
                 rows = conn.execute(q.order_by(r.c.run_id, r.c.case_key, r.c.metric).limit(self._BACKFILL)).all()
                 if not rows:
                     break
@@ -114,7 +123,25 @@ class Migrations(StoreBase):
             done += len(rows)
             after = (rows[-1].run_id, rows[-1].case_key, rows[-1].metric)
             if done % (self._BACKFILL * 50) == 0:
-                logger.info("contextjudge: upgrading the store to schema 4: %d results filled so far", done)
+                logger.info("contextjudge: filling the read columns of the store's results: %d so far", done)
+        return done
+
+    def backfill_old_writers(self) -> int:
+        """Fill the read columns (capture time, retriever, tags, judge identity, input key) of the results an older
+        contextjudge wrote after the store was migrated (a process started before the upgrade, still writing):
+        without them those results have no capture time, and reads leave them out (counted). Called when a store
+        is opened for writing; one indexed lookup when there are none. Returns how many were filled."""
+        r = S.results
+        with self.engine.connect() as conn:
+            if conn.execute(select(r.c.run_id).where(r.c.captured_at.is_(None)).limit(1)).first() is None:
+                return 0
+        n = self._fill_facets(only_missing=True)
+        if n:
+            logger.warning("contextjudge: the store %s held %d result(s) without their capture time, written by an "
+                           "older contextjudge after the store was upgraded (a process started before the upgrade "
+                           "still writing?); their read columns were filled from their cases. Upgrade every process "
+                           "that writes to the store.", redact(self.url), n)
+        return n
 
     _BACKFILL = 5000
 

@@ -49,25 +49,44 @@ class QueueStore(WriteStore):
     is_sqlite: bool
 
     def save_cases_queued(self, run_id: str, items: Sequence[tuple[str, int, Any]], *, enqueue: bool = True,
-                          priority: int = 0) -> None:
+                          priority: int = 0, isolate: bool = False) -> list[tuple[str, BaseException]]:
         """Save several cases ``(key, position, test_case)`` with their nodes and (``enqueue``) a queue row each, in
-        one transaction (capture mode "worker" writes its batches with this). Saving a key again changes nothing."""
+        one transaction (capture mode "worker" writes its batches with this). Saving a key again changes nothing.
+
+        ``isolate``: a case the database refuses costs only itself. When the batch's transaction fails on its data
+        (a row the database will not take, not a store that is unreachable or busy, which raises ``StoreError`` as
+        without it), each case is written again in a transaction of its own; returned are the cases that still
+        could not be written, ``(key, error)``, for the caller to count and name (empty when all were written)."""
         if not items:
-            return
+            return []
         now = time.time()
-        case_rows, node_rows, queue_rows = [], [], []
+        built: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]] = []
+        failed: list[tuple[str, BaseException]] = []
         for i, (key, position, test_case) in enumerate(items):
-            row, nodes = _rows.case_rows(run_id, key, position, test_case)
-            case_rows.append(row)
-            node_rows += nodes
-            if enqueue:
-                queue_rows.append(_queue_row(run_id, key, now + i * 1e-6, priority))
-        with self._guard("save queued test cases"), self._begin() as conn:
-            conn.execute(self._q["case"], case_rows)
-            if node_rows:
-                conn.execute(self._q["node"], node_rows)
-            if queue_rows:
-                conn.execute(self._q["queue"], queue_rows)
+            try:
+                row, nodes = _rows.case_rows(run_id, key, position, test_case)
+            except Exception as exc:
+                if not isolate:
+                    raise
+                failed.append((key, exc))
+                continue
+            built.append((key, row, nodes, [_queue_row(run_id, key, now + i * 1e-6, priority)] if enqueue else []))
+        try:
+            _insert_cases(self, built)
+            return failed
+        except Exception as exc:
+            if not isolate or _store_trouble(exc):
+                raise
+            if len(built) == 1:
+                return [*failed, (built[0][0], exc)]
+        for one in built:  # the batch failed on a row's data: each case in a transaction of its own
+            try:
+                _insert_cases(self, [one])
+            except Exception as exc:
+                if _store_trouble(exc):
+                    raise
+                failed.append((one[0], exc))
+        return failed
 
     def enqueue(self, run_id: str, keys: Sequence[str] | None = None, *, priority: int = 0,
                 only_unscored: bool = True) -> int:
@@ -319,6 +338,40 @@ class QueueStore(WriteStore):
             yield
         finally:
             fh.close()  # closing the file releases the lock
+
+
+def _insert_cases(store: Any, built: Sequence[tuple[str, dict[str, Any], list[dict[str, Any]],
+                                                  list[dict[str, Any]]]]) -> None:
+    """``save_cases_queued``'s one transaction: the case, node and queue rows of ``built``
+    (``(key, case row, node rows, queue rows)`` each)."""
+    case_rows = [row for _k, row, _n, _q in built]
+    node_rows = [n for _k, _r, nodes, _q in built for n in nodes]
+    queue_rows = [q for _k, _r, _n, qs in built for q in qs]
+    if not case_rows:
+        return
+    with store._guard("save queued test cases"), store._begin() as conn:  # noqa: SLF001 - the store's own plumbing
+        conn.execute(store._q["case"], case_rows)  # noqa: SLF001
+        if node_rows:
+            conn.execute(store._q["node"], node_rows)  # noqa: SLF001
+        if queue_rows:
+            conn.execute(store._q["queue"], queue_rows)  # noqa: SLF001
+
+
+def _store_trouble(exc: BaseException) -> bool:
+    """Whether a failed write failed on the store (unreachable, busy, locked, out of connections: every row would
+    fail the same) rather than on a row's data (a value the database refuses, a trigger, a constraint)."""
+    from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError  # noqa: PLC0415
+    from sqlalchemy.exc import TimeoutError as PoolTimeout  # noqa: PLC0415
+
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout, ConnectionError,
+                            TimeoutError)):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 def _queue_row(run_id: str, key: str, at: float, priority: int) -> dict[str, Any]:

@@ -350,4 +350,5 @@ class ReadStore:
                                 since=parse_time(since, "since"), until=parse_time(until, "until"),
                                 filters=dict(where or {}), at=at)
         trend.goldens_changes = self.goldens_changes(trend.since, trend.until)  # type: ignore[attr-defined]
+        trend.unplaced = sums.unplaced() if sums.in_sql(where) else 0
         return trend

@@ -7,7 +7,9 @@
 A case goes with its ranked nodes, its results and their verdicts, and its queue row. Judge-call rows and verdict
 cache entries go by their own time (older than the cutoff); spend windows when untouched since the cutoff; a run
 when it has ended and no case is left in it. Never pruned: a case a worker still has to score (queued or claimed), a
-case with gold labels and the labels themselves (unless ``labels=True``); goldens live in your files, not the store.
+case a spent budget set aside (skipped with a ``budget`` note: ``contextjudge worker --requeue-skipped`` scores it
+when a window opens; unless ``skipped=True``), a case with gold labels and the labels themselves (unless
+``labels=True``); goldens live in your files, not the store.
 
 Deletes run in batches of ``batch`` cases, each its own short transaction, so a worker writing at the same time
 waits at most one batch: on PostgreSQL each batch takes the rows it deletes with ``FOR UPDATE SKIP LOCKED`` and
@@ -72,12 +74,14 @@ class PruneReport:
     runs: list[str] = field(default_factory=list)
     kept_pending: int = 0
     kept_labelled: int = 0
+    kept_skipped: int = 0
     seconds: float = 0.0
     freed_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"dry_run": self.dry_run, "cutoff": self.cutoff, "counts": dict(self.counts), "runs": list(self.runs),
-                "kept_pending": self.kept_pending, "kept_labelled": self.kept_labelled, "seconds": self.seconds,
+                "kept_pending": self.kept_pending, "kept_labelled": self.kept_labelled,
+                "kept_skipped": self.kept_skipped, "seconds": self.seconds,
                 "freed_bytes": self.freed_bytes}
 
     def line(self) -> str:
@@ -88,6 +92,9 @@ class PruneReport:
             more.append(f"{len(self.runs)} run(s) whole")
         if self.kept_pending:
             more.append(f"kept {self.kept_pending:,} case(s) a worker has still to score")
+        if self.kept_skipped:
+            more.append(f"kept {self.kept_skipped:,} case(s) a spent budget set aside, for `contextjudge worker "
+                        "--requeue-skipped` (--skipped prunes them)")
         if self.kept_labelled:
             more.append(f"kept {self.kept_labelled:,} case(s) with gold labels (--labels prunes them)")
         if self.freed_bytes:
@@ -103,7 +110,7 @@ class RetentionStore(StoreBase):
 
     # ------------------------------------------------------------------------------------------ the setting
     def retention(self) -> dict[str, Any] | None:
-        """The store's retention setting (``older_than``, ``keep_runs``, ``labels``), or None."""
+        """The store's retention setting (``older_than``, ``keep_runs``, ``labels``, ``skipped``), or None."""
         with self._guard("read the retention setting"), self._begin(write=False) as conn:
             row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == RETENTION_KEY)).first()
         if row is None:
@@ -114,7 +121,8 @@ class RetentionStore(StoreBase):
             return None
         return got if isinstance(got, dict) and (got.get("older_than") or got.get("keep_runs")) else None
 
-    def set_retention(self, older_than: Any = None, keep_runs: int | None = None, *, labels: bool = False) -> None:
+    def set_retention(self, older_than: Any = None, keep_runs: int | None = None, *, labels: bool = False,
+                      skipped: bool = False) -> None:
         """Keep the retention setting in the store (None for both: no setting): every worker on the store applies it
         on its own schedule (``Worker(prune_every=...)``, hourly by default)."""
         if older_than is not None:
@@ -126,7 +134,7 @@ class RetentionStore(StoreBase):
             if older_than is not None or keep_runs is not None:
                 conn.execute(S.meta.insert().values(key=RETENTION_KEY, value=json.dumps(
                     {"older_than": older_than, "keep_runs": None if keep_runs is None else int(keep_runs),
-                     "labels": bool(labels)})))
+                     "labels": bool(labels), **({"skipped": True} if skipped else {})})))
 
     def retention_due(self, every: float) -> bool:
         """True, once per ``every`` seconds across every process on the store, for the one that should apply the
@@ -151,15 +159,16 @@ class RetentionStore(StoreBase):
         if setting is None:
             return None
         return self.prune(older_than=setting.get("older_than"), keep_runs=setting.get("keep_runs"),
-                          labels=bool(setting.get("labels")))
+                          labels=bool(setting.get("labels")), skipped=bool(setting.get("skipped")))
 
     # ------------------------------------------------------------------------------------------ prune
     def prune(self, older_than: Any = None, keep_runs: int | None = None, *, dry_run: bool = False,
-              labels: bool = False, batch: int = 500, vacuum: bool = False, now: float | None = None
-              ) -> PruneReport:
+              labels: bool = False, skipped: bool = False, batch: int = 500, vacuum: bool = False,
+              now: float | None = None) -> PruneReport:
         """Remove the cases captured before ``older_than`` ago (``"90d"``) and every run but the ``keep_runs``
         newest (a run still running is never removed whole), with what follows them (see the module). ``dry_run``:
-        count only. ``labels``: prune labelled cases and labels too. ``vacuum``: on SQLite, a full ``VACUUM`` after
+        count only. ``labels``: prune labelled cases and labels too. ``skipped``: prune the cases a spent budget set
+        aside too (kept without it, for ``contextjudge worker --requeue-skipped``). ``vacuum``: on SQLite, a full ``VACUUM`` after
         (converts an older store to incremental auto-vacuum; it needs the file to itself for a while)."""
         if older_than is None and keep_runs is None:
             raise ConfigurationError("prune needs older_than (e.g. '90d') or keep_runs (e.g. 20): nothing to prune "
@@ -175,6 +184,9 @@ class RetentionStore(StoreBase):
         pending = exists().where(q.c.run_id == c.c.run_id, q.c.case_key == c.c.case_key,
                                  q.c.state.in_(("queued", "claimed")))
         labelled = exists().where(lab.c.case_key == c.c.case_key)
+        # set aside by a spent budget: they wait for `worker --requeue-skipped` (queue.requeue_skipped's rows)
+        budget_skipped = exists().where(q.c.run_id == c.c.run_id, q.c.case_key == c.c.case_key,
+                                        q.c.state == "skipped", q.c.note.like("budget%"))
         scopes = []
         if cutoff is not None:
             scopes.append(c.c.created_at < cutoff)
@@ -187,10 +199,14 @@ class RetentionStore(StoreBase):
         if scope is not None:
             with self._guard("count what to prune"), self._begin(write=False) as conn:
                 report.kept_pending = int(conn.execute(select(func.count()).where(scope, pending)).scalar() or 0)
+                if not skipped:
+                    report.kept_skipped = int(conn.execute(select(func.count()).where(scope, budget_skipped))
+                                              .scalar() or 0)
                 if not labels:
-                    report.kept_labelled = int(conn.execute(select(func.count()).where(scope, labelled, ~pending))
-                                               .scalar() or 0)
-            goes = and_(scope, ~pending) if labels else and_(scope, ~pending, ~labelled)
+                    report.kept_labelled = int(conn.execute(select(func.count()).where(
+                        scope, labelled, ~pending, *([] if skipped else [~budget_skipped]))).scalar() or 0)
+            kept = [~pending, *([] if labels else [~labelled]), *([] if skipped else [~budget_skipped])]
+            goes = and_(scope, *kept)
             if dry_run:
                 self._count_cases(goes, report)
             else:

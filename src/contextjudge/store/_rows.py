@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from .._result import MetricResult, Usage
+from .._text import escape_unstorable, escape_unstorable_in
 from ..cases.labels import LABELS_KEY
 from ..cases.testcase import ConversationalTestCase, LLMTestCase, dump_json, jsonable
 
@@ -18,8 +20,15 @@ __all__ = ["StoredCase", "case_facets", "case_rows", "input_key", "judge_call_ro
            "result_rows", "stored_case", "tags_text"]
 
 
+logger = logging.getLogger("contextjudge")
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, default=_json_default, sort_keys=True)
+    text = json.dumps(value, default=_json_default, sort_keys=True)
+    if "\\ud" in text or "\\u0000" in text:  # a lone surrogate or NUL (JSON-escaped): escaped in the value itself,
+        # so what is read back is storable text too (``_text.escape_unstorable``)
+        text = json.dumps(escape_unstorable_in(json.loads(text))[0], sort_keys=True)
+    return text
 
 
 def _json_default(obj: Any) -> Any:
@@ -63,7 +72,34 @@ def _case_to_json(tc: Any) -> tuple[str, str]:
             data = json.loads(json.dumps(tc.model_dump(), default=str))
     else:  # pragma: no cover - the runner only hands us test cases
         data = {"input": str(tc)}
-    return kind, json.dumps(data, default=str)
+    text = json.dumps(data, default=str)
+    if "\\ud" in text or "\\u0000" in text:  # see _dumps: the case read back holds storable text only
+        text = json.dumps(escape_unstorable_in(json.loads(text))[0])
+    return kind, text
+
+
+_WARNED_ESCAPED = [0]  # how many rows with escaped characters were logged at WARNING (the first few are)
+
+
+def _storable(table: str, rows: list[dict[str, Any]]) -> None:
+    """Escape, in place, the characters no store takes (a lone surrogate an end user sent, NUL) in the text columns
+    of ``rows`` (``_text.escape_unstorable``), so one end user's text never makes a database refuse a write; each
+    row changed is named in the log (the first few at WARNING)."""
+    for row in rows:
+        changed = []
+        for col, value in row.items():
+            if isinstance(value, str):
+                new = escape_unstorable(value)
+                if new is not value:
+                    row[col] = new
+                    changed.append(col)
+        if changed:
+            loud = _WARNED_ESCAPED[0] < 5
+            _WARNED_ESCAPED[0] += loud
+            logger.log(logging.WARNING if loud else logging.DEBUG,
+                       "contextjudge: %s row of case %r (run %r) held characters no store takes (a lone surrogate "
+                       "or NUL) in %s; they are stored escaped (\\udce9, \\u0000)", table, row.get("case_key"),
+                       row.get("run_id"), ", ".join(changed))
 
 
 def _case_from_json(kind: str, data: str, key: str) -> LLMTestCase | ConversationalTestCase:
@@ -99,6 +135,8 @@ def case_rows(run_id: str, key: str, position: int, test_case: Any) -> tuple[dic
         for rank, node in enumerate(retrieval, start=1):
             nodes.append({"run_id": run_id, "case_key": key, "turn": turn, "rank": rank, "node_id": node.id,
                           "text": node.text, "score": node.score, "node_metadata": _dumps(node.metadata or {})})
+    _storable("cj_cases", [row])
+    _storable("cj_nodes", nodes)
     return row, nodes
 
 
@@ -121,6 +159,8 @@ def result_rows(run_id: str, key: str, result: MetricResult) -> tuple[dict[str, 
                       "rank": rank if isinstance(rank, int) else None, "statement": v.get("statement"),
                       "verdict": None if v.get("verdict") is None else str(v.get("verdict")),
                       "reason": v.get("reason"), "data": _dumps(v)})
+    _storable("cj_results", [row])
+    _storable("cj_verdicts", vrows)
     return row, vrows
 
 
@@ -132,10 +172,12 @@ def _identity(details: Any) -> str | None:
 def judge_call_row(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
     """The ``cj_judge_calls`` row of one judge-call event."""
     u = _usage_from(event.get("usage"))
-    return {"run_id": run_id, "judge": event.get("judge"), "task": event.get("task"), "metric": event.get("metric"),
+    row = {"run_id": run_id, "judge": event.get("judge"), "task": event.get("task"), "metric": event.get("metric"),
             "method": event.get("method"), "cached": bool(event.get("cached")), "input_tokens": int(u.input_tokens),
             "output_tokens": int(u.output_tokens), "seconds": float(u.seconds), "cost": u.cost,
             "created_at": time.time()}
+    _storable("cj_judge_calls", [row])
+    return row
 
 
 def result_from_row(r: Any, verdicts: list[Any]) -> MetricResult:

@@ -131,12 +131,15 @@ class RunStore(StoreBase):
                 n_cases = dict(conn.execute(select(S.cases.c.run_id, func.count()).group_by(S.cases.c.run_id)).all())
                 n_results = dict(conn.execute(select(S.results.c.run_id, func.count())
                                               .group_by(S.results.c.run_id)).all())
-            rows = conn.execute(select(S.runs).order_by(S.runs.c.created_at.desc(), S.runs.c.run_id.desc())).all()
+            # a read-only store of schema 3 or 4 has no goldens columns: its runs recorded no goldens
+            rows = conn.execute(select(*self._present(S.runs)).order_by(S.runs.c.created_at.desc(),
+                                                                        S.runs.c.run_id.desc())).all()
         return [RunInfo(run_id=r.run_id, name=r.name, status=r.status, created_at=r.created_at,
                         finished_at=r.finished_at, fingerprint=r.fingerprint, judges=_loads(r.judges, []) or [],
                         config=_loads(r.config, {}) or {}, summary=_loads(r.summary, {}) or {},
                         cases=int(n_cases.get(r.run_id, 0)), results=int(n_results.get(r.run_id, 0)),
-                        goldens={"hash": r.goldens_hash, "name": r.goldens_name} if r.goldens_hash else None)
+                        goldens=({"hash": r.goldens_hash, "name": getattr(r, "goldens_name", None)}
+                                 if getattr(r, "goldens_hash", None) else None))
                 for r in rows]
 
     def goldens_changes(self, since: float | None = None, until: float | None = None) -> list[dict[str, Any]]:

@@ -166,6 +166,11 @@ class ResultsStore(Migrations, QueueStore, LabelStore, SpendStore, RetentionStor
             self._migrate(version)
         self.schema_version = S.SCHEMA_VERSION
         self._q = _statements(self._dialect_insert)
+        try:  # the results an older contextjudge wrote after the upgrade (a rolling upgrade): their read columns
+            self.backfill_old_writers()
+        except (SQLAlchemyError, StoreError):  # reads leave them out, counted, until a later open fills them
+            logger.warning("contextjudge: could not fill the read columns of results an older contextjudge wrote "
+                           "to %s", redact(self.url), exc_info=True)
 
     def _add_indexes(self) -> None:
         """Create the indexes a store made by an earlier version lacks (``create_all`` adds indexes only with their
@@ -199,6 +204,11 @@ class ResultsStore(Migrations, QueueStore, LabelStore, SpendStore, RetentionStor
             existing = set(found.get_table_names())
             missing = [t.name for t in S.metadata.sorted_tables if t.name not in existing and t.name in (
                 S.runs.name, S.cases.name, S.results.name)]
+            # an older schema, read as it is (never migrated read-only): what it lacks reads as None / nothing
+            self._missing_tables = frozenset(t.name for t in S.metadata.sorted_tables if t.name not in existing)
+            self._missing_columns = {
+                t.name: gone for t in S.metadata.sorted_tables if t.name in existing
+                for gone in [{c.name for c in t.c} - {c["name"] for c in found.get_columns(t.name)}] if gone}
             if missing:
                 raise StoreError(f"the store {redact(self.url)!r} lacks its table(s) {', '.join(missing)}: it was "
                                  "damaged, or made by an older contextjudge and never opened for writing since.")

@@ -114,6 +114,9 @@ class Trend:
     # where the goldens changed between runs in this range (``ResultsStore.goldens_changes``): a difference across
     # such a change measures the questions as much as the app
     goldens_changes: list[dict[str, Any]] = field(default_factory=list)
+    # results left out because they have no capture time (an older contextjudge wrote them after the store was
+    # upgraded; opening the store for writing fills them in): ``AggregateStore.unplaced``
+    unplaced: int = 0
 
     @property
     def judge_changes(self) -> list[tuple[str, str, list[str], list[str]]]:
@@ -137,7 +140,7 @@ class Trend:
                 "windows": [w.to_dict() for w in self.windows],
                 "judge_changes": [{"window": w, "metric": m, "before": b, "after": a}
                                   for w, m, b, a in self.judge_changes],
-                "goldens_changes": list(self.goldens_changes)}
+                "goldens_changes": list(self.goldens_changes), "unplaced": self.unplaced}
 
 
 class _Acc:

@@ -335,3 +335,161 @@ def test_output_cap_reaches_an_openai_compatible_server_as_max_tokens():
 
     log = asyncio.run(run())
     assert log and all(r["max_tokens"] == 64 and r["max_completion_tokens"] == 64 for r in log)
+
+
+# ---------------------------------------------------------------------------------------------- workspace faults
+# Issue 48: the MCP server's paths (a report over the app's own source, a link out of the folder, a dotted --app
+# path) and Host headers a DNS-rebinding page sends to the servers on loopback. Real files, links and processes.
+APP_SOURCE = "from os import getpid\n\nchain = None\n\n\ndef build_app():\n    return None\n"
+
+
+@pytest.fixture()
+def workspace(tmp_path):
+    """A project folder (``myapp/rag.py``, a goldens file, a store with one run), a folder outside it with a goldens
+    file, and links from inside to outside."""
+    root, outside = tmp_path / "project", tmp_path / "outside"
+    (root / "myapp").mkdir(parents=True)
+    outside.mkdir()
+    (root / "myapp" / "__init__.py").write_text("")
+    (root / "myapp" / "rag.py").write_text(APP_SOURCE)
+    (root / "goldens.jsonl").write_text('{"input": "q1"}\n')
+    (outside / "secret.jsonl").write_text('{"input": "a secret question"}\n')
+    (root / "linked.jsonl").symlink_to(outside / "secret.jsonl")
+    (root / "out").symlink_to(outside, target_is_directory=True)
+    store = str(root / "results.db")
+    from contextjudge import evaluate
+
+    evaluate(CASES, [BY_KEY["contextual_relevancy"](model=FakeJudge())], store=store, run_id="r1",
+             show_progress=False)
+    return root, outside
+
+
+class _Runner:
+    """Stands in for ``subprocess.run`` of ``contextjudge eval --app``: records the command; writes a report at the
+    ``--report`` path and the run into the store (as the app process does), then ``then()``."""
+
+    def __init__(self, root: Any, then: Callable[[], None] | None = None) -> None:
+        self.root, self.then, self.cmds = root, then, []
+
+    def __call__(self, cmd: list[str], **_: Any) -> Any:
+        import subprocess
+
+        from contextjudge import evaluate
+        from contextjudge.report import render_report
+
+        self.cmds.append(cmd)
+        run_id = cmd[cmd.index("--run-id") + 1]
+        result = evaluate(CASES, [BY_KEY["contextual_relevancy"](model=FakeJudge())], store=str(self.root /
+                          "results.db"), run_id=run_id, show_progress=False)
+        with open(cmd[cmd.index("--report") + 1], "w", encoding="utf-8") as fh:
+            fh.write(render_report(result))
+        if self.then:
+            self.then()
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+
+def _tools(root: Any, allow: str = "myapp.rag") -> Any:
+    from contextjudge.cli._mcp_tools import Tools
+
+    return Tools(str(root / "results.db"), allow_app=allow, root=str(root))
+
+
+def test_mcp_report_never_overwrites_the_apps_source_or_writes_through_a_link(workspace):
+    from contextjudge.cli._mcp_tools import ToolArgumentError
+
+    root, outside = workspace
+    tools, runner = _tools(root), _Runner(root)
+    for report, says in (("myapp/rag.py", "not an .html path"), ("goldens.jsonl", "not an .html path"),
+                         ("out/report.html", "through a symbolic link"), ("../outside/r.html", "outside the folder")):
+        with pytest.raises(ToolArgumentError, match=says):
+            tools.evaluate_app(goldens="goldens.jsonl", app="myapp.rag:chain", report=report, run_command=runner)
+    (root / "page.html").write_text("<!DOCTYPE html><p>the team's own page</p>")
+    with pytest.raises(ToolArgumentError, match="not a contextjudge report"):
+        tools.evaluate_app(goldens="goldens.jsonl", app="myapp.rag:chain", report="page.html", run_command=runner)
+    assert runner.cmds == [] and (root / "myapp" / "rag.py").read_text() == APP_SOURCE
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.jsonl"]
+    assert "the team's own page" in (root / "page.html").read_text()
+    # a new path, then the same path again (a report it wrote may be replaced)
+    for _ in range(2):
+        out = tools.evaluate_app(goldens="goldens.jsonl", app="myapp.rag:chain", report="reports/r.html",
+                                 run_command=runner)
+        assert out["report"] == str((root / "reports" / "r.html").resolve())
+        assert (root / "reports" / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert sorted(p.name for p in (root / "reports").iterdir()) == ["r.html"]  # no temporary file left
+    tools.close()
+
+
+def test_mcp_report_a_link_put_at_the_target_while_the_app_runs_is_replaced_not_written_through(workspace):
+    from contextjudge.cli._mcp_tools import ToolArgumentError
+
+    root, outside = workspace
+    (outside / "victim.html").write_text("keep me")
+    target = root / "late.html"
+    tools = _tools(root)
+    runner = _Runner(root, then=lambda: target.symlink_to(outside / "victim.html"))
+    with pytest.raises(ToolArgumentError, match="through a symbolic link"):
+        tools.evaluate_app(goldens="goldens.jsonl", app="myapp.rag:chain", report="late.html", run_command=runner)
+    assert (outside / "victim.html").read_text() == "keep me"
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith(".report-")) == []
+    tools.close()
+
+
+def test_mcp_goldens_are_never_read_through_a_link_out_of_the_folder(workspace):
+    from contextjudge.cli._mcp_tools import ToolArgumentError
+
+    root, _ = workspace
+    tools, runner = _tools(root), _Runner(root)
+    with pytest.raises(ToolArgumentError, match="through a symbolic link"):
+        tools.estimate(model="gpt-4o-mini", goldens="linked.jsonl")
+    with pytest.raises(ToolArgumentError, match="through a symbolic link"):
+        tools.evaluate_app(goldens="linked.jsonl", app="myapp.rag:chain", run_command=runner)
+    assert runner.cmds == []
+    assert tools.estimate(model="gpt-4o-mini", goldens="goldens.jsonl")["cases"] == 1
+    tools.close()
+
+
+@pytest.mark.parametrize("app", ["myapp.rag:os.getpid()", "myapp.rag:os.system", "myapp:rag.chain",
+                                 "myapp.rag.os:getpid()", "os:getpid()"])
+def test_mcp_allow_app_refuses_a_path_through_the_module_before_importing_anything(workspace, app):
+    import sys
+
+    from contextjudge.cli._mcp_tools import ToolArgumentError
+
+    root, _ = workspace
+    tools, runner = _tools(root), _Runner(root)
+    with pytest.raises(ToolArgumentError, match="refused"):
+        tools.evaluate_app(goldens="goldens.jsonl", app=app, run_command=runner)
+    assert runner.cmds == [] and "myapp.rag" not in sys.modules
+    tools.close()
+
+
+def test_mcp_allow_app_with_an_object_runs_that_object_only(workspace):
+    from contextjudge.cli._mcp_tools import ToolArgumentError
+
+    root, _ = workspace
+    tools, runner = _tools(root, allow="myapp.rag:chain"), _Runner(root)
+    with pytest.raises(ToolArgumentError, match="refused"):
+        tools.evaluate_app(goldens="goldens.jsonl", app="myapp.rag:build_app()", run_command=runner)
+    tools.evaluate_app(goldens="goldens.jsonl", run_command=runner)
+    assert [c[c.index("--app") + 1] for c in runner.cmds] == ["myapp.rag:chain"]
+    assert "--app-own-only" in runner.cmds[0]
+    tools.close()
+
+
+def test_the_app_process_calls_only_a_factory_its_module_defines(workspace, monkeypatch):
+    import sys
+
+    from contextjudge.cli._eval import load_object
+    from contextjudge.errors import UsageError
+
+    root, _ = workspace
+    monkeypatch.chdir(root)
+    monkeypatch.syspath_prepend(str(root))
+    for name in ("myapp", "myapp.rag"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(UsageError, match="defined in posix"):
+        load_object("myapp.rag:getpid()", own_only=True)
+    with pytest.raises(UsageError, match="not a dotted path"):
+        load_object("myapp.rag:os.getpid", own_only=True)
+    assert load_object("myapp.rag:build_app()", own_only=True) is None
+    assert isinstance(load_object("myapp.rag:getpid()"), int)  # the CLI itself still calls what it is told

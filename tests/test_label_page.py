@@ -194,13 +194,20 @@ def test_answer_statements_are_listed_labelled_supported_and_reach_calibrate_as_
         [a for a in report["advice"] if a["metric"] == "Faithfulness"] != []
 
 
-def test_another_host_than_loopback_is_warned_about(served):
+def test_another_loopback_address_is_this_machine_and_checks_host_and_origin(served):
     _, start = served
-    s = start("--host", "127.0.0.2")  # still this machine, but not the default address: the warning is printed
+    s = start("--host", "127.0.0.2")  # still this machine: no warning, and the Host/Origin checks of loopback
     assert s.base.startswith("http://127.0.0.2:")
-    assert _get(s.url)[0] == 200
+    port = s.base.rsplit(":", 1)[1]
+    status, _ = _get(s.url)
+    assert status == 200
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+        assert _get(s.url, Host=host)[0] == 200
+    assert _get(s.url, Host=f"evil.example:{port}")[0] == 403  # a DNS-rebinding page
+    assert _get(s.url, Origin="http://evil.example")[0] == 403  # another site's page
+    assert _get(s.url, Origin=f"http://127.0.0.2:{port}")[0] == 200
     s.kill()
-    assert "warning: serving the labelling page on 127.0.0.2" in s.stderr
+    assert "warning" not in s.stderr
 
 
 def test_queues_calibrate_nearest_threshold_first_both_signs_and_estimate_is_a_seeded_draw():
@@ -391,7 +398,8 @@ def test_the_figures_on_the_page_are_calibrate_json_on_the_same_labels(served, b
         settled(browser, saved)
     assert [(_latest(store, k)["answer_statements"], _latest(store, k)["answer_statement_labels"])
             for k in ("c3", "c4")] == [(["25 days."], [True]), (["25 days."], [False])]
-    browser.wait_for("document.body.getAttribute('data-cj-figures') === '19' && "
+    # 19 labels saved, 18 items labelled: c4's answer statement, given, withdrawn and given again, counts once
+    browser.wait_for("document.body.getAttribute('data-cj-figures') === '18' && "
                      "document.querySelector('td[data-fam=\"statement_support.actual_output\"]') !== null")
     shown = {(c["fam"], c["k"]): c["text"] for c in browser.js(
         "[...document.querySelectorAll('td[data-k]')].map(td => ({fam: td.dataset.fam, k: td.dataset.k, "

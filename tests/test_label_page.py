@@ -510,18 +510,23 @@ def test_the_figures_on_the_page_are_calibrate_json_on_the_same_labels(served, b
         settled(browser, saved)
     assert [(_latest(store, k)["answer_statements"], _latest(store, k)["answer_statement_labels"])
             for k in ("c3", "c4")] == [(["25 days."], [True]), (["25 days."], [False])]
-    # 19 labels saved, 18 items labelled: c4's answer statement, given, withdrawn and given again, counts once
-    browser.wait_for("document.body.getAttribute('data-cj-figures') === '18' && "
-                     "document.querySelector('td[data-fam=\"statement_support.actual_output\"]') !== null")
-    shown = {(c["fam"], c["k"]): c["text"] for c in browser.js(
-        "[...document.querySelectorAll('td[data-k]')].map(td => ({fam: td.dataset.fam, k: td.dataset.k, "
-        "text: td.textContent}))")}
     rc = cli.main(["calibrate", "--store", store, "--model", "fake", "--json", "--no-save", "--quiet"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 0
 
     def fmt(x, iv):
         return "n/a" if x is None else f"{x:.3f}" + (f" [{iv[0]:.2f}, {iv[1]:.2f}]" if iv else "")
+
+    # 19 labels saved, 18 items labelled: c4's answer statement, given, withdrawn and given again, counts once
+    # (the count was 18 before the withdrawal too: wait for the figures of the last label)
+    last = "statement_support.actual_output"
+    browser.wait_for("document.body.getAttribute('data-cj-figures') === '18' && "
+                     f"document.querySelector('td[data-fam=\"{last}\"][data-k=kappa]')?.textContent === "
+                     f"{json.dumps(fmt(report[last]['kappa'], report[last]['kappa_ci']))}")
+    assert "18 from calibrate" in browser.js("document.querySelector('#given').textContent")
+    shown = {(c["fam"], c["k"]): c["text"] for c in browser.js(
+        "[...document.querySelectorAll('td[data-k]')].map(td => ({fam: td.dataset.fam, k: td.dataset.k, "
+        "text: td.textContent}))")}
 
     fams = [f for f in ("node_usefulness", "sentence_relevance", "statement_support",
                         "statement_support.actual_output") if f in report]

@@ -493,3 +493,111 @@ def test_the_app_process_calls_only_a_factory_its_module_defines(workspace, monk
         load_object("myapp.rag:os.getpid", own_only=True)
     assert load_object("myapp.rag:build_app()", own_only=True) is None
     assert isinstance(load_object("myapp.rag:getpid()"), int)  # the CLI itself still calls what it is told
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _http(host: str, port: int, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> int:
+    import http.client
+
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+def _until_up(proc: Any, host: str, port: int) -> None:
+    import socket
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the server never listened: {proc.stderr.read()}") from None
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost"])
+def test_mcp_http_on_any_loopback_address_refuses_another_host_or_origin(workspace, host):
+    """A DNS-rebinding page reaches a loopback server under its own name: every loopback address checks Host and
+    Origin (127.0.0.2 answered Host: evil.example with 200 and the run ids)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("mcp")
+    root, _ = workspace
+    port = _free_port("127.0.0.1" if host == "localhost" else host)
+    src = Path(__file__).resolve().parents[1] / "src"
+    proc = subprocess.Popen([sys.executable, "-m", "contextjudge", "mcp", "--store", "results.db", "--http",
+                             str(port), "--host", host], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get(
+                                "PYTHONPATH", "")])}, text=True)
+    addr = "127.0.0.1" if host == "localhost" else host
+    init = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",' \
+           b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    try:
+        _until_up(proc, addr, port)
+        assert _http(addr, port, "POST", "/mcp", {**base, "Host": "evil.example"}, init) == 421
+        assert _http(addr, port, "POST", "/mcp", {**base, "Host": f"evil.example:{port}"}, init) == 421
+        assert _http(addr, port, "POST", "/mcp", {**base, "Host": f"{host}:{port}",
+                                                  "Origin": "http://evil.example"}, init) == 403
+        assert _http(addr, port, "POST", "/mcp", {**base, "Host": f"{host}:{port}",
+                                                  "Origin": f"http://{host}:{port}"}, init) == 200
+        assert _http(addr, port, "POST", "/mcp", {**base, "Host": f"127.0.0.1:{port}"}, init) == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stderr.close()
+
+
+def test_the_labelling_page_on_another_loopback_address_refuses_another_host_or_origin(workspace):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root, _ = workspace
+    src = Path(__file__).resolve().parents[1] / "src"
+    proc = subprocess.Popen([sys.executable, "-m", "contextjudge", "label", "--serve", "--store", "results.db",
+                             "--model", "fake", "--quiet", "--host", "127.0.0.2"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [str(src), os.environ.get("PYTHONPATH", "")])})
+    try:
+        url = ""
+        while not url:
+            line = proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"the page printed no address: {proc.stderr.read()}")
+            url = line.split()[1] if line.startswith("open ") else ""
+        port = int(url.split("/?t=")[0].rsplit(":", 1)[1])
+        path = "/" + url.split("/", 3)[3]
+        assert _http("127.0.0.2", port, "GET", path, {"Host": f"127.0.0.2:{port}"}) == 200
+        assert _http("127.0.0.2", port, "GET", path, {"Host": f"evil.example:{port}"}) == 403
+        assert _http("127.0.0.2", port, "GET", path, {"Host": f"127.0.0.2:{port}",
+                                                      "Origin": "http://evil.example"}) == 403
+        assert _http("127.0.0.2", port, "GET", path, {"Host": f"localhost:{port}"}) == 200
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        proc.stderr.close()

@@ -8,8 +8,12 @@ import argparse
 import ipaddress
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from mcp.server.transport_security import TransportSecuritySettings
 
 __all__ = ["add_mcp_command", "cmd_mcp"]
 
@@ -54,7 +58,7 @@ def loopback_names(host: str, port: int) -> tuple[list[str], list[str]]:
     return hosts, [f"http://{h}" for h in hosts]
 
 
-def loopback_security(host: str, port: int) -> object:
+def loopback_security(host: str, port: int) -> TransportSecuritySettings:
     """The SDK's Host/Origin checks (``TransportSecuritySettings``) for every loopback address: the SDK turns them
     on by itself only for 127.0.0.1, localhost and ::1, so ``--host 127.0.0.2`` answered any Host."""
     from mcp.server.transport_security import TransportSecuritySettings  # noqa: PLC0415

@@ -441,9 +441,7 @@ def serve_labels(args: argparse.Namespace) -> int:
     server = (_Server6 if ":" in host else _Server)((host, args.port), handler)
     port = server.server_address[1]
     if _is_loopback(host):  # the Host headers a page on this machine sends; a DNS-rebinding page sends its own
-        from ._mcp import loopback_names  # noqa: PLC0415
-
-        handler.hosts = frozenset(loopback_names(host, port)[0])  # type: ignore[attr-defined]
+        handler.hosts = frozenset(_shared.loopback_names(host, port)[0])  # type: ignore[attr-defined]
     shown = f"[{host}]" if ":" in host else host
     print(f"labelling {len(session.cases)} case(s) of run {session.run_id} in {store.target}", flush=True)
     print(f"open http://{shown}:{port}/?t={token}", flush=True)

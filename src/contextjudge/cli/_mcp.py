@@ -45,23 +45,12 @@ def add_mcp_command(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_mcp)
 
 
-def loopback_names(host: str, port: int) -> tuple[list[str], list[str]]:
-    """The Host headers and Origins a page on this machine sends to a server on loopback ``host``:``port`` (the
-    address it listens on, and 127.0.0.1, localhost and [::1], each with the port); any other Host is a DNS
-    rebinding page, any other Origin another site's page."""
-    names = []
-    for h in (host, "127.0.0.1", "localhost", "::1"):
-        shown = f"[{h.strip('[]')}]" if ":" in h else h
-        if shown not in names:
-            names.append(shown)
-    hosts = [f"{h}:{port}" for h in names] + (names if port == 80 else [])
-    return hosts, [f"http://{h}" for h in hosts]
-
-
 def loopback_security(host: str, port: int) -> TransportSecuritySettings:
     """The SDK's Host/Origin checks (``TransportSecuritySettings``) for every loopback address: the SDK turns them
     on by itself only for 127.0.0.1, localhost and ::1, so ``--host 127.0.0.2`` answered any Host."""
     from mcp.server.transport_security import TransportSecuritySettings  # noqa: PLC0415
+
+    from ._shared import loopback_names  # noqa: PLC0415
 
     hosts, origins = loopback_names(host, port)
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,

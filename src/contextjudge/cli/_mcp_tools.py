@@ -191,7 +191,9 @@ class Workspace:
         if not full.lower().endswith((".html", ".htm")):
             raise ToolArgumentError(f"report {path!r} is not an .html path: pass a new file name ending in .html "
                                     "(e.g. .contextjudge/report.html), or leave report out.")
-        if os.path.lexists(full) and not _is_report(full):
+        from ..report import is_report_file  # noqa: PLC0415
+
+        if os.path.lexists(full) and not is_report_file(full):
             raise ToolArgumentError(f"report {path!r} is an existing file that is not a contextjudge report "
                                     f"({full}): evaluate_app never overwrites other files; pass a new file name, or "
                                     "leave report out.")
@@ -654,21 +656,6 @@ class Tools:
 
     def close(self) -> None:
         self.ws.close()
-
-def _is_report(path: str) -> bool:
-    """Whether ``path`` is a plain file holding a run report contextjudge wrote (its head as ``render_html`` writes
-    it), which ``evaluate_app`` may replace."""
-    from ..report._script import CSP  # noqa: PLC0415
-
-    if os.path.islink(path) or not os.path.isfile(path):
-        return False
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096).decode("utf-8", "replace")
-    except OSError:
-        return False
-    return head.startswith("<!DOCTYPE html>") and f"content=\"{CSP}\"" in head
-
 
 def _shrunk(item: Any, budget: int) -> Any:
     """``item`` with shorter texts and lists (down to 40 characters and one element) until it fits ``budget``."""

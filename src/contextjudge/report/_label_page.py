@@ -122,6 +122,7 @@ SCRIPT = r"""
       if (!(id in last)) { order.push(id); } last[id] = b;
     });
     order.forEach(function (id) { request("/api/label", last[id]).catch(function () {}); });
+    st.outbox = st.outbox.slice(0, st.busy ? 1 : 0);  /* handed over: never sent twice if the page comes back */
   });
   function undo() {
     var u = st.undo.pop(); if (!u) { status("nothing to undo"); return; }

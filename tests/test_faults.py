@@ -430,3 +430,268 @@ def test_prune_keeps_the_cases_a_spent_budget_set_aside_until_they_are_judged(tm
         want = asyncio.run(aevaluate(CASES, [BY_KEY[key](model=judge)], judge_options=OPTIONS, show_progress=False))
     got = {tr.name or i: tr.metrics_data[0].score for i, tr in enumerate(store.load_run(rid).test_results)}
     assert sorted(got.values()) == pytest.approx(sorted(tr.metrics_data[0].score for tr in want.test_results))
+
+# ---------------------------------------------------------------------------------------------- workspace faults
+# Issue 48: the MCP server's paths (a report over the app's own source, a link out of the folder, a dotted --app
+# path) and Host headers a DNS-rebinding page sends to the servers on loopback. Real files, links and processes.
+APP_SOURCE = "from os import getpid\n\nchain = None\n\n\ndef build_app():\n    return None\n"
+
+
+@pytest.fixture()
+def workspace(tmp_path):
+    """A project folder (``myapp/rag.py``, a goldens file, a store with one run), a folder outside it with a goldens
+    file, and links from inside to outside."""
+    root, outside = tmp_path / "project", tmp_path / "outside"
+    (root / "myapp").mkdir(parents=True)
+    outside.mkdir()
+    (root / "myapp" / "__init__.py").write_text("")
+    (root / "myapp" / "rag.py").write_text(APP_SOURCE)
+    (root / "goldens.jsonl").write_text('{"input": "q1"}\n')
+    (outside / "secret.jsonl").write_text('{"input": "a secret question"}\n')
+    (root / "linked.jsonl").symlink_to(outside / "secret.jsonl")
+    (root / "out").symlink_to(outside, target_is_directory=True)
+    store = str(root / "results.db")
+    from contextjudge import evaluate
+
+    evaluate(CASES, [BY_KEY["contextual_relevancy"](model=FakeJudge())], store=store, run_id="r1",
+             show_progress=False)
+    return root, outside
+
+
+class _Runner:
+    """Stands in for ``subprocess.run`` of ``contextjudge eval --app``: records the command; writes a report at the
+    ``--report`` path and the run into the store (as the app process does), then ``then()``."""
+
+    def __init__(self, root: Any, then: Callable[[], None] | None = None) -> None:
+        self.root, self.then, self.cmds = root, then, []
+
+    def __call__(self, cmd: list[str], **_: Any) -> Any:
+        import subprocess
+
+        from contextjudge import evaluate
+        from contextjudge.report import render_report
+
+        self.cmds.append(cmd)
+        run_id = cmd[cmd.index("--run-id") + 1]
+        result = evaluate(CASES, [BY_KEY["contextual_relevancy"](model=FakeJudge())], store=str(self.root /
+                          "results.db"), run_id=run_id, show_progress=False)
+        with open(cmd[cmd.index("--report") + 1], "w", encoding="utf-8") as fh:
+            fh.write(render_report(result))
+        if self.then:
+            self.then()
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+
+def _tools(root: Any, allow: str = "myapp.rag") -> Any:
+    from contextjudge.cli._mcp_tools import Tools
+
+    return Tools(str(root / "results.db"), allow_app=allow, root=str(root))
+
+
+def test_mcp_report_never_overwrites_the_apps_source_or_writes_through_a_link(workspace):
+    from contextjudge.cli._mcp_tools import ToolArgumentError
+
+    root, outside = workspace
+    tools, runner = _tools(root), _Runner(root)
+    for report, says in (("myapp/rag.py", "not an .html path"), ("goldens.jsonl", "not an .html path"),
+                         ("out/report.html", "through a symbolic link"), ("../outside/r.html", "outside the folder")):
+        with pytest.raises(ToolArgumentError, match=says):
+            tools.evaluate_app(goldens="goldens.jsonl", app="myapp.rag:chain", report=report, run_command=runner)
+    (root / "page.html").write_text("<!DOCTYPE html><p>the team's own page</p>")
+    with pytest.raises(ToolArgumentError, match="not a contextjudge report"):
+        tools.evaluate_app(goldens="goldens.jsonl", app="myapp.rag:chain", report="page.html", run_command=runner)
+    assert runner.cmds == [] and (root / "myapp" / "rag.py").read_text() == APP_SOURCE
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.jsonl"]
+    assert "the team's own page" in (root / "page.html").read_text()
+    # a new path, then the same path again (a report it wrote may be replaced)
+    for _ in range(2):
+        out = tools.evaluate_app(goldens="goldens.jsonl", app="myapp.rag:chain", report="reports/r.html",
+                                 run_command=runner)
+        assert out["report"] == str((root / "reports" / "r.html").resolve())
+        assert (root / "reports" / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert sorted(p.name for p in (root / "reports").iterdir()) == ["r.html"]  # no temporary file left
+    tools.close()
+
+
+def test_mcp_report_a_link_put_at_the_target_while_the_app_runs_is_replaced_not_written_through(workspace):
+    from contextjudge.cli._mcp_tools import ToolArgumentError
+
+    root, outside = workspace
+    (outside / "victim.html").write_text("keep me")
+    target = root / "late.html"
+    tools = _tools(root)
+    runner = _Runner(root, then=lambda: target.symlink_to(outside / "victim.html"))
+    with pytest.raises(ToolArgumentError, match="through a symbolic link"):
+        tools.evaluate_app(goldens="goldens.jsonl", app="myapp.rag:chain", report="late.html", run_command=runner)
+    assert (outside / "victim.html").read_text() == "keep me"
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith(".report-")) == []
+    tools.close()
+
+
+def test_mcp_goldens_are_never_read_through_a_link_out_of_the_folder(workspace):
+    from contextjudge.cli._mcp_tools import ToolArgumentError
+
+    root, _ = workspace
+    tools, runner = _tools(root), _Runner(root)
+    with pytest.raises(ToolArgumentError, match="through a symbolic link"):
+        tools.estimate(model="gpt-4o-mini", goldens="linked.jsonl")
+    with pytest.raises(ToolArgumentError, match="through a symbolic link"):
+        tools.evaluate_app(goldens="linked.jsonl", app="myapp.rag:chain", run_command=runner)
+    assert runner.cmds == []
+    assert tools.estimate(model="gpt-4o-mini", goldens="goldens.jsonl")["cases"] == 1
+    tools.close()
+
+
+@pytest.mark.parametrize("app", ["myapp.rag:os.getpid()", "myapp.rag:os.system", "myapp:rag.chain",
+                                 "myapp.rag.os:getpid()", "os:getpid()"])
+def test_mcp_allow_app_refuses_a_path_through_the_module_before_importing_anything(workspace, app):
+    import sys
+
+    from contextjudge.cli._mcp_tools import ToolArgumentError
+
+    root, _ = workspace
+    tools, runner = _tools(root), _Runner(root)
+    with pytest.raises(ToolArgumentError, match="refused"):
+        tools.evaluate_app(goldens="goldens.jsonl", app=app, run_command=runner)
+    assert runner.cmds == [] and "myapp.rag" not in sys.modules
+    tools.close()
+
+
+def test_mcp_allow_app_with_an_object_runs_that_object_only(workspace):
+    from contextjudge.cli._mcp_tools import ToolArgumentError
+
+    root, _ = workspace
+    tools, runner = _tools(root, allow="myapp.rag:chain"), _Runner(root)
+    with pytest.raises(ToolArgumentError, match="refused"):
+        tools.evaluate_app(goldens="goldens.jsonl", app="myapp.rag:build_app()", run_command=runner)
+    tools.evaluate_app(goldens="goldens.jsonl", run_command=runner)
+    assert [c[c.index("--app") + 1] for c in runner.cmds] == ["myapp.rag:chain"]
+    assert "--app-own-only" in runner.cmds[0]
+    tools.close()
+
+
+def test_the_app_process_calls_only_a_factory_its_module_defines(workspace, monkeypatch):
+    import sys
+
+    from contextjudge.cli._eval import load_object
+    from contextjudge.errors import UsageError
+
+    root, _ = workspace
+    monkeypatch.chdir(root)
+    monkeypatch.syspath_prepend(str(root))
+    for name in ("myapp", "myapp.rag"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(UsageError, match="defined in posix"):
+        load_object("myapp.rag:getpid()", own_only=True)
+    with pytest.raises(UsageError, match="not a dotted path"):
+        load_object("myapp.rag:os.getpid", own_only=True)
+    assert load_object("myapp.rag:build_app()", own_only=True) is None
+    assert isinstance(load_object("myapp.rag:getpid()"), int)  # the CLI itself still calls what it is told
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _http(host: str, port: int, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> int:
+    import http.client
+
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+def _until_up(proc: Any, host: str, port: int) -> None:
+    import socket
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the server never listened: {proc.stderr.read()}") from None
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost"])
+def test_mcp_http_on_any_loopback_address_refuses_another_host_or_origin(workspace, host):
+    """A DNS-rebinding page reaches a loopback server under its own name: every loopback address checks Host and
+    Origin (127.0.0.2 answered Host: evil.example with 200 and the run ids)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("mcp")
+    root, _ = workspace
+    port = _free_port("127.0.0.1" if host == "localhost" else host)
+    src = Path(__file__).resolve().parents[1] / "src"
+    proc = subprocess.Popen([sys.executable, "-m", "contextjudge", "mcp", "--store", "results.db", "--http",
+                             str(port), "--host", host], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get(
+                                "PYTHONPATH", "")])}, text=True)
+    addr = "127.0.0.1" if host == "localhost" else host
+    init = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",' \
+           b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    try:
+        _until_up(proc, addr, port)
+        assert _http(addr, port, "POST", "/mcp", {**base, "Host": "evil.example"}, init) == 421
+        assert _http(addr, port, "POST", "/mcp", {**base, "Host": f"evil.example:{port}"}, init) == 421
+        assert _http(addr, port, "POST", "/mcp", {**base, "Host": f"{host}:{port}",
+                                                  "Origin": "http://evil.example"}, init) == 403
+        assert _http(addr, port, "POST", "/mcp", {**base, "Host": f"{host}:{port}",
+                                                  "Origin": f"http://{host}:{port}"}, init) == 200
+        assert _http(addr, port, "POST", "/mcp", {**base, "Host": f"127.0.0.1:{port}"}, init) == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stderr.close()
+
+
+def test_the_labelling_page_on_another_loopback_address_refuses_another_host_or_origin(workspace):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root, _ = workspace
+    src = Path(__file__).resolve().parents[1] / "src"
+    proc = subprocess.Popen([sys.executable, "-m", "contextjudge", "label", "--serve", "--store", "results.db",
+                             "--model", "fake", "--quiet", "--host", "127.0.0.2"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [str(src), os.environ.get("PYTHONPATH", "")])})
+    try:
+        url = ""
+        while not url:
+            line = proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"the page printed no address: {proc.stderr.read()}")
+            url = line.split()[1] if line.startswith("open ") else ""
+        port = int(url.split("/?t=")[0].rsplit(":", 1)[1])
+        path = "/" + url.split("/", 3)[3]
+        assert _http("127.0.0.2", port, "GET", path, {"Host": f"127.0.0.2:{port}"}) == 200
+        assert _http("127.0.0.2", port, "GET", path, {"Host": f"evil.example:{port}"}) == 403
+        assert _http("127.0.0.2", port, "GET", path, {"Host": f"127.0.0.2:{port}",
+                                                      "Origin": "http://evil.example"}) == 403
+        assert _http("127.0.0.2", port, "GET", path, {"Host": f"localhost:{port}"}) == 200
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        proc.stderr.close()

@@ -232,3 +232,53 @@ def test_a_rank_order_labels_file_becomes_one_that_names_its_nodes(tmp_path, cap
         view = resolve_labels(tc, labels_of(tc))[0]["labels"]
         assert view == [None if "1z" in t else _truth(t) for t in _texts(tc)]
     capsys.readouterr()
+
+
+def test_calibrate_names_an_unused_label_by_its_nodes_text_not_its_id(tmp_path, capsys):
+    """A LlamaIndex-style node id is a UUID nobody can read: calibrate lists an unused label by the text it was
+    given for (issue 48)."""
+    from contextjudge.cases.testcase import RetrievedNode
+
+    gone_id = "0b5c1a3e-9f43-4c1e-a2d7-5c2e8f1d9b70"
+    nodes = [RetrievedNode(id=f"node-{k}", text=t) for k, t in enumerate(_pool(4))]
+    case = LLMTestCase(input="Question 4?", expected_output="The answer to question 4 is 28.", retrieval_context=nodes,
+                       id="q4")
+    store = str(tmp_path / "cj.db")
+    evaluate([case], [ContextualPrecisionMetric(model=JUDGE)], store=store, run_id="r", show_progress=False)
+    path = tmp_path / "labels.jsonl"
+    record = {"key": "q4", "nodes": [{"id": n.id, "text": n.text, "useful": _truth(n.text)} for n in nodes]
+              + [{"id": gone_id, "text": "Fact 4z: a chunk the retriever no longer returns.", "useful": True}]}
+    path.write_text(json.dumps(record) + "\n")
+    assert cli.main(["label", str(path), "--store", store]) == 0
+    capsys.readouterr()
+    assert cli.main(["calibrate", "--store", store, "--model", "fake", "--no-save"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "1 node label(s) unused" in out
+    assert "Fact 4z: a chunk the retriever no longer returns." in out and gone_id not in out
+
+
+def test_a_label_its_log_row_and_its_queue_tag_are_written_together_or_not_at_all(tmp_path):
+    """The store refuses the log row (a SQLite trigger, as a full disk or a lost connection would mid-way): the
+    label is not kept either, and the next label is written whole."""
+    from contextjudge.cases.labels import node_ref
+    from contextjudge.errors import StoreError
+
+    store_path = str(tmp_path / "cj.db")
+    evaluate([_good(2)], [ContextualPrecisionMetric(model=JUDGE)], store=store_path, run_id="r",
+             show_progress=False)
+    key = _good(2).id
+    conn = sqlite3.connect(store_path)
+    conn.execute("CREATE TRIGGER no_log BEFORE INSERT ON cj_label_log BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    conn.commit()
+    store = open_store(store_path)
+    node = node_ref(_pool(2)[0])
+    with pytest.raises(StoreError, match="disk full"):
+        store.give_label(key, "labels", node, True, who="ann", queue="estimate")
+    assert store.export_labels() == [] and store.label_log() == []
+    conn.execute("DROP TRIGGER no_log")
+    conn.commit()
+    conn.close()
+    store.give_label(key, "labels", node, True, who="ann", queue="estimate")
+    assert [r["value"] for r in store.label_log()] == [True]
+    (row,) = sqlite3.connect(store_path).execute("SELECT labels FROM cj_labels").fetchall()
+    assert json.loads(row[0])["queue"] == "estimate"

@@ -99,7 +99,7 @@ def browser(tmp_path_factory):
 
 
 KEYS = {"1": ("Digit1", 49), "2": ("Digit2", 50), "3": ("Digit3", 51), "4": ("Digit4", 52), "j": ("KeyJ", 74),
-        "k": ("KeyK", 75), "n": ("KeyN", 78), "p": ("KeyP", 80), "u": ("KeyU", 85), "q": ("KeyQ", 81),
+        "5": ("Digit5", 53), "6": ("Digit6", 54), "k": ("KeyK", 75), "n": ("KeyN", 78), "p": ("KeyP", 80), "u": ("KeyU", 85), "q": ("KeyQ", 81),
         "o": ("KeyO", 79), "Escape": ("Escape", 27)}
 
 
@@ -194,13 +194,132 @@ def test_answer_statements_are_listed_labelled_supported_and_reach_calibrate_as_
         [a for a in report["advice"] if a["metric"] == "Faithfulness"] != []
 
 
-def test_another_host_than_loopback_is_warned_about(served):
+def test_another_loopback_address_is_this_machine_and_checks_host_and_origin(served):
     _, start = served
-    s = start("--host", "127.0.0.2")  # still this machine, but not the default address: the warning is printed
+    s = start("--host", "127.0.0.2")  # still this machine: no warning, and the Host/Origin checks of loopback
     assert s.base.startswith("http://127.0.0.2:")
-    assert _get(s.url)[0] == 200
+    port = s.base.rsplit(":", 1)[1]
+    status, _ = _get(s.url)
+    assert status == 200
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+        assert _get(s.url, Host=host)[0] == 200
+    assert _get(s.url, Host=f"evil.example:{port}")[0] == 403  # a DNS-rebinding page
+    assert _get(s.url, Origin="http://evil.example")[0] == 403  # another site's page
+    assert _get(s.url, Origin=f"http://127.0.0.2:{port}")[0] == 200
     s.kill()
-    assert "warning: serving the labelling page on 127.0.0.2" in s.stderr
+    assert "warning" not in s.stderr
+
+
+def _raw(s: Server, head: str, body: bytes = b"", *, wait: float = 10.0) -> bytes:
+    """One request over a plain socket (what a browser cannot send: a lying Content-Length); the answer, or b""
+    when the server closed without one."""
+    import socket
+
+    host, port = s.base.split("//")[1].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=wait) as sock:
+        sock.sendall(head.encode() + b"\r\n\r\n" + body)
+        out = b""
+        while chunk := sock.recv(65536):
+            out += chunk
+        return out
+
+
+def _wait_read(server_port: int, client_port: int, timeout: float = 30) -> None:
+    """Until the server's end of the connection from ``client_port`` has nothing left unread (Linux's
+    /proc/net/tcp receive queue), so a reset sent next comes after the request was read, however busy the box."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            f = line.split()
+            if int(f[1].split(":")[1], 16) == server_port and int(f[2].split(":")[1], 16) == client_port and \
+                    int(f[4].split(":")[1], 16) == 0:
+                return
+        time.sleep(0.02)
+    raise AssertionError("the server never read the request")
+
+
+def _hold_store(store: str):
+    """A second writer holding the SQLite store's write lock (the page's saves wait on it) until ``release()``."""
+    import sqlite3
+
+    conn = sqlite3.connect(store, timeout=30, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    return conn
+
+
+def test_a_label_the_case_does_not_have_or_a_body_that_is_not_one_label_is_refused(served):
+    store, start = served
+    s = start()
+    case = json.loads(_get(s.base + "/api/case?key=c0", **{"X-CJ-Token": s.token})[1])
+    node = case["nodes"][0]["ref"]
+    for body, says in (
+            ([{"key": "c0", "field": "labels", "item": node, "value": True}], "send one JSON object"),
+            ("c0", "send one JSON object"),
+            ({"key": "c0", "field": "labels", "item": {"hash": "0" * 16, "text": "a node of another case"},
+              "value": True}, "retrieved no node"),
+            ({"key": "c0", "field": "labels", "item": {"id": "doc-of-another-case"}, "value": True},
+             "retrieved no node"),
+            ({"key": "c0", "field": "statement_labels", "item": "Paris is the capital of France.", "value": True},
+             "is not a statement of case 'c0'"),
+            ({"key": "c0", "field": "answer_statement_labels", "item": "Employees get 25 vacation days per year.",
+              "value": True}, "actual output"),
+            ({"key": "c0", "field": "bogus", "item": node, "value": True}, "unknown label field"),
+            ({"key": ["c0"], "field": "labels", "item": node, "value": True}, "no case")):
+        code, answer = _post(s, body)
+        assert (code, says in answer["error"]) == (400, True), (body, answer)
+    assert open_store(store).label_log() == [] and open_store(store).export_labels() == []
+    assert _post(s, {"key": "c0", "field": "labels", "item": node, "value": True}) == (200, {"ok": True})
+    assert _post(s, {"key": "c0", "field": "statement_labels", "item": case["statements"][0]["text"],
+                     "value": False}) == (200, {"ok": True})
+    assert len(open_store(store).label_log()) == 2
+
+
+def test_a_lying_content_length_and_a_closed_tab_hold_no_thread_and_print_nothing(served):
+    import socket
+
+    store, start = served
+    s = start()
+    path = f"/api/label?t={s.token}"
+    host = s.base.split("//")[1]
+    # a Content-Length of 100 MB with a two-byte body: refused at once, unread (it held a thread for good)
+    answer = _raw(s, f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 100000000", b"{}")
+    assert answer.startswith(b"HTTP/1.0 413") and b"at most" in answer
+    assert _raw(s, f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: -5", b"{}").startswith(b"HTTP/1.0 400")
+    # a tab closed while its label waits on the store: the answer has nobody to go to, and no traceback is printed
+    case = json.loads(_get(s.base + "/api/case?key=c1", **{"X-CJ-Token": s.token})[1])
+    body = json.dumps({"key": "c1", "field": "labels", "item": case["nodes"][0]["ref"], "value": True}).encode()
+    lock = _hold_store(store)
+    try:
+        h, port = host.rsplit(":", 1)
+        sock = socket.create_connection((h, int(port)), timeout=10)
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        _wait_read(int(port), sock.getsockname()[1])  # the server has read it and waits on the store
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        sock.close()  # a reset, as a closed tab's
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    deadline = time.monotonic() + 30
+    while len(open_store(store).label_log()) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(open_store(store).label_log()) == 1  # the label a closed tab sent is kept
+    assert _get(s.url)[0] == 200  # and the server answers on
+    s.kill()
+    assert "Traceback" not in s.stderr and "BrokenPipe" not in s.stderr and "ConnectionReset" not in s.stderr, \
+        s.stderr
+
+
+def test_the_page_cannot_be_framed(served):
+    _, start = served
+    s = start()
+    req = urllib.request.Request(s.url)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.headers["X-Frame-Options"] == "DENY"
+        assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+    port = s.base.rsplit(":", 1)[1]
+    assert _get(s.url, Host=f"evil.example:{port}")[0] == 403
 
 
 def test_queues_calibrate_nearest_threshold_first_both_signs_and_estimate_is_a_seeded_draw():
@@ -391,17 +510,23 @@ def test_the_figures_on_the_page_are_calibrate_json_on_the_same_labels(served, b
         settled(browser, saved)
     assert [(_latest(store, k)["answer_statements"], _latest(store, k)["answer_statement_labels"])
             for k in ("c3", "c4")] == [(["25 days."], [True]), (["25 days."], [False])]
-    browser.wait_for("document.body.getAttribute('data-cj-figures') === '19' && "
-                     "document.querySelector('td[data-fam=\"statement_support.actual_output\"]') !== null")
-    shown = {(c["fam"], c["k"]): c["text"] for c in browser.js(
-        "[...document.querySelectorAll('td[data-k]')].map(td => ({fam: td.dataset.fam, k: td.dataset.k, "
-        "text: td.textContent}))")}
     rc = cli.main(["calibrate", "--store", store, "--model", "fake", "--json", "--no-save", "--quiet"])
     report = json.loads(capsys.readouterr().out)
     assert rc == 0
 
     def fmt(x, iv):
         return "n/a" if x is None else f"{x:.3f}" + (f" [{iv[0]:.2f}, {iv[1]:.2f}]" if iv else "")
+
+    # 19 labels saved, 18 items labelled: c4's answer statement, given, withdrawn and given again, counts once
+    # (the count was 18 before the withdrawal too: wait for the figures of the last label)
+    last = "statement_support.actual_output"
+    browser.wait_for("document.body.getAttribute('data-cj-figures') === '18' && "
+                     f"document.querySelector('td[data-fam=\"{last}\"][data-k=kappa]')?.textContent === "
+                     f"{json.dumps(fmt(report[last]['kappa'], report[last]['kappa_ci']))}")
+    assert "18 from calibrate" in browser.js("document.querySelector('#given').textContent")
+    shown = {(c["fam"], c["k"]): c["text"] for c in browser.js(
+        "[...document.querySelectorAll('td[data-k]')].map(td => ({fam: td.dataset.fam, k: td.dataset.k, "
+        "text: td.textContent}))")}
 
     fams = [f for f in ("node_usefulness", "sentence_relevance", "statement_support",
                         "statement_support.actual_output") if f in report]
@@ -413,3 +538,37 @@ def test_the_figures_on_the_page_are_calibrate_json_on_the_same_labels(served, b
             assert shown[(f, k)] == fmt(report[f][k], report[f][f"{k}_ci"]), (f, k)
     advice = browser.js("[...document.querySelectorAll('[data-advice]')].map(p => p.textContent)")
     assert advice == [f"{a['metric']}: {a['advice']} ({a['why']})" for a in report["advice"]]
+
+
+@pytest.mark.slow  # a real browser
+def test_nine_quick_labels_then_the_tab_closed_keeps_all_nine(served, browser):
+    """The store is slow (another writer holds it) while nine labels are keyed in a burst: the page counts them
+    unsaved, asks before the tab closes, and every one reaches the store after it is gone (2 of 9 did)."""
+    store, start = served
+    s = start()
+    browser.open(s.url + "&key=c3")
+    assert "useful" in browser.js("document.querySelector('#meanings').textContent")
+    lock = _hold_store(store)
+    try:
+        press(browser, "1", "3", "5", "j", "2", "4", "6", "j", "1", "3", "5")  # useful, relevant, used x 3 nodes
+        browser.wait_for("document.querySelector('#unsaved').textContent === '9 unsaved'")
+        assert browser.js("document.body.getAttribute('data-cj-pending')") == "9"
+        browser.send("Page.close")  # the tab closed as a person closes it: the page's beforeunload runs
+        deadline, asked = time.monotonic() + 30, False
+        while not asked and time.monotonic() < deadline:
+            try:
+                browser.send("Page.handleJavaScriptDialog", {"accept": True})  # "Leave"
+                asked = True
+            except RuntimeError:  # no dialog yet
+                time.sleep(0.05)
+        assert asked, "leaving with unsaved labels did not ask first"
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    deadline = time.monotonic() + 60
+    while len(open_store(store).label_log()) < 9 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    got = _latest(store, "c3")
+    assert [(n.get("labels"), n.get("relevance_labels"), n.get("utilization_labels")) for n in got["nodes"]] == [
+        (True, True, True), (False, False, False), (True, True, True)]
+    assert len(open_store(store).label_log()) == 9

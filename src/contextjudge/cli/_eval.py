@@ -62,14 +62,18 @@ def _adapters() -> list[tuple[str, Any]]:
     return found
 
 
-def load_object(spec: str) -> Any:
-    """Import ``module:object`` (``object`` may be dotted; ``module:factory()`` calls a no-argument factory)."""
+def load_object(spec: str, *, own_only: bool = False) -> Any:
+    """Import ``module:object`` (``object`` may be dotted; ``module:factory()`` calls a no-argument factory).
+    ``own_only`` (what ``contextjudge mcp --allow-app`` runs): ``object`` is one name, and a factory is called only
+    when the module (or a module of its package) defines it, never a function it imported from elsewhere."""
     if ":" not in spec or spec.startswith(":") or spec.endswith(":"):
         raise UsageError(f"--app {spec!r} is not module:object; write it like myapp.chain:rag_chain.")
     mod_name, _, attr = spec.partition(":")
     call = attr.endswith("()")
     if call:
         attr = attr[:-2]
+    if own_only and not attr.isidentifier():
+        raise UsageError(f"--app {spec!r}: only one name the module defines may be run here, not a dotted path.")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # like `python -m`: the app usually lives in the current directory
     try:
@@ -89,6 +93,10 @@ def load_object(spec: str) -> Any:
             raise UsageError(_no_attribute_message(mod_name, attr, obj, part))
         obj = getattr(obj, part)
     if call:
+        home = getattr(obj, "__module__", None)
+        if own_only and not (isinstance(home, str) and (home == mod_name or home.startswith(mod_name + "."))):
+            raise UsageError(f"--app {spec!r}: {attr} is defined in {home or 'another module'}, not in {mod_name}; "
+                             f"only a factory {mod_name} defines may be called here.")
         try:
             obj = obj()
         except Exception as exc:  # noqa: BLE001
@@ -158,7 +166,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     threshold, per = _thresholds(args.threshold, "--threshold")
     pass_default, pass_per = _thresholds(args.min_pass_rate, "--min-pass-rate")
     store = _store(args.store)
-    app = load_object(args.app)
+    app = load_object(args.app, own_only=getattr(args, "app_own_only", False))
     adapters = _adapters()
     adapter = next(((n, a) for n, a in adapters if _safe_matches(a, app)), None)
     if adapter is None:
@@ -401,6 +409,7 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
                                    "--allow-errors was not given (3 wins over 1: the means are then incomplete).")
     p.add_argument("--app", required=True, metavar="MODULE:OBJECT",
                    help="the app object, e.g. myapp.chain:rag_chain or myapp.engine:build_engine() (a factory)")
+    p.add_argument("--app-own-only", action="store_true", help=argparse.SUPPRESS)  # what `mcp --allow-app` runs
     p.add_argument("--goldens", required=True, metavar="FILE",
                    help="JSONL or CSV goldens: one {\"input\": ..., \"expected_output\": ...} per line/row")
     p.add_argument("--metrics", nargs="+", metavar="METRIC",

@@ -21,6 +21,7 @@ import json
 import math
 import random
 import secrets
+import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -105,6 +106,16 @@ def annotator_agreement(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def labels_given(log: list[dict[str, Any]]) -> dict[str, int]:
+    """Per queue, the items that carry a label now: each (annotator, case, field, item) counted once, by its latest
+    label (a re-label is the same label changed, a withdrawn one counts as none), under the queue it came from."""
+    latest: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for r in log:
+        if r["field"] != "note":
+            latest[(str(r["who"] or ""), r["case_key"], r["field"], r["item"])] = r
+    return {q: sum(r["queue"] == q and r["value"] is not None for r in latest.values()) for q in QUEUES}
+
+
 class LabelSession:
     """The page's state: the store, the run whose cases are shown, the judge the figures use, the two queues."""
 
@@ -143,7 +154,7 @@ class LabelSession:
                       or ref["id"] or "") if isinstance(meta, dict) else (ref["id"] or "")
             nodes.append({"rank": rank + 1, "text": str(getattr(node, "text", node)), "source": str(source),
                           "ref": {"id": ref["id"], "hash": ref["hash"]},
-                          "labels": {f: hit.get(f) for f in ("labels", "relevance_labels")}})
+                          "labels": {f: hit.get(f) for f in ("labels", "relevance_labels", "utilization_labels")}})
         pairs = dict(zip(got.get("statements") or [], got.get("statement_labels") or [], strict=False))
         statements = [{"text": s, "label": pairs.get(s)}
                       for s in gold_statements(tc, {}) or []] if tc.expected_output else []
@@ -162,20 +173,57 @@ class LabelSession:
                 return r
         return {}
 
-    def give(self, body: dict[str, Any]) -> dict[str, Any]:
+    def give(self, body: Any) -> dict[str, Any]:
+        """One label from the page (``POST /api/label``): checked against the case (its nodes, its statements)
+        before anything is written; ConfigurationError (a 400) says what is wrong."""
         from ..errors import ConfigurationError  # noqa: PLC0415
 
+        if not isinstance(body, dict):
+            raise ConfigurationError(f"the body is a JSON {type(body).__name__}, not one label: send one JSON object "
+                                     '{"key", "field", "item", "value"} per label.')
         key = body.get("key")
-        if key not in self.cases:
+        if not isinstance(key, str) or key not in self.cases:
             raise ConfigurationError(f"no case {key!r} in run {self.run_id}.")
         value = body.get("value")
         if value is not None and not isinstance(value, bool):
             raise ConfigurationError("a label's value is true, false or null (withdraw).")
+        field = str(body.get("field"))
+        item = body.get("item")
+        if field != "note":
+            self._check_item(key, field, item)
         with self.lock:
-            self.store.give_label(key, str(body.get("field")), body.get("item"), value,
-                                  who=(str(body.get("who") or "") or None), queue=body.get("queue"),
-                                  note=(str(body.get("note") or "") or None), run_id=self.run_id)
+            self.store.give_label(key, field, item, value, who=(str(body.get("who") or "") or None),
+                                  queue=body.get("queue"), note=(str(body.get("note") or "") or None),
+                                  run_id=self.run_id)
         return {"ok": True}
+
+    def _check_item(self, key: str, field: str, item: Any) -> None:
+        """A label names a node or a statement of this case: the page never sends another, so one that does is
+        refused rather than stored where no metric finds it."""
+        from ..cases.labels import LABEL_FIELDS, NODE_FIELDS, node_ref  # noqa: PLC0415
+        from ..errors import ConfigurationError  # noqa: PLC0415
+        from ..metrics import gold_statements  # noqa: PLC0415
+
+        tc = self.cases[key]
+        if field not in LABEL_FIELDS:
+            raise ConfigurationError(f"unknown label field {field!r}: one of {', '.join(LABEL_FIELDS)} (or 'note').")
+        if field in NODE_FIELDS:
+            if not isinstance(item, dict) or not (item.get("id") or item.get("hash")):
+                raise ConfigurationError("a node label names its node: give its 'hash' or 'id' (node_ref).")
+            refs = [node_ref(n) for n in tc.retrieval_context or []]
+            if not any((item.get("id") and r["id"] == item.get("id")) or (item.get("hash") and r["hash"] ==
+                       item.get("hash")) for r in refs):
+                raise ConfigurationError(f"case {key!r} retrieved no node with id {item.get('id')!r} / hash "
+                                         f"{item.get('hash')!r}: label one of its {len(refs)} node(s).")
+            return
+        answer = field == "answer_statement_labels"
+        source = tc.actual_output if answer else tc.expected_output
+        texts = (gold_statements(tc, {}, "answer_statement_labels") if answer else gold_statements(tc, {})) \
+            if source else []
+        if not isinstance(item, str) or item not in (texts or []):
+            what = "actual output" if answer else "expected output"
+            raise ConfigurationError(f"{str(item)[:80]!r} is not a statement of case {key!r}'s {what}: label one "
+                                     f"of its {len(texts or [])} statement(s), as the page shows them.")
 
     # ---------------------------------------------------------------------------------------------- figures
     def figures(self) -> dict[str, Any]:
@@ -194,7 +242,7 @@ class LabelSession:
         cases = self.store.labelled_cases(run=self.store.resolve_run(self.run_ref) if self.run_ref else None)
         report = run_sync(acalibrate(cases, self.judge, judge_spec=self.judge_spec)) if cases else None
         out = {"calibrate": report, "annotators": annotator_agreement(log),
-               "labels": {q: sum(r["queue"] == q and r["value"] is not None for r in log) for q in QUEUES},
+               "labels": labels_given(log),
                "needed": _needed(report, self.target_width), "target_width": self.target_width,
                "corrected": self._corrected()}
         self._figures = (len(log), out)
@@ -232,30 +280,54 @@ def _needed(report: dict[str, Any] | None, width: float) -> dict[str, int | None
     return out
 
 
+MAX_BODY = 1 << 20  # one label is a few hundred bytes; a larger Content-Length is refused unread
+READ_TIMEOUT_S = 15.0  # a request whose bytes stop coming (a Content-Length larger than its body) frees its thread
+
+
 class _Handler(BaseHTTPRequestHandler):
-    """The page's requests; ``_handler`` makes a subclass holding the session, the token and the page."""
+    """The page's requests; ``_handler`` makes a subclass holding the session, the token, the page and the Host
+    headers it answers (None: any, when served beyond loopback)."""
 
     session: LabelSession
     token: str
     page: bytes
+    hosts: frozenset[str] | None
+    timeout = READ_TIMEOUT_S  # socketserver sets it on the connection: every read and write is bounded
 
     def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the terminal shows the URL only
         pass
 
     def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Referrer-Policy", "no-referrer")
+            self.send_header("X-Frame-Options", "DENY")  # no other site may frame the page (clickjacking)
+            self.send_header("Content-Security-Policy", "frame-ancestors 'none'")
+            self.end_headers()
+            self.wfile.write(body)
+        except (ConnectionError, TimeoutError):  # the tab was closed: nobody is left to answer
+            self.close_connection = True
 
     def _json(self, code: int, obj: Any) -> None:
         self._send(code, json.dumps(obj, default=str).encode())
 
+    def _same_machine(self) -> bool:
+        """Host is one of this server's loopback names (a DNS-rebinding page sends its own), and Origin, when
+        sent, is this page's own (another site's page sends its)."""
+        host = self.headers.get("Host") or ""
+        origin = self.headers.get("Origin")
+        ok = (self.hosts is None or host in self.hosts) and (origin is None or origin == f"http://{host}")
+        if not ok:
+            self._send(403, b"forbidden: this page answers only itself, at the address it printed", "text/plain")
+        return ok
+
     def _authorised(self) -> tuple[bool, dict[str, list[str]]]:
+        if not self._same_machine():
+            return False, {}
         q = parse_qs(urlparse(self.path).query)
         given = self.headers.get("X-CJ-Token") or (q.get("t") or [""])[0]
         ok = hmac.compare_digest(given.encode(), self.token.encode())
@@ -297,7 +369,24 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             n = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(min(n, 1 << 20)) or b"{}")
+        except ValueError:
+            n = -1
+        if not 0 <= n <= MAX_BODY:
+            self.close_connection = True
+            self._json(413 if n > MAX_BODY else 400, {"error": f"Content-Length {self.headers.get('Content-Length')!r}"
+                       f": send one label as a JSON object of at most {MAX_BODY} bytes."})
+            return
+        try:
+            raw = self.rfile.read(n)
+        except (ConnectionError, TimeoutError):
+            self.close_connection = True
+            return
+        if len(raw) < n:  # the body stopped short of its Content-Length
+            self.close_connection = True
+            self._json(400, {"error": f"the body ended after {len(raw)} of {n} bytes: send it whole."})
+            return
+        try:
+            body = json.loads(raw or b"{}")
             self._json(200, self.session.give(body))
         except (ValueError, ConfigurationError) as exc:
             self._json(400, {"error": str(exc)})
@@ -305,8 +394,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
 
 
-def _handler(session: LabelSession, token: str, page: bytes) -> type[BaseHTTPRequestHandler]:
-    return type("LabelPageHandler", (_Handler,), {"session": session, "token": token, "page": page})
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A closed tab or a stalled client is no error worth a traceback; anything else still prints one."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+def _handler(session: LabelSession, token: str, page: bytes, hosts: frozenset[str] | None = None
+             ) -> type[BaseHTTPRequestHandler]:
+    return type("LabelPageHandler", (_Handler,), {"session": session, "token": token, "page": page,
+                                                  "hosts": hosts})
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress  # noqa: PLC0415
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def serve_labels(args: argparse.Namespace) -> int:
@@ -320,12 +434,14 @@ def serve_labels(args: argparse.Namespace) -> int:
                            judge_spec=spec, seed=args.seed)
     token = secrets.token_urlsafe(24)
     host = args.host or "127.0.0.1"
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if not _is_loopback(host):
         print(f"warning: serving the labelling page on {host}, not only this machine: anyone who can reach it "
               "and has the token can read the cases and write labels.", file=sys.stderr)
-    server = ThreadingHTTPServer((host, args.port), _handler(session, token, render_label_page().encode()))
-    server.daemon_threads = True
+    handler = _handler(session, token, render_label_page().encode())
+    server = (_Server6 if ":" in host else _Server)((host, args.port), handler)
     port = server.server_address[1]
+    if _is_loopback(host):  # the Host headers a page on this machine sends; a DNS-rebinding page sends its own
+        handler.hosts = frozenset(_shared.loopback_names(host, port)[0])  # type: ignore[attr-defined]
     shown = f"[{host}]" if ":" in host else host
     print(f"labelling {len(session.cases)} case(s) of run {session.run_id} in {store.target}", flush=True)
     print(f"open http://{shown}:{port}/?t={token}", flush=True)

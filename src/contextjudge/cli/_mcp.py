@@ -8,8 +8,12 @@ import argparse
 import ipaddress
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from mcp.server.transport_security import TransportSecuritySettings
 
 __all__ = ["add_mcp_command", "cmd_mcp"]
 
@@ -39,6 +43,18 @@ def add_mcp_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="with --http: a loopback address (default 127.0.0.1)")
     _common(p)
     p.set_defaults(func=cmd_mcp)
+
+
+def loopback_security(host: str, port: int) -> TransportSecuritySettings:
+    """The SDK's Host/Origin checks (``TransportSecuritySettings``) for every loopback address: the SDK turns them
+    on by itself only for 127.0.0.1, localhost and ::1, so ``--host 127.0.0.2`` answered any Host."""
+    from mcp.server.transport_security import TransportSecuritySettings  # noqa: PLC0415
+
+    from ._shared import loopback_names  # noqa: PLC0415
+
+    hosts, origins = loopback_names(host, port)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -78,7 +94,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
           file=sys.stderr)
     try:
         if args.http is not None:
-            server.run("streamable-http", host=args.host, port=args.http)
+            server.run("streamable-http", host=args.host, port=args.http,
+                       transport_security=loopback_security(args.host, args.http))
         else:
             server.run("stdio")
     finally:

@@ -12,8 +12,10 @@ import hashlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -167,13 +169,34 @@ class Workspace:
             raise ToolArgumentError(f"{exc} Call `runs` for the run ids and names this store holds.") from exc
 
     def inside(self, path: str, what: str, *, must_exist: bool) -> str:
-        full = os.path.abspath(os.path.join(self.root, path))
-        if os.path.commonpath([full, self.root]) != self.root:
-            raise ToolArgumentError(f"{what} {path!r} is outside the folder this server was started in "
-                                    f"({self.root}): pass a path inside it.")
+        """``path`` (relative to the server's folder) resolved, symbolic links followed: refused when where it leads
+        is outside the folder (``../x``, an absolute path, or a link to elsewhere), or, with ``must_exist``, is not
+        an existing file."""
+        root = os.path.realpath(self.root)
+        given = os.path.abspath(os.path.join(root, path))
+        full = os.path.realpath(given)
+        if os.path.commonpath([full, root]) != root:
+            how = " through a symbolic link" if os.path.commonpath([given, root]) == root else ""
+            raise ToolArgumentError(f"{what} {path!r} leads outside the folder this server was started in ({root})"
+                                    f"{how}: pass a path inside it.")
         if must_exist and not os.path.isfile(full):
             raise ToolArgumentError(f"{what} {path!r} does not exist (looked for {full}): pass the path of an "
                                     "existing file, relative to the folder the server was started in.")
+        return full
+
+    def report_target(self, path: str) -> str:
+        """Where ``evaluate_app`` may write its HTML report: inside the folder (``inside``), named ``.html``, and
+        either new or a report contextjudge wrote before: never the app's own source or any other file."""
+        full = self.inside(path, "report", must_exist=False)
+        if not full.lower().endswith((".html", ".htm")):
+            raise ToolArgumentError(f"report {path!r} is not an .html path: pass a new file name ending in .html "
+                                    "(e.g. .contextjudge/report.html), or leave report out.")
+        from ..report import is_report_file  # noqa: PLC0415
+
+        if os.path.lexists(full) and not is_report_file(full):
+            raise ToolArgumentError(f"report {path!r} is an existing file that is not a contextjudge report "
+                                    f"({full}): evaluate_app never overwrites other files; pass a new file name, or "
+                                    "leave report out.")
         return full
 
     @staticmethod
@@ -523,10 +546,29 @@ class AppRuns:
             if x is not None and not 0.0 <= x <= 1.0:
                 raise ToolArgumentError(f"{name}={x}: pass a number from 0 to 1, or leave it out.")
         run_id = "mcp-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(2).hex()
-        report_path = self.ws.inside(report or os.path.join(".contextjudge", f"report-{run_id}.html"), "report",
-                                   must_exist=False)
-        cmd = [sys.executable, "-m", "contextjudge", "eval", "--app", spec, "--goldens", goldens_path, "--store",
-               str(self.ws.target), "--run-id", run_id, "--report", report_path, f"--model={judge}", "--no-progress"]
+        report_path = self.ws.report_target(report or os.path.join(".contextjudge", f"report-{run_id}.html"))
+        try:
+            os.makedirs(os.path.dirname(report_path), exist_ok=True)
+            # the app writes its report to a new file beside the target, moved over it once checked again: a link
+            # or a file put at the target meanwhile is replaced, never written through
+            fd, written = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=os.path.dirname(report_path))
+            os.close(fd)
+        except OSError as exc:
+            raise ToolArgumentError(f"report {report!r}: cannot write beside {report_path} ({exc.strerror or exc}): "
+                                    "pass a writable path inside the folder, or leave report out.") from exc
+        try:
+            return self._run_app(spec, goldens_path, run_id, report_path, written, keys, judge, threshold,
+                                 min_pass_rate, allow_errors, timeout_s, run_command)
+        finally:
+            if os.path.lexists(written):
+                os.unlink(written)
+
+    def _run_app(self, spec: str, goldens_path: str, run_id: str, report_path: str, written: str,
+                 keys: list[str] | None, judge: str, threshold: float | None, min_pass_rate: float | None,
+                 allow_errors: bool, timeout_s: float, run_command: Callable[..., Any] | None) -> dict[str, Any]:
+        cmd = [sys.executable, "-m", "contextjudge", "eval", "--app", spec, "--app-own-only", "--goldens",
+               goldens_path, "--store", str(self.ws.target), "--run-id", run_id, "--report", written,
+               f"--model={judge}", "--no-progress"]
         if keys:
             cmd += ["--metrics", *keys]
         if threshold is not None:
@@ -547,6 +589,9 @@ class AppRuns:
             why = next((ln.split("error: ", 1)[1] for ln in reversed(lines) if "contextjudge: error: " in ln),
                        lines[-1] if lines else "no message")
             raise ToolArgumentError(f"contextjudge eval --app {spec} failed: {why}")
+        if os.path.getsize(written):
+            self.ws.report_target(report_path)  # still a new path or a report
+            os.replace(written, report_path)
         self.ws.close()  # the run was written by another process: read the store afresh
         try:
             summary = self.reads.run_summary(run=run_id)
@@ -577,11 +622,23 @@ class AppRuns:
             if module == allowed_module and allowed_obj:
                 return self.ws.allow_app
             raise ToolArgumentError(f"app {spec!r} is not MODULE:OBJECT: pass e.g. {allowed_module}:rag_chain.")
-        if module != allowed_module:
-            raise ToolArgumentError(f"app {spec!r} is refused: this server runs only the module {allowed_module!r} "
-                                    f"(--allow-app {self.ws.allow_app}); pass an object of that module.")
+        if module != allowed_module or (allowed_obj and obj != allowed_obj):
+            raise ToolArgumentError(f"app {spec!r} is refused: this server runs only "
+                                    + (f"{self.ws.allow_app}" if allowed_obj else f"the module {allowed_module!r}")
+                                    + f" (--allow-app {self.ws.allow_app}); pass "
+                                    + (f"app={self.ws.allow_app!r} or leave app out." if allowed_obj
+                                       else "an object of that module."))
+        if not allowed_obj and not _OWN_NAME.fullmatch(obj):
+            # a dotted path reaches through the module to what it imported (myapp.rag:os.getpid()): refused here,
+            # before anything is imported; the app process then refuses a factory defined elsewhere
+            raise ToolArgumentError(f"app {spec!r} is refused: pass one name the module {allowed_module!r} defines "
+                                    f"(e.g. {allowed_module}:rag_chain, or {allowed_module}:build_app() for a "
+                                    "factory), not a dotted path into what it imports; or restart the server with "
+                                    f"--allow-app naming that exact object.")
         return spec
 
+
+_OWN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\(\))?")
 
 
 class Tools:

@@ -444,3 +444,15 @@ def _store_arg(p: argparse.ArgumentParser) -> None:
                    help="results store: a SQLite file path or a SQLAlchemy URL such as postgresql+psycopg://u@h/db "
                         "(default: $CONTEXTJUDGE_STORE, else .contextjudge/results.db)")
 
+
+def loopback_names(host: str, port: int) -> tuple[list[str], list[str]]:
+    """The Host headers and Origins a page on this machine sends to a server on loopback ``host``:``port`` (the
+    address it listens on, and 127.0.0.1, localhost and [::1], each with the port); any other Host is a DNS
+    rebinding page, any other Origin another site's page."""
+    names = []
+    for h in (host, "127.0.0.1", "localhost", "::1"):
+        shown = f"[{h.strip('[]')}]" if ":" in h else h
+        if shown not in names:
+            names.append(shown)
+    hosts = [f"{h}:{port}" for h in names] + (names if port == 80 else [])
+    return hosts, [f"http://{h}" for h in hosts]

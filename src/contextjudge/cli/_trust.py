@@ -234,7 +234,7 @@ def _print_calibration(report: dict, show: int) -> None:
         print(f"\n{len(report['unused_labels'])} node label(s) unused: their node is not among the labelled "
               "case's retrieved nodes (labels name nodes, never ranks):")
         for u in report["unused_labels"][:10]:
-            print(f"  {u['case']}: {shorten(str(u['node']), 90)!r}")
+            print(f"  {u['case']}: {shorten(str(u.get('text') or u['node']), 90)!r}")  # the node as a person reads it
     if report.get("metrics"):
         print()
         _print_table(["metric", "cases", "judged mean", "gold mean", "MAE", "Spearman"],

@@ -125,6 +125,7 @@ def _check(cases: Sequence[Any], unused: list[dict[str, Any]] | None = None) -> 
         labels, left = resolve_labels(tc, stored)
         if unused is not None:
             unused += [{"case": _case_id(tc, i), "input": tc.input, "node": e.get("id") or e.get("text") or e.get("hash"),
+                        "text": e.get("text") or None,
                         **{f: e[f] for f in ("labels", "relevance_labels", "utilization_labels") if f in e}}
                        for e in left]
         problems = label_problems(tc, labels)

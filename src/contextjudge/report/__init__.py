@@ -30,11 +30,13 @@ from ._bounded import DEFAULT_MAX_CASES
 from ._calibration import render_calibration
 from ._html import MetricChange, RunView, compare_runs, render_html
 from ._label_page import render_label_page
+from ._script import CSP
 from ._stats import Interval, bootstrap_mean, paired_difference
 from ._trend import render_trend
 
 __all__ = ["Interval", "MetricChange", "RunView", "bootstrap_mean", "compare_runs", "paired_difference",
-           "render_calibration", "render_label_page", "render_report", "render_trend", "run_view", "write_report"]
+           "is_report_file", "render_calibration", "render_label_page", "render_report", "render_trend", "run_view",
+           "write_report"]
 
 
 def run_view(store: Any, run: str | None = None, *, max_cases: int | None = None) -> RunView:
@@ -118,3 +120,16 @@ def write_report(path: str | os.PathLike, result: Any = None, **kwargs: Any) -> 
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
     return os.fspath(path)
+
+
+def is_report_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a plain file (not a link) holding a report this package wrote (its head as
+    ``render_report`` writes it): what a tool that writes reports may replace, unlike any other file."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return head.startswith("<!DOCTYPE html>") and f"content=\"{CSP}\"" in head

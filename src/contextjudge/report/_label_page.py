@@ -31,7 +31,8 @@ button.on-yes{background:#2e8540;color:#fff}button.on-no{background:#b3261e;colo
 table{border-collapse:collapse;font-size:.85em;width:100%}td,th{border-bottom:1px solid #e3e6eb;padding:.2em .3em;
 text-align:left}
 kbd{border:1px solid #aab;border-radius:3px;padding:0 .3em;background:#fff;color:#1d2330}
-#status{margin-left:auto}.err{color:#b3261e}
+#status{margin-left:auto}.err{color:#b3261e}#unsaved{color:#ffd54a}
+dl{margin:.4em 0}dd{margin:0 0 .3em 1em}
 textarea{width:100%;font:inherit;box-sizing:border-box}
 """
 
@@ -40,18 +41,23 @@ SCRIPT = r"""
   "use strict";
   var token = new URLSearchParams(location.search).get("t") || "";
   var st = {queue: localStorage.getItem("cj-queue") || "calibrate", who: localStorage.getItem("cj-who") || "",
-            queues: null, pos: {calibrate: 0, estimate: 0}, c: null, rows: [], sel: 0, undo: [], chain: Promise.resolve(),
-            pending: 0, saved: 0};
+            queues: null, pos: {calibrate: 0, estimate: 0}, c: null, rows: [], sel: 0, undo: [],
+            outbox: [], busy: false, tries: 0, saved: 0};
   function $(id) { return document.getElementById(id); }
   function el(tag, text, cls) { var n = document.createElement(tag); if (text !== undefined && text !== null) {
     n.textContent = String(text); } if (cls) { n.className = cls; } return n; }
-  function api(path, body) {
+  function request(path, body) {
     var url = path + (path.indexOf("?") < 0 ? "?" : "&") + "t=" + encodeURIComponent(token);
     var opt = {headers: {"X-CJ-Token": token}, cache: "no-store"};
-    if (body !== undefined) { opt.method = "POST"; opt.body = JSON.stringify(body);
+    /* keepalive: a label on its way when the tab closes still arrives */
+    if (body !== undefined) { opt.method = "POST"; opt.body = JSON.stringify(body); opt.keepalive = true;
       opt.headers["Content-Type"] = "application/json"; }
-    return fetch(url, opt).then(function (r) { return r.json().then(function (j) {
-      if (!r.ok) { throw new Error(j.error || r.status); } return j; }); });
+    return fetch(url, opt);
+  }
+  function api(path, body) {
+    return request(path, body).then(function (r) { return r.json().then(function (j) {
+      if (!r.ok) { var x = new Error(j.error || r.status); x.status = r.status; throw x; } return j; },
+      function () { var x = new Error("HTTP " + r.status); x.status = r.status; throw x; }); });
   }
   function status(msg, bad) { var s = $("status"); s.textContent = msg; s.className = bad ? "err" : ""; }
   function keys() { return st.queues ? st.queues[st.queue] : []; }
@@ -76,16 +82,48 @@ SCRIPT = r"""
     render();
     send({key: c.key, field: row.field, item: item, value: value});
   }
+  /* labels wait in the outbox until the server has them: sent one at a time in the order given, a failed one
+     retried (the server down, a busy store) with growing pauses; one the server refuses (4xx) is dropped and said */
+  function mark() {
+    var n = st.outbox.length;
+    document.body.setAttribute("data-cj-pending", String(n));
+    document.body.setAttribute("data-cj-saved", String(st.saved));
+    $("unsaved").textContent = n ? n + " unsaved" : "";
+  }
   function send(body) {
     body.queue = st.queue; body.who = st.who || null;
-    st.pending += 1; document.body.setAttribute("data-cj-pending", String(st.pending));
-    st.chain = st.chain.then(function () { return api("/api/label", body); }).then(function () {
-      st.saved += 1; status("saved " + st.saved + " label(s)"); figures();
-    }, function (err) { status("not saved: " + err.message + " (give it again)", true); }).then(function () {
-      st.pending -= 1; document.body.setAttribute("data-cj-pending", String(st.pending));
-      document.body.setAttribute("data-cj-saved", String(st.saved));
-    });
+    st.outbox.push(body); mark(); pump();
   }
+  function pump() {
+    if (st.busy || !st.outbox.length) { return; }
+    st.busy = true;
+    var wait = 0;
+    api("/api/label", st.outbox[0]).then(function () {
+      st.outbox.shift(); st.tries = 0; st.saved += 1; status("saved " + st.saved + " label(s)"); figures();
+    }, function (err) {
+      if (err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 429) {
+        st.outbox.shift(); status("not saved: " + err.message + " (give it again)", true);
+      } else {
+        st.tries += 1; wait = Math.min(5000, 250 * Math.pow(2, st.tries));
+        status("not saved yet: " + err.message + "; trying again", true);
+      }
+    }).then(function () { st.busy = false; mark(); if (wait) { setTimeout(pump, wait); } else { pump(); } });
+  }
+  /* leaving with labels unsaved: the browser asks first; when the page goes, the waiting labels go with it (the
+     latest of each item, as keepalive requests that outlive the page) */
+  window.addEventListener("beforeunload", function (ev) {
+    if (st.outbox.length) { ev.preventDefault(); ev.returnValue = ""; return ""; }
+  });
+  window.addEventListener("pagehide", function () {
+    var last = {}, order = [];
+    st.outbox.slice(st.busy ? 1 : 0).forEach(function (b) {
+      var id = JSON.stringify([b.key, b.field, b.who, b.item && b.item.hash !== undefined ? [b.item.id, b.item.hash] : b.item,
+        b.field === "note" ? order.length : 0]);
+      if (!(id in last)) { order.push(id); } last[id] = b;
+    });
+    order.forEach(function (id) { request("/api/label", last[id]).catch(function () {}); });
+    st.outbox = st.outbox.slice(0, st.busy ? 1 : 0);  /* handed over: never sent twice if the page comes back */
+  });
   function undo() {
     var u = st.undo.pop(); if (!u) { status("nothing to undo"); return; }
     if (st.c && st.c.key === u.key) {
@@ -124,6 +162,8 @@ SCRIPT = r"""
       d.appendChild(el("div", n.text, "txt"));
       d.appendChild(yesno({kind: "node", i: i, field: "labels"}, ["useful (1/2)", "yes", "no"]));
       d.appendChild(yesno({kind: "node", i: i, field: "relevance_labels"}, ["relevant (3/4)", "yes", "no"]));
+      if (c.actual_output !== null) {
+        d.appendChild(yesno({kind: "node", i: i, field: "utilization_labels"}, ["used (5/6)", "yes", "no"])); }
       box.appendChild(d);
     });
     if (c.statements.length) { box.appendChild(el("h2", "Statements of the expected output: supported by the nodes?")); }
@@ -151,8 +191,9 @@ SCRIPT = r"""
   function figures() {
     return api("/api/figures").then(function (f) {
       var box = $("figures"); box.textContent = ""; var r = f.calibrate;
-      box.appendChild(el("p", "labels given: " + f.labels.calibrate + " from calibrate, " + f.labels.estimate +
-        " from estimate (only estimate-queue cases enter the bias-corrected means)", "src"));
+      var given = el("p", "labels given: " + f.labels.calibrate + " from calibrate, " + f.labels.estimate +
+        " from estimate (each item once, however often relabelled; only estimate-queue cases enter the " +
+        "bias-corrected means)", "src"); given.id = "given"; box.appendChild(given);
       if (!r) { box.appendChild(el("p", "No labelled case yet.")); }
       else {
         box.appendChild(el("h2", "Judge " + r.judge + " against your labels (" + r.cases + " cases)"));
@@ -160,7 +201,8 @@ SCRIPT = r"""
         ["family", "items", "kappa", "TPR", "TNR", "more cases for width " + f.target_width].forEach(function (x) {
           h.appendChild(el("th", x)); });
         t.appendChild(h);
-        ["node_usefulness", "sentence_relevance", "statement_support", "statement_support.actual_output"].forEach(
+        ["node_usefulness", "node_usefulness.actual_output", "sentence_relevance", "statement_support",
+         "statement_support.actual_output"].forEach(
           function (fam) {
           var x = r[fam]; if (!x) { return; } var tr = el("tr");
           cell(tr, fam); cell(tr, x.items, fam, "items"); cell(tr, ci(x.kappa, x.kappa_ci), fam, "kappa");
@@ -195,6 +237,8 @@ SCRIPT = r"""
     else if ((k === "1" || k === "2") && row) { give(row, k === "1"); }
     else if ((k === "3" || k === "4") && row && row.kind === "node") {
       give({kind: "node", i: row.i, field: "relevance_labels"}, k === "3"); }
+    else if ((k === "5" || k === "6") && row && row.kind === "node" && st.c.actual_output !== null) {
+      give({kind: "node", i: row.i, field: "utilization_labels"}, k === "5"); }
     else if (k === "n" || k === "s") { move(1); }
     else if (k === "p") { move(-1); }
     else if (k === "u" || k === "z") { undo(); }
@@ -241,10 +285,22 @@ def render_label_page(title: str = "contextjudge labelling") -> str:
         "<label>queue <select id='queue'><option value='calibrate'>calibrate (most informative first)</option>"
         "<option value='estimate'>estimate (random draw)</option></select></label>"
         "<label>your name <input id='who' size='10'></label><span id='where'></span><span id='status'></span>"
+        "<strong id='unsaved' role='status'></strong>"
         "</header><main><section id='case'><p>Loading ...</p></section><div><section id='figures'></section>"
         "<section><h2>Note on this case</h2><textarea id='note' rows='2' placeholder='o to write, Esc to save'>"
         "</textarea><p class='src'><kbd>j</kbd>/<kbd>k</kbd> next/previous item, <kbd>1</kbd>/<kbd>2</kbd> useful "
-        "(or, on a statement of the expected or actual output, supported) yes/no, <kbd>3</kbd>/<kbd>4</kbd> relevant yes/no, <kbd>n</kbd> next case (skip), "
+        "(or, on a statement of the expected or actual output, supported) yes/no, <kbd>3</kbd>/<kbd>4</kbd> "
+        "relevant yes/no, <kbd>5</kbd>/<kbd>6</kbd> used yes/no, <kbd>n</kbd> next case (skip), "
         "<kbd>p</kbd> previous case, <kbd>u</kbd> undo, <kbd>q</kbd> switch queue, <kbd>o</kbd> note. Every label "
-        "is saved the moment you give it.</p></section></div></main>"
+        "is sent the moment you give it; until the store has it the header counts it as unsaved (retried until "
+        "it is), and leaving the page then asks first.</p>"
+        "<dl class='src' id='meanings'>"
+        "<dt><b>useful</b></dt><dd>the node helps give the <em>expected</em> answer: it holds a fact that answer "
+        "states (contextual precision, the node's rank counts).</dd>"
+        "<dt><b>relevant</b></dt><dd>the node is about the question, whether or not it answers it (contextual "
+        "relevancy).</dd>"
+        "<dt><b>used</b></dt><dd>the app's <em>actual</em> answer draws on the node (context utilization); only "
+        "when the case has an answer.</dd>"
+        "<dt><b>supported</b></dt><dd>the statement can be read in the retrieved nodes (recall for the expected "
+        "output's statements, faithfulness for the answer's).</dd></dl></section></div></main>"
         f"<script>{SCRIPT}</script></body></html>")

@@ -63,6 +63,22 @@ class LabelStore(LoadStore):
         name or prefix), else the case with that key, when every run holding it retrieved the same nodes (when
         they differ, ConfigurationError asks for ``run`` or node labels by text, and nothing is written).
         """
+        matched, unmatched, writes = self._label_writes(records, check, lines=lines, run=run)
+        if writes:
+            with self._guard("save gold labels"), self._begin() as conn:
+                self._save_label_writes(conn, writes)
+        return matched, unmatched
+
+    def _save_label_writes(self, conn: Any, writes: dict[str, dict[str, Any]]) -> None:
+        ins = self._dialect_insert(S.labels)
+        upsert = ins.on_conflict_do_update(index_elements=["case_key"], set_={
+            "input": ins.excluded.input, "labels": ins.excluded.labels, "created_at": ins.excluded.created_at})
+        conn.execute(upsert, list(writes.values()))
+
+    def _label_writes(self, records: Iterable[dict[str, Any]], check: Callable[[Any, dict[str, Any]], list[str]]
+                      | None = None, *, lines: list[int] | None = None, run: str | None = None
+                      ) -> tuple[list[LabelMatch], list[LabelMatch], dict[str, dict[str, Any]]]:
+        """``add_labels`` up to the write: (matched, unmatched, the ``cj_labels`` rows to upsert), read only."""
         from ..cases.goldens import normalize_input  # noqa: PLC0415 - layer 2, read only here
 
         def where(i: int) -> str:  # a record as the user finds it: its line in the file when known
@@ -110,13 +126,7 @@ class LabelStore(LoadStore):
                              "created_at": time.time()}
         if writes and check is not None:
             self._check_labels(writes, matched, check, where)
-        if writes:
-            ins = self._dialect_insert(S.labels)
-            upsert = ins.on_conflict_do_update(index_elements=["case_key"], set_={
-                "input": ins.excluded.input, "labels": ins.excluded.labels, "created_at": ins.excluded.created_at})
-            with self._guard("save gold labels"), self._begin() as conn:
-                conn.execute(upsert, list(writes.values()))
-        return matched, unmatched
+        return matched, unmatched, writes
 
     def _cases_labels_were_given_for(self, keys: list[str], run: str | None) -> dict[str, list[Any]]:
         """Per case key, the test cases holding it (those of ``run`` only, when given), newest first."""
@@ -170,8 +180,8 @@ class LabelStore(LoadStore):
         ``utilization_labels`` (``item`` the node: its ``node_ref``), ``statement_labels`` (``item`` the
         expected output's statement) or ``answer_statement_labels`` (``item`` the actual output's statement, kept
         beside it in ``answer_statements``), or ``note`` (only logged, with ``note``); ``value`` None withdraws the item's label (undo). The case's labels are rewritten
-        through ``add_labels`` (keyed, checked) and the label is logged in ``cj_label_log`` (who, when, queue, note)
-        at once; returns the case's labels as now stored. Callers serialise calls for one case (read-modify-write)."""
+        as ``add_labels`` writes them (keyed, checked) and the label is logged in ``cj_label_log`` (who, when, queue,
+        note), in one transaction with the case's queue tag; returns the case's labels as now stored. Callers serialise calls for one case (read-modify-write)."""
         from ..cases.labels import LABEL_FIELDS, NODE_FIELDS  # noqa: PLC0415
 
         if field not in (*LABEL_FIELDS, "note"):
@@ -215,12 +225,14 @@ class LabelStore(LoadStore):
             logged = text
         for k in [k for k, v in now.items() if v in (None, [])]:
             del now[k]
-        if any(k not in ("statements", "answer_statements") for k in now):
-            self.add_labels([{"key": case_key, **now}])
-        else:  # the last label withdrawn: the case carries none
-            with self._guard("save gold labels"), self._begin() as conn:
+        keep = any(k not in ("statements", "answer_statements") for k in now)
+        writes = self._label_writes([{"key": case_key, **now}])[2] if keep else {}
+        # the label, its log row and the case's queue tag in one transaction: a crash keeps all three or none
+        with self._guard("save a label"), self._begin() as conn:
+            if keep:
+                self._save_label_writes(conn, writes)
+            else:  # the last label withdrawn: the case carries none
                 conn.execute(S.labels.delete().where(S.labels.c.case_key == case_key))
-        with self._guard("log a label"), self._begin() as conn:
             conn.execute(S.label_log.insert().values(
                 case_key=case_key, run_id=run_id, field=field, item=logged, value=value, who=who, queue=queue,
                 note=note, created_at=time.time()))

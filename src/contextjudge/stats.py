@@ -32,7 +32,7 @@ from typing import Any
 
 __all__ = ["Agreement", "Interval", "PPIEstimate", "binary_agreement", "bootstrap", "cohen_kappa", "confusion", "mae",
            "mean_interval", "moments_interval", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
-           "significantly_worse", "spearman", "t_quantile", "unpaired_difference"]
+           "significantly_worse", "sign_test", "spearman", "t_quantile", "unpaired_difference"]
 
 LEVEL = 0.95
 SEED = 20240601
@@ -234,6 +234,18 @@ def significantly_worse(diff: Interval) -> bool:
 def significantly_better(diff: Interval) -> bool:
     """Whether a difference's interval lies wholly above zero."""
     return diff.low is not None and diff.low > 0
+
+
+def sign_test(losses: int, wins: int) -> float:
+    """The exact one-sided sign test (McNemar's exact test on paired outcomes): the chance of at least ``losses``
+    losses among ``losses + wins`` paired cases that changed (ties left out), were a loss and a win equally likely.
+
+    2 losses, 0 wins -> 0.25 (two goldens cannot show a drop); 6 losses, 0 wins -> 0.015625; none changed -> 1.0.
+    """
+    n = losses + wins
+    if n == 0 or losses <= 0:
+        return 1.0
+    return sum(math.comb(n, i) for i in range(losses, n + 1)) / 2 ** n
 
 
 # --------------------------------------------------------------------------------------- prediction-powered

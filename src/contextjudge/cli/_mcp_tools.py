@@ -365,7 +365,8 @@ class StoreReads:
         """Judge calls, tokens and dollars before anything is judged (``engine.estimate``), for a goldens file or a
         stored run's cases."""
         from ..engine import estimate  # noqa: PLC0415
-        from ._shared import DEFAULT_EVAL_METRICS, _config_metric_keys  # noqa: PLC0415
+        from ..metrics import default_metrics_for  # noqa: PLC0415
+        from ._shared import _config_metric_keys  # noqa: PLC0415
 
         if (goldens is None) == (run is None):
             raise ToolArgumentError("estimate needs the cases: pass goldens (a goldens file's path) or run (a stored "
@@ -374,7 +375,7 @@ class StoreReads:
             raise ToolArgumentError(f"sample_rate={sample_rate}: pass a share from 0 to 1.")
         if requests_per_day is not None and requests_per_day < 0:
             raise ToolArgumentError(f"requests_per_day={requests_per_day}: pass a number >= 0, or leave it out.")
-        default = list(DEFAULT_EVAL_METRICS)
+        default: list[str] = []
         observed = None
         source: Any
         if goldens is not None:
@@ -387,11 +388,12 @@ class StoreReads:
             if not len(source):
                 raise ToolArgumentError(f"goldens {goldens!r} holds no goldens: one JSON object per line with an "
                                         "'input'.")
+            default = default_metrics_for(source.items)
         else:
             run_id = self.ws.run_id(run)
             store = self.ws.store()
-            default = _config_metric_keys(store.run_info(run_id).config) or default
             source = [c.test_case for c in store.load_cases(run_id)]
+            default = _config_metric_keys(store.run_info(run_id).config) or default_metrics_for(source)
             observed = store.answer_lengths(model)
             if not source:
                 raise ToolArgumentError(f"the run {run_id} holds no cases to estimate: pass another run.")
@@ -418,7 +420,8 @@ class Judging:
         per-node verdicts."""
         from ..cases.testcase import LLMTestCase  # noqa: PLC0415
         from ..engine import evaluate  # noqa: PLC0415
-        from ._shared import DEFAULT_EVAL_METRICS, _build_metrics, _judge  # noqa: PLC0415
+        from ..metrics import default_metric_keys  # noqa: PLC0415
+        from ._shared import _build_metrics, _judge  # noqa: PLC0415
 
         if not isinstance(input, str) or not input.strip():
             raise ToolArgumentError("input: pass the user's question as a non-empty string.")
@@ -427,11 +430,7 @@ class Judging:
                                     "first.")
         if threshold is not None and not 0.0 <= threshold <= 1.0:
             raise ToolArgumentError(f"threshold={threshold}: pass a number from 0 to 1, or leave it out.")
-        default = list(DEFAULT_EVAL_METRICS)
-        if expected_output is None:
-            default = [k for k in default if k not in ("contextual_precision", "contextual_recall")]
-        if output is None:
-            default = [k for k in default if k != "context_utilization"]
+        default = default_metric_keys(expected_output=expected_output is not None, actual_output=output is not None)
         keys = self.ws.keys(metrics, default)
         try:
             judge_model = _judge(judge, quiet=True)

@@ -31,7 +31,7 @@ from statistics import NormalDist
 from typing import Any
 
 __all__ = ["Agreement", "Interval", "PPIEstimate", "binary_agreement", "bootstrap", "cohen_kappa", "confusion", "mae",
-           "mean_interval", "moments_interval", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
+           "mean_interval", "moments_interval", "one_class", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
            "significantly_worse", "sign_test", "spearman", "t_quantile", "unpaired_difference"]
 
 LEVEL = 0.95
@@ -345,6 +345,17 @@ def cohen_kappa(tp: int, fp: int, fn: int, tn: int) -> float | None:
     if pe >= 1.0:
         return 1.0 if po >= 1.0 else 0.0
     return (po - pe) / (1 - pe)
+
+
+def one_class(tp: int, fp: int, fn: int, tn: int) -> str | None:
+    """Why Cohen's kappa says nothing on these counts, or None when it can: every label, or every verdict, is one
+    class ("only yes labels", "only no verdicts"); kappa is then 0 or 1 by arithmetic, not by agreement."""
+    if tp + fp + fn + tn == 0:
+        return "no items"
+    for what, yes, no in (("labels", tp + fn, fp + tn), ("verdicts", tp + fp, fn + tn)):
+        if not yes or not no:
+            return f"only {'yes' if yes else 'no'} {what}"
+    return None
 
 
 def confusion(pairs: Iterable[tuple[bool, bool]]) -> tuple[int, int, int, int]:

@@ -463,8 +463,8 @@ class Judging:
     # ---- runs
     def judge_check(self, *, judge: str = "local", limit: int | None = None, show: int = 3) -> dict[str, Any]:
         """``contextjudge calibrate --builtin``: the judge's agreement (accuracy, Cohen's kappa, TPR, TNR, with 95%
-        intervals) with the labelled set that ships with contextjudge, per verdict family; ``limit``: only the
-        first N labelled cases (quicker, wider intervals)."""
+        intervals) with the labelled set that ships with contextjudge, per verdict family; ``limit``: N labelled
+        cases drawn across the families and both labels (``stratified``; quicker, wider intervals)."""
         from .._aio import run_sync  # noqa: PLC0415
         from ..engine import acalibrate, read_labels_file  # noqa: PLC0415
         from ..judges import FAMILIES  # noqa: PLC0415
@@ -482,7 +482,7 @@ class Judging:
         cases = read_labels_file(builtin_check_path())
         total = len(cases)
         if limit is not None:
-            cases = cases[:limit]
+            cases = stratified(cases, limit)
         spec = judge if judge.strip().lower() != "fake" else None
         report = run_sync(acalibrate(cases, judge_model, judge_spec=spec))
         families = {}
@@ -500,6 +500,28 @@ class Judging:
                 "errors": len(report.get("errors") or []), "level": 0.95}
 
     # ---- the user's app
+
+def stratified(cases: list[Any], limit: int) -> list[Any]:
+    """``limit`` of the labelled ``cases``, drawn in turn from each stratum (the label fields a case carries, and
+    whether its labels hold a yes, a no or both), in file order within each: a sample of every family and of both
+    labels, where the first N of a file grouped by family would be one family's positives (kappa then means
+    nothing)."""
+    from ..cases.labels import LABEL_FIELDS, labels_of  # noqa: PLC0415
+
+    strata: dict[tuple[Any, ...], list[Any]] = {}
+    for tc in cases:
+        labels = labels_of(tc) or {}
+        fields = tuple(f for f in LABEL_FIELDS if labels.get(f))
+        values = [bool(v) for f in fields for v in labels[f] if v is not None]
+        strata.setdefault((fields, any(values), not all(values)), []).append(tc)
+    queues = [list(reversed(q)) for q in strata.values()]
+    out: list[Any] = []
+    while len(out) < limit and any(queues):
+        for q in queues:
+            if q and len(out) < limit:
+                out.append(q.pop())
+    return out
+
 
 class AppRuns:
     """evaluate_app: the user's app run on goldens in a fresh process, into the server's store, then read back."""

@@ -18,16 +18,7 @@ import pytest
 
 from contextjudge import LLMTestCase, evaluate
 from contextjudge.cli import main
-from contextjudge.metrics import (
-    ContextualPrecisionMetric,
-    ContextualRelevancyMetric,
-    HitRateMetric,
-    default_metric_keys,
-    default_metrics_for,
-    not_gated,
-    trusted_families,
-)
-from contextjudge.stats import one_class, sign_test
+from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric, HitRateMetric
 from contextjudge.testing import FakeJudge
 
 HELPDESK_APP = textwrap.dedent('''
@@ -141,6 +132,8 @@ def test_the_right_retriever_passes_by_default_and_the_worse_one_fails_naming_th
 
 # ------------------------------------------------------------------------------------------------ 1. defaults
 def test_one_default_set_from_what_the_goldens_carry():
+    from contextjudge.metrics import default_metric_keys, default_metrics_for
+
     assert default_metric_keys(expected_ids=True, expected_output=True) == [
         "hit_rate", "mrr", "recall_at_k", "ndcg", "contextual_precision", "contextual_recall",
         "contextual_relevancy", "context_utilization", "faithfulness"]
@@ -171,6 +164,7 @@ def test_estimate_defaults_follow_the_goldens(tmp_path, capsys):
 def test_trust_of_the_embedded_judge_comes_from_its_calibration_file(tmp_path):
     from contextjudge.judges import resolve_model
     from contextjudge.judges._calibration import CalibratedJudge, Calibration
+    from contextjudge.metrics import not_gated, trusted_families
 
     local = resolve_model("local")
     assert trusted_families(local) == frozenset()
@@ -188,6 +182,8 @@ def test_trust_of_the_embedded_judge_comes_from_its_calibration_file(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ 2. regressions
 def test_sign_test_is_exact():
+    from contextjudge.stats import sign_test
+
     assert sign_test(2, 0) == 0.25
     assert sign_test(6, 0) == pytest.approx(1 / 64)
     assert sign_test(0, 3) == 1.0 and sign_test(0, 0) == 1.0
@@ -235,6 +231,8 @@ def test_compare_names_a_fewer_nodes_rise_in_relevancy_and_fails_on_the_exact_re
 
 # ------------------------------------------------------------------------------------------------ 3. kappa
 def test_kappa_of_one_class_is_not_a_number():
+    from contextjudge.stats import one_class
+
     assert one_class(10, 0, 0, 0) == "only yes labels"
     assert one_class(0, 0, 3, 7) == "only no verdicts"
     assert one_class(3, 1, 1, 3) is None
@@ -269,13 +267,20 @@ def test_judge_check_draws_a_sample_across_families_and_labels(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ 4. first page
-def test_the_demos_worst_cases_show_only_what_the_gate_uses():
+def test_the_demos_worst_cases_show_only_what_the_gate_uses(capsys):
+    """The demo on the embedded judge: its worst cases never present a relevancy or utilization 0.0 (shown, not
+    gated) as the good retriever's failure; it says what the gate uses and what the judge is trusted for."""
     pytest.importorskip("contextjudge_langchain")
-    from contextjudge_langchain.demo import gated_names
+    pytest.importorskip("contextjudge.local")
+    from contextjudge_langchain.demo import main as demo
 
-    assert "Contextual Relevancy" not in gated_names(real_judge=True)
-    assert "Contextual Precision" in gated_names(real_judge=True)
-    assert "Contextual Relevancy" in gated_names(real_judge=False)
+    assert demo(["--judge", "local", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    worst = out.split("Worst cases, good retriever", 1)[1].split("\n\n", 1)[0]
+    scored = [line.split(";")[0].strip() for line in worst.splitlines() if "; retrieved [" in line]
+    assert scored, out
+    assert not any(line.startswith(("Contextual Relevancy", "Context Utilization")) for line in scored), worst
+    assert "What the gate uses: Contextual Precision, Contextual Recall." in " ".join(out.split())
 
 
 def test_the_readme_llamaindex_snippet_scores_what_the_gate_uses():

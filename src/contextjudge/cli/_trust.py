@@ -215,7 +215,8 @@ def _kappa(row: dict[str, Any]) -> str:
     from ..stats import one_class  # noqa: PLC0415
 
     conf = row.get("confusion") or {}
-    single = one_class(*(int(conf.get(k, 0)) for k in ("tp", "fp", "fn", "tn"))) if conf else None
+    single = one_class(*(int(conf[k]) for k in ("tp", "fp", "fn", "tn"))) \
+            if all(k in conf for k in ("tp", "fp", "fn", "tn")) else None
     return f"n/a ({single})" if single else _ci(row["kappa"], row["kappa_ci"])
 
 

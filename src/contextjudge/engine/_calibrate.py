@@ -451,7 +451,8 @@ def advice(report: dict[str, Any]) -> list[dict[str, Any]]:
         yes = int(conf.get("tp", 0)) + int(conf.get("fn", 0))
         items = int(got.get("items") or 0)
         cv = fit.get("kappa_after_cv") if fit.get("fitted") else None
-        single = one_class(*(int(conf.get(k, 0)) for k in ("tp", "fp", "fn", "tn"))) if conf else None
+        single = one_class(*(int(conf[k]) for k in ("tp", "fp", "fn", "tn"))) \
+            if all(k in conf for k in ("tp", "fp", "fn", "tn")) else None
         if single:  # kappa is 0 or 1 by arithmetic: it cannot vouch for the judge
             verdict = "do not gate on this metric with this judge"
             why = (f"kappa n/a ({single}): agreement cannot be measured on one class; label items of both kinds "

@@ -217,15 +217,18 @@ class StoreReads:
         run_id = self.ws.run_id(run)
         info = self.ws.store().run_info(run_id)
         result = self._load(run_id)
-        gates = _metric_gates(result, None)
+        loose = (info.config or {}).get("not_gated") if isinstance(info.config, dict) else None
+        gates = _metric_gates(result, None, None, loose if isinstance(loose, dict) else None)
         metrics = []
         for name, g in gates.items():
             iv, pr = result.interval(name), result.pass_rate_interval(name)
             metrics.append({"metric": name, "mean": _num(g.summary["mean"]), "mean_ci": _ci(iv),
                             "pass_rate": _num(g.summary["pass_rate"]), "pass_rate_ci": _ci(pr),
                             "scored": g.summary["scored"], "errors": g.summary["errors"],
-                            "threshold": _num(g.threshold), "gate": "fail: " + "; ".join(g.fails) if g.fails
-                            else "pass", "corrected": g.summary.get("corrected")})
+                            "threshold": _num(g.threshold),
+                            "gate": ("not gated (the judge is not trusted for it)" if g.not_gated else
+                                     "fail: " + "; ".join(g.fails) if g.fails else "pass"),
+                            "corrected": g.summary.get("corrected")})
         u = result.usage
         return {"run_id": run_id, "name": info.name, "status": info.status, "created_at": _iso(info.created_at),
                 "cases": len(result), "cases_with_errors": len(_errored_cases(result)),

@@ -41,12 +41,12 @@ def test_default_metrics_without_goldens_need_no_expected_output():
     """Production capture with no goldens: no wall of precision/recall errors, only the metrics that can run."""
     got = []
     scorer = CaptureSession(model=FakeJudge(), on_result=lambda c, r: got.append(r))
-    assert [m.key for m in scorer.metrics] == ["contextual_relevancy", "context_utilization",
+    assert [m.key for m in scorer.metrics] == ["contextual_relevancy", "context_utilization", "faithfulness",
                                                "turn_contextual_relevancy"]
     for i in range(2):
         scorer.submit(_case(i))
     assert scorer.flush(10)
-    assert len(got) == 4 and not any(r.error for r in got)
+    assert len(got) == 6 and not any(r.error for r in got)
     scorer.close()
     with_goldens = CaptureSession(model=FakeJudge(), goldens=[{"input": "q", "expected_output": "a"}])
     assert [m.key for m in with_goldens.metrics][:2] == ["contextual_precision", "contextual_recall"]

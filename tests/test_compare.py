@@ -1,4 +1,5 @@
-"""``contextjudge compare --fail-on-regression``: a paired-t test over the cases both runs scored, on real SQLite stores.
+"""``contextjudge compare --fail-on-regression``: the paired differences (paired-t intervals) and the gate's exact sign
+test over the cases both runs scored, on real SQLite stores.
 
 Each run is a real ``evaluate`` of ContextualPrecisionMetric with a scripted judge that calls exactly one node of each
 case useful, so where a run ranks that node fixes the case's score: rank 1 -> 1.0, rank 2 -> 0.5, rank 3 -> 1/3.
@@ -55,7 +56,7 @@ def test_significantly_worse_exits_1_and_lists_the_cases_that_changed_most(capsy
     _run(db, "cur", [2, 3, 2, 3, 2, 3, 2, 3])
     rc, out = _compare(capsys, db, "--fail-on-regression")
     assert rc == 1
-    assert "FAILED: worse on Contextual Precision" in out and "below zero" in out
+    assert "FAILED: dropped on Contextual Precision (8 worse, 0 better, sign test p = 0.0039)" in out
     row = _row(out)
     assert "-0.583" in row and " 8 " in row and row.rstrip().endswith("worse")
     assert "paired-t" in out.splitlines()[0]
@@ -139,14 +140,14 @@ def test_compare_runs_gives_the_hand_computed_paired_t_interval(db):
 
 def test_cases_pair_by_id_before_input(capsys, db):
     judge = FakeJudge(rules={"USEFUL": "yes"}, default="no")
-    base = [_case(i, 1) for i in range(4)]
-    cur = [_case(i, 3, prefix="reworded") for i in range(4)]
+    base = [_case(i, 1) for i in range(6)]  # six drops: the sign test's p is 1/64 (four could not reach 5%)
+    cur = [_case(i, 3, prefix="reworded") for i in range(6)]
     for i, (b, c) in enumerate(zip(base, cur, strict=True)):
         b.id = c.id = f"case-{i}"
     evaluate(base, [ContextualPrecisionMetric(model=judge)], store=db, run_id="base", show_progress=False)
     evaluate(cur, [ContextualPrecisionMetric(model=judge)], store=db, run_id="cur", show_progress=False)
     rc, out = _compare(capsys, db, "--fail-on-regression")
-    assert rc == 1 and " 4 " in _row(out) and "-0.667" in _row(out)
+    assert rc == 1 and " 6 " in _row(out) and "-0.667" in _row(out)
 
 
 def test_compare_covers_faithfulness_and_a_ranking_metric(capsys, db):
@@ -167,6 +168,6 @@ def test_compare_covers_faithfulness_and_a_ranking_metric(capsys, db):
     run("base", 1, "")  # every statement supported: faithfulness 1.0
     run("cur", 2, " It is made up.")  # one of two: 0.5
     rc, out = _compare(capsys, db, "--fail-on-regression")
-    assert rc == 1 and "worse on" in out
+    assert rc == 1 and "FAILED: dropped on" in out
     assert "-0.500" in _row(out, "MRR") and _row(out, "MRR").rstrip().endswith("worse")
     assert "-0.500" in _row(out, "Faithfulness") and _row(out, "Faithfulness").rstrip().endswith("worse")

@@ -193,7 +193,8 @@ def test_score_uses_the_embedded_judge_and_ranks_matter(server):
                                "metrics": ["precision"]})
     assert first["judge"].startswith("contextjudge-local")
     by = {s["metric"]: s for s in first["scores"]}
-    assert set(by) == {"Contextual Precision", "Contextual Recall", "Contextual Relevancy", "Context Utilization"}
+    assert set(by) == {"Contextual Precision", "Contextual Recall", "Contextual Relevancy", "Context Utilization",
+                       "Faithfulness"}
     assert by["Contextual Precision"]["score"] == 1.0 and by["Contextual Precision"]["reason"]
     assert [v["verdict"] for v in by["Contextual Precision"]["verdicts"]] == ["yes", "no"]
     assert [s["metric"] for s in last["scores"]] == ["Contextual Precision"]
@@ -476,11 +477,14 @@ def test_evaluate_app_runs_the_langchain_tutorial_app_and_only_the_allowed_modul
     assert "refused" in server.error("evaluate_app", {"goldens": "goldens.jsonl", "app": "other:chain"})
     out = server.ok("evaluate_app", {"goldens": "goldens.jsonl", "judge": "local", "threshold": 1.0})
     assert out["app"] == "rag_app:chain" and out["run_id"].startswith("mcp-")
-    assert out["exit_code"] == 1 and out["verdict"] == "gate failed" and not out["gate_passed"]
+    # the right retriever passes: precision and recall reach even 1.0; relevancy (1/6 here) is shown, not gated,
+    # with the embedded judge uncalibrated (issue 46)
+    assert out["exit_code"] == 0 and out["verdict"] == "pass" and out["gate_passed"]
     assert Path(out["report"]).is_file() and Path(out["report"]).parent.parent == project
     summary = out["summary"]
     assert summary["cases"] == 3 and summary["judges"] == ["contextjudge-local"]
-    assert any(m["gate"].startswith("fail: mean") for m in summary["metrics"])
+    gates = {m["metric"]: m["gate"] for m in summary["metrics"]}
+    assert gates["Contextual Precision"] == "pass" and gates["Contextual Relevancy"].startswith("not gated")
     worst = server.ok("worst_cases", {"run": out["run_id"]})  # the run is in the server's store
-    assert worst["total"] == 12 and worst["cases"][0]["nodes"]
+    assert worst["total"] == 15 and worst["cases"][0]["nodes"]
     assert server.ok("runs")["runs"][0]["run_id"] == out["run_id"]

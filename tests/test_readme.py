@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 @pytest.mark.parametrize("app", ["examples.hr_app:chain", "examples.hr_app:build_agent()"])
 def test_the_readme_eval_command_on_the_example_app(app: str, tmp_path: Path, monkeypatch, capsys) -> None:
-    """The README's `contextjudge eval` example: relevancy fails its default threshold (exit 1, as printed there);
-    with its own threshold the run passes."""
+    """The README's `contextjudge eval` example: the right retriever passes by default (exit 0, as printed there),
+    relevancy shown but not gated with the embedded judge uncalibrated; a threshold of its own makes it gate."""
     pytest.importorskip("contextjudge_langchain")
     if "agent" in app:
         pytest.importorskip("langchain.agents")
@@ -23,9 +23,12 @@ def test_the_readme_eval_command_on_the_example_app(app: str, tmp_path: Path, mo
     monkeypatch.chdir(ROOT)
     common = ["eval", "--app", app, "--goldens", "examples/goldens.jsonl", "--model", "local",
               "--store", str(tmp_path / "r.db"), "--no-progress"]
-    assert main(common) == 1
+    assert main(common) == 0
     out = capsys.readouterr().out
-    assert "FAIL: mean 0.242 < 0.50" in out and "15 case(s), 0 with an error" in out
+    assert "not gated (would fail: mean 0.242 < 0.50)" in out and "15 case(s), 0 with an error" in out
+    assert "\nnot gated: Contextual Relevancy, Context Utilization, Faithfulness (shown only" in out
+    assert main([*common, "--threshold", "contextual_relevancy=0.5"]) == 1
+    assert "FAILED: Contextual Relevancy: mean 0.242 < 0.50" in capsys.readouterr().out
     assert main([*common, "--threshold", "contextual_relevancy=0.2"]) == 0
 
 
@@ -40,7 +43,7 @@ def test_the_readme_calibrate_commands_on_the_example_labels(tmp_path: Path, mon
     monkeypatch.chdir(ROOT)
     db = str(tmp_path / "cj.db")
     assert main(["eval", "--app", "examples.hr_app:chain", "--goldens", "examples/goldens.jsonl", "--model", "local",
-                 "--store", db, "--no-progress"]) == 1  # relevancy fails its default bar, as in the eval example
+                 "--store", db, "--no-progress"]) == 0  # the right retriever passes, as in the eval example
     assert main(["label", "--store", db, "examples/labels.jsonl"]) == 0
     assert "labelled 15 case(s)" in capsys.readouterr().out
     saved = tmp_path / "cal.json"

@@ -31,8 +31,8 @@ from statistics import NormalDist
 from typing import Any
 
 __all__ = ["Agreement", "Interval", "PPIEstimate", "binary_agreement", "bootstrap", "cohen_kappa", "confusion", "mae",
-           "mean_interval", "moments_interval", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
-           "significantly_worse", "spearman", "t_quantile", "unpaired_difference"]
+           "mean_interval", "moments_interval", "one_class", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
+           "significantly_worse", "sign_test", "spearman", "t_quantile", "unpaired_difference"]
 
 LEVEL = 0.95
 SEED = 20240601
@@ -236,6 +236,18 @@ def significantly_better(diff: Interval) -> bool:
     return diff.low is not None and diff.low > 0
 
 
+def sign_test(losses: int, wins: int) -> float:
+    """The exact one-sided sign test (McNemar's exact test on paired outcomes): the chance of at least ``losses``
+    losses among ``losses + wins`` paired cases that changed (ties left out), were a loss and a win equally likely.
+
+    2 losses, 0 wins -> 0.25 (two goldens cannot show a drop); 6 losses, 0 wins -> 0.015625; none changed -> 1.0.
+    """
+    n = losses + wins
+    if n == 0 or losses <= 0:
+        return 1.0
+    return sum(math.comb(n, i) for i in range(losses, n + 1)) / 2 ** n
+
+
 # --------------------------------------------------------------------------------------- prediction-powered
 @dataclass(frozen=True)
 class PPIEstimate:
@@ -333,6 +345,17 @@ def cohen_kappa(tp: int, fp: int, fn: int, tn: int) -> float | None:
     if pe >= 1.0:
         return 1.0 if po >= 1.0 else 0.0
     return (po - pe) / (1 - pe)
+
+
+def one_class(tp: int, fp: int, fn: int, tn: int) -> str | None:
+    """Why Cohen's kappa says nothing on these counts, or None when it can: every label, or every verdict, is one
+    class ("only yes labels", "only no verdicts"); kappa is then 0 or 1 by arithmetic, not by agreement."""
+    if tp + fp + fn + tn == 0:
+        return "no items"
+    for what, yes, no in (("labels", tp + fn, fp + tn), ("verdicts", tp + fp, fn + tn)):
+        if not yes or not no:
+            return f"only {'yes' if yes else 'no'} {what}"
+    return None
 
 
 def confusion(pairs: Iterable[tuple[bool, bool]]) -> tuple[int, int, int, int]:

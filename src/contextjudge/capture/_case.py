@@ -123,24 +123,12 @@ def no_retrieval_message(seen: dict[str, Any] | None, shapes: str) -> str:
             f"Captured: {shapes}. See 'What is captured' in the README (README.md#what-is-captured).")
 
 
-def default_metrics(model: Any = None, *, expected_output: bool = True) -> list[Any]:
-    """The metrics capture uses when none are given: the four single-turn metrics and turn relevancy.
+def default_metrics(model: Any = None, *, expected_output: bool | None = None, goldens: Any = ()) -> list[Any]:
+    """The metrics capture uses when none are given: ``metrics.default_metrics`` (the one default set) for what the
+    goldens carry. With ``expected_output=False`` (no goldens), only those that need nothing but the app's run."""
+    from ..metrics import default_metrics as defaults  # noqa: PLC0415
 
-    With ``expected_output=False`` (a capture given no goldens), only those that need no expected_output:
-    relevancy, utilization and turn relevancy. Precision and recall would be an error on every case, since nothing
-    fills the expected_output they judge against; ask for them (with goldens) to have them.
-    """
-    from ..metrics import (  # noqa: PLC0415
-        ContextualPrecisionMetric,
-        ContextualRecallMetric,
-        ContextualRelevancyMetric,
-        ContextUtilizationMetric,
-        TurnContextualRelevancyMetric,
-    )
-
-    with_reference = [ContextualPrecisionMetric(model=model), ContextualRecallMetric(model=model)]
-    return [*(with_reference if expected_output else []), ContextualRelevancyMetric(model=model),
-            ContextUtilizationMetric(model=model), TurnContextualRelevancyMetric(model=model)]
+    return defaults(model, goldens=goldens, expected_output=expected_output)
 
 
 @dataclass

@@ -146,8 +146,9 @@ def one_case(test_cases: list[Any], counters: dict[str, int]) -> Any:
 class CaptureSession:
     """Receives captured cases and scores, keeps or stores them according to ``mode``.
 
-    ``metrics`` default to the four single-turn metrics and turn relevancy, or, without ``goldens``, to those that
-    need no expected_output (relevancy, utilization, turn relevancy); a metric that cannot run on a case (precision
+    ``metrics`` default to ``metrics.default_metrics`` for what the ``goldens`` carry (ranking metrics with expected
+    ids, precision and recall with expected outputs; relevancy, utilization, faithfulness and turn relevancy always);
+    a metric that cannot run on a case (precision
     on a case no golden matched) gives an error result that says what to do. ``model`` is the judge of metrics built
     without one (the metric objects themselves are never changed); ``goldens`` fill expected outputs; ``store`` (a
     store or its path/URL) keeps cases, results and the run. ``max_kept`` bounds the cases held in memory
@@ -197,7 +198,7 @@ class CaptureSession:
         kept_bound = _max_kept(mode, max_kept, store)
         self.goldens = load_goldens(goldens)
         self.metrics = (list(metrics) if metrics is not None
-                        else default_metrics(expected_output=bool(len(self.goldens))))
+                        else default_metrics(goldens=self.goldens.items))
         self.mode = mode
         self.run_name = run_name or f"capture-{time.strftime('%Y%m%d-%H%M%S')}"
         self.run = _new_run(self.run_name, mode, store, sampler, judge_options, budget, model, self.goldens)

@@ -70,25 +70,26 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from ..engine import estimate  # noqa: PLC0415
     from ..errors import UsageError  # noqa: PLC0415
     from ..judges import JudgeOptions  # noqa: PLC0415
-    from ._shared import DEFAULT_EVAL_METRICS, EXIT_OK, _config_metric_keys, _metric_keys  # noqa: PLC0415
+    from ..metrics import default_metrics_for  # noqa: PLC0415
+    from ._shared import EXIT_OK, _config_metric_keys, _metric_keys  # noqa: PLC0415
 
     source: Any
     observed = None
-    default_keys: list[str] = list(DEFAULT_EVAL_METRICS)
     if args.goldens:
         from ..goldens import load_goldens  # noqa: PLC0415
 
         source = load_goldens(args.goldens)
         if not len(source):
             raise UsageError(f"the goldens file {args.goldens!r} holds no goldens.")
+        default_keys = default_metrics_for(source.items)
     else:
         from ._shared import _existing_store, _resolve  # noqa: PLC0415
 
         store = _existing_store(args.store)
         try:
             run_id = _resolve(store, args.run)
-            default_keys = _config_metric_keys(store.run_info(run_id).config) or default_keys
             source = [c.test_case for c in store.load_cases(run_id)]
+            default_keys = _config_metric_keys(store.run_info(run_id).config) or default_metrics_for(source)
             observed = store.answer_lengths(args.model)
         finally:
             store.close()

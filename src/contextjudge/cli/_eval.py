@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import ContextJudgeError, UsageError
 from ._shared import (
     _REPEATS_HELP,
-    DEFAULT_EVAL_METRICS,
+    EXIT_GATE,
     _bar,
     _build_metrics,
     _common,
@@ -27,6 +27,7 @@ from ._shared import (
     _judge,
     _metric_gates,
     _metric_keys,
+    _not_gated,
     _print_summary,
     _progress,
     _repeats_arg,
@@ -162,7 +163,9 @@ def _code_fingerprint(obj: Any) -> dict[str, Any]:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     goldens = _goldens(args.goldens)
-    keys = _metric_keys(args.metrics, DEFAULT_EVAL_METRICS)
+    from ..metrics import default_metrics_for  # noqa: PLC0415
+
+    keys = _metric_keys(args.metrics, default_metrics_for(goldens.items))
     threshold, per = _thresholds(args.threshold, "--threshold")
     pass_default, pass_per = _thresholds(args.min_pass_rate, "--min-pass-rate")
     store = _store(args.store)
@@ -173,6 +176,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError(_no_adapter_message(args.app, app, adapters))
     judge = _judge(args.model, args.quiet)
     metrics = _build_metrics(keys, judge, threshold, per)
+    loose = _not_gated(metrics, judge, per)
+    baseline = _baseline_run(store, args.baseline)
     gate_pass = {k: v for k in keys if (v := pass_per.get(k, pass_default)) is not None}
 
     _info(f"running {len(goldens)} golden(s) through {args.app} with the {adapter[0]} adapter ...", args.quiet)
@@ -206,9 +211,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
                       max_concurrency=args.concurrency * 4, show_progress=_progress(args), repeats=args.repeats,
                       run_config={"app": args.app, "goldens": os.path.abspath(args.goldens), "adapter": adapter[0],
                                   "code": _code_fingerprint(app), "golden_failures": len(failed),
-                                  "goldens_fingerprint": goldens.fingerprint()})
-    gates = _metric_gates(result, metrics, gate_pass)
-    _print_summary(result, gates)
+                                  "goldens_fingerprint": goldens.fingerprint(), "not_gated": loose})
+    gates = _metric_gates(result, metrics, gate_pass, loose)
+    _print_summary(result, gates, judge)
+    regressed = _against_baseline(store, result.run_id, baseline) if baseline else None
     if args.report:
         from ..report import render_report  # noqa: PLC0415
 
@@ -216,7 +222,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"report: {args.report}")
     else:
         print(f"report: contextjudge report {result.run_id} --store {store.target} -o report.html")
-    return _verdict(result, gates, args.allow_errors)
+    code = _verdict(result, gates, args.allow_errors)
+    if regressed and code == 0:
+        print("FAILED: regression against the baseline: " + regressed)
+        return EXIT_GATE
+    return code
+
+
+def _baseline_run(store: Any, ref: str | None) -> str | None:
+    """The run ``--baseline`` names, checked before the app runs (an unknown run is an error, not a skipped gate)."""
+    if not ref:
+        return None
+    from ..errors import StoreError  # noqa: PLC0415
+
+    try:
+        return str(store.resolve_run(ref))
+    except StoreError as exc:
+        raise UsageError(f"--baseline {ref}: {exc}") from exc
+
+
+def _against_baseline(store: Any, run_id: str, baseline: str) -> str | None:
+    """Print what regressed against the baseline run, named per golden; the one-line verdict when it did."""
+    from ._runs import _run_label, regression_of, regression_verdict  # noqa: PLC0415
+
+    reg = regression_of(store, run_id, store.load_run(run_id, verdicts=False),
+                        store.load_run(baseline, verdicts=False))
+    print(f"\ncompared with the baseline {_run_label(store, baseline)}: {reg.pairs} golden(s) paired")
+    lines = reg.lines()
+    for line in lines:
+        print(line)
+    if not lines:
+        print("no golden lost its answer document, and no gated metric dropped (exact sign test)")
+    return regression_verdict(reg) if reg.failed else None
 
 
 def _git_commit(folder: str) -> str | None:
@@ -413,8 +450,11 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goldens", required=True, metavar="FILE",
                    help="JSONL or CSV goldens: one {\"input\": ..., \"expected_output\": ...} per line/row")
     p.add_argument("--metrics", nargs="+", metavar="METRIC",
-                   help="metrics to score, space or comma separated (default: contextual_precision "
-                        "contextual_recall contextual_relevancy context_utilization)")
+                   help="metrics to score, space or comma separated (default, from what the goldens carry: "
+                        "hit_rate mrr recall_at_k ndcg with expected_context_ids or expected texts; "
+                        "contextual_precision contextual_recall with an expected_output; contextual_relevancy "
+                        "context_utilization faithfulness always, shown but gated only when the judge is trusted "
+                        "for them: an LLM judge, or the embedded judge calibrated on your labels)")
     p.add_argument("--model", help="judge: local (offline embedded judge), an OpenAI model name, provider:model, "
                                    "or fake (scripted test double); default: $CONTEXTJUDGE_MODEL, else OpenAI with "
                                    "OPENAI_API_KEY, else local")
@@ -428,6 +468,10 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
                    help="do not fail (exit 3) on test cases with an error; gate on the scored cases only")
     p.add_argument("--report", metavar="FILE", help="write the HTML report here")
     p.add_argument("--run-id", help="run id in the store; an existing id resumes that run")
+    p.add_argument("--baseline", metavar="RUN",
+                   help="a stored run to compare with (id or name): print the goldens that lost their answer "
+                        "document and the gated metrics that dropped (exact sign test on per-golden wins and "
+                        "losses), and exit 1 when any did, as `compare --fail-on-regression` does")
     p.add_argument("--input-key", metavar="KEY",
                    help="the key of the app's input that takes each golden's question (default: read from the "
                         "app's input schema: question, input, query, user_input, q, messages, or its only key)")

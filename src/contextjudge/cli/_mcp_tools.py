@@ -240,15 +240,18 @@ class StoreReads:
         run_id = self.ws.run_id(run)
         info = self.ws.store().run_info(run_id)
         result = self._load(run_id)
-        gates = _metric_gates(result, None)
+        loose = (info.config or {}).get("not_gated") if isinstance(info.config, dict) else None
+        gates = _metric_gates(result, None, None, loose if isinstance(loose, dict) else None)
         metrics = []
         for name, g in gates.items():
             iv, pr = result.interval(name), result.pass_rate_interval(name)
             metrics.append({"metric": name, "mean": _num(g.summary["mean"]), "mean_ci": _ci(iv),
                             "pass_rate": _num(g.summary["pass_rate"]), "pass_rate_ci": _ci(pr),
                             "scored": g.summary["scored"], "errors": g.summary["errors"],
-                            "threshold": _num(g.threshold), "gate": "fail: " + "; ".join(g.fails) if g.fails
-                            else "pass", "corrected": g.summary.get("corrected")})
+                            "threshold": _num(g.threshold),
+                            "gate": ("not gated (the judge is not trusted for it)" if g.not_gated else
+                                     "fail: " + "; ".join(g.fails) if g.fails else "pass"),
+                            "corrected": g.summary.get("corrected")})
         u = result.usage
         return {"run_id": run_id, "name": info.name, "status": info.status, "created_at": _iso(info.created_at),
                 "cases": len(result), "cases_with_errors": len(_errored_cases(result)),
@@ -388,7 +391,8 @@ class StoreReads:
         """Judge calls, tokens and dollars before anything is judged (``engine.estimate``), for a goldens file or a
         stored run's cases."""
         from ..engine import estimate  # noqa: PLC0415
-        from ._shared import DEFAULT_EVAL_METRICS, _config_metric_keys  # noqa: PLC0415
+        from ..metrics import default_metrics_for  # noqa: PLC0415
+        from ._shared import _config_metric_keys  # noqa: PLC0415
 
         if (goldens is None) == (run is None):
             raise ToolArgumentError("estimate needs the cases: pass goldens (a goldens file's path) or run (a stored "
@@ -397,7 +401,7 @@ class StoreReads:
             raise ToolArgumentError(f"sample_rate={sample_rate}: pass a share from 0 to 1.")
         if requests_per_day is not None and requests_per_day < 0:
             raise ToolArgumentError(f"requests_per_day={requests_per_day}: pass a number >= 0, or leave it out.")
-        default = list(DEFAULT_EVAL_METRICS)
+        default: list[str] = []
         observed = None
         source: Any
         if goldens is not None:
@@ -410,11 +414,12 @@ class StoreReads:
             if not len(source):
                 raise ToolArgumentError(f"goldens {goldens!r} holds no goldens: one JSON object per line with an "
                                         "'input'.")
+            default = default_metrics_for(source.items)
         else:
             run_id = self.ws.run_id(run)
             store = self.ws.store()
-            default = _config_metric_keys(store.run_info(run_id).config) or default
             source = [c.test_case for c in store.load_cases(run_id)]
+            default = _config_metric_keys(store.run_info(run_id).config) or default_metrics_for(source)
             observed = store.answer_lengths(model)
             if not source:
                 raise ToolArgumentError(f"the run {run_id} holds no cases to estimate: pass another run.")
@@ -441,7 +446,8 @@ class Judging:
         per-node verdicts."""
         from ..cases.testcase import LLMTestCase  # noqa: PLC0415
         from ..engine import evaluate  # noqa: PLC0415
-        from ._shared import DEFAULT_EVAL_METRICS, _build_metrics, _judge  # noqa: PLC0415
+        from ..metrics import default_metric_keys  # noqa: PLC0415
+        from ._shared import _build_metrics, _judge  # noqa: PLC0415
 
         if not isinstance(input, str) or not input.strip():
             raise ToolArgumentError("input: pass the user's question as a non-empty string.")
@@ -450,11 +456,7 @@ class Judging:
                                     "first.")
         if threshold is not None and not 0.0 <= threshold <= 1.0:
             raise ToolArgumentError(f"threshold={threshold}: pass a number from 0 to 1, or leave it out.")
-        default = list(DEFAULT_EVAL_METRICS)
-        if expected_output is None:
-            default = [k for k in default if k not in ("contextual_precision", "contextual_recall")]
-        if output is None:
-            default = [k for k in default if k != "context_utilization"]
+        default = default_metric_keys(expected_output=expected_output is not None, actual_output=output is not None)
         keys = self.ws.keys(metrics, default)
         try:
             judge_model = _judge(judge, quiet=True)
@@ -487,8 +489,8 @@ class Judging:
     # ---- runs
     def judge_check(self, *, judge: str = "local", limit: int | None = None, show: int = 3) -> dict[str, Any]:
         """``contextjudge calibrate --builtin``: the judge's agreement (accuracy, Cohen's kappa, TPR, TNR, with 95%
-        intervals) with the labelled set that ships with contextjudge, per verdict family; ``limit``: only the
-        first N labelled cases (quicker, wider intervals)."""
+        intervals) with the labelled set that ships with contextjudge, per verdict family; ``limit``: N labelled
+        cases drawn across the families and both labels (``stratified``; quicker, wider intervals)."""
         from .._aio import run_sync  # noqa: PLC0415
         from ..engine import acalibrate, read_labels_file  # noqa: PLC0415
         from ..judges import FAMILIES  # noqa: PLC0415
@@ -506,7 +508,7 @@ class Judging:
         cases = read_labels_file(builtin_check_path())
         total = len(cases)
         if limit is not None:
-            cases = cases[:limit]
+            cases = stratified(cases, limit)
         spec = judge if judge.strip().lower() != "fake" else None
         report = run_sync(acalibrate(cases, judge_model, judge_spec=spec))
         families = {}
@@ -524,6 +526,28 @@ class Judging:
                 "errors": len(report.get("errors") or []), "level": 0.95}
 
     # ---- the user's app
+
+def stratified(cases: list[Any], limit: int) -> list[Any]:
+    """``limit`` of the labelled ``cases``, drawn in turn from each stratum (the label fields a case carries, and
+    whether its labels hold a yes, a no or both), in file order within each: a sample of every family and of both
+    labels, where the first N of a file grouped by family would be one family's positives (kappa then means
+    nothing)."""
+    from ..cases.labels import LABEL_FIELDS, labels_of  # noqa: PLC0415
+
+    strata: dict[tuple[Any, ...], list[Any]] = {}
+    for tc in cases:
+        labels = labels_of(tc) or {}
+        fields = tuple(f for f in LABEL_FIELDS if labels.get(f))
+        values = [bool(v) for f in fields for v in labels[f] if v is not None]
+        strata.setdefault((fields, any(values), not all(values)), []).append(tc)
+    queues = [list(reversed(q)) for q in strata.values()]
+    out: list[Any] = []
+    while len(out) < limit and any(queues):
+        for q in queues:
+            if q and len(out) < limit:
+                out.append(q.pop())
+    return out
+
 
 class AppRuns:
     """evaluate_app: the user's app run on goldens in a fresh process, into the server's store, then read back."""

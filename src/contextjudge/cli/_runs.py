@@ -27,7 +27,8 @@ from ._shared import (
     _write,
 )
 
-__all__ = ["add_store_commands", "cmd_compare", "cmd_export", "cmd_report", "cmd_runs"]
+__all__ = ["add_store_commands", "cmd_compare", "cmd_export", "cmd_report", "cmd_runs", "regression_of",
+           "regression_verdict"]
 
 
 def add_store_commands(sub: argparse._SubParsersAction) -> None:
@@ -52,17 +53,20 @@ def add_store_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="paired differences between two runs, with confidence intervals",
                        description="Print, per metric, the paired difference between RUN and BASELINE (RUN minus "
                                    "BASELINE, over the cases both runs scored, paired by test case id, else input) "
-                                   "with its 95% paired-t interval, and the cases that changed most. With "
-                                   "--fail-on-regression, exits 1 only when a metric is significantly worse: its "
-                                   "whole interval is below zero; with --max-drop D, also when a metric's mean "
-                                   "difference is below -D (for runs too small to tell). A metric with no shared "
-                                   "cases never fails.")
+                                   "with its 95% paired-t interval, the per-golden wins and losses with an exact "
+                                   "sign test, the goldens that lost their answer document, and the cases that "
+                                   "changed most. With --fail-on-regression, exits 1 when a golden retrieved none of "
+                                   "the expected documents its baseline retrieved (exact), or when the sign test "
+                                   "says a gated metric dropped (one-sided, 5% across the gated metrics); with "
+                                   "--max-drop D, also when a metric's mean difference is below -D. A metric with no "
+                                   "shared cases never fails.")
     p.add_argument("baseline", help="baseline run id or name")
     p.add_argument("run", nargs="?", help="run to compare (default: the latest run)")
     _store_arg(p)
     p.add_argument("-o", "--output", metavar="FILE", help="also write the HTML compare report")
     p.add_argument("--fail-on-regression", action="store_true",
-                   help="exit 1 when a metric is significantly worse (its whole 95%% interval below zero)")
+                   help="exit 1 when a golden lost every expected document its baseline retrieved, or a gated "
+                        "metric dropped by the exact sign test on per-golden wins and losses")
     p.add_argument("--max-drop", type=_drop_arg, metavar="D",
                    help="exit 1 when a metric's mean paired difference is below -D (a plain threshold on the drop, "
                         "e.g. 0.1; it gates however few cases there are, where significance cannot)")
@@ -104,31 +108,42 @@ def _goldens_words(g: dict[str, Any]) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Paired differences per metric over the cases both runs scored; with --fail-on-regression, exit 1 only when a
-    metric is significantly worse (its whole 95% paired-t interval below zero). A metric without shared cases is
-    said so and never fails the gate."""
+    """Paired differences per metric over the cases both runs scored, and what regressed, named per golden
+    (``report.find_regression``); with --fail-on-regression, exit 1 when a golden lost its answer document or a
+    gated metric dropped by the exact sign test. A metric without shared cases is said so and never fails."""
     from ..report import compare_runs  # noqa: PLC0415
 
     store = _existing_store(args.store)
     base = _resolve(store, args.baseline)
     cur = _resolve(store, args.run)
     # the comparison reads scores only: a run's verdicts (most of what it holds) are left in the store
-    changes = compare_runs(store.load_run(cur, verdicts=False), store.load_run(base, verdicts=False))
-    rows, worse, unpaired, dropped = [], [], [], []
+    current, baseline = store.load_run(cur, verdicts=False), store.load_run(base, verdicts=False)
+    changes = compare_runs(current, baseline)
+    reg = regression_of(store, cur, current, baseline)
+    signs = {t.metric: t for t in reg.tests}
+    rows, unpaired, dropped = [], [], []
     for c in changes:
         if args.max_drop is not None and c.difference.estimate is not None and c.difference.estimate < -args.max_drop:
             dropped.append(c)
         iv = c.difference
         ci = "n/a" if iv.low is None else f"[{iv.low:+.3f}, {iv.high:+.3f}]"
         diff = "n/a" if iv.estimate is None else f"{iv.estimate:+.3f}"
-        rows.append([c.metric, _f(c.baseline_mean), _f(c.current_mean), diff, ci, str(iv.n), c.reading])
-        if c.significantly_worse:
-            worse.append(c.metric)
+        t = signs.get(c.metric)
+        reading = c.reading
+        if reg.k_changed and reading in ("better", "worse"):
+            reading = f"{'higher' if reading == 'better' else 'lower'} ({reg.k_words()})"
+        rows.append([c.metric, _f(c.baseline_mean), _f(c.current_mean), diff, ci, str(iv.n),
+                     "-" if t is None else f"{t.wins}/{t.losses}", "-" if t is None else f"{t.p_value:.3f}",
+                     "" if t is None or t.gated else "not gated", reading])
         if iv.n == 0:
             unpaired.append(c)
     print(f"{_run_label(store, cur)} compared with {_run_label(store, base)} (paired by test case id, else input; "
-          "difference = this run - baseline, 95% paired-t intervals)")
-    _print_table(["metric", "baseline", "this run", "difference", "95% CI", "pairs", "reading"], rows)
+          "difference = this run - baseline, 95% paired-t intervals; wins/losses per golden, with the exact "
+          "one-sided sign test's p for a drop)")
+    _print_table(["metric", "baseline", "this run", "difference", "95% CI", "pairs", "wins/losses", "sign p",
+                  "gate", "reading"], rows)
+    for line in reg.lines():
+        print(line)
     goldens = [store.run_info(cur).goldens, store.run_info(base).goldens]
     if goldens[0] and goldens[1] and goldens[0] != goldens[1]:
         print(f"NOTE: the runs ran different goldens: the baseline {_goldens_words(goldens[1])}, this run "
@@ -158,15 +173,39 @@ def cmd_compare(args: argparse.Namespace) -> int:
               + ("Add goldens, or gate on the drop itself: --max-drop 0.1." if args.max_drop is None else
                  f"--max-drop {args.max_drop:g} gates on the drop itself."))
     failed = False
-    if args.fail_on_regression and worse:
-        print("FAILED: worse on " + ", ".join(worse)
-              + " (significantly: the whole 95% interval of the paired difference is below zero)")
+    if args.fail_on_regression and reg.failed:
+        print("FAILED: " + regression_verdict(reg))
         failed = True
     if dropped:
         print("FAILED: dropped more than " + f"{args.max_drop:g} on "
               + ", ".join(f"{c.metric} ({c.difference.estimate:+.3f})" for c in dropped) + " (--max-drop)")
         failed = True
     return EXIT_GATE if failed else EXIT_OK
+
+
+def regression_of(store: Any, run_id: str, current: Any, baseline: Any) -> Any:
+    """``report.find_regression`` of two loaded runs, the sign tests gating only the metrics the current run gates
+    on (``report.not_gated_names``)."""
+    from ..report import find_regression, not_gated_names  # noqa: PLC0415
+
+    try:
+        config = store.run_info(run_id).config
+    except Exception:  # noqa: BLE001 - an old run without a config: the judge's rule decides
+        config = None
+    loose = not_gated_names(current, config)
+    return find_regression(current, baseline, gated=lambda name: name not in loose)
+
+
+def regression_verdict(reg: Any) -> str:
+    """Why ``--fail-on-regression`` fails, in one line."""
+    parts = []
+    if reg.lost:
+        parts.append(f"{len(reg.lost)} golden(s) lost every expected document the baseline retrieved ("
+                     + ", ".join(g.golden for g in reg.lost[:10]) + ")")
+    if reg.dropped:
+        parts.append("dropped on " + ", ".join(f"{t.metric} ({t.losses} worse, {t.wins} better, sign test p = "
+                                                f"{t.p_value:.4f})" for t in reg.dropped))
+    return "; ".join(parts)
 
 
 def _drop_arg(text: str) -> float:

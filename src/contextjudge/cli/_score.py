@@ -18,6 +18,7 @@ from ._shared import (
     _judge,
     _metric_gates,
     _metric_keys,
+    _not_gated,
     _positive_int,
     _print_summary,
     _progress,
@@ -93,7 +94,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     threshold, per = _thresholds(args.threshold, "--threshold")
     if ray_engine:
         return _score_on_ray(args, store, run_id, info, todo, keys, threshold, per, rescore)
-    metrics = _build_metrics(keys, _judge(args.model, args.quiet), threshold, per)
+    judge = _judge(args.model, args.quiet)
+    metrics = _build_metrics(keys, judge, threshold, per)
     from ..engine import evaluate  # noqa: PLC0415
 
     if rescore:  # a new run of the old run's cases (same keys), scored with this judge and these metrics
@@ -109,8 +111,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         result = evaluate([c.test_case for c in todo], metrics, store=store, run_id=run_id,
                           show_progress=_progress(args), repeats=args.repeats,
                           case_keys=[c.case_key for c in todo])  # results go to the stored cases, under their keys
-    gates = _metric_gates(result, metrics)
-    _print_summary(result, gates)
+    gates = _metric_gates(result, metrics, None, _not_gated(metrics, judge, per))
+    _print_summary(result, gates, judge)
     _budget_skipped_line(result)
     return _verdict(result, gates, args.allow_errors)
 

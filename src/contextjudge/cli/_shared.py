@@ -27,7 +27,6 @@ METRIC_ALIASES = {"precision": "contextual_precision", "recall": "contextual_rec
                   "groundedness": "faithfulness", "answer_relevance": "answer_relevancy",
                   "response_relevancy": "answer_relevancy", "hit": "hit_rate", "hitrate": "hit_rate",
                   "precision@k": "precision_at_k", "recall@k": "recall_at_k", "ndcg@k": "ndcg", "mean_reciprocal_rank": "mrr"}
-DEFAULT_EVAL_METRICS = ("contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization")
 
 
 def _err(msg: str) -> None:
@@ -230,14 +229,45 @@ class _Gate(NamedTuple):
     summary: dict[str, Any]  # the metric's row of result.summary()
     threshold: float | None  # what its mean must reach
     fails: list[str]  # what failed ("mean 0.233 < 0.50"); empty: it passed
+    not_gated: str | None = None  # shown but not gated: the verdict family its judge is not trusted for
 
 
-def _metric_gates(result: Any, metrics: list[Any] | None, pass_min: dict[str, float] | None = None
-                  ) -> dict[str, _Gate]:
+def _not_gated(metrics: list[Any], judge: Any, per: dict[str, float]) -> dict[str, str]:
+    """Per metric name, the verdict family of each metric shown but not gated (``metrics.not_gated``): a judged
+    metric whose judge is not trusted for its family, unless ``--threshold NAME=X`` (``per``) names it."""
+    from ..metrics import not_gated  # noqa: PLC0415
+
+    by_key = {m.key if getattr(m, "k", None) is None else m.name: m for m in metrics}
+    return {by_key[k].name: fam for k, fam in not_gated(list(by_key), judge, explicit=per).items()}
+
+
+def _not_gated_line(not_gated: dict[str, str], judge: Any) -> str | None:
+    """The summary's one line on the metrics shown but not gated: which, why, and how to gate them."""
+    if not not_gated:
+        return None
+    from ..judges import judge_name  # noqa: PLC0415
+
+    try:
+        who = judge_name(judge) if judge is not None and not isinstance(judge, str) else str(judge or "the judge")
+    except Exception:  # noqa: BLE001
+        who = "the judge"
+    names = ", ".join(not_gated)
+    first = next(iter(not_gated))
+    from ..metrics import BY_KEY  # noqa: PLC0415
+
+    key = next((k for k, c in BY_KEY.items() if c.name == first), first)
+    return (f"not gated: {names} (shown only: {who} is not trusted for their verdicts until calibrated on your "
+            f"labels to a cross-validated kappa >= 0.6); to gate one, pass --threshold {key}=X, or run "
+            "`contextjudge calibrate --labels FILE --model local` and eval with --model @contextjudge-calibration.json")
+
+
+def _metric_gates(result: Any, metrics: list[Any] | None, pass_min: dict[str, float] | None = None,
+                  not_gated: dict[str, str] | None = None) -> dict[str, _Gate]:
     """Per metric name, its gate: its summary, its threshold and what failed ("mean 0.233 < 0.50"; empty: it passed).
 
     The one rule: a metric's mean must reach its threshold (the metric's own, ``--threshold`` when given), and its
-    pass rate ``--min-pass-rate`` when given. A metric no case could score fails: there is nothing to pass.
+    pass rate ``--min-pass-rate`` when given. A metric no case could score fails: there is nothing to pass. A metric
+    in ``not_gated`` (name -> verdict family; ``_not_gated``) is shown with what would fail, and never fails the run.
     """
     by_name = {m.name: m for m in metrics or []}
     out: dict[str, _Gate] = {}
@@ -253,7 +283,7 @@ def _metric_gates(result: Any, metrics: list[Any] | None, pass_min: dict[str, fl
         need_pass = (pass_min or {}).get(key) if key else None
         if need_pass is not None and s["mean"] is not None and (s["pass_rate"] is None or s["pass_rate"] < need_pass):
             fails.append(f"pass rate {_f(s['pass_rate'])} < {_t(need_pass)}")
-        out[name] = _Gate(s, need_mean, fails)
+        out[name] = _Gate(s, need_mean, fails, (not_gated or {}).get(name))
     return out
 
 
@@ -345,17 +375,22 @@ def _repeats_line(result: Any) -> str | None:
     return f"judge repeats (k={rep.get('k')}): " + "; ".join(parts) if parts else None
 
 
-def _print_summary(result: Any, gates: dict[str, _Gate]) -> None:
+def _print_summary(result: Any, gates: dict[str, _Gate], judge: Any = None) -> None:
     rows = []
-    for name, (s, t, fails) in gates.items():
+    for name, (s, t, fails, loose) in gates.items():
         iv, pr = result.interval(name), result.pass_rate_interval(name)
         gate = "FAIL: " + "; ".join(fails) if fails else f"pass: mean >= {_t(t)}" if t is not None else "pass"
+        if loose:
+            gate = "not gated" + (f" (would fail: {'; '.join(fails)})" if fails else "")
         rows.append([name, _f(s["mean"]), _ci(iv), _f(s["pass_rate"]), _ci(pr), str(s["scored"]), str(s["errors"]),
                      "-" if t is None else _t(t), gate])
     if not rows:
         print("no metric results")
         return
     _print_table(["metric", "mean", "95% CI", "pass rate", "95% CI", "scored", "errors", "threshold", "gate"], rows)
+    loose_line = _not_gated_line({n: g.not_gated for n, g in gates.items() if g.not_gated}, judge)
+    if loose_line:
+        print(loose_line)
     corrected = _corrected_lines(result, list(gates))
     if corrected:
         print("\nbias-corrected with your gold labels (prediction-powered inference, 95% intervals):")
@@ -385,7 +420,7 @@ def _short(text: str, n: int) -> str:
 
 def _verdict(result: Any, gates: dict[str, _Gate], allow_errors: bool) -> int:
     """The exit code of a scored run, with one line saying why when it is not 0."""
-    failures = [f"{name}: {'; '.join(g.fails)}" for name, g in gates.items() if g.fails]
+    failures = [f"{name}: {'; '.join(g.fails)}" for name, g in gates.items() if g.fails and not g.not_gated]
     errored = _errored_cases(result)
     if failures:
         print("FAILED: " + "; ".join(failures))

@@ -210,6 +210,16 @@ def _ci(value: float | None, ci: list[float] | None) -> str:
     return f"{value:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
+def _kappa(row: dict[str, Any]) -> str:
+    """A family's kappa as printed: "n/a (only yes labels)" when its labels or verdicts are one class."""
+    from ..stats import one_class  # noqa: PLC0415
+
+    conf = row.get("confusion") or {}
+    single = one_class(*(int(conf[k]) for k in ("tp", "fp", "fn", "tn"))) \
+            if all(k in conf for k in ("tp", "fp", "fn", "tn")) else None
+    return f"n/a ({single})" if single else _ci(row["kappa"], row["kappa_ci"])
+
+
 def _print_calibration(report: dict, show: int) -> None:
     from .._text import shorten  # noqa: PLC0415
     from ..judges import FAMILIES  # noqa: PLC0415
@@ -219,7 +229,7 @@ def _print_calibration(report: dict, show: int) -> None:
     print(f"judge {report['judge']} against your labels: {report['cases']} labelled cases "
           "(95% bootstrap intervals over cases)")
     rows = [[f, str(report[f]["cases"]), str(report[f]["items"]), _f(report[f]["base_rate"]),
-             _ci(report[f]["accuracy"], report[f]["accuracy_ci"]), _ci(report[f]["kappa"], report[f]["kappa_ci"]),
+             _ci(report[f]["accuracy"], report[f]["accuracy_ci"]), _kappa(report[f]),
              _ci(report[f]["tpr"], report[f]["tpr_ci"]), _ci(report[f]["tnr"], report[f]["tnr_ci"]),
              "{tp}/{fp}/{fn}/{tn}".format(**report[f]["confusion"])] for f in fams]
     _print_table(["family", "cases", "items", "base rate", "accuracy", "kappa", "TPR", "TNR", "tp/fp/fn/tn"], rows)

@@ -51,7 +51,7 @@ from ..metrics import (
     label_problems,
     node_items,
 )
-from ..stats import binary_agreement, cohen_kappa, confusion, mae, spearman
+from ..stats import binary_agreement, cohen_kappa, confusion, mae, one_class, spearman
 
 __all__ = ["FAMILY_OF_FIELD", "TRUST_KAPPA", "acalibrate", "advice", "calibrate", "calibration_of", "fit_threshold",
            "read_labels_file"]
@@ -452,7 +452,13 @@ def advice(report: dict[str, Any]) -> list[dict[str, Any]]:
         yes = int(conf.get("tp", 0)) + int(conf.get("fn", 0))
         items = int(got.get("items") or 0)
         cv = fit.get("kappa_after_cv") if fit.get("fitted") else None
-        if ci and ci[0] is not None and ci[0] >= TRUST_KAPPA:
+        single = one_class(*(int(conf[k]) for k in ("tp", "fp", "fn", "tn"))) \
+            if all(k in conf for k in ("tp", "fp", "fn", "tn")) else None
+        if single:  # kappa is 0 or 1 by arithmetic: it cannot vouch for the judge
+            verdict = "do not gate on this metric with this judge"
+            why = (f"kappa n/a ({single}): agreement cannot be measured on one class; label items of both kinds "
+                   "(nodes that do and do not answer)")
+        elif ci and ci[0] is not None and ci[0] >= TRUST_KAPPA:
             verdict = "trust"
             why = f"kappa {kappa:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]: the judge agrees with your labels substantially"
         elif cv is not None and cv >= TRUST_KAPPA and cv > (fit.get("kappa_before") or -1.0):

@@ -41,6 +41,7 @@ from .._aio import in_store_thread
 from .._result import is_embedded_judge
 from ..errors import ConfigurationError
 from ..judges import JudgeOptions
+from ..metrics import default_metric_keys
 from ._run import Run, metric_specs
 from ._score import BudgetSkip, score_within_budget
 
@@ -49,8 +50,7 @@ __all__ = ["DEFAULT_METRIC_KEYS", "Worker", "WorkerCounts", "limit_cpu", "metric
 logger = logging.getLogger("contextjudge")
 
 # what a run with no metrics in its configuration is scored with (here and by `contextjudge score`)
-DEFAULT_METRIC_KEYS = ("contextual_precision", "contextual_recall", "contextual_relevancy", "context_utilization",
-                       "turn_contextual_relevancy")
+DEFAULT_METRIC_KEYS = tuple(default_metric_keys(expected_output=True, conversations=True))
 
 OnResults = Callable[[Any, list, str, str], Any]
 

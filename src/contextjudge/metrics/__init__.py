@@ -22,6 +22,15 @@ from ..judges import (
     TurnContextualRelevancyTemplate,
 )
 from ._base import BaseMetric, node_items  # node_items: for the core's calibration, not in __all__
+from ._defaults import (
+    FAMILY_OF_KEY,
+    TRUST_KAPPA,
+    default_metric_keys,
+    default_metrics,
+    default_metrics_for,
+    not_gated,
+    trusted_families,
+)
 from ._formulas import fraction, weighted_cumulative_precision
 
 # the score a case's gold labels imply: for the core's engine, report and CLI, not in __all__
@@ -51,6 +60,7 @@ __all__ = [
     "AnswerRelevancyMetric",
     "AnswerRelevancyTemplate",
     "BaseMetric",
+    "FAMILY_OF_KEY",
     "ContextUtilizationMetric",
     "ContextUtilizationTemplate",
     "ContextualPrecisionMetric",
@@ -76,10 +86,16 @@ __all__ = [
     "TurnContextualRecallMetric",
     "TurnContextualRecallTemplate",
     "TurnContextualRelevancyMetric",
+    "TRUST_KAPPA",
     "TurnContextualRelevancyTemplate",
+    "default_metric_keys",
+    "default_metrics",
+    "default_metrics_for",
     "fraction",
     "from_keys",
     "known_key",
+    "not_gated",
+    "trusted_families",
     "weighted_cumulative_precision",
 ]
 

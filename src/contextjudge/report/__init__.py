@@ -30,13 +30,14 @@ from ._bounded import DEFAULT_MAX_CASES
 from ._calibration import render_calibration
 from ._html import MetricChange, RunView, compare_runs, render_html
 from ._label_page import render_label_page
+from ._regression import Regression, find_regression, not_gated_names
 from ._script import CSP
 from ._stats import Interval, bootstrap_mean, paired_difference
 from ._trend import render_trend
 
-__all__ = ["Interval", "MetricChange", "RunView", "bootstrap_mean", "compare_runs", "paired_difference",
-           "is_report_file", "render_calibration", "render_label_page", "render_report", "render_trend", "run_view",
-           "write_report"]
+__all__ = ["Interval", "MetricChange", "Regression", "RunView", "bootstrap_mean", "compare_runs", "find_regression",
+           "is_report_file", "not_gated_names", "paired_difference", "render_calibration", "render_label_page",
+           "render_report", "render_trend", "run_view", "write_report"]
 
 
 def run_view(store: Any, run: str | None = None, *, max_cases: int | None = None) -> RunView:

@@ -191,9 +191,23 @@ def _conversation_score(outcome: Outcome, name: str) -> tuple[float | None, str]
     return None, ""
 
 
-def worst_cases(outcome: Outcome, n: int) -> list[tuple[Any, Any]]:
-    """The n lowest-scoring (case, result) pairs, one per case."""
-    ranked = sorted(((c, r) for c, r in outcome.handler.results if r.score is not None),
+def gated_names(real_judge: bool) -> set[str]:
+    """The demo's single-turn metrics a gate rests on with its judge (``metrics.not_gated``): with the embedded
+    judge, uncalibrated, precision and recall; relevancy and utilization are shown, not gated."""
+    from contextjudge.metrics import BY_KEY, not_gated  # noqa: PLC0415
+
+    keys = {BY_KEY[k].name: k for k in BY_KEY}
+    loose = not_gated([keys[n] for n in SINGLE_METRICS], "local" if real_judge else FAKE_SPEC)
+    return {n for n in SINGLE_METRICS if keys[n] not in loose}
+
+
+FAKE_SPEC = "fake"  # the scripted judge: trusted like an LLM judge (it is a test double, not the embedded judge)
+
+
+def worst_cases(outcome: Outcome, n: int, gated: set[str] | None = None) -> list[tuple[Any, Any]]:
+    """The n lowest-scoring (case, result) pairs, one per case, among the metrics in ``gated`` (None: every one)."""
+    ranked = sorted(((c, r) for c, r in outcome.handler.results
+                     if r.score is not None and (gated is None or r.name in gated)),
                     key=lambda cr: (cr[1].score, cr[1].name))
     seen: set[str] = set()
     out = []
@@ -270,10 +284,19 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
         "documents to the same prompt and model: only the ranking differs.",
     ):
         add(wrap.fill(para))
+    gated = gated_names(real_judge)
+    if real_judge:
+        add("")
+        add(wrap.fill(
+            "What the gate uses: " + ", ".join(n for n in SINGLE_METRICS if n in gated) + ". The embedded judge "
+            "agrees with people on whether a node helps toward the expected answer (node usefulness: kappa 0.87 "
+            "on the shipped judge check); its no-reference relevancy misses relevant nodes (kappa 0.19 there), so "
+            "relevancy and utilization are shown, not gated, until it is calibrated on your own labels "
+            "(`contextjudge calibrate`)."))
     for o, n in ((weak, 3), (good, 2)):
         add("")
-        add(f"Worst cases, {o.config.key} retriever:")
-        for i, (case, result) in enumerate(worst_cases(o, n), start=1):
+        add(f"Worst cases, {o.config.key} retriever (on the metrics the gate uses):")
+        for i, (case, result) in enumerate(worst_cases(o, n, gated), start=1):
             tc = case.test_case
             ids = ", ".join(node.id or "?" for node in tc.retrieval_context or [])
             add(f"  {i}. {tc.input!r}")

@@ -243,7 +243,15 @@ def _print_calibration(report: dict, show: int) -> None:
     print()
     for f in fams:
         fit = report[f]["threshold"]
-        if fit.get("fitted"):
+        if "lambda" in fit:  # the embedded judge: its own weights refitted
+            if fit.get("fitted"):
+                print(f"{f}: weights fitted on {fit['items']} labelled items of {fit['cases']} cases; kappa "
+                      f"{_f(fit['kappa_before'])} -> {_ci(fit['kappa_cv'], fit.get('kappa_cv_ci'))} cross-validated "
+                      f"({fit['folds']} folds over cases, shrinkage {fit['lambda']:g}); {_f(fit['kappa_after'])} on "
+                      "these labels (flattered: fitted on them)")
+            else:
+                print(f"{f}: the judge keeps its own weights: {fit['why']}")
+        elif fit.get("fitted"):
             cv = "n/a" if fit.get("kappa_after_cv") is None else f"{fit['kappa_after_cv']:.3f}"
             print(f"{f}: threshold {fit['threshold']:.4f} fitted; kappa {_f(fit['kappa_before'])} -> "
                   f"{_f(fit['kappa_after'])} on these labels (flattered: fitted on them), {cv} cross-validated "

@@ -555,7 +555,8 @@ def advice(report: dict[str, Any]) -> list[dict[str, Any]]:
         if ci and ci[0] is not None and ci[0] >= TRUST_KAPPA:
             verdict = "trust"
             why = f"kappa {kappa:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]: the judge agrees with your labels substantially"
-        elif cv is not None and cv >= TRUST_KAPPA and cv > (fit.get("kappa_before") or -1.0):
+        elif cv is not None and cv >= TRUST_KAPPA and cv > (fit.get("kappa_before") or -1.0) and not (
+                "lambda" in fit and _too_few(items, yes)):
             verdict = "use with the calibrated file"
             how = (f"the fitted threshold {fit['threshold']:.3f}" if "threshold" in fit else
                    f"the weights fitted on {fit.get('items')} of your labels")
@@ -563,10 +564,16 @@ def advice(report: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             verdict = "do not gate on this metric with this judge"
             why = _why_not(kappa, ci, cv)
-        too_few = items < MIN_ITEMS or yes < MIN_EACH or items - yes < MIN_EACH
+        too_few = _too_few(items, yes)
         out.append({"metric": _METRIC_OF_FIELD[field].name, "family": fam, "advice": verdict, "why": why,
                     "kappa": kappa, "kappa_ci": ci, "items": items, "yes": yes, "too_few": too_few})
     return out
+
+
+def _too_few(items: int, yes: int) -> bool:
+    """Fewer labelled items than a stable figure needs: weights are still fitted (shrinkage keeps them near the
+    shipped ones), but the advice does not rest on them."""
+    return items < MIN_ITEMS or yes < MIN_EACH or items - yes < MIN_EACH
 
 
 def _why_not(kappa: Any, ci: Any, cv: Any) -> str:

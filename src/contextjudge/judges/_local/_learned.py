@@ -37,7 +37,7 @@ Row = tuple[str, np.ndarray, float, int | None]  # (weights' key, features, mult
 CROSS = "cross."
 # shrinkage strengths tried (the penalty is lambda * ||d||^2 on the change d in standardised units, against a sum of
 # log losses over the labelled units): from barely moving to moving freely. The prior (no change) is always a choice.
-LAMBDAS = (32.0, 8.0, 2.0, 0.5)
+LAMBDAS = (32.0, 8.0, 2.0, 0.5, 0.125)
 _EPS = 1e-6
 
 

@@ -33,6 +33,7 @@ from ._shared import (
     _short,
     _store,
     _store_arg,
+    _store_judge,
     _thresholds,
     _verdict,
     _write,
@@ -163,7 +164,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     adapter = next(((n, a) for n, a in adapters if _safe_matches(a, app)), None)
     if adapter is None:
         raise UsageError(_no_adapter_message(args.app, app, adapters))
-    judge = _judge(args.model, args.quiet)
+    judge = _store_judge(store, _judge(args.model, args.quiet), args.quiet)
     metrics = _build_metrics(keys, judge, threshold, per)
     gate_pass = {k: v for k in keys if (v := pass_per.get(k, pass_default)) is not None}
 

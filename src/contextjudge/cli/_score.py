@@ -24,6 +24,7 @@ from ._shared import (
     _repeats_arg,
     _resolve,
     _store_arg,
+    _store_judge,
     _thresholds,
     _verdict,
 )
@@ -93,7 +94,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     threshold, per = _thresholds(args.threshold, "--threshold")
     if ray_engine:
         return _score_on_ray(args, store, run_id, info, todo, keys, threshold, per, rescore)
-    metrics = _build_metrics(keys, _judge(args.model, args.quiet), threshold, per)
+    metrics = _build_metrics(keys, _store_judge(store, _judge(args.model, args.quiet), args.quiet), threshold, per)
     from ..engine import evaluate  # noqa: PLC0415
 
     if rescore:  # a new run of the old run's cases (same keys), scored with this judge and these metrics

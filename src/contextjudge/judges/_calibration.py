@@ -156,6 +156,18 @@ class Calibration:
         tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", "utf-8")
         os.replace(tmp, p)  # never leaves half a file where a judge would load it
 
+    def summary(self) -> dict[str, str]:
+        """Per calibrated family, in words: "calibrated on N of your labels; kappa X [lo, hi] cross-validated"."""
+        out = {}
+        for fam in [*self.thresholds, *self.learned]:
+            fit = self.fitted.get(fam) or {}
+            k = fit.get("kappa_cv", fit.get("kappa_after_cv"))
+            ci = fit.get("kappa_cv_ci")
+            kappa = "n/a" if not isinstance(k, (int, float)) else f"{k:.2f}" + (
+                f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 and None not in ci else "")
+            out[fam] = f"calibrated on {int(fit.get('items') or 0)} of your labels; kappa {kappa} cross-validated"
+        return out
+
     # ------------------------------------------------------------------------------------------- judging
     def fingerprint(self) -> str:
         """What of the file changes verdicts: the thresholds, and the fitted weights' hash (part of the judge

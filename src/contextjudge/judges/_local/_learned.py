@@ -341,23 +341,47 @@ def learn(units: Sequence[dict[str, Any]], priors: dict[str, np.ndarray], *, lam
     if not got["cv"]:
         out["why"] = "fewer than two labelled cases: nothing to cross-validate a fit on"
         return out
-    lam = min(got["cv"], key=lambda x: log_loss(got["cv"][x], labels))
+    gains = {lam: _paired_gain(units, prior_conf, confs) for lam, confs in got["cv"].items()}
+    best = max(gains, key=lambda x: gains[x][0])
+    # the most shrinkage whose out-of-sample gain is within one standard error of the best (the one-SE rule): at
+    # small N the strengths' figures differ by noise, and the stronger pull toward the shipped weights is the safer
+    lam = max(x for x in gains if gains[x][0] >= gains[best][0] - gains[best][1])
     cv_conf = got["cv"][lam]
     ll_cv = log_loss(cv_conf, labels)
+    gain, se = gains[lam]
     out.update(lam_tried=lam, logloss_cv=ll_cv)
     k_prior, a_prior = _decisions_kappa(prior_conf, labels)
     k_cv, a_cv = _decisions_kappa(cv_conf, labels)
     decisions_ok = (k_cv >= k_prior - 1e-12) if k_cv is not None and k_prior is not None else a_cv >= a_prior - 1e-12
-    if ll_cv >= ll_prior - 1e-9 or not decisions_ok:
+    # kept only when it beats the shipped weights out of sample by more than the noise of the cases: its log loss
+    # lower on held-out cases by at least one standard error of the per-case differences, and its decisions no worse
+    if gain - se <= 0 or not decisions_ok:
         out["why"] = (f"the best fit on these labels (shrinkage {lam:g}) does not beat the shipped weights on cases it "
-                      f"was not fitted on (log loss {ll_cv:.3f} against {ll_prior:.3f}, kappa "
-                      f"{_fmt(k_cv)} against {_fmt(k_prior)}), so the judge keeps its own weights; label more cases")
+                      f"was not fitted on by more than their noise (log loss {ll_cv:.3f} against {ll_prior:.3f}, "
+                      f"kappa {_fmt(k_cv)} against {_fmt(k_prior)}), so the judge keeps its own weights; label more "
+                      "cases")
         return out
     weights = fit_units(units, priors, lam)
     keys = sorted({r[0] for u in units for r in u["rows"]})
     out.update(accepted=True, cv=cv_conf, fitted=predict(units, weights), **{"lambda": lam},
                weights={k: [round(float(x), 6) for x in weights[k]] for k in keys})
     return out
+
+
+def _paired_gain(units: Sequence[dict[str, Any]], before: Sequence[float],
+                 after: Sequence[float]) -> tuple[float, float]:
+    """Mean per-case reduction of the summed log loss from ``before`` to ``after``, and its standard error."""
+    per: dict[str, float] = {}
+    for u, b, a in zip(units, before, after, strict=True):
+        y = 1.0 if u["label"] else 0.0
+        pb, pa = min(max(b, 1e-6), 1 - 1e-6), min(max(a, 1e-6), 1 - 1e-6)
+        lb = -(y * math.log(pb) + (1 - y) * math.log(1 - pb))
+        la = -(y * math.log(pa) + (1 - y) * math.log(1 - pa))
+        per[str(u["case"])] = per.get(str(u["case"]), 0.0) + lb - la
+    xs = np.array(list(per.values()))
+    if len(xs) < 2:
+        return float(xs.mean()) if len(xs) else 0.0, float("inf")
+    return float(xs.mean()), float(xs.std(ddof=1) / math.sqrt(len(xs)))
 
 
 def _fmt(k: float | None) -> str:

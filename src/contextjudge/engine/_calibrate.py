@@ -210,8 +210,7 @@ def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str,
             if label is None:
                 continue
             confs = [float(c) for c in (s.get("confidence") for s in sents) if isinstance(c, (int, float))]
-            best = max(sents, key=lambda s: s.get("confidence") if isinstance(s.get("confidence"), (int, float))
-                       else float(s.get("verdict") == "yes"))
+            best = max(sents, key=_sentence_rank)
             rec = {"item": f"n{k}", "text": nodes[k - 1].text, "label": bool(label),
                    "verdict": any(s.get("verdict") == "yes" for s in sents),
                    "confidence": max(confs) if confs else None, "reason": best.get("reason", ""),
@@ -240,6 +239,11 @@ def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str,
             rec["_rows"] = rows_of(vid, text)
         out.append(rec)
     return out
+
+
+def _sentence_rank(v: dict[str, Any]) -> float:
+    conf = v.get("confidence")
+    return float(conf) if isinstance(conf, (int, float)) else float(v.get("verdict") == "yes")
 
 
 class _Recorded:
@@ -404,7 +408,8 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     jobs = [(i, tc, labels, field) for i, (tc, labels) in enumerate(checked) for field in FAMILY_OF_FIELD
             if labels.get(field) is not None]
     learns = callable(getattr(raw, "recording", None)) and callable(getattr(raw, "learn", None))
-    with use_run_context(ctx), (raw.recording() if learns else contextlib.nullcontext([])) as recorded:
+    recorder: Any = raw.recording() if learns else contextlib.nullcontext([])  # type: ignore[attr-defined]
+    with use_run_context(ctx), recorder as recorded:
         answers = await asyncio.gather(*(_judge_field(resolved, tc, labels, field) for _, tc, labels, field in jobs))
     found = _Recorded(list(recorded)) if learns else None
     per_family: dict[str, list[dict[str, Any]]] = {}

@@ -41,22 +41,6 @@ class LabelMatch:
 class LabelStore(LoadStore):
     """Mixed into ``ResultsStore``: gold labels (it reads cases through ``LoadStore``). ``self`` is the store."""
 
-    # ------------------------------------------------------------------------------------------ calibration
-    def stored_calibration(self, judge: str) -> dict[str, Any] | None:
-        """The calibration of the embedded judge ``judge`` ("local", "local-cross") on this store's labels, as
-        ``keep_calibration`` kept it (``engine.store_calibrated`` reads and writes it), or None."""
-        with self._guard("read the store's calibration"), self._begin(write=False) as conn:
-            row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == CALIBRATION_KEY + judge)).first()
-        got = None if row is None else _loads(row[0], None)
-        return got if isinstance(got, dict) else None
-
-    def keep_calibration(self, judge: str, value: dict[str, Any]) -> None:
-        """Keep ``value`` as the calibration of ``judge`` on this store's labels (replacing the one kept)."""
-        key = CALIBRATION_KEY + judge
-        with self._guard("keep the store's calibration"), self._begin() as conn:
-            conn.execute(delete(S.meta).where(S.meta.c.key == key))
-            conn.execute(S.meta.insert().values(key=key, value=_dumps(value)))
-
     # ------------------------------------------------------------------------------------------ gold labels
     def add_labels(self, records: Iterable[dict[str, Any]], check: Callable[[Any, dict[str, Any]], list[str]] | None
                    = None, *, lines: list[int] | None = None, run: str | None = None
@@ -427,3 +411,23 @@ def _parse_label_records(records: Iterable[dict[str, Any]], where: Callable[[int
             labels["statements"] = split_sentences(str(rec["expected_output"]))
         parsed.append((i, None if key is None else str(key), text_in, labels, rec.get("retrieval_context")))
     return parsed
+
+
+class CalibrationKeep(LoadStore):
+    """Mixed into ``ResultsStore``: the embedded judge's calibration on the store's labels (issue 47), one ``cj_meta``
+    row per embedded judge."""
+
+    def stored_calibration(self, judge: str) -> dict[str, Any] | None:
+        """The calibration of the embedded judge ``judge`` ("local", "local-cross") on this store's labels, as
+        ``keep_calibration`` kept it (``engine.store_calibrated`` reads and writes it), or None."""
+        with self._guard("read the store's calibration"), self._begin(write=False) as conn:
+            row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == CALIBRATION_KEY + judge)).first()
+        got = None if row is None else _loads(row[0], None)
+        return got if isinstance(got, dict) else None
+
+    def keep_calibration(self, judge: str, value: dict[str, Any]) -> None:
+        """Keep ``value`` as the calibration of ``judge`` on this store's labels (replacing the one kept)."""
+        key = CALIBRATION_KEY + judge
+        with self._guard("keep the store's calibration"), self._begin() as conn:
+            conn.execute(delete(S.meta).where(S.meta.c.key == key))
+            conn.execute(S.meta.insert().values(key=key, value=_dumps(value)))

@@ -59,10 +59,12 @@ def test_labelled_cases_of_a_domain_lift_the_embedded_judge_on_its_other_cases(t
     assert lifts[10] > 0.0, (before, lifts)
 
 
-def test_the_rows_with_the_shipped_weights_give_back_the_judges_own_confidences():
+@pytest.mark.parametrize("spec", ["local", "local-cross"])
+def test_the_rows_with_the_shipped_weights_give_back_the_judges_own_confidences(spec):
     """``item_rows`` follows the scorer: with the prior weights each item's best row is the judge's own confidence,
-    for every family the calibration fits (a change in the scorer that the rows miss fails here)."""
-    judge = resolve_model("local")
+    for every family the calibration fits, in both embedded judges (a change in the scorer that the rows miss fails
+    here)."""
+    judge = resolve_model(spec)
     q, answer, other, _ = TOPICS[0]
     reqs = [
         JudgeRequest(task="node_usefulness", metric="contextual_precision", input=q, reference="Hold the button.",

@@ -169,8 +169,12 @@ def test_cli_json_shape_and_save_on_the_embedded_judge(tmp_path, capsys):
                 "threshold"} <= set(report[fam])
     assert {"contextual_precision", "contextual_relevancy", "contextual_recall"} <= set(report["metrics"])
     assert report["judge"] == "contextjudge-local" and report["saved"] == str(save)
-    assert report["thresholds"] and f"--model @{save}" in out.err
-    assert json.loads(save.read_text())["judge"] == "local"
+    # the embedded judge's own weights are refitted (not a threshold), and the file keeps them
+    assert report["learned"] and not report["thresholds"] and f"--model @{save}" in out.err
+    saved = json.loads(save.read_text())
+    assert saved["judge"] == "local" and set(saved["learned"]) == set(report["learned"])
+    for fam in saved["learned"]:
+        assert report[fam]["kappa_cv"] == saved["fitted"][fam]["kappa_cv"] > report[fam]["kappa"]
     rc = main(["calibrate", "--labels", str(EXAMPLES), "--model", f"@{save}", "--no-save"])
     out = capsys.readouterr()
     assert rc == 0 and "contextjudge-local+calibrated" in out.out and "kappa" in out.out

@@ -340,6 +340,11 @@ def test_queues_calibrate_nearest_threshold_first_both_signs_and_estimate_is_a_s
     results[("c", "P")] = R(0.1, verdicts=[{"verdict": True, "confidence": 0.97}])
     results[("e", "P")] = R(0.0, verdicts=[{"verdict": False, "cheap_verdict": True, "tier": "strong"}])
     assert calibrate_order(["a", "b", "c", "d", "e", "f"], results)[0] == "e"
+    # labels that move the fit most first: a verdict at the decision boundary comes before a score near its
+    # threshold whose verdicts are all sure (issue 47)
+    near = {("x", "P"): R(0.95, verdicts=[{"verdict": "yes", "confidence": 0.52}]),
+            ("y", "P"): R(0.51, verdicts=[{"verdict": "yes", "confidence": 0.99}, {"verdict": "no", "confidence": 0.02}])}
+    assert calibrate_order(["y", "x"], near) == ["x", "y"]
     log = [{"field": "labels", "who": w, "case_key": c, "item": i, "value": v}
            for w, c, i, v in [("ann", "c0", "n1", True), ("bob", "c0", "n1", True), ("ann", "c0", "n2", False),
                               ("bob", "c0", "n2", True), ("bob", "c0", "n2", None)]]

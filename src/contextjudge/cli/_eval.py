@@ -34,6 +34,7 @@ from ._shared import (
     _short,
     _store,
     _store_arg,
+    _store_judge,
     _thresholds,
     _verdict,
     _write,
@@ -174,7 +175,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     adapter = next(((n, a) for n, a in adapters if _safe_matches(a, app)), None)
     if adapter is None:
         raise UsageError(_no_adapter_message(args.app, app, adapters))
-    judge = _judge(args.model, args.quiet)
+    judge = _store_judge(store, _judge(args.model, args.quiet), args.quiet)
     metrics = _build_metrics(keys, judge, threshold, per)
     loose = _not_gated(metrics, judge, per)
     baseline = _baseline_run(store, args.baseline)

@@ -36,8 +36,8 @@ QUEUES = ("calibrate", "estimate")  # as store.give_label checks them
 
 
 def calibrate_order(keys: list[str], results: dict[tuple[str, str], Any]) -> list[str]:
-    """The ``calibrate`` queue: per case its most uncertain judged metric (score nearest threshold, or a verdict
-    whose jurors or tiers disagree, or whose confidence is nearest 0.5: ``_verdict_doubt``); cases grouped
+    """The ``calibrate`` queue: per case its most uncertain judged metric (``_fit_doubt``: a verdict whose confidence
+    is nearest 0.5 or whose jurors or tiers disagree, else the score nearest its threshold); cases grouped
     by (metric, pass/fail), each group nearest-first, then dealt round-robin so every family's positives and
     negatives get labels early; cases with no judged score last, in run order."""
     best: dict[str, tuple[float, str, bool]] = {}
@@ -45,7 +45,7 @@ def calibrate_order(keys: list[str], results: dict[tuple[str, str], Any]) -> lis
         score, threshold = getattr(r, "score", None), getattr(r, "threshold", None)
         if score is None or threshold is None or key not in keys:
             continue
-        d = min(abs(float(score) - float(threshold)), _verdict_doubt(getattr(r, "verdicts", None) or []))
+        d = _fit_doubt(abs(float(score) - float(threshold)), _verdict_doubt(getattr(r, "verdicts", None) or []))
         if key not in best or d < best[key][0]:
             best[key] = (d, metric, float(score) >= float(threshold))
     groups: dict[tuple[str, bool], list[tuple[float, str]]] = {}
@@ -58,6 +58,14 @@ def calibrate_order(keys: list[str], results: dict[tuple[str, str], Any]) -> lis
             if lane:
                 out.append(lane.pop(0)[1])
     return out + [k for k in keys if k not in best]
+
+
+def _fit_doubt(score_distance: float, doubt: float) -> float:
+    """How little a case's labels would move the fit (lower: more): a verdict nearest its decision boundary (a
+    confidence nearest 0.5, or jurors or tiers that disagree) teaches the fitted weights most, so every case with one
+    comes first, by it; a judge without confidences falls back on the score's distance from its threshold, after
+    them (issue 47)."""
+    return doubt if doubt < 1.0 else 1.0 + score_distance
 
 
 def _verdict_doubt(verdicts: list[Any]) -> float:

@@ -25,6 +25,7 @@ from ._shared import (
     _repeats_arg,
     _resolve,
     _store_arg,
+    _store_judge,
     _thresholds,
     _verdict,
 )
@@ -94,7 +95,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     threshold, per = _thresholds(args.threshold, "--threshold")
     if ray_engine:
         return _score_on_ray(args, store, run_id, info, todo, keys, threshold, per, rescore)
-    judge = _judge(args.model, args.quiet)
+    judge = _store_judge(store, _judge(args.model, args.quiet), args.quiet)
     metrics = _build_metrics(keys, judge, threshold, per)
     from ..engine import evaluate  # noqa: PLC0415
 

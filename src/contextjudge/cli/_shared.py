@@ -165,6 +165,26 @@ def _judge(model: str | None, quiet: bool = False) -> Any:
     return judge
 
 
+def _store_judge(store: Any, judge: Any, quiet: bool = False) -> Any:
+    """The judge a command on ``store`` uses: the embedded judge calibrated on the store's labels when it has any
+    (``engine.store_calibrated``), with one line per calibrated family on stderr; any other judge as it is."""
+    if store is None:
+        return judge
+    from ..engine import store_calibrated  # noqa: PLC0415
+    from ..judges import judge_name  # noqa: PLC0415
+
+    got, kept = store_calibrated(store, judge)
+    if kept is None:
+        return judge
+    if kept.get("summary"):
+        for fam, words in kept["summary"].items():
+            _info(f"judge: {judge_name(got)}, {fam} {words}", quiet)
+    else:
+        _info(f"judge: {judge_name(got)} keeps its own weights: a fit on the store's {kept.get('cases')} labelled "
+              "case(s) did not beat them on cases it was not fitted on (label more)", quiet)
+    return got
+
+
 def _build_metrics(keys: list[str], judge: Any, threshold: float | None, per: dict[str, float]) -> list[Any]:
     """The metric objects for ``keys`` (already resolved by ``_metric_keys``), judged by ``judge``: ``--threshold``
     for every metric (``threshold``) or per metric key (``per``)."""

@@ -111,8 +111,9 @@ def cmd_label(args: argparse.Namespace) -> int:
         print("FAILED: no record matched a case of this store; check --store, and that each record's key (or id) "
               "or input is that of a captured case (`contextjudge export` lists them).")
         return _shared.EXIT_GATE
-    print(f"next: contextjudge calibrate --store {store.target} --model MODEL (the judge against these labels); "
-          "`contextjudge report` shows the bias-corrected means")
+    print(f"next: eval, score, worker and report on this store judge with the embedded judge calibrated on its "
+          f"labels (model 'local', by itself); contextjudge calibrate --store {store.target} --model MODEL shows "
+          "how far a judge agrees with them; `contextjudge report` shows the bias-corrected means")
     return _shared.EXIT_OK
 
 
@@ -253,7 +254,15 @@ def _print_calibration(report: dict, show: int) -> None:
     print()
     for f in fams:
         fit = report[f]["threshold"]
-        if fit.get("fitted"):
+        if "lambda" in fit:  # the embedded judge: its own weights refitted
+            if fit.get("fitted"):
+                print(f"{f}: weights fitted on {fit['items']} labelled items of {fit['cases']} cases; kappa "
+                      f"{_f(fit['kappa_before'])} -> {_ci(fit['kappa_cv'], fit.get('kappa_cv_ci'))} cross-validated "
+                      f"({fit['folds']} folds over cases, shrinkage {fit['lambda']:g}); {_f(fit['kappa_after'])} on "
+                      "these labels (flattered: fitted on them)")
+            else:
+                print(f"{f}: the judge keeps its own weights: {fit['why']}")
+        elif fit.get("fitted"):
             cv = "n/a" if fit.get("kappa_after_cv") is None else f"{fit['kappa_after_cv']:.3f}"
             print(f"{f}: threshold {fit['threshold']:.4f} fitted; kappa {_f(fit['kappa_before'])} -> "
                   f"{_f(fit['kappa_after'])} on these labels (flattered: fitted on them), {cv} cross-validated "
@@ -353,7 +362,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         elif args.labels:
             cases = read_labels_file(args.labels)
         else:
-            store = _shared._existing_store(args.store)
+            store = _shared._existing_store(args.store, write=True)
             cases = store.labelled_cases(run=_shared._resolve(store, args.run) if args.run else None)
             if not cases:
                 raise UsageError("the store holds no labelled case: attach labels with `contextjudge label --store "
@@ -371,6 +380,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     calibration = calibration_of(report)
     report["saved"] = None
+    report["kept_in_store"] = False
+    if args.store and not args.run:  # every label of the store: its calibration, which later commands use
+        from ..engine import keep_store_calibration  # noqa: PLC0415
+
+        report["kept_in_store"] = keep_store_calibration(store, judge, cases, report)
     if calibration is not None and args.save:
         try:
             calibration.write(args.save)

@@ -136,7 +136,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         added = store.enqueue(target, only_unscored=True)
         _shared._info(f"queued {added} unscored case(s) of run {target}", args.quiet)
     threshold, per = _shared._thresholds(args.threshold, "--threshold")
-    judge = _shared._judge(args.model, args.quiet)
+    # the store's labels calibrate the embedded judge (read when the worker starts: restart it after labelling)
+    judge = _shared._store_judge(store, _shared._judge(args.model, args.quiet), args.quiet)
     if args.metrics:
         keys = _shared._metric_keys(args.metrics, [])
         metrics: Any = _shared._build_metrics(keys, None, threshold, per)

@@ -45,6 +45,8 @@ _CORE = {
     "read_labels_file": "._calibrate",
     "require_ray": "._ray_engine",
     "score_within_budget": "._score",
+    "keep_store_calibration": "._store_calibration",
+    "store_calibrated": "._store_calibration",
 }
 _EXPORTS = {**_CORE, **_PUBLIC}
 
@@ -62,5 +64,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._ray_engine import RayEngine, copy_run, finish_run, require_ray
     from ._run import Run, metric_config, metric_specs
     from ._score import BudgetSkip, score_case, score_within_budget
+    from ._store_calibration import keep_store_calibration, store_calibrated
     from ._worker import DEFAULT_METRIC_KEYS, SKIPPED_ADVICE, Worker, limit_cpu, metrics_for_run
     from ._worker_metrics import WorkerMetrics

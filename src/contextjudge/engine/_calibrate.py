@@ -14,9 +14,10 @@ figure flatters.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from ..judges import (
     JudgeOptions,
     JudgeRequest,
     RunContext,
+    family_of,
     judge_identity,
     judge_name,
     resolve_model,
@@ -190,20 +192,40 @@ async def _judge_own_statements(model: Any, tc: Any, labels: dict[str, Any], ans
     return {"metric": name, "score": score, "verdicts": verdicts}
 
 
-def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per judged item: its label, the judge's verdict and confidence."""
+def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str, Any]],
+           rows_of: Callable[[str, str], list[Any] | None] | None = None) -> list[dict[str, Any]]:
+    """One record per labelled item: its label, the judge's verdict and confidence, and (``rows_of``: the embedded
+    judge's feature rows of a verdict, by item id and text) the rows its confidence is the best of, under ``_rows``.
+    Relevance labels are of nodes, and so are their records: a node is relevant when its best sentence is (verdict:
+    any sentence's yes; confidence: the highest), never its label copied onto each of its sentences."""
     nodes = tc.retrieval_context or []
     out = []
+    if field == "relevance_labels":
+        by_node: dict[int, list[dict[str, Any]]] = {}
+        for v in verdicts:
+            if not v.get("statement"):
+                continue  # an empty node: judged by the metric itself, not by the judge
+            by_node.setdefault(int(str(v.get("id", ""))[1:].split(".")[0]), []).append(v)
+        for k, sents in sorted(by_node.items()):
+            label = labels[field][k - 1]
+            if label is None:
+                continue
+            confs = [float(c) for c in (s.get("confidence") for s in sents) if isinstance(c, (int, float))]
+            best = max(sents, key=_sentence_rank)
+            rec = {"item": f"n{k}", "text": nodes[k - 1].text, "label": bool(label),
+                   "verdict": any(s.get("verdict") == "yes" for s in sents),
+                   "confidence": max(confs) if confs else None, "reason": best.get("reason", ""),
+                   "sentences": len(sents)}
+            if rows_of is not None:
+                got = [rows_of(str(s.get("id", "")), s["statement"]) for s in sents]
+                rec["_rows"] = None if any(g is None for g in got) else [r for g in got for r in (g or [])]
+            out.append(rec)
+        return out
     for v in verdicts:
         vid = str(v.get("id", ""))
         if field in ("labels", "utilization_labels"):
             k = int(vid[1:])
             label, text = labels[field][k - 1], nodes[k - 1].text
-        elif field == "relevance_labels":
-            if not v.get("statement"):
-                continue  # an empty node: judged by the metric itself, not by the judge
-            k = int(vid[1:].split(".")[0])
-            label, text = labels[field][k - 1], v["statement"]
         else:
             j = int(vid[1:])
             label, text = labels[field][j - 1], v.get("statement") or gold_statements(tc, labels, field)[j - 1]
@@ -214,8 +236,40 @@ def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str,
                "confidence": float(conf) if isinstance(conf, (int, float)) else None, "reason": v.get("reason", "")}
         if isinstance(v.get("jurors"), dict):  # a jury's verdict: each juror's too, for its own agreement
             rec["jurors"] = {n: j.get("verdict") == "yes" for n, j in v["jurors"].items()}
+        if rows_of is not None:
+            rec["_rows"] = rows_of(vid, text)
         out.append(rec)
     return out
+
+
+def _sentence_rank(v: dict[str, Any]) -> float:
+    conf = v.get("confidence")
+    return float(conf) if isinstance(conf, (int, float)) else float(v.get("verdict") == "yes")
+
+
+class _Recorded:
+    """The embedded judge's feature rows of every request it answered during a calibration, found again by what a
+    verdict record knows: the family, the question, the item's id and text, and the reference it was judged with."""
+
+    def __init__(self, recorded: list[tuple[Any, dict[str, Any]]]) -> None:
+        self.index: dict[tuple[str, str, str, str], list[tuple[str, list[Any]]]] = {}
+        for req, rows in recorded:
+            fam = family_of(req.task, req.reference_kind)
+            for it in req.items:
+                if it.id in rows:
+                    self.index.setdefault((fam, req.input, it.id, it.text), []).append(
+                        (req.reference or "", rows[it.id]))
+
+    def rows_of(self, fam: str, tc: Any) -> Callable[[str, str], list[Any] | None]:
+        want = (tc.actual_output if fam.endswith(".actual_output") else tc.expected_output) or ""
+
+        def find(vid: str, text: str) -> list[Any] | None:
+            got = self.index.get((fam, tc.input, vid, text))
+            if not got:
+                return None
+            return next((rows for ref, rows in got if ref == want), got[0][1])
+
+        return find
 
 
 # ------------------------------------------------------------------------------------------------ fitting
@@ -354,8 +408,11 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     ctx = RunContext(options=options or JudgeOptions())
     jobs = [(i, tc, labels, field) for i, (tc, labels) in enumerate(checked) for field in FAMILY_OF_FIELD
             if labels.get(field) is not None]
-    with use_run_context(ctx):
+    learns = callable(getattr(raw, "recording", None)) and callable(getattr(raw, "learn", None))
+    recorder: Any = raw.recording() if learns else contextlib.nullcontext([])  # type: ignore[attr-defined]
+    with use_run_context(ctx), recorder as recorded:
         answers = await asyncio.gather(*(_judge_field(resolved, tc, labels, field) for _, tc, labels, field in jobs))
+    found = _Recorded(list(recorded)) if learns else None
     per_family: dict[str, list[dict[str, Any]]] = {}
     per_metric: dict[str, dict[str, Any]] = {}
     errors: list[dict[str, Any]] = []
@@ -365,7 +422,8 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
         if "error" in got:
             errors.append({"case": cid, "family": fam, "metric": got["metric"], "error": got["error"]})
             continue
-        for rec in _pairs(tc, labels, field, got["verdicts"]):
+        rows_of = found.rows_of(fam, tc) if found is not None else None
+        for rec in _pairs(tc, labels, field, got["verdicts"], rows_of):
             per_family.setdefault(fam, []).append({"case": cid, "input": tc.input, **rec})
         gold = gold_score(_field_metric_name(field), tc, labels, strict=True)
         if gold is None:  # not reached: every label field has a gold form, and strict=True raises on a misfit
@@ -377,6 +435,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
                               else _spec_of(model, resolved),
                               "judge_identity": judge_identity(raw), "cases": len(checked)}
     thresholds: dict[str, float] = {}
+    learned: dict[str, dict[str, list[float]]] = {}
     any_confidence = False
     for fam in FAMILY_OF_FIELD.values():
         items = per_family.get(fam)
@@ -389,17 +448,30 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
         jurors = _juror_agreement(items, resamples, seed)
         if jurors:
             agreement["jurors"] = jurors
-        fit = fit_threshold(items, folds=folds, seed=seed)
-        any_confidence = any_confidence or fit["with_confidence"] > 0
-        if fit.get("fitted"):
-            thresholds[fam] = fit["threshold"]
+        rows = [it.pop("_rows", None) for it in items]
+        if learns and all(r is not None for r in rows):
+            fit = _learn_family(raw, items, rows, resamples=resamples, seed=seed)
+            if fit.get("fitted"):
+                learned[fam] = fit["weights"]
+            any_confidence = True
+        else:
+            fit = fit_threshold(items, folds=folds, seed=seed)
+            any_confidence = any_confidence or fit["with_confidence"] > 0
+            if fit.get("fitted"):
+                thresholds[fam] = fit["threshold"]
+            fit["kappa_cv"] = fit.get("kappa_after_cv") if fit.get("fitted") else fit.get("kappa_before")
         agreement["threshold"] = fit
+        # the family's kappa as the calibrated judge will decide it, measured on cases it was not fitted on (the
+        # judge's own kappa where nothing was fitted): what "trust this family" reads (issue 46)
+        agreement["kappa_cv"] = fit.get("kappa_cv")
+        agreement["kappa_cv_ci"] = fit.get("kappa_cv_ci")
         agreement["disagreements"] = [it for it in items if it["verdict"] != it["label"]]
         report[fam] = agreement
     report["metrics"] = {key: {"metric": m["metric"], "cases": len(m["judged"]), "judged_mean": _mean(m["judged"]),
                                "gold_mean": _mean(m["gold"]), "mae": mae(m["judged"], m["gold"]),
                                "spearman": spearman(m["judged"], m["gold"])} for key, m in per_metric.items()}
     report["thresholds"] = thresholds
+    report["learned"] = learned
     report["confidences"] = any_confidence
     if not any_confidence:
         report["note"] = ("This judge reports no confidences (a chat model's verdicts are yes/no), so only agreement "
@@ -410,6 +482,40 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     report["unused_labels"] = unused
     report["advice"] = advice(report)
     return report
+
+
+def _learn_family(judge: Any, items: list[dict[str, Any]], rows: list[Any], *, resamples: int,
+                  seed: int) -> dict[str, Any]:
+    """The embedded judge's weights for one family fitted on its labelled items (``LocalJudge.learn``: shrinkage
+    toward the shipped weights, leave one case out), with the figures the report and the file keep."""
+    units = [{"case": it["case"], "label": it["label"], "rows": r} for it, r in zip(items, rows, strict=True)]
+    got = judge.learn(units, seed=seed)
+    labels = [u["label"] for u in units]
+
+    def conf_of(confs: list[float]) -> tuple[int, int, int, int]:
+        return confusion((c >= 0.5, y) for c, y in zip(confs, labels, strict=True))
+
+    before, after, cv = conf_of(got["prior"]), conf_of(got["fitted"]), conf_of(got["cv"])
+    by_case: dict[str, list[tuple[bool, bool]]] = {}
+    for u, c in zip(units, got["cv"], strict=True):
+        by_case.setdefault(str(u["case"]), []).append((c >= 0.5, u["label"]))
+    cv_agree = binary_agreement(list(by_case.values()), resamples=resamples, seed=seed).to_dict()
+    pos = sum(labels)
+    out: dict[str, Any] = {
+        "fitted": bool(got["accepted"]), "method": "weights shrunk toward the shipped ones",
+        "items": len(units), "with_confidence": len(units), "positives": pos, "negatives": len(units) - pos,
+        "cases": len(by_case), "folds": got["folds"], "lambda": got["lambda"],
+        "kappa_before": cohen_kappa(*before), "accuracy_before": _accuracy(before),
+        "kappa_after": cohen_kappa(*after), "accuracy_after": _accuracy(after),
+        "kappa_cv": cv_agree.get("kappa"), "kappa_cv_ci": cv_agree.get("kappa_ci"),
+        "accuracy_cv": _accuracy(cv), "logloss_before": round(got["logloss_prior"], 6),
+        "logloss_cv": None if got["logloss_cv"] is None else round(got["logloss_cv"], 6)}
+    out["kappa_after_cv"] = out["kappa_cv"] if got["accepted"] else None
+    if got["accepted"]:
+        out["weights"] = got["weights"]
+    else:
+        out["why"] = got.get("why", "")
+    return out
 
 
 def _juror_agreement(items: Sequence[dict[str, Any]], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
@@ -461,17 +567,25 @@ def advice(report: dict[str, Any]) -> list[dict[str, Any]]:
         elif ci and ci[0] is not None and ci[0] >= TRUST_KAPPA:
             verdict = "trust"
             why = f"kappa {kappa:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]: the judge agrees with your labels substantially"
-        elif cv is not None and cv >= TRUST_KAPPA and cv > (fit.get("kappa_before") or -1.0):
+        elif cv is not None and cv >= TRUST_KAPPA and cv > (fit.get("kappa_before") or -1.0) and not (
+                "lambda" in fit and _too_few(items, yes)):
             verdict = "use with the calibrated file"
-            why = (f"kappa {_k(kappa, ci)} with the judge's own verdicts, {cv:.2f} cross-validated with the fitted "
-                   f"threshold {fit['threshold']:.3f}")
+            how = (f"the fitted threshold {fit['threshold']:.3f}" if "threshold" in fit else
+                   f"the weights fitted on {fit.get('items')} of your labels")
+            why = f"kappa {_k(kappa, ci)} with the judge's own verdicts, {cv:.2f} cross-validated with {how}"
         else:
             verdict = "do not gate on this metric with this judge"
             why = _why_not(kappa, ci, cv)
-        too_few = items < MIN_ITEMS or yes < MIN_EACH or items - yes < MIN_EACH
+        too_few = _too_few(items, yes)
         out.append({"metric": _METRIC_OF_FIELD[field].name, "family": fam, "advice": verdict, "why": why,
                     "kappa": kappa, "kappa_ci": ci, "items": items, "yes": yes, "too_few": too_few})
     return out
+
+
+def _too_few(items: int, yes: int) -> bool:
+    """Fewer labelled items than a stable figure needs: weights are still fitted (shrinkage keeps them near the
+    shipped ones), but the advice does not rest on them."""
+    return items < MIN_ITEMS or yes < MIN_EACH or items - yes < MIN_EACH
 
 
 def _why_not(kappa: Any, ci: Any, cv: Any) -> str:
@@ -507,11 +621,13 @@ def calibrate(cases: Sequence[Any], model: Any, **kwargs: Any) -> dict[str, Any]
 
 
 def calibration_of(report: dict[str, Any]) -> Calibration | None:
-    """The calibration file's contents for a report with fitted thresholds, else None."""
-    if not report.get("thresholds"):
+    """The calibration file's contents for a report with fitted thresholds or weights, else None."""
+    if not report.get("thresholds") and not report.get("learned"):
         return None
-    fitted = {fam: {k: v for k, v in report[fam]["threshold"].items() if k != "fitted"}
-              for fam in report["thresholds"]}
-    return Calibration(judge=report["judge_spec"], thresholds=dict(report["thresholds"]),
+    fams = list(report.get("thresholds") or {}) + list(report.get("learned") or {})
+    fitted = {fam: {k: v for k, v in report[fam]["threshold"].items() if k not in ("fitted", "weights")}
+              for fam in fams}
+    return Calibration(judge=report["judge_spec"], thresholds=dict(report.get("thresholds") or {}),
                        judge_name=report["judge"].removesuffix("+calibrated"),
-                       judge_identity=report["judge_identity"], fitted=fitted)
+                       judge_identity=report["judge_identity"], fitted=fitted,
+                       learned=dict(report.get("learned") or {}))

@@ -122,7 +122,7 @@ class Run:
 
     def judges(self, metrics: Sequence[Any]) -> list[dict[str, Any]]:
         """Which judges score this run (name and identity), for the store; a judge that cannot load is left out."""
-        from ..judges import judge_identity, judge_name  # noqa: PLC0415
+        from ..judges import Calibration, judge_identity, judge_name  # noqa: PLC0415
 
         out: list[dict[str, Any]] = []
         for m in metrics:
@@ -131,6 +131,10 @@ class Run:
             try:
                 model = self.context.judge_for(m)
                 entry = {"name": judge_name(model), "identity": judge_identity(model)}
+                summary = model.calibration.summary() if isinstance(getattr(model, "calibration", None),
+                                                                    Calibration) else None
+                if summary:  # "calibrated on N of your labels; kappa X [CI] cross-validated", per family
+                    entry["calibration"] = summary
             except Exception:  # noqa: BLE001 - the metric reports its own judge failure when it runs
                 continue
             if entry not in out:

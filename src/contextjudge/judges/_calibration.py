@@ -75,6 +75,8 @@ class Calibration:
     fitted: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     path: str | None = None
+    # the embedded judge's weights fitted on the labels (issue 47): family -> weights' key -> weights
+    learned: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         where = self.path or "calibration"
@@ -91,6 +93,16 @@ class Calibration:
                                          f"{t!r}.")
             clean[fam] = float(t)
         self.thresholds = clean
+        learned: dict[str, dict[str, list[float]]] = {}
+        for fam, keys in (self.learned or {}).items():
+            if fam not in FAMILIES or not isinstance(keys, dict) or not all(
+                    isinstance(w, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in w)
+                    for w in keys.values()):
+                raise ConfigurationError(f"{where}: 'learned' must map a verdict family ({', '.join(FAMILIES)}) to "
+                                         f"weights' keys and lists of numbers; {fam!r} does not. Run `contextjudge "
+                                         "calibrate` again to rewrite it.")
+            learned[fam] = {str(k): [float(x) for x in w] for k, w in keys.items()}
+        self.learned = learned
         self.created = self.created or _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
 
     # ------------------------------------------------------------------------------------------- file
@@ -98,7 +110,8 @@ class Calibration:
         """The file's JSON object."""
         return {FORMAT_KEY: FORMAT_VERSION, "judge": self.judge, "judge_name": self.judge_name,
                 "judge_identity": self.judge_identity, "thresholds": dict(sorted(self.thresholds.items())),
-                "fitted": self.fitted, "created": self.created}
+                "fitted": self.fitted, "created": self.created,
+                **({"learned": self.learned} if self.learned else {})}
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "calibration") -> Calibration:
@@ -115,7 +128,7 @@ class Calibration:
             raise ConfigurationError(f"{where}: 'thresholds' must be an object of family -> threshold.")
         return cls(judge=str(data.get("judge") or ""), thresholds=thresholds, judge_name=data.get("judge_name"),
                    judge_identity=data.get("judge_identity"), fitted=data.get("fitted") or {},
-                   created=data.get("created") or "", path=where)
+                   created=data.get("created") or "", path=where, learned=data.get("learned") or {})
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Calibration:
@@ -143,10 +156,32 @@ class Calibration:
         tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", "utf-8")
         os.replace(tmp, p)  # never leaves half a file where a judge would load it
 
+    def summary(self) -> dict[str, str]:
+        """Per calibrated family, in words: "calibrated on N of your labels; kappa X [lo, hi] cross-validated"."""
+        out = {}
+        for fam in [*self.thresholds, *self.learned]:
+            fit = self.fitted.get(fam) or {}
+            k = fit.get("kappa_cv", fit.get("kappa_after_cv"))
+            ci = fit.get("kappa_cv_ci")
+            kappa = "n/a" if not isinstance(k, (int, float)) else f"{k:.2f}" + (
+                f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 and None not in ci else "")
+            out[fam] = f"calibrated on {int(fit.get('items') or 0)} of your labels; kappa {kappa} cross-validated"
+        return out
+
     # ------------------------------------------------------------------------------------------- judging
     def fingerprint(self) -> str:
-        """What of the file changes verdicts: the thresholds (part of the judge identity)."""
-        return json.dumps(dict(sorted(self.thresholds.items())), sort_keys=True)
+        """What of the file changes verdicts: the thresholds, and the fitted weights' hash (part of the judge
+        identity)."""
+        base = json.dumps(dict(sorted(self.thresholds.items())), sort_keys=True)
+        return f"{base}|learned:{self.learned_hash()}" if self.learned else base
+
+    def learned_hash(self) -> str:
+        """A short hash of the fitted weights (empty without them)."""
+        if not self.learned:
+            return ""
+        canon = {f: {k: [round(float(x), 6) for x in w] for k, w in sorted(ks.items())}
+                 for f, ks in sorted(self.learned.items())}
+        return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()[:16]
 
     def adjust(self, request: JudgeRequest, verdicts: dict[str, dict[str, Any]]) -> None:
         """Apply the family's threshold to ``verdicts`` (parsed, keyed by item id) in place."""

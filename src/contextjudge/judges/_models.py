@@ -144,6 +144,20 @@ def load_calibrated_judge(path: str | os.PathLike[str], judge: BaseChatModel | N
         logger.warning("contextjudge: %s was fitted for another version or setting of the judge %r (identity %s, "
                        "now %s); run `contextjudge calibrate` again so the thresholds fit this one.",
                        cal.path, cal.judge, cal.judge_identity, judge_identity(judge))
+    return calibrated(judge, cal)
+
+
+def calibrated(judge: BaseChatModel, cal: Calibration) -> CalibratedJudge:
+    """``judge`` judging with ``cal``: its thresholds, and for the embedded judge its fitted weights (given to a
+    copy of it, whose identity carries their hash)."""
+    if isinstance(judge, CalibratedJudge):
+        judge = judge.judge
+    if cal.learned:
+        if "learned" in getattr(type(judge), "model_fields", {}):
+            judge = judge.model_copy(update={"learned": cal.learned})
+        else:
+            logger.warning("contextjudge: %s holds weights fitted for the embedded judge, and %s is not it: only its "
+                           "thresholds apply.", cal.path or "the calibration", judge_name(judge))
     return CalibratedJudge(judge=judge, calibration=cal)
 
 

@@ -49,6 +49,15 @@ def _confusion(c: dict[str, Any]) -> str:
 def _threshold(fit: Any) -> str:
     if not isinstance(fit, dict):
         return ""
+    if "lambda" in fit:  # the embedded judge: its weights refitted on the labels
+        if not fit.get("fitted"):
+            why = fit.get("why")
+            return f"<p>The judge keeps its own weights{': ' + e(why) if why else ''}.</p>"
+        return (f"<p>Weights fitted on {int(fit.get('items') or 0)} labelled items of {int(fit.get('cases') or 0)} "
+                f"cases (shrunk toward the shipped ones, strength {num(fit.get('lambda'))}): kappa "
+                f"{num(fit.get('kappa_before'))} before, {num(fit.get('kappa_cv'))} cross-validated "
+                f"({int(fit.get('folds') or 0)} folds over cases), {num(fit.get('kappa_after'))} on these labels "
+                "(in-sample, which flatters).</p>")
     if not fit.get("fitted"):
         why = fit.get("why")
         return f"<p>No threshold fitted{': ' + e(why) if why else ''}.</p>"
@@ -136,6 +145,10 @@ def render_calibration(calibration: dict[str, Any], *, title: str | None = None,
     if thresholds:
         body.append("<p>Fitted thresholds: " + e(", ".join(f"{k} {v}" for k, v in thresholds.items()))
                     + ". Use them with <code>--model @contextjudge-calibration.json</code> (or the file you saved).</p>")
+    if calibration.get("learned"):
+        body.append("<p>Weights fitted for: " + e(", ".join(calibration["learned"]))
+                    + ". Use them with <code>--model @contextjudge-calibration.json</code> (or the file you saved); a "
+                    "store's own labels are used by itself.</p>")
     errors = calibration.get("errors") or []
     if errors:
         body.append(f"<h2>Judge errors ({len(errors)})</h2><ul>"

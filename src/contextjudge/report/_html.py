@@ -402,10 +402,18 @@ def _compare_section(cur: RunView, base: RunView) -> str:
     return "".join(out)
 
 
+def _calibration_words(judge: dict[str, Any]) -> str:
+    """A calibrated judge's words per family ("calibrated on N of your labels; kappa X [CI] cross-validated")."""
+    cal = judge.get("calibration")
+    if not isinstance(cal, dict) or not cal:
+        return ""
+    return " (<span class='cj-calibration'>" + "; ".join(f"{e(f)}: {e(w)}" for f, w in cal.items()) + "</span>)"
+
+
 def _header(cur: RunView, base: RunView | None) -> str:
     r = cur.result
     u = r.usage
-    judges = ", ".join(e(j.get("name")) for j in cur.judges if j.get("name")) or "n/a"
+    judges = ", ".join(e(j.get("name")) + _calibration_words(j) for j in cur.judges if j.get("name")) or "n/a"
     lines = []
     if cur.name:
         lines.append(f"<p class='runname'>Run <b class='cj-run-name'>{e(cur.name)}</b>"

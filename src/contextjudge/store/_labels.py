@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError
@@ -20,6 +20,7 @@ from ._rows import _attach_labels, _case_from_json, _dumps, _loads
 
 __all__ = ["QUEUES", "LabelMatch", "LabelStore", "key_stored_labels"]
 
+CALIBRATION_KEY = "calibration:"  # cj_meta: the embedded judge's calibration on the store's labels, per judge
 QUEUES = ("calibrate", "estimate")  # the labelling page's two queues (cj_label_log.queue)
 
 logger = logging.getLogger("contextjudge")
@@ -424,3 +425,23 @@ def _parse_label_records(records: Iterable[dict[str, Any]], where: Callable[[int
             labels["statements"] = split_sentences(str(rec["expected_output"]))
         parsed.append((i, None if key is None else str(key), text_in, labels, rec.get("retrieval_context")))
     return parsed
+
+
+class CalibrationKeep(LoadStore):
+    """Mixed into ``ResultsStore``: the embedded judge's calibration on the store's labels (issue 47), one ``cj_meta``
+    row per embedded judge."""
+
+    def stored_calibration(self, judge: str) -> dict[str, Any] | None:
+        """The calibration of the embedded judge ``judge`` ("local", "local-cross") on this store's labels, as
+        ``keep_calibration`` kept it (``engine.store_calibrated`` reads and writes it), or None."""
+        with self._guard("read the store's calibration"), self._begin(write=False) as conn:
+            row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == CALIBRATION_KEY + judge)).first()
+        got = None if row is None else _loads(row[0], None)
+        return got if isinstance(got, dict) else None
+
+    def keep_calibration(self, judge: str, value: dict[str, Any]) -> None:
+        """Keep ``value`` as the calibration of ``judge`` on this store's labels (replacing the one kept)."""
+        key = CALIBRATION_KEY + judge
+        with self._guard("keep the store's calibration"), self._begin() as conn:
+            conn.execute(delete(S.meta).where(S.meta.c.key == key))
+            conn.execute(S.meta.insert().values(key=key, value=_dumps(value)))

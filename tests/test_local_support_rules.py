@@ -115,3 +115,16 @@ def test_a_number_inside_or_outside_a_stated_range(judge: LocalJudge, statement:
 def test_a_name_with_one_word_changed_is_not_supported(judge: LocalJudge, statement: str, node: str) -> None:
     v = support(judge, statement, node)
     assert v["verdict"] == "no", v
+
+
+@pytest.mark.parametrize(("statement", "node"), [
+    ("Students cannot park on campus.", "Students may park on campus with a permit."),
+    ("The bridge was never completed.", "The bridge was completed in 1932."),
+    ("Smoking is permitted on the terrace.",
+     "Smoking is not permitted anywhere on the premises, including the terrace."),
+], ids=["cannot", "never", "not-anywhere"])
+def test_a_negation_in_its_own_words_is_not_supported(judge: LocalJudge, statement: str, node: str) -> None:
+    """The statement's own "cannot" / "never" is not a word the node must hold for the negation rule to apply, and a
+    negation's scope may run on past the words the two share ("not permitted anywhere on the premises")."""
+    v = support(judge, statement, node)
+    assert v["verdict"] == "no", v

@@ -8,7 +8,8 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 
 __all__ = ["answer_occurs", "content_tokens", "lead_phrase", "lead_tokens", "name_changed", "normalize", "range_denied", "specifics",
-           "specifics_in", "spelled_numbers", "token_recall"]
+           "specifics_in", "spelled_numbers", "token_recall",
+           "without_cues"]
 
 # Function words carry no evidence of relevance. A short fixed list keeps the judge language-light and deterministic.
 _STOPWORDS = frozenset("""
@@ -389,10 +390,16 @@ def _is_cue(w: str) -> bool:
     return w in _NEGATION or w.endswith("n't") or w.endswith("n\u2019t")
 
 
+def without_cues(words: frozenset[str]) -> frozenset[str]:
+    """``words`` less the negation cues among them ("cannot", "never", "doesn't")."""
+    return frozenset(w for w in words if not _is_cue(w))
+
+
 def negated_near(text: str, words: frozenset[str], span: int = 4) -> bool:
     """Whether ``text`` says no about what ``words`` (content words, as ``content_tokens`` gives them) state: a
     negation whose scope, the content words among the next ``span`` (it runs to its right: "may not work remotely"),
-    is all in ``words``. "Not business class" does not deny a text that names only economy class.
+    opens with a word of ``words`` and is at least half in them ("not permitted anywhere on the premises" denies
+    "permitted"). "Not business class" does not deny a text that names only economy class.
     "No dog has ever run after its tail" does not negate "Germany went through its worst inflation", however long the
     sentence that holds both, nor does "Popeye (though not the various films)" negate Popeye, nor "No. Flights under six
     hours ..." the flights (the scope ends at punctuation); a number is never what a negation negates here."""
@@ -402,7 +409,7 @@ def negated_near(text: str, words: frozenset[str], span: int = 4) -> bool:
             if _is_cue(w):
                 scope = [_stem(n) for n in toks[k + 1: k + 1 + span]
                          if n not in _STOPWORDS and not _is_cue(n) and not n[0].isdigit()]
-                if scope and all(n in words for n in scope):
+                if scope and scope[0] in words and 2 * sum(n in words for n in scope) >= len(scope):
                     return True
     return False
 

@@ -36,6 +36,7 @@ from ._lexical import (
     specifics,
     specifics_in,
     token_recall,
+    without_cues,
 )
 
 __all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer"]
@@ -108,6 +109,7 @@ GATE = 0.02
 # one of the two is negated). Set from the open NLI sets' rates (benchmarks/support_rules.py), not fitted.
 NUMBER_MISSING = 0.8
 NEGATION_RECALL = 0.8
+NEGATION_PREFILTER = 0.5  # below this share of the statement's words in the whole node, the rule is not asked
 NEGATION_FLIPPED = 0.8
 NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q")
 NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall", "turn", "turn_cos_q", "turn_q_recall")
@@ -138,7 +140,8 @@ def gated(conf: np.ndarray) -> np.ndarray:
 def _negation_flipped(statement: str, node: str, words: frozenset[str]) -> bool:
     best = Evidence._best_sentence(node, words)
     bwords = content_tokens(best)
-    return (token_recall(words, bwords) >= NEGATION_RECALL
+    # the statement's own "cannot" / "never" is what may differ, not a word the sentence must hold
+    return (token_recall(without_cues(words), bwords) >= NEGATION_RECALL
             and negated_near(statement, bwords) != negated_near(best, words))
 
 
@@ -313,7 +316,7 @@ class Evidence:
                     miss[i, j] = _weight(lacking) / _weight(spec)
                     if any(is_number(x) for x in lacking) or lacking and name_changed(st, n):
                         miss[i, j] = max(miss[i, j], NUMBER_MISSING)
-                if rec[i, j] >= NEGATION_RECALL and self.negation_flipped(st, n, stok[i]):
+                if rec[i, j] >= NEGATION_PREFILTER and self.negation_flipped(st, n, stok[i]):
                     miss[i, j] = 1.0 - (1.0 - miss[i, j]) * (1.0 - NEGATION_FLIPPED)
         return cos, rec, miss
 
@@ -543,7 +546,7 @@ class Scorer(Evidence):
             missing = sorted(specifics_in(specifics(it.text), best.text, it.text)[1])
             lacks = (f"its closest node, {best.id}, does not mention {_listed(missing)}; " if missing and not yes
                      else "")
-            if not yes and not lacks and rec[i, j] >= NEGATION_RECALL and self.negation_flipped(
+            if not yes and not lacks and rec[i, j] >= NEGATION_PREFILTER and self.negation_flipped(
                     it.text, best.text, words):
                 # the direction, tested as the rule tests it: against the closest sentence's words
                 says = "says 'not' where the statement does not" if not negated_near(

@@ -1,6 +1,8 @@
-"""The rates behind the embedded judge's two statement-support rules (judges/_local/_scoring.py: NUMBER_MISSING,
+"""The rates behind the embedded judge's statement-support rules (judges/_local/_scoring.py: NUMBER_MISSING,
 NEGATION_FLIPPED): on human-labelled NLI pairs, how often a hypothesis is still entailed when its premise lacks one of
-its numbers, and when the premise's closest sentence holds nearly all of its words but only one of the two says "not".
+its numbers (an acronym, a number in words or inside a range the premise states counts as there), when the premise
+gives one of its names with one word changed (``_lexical.name_changed``, which takes NUMBER_MISSING too), and when the
+premise's closest sentence holds nearly all of its words but only one of the two says "not".
 
     python benchmarks/support_rules.py [--data-dir ../shared/training-data]
 
@@ -24,6 +26,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from contextjudge.judges._local._lexical import (  # noqa: E402
     content_tokens,
     is_number,
+    name_changed,
     specifics,
     specifics_in,
 )
@@ -47,12 +50,14 @@ def pairs(path: Path) -> list[tuple[str, str, int]]:
 
 
 def rates(rows: list[tuple[str, str, int]]) -> dict[str, Any]:
-    n = {"pairs": [0, 0], "number missing": [0, 0], "negation flipped": [0, 0]}
+    n = {"pairs": [0, 0], "number missing": [0, 0], "name changed": [0, 0], "negation flipped": [0, 0]}
     for claim, text, y in rows:
         n["pairs"][y] += 1
         nums = frozenset(x for x in specifics(claim) if is_number(x))
-        if nums and specifics_in(nums, text)[1]:
+        if nums and specifics_in(nums, text, claim)[1]:
             n["number missing"][y] += 1
+        if name_changed(claim, text):
+            n["name changed"][y] += 1
         if Evidence.negation_flipped(claim, text, content_tokens(claim)):
             n["negation flipped"][y] += 1
     return {k: {"n": no + yes, "entailed": yes / (no + yes) if no + yes else float("nan")}

@@ -61,3 +61,70 @@ def test_a_no_or_a_not_about_something_else_vetoes_nothing(judge: LocalJudge) ->
     v = support(judge, "No. Flights under six hours are economy class and longer flights may be booked in premium "
                        "economy, not business class.", node)
     assert v["verdict"] == "yes", v
+
+
+# The forms a supported statement may take that the rules above once read as a missing number or name (issue 47): the
+# reason named "'eu'" for a node that says "European Union", "'5'" for "fifth", "'9'" for "Android 10 or later".
+@pytest.mark.parametrize(("statement", "node"), [
+    ("Orders shipped to the EU pay no customs duty.",
+     "Orders shipped to the European Union pay no customs duty; orders to Norway and Switzerland may."),
+    ("Orders shipped to the European Union pay no customs duty.",
+     "Orders shipped to the EU pay no customs duty; orders to Norway and Switzerland may."),
+    ("The clinic is run by the NIH.", "The clinic is run by the National Institutes of Health in Bethesda."),
+], ids=["acronym-in-statement", "acronym-in-node", "acronym-with-of"])
+def test_an_acronym_and_its_expansion_are_one_name(judge: LocalJudge, statement: str, node: str) -> None:
+    v = support(judge, statement, node)
+    assert v["verdict"] == "yes", v
+
+
+@pytest.mark.parametrize(("statement", "node"), [
+    ("The office is on the 5th floor.", "The office is on the fifth floor of the Harbour building."),
+    ("Salaries are paid on the 25th of each month.", "Salaries are paid on the twenty-fifth of each month."),
+    ("The course has 25 lessons.", "The course has twenty-five lessons and a final exam."),
+    ("The course has twenty-five lessons.", "The course has 25 lessons and a final exam."),
+    ("The warranty covers 2 million kilometres.", "The warranty covers two million kilometres or eight years."),
+], ids=["ordinal", "compound-ordinal", "compound-in-node", "compound-in-statement", "scale"])
+def test_a_number_in_words_is_the_number(judge: LocalJudge, statement: str, node: str) -> None:
+    v = support(judge, statement, node)
+    assert v["verdict"] == "yes", v
+
+
+RANGE = "The Fieldnotes app requires Android 10 or later and an account."
+
+
+@pytest.mark.parametrize(("statement", "node", "verdict"), [
+    ("The Fieldnotes app does not run on Android 9.", RANGE, "yes"),
+    ("The Fieldnotes app runs on Android 12.", RANGE, "yes"),
+    ("The Fieldnotes app runs on Android 9.", RANGE, "no"),
+    ("The Fieldnotes app does not run on Android 12.", RANGE, "no"),
+    ("Free shipping applies to an order of 60 euros.", "Free shipping applies to orders of at least 50 euros.", "yes"),
+    ("Free shipping applies to an order of 40 euros.", "Free shipping applies to orders of at least 50 euros.", "no"),
+    ("The headphones last 20 hours on one charge.", "The headphones last up to 30 hours on one charge.", "yes"),
+    ("The headphones last 40 hours on one charge.", "The headphones last up to 30 hours on one charge.", "no"),
+], ids=["not-below", "above", "below", "not-above", "at-least-above", "at-least-below", "up-to-below", "up-to-above"])
+def test_a_number_inside_or_outside_a_stated_range(judge: LocalJudge, statement: str, node: str, verdict: str) -> None:
+    v = support(judge, statement, node)
+    assert v["verdict"] == verdict, v
+
+
+@pytest.mark.parametrize(("statement", "node"), [
+    ("Ms Okafor teaches at the Business School of Linden University.",
+     "Ms Okafor teaches at the Graduate School of Linden University."),
+    ("Tickets are sold at the North Gate of Halden Park.", "Tickets are sold at the South Gate of Halden Park."),
+], ids=["school", "gate"])
+def test_a_name_with_one_word_changed_is_not_supported(judge: LocalJudge, statement: str, node: str) -> None:
+    v = support(judge, statement, node)
+    assert v["verdict"] == "no", v
+
+
+@pytest.mark.parametrize(("statement", "node"), [
+    ("Students cannot park on campus.", "Students may park on campus with a permit."),
+    ("The bridge was never completed.", "The bridge was completed in 1932."),
+    ("Smoking is permitted on the terrace.",
+     "Smoking is not permitted anywhere on the premises, including the terrace."),
+], ids=["cannot", "never", "not-anywhere"])
+def test_a_negation_in_its_own_words_is_not_supported(judge: LocalJudge, statement: str, node: str) -> None:
+    """The statement's own "cannot" / "never" is not a word the node must hold for the negation rule to apply, and a
+    negation's scope may run on past the words the two share ("not permitted anywhere on the premises")."""
+    v = support(judge, statement, node)
+    assert v["verdict"] == "no", v

@@ -44,6 +44,14 @@ QUOTAS = {
     ("support", "squad"): 5000, ("support", "taxinli10k"): 3500, ("support", "cad_snli"): 3500,
     ("support", "fever_symmetric"): 1200, ("support", "breaking_nli"): 800,
 }
+# The FAQ and help-desk pairs (training/pairs.py --set faq), scaled by --faq-scale: same-page non-answers (MedQuAD,
+# doc2dial), answers one sentence among others and unanswerables on their own paragraph (SQuAD 2.0), and customer
+# query paraphrases as a small share (banking77, clinc150)
+FAQ_QUOTAS = {
+    ("relevance", "medquad"): 6000, ("relevance", "doc2dial"): 4000, ("relevance", "squad2dev"): 3500,
+    ("relevance", "squad2dev_unans"): 2500, ("sentence", "squad2dev_unans"): 1500,
+    ("relevance", "banking77"): 1000, ("relevance", "clinc150"): 1000,
+}
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -59,13 +67,14 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def draw(pairs: list[dict[str, Any]], idx: list[int], rng: random.Random, scale: float) -> list[int]:
+def draw(pairs: list[dict[str, Any]], idx: list[int], rng: random.Random, scale: float,
+         faq_scale: float = 1.0) -> list[int]:
     by: dict[tuple[str, str], list[int]] = {}
     for i in idx:
         by.setdefault((pairs[i]["task"], pairs[i]["src"]), []).append(i)
     out = []
     for key in sorted(by):
-        n = int(QUOTAS.get(key, 0) * scale)
+        n = int(QUOTAS[key] * scale) if key in QUOTAS else int(FAQ_QUOTAS.get(key, 0) * faq_scale)
         out += rng.sample(by[key], min(n, len(by[key])))
     return sorted(out)
 
@@ -172,8 +181,11 @@ def save(model: Joint, path: Path, meta: dict[str, Any]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pairs", type=Path, default=OUT / "pairs.jsonl.gz")
+    ap.add_argument("--pairs", type=Path, nargs="+", default=[OUT / "pairs.jsonl.gz"],
+                    help="one or more pairs files (each file's groups are held back on their own, so adding a file "
+                         "never changes another's held-back groups)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every quota (a quick trial: 0.05)")
+    ap.add_argument("--faq-scale", type=float, default=1.0, help="multiply the FAQ pairs' quotas (FAQ_QUOTAS)")
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-4, help="the top layers' learning rate")
@@ -198,10 +210,13 @@ def main() -> None:
     torch.manual_seed(a.seed)
     if a.threads:
         torch.set_num_threads(a.threads)
-    pairs = read_pairs(a.pairs)
-    held = held_back_groups(pairs, a.held_back, a.seed)
+    pairs, held = [], set()
+    for path in a.pairs:
+        some = read_pairs(path)
+        held |= held_back_groups(some, a.held_back, a.seed)
+        pairs += some
     rng = random.Random(a.seed)
-    train_idx = draw(pairs, [i for i, p in enumerate(pairs) if p["group"] not in held], rng, a.scale)
+    train_idx = draw(pairs, [i for i, p in enumerate(pairs) if p["group"] not in held], rng, a.scale, a.faq_scale)
     dev_all = [i for i, p in enumerate(pairs) if p["group"] in held]
     dev_idx = sorted(random.Random(a.seed + 1).sample(dev_all, min(a.dev_pairs, len(dev_all))))
     print(f"{len(pairs)} pairs; training on {len(train_idx)}, measuring {len(dev_idx)} held-back", flush=True)
@@ -272,14 +287,16 @@ def main() -> None:
     fig = history[-1] if history else figures(predict(model, dev_idx, pairs, st, lengths), dev_idx, pairs)
     weights = a.out / f"crossjudge{a.tag}.train.npz"
     save(model, weights, {**meta, "step": step})
-    sources = a.pairs.with_suffix("").with_suffix(".sources.json")
+    srcs = [path.with_suffix("").with_suffix(".sources.json") for path in a.pairs]
     manifest = {
-        "pairs": {"file": a.pairs.name, "sha256": hashlib.sha256(a.pairs.read_bytes()).hexdigest(), "total": len(pairs),
-                  "trained": len(train_idx), "held_back_pairs": len(dev_idx), "held_back_groups": len(held)},
-        "sources": json.loads(sources.read_text()) if sources.exists() else None,
+        "pairs": {"file": " ".join(path.name for path in a.pairs),
+                  "sha256": " ".join(hashlib.sha256(path.read_bytes()).hexdigest() for path in a.pairs),
+                  "total": len(pairs), "trained": len(train_idx), "held_back_pairs": len(dev_idx),
+                  "held_back_groups": len(held)},
+        "sources": [s for f in srcs if f.exists() for s in json.loads(f.read_text())] or None,
         "hyper_parameters": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()
                              if k not in ("pairs", "out", "threads", "tag")},
-        "quotas": {f"{k[0]}:{k[1]}": v for k, v in QUOTAS.items()},
+        "quotas": {f"{k[0]}:{k[1]}": v for k, v in {**QUOTAS, **FAQ_QUOTAS}.items()},
         "model": meta,
         "held_back_figures": fig,
         "history": history,

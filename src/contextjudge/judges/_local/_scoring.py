@@ -30,10 +30,13 @@ from ._lexical import (
     is_number,
     lead_phrase,
     lead_tokens,
+    name_changed,
     negated_near,
+    range_denied,
     specifics,
     specifics_in,
     token_recall,
+    without_cues,
 )
 
 __all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer"]
@@ -106,6 +109,7 @@ GATE = 0.02
 # one of the two is negated). Set from the open NLI sets' rates (benchmarks/support_rules.py), not fitted.
 NUMBER_MISSING = 0.8
 NEGATION_RECALL = 0.8
+NEGATION_PREFILTER = 0.5  # below this share of the statement's words in the whole node, the rule is not asked
 NEGATION_FLIPPED = 0.8
 NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q")
 NODE_NOREF_FEATURES = ("bias", "cos_q", "q_recall", "turn", "turn_cos_q", "turn_q_recall")
@@ -136,7 +140,8 @@ def gated(conf: np.ndarray) -> np.ndarray:
 def _negation_flipped(statement: str, node: str, words: frozenset[str]) -> bool:
     best = Evidence._best_sentence(node, words)
     bwords = content_tokens(best)
-    return (token_recall(words, bwords) >= NEGATION_RECALL
+    # the statement's own "cannot" / "never" is what may differ, not a word the sentence must hold
+    return (token_recall(without_cues(words), bwords) >= NEGATION_RECALL
             and negated_near(statement, bwords) != negated_near(best, words))
 
 
@@ -288,7 +293,10 @@ class Evidence:
         is scaled by one minus the third (``support_bi_conf``, and the stacked model's in ``Scorer._support_conf``).
 
         What a node lacks: the share of the statement's specifics it does not mention (``_lexical.specifics``: numbers
-        and names, a number counting twice), at least NUMBER_MISSING when one of them is a number, and raised further
+        and names, a number counting twice; an acronym stands for its name, a number inside a range the node states,
+        or outside it where the statement denies it, is there: ``specifics_in``), at least NUMBER_MISSING when one of
+        them is a number or the node gives one of its names with one word changed (``name_changed``: "Graduate School"
+        for "Business School"), and raised further
         when the node's closest sentence holds nearly all of the statement's words but one of the two says "not" about
         them and the other does not (``negation_flipped``). Of TaxiNLI's human-labelled pairs, 12% of those whose hypothesis has a number
         the premise lacks are entailed, and 23% of those with nearly all words shared and the negation flipped
@@ -304,11 +312,11 @@ class Evidence:
             spec = specifics(st)
             for j, n in enumerate(nodes):
                 if spec:
-                    lacking = specifics_in(spec, n)[1]
+                    lacking = specifics_in(spec, n, st)[1]
                     miss[i, j] = _weight(lacking) / _weight(spec)
-                    if any(is_number(x) for x in lacking):
+                    if any(is_number(x) for x in lacking) or lacking and name_changed(st, n):
                         miss[i, j] = max(miss[i, j], NUMBER_MISSING)
-                if rec[i, j] >= NEGATION_RECALL and self.negation_flipped(st, n, stok[i]):
+                if rec[i, j] >= NEGATION_PREFILTER and self.negation_flipped(st, n, stok[i]):
                     miss[i, j] = 1.0 - (1.0 - miss[i, j]) * (1.0 - NEGATION_FLIPPED)
         return cos, rec, miss
 
@@ -509,6 +517,11 @@ class Scorer(Evidence):
         if self.cross is None:
             return conf, cos, rec
         flat = gated(conf.ravel())
+        # a statement that denies a number outside the range its node states ("does not run on Android 9" against
+        # "Android 10 or later") says "not" where the node does not, and means what the node means: the
+        # cross-encoder reads the "not" as a contradiction, so the rule's reading (the bi-encoder's) stands there
+        flat = np.array([k for k in flat if not range_denied(statements[int(k) // len(nodes)],
+                                                             nodes[int(k) % len(nodes)])], dtype=int)
         if len(flat):
             z = self.support_cross_rows(statements, nodes, flat, cos, rec) @ self.w("support")
             conf.ravel()[flat] = _sigmoid(z) * (1.0 - miss.ravel()[flat])
@@ -530,10 +543,10 @@ class Scorer(Evidence):
             best = req.context[j]
             words = content_tokens(it.text)
             sentence = self._best_sentence(best.text, words)
-            missing = sorted(specifics_in(specifics(it.text), best.text)[1])
+            missing = sorted(specifics_in(specifics(it.text), best.text, it.text)[1])
             lacks = (f"its closest node, {best.id}, does not mention {_listed(missing)}; " if missing and not yes
                      else "")
-            if not yes and not lacks and rec[i, j] >= NEGATION_RECALL and self.negation_flipped(
+            if not yes and not lacks and rec[i, j] >= NEGATION_PREFILTER and self.negation_flipped(
                     it.text, best.text, words):
                 # the direction, tested as the rule tests it: against the closest sentence's words
                 says = "says 'not' where the statement does not" if not negated_near(

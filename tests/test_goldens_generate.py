@@ -1,0 +1,299 @@
+"""Goldens from documents (issue 51): a scripted chat model writes the questions (every branch: bad JSON, refusals,
+duplicates, unsupported answers), the scripted judge checks them, the file carries its name and content hash, and
+runs on different golden sets are not compared unless told."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import PrivateAttr
+
+from contextjudge import Budget
+from contextjudge.cli import main
+from contextjudge.goldens import StoredNodes, generate, load_goldens, read_chunks, write_goldens
+from contextjudge.testing import FakeJudge
+
+DOCS = {
+    "vacation.md": "Vacation policy\n\nEmployees accrue twenty vacation days per year. Unused vacation days carry "
+                   "over until March of the following year.\n\nVacation requests go to your manager two weeks ahead.",
+    "parking.md": "Parking\n\nThe garage on Elm Street has two hundred spaces. Parking permits cost forty dollars "
+                  "per month and are sold at the front desk.",
+    "expenses.md": "Expenses\n\nTravel expenses are reimbursed within ten business days. Receipts must be uploaded "
+                   "to the finance portal within thirty days.",
+}
+
+
+def _passage(prompt: str, tag: str) -> str | None:
+    m = re.search(rf"<{tag}>\n(.*?)\n</{tag}>", prompt, re.S)
+    return m.group(1) if m else None
+
+
+class ScriptedWriter(BaseChatModel):
+    """A question writer that answers from the passage it is sent: the question names the passage's first content
+    words, the answer is its first sentence. Knobs make it misbehave on chunks holding a given word."""
+
+    bad_json_once: str = ""  # a chunk holding this word gets an unreadable answer the first time
+    bad_json_always: str = ""
+    refuse: str = ""  # ... a refusal
+    invent: str = ""  # ... an answer the chunk does not support
+    same_question: bool = False  # every chunk gets the same question (duplicates)
+    _calls: list[str] = PrivateAttr(default_factory=list)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-writer"
+
+    def _reply(self, prompt: str) -> str:
+        a = _passage(prompt, "passage_A") or ""
+        b = _passage(prompt, "passage_B")
+        with self._lock:
+            self._calls.append(prompt)
+            seen = sum(1 for p in self._calls if _passage(p, "passage_A") == a)
+        if self.bad_json_always and self.bad_json_always in a:
+            return '{"questions": [{"question": "unterminated'
+        if self.bad_json_once and self.bad_json_once in a and seen == 1:
+            return "Sure! Here are some questions: 1. What is it? 2. Why?"
+        if self.refuse and self.refuse in a:
+            return "I can't help with writing questions about this content."
+        styles = re.findall(r'^\d+\. style "(\w+)"', prompt, re.M)
+        sents = [s.strip() for s in re.split(r"(?<=\.)\s+", " ".join(a.split("\n\n")[1:] or [a])) if s.strip()]
+        items = []
+        for k, style in enumerate(styles):
+            sent = sents[k % len(sents)]
+            words = [w for w in re.findall(r"[A-Za-z]+", sent) if len(w) > 3][:4]
+            q = "what is the rule on " + " ".join(words) if not self.same_question else "what is the policy here"
+            answer = sent
+            if style == "unanswerable":
+                q, answer = "who founded the company and when", "NOT IN THE DOCUMENTS"
+            elif style == "two_chunks" and b:
+                answer = sent + " " + re.split(r"(?<=\.)\s+", b.split("\n\n")[-1])[0]
+                q = "what do the rules say about " + " ".join(words[:2]) + " and the other topic"
+            elif style == "conversational":
+                q = "hey so whats teh deal with " + " ".join(words[:3])
+            elif style == "multi_part":
+                q = f"what are the rules on {' '.join(words[:2])}, and when do they apply to {' '.join(words[2:4])}"
+            if self.invent and self.invent in a:
+                answer = "Zebras migrate across the Serengeti plains every autumn season."
+            items.append({"style": style, "question": q, "answer": answer})
+        return json.dumps({"questions": items})
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        prompt = "\n".join(str(m.content) for m in messages)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._reply(prompt)))])
+
+
+@pytest.fixture
+def docs(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_files_are_chunked_and_each_golden_names_its_chunk(docs):
+    chunks = read_chunks([str(docs)], chunk_size=200)
+    assert {c.document for c in chunks} == set(DOCS)
+    assert all(c.id.startswith(c.document + "#") and c.origin == "contextjudge" for c in chunks)
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=2, styles=["short", "multi_part"],
+                   judge=FakeJudge(), chunk_size=200)
+    assert res.goldens and not res.stopped
+    by_id = {c.id: c for c in chunks}
+    for g in res.goldens:
+        (cid,) = g["expected_context_ids"]
+        assert g["expected_output"] in by_id[cid].text  # the answer is the chunk's own sentence
+        assert g["provenance"]["chunk_ids"] == [cid] and g["provenance"]["prompt_version"] == "goldens-1"
+        assert g["provenance"]["document"] == by_id[cid].document and g["provenance"]["seed"] == 0
+        assert g["provenance"]["model"] and g["provenance"]["checked_by"] == "fake-judge"
+    assert res.usage["writing"]["calls"] == len(chunks)  # one call per chunk
+
+
+def test_every_style_with_two_chunks_and_an_unanswerable_one_checked_the_other_way(docs):
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=5, judge=FakeJudge(), chunk_size=2000)
+    styles = {g["style"] for g in res.goldens}
+    assert {"short", "conversational", "multi_part", "two_chunks", "unanswerable"} <= styles | {
+        d.get("style") for d in res.dropped}
+    two = [g for g in res.goldens if g["style"] == "two_chunks"]
+    assert two and all(len(g["expected_context_ids"]) == 2 for g in two)
+    un = [g for g in res.goldens if g["style"] == "unanswerable"]
+    # the scripted unanswerable question is the same for every chunk: one is kept, the others are duplicates
+    assert len(un) == 1 and un[0]["unanswerable"] is True and "expected_context_ids" not in un[0]
+    assert "expected_output" not in un[0] and un[0]["expected_outcome"]
+
+
+def test_an_unanswerable_question_its_chunk_answers_is_dropped(docs):
+    # the judge calls every node useful: the "unanswerable" question is answered after all, so it is dropped
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["unanswerable"],
+                   judge=FakeJudge(default="yes"))
+    assert res.goldens == [] and {d["reason"] for d in res.dropped} >= {"its chunk answers it"}
+
+
+def test_bad_json_is_asked_once_more_then_the_chunk_is_dropped(docs):
+    w = ScriptedWriter(bad_json_once="garage", bad_json_always="Travel")
+    res = generate([str(docs)], model=w, per_chunk=1, styles=["short"], judge=FakeJudge(), chunk_size=2000)
+    docs_kept = {g["provenance"]["document"] for g in res.goldens}
+    assert docs_kept == {"vacation.md", "parking.md"}  # parking's second answer was readable
+    assert [d["reason"] for d in res.dropped] == ["unreadable"] and res.dropped[0]["chunk_id"].startswith("expenses")
+    assert sum("Travel" in p for p in w._calls) == 2  # asked twice, then dropped
+
+
+def test_refusals_are_dropped_and_said(docs):
+    res = generate([str(docs)], model=ScriptedWriter(refuse="garage"), per_chunk=1, styles=["short"],
+                   judge=FakeJudge(), chunk_size=2000)
+    assert [d["reason"] for d in res.dropped] == ["refused"]
+    assert "parking.md" not in {g["provenance"]["document"] for g in res.goldens} and len(res.goldens) == 2
+
+
+def test_near_duplicate_questions_are_dropped(docs):
+    res = generate([str(docs)], model=ScriptedWriter(same_question=True), per_chunk=1, styles=["short"],
+                   judge=FakeJudge(), chunk_size=2000)
+    assert len(res.goldens) == 1 and [d["reason"] for d in res.dropped] == ["duplicate", "duplicate"]
+
+
+def test_unsupported_answers_are_dropped_by_the_check_and_kept_without_it(docs):
+    res = generate([str(docs)], model=ScriptedWriter(invent="garage"), per_chunk=1, styles=["short"],
+                   judge=FakeJudge(), chunk_size=2000)
+    assert [d["reason"] for d in res.dropped] == ["answer not supported by its chunk"]
+    assert len(res.goldens) == 2
+    unchecked = generate([str(docs)], model=ScriptedWriter(invent="garage"), per_chunk=1, styles=["short"],
+                         check=False, chunk_size=2000)
+    assert len(unchecked.goldens) == 3 and unchecked.goldens[0]["provenance"]["checked_by"] is None
+
+
+def test_the_embedded_judge_checks_by_default(docs):
+    res = generate([str(docs)], model=ScriptedWriter(invent="garage"), per_chunk=1, styles=["short"],
+                   chunk_size=2000)
+    assert {g["provenance"]["checked_by"] for g in res.goldens} == {"contextjudge-local"}
+    assert "parking.md" not in {g["provenance"]["document"] for g in res.goldens}
+
+
+def test_dry_run_calls_nothing_and_counts_the_real_prompts(docs):
+    w = ScriptedWriter()
+    res = generate([str(docs)], model=w, per_chunk=3, dry_run=True, chunk_size=2000)
+    est = res.estimate
+    assert w._calls == [] and res.goldens == []
+    assert est.calls == 3 and est.questions == 9 and est.input_tokens > 3 * 100
+    assert est.check_output_tokens == 0  # the embedded judge bills nothing
+    assert "no model was called" in str(est)
+
+
+def test_a_budget_stops_generation_and_keeps_what_was_made(docs):
+    budget = Budget(calls_per_day=1, name=f"g-{uuid.uuid4().hex}")
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge(),
+                   budget=budget, chunk_size=2000, concurrency=1)
+    assert res.stopped and res.usage["writing"]["calls"] == 1
+    assert [d["reason"] for d in res.dropped].count("budget") >= 2
+
+
+def test_the_embedded_judge_cannot_write_questions(docs):
+    with pytest.raises(Exception, match="cannot write questions"):
+        generate([str(docs)], model="local", per_chunk=1)
+
+
+def test_langchain_documents_and_vector_store_keep_the_apps_ids():
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    docs = [Document(id=f"chunk-{k}", page_content=t, metadata={"source": n}) for k, (n, t) in
+            enumerate(DOCS.items())]
+    vs = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+    vs.add_documents(docs)
+    for source in (docs, vs, vs.as_retriever()):
+        chunks = read_chunks(source)
+        assert sorted(c.id for c in chunks) == ["chunk-0", "chunk-1", "chunk-2"] and chunks[0].origin == "app"
+    res = generate(vs, model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge())
+    assert sorted(g["expected_context_ids"][0] for g in res.goldens) == ["chunk-0", "chunk-1", "chunk-2"]
+
+
+def test_llama_index_nodes_and_index_keep_the_nodes_ids():
+    pytest.importorskip("llama_index.core")
+    from llama_index.core.schema import TextNode
+    from llama_index.core.storage.docstore import SimpleDocumentStore
+
+    nodes = [TextNode(id_=f"node-{k}", text=t, metadata={"file_name": n}) for k, (n, t) in enumerate(DOCS.items())]
+    store = SimpleDocumentStore()
+    store.add_documents(nodes)
+    for source in (nodes, store):
+        assert sorted(c.id for c in read_chunks(source)) == ["node-0", "node-1", "node-2"]
+
+
+def test_nodes_a_stored_run_retrieved(tmp_path):
+    from contextjudge import LLMTestCase, RetrievedNode, evaluate
+    from contextjudge.metrics import ContextualPrecisionMetric
+
+    cases = [LLMTestCase(input=f"q{k}", actual_output="a", expected_output="a", retrieval_context=[
+        RetrievedNode(t, id=f"doc-{k}", metadata={"source": n})]) for k, (n, t) in enumerate(DOCS.items())]
+    evaluate(cases, [ContextualPrecisionMetric()], model=FakeJudge(), store=str(tmp_path / "r.db"), run_id="r1")
+    chunks = read_chunks(StoredNodes(str(tmp_path / "r.db"), run="r1"))
+    assert sorted(c.id for c in chunks) == ["doc-0", "doc-1", "doc-2"]
+
+
+def test_the_file_carries_its_name_and_the_hash_runs_record(tmp_path, docs, caplog):
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge(),
+                   chunk_size=2000)
+    path = tmp_path / "first.jsonl"
+    header = res.write(path, name="hr-handbook-v1")
+    first = json.loads(path.read_text().splitlines()[0])["contextjudge_goldens"]
+    assert first["name"] == "hr-handbook-v1" and first["hash"] == header["hash"]
+    loaded = load_goldens(path)
+    assert len(loaded) == len(res.goldens) and loaded.name == "hr-handbook-v1"
+    assert loaded.fingerprint()["hash"] == header["hash"] and loaded.items[0].expected_context_ids
+    # an edited file says so, and its runs record the new content
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    rows[1]["expected_context_ids"] = ["someone-else"]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    edited = load_goldens(path)
+    assert edited.fingerprint()["hash"] != header["hash"] and "was edited since it was written" in caplog.text
+
+
+def test_expected_ids_count_in_the_fingerprint_and_old_goldens_keep_their_hash():
+    from contextjudge.goldens import Goldens
+
+    a = Goldens([{"input": "q", "expected_context_ids": ["a"]}]).fingerprint()["hash"]
+    b = Goldens([{"input": "q", "expected_context_ids": ["b"]}]).fingerprint()["hash"]
+    assert a != b
+    # a golden without expected ids hashes as it did before expected ids were counted
+    assert Goldens([{"input": "q", "expected_output": "x"}]).fingerprint()["hash"] == "89ab7e1be10e7c21"
+
+
+def test_cli_generate_dry_run_and_write(docs, tmp_path, capsys, monkeypatch):
+    import contextjudge.judges as judges
+
+    w = ScriptedWriter()
+    real = judges.resolve_model
+    monkeypatch.setattr(judges, "resolve_model", lambda m=None: w if m == "scripted" else real(m))
+    out = tmp_path / "g.jsonl"
+    rc = main(["goldens", "generate", "--docs", str(docs), "--model", "scripted", "--per-chunk", "2",
+               "--dry-run", "-o", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0 and "no model was called" in text and not out.exists() and w._calls == []
+    rc = main(["goldens", "generate", "--docs", str(docs), "--model", "scripted", "--per-chunk", "1",
+               "--styles", "short", "-o", str(out), "--name", "handbook"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "golden(s) kept" in text and "goldens 'handbook', content hash" in text
+    assert load_goldens(out).name == "handbook"
+    rc = main(["goldens", "generate", "--model", "scripted", "-o", str(out)])
+    assert rc == 2 and "--docs PATH" in capsys.readouterr().err
+
+
+def test_write_goldens_and_hash_command_round_trip(tmp_path, capsys):
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"input": "q1", "expected_output": "a1"}\n{"input": "q2"}\n')
+    before = load_goldens(path).fingerprint()
+    assert main(["goldens", "hash", str(path), "--name", "mine-v2"]) == 0
+    assert "content hash " + before["hash"] in capsys.readouterr().out
+    after = load_goldens(path)
+    assert after.name == "mine-v2" and after.fingerprint()["hash"] == before["hash"] and len(after) == 2
+    header = write_goldens(tmp_path / "x.jsonl", [{"input": "q"}])
+    assert header["name"] == "x" and header["goldens"] == 1

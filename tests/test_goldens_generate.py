@@ -21,6 +21,8 @@ from contextjudge.cli import main
 from contextjudge.goldens import StoredNodes, generate, load_goldens, read_chunks, write_goldens
 from contextjudge.testing import FakeJudge
 
+from fault_server import Fault, FaultServer
+
 DOCS = {
     "vacation.md": "Vacation policy\n\nEmployees accrue twenty vacation days per year. Unused vacation days carry "
                    "over until March of the following year.\n\nVacation requests go to your manager two weeks ahead.",
@@ -297,3 +299,30 @@ def test_write_goldens_and_hash_command_round_trip(tmp_path, capsys):
     assert after.name == "mine-v2" and after.fingerprint()["hash"] == before["hash"] and len(after) == 2
     header = write_goldens(tmp_path / "x.jsonl", [{"input": "q"}])
     assert header["name"] == "x" and header["goldens"] == 1
+
+
+def test_over_http_with_a_real_chat_model_client_faults_and_all(docs):
+    """ChatOpenAI against the loopback server: a 500 is retried, unreadable JSON asked again, a refusal dropped;
+    the checks go through the same server as judge requests (structured output)."""
+    from langchain_openai import ChatOpenAI
+
+    script = ScriptedWriter()
+    with FaultServer(text_answer=lambda p: script._reply(p) if "<passage_A>" in p else None,
+                     verdict=lambda text, _: "no" if "Zebras" in text else "yes") as server:
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=server.url, api_key="sk-test", max_retries=0)
+        server.set_faults([Fault("http", status=500, times=1, methods=("text",)),
+                           Fault("invalid_json", times=1, methods=("text",))])
+        res = generate([str(docs)], model=model, per_chunk=1, styles=["short"], judge=model, chunk_size=2000,
+                       concurrency=1)
+        assert len(res.goldens) == 3 and res.dropped == []
+        assert res.usage["writing"]["calls"] == 4 and res.usage["checking"]["calls"] == 6  # one re-ask; 2 checks each
+        assert res.usage["writing"]["input_tokens"] > 0
+        assert {g["provenance"]["checked_by"] for g in res.goldens} == {"gpt-4o-mini"}
+        server.reset([Fault("refusal", times=None, methods=("text",))])
+        refused = generate([str(docs)], model=model, per_chunk=1, styles=["short"], judge=model, chunk_size=2000)
+        assert refused.goldens == [] and {d["reason"] for d in refused.dropped} == {"refused"}
+        invented = ScriptedWriter(invent="garage")
+        server.text_answer = lambda p: invented._reply(p) if "<passage_A>" in p else None
+        server.reset()
+        some = generate([str(docs)], model=model, per_chunk=1, styles=["short"], judge=model, chunk_size=2000)
+        assert len(some.goldens) == 2 and [d["reason"] for d in some.dropped] == ["answer not supported by its chunk"]

@@ -486,8 +486,8 @@ def _read_questions(text: str, styles: list[str]) -> tuple[list[dict[str, Any]] 
                 return good, ""
             if not items:
                 return None, "refused"
-    if _REFUSAL.search(text or ""):
-        return None, "refused"
+    if not (text or "").strip() or _REFUSAL.search(text or ""):
+        return None, "refused"  # an empty answer is a refusal (OpenAI's own refusals come with no content)
     return None, "unreadable"
 
 

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 import pytest
+from fault_server import Fault, FaultServer
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -20,8 +21,6 @@ from contextjudge import Budget
 from contextjudge.cli import main
 from contextjudge.goldens import StoredNodes, generate, load_goldens, read_chunks, write_goldens
 from contextjudge.testing import FakeJudge
-
-from fault_server import Fault, FaultServer
 
 DOCS = {
     "vacation.md": "Vacation policy\n\nEmployees accrue twenty vacation days per year. Unused vacation days carry "

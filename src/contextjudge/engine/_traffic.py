@@ -5,7 +5,7 @@
 
 Per case: the question (its input); ``expected_context_ids`` from the nodes a person labelled useful (gold labels,
 ``labels``), else, unless ``labelled=True``, from the nodes the judge called useful in the run's Contextual
-Precision verdicts, marked ``"expected_context_by": "judge"``; ``expected_output`` from the golden the case already
+Precision verdicts (else Context Utilization's, for traffic scored without a reference), marked ``"expected_context_by": "judge"``; ``expected_output`` from the golden the case already
 had, else the app's own answer where a person accepted it (every statement of it labelled supported, or a thumbs-up
 in the case's metadata: ``accepted``/``answer_accepted`` true, ``feedback`` "up"/"positive"/1). A case with neither
 expected ids nor an expected answer gives no golden. Cases are deduplicated by normalised question and sampled
@@ -26,7 +26,9 @@ from ..errors import ConfigurationError
 
 __all__ = ["from_store"]
 
-_PRECISION = "Contextual Precision"
+# the per-node verdicts read as "the judge called it useful", best first: usefulness for the expected answer, else
+# for the answer the app gave (utilization: what captured traffic without a reference is scored with)
+_NODE_METRICS = ("Contextual Precision", "Context Utilization")
 _UP = {"up", "positive", "good", "yes", "accepted", "1", "true", "thumbs_up", "👍"}
 
 
@@ -90,7 +92,7 @@ def from_store(store: Any, *, run: str | None = None, labelled: bool = False, li
             nodes = tc.retrieval_context or []
             labels = labels_of(tc)
             useful: list[Any] = []
-            by = None
+            by = judged_by = None
             if labels:
                 view, _unused = resolve_labels(tc, labels)
                 marks = view.get("labels") or []
@@ -98,12 +100,14 @@ def from_store(store: Any, *, run: str | None = None, labelled: bool = False, li
                     useful = [n for n, m in zip(nodes, marks, strict=False) if m is True]
                     by = "person"
             if by is None and not labelled:
-                prec = next((m for m in tr.metrics_data if m.name == _PRECISION and not m.error), None)
-                if prec is not None and prec.verdicts:
+                prec = next((m for name in _NODE_METRICS for m in tr.metrics_data
+                             if m.name == name and not m.error and m.verdicts), None)
+                if prec is not None:
                     ranks = [int(v.get("rank") or str(v.get("id", "n0"))[1:] or 0) for v in prec.verdicts
                              if v.get("verdict") == "yes"]
                     useful = [nodes[r - 1] for r in ranks if 0 < r <= len(nodes)]
                     by = "judge"
+                    judged_by = prec.name
             expected = tc.expected_output
             answer_by = "golden" if expected else None
             if not expected and tc.actual_output and _accepted(tc, labels):
@@ -126,6 +130,8 @@ def from_store(store: Any, *, run: str | None = None, labelled: bool = False, li
             retriever = meta.get("retriever")
             row["provenance"] = {"from": "traffic", "run_id": run_id, "case_key": key,
                                  "retriever": retriever, "expected_context_by": by, "expected_output_by": answer_by}
+            if judged_by:
+                row["provenance"]["judged_by"] = {"metric": judged_by}
             if redact is not None:
                 try:
                     row = redact(row)  # type: ignore[assignment]

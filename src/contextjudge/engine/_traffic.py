@@ -46,6 +46,29 @@ def _accepted(tc: Any, labels: dict[str, Any] | None) -> bool:
     return bool(stmts) and all(x is True for x in stmts)
 
 
+def _useful_nodes(tc: Any, tr: Any, labels: dict[str, Any] | None, labelled: bool
+                  ) -> tuple[list[Any], str | None, str | None]:
+    """The nodes of ``tc`` that should be retrieved, who said so ("person", "judge" or None) and the metric whose
+    verdicts said so (the judge's)."""
+    from ..cases.labels import resolve_labels  # noqa: PLC0415
+
+    nodes = tc.retrieval_context or []
+    if labels:
+        view, _unused = resolve_labels(tc, labels)
+        marks = view.get("labels") or []
+        if any(m is not None for m in marks):
+            return [n for n, m in zip(nodes, marks, strict=False) if m is True], "person", None
+    if labelled:
+        return [], None, None
+    prec = next((m for name in _NODE_METRICS for m in tr.metrics_data
+                 if m.name == name and not m.error and m.verdicts), None)
+    if prec is None:
+        return [], None, None
+    ranks = [int(v.get("rank") or str(v.get("id", "n0"))[1:] or 0) for v in prec.verdicts
+             if v.get("verdict") == "yes"]
+    return [nodes[r - 1] for r in ranks if 0 < r <= len(nodes)], "judge", prec.name
+
+
 def _node_key(node: Any) -> str:
     from ..cases.labels import node_hash  # noqa: PLC0415
     from ..cases.provenance import source_of  # noqa: PLC0415
@@ -59,7 +82,7 @@ def from_store(store: Any, *, run: str | None = None, labelled: bool = False, li
                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Goldens from the cases of ``store`` (a store or its URL/path): of ``run`` (an id or name), else of every run.
     Returns the rows (ready for ``write_goldens``) and a report: cases read, kept, and why the others were left."""
-    from ..cases.labels import labels_of, resolve_labels  # noqa: PLC0415
+    from ..cases.labels import labels_of  # noqa: PLC0415
     from ..cases.testcase import LLMTestCase  # noqa: PLC0415
     from ..store import open_store  # noqa: PLC0415
 
@@ -89,25 +112,8 @@ def from_store(store: Any, *, run: str | None = None, labelled: bool = False, li
             if norm in seen:
                 skip("duplicate question")
                 continue
-            nodes = tc.retrieval_context or []
             labels = labels_of(tc)
-            useful: list[Any] = []
-            by = judged_by = None
-            if labels:
-                view, _unused = resolve_labels(tc, labels)
-                marks = view.get("labels") or []
-                if any(m is not None for m in marks):
-                    useful = [n for n, m in zip(nodes, marks, strict=False) if m is True]
-                    by = "person"
-            if by is None and not labelled:
-                prec = next((m for name in _NODE_METRICS for m in tr.metrics_data
-                             if m.name == name and not m.error and m.verdicts), None)
-                if prec is not None:
-                    ranks = [int(v.get("rank") or str(v.get("id", "n0"))[1:] or 0) for v in prec.verdicts
-                             if v.get("verdict") == "yes"]
-                    useful = [nodes[r - 1] for r in ranks if 0 < r <= len(nodes)]
-                    by = "judge"
-                    judged_by = prec.name
+            useful, by, judged_by = _useful_nodes(tc, tr, labels, labelled)
             expected = tc.expected_output
             answer_by = "golden" if expected else None
             if not expected and tc.actual_output and _accepted(tc, labels):

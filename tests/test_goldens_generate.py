@@ -16,6 +16,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
+from test_llama_server import _missing as llama_missing
+from test_llama_server import llama_server  # noqa: F401 - the real local model's server, for the slow test
 
 from contextjudge import Budget
 from contextjudge.cli import main
@@ -325,3 +327,27 @@ def test_over_http_with_a_real_chat_model_client_faults_and_all(docs):
         server.reset()
         some = generate([str(docs)], model=model, per_chunk=1, styles=["short"], judge=model, chunk_size=2000)
         assert len(some.goldens) == 2 and [d["reason"] for d in some.dropped] == ["answer not supported by its chunk"]
+
+
+KNOWN_REASONS = {"unreadable", "refused", "duplicate", "answer not supported by its chunk",
+                 "chunk not useful for the question", "its chunk answers it", "model error"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(llama_missing() is not None, reason=f"real llama.cpp server test skipped: {llama_missing()}")
+def test_end_to_end_against_the_llama_cpp_servers_real_model(docs, llama_server):  # noqa: F811
+    """SmolLM2-135M through llama-cpp-python's server writes the questions and the embedded judge checks them. The
+    model is far too small to write good ones: what is asserted is that the run ends, every golden kept is whole and
+    names a real chunk, and every one dropped says why."""
+    from langchain_openai import ChatOpenAI
+
+    model = ChatOpenAI(model="smollm2", base_url=llama_server, api_key="x", max_retries=0, temperature=0, max_tokens=300)
+    res = generate([str(docs)], model=model, per_chunk=2, styles=["short", "conversational"], chunk_size=2000,
+                   concurrency=2)
+    ids = {c.id for c in read_chunks([str(docs)], chunk_size=2000)}
+    assert res.usage["writing"]["calls"] >= 3 and res.usage["writing"]["output_tokens"] > 0
+    for g in res.goldens:
+        assert g["input"].strip() and g["expected_output"].strip() and set(g["expected_context_ids"]) <= ids
+    assert {d["reason"] for d in res.dropped} <= KNOWN_REASONS
+    assert len(res.goldens) + len(res.dropped) >= 3
+    print(res.summary())

@@ -37,6 +37,7 @@ _CORE = {
     "estimate": "._estimate",
     "evaluate": "._evaluate",
     "finish_run": "._ray_engine",
+    "Chunk": "._synthesize",
     "GenerationResult": "._synthesize",
     "STYLES": "._synthesize",
     "StoredNodes": "._synthesize",
@@ -70,7 +71,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._ray_engine import RayEngine, copy_run, finish_run, require_ray
     from ._run import Run, metric_config, metric_specs
     from ._score import BudgetSkip, score_case, score_within_budget
-    from ._synthesize import STYLES, GenerationResult, StoredNodes, estimate_generation, read_chunks, write_goldens
+    from ._synthesize import (
+        STYLES,
+        Chunk,
+        GenerationResult,
+        StoredNodes,
+        estimate_generation,
+        read_chunks,
+        write_goldens,
+    )
     from ._synthesize import generate as generate_goldens
     from ._traffic import from_store as goldens_from_store
     from ._worker import DEFAULT_METRIC_KEYS, SKIPPED_ADVICE, Worker, limit_cpu, metrics_for_run

@@ -538,6 +538,9 @@ async def _ask_chunk(client: Any, chunk: Chunk, styles: list[str], second: Chunk
         answer = " ".join(str(q["answer"]).split())
         question = " ".join(q["question"].split())
         unanswerable = style == "unanswerable" or answer.strip().upper().rstrip(".") == UNANSWERED
+        if not re.search(r"[^\W\d_]{2,}", question) or not re.search(r"[^\W\d_]{2,}", answer):
+            dropped.append({"reason": "unreadable", "chunk_id": chunk.id, "question": question})  # "..." echoed
+            continue
         if _REFUSAL.search(question) or (not unanswerable and _REFUSAL.search(answer)):
             dropped.append({"reason": "refused", "chunk_id": chunk.id, "question": question})
             continue

@@ -284,3 +284,25 @@ def test_end_to_end_against_the_llama_cpp_servers_real_model(docs, llama_server)
     assert {d["reason"] for d in res.dropped} <= KNOWN_REASONS
     assert len(res.goldens) + len(res.dropped) >= 3
     print(res.summary())
+
+
+def test_a_budget_keeps_the_questions_written_before_it_ran_out_once_checked(docs):
+    # six calls: three chunks written, the first golden checked (two calls), the second's answer checked and its
+    # second check refused: one golden kept, two dropped for the budget, none kept unchecked
+    budget = Budget(calls_per_day=6, name=f"g-{uuid.uuid4().hex}")
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge(),
+                   budget=budget, chunk_size=2000, concurrency=1)
+    assert res.stopped and res.usage["writing"]["calls"] == 3 and res.usage["checking"]["calls"] == 3
+    assert len(res.goldens) == 1 and [d["reason"] for d in res.dropped] == ["budget", "budget"]
+    assert res.goldens[0]["provenance"]["checked_by"] == "fake-judge"
+
+
+def test_text_strings_and_bad_document_files(tmp_path):
+    chunks = read_chunks(["Line one of a pasted text.\n\nA second paragraph about parking permits."])
+    assert len(chunks) == 1 and chunks[0].origin == "contextjudge"
+    bad = tmp_path / "docs.jsonl"
+    bad.write_text('{"id": "a", "text": "fine"}\nnot json\n')
+    with pytest.raises(Exception, match="docs.jsonl:2: not a JSON object"):
+        read_chunks([str(bad)])
+    with pytest.raises(Exception, match="does not exist: check the --docs path"):
+        read_chunks(["no/such/folder"])

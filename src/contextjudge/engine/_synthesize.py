@@ -178,7 +178,11 @@ def _file_chunks(path: Path, size: int, root: Path | None) -> list[Chunk]:
         out = []
         for n, line in enumerate(raw.splitlines(), start=1):
             if line.strip():
-                row = json.loads(line)
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ConfigurationError(f"{path}:{n}: not a JSON object ({exc.msg}); a .jsonl document file "
+                                             "holds one {\"id\": ..., \"text\": ...} object per line.") from exc
                 text = row.get("text") or row.get("page_content") or row.get("content") if isinstance(row, dict) \
                     else None
                 if isinstance(text, str) and text.strip():
@@ -228,15 +232,21 @@ def _from_store(spec: StoredNodes) -> list[Chunk]:
     return list(seen.values())
 
 
+def _looks_like_path(text: str) -> bool:
+    """A string is a path when it names an existing file or folder, or reads like one (one line, with a slash or
+    a document suffix); else it is text."""
+    if "\n" in text or len(text) > 4096:
+        return False
+    return Path(text).exists() or "/" in text or text.lower().endswith(tuple(s for s in _FILE_SUFFIXES if s))
+
+
 def read_chunks(sources: Any, *, chunk_size: int = 1000) -> list[Chunk]:
     """The chunks of ``sources``: paths (files or folders), a LangChain vector store / retriever / Documents, a
     LlamaIndex index / docstore / nodes, ``StoredNodes``, ``Chunk``\\ s or plain strings of text, or a list mixing
     them. The app's own chunks and ids are kept; files are cut with ``split_text`` (``chunk_size`` characters)."""
     items = list(sources) if isinstance(sources, (list, tuple)) else [sources]
     out: list[Chunk] = []
-    paths = [Path(x) for x in items if isinstance(x, (str, Path)) and (isinstance(x, Path) or Path(x).exists()
-                                                                         or "/" in x or x.endswith(tuple(
-                                                                             s for s in _FILE_SUFFIXES if s)))]
+    paths = [Path(x) for x in items if isinstance(x, Path) or (isinstance(x, str) and _looks_like_path(x))]
     for p in _files(paths):
         root = next((Path(x) for x in items if isinstance(x, (str, Path)) and Path(x).is_dir()
                      and p.is_relative_to(Path(x))), None)
@@ -650,8 +660,8 @@ async def _agenerate(chunks: list[Chunk], *, model: Any, per_chunk: int, styles:
         checker_name = jclient.name
 
         async def checked(q: dict[str, Any]) -> tuple[bool, str]:
-            if stop:
-                return False, "budget"
+            # questions written before a budget ran out are still checked while it has room; one whose check is
+            # refused is dropped ("budget"): a golden is never kept unchecked
             async with sem:
                 try:
                     return await _check(jclient, q)

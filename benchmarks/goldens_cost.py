@@ -1,6 +1,6 @@
 """Cost per golden: calls and tokens of `contextjudge goldens generate`, measured, beside its --dry-run estimate.
 
-    python benchmarks/goldens_cost.py [--per-chunk 3] [--json]
+    python benchmarks/goldens_cost.py [--per-chunk 3] [--peers] [--json]
 
 The documents are the bundled demo corpus (src/contextjudge/data/demo_corpus/docs.json, 30-odd short policy
 documents, each one chunk under its own id). The question writer is the loopback OpenAI-compatible server the judge
@@ -10,9 +10,15 @@ a sentence of the passage), so the figures are the prompts' and the JSON answers
 o200k_base, offline) and not a model's quality. Each row checks the goldens with a different judge: none
 (``--no-check``), the embedded judge (free: calls but no billed tokens), and the same loopback server as an LLM judge.
 
+With ``--peers``, DeepEval's Synthesizer (``generate_goldens_from_contexts``, one context per document, the same
+number of goldens asked per context, every other setting at its default: filtration, one evolution, expected
+outputs) runs in its own venv (``_peers/common.py``) against the same server; the server answers its structured-output
+prompts with plausible JSON built from their schemas (two inputs a context, every quality score 1.0, so no
+re-generation), so its figures are a floor for what a real model's answers would cost.
+
 What this does not measure: how many questions a real model's answers lose to the checks (the scripted writer's
-answers are all supported), and the peers' cost on the same documents (DeepEval's Synthesizer and Ragas'
-TestsetGenerator need embedding models and a knowledge-graph build offline; not run here).
+answers are all supported), and Ragas' TestsetGenerator (its knowledge-graph build needs an embedding model and
+extraction calls the loopback server does not serve; not run).
 """
 
 from __future__ import annotations
@@ -39,10 +45,44 @@ def _documents() -> list:
             for d in data["documents"]]
 
 
+def _deepeval(server: FaultServer, docs: list, per: int) -> dict:
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from _peers.common import TELEMETRY_OFF, default_cache_dir, peer_python  # noqa: PLC0415
+
+    py = peer_python("deepeval", default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
+    work = Path(tempfile.mkdtemp(prefix="goldens-cost-"))
+    ctx, out = work / "contexts.json", work / "out.json"
+    ctx.write_text(json.dumps([[d.page_content] for d in docs]))
+    env = {**os.environ, **TELEMETRY_OFF, "OPENAI_API_KEY": "sk-fake", "OPENAI_BASE_URL": server.url,
+           "DEEPEVAL_HOME": str(work / ".deepeval")}
+    for k in ("TIKTOKEN_CACHE_DIR", "PYTHONPATH"):
+        env.pop(k, None)
+    before = server.totals()
+    proc = subprocess.run([str(py), str(Path(__file__).parent / "_peers" / "run_deepeval_synth.py"), str(ctx),
+                           str(out), "--base-url", server.url, "--per-context", str(per)],
+                          env=env, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise SystemExit(f"DeepEval's Synthesizer failed:\n{proc.stderr[-2000:]}")
+    after = server.totals()
+    served = {k: after[k] - before.get(k, 0) for k in after}
+    made = json.loads(out.read_text())
+    n = made["goldens"] or 1
+    return {"check": "DeepEval Synthesizer (defaults)", "chunks": len(docs), "asked": len(docs) * per,
+            "kept": made["goldens"], "dropped": None, "calls": served["calls"], "billed_calls": served["calls"],
+            "input_tokens": served["prompt_tokens"], "output_tokens": served["completion_tokens"],
+            "calls_per_golden": served["calls"] / n,
+            "tokens_per_golden": (served["prompt_tokens"] + served["completion_tokens"]) / n,
+            "estimate_calls": "-", "estimate_tokens": "-"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-chunk", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--peers", action="store_true", help="also DeepEval's Synthesizer (creates its venv once)")
     args = ap.parse_args(argv)
 
     from langchain_openai import ChatOpenAI  # noqa: PLC0415
@@ -77,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                     est.check_input_tokens + est.check_output_tokens
                     if check and judge is not None and judge != "local" else 0),
             })
+        if args.peers:
+            rows.append(_deepeval(server, docs, args.per_chunk))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -88,8 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"| {r['check']} | {r['kept']} / {r['asked']} | {r['billed_calls']} | "
               f"{r['input_tokens']:,} + {r['output_tokens']:,} | {r['calls_per_golden']:.2f} | "
-              f"{r['tokens_per_golden']:,.0f} | {r['estimate_calls']}, {r['estimate_tokens']:,} |")
+              f"{r['tokens_per_golden']:,.0f} | {_est(r)} |")
     return 0
+
+
+def _est(r: dict) -> str:
+    if r["estimate_calls"] == "-":
+        return "-"
+    return f"{r['estimate_calls']}, {r['estimate_tokens']:,}"
 
 
 if __name__ == "__main__":

@@ -306,3 +306,24 @@ def test_text_strings_and_bad_document_files(tmp_path):
         read_chunks([str(bad)])
     with pytest.raises(Exception, match="does not exist: check the --docs path"):
         read_chunks(["no/such/folder"])
+
+
+def test_cli_generate_from_a_stored_runs_nodes(tmp_path, capsys, monkeypatch):
+    import contextjudge.judges as judges
+    from contextjudge import LLMTestCase, RetrievedNode, evaluate
+    from contextjudge.metrics import ContextualPrecisionMetric
+
+    cases = [LLMTestCase(input=f"q{k}", actual_output="a", expected_output="a", retrieval_context=[
+        RetrievedNode(t, id=f"doc-{k}", metadata={"source": n})]) for k, (n, t) in enumerate(DOCS.items())]
+    evaluate(cases, [ContextualPrecisionMetric()], model=FakeJudge(), store=str(tmp_path / "r.db"), run_id="r1")
+    w = ScriptedWriter()
+    real = judges.resolve_model
+    monkeypatch.setattr(judges, "resolve_model", lambda m=None: w if m == "scripted" else real(m))
+    out = tmp_path / "from-run.jsonl"
+    rc = main(["goldens", "generate", "--from-store", str(tmp_path / "r.db"), "--run", "r1", "--model", "scripted",
+               "--per-chunk", "1", "--styles", "short", "--no-check", "-o", str(out), "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert rc == 0 and summary["goldens"] == 3 and summary["name"] == "from-run"
+    assert sorted(g.expected_context_ids[0] for g in load_goldens(out)) == ["doc-0", "doc-1", "doc-2"]
+    assert main(["goldens", "generate", "--docs", "x.md", "--run", "r1", "--model", "scripted"]) == 2
+    assert "--run goes with --from-store" in capsys.readouterr().err

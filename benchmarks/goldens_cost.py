@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"Demo corpus: {len(docs)} documents, {args.per_chunk} question(s) asked per chunk, all five styles; "
+    print(f"Demo corpus: {len(docs)} documents, {args.per_chunk} question(s) asked per chunk, the default styles; "
           "billed = what the loopback server answered (o200k_base tokens).\n")
     print("| check | kept / asked | billed calls | input + output tokens | calls per golden | tokens per golden | "
           "--dry-run estimate (calls, tokens) |")

@@ -15,6 +15,7 @@ from test_llama_server import llama_server  # noqa: F401 - the real local model'
 
 from contextjudge import Budget
 from contextjudge.cli import main
+from contextjudge.engine import DEFAULT_STYLES, STYLES
 from contextjudge.goldens import StoredNodes, generate, load_goldens, read_chunks, write_goldens
 from contextjudge.testing import FakeJudge
 
@@ -55,7 +56,8 @@ def test_files_are_chunked_and_each_golden_names_its_chunk(docs):
 
 
 def test_every_style_with_two_chunks_and_an_unanswerable_one_checked_the_other_way(docs):
-    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=5, judge=FakeJudge(), chunk_size=2000)
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=5, judge=FakeJudge(), chunk_size=2000,
+                   styles=STYLES)
     styles = {g["style"] for g in res.goldens}
     assert {"short", "conversational", "multi_part", "two_chunks", "unanswerable"} <= styles | {
         d.get("style") for d in res.dropped}
@@ -119,6 +121,7 @@ def test_dry_run_calls_nothing_and_counts_the_real_prompts(docs):
     est = res.estimate
     assert w._calls == [] and res.goldens == []
     assert est.calls == 3 and est.questions == 9 and est.input_tokens > 3 * 100
+    assert "unanswerable" not in DEFAULT_STYLES  # asked for on purpose (eval reads it as missing fields)
     assert est.check_output_tokens == 0  # the embedded judge bills nothing
     assert "no model was called" in str(est)
 

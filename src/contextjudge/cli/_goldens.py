@@ -29,7 +29,7 @@ def add_goldens_command(sub: argparse._SubParsersAction) -> None:
                                          "each checked by the judge before it is kept",
                         description="Chunk the documents (a folder, files, or the nodes a stored run retrieved), ask "
                                     "MODEL for questions each chunk answers (styles: short, conversational, "
-                                    "multi_part, two_chunks, unanswerable), drop near-duplicates, check each golden "
+                                    "multi_part, two_chunks; unanswerable on request), drop near-duplicates, check each golden "
                                     "with the judge (its answer supported by its chunk, its chunk useful for it; "
                                     "an unanswerable one the other way) and write JSONL with a name and content hash. "
                                     "--dry-run prints the calls and tokens it would take, calling nothing.")
@@ -42,7 +42,9 @@ def add_goldens_command(sub: argparse._SubParsersAction) -> None:
                    help="the judge that checks each golden (default: local, the embedded judge, free and offline)")
     g.add_argument("--no-check", action="store_true", help="keep every readable golden without checking it")
     g.add_argument("--per-chunk", type=int, default=3, metavar="N", help="questions asked per chunk (default 3)")
-    g.add_argument("--styles", default=",".join(_styles()), help="question styles, comma-separated (default: all)")
+    g.add_argument("--styles", default=",".join(_styles()),
+                   help=f"question styles, comma-separated (default: {','.join(_styles())}; add unanswerable for "
+                        "questions the documents cannot answer, best kept in a file of their own)")
     g.add_argument("--chunk-size", type=int, default=1000, metavar="CHARS",
                    help="characters per chunk for files (default 1000); the app's own chunks are kept as they are")
     g.add_argument("--max-chunks", type=int, metavar="N", help="write from at most N chunks (a seeded sample)")
@@ -86,9 +88,9 @@ def add_goldens_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _styles() -> tuple[str, ...]:
-    from ..engine import STYLES  # noqa: PLC0415
+    from ..engine import DEFAULT_STYLES  # noqa: PLC0415
 
-    return tuple(STYLES)
+    return tuple(DEFAULT_STYLES)
 
 
 def _budget(args: argparse.Namespace) -> Any:

@@ -38,6 +38,7 @@ _CORE = {
     "evaluate": "._evaluate",
     "finish_run": "._ray_engine",
     "Chunk": "._synthesize",
+    "DEFAULT_STYLES": "._synthesize",
     "GenerationResult": "._synthesize",
     "STYLES": "._synthesize",
     "StoredNodes": "._synthesize",
@@ -72,6 +73,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._run import Run, metric_config, metric_specs
     from ._score import BudgetSkip, score_case, score_within_budget
     from ._synthesize import (
+        DEFAULT_STYLES,
         STYLES,
         Chunk,
         GenerationResult,

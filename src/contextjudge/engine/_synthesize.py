@@ -45,7 +45,7 @@ from .._text import split_sentences
 from ..cases.goldens import Goldens, normalize_input
 from ..errors import BudgetExhaustedError, ConfigurationError, JudgeError
 
-__all__ = ["PROMPT_VERSION", "STYLES", "Chunk", "GenerationEstimate", "GenerationResult", "StoredNodes",
+__all__ = ["DEFAULT_STYLES", "PROMPT_VERSION", "STYLES", "Chunk", "GenerationEstimate", "GenerationResult", "StoredNodes",
            "estimate_generation", "generate", "read_chunks", "split_text", "write_goldens"]
 
 logger = logging.getLogger("contextjudge")
@@ -53,6 +53,9 @@ logger = logging.getLogger("contextjudge")
 PROMPT_VERSION = "goldens-1"
 # the question styles, in the order they are dealt to a chunk
 STYLES = ("short", "conversational", "multi_part", "two_chunks", "unanswerable")
+# asked unless styles= says otherwise: an unanswerable golden has no expected answer or chunk ids, which the
+# reference-based and ranking metrics need (`eval` records them as missing fields), so it is asked for on purpose
+DEFAULT_STYLES = ("short", "conversational", "multi_part", "two_chunks")
 _STYLE_WORDS = {
     "short": "a short, direct question (under 12 words) of the kind typed into a search box",
     "conversational": "a chatty question as a hurried user would type it: lower case, one or two typos, no "
@@ -431,7 +434,7 @@ def _plan(chunks: list[Chunk], per_chunk: int, styles: Sequence[str], seed: int
     return plan
 
 
-def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, styles: Sequence[str] = STYLES,
+def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES,
                         judge: Any = "local", seed: int = 0) -> GenerationEstimate:
     """Calls and tokens of ``generate`` before any call: the real prompts counted, answers at a typical size (about
     90 tokens a question), every question checked (two requests each, one for an unanswerable question)."""
@@ -589,7 +592,7 @@ async def _check(judge_client: Any, q: dict[str, Any]) -> tuple[bool, str]:
     return True, ""
 
 
-def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str] = STYLES, judge: Any = "local",
+def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES, judge: Any = "local",
              check: bool = True, budget: Any = None, seed: int = 0, chunk_size: int = 1000,
              max_chunks: int | None = None, dry_run: bool = False, concurrency: int = 8) -> GenerationResult:
     """Goldens from ``docs`` (anything ``read_chunks`` reads): ``per_chunk`` questions per chunk written by

@@ -124,6 +124,7 @@ class FaultServer:
         lifetime: float = 900.0,
         max_requests: int = 200_000,
         keep_prompts: bool = False,
+        text_answer: Callable[[str], Any] | None = None,
     ) -> None:
         self.yes_words = [w.lower() for w in yes_words]
         self._verdict = verdict
@@ -136,6 +137,9 @@ class FaultServer:
         self.lifetime = lifetime
         self.max_requests = max_requests
         self.keep_prompts = keep_prompts
+        # answers prompts that are not contextjudge's judge prompts (a question writer's): the prompt -> a JSON
+        # value (sent as JSON), a str (sent as it is), or None (the usual answers)
+        self.text_answer = text_answer
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._state = _State()
@@ -321,11 +325,12 @@ class FaultServer:
                      "usage": {"prompt_tokens": record["prompt_tokens"], "completion_tokens": 0,
                                "total_tokens": record["prompt_tokens"]}}
             return 200, {}, json.dumps(empty).encode(), record
-        answer = self.contextjudge_answer(prompt)
+        own = self.text_answer(prompt) if self.text_answer is not None else None
+        answer = self.contextjudge_answer(prompt) if own is None else own
         if answer is None:
             answer = self.generic_answer(body, method, prompt)
         refusal = None
-        text = json.dumps(answer)
+        text = answer if isinstance(answer, str) else json.dumps(answer)
         if fault is not None and fault.kind in CONTENT_FAULTS:
             text, refusal = _damage(fault, answer, text, prompt)
         finish = "length" if fault is not None and fault.kind == "length" else "stop"

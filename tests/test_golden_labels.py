@@ -93,7 +93,12 @@ def test_runs_record_their_goldens_and_compare_and_trend_say_when_they_differ(ca
     assert gc["name"] == "goldens-v2.jsonl" and gc["hash"] != ga["hash"]
     rc, out, _ = run(capsys, "compare", "a", "b", "--store", "res.db")
     assert rc == 0 and "different goldens" not in out
-    rc, out, _ = run(capsys, "compare", "a", "c", "--store", "res.db")
+    # runs on different golden sets are not compared unless told (issue 51)
+    rc, out, err = run(capsys, "compare", "a", "c", "--store", "res.db")
+    assert rc == 2 and "the runs ran different goldens: the baseline goldens.jsonl (content hash " \
+        f"{ga['hash']}), this run goldens-v2.jsonl (content hash {gc['hash']})" in err
+    assert "--allow-different-goldens" in err and "paired" not in out
+    rc, out, _ = run(capsys, "compare", "a", "c", "--store", "res.db", "--allow-different-goldens")
     assert rc == 0 and "NOTE: the runs ran different goldens: the baseline goldens.jsonl (content hash " \
         f"{ga['hash']}), this run goldens-v2.jsonl (content hash {gc['hash']})" in out
     rc, out, _ = run(capsys, "trend", "--store", "res.db", "--by", "day")

@@ -22,7 +22,8 @@ PUBLIC_MODULES = {
     "contextjudge.report": "write_report: the one-file HTML report",
     "contextjudge.cases.*": "test cases, goldens, case ids and provenance keys (the keys integrations write)",
     "contextjudge.judges": "JudgeOptions, Budget, RateLimit, TieredJudge, CalibratedJudge: judge choice and limits",
-    "contextjudge.goldens": "Golden, Goldens, load_goldens: the goldens `contextjudge eval` and the adapters read",
+    "contextjudge.goldens": "Golden, Goldens, load_goldens: the goldens `contextjudge eval` and the adapters read; "
+                            "generate and from_store: a first test set (docs/goldens.md)",
     "contextjudge.local": "LocalJudge, the embedded offline judge (docs/judges.md imports it)",
     "contextjudge.multimodal": "the public spelling of images since 0.2 (MLLMImage and the image helpers)",
     "contextjudge.templates": "the prompt templates a metric's evaluation_template subclasses",
@@ -34,6 +35,8 @@ PUBLIC_MODULES = {
     "contextjudge_langchain.demo": "`contextjudge demo` / `python -m contextjudge_langchain.demo`",
     "contextjudge_llama_index": "instrument() and the wrappers for LlamaIndex engines, agents and workflows",
     "contextjudge_llama_index.testing": "offline stand-ins for a LlamaIndex app's retriever and LLM",
+    "contextjudge_llama_index.evaluation": "generate_question_context_pairs with LlamaIndex's signature: checked "
+                                           "goldens (docs/goldens.md)",
 }
 # Packages whose modules are internal whatever their names, each with its reason.
 INTERNAL_PACKAGES = {

@@ -79,6 +79,7 @@ class Goldens:
         self.items: list[Golden] = [g if isinstance(g, Golden) else Golden.from_dict(g, f"goldens[{i}]")
                                     for i, g in enumerate(goldens)]
         self.name = name  # the file the goldens came from (its name, without the folder), when they came from one
+        self.declared_hash: str | None = None  # the hash a goldens file's header line gives, when it has one
         self._by_id = {g.id: g for g in self.items if g.id}
         self._by_input: dict[str, Golden] = {}
         for g in self.items:
@@ -98,9 +99,15 @@ class Goldens:
             return None
         import hashlib  # noqa: PLC0415
 
-        payload = json.dumps([{"input": g.input, "expected_output": g.expected_output, "id": g.id,
-                               "expected_outcome": g.expected_outcome, "retrieval_context": g.retrieval_context,
-                               "context": g.context, "extra": g.additional_metadata} for g in self.items],
+        def fields(g: Golden) -> dict[str, Any]:
+            row = {"input": g.input, "expected_output": g.expected_output, "id": g.id,
+                   "expected_outcome": g.expected_outcome, "retrieval_context": g.retrieval_context,
+                   "context": g.context, "extra": g.additional_metadata}
+            if g.expected_context_ids is not None:  # counted only when set: older goldens keep their hash
+                row["expected_context_ids"] = g.expected_context_ids
+            return row
+
+        payload = json.dumps([fields(g) for g in self.items],
                              sort_keys=True, default=str, ensure_ascii=False)
         return {"hash": hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16], "name": self.name,
                 "goldens": len(self.items)}
@@ -112,6 +119,29 @@ class Goldens:
         if input:
             return self._by_input.get(normalize_input(input))
         return None
+
+
+HEADER_KEY = "contextjudge_goldens"
+
+
+def _with_header(goldens: Goldens, header: dict[str, Any] | None, path: Path) -> Goldens:
+    """A goldens file's header line (``{"contextjudge_goldens": {"name", "hash", ...}}``, written by
+    ``contextjudge goldens``): its name names the set; a hash that no longer matches the content says the file was
+    edited since it was written (the run records the content's own hash either way)."""
+    if header is None:
+        return goldens
+    if isinstance(header.get("name"), str) and header["name"].strip():
+        goldens.name = header["name"].strip()
+    fp = goldens.fingerprint()
+    goldens.declared_hash = header.get("hash")
+    if fp and header.get("hash") and header["hash"] != fp["hash"]:
+        import logging  # noqa: PLC0415
+
+        logging.getLogger("contextjudge").warning(
+            "contextjudge: %s was edited since it was written (its header's hash %s, its content's %s); runs record "
+            "the content's hash. Rewrite the header with `contextjudge goldens hash %s` to name this version.",
+            path, header["hash"], fp["hash"], path)
+    return goldens
 
 
 def load_goldens(source: Any) -> Goldens:
@@ -139,6 +169,7 @@ def load_goldens(source: Any) -> Goldens:
                 data = data.get("goldens", data.get("data", []))
             return Goldens((Golden.from_dict(r, f"{path}[{i}]") for i, r in enumerate(data)), name=path.name)
         goldens = []
+        header: dict[str, Any] | None = None
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
@@ -150,8 +181,11 @@ def load_goldens(source: Any) -> Goldens:
                     from exc
             if not isinstance(row, dict):
                 raise ContextJudgeError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}.")
+            if HEADER_KEY in row and not any(row.get(k) for k in _INPUT_KEYS):
+                header = row[HEADER_KEY] if isinstance(row[HEADER_KEY], dict) else {}
+                continue
             goldens.append(Golden.from_dict(row, f"{path}:{n}"))
-        return Goldens(goldens, name=path.name)
+        return _with_header(Goldens(goldens, name=path.name), header, path)
     if isinstance(source, Iterable):
         return Goldens(source)
     raise ContextJudgeError(f"goldens must be a list of dicts, a Goldens, or a JSONL/CSV path, not "

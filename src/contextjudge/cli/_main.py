@@ -15,6 +15,7 @@ from .._text import shown
 from ..errors import ContextJudgeError, UsageError
 from ._estimate import add_estimate_command
 from ._eval import add_eval_command
+from ._goldens import add_goldens_command
 from ._mcp import add_mcp_command
 from ._prune import add_prune_command
 from ._runs import add_store_commands
@@ -70,6 +71,7 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     add_trend_command(sub)
     add_mcp_command(sub)
     add_prune_command(sub)
+    add_goldens_command(sub)
     _add_plugin_commands(sub, plugins)
     return parser
 

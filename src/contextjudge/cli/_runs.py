@@ -70,6 +70,9 @@ def add_store_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-drop", type=_drop_arg, metavar="D",
                    help="exit 1 when a metric's mean paired difference is below -D (a plain threshold on the drop, "
                         "e.g. 0.1; it gates however few cases there are, where significance cannot)")
+    p.add_argument("--allow-different-goldens", action="store_true",
+                   help="compare runs made on different golden sets (refused by default: a difference could come "
+                        "from the changed questions, not from the app)")
     _common(p)
     p.set_defaults(func=cmd_compare)
 
@@ -116,6 +119,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     store = _existing_store(args.store)
     base = _resolve(store, args.baseline)
     cur = _resolve(store, args.run)
+    goldens = [store.run_info(cur).goldens, store.run_info(base).goldens]
+    different = bool(goldens[0] and goldens[1] and goldens[0].get("hash") != goldens[1].get("hash"))
+    if different and not getattr(args, "allow_different_goldens", False):
+        raise UsageError(f"the runs ran different goldens: the baseline {_goldens_words(goldens[1])}, this run "
+                         f"{_goldens_words(goldens[0])}. A difference could come from the changed questions and "
+                         "answers, not from the app: rerun the baseline on the same goldens, or pass "
+                         "--allow-different-goldens to compare anyway.")
     # the comparison reads scores only: a run's verdicts (most of what it holds) are left in the store
     current, baseline = store.load_run(cur, verdicts=False), store.load_run(base, verdicts=False)
     changes = compare_runs(current, baseline)
@@ -144,8 +154,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   "gate", "reading"], rows)
     for line in reg.lines():
         print(line)
-    goldens = [store.run_info(cur).goldens, store.run_info(base).goldens]
-    if goldens[0] and goldens[1] and goldens[0] != goldens[1]:
+    if different:
         print(f"NOTE: the runs ran different goldens: the baseline {_goldens_words(goldens[1])}, this run "
               f"{_goldens_words(goldens[0])}; a difference may come from the changed questions and answers, not "
               "only from the app")

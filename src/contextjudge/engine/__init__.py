@@ -37,6 +37,16 @@ _CORE = {
     "estimate": "._estimate",
     "evaluate": "._evaluate",
     "finish_run": "._ray_engine",
+    "Chunk": "._synthesize",
+    "DEFAULT_STYLES": "._synthesize",
+    "GenerationResult": "._synthesize",
+    "STYLES": "._synthesize",
+    "StoredNodes": "._synthesize",
+    "estimate_generation": "._synthesize",
+    "generate_goldens": "._synthesize",
+    "goldens_from_store": "._traffic",
+    "read_chunks": "._synthesize",
+    "write_goldens": "._synthesize",
     "format_failures": "._assertions",
     "limit_cpu": "._worker",
     "metric_config": "._run",
@@ -65,5 +75,17 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._run import Run, metric_config, metric_specs
     from ._score import BudgetSkip, score_case, score_within_budget
     from ._store_calibration import keep_store_calibration, store_calibrated
+    from ._synthesize import (
+        DEFAULT_STYLES,
+        STYLES,
+        Chunk,
+        GenerationResult,
+        StoredNodes,
+        estimate_generation,
+        read_chunks,
+        write_goldens,
+    )
+    from ._synthesize import generate as generate_goldens
+    from ._traffic import from_store as goldens_from_store
     from ._worker import DEFAULT_METRIC_KEYS, SKIPPED_ADVICE, Worker, limit_cpu, metrics_for_run
     from ._worker_metrics import WorkerMetrics

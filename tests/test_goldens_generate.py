@@ -1,0 +1,332 @@
+"""Goldens from documents (issue 51): a scripted chat model writes the questions (every branch: bad JSON, refusals,
+duplicates, unsupported answers), the scripted judge checks them, the file carries its name and content hash, and
+runs on different golden sets are not compared unless told."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from fault_server import Fault, FaultServer
+from goldens_writer import ScriptedWriter
+from test_llama_server import _missing as llama_missing
+from test_llama_server import llama_server  # noqa: F401 - the real local model's server, for the slow test
+
+from contextjudge import Budget
+from contextjudge.cli import main
+from contextjudge.engine import DEFAULT_STYLES, STYLES
+from contextjudge.goldens import StoredNodes, generate, load_goldens, read_chunks, write_goldens
+from contextjudge.testing import FakeJudge
+
+DOCS = {
+    "vacation.md": "Vacation policy\n\nEmployees accrue twenty vacation days per year. Unused vacation days carry "
+                   "over until March of the following year.\n\nVacation requests go to your manager two weeks ahead.",
+    "parking.md": "Parking\n\nThe garage on Elm Street has two hundred spaces. Parking permits cost forty dollars "
+                  "per month and are sold at the front desk.",
+    "expenses.md": "Expenses\n\nTravel expenses are reimbursed within ten business days. Receipts must be uploaded "
+                   "to the finance portal within thirty days.",
+}
+
+
+@pytest.fixture
+def docs(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_files_are_chunked_and_each_golden_names_its_chunk(docs):
+    chunks = read_chunks([str(docs)], chunk_size=200)
+    assert {c.document for c in chunks} == set(DOCS)
+    assert all(c.id.startswith(c.document + "#") and c.origin == "contextjudge" for c in chunks)
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=2, styles=["short", "multi_part"],
+                   judge=FakeJudge(), chunk_size=200)
+    assert res.goldens and not res.stopped
+    by_id = {c.id: c for c in chunks}
+    for g in res.goldens:
+        (cid,) = g["expected_context_ids"]
+        assert g["expected_output"] in by_id[cid].text  # the answer is the chunk's own sentence
+        assert g["provenance"]["chunk_ids"] == [cid] and g["provenance"]["prompt_version"] == "goldens-1"
+        assert g["provenance"]["document"] == by_id[cid].document and g["provenance"]["seed"] == 0
+        assert g["provenance"]["model"] and g["provenance"]["checked_by"] == "fake-judge"
+    assert res.usage["writing"]["calls"] == len(chunks)  # one call per chunk
+
+
+def test_every_style_with_two_chunks_and_an_unanswerable_one_checked_the_other_way(docs):
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=5, judge=FakeJudge(), chunk_size=2000,
+                   styles=STYLES)
+    styles = {g["style"] for g in res.goldens}
+    assert {"short", "conversational", "multi_part", "two_chunks", "unanswerable"} <= styles | {
+        d.get("style") for d in res.dropped}
+    two = [g for g in res.goldens if g["style"] == "two_chunks"]
+    assert two and all(len(g["expected_context_ids"]) == 2 for g in two)
+    un = [g for g in res.goldens if g["style"] == "unanswerable"]
+    # the scripted unanswerable question is the same for every chunk: one is kept, the others are duplicates
+    assert len(un) == 1 and un[0]["unanswerable"] is True and "expected_context_ids" not in un[0]
+    assert "expected_output" not in un[0] and un[0]["expected_outcome"]
+
+
+def test_an_unanswerable_question_its_chunk_answers_is_dropped(docs):
+    # the judge calls every node useful: the "unanswerable" question is answered after all, so it is dropped
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["unanswerable"],
+                   judge=FakeJudge(default="yes"))
+    assert res.goldens == [] and {d["reason"] for d in res.dropped} >= {"its chunk answers it"}
+
+
+def test_bad_json_is_asked_once_more_then_the_chunk_is_dropped(docs):
+    w = ScriptedWriter(bad_json_once="garage", bad_json_always="Travel")
+    res = generate([str(docs)], model=w, per_chunk=1, styles=["short"], judge=FakeJudge(), chunk_size=2000)
+    docs_kept = {g["provenance"]["document"] for g in res.goldens}
+    assert docs_kept == {"vacation.md", "parking.md"}  # parking's second answer was readable
+    assert [d["reason"] for d in res.dropped] == ["unreadable"] and res.dropped[0]["chunk_id"].startswith("expenses")
+    assert sum("Travel" in p for p in w._calls) == 2  # asked twice, then dropped
+
+
+def test_refusals_are_dropped_and_said(docs):
+    res = generate([str(docs)], model=ScriptedWriter(refuse="garage"), per_chunk=1, styles=["short"],
+                   judge=FakeJudge(), chunk_size=2000)
+    assert [d["reason"] for d in res.dropped] == ["refused"]
+    assert "parking.md" not in {g["provenance"]["document"] for g in res.goldens} and len(res.goldens) == 2
+
+
+def test_near_duplicate_questions_are_dropped(docs):
+    res = generate([str(docs)], model=ScriptedWriter(same_question=True), per_chunk=1, styles=["short"],
+                   judge=FakeJudge(), chunk_size=2000)
+    assert len(res.goldens) == 1 and [d["reason"] for d in res.dropped] == ["duplicate", "duplicate"]
+
+
+def test_unsupported_answers_are_dropped_by_the_check_and_kept_without_it(docs):
+    res = generate([str(docs)], model=ScriptedWriter(invent="garage"), per_chunk=1, styles=["short"],
+                   judge=FakeJudge(), chunk_size=2000)
+    assert [d["reason"] for d in res.dropped] == ["answer not supported by its chunk"]
+    assert len(res.goldens) == 2
+    unchecked = generate([str(docs)], model=ScriptedWriter(invent="garage"), per_chunk=1, styles=["short"],
+                         check=False, chunk_size=2000)
+    assert len(unchecked.goldens) == 3 and unchecked.goldens[0]["provenance"]["checked_by"] is None
+
+
+def test_the_embedded_judge_checks_by_default(docs):
+    res = generate([str(docs)], model=ScriptedWriter(invent="garage"), per_chunk=1, styles=["short"],
+                   chunk_size=2000)
+    assert {g["provenance"]["checked_by"] for g in res.goldens} == {"contextjudge-local"}
+    assert "parking.md" not in {g["provenance"]["document"] for g in res.goldens}
+
+
+def test_dry_run_calls_nothing_and_counts_the_real_prompts(docs):
+    w = ScriptedWriter()
+    res = generate([str(docs)], model=w, per_chunk=3, dry_run=True, chunk_size=2000)
+    est = res.estimate
+    assert w._calls == [] and res.goldens == []
+    assert est.calls == 3 and est.questions == 9 and est.input_tokens > 3 * 100
+    assert "unanswerable" not in DEFAULT_STYLES  # asked for on purpose (eval reads it as missing fields)
+    assert est.check_output_tokens == 0  # the embedded judge bills nothing
+    assert "no model was called" in str(est)
+
+
+def test_a_budget_stops_generation_and_keeps_what_was_made(docs):
+    budget = Budget(calls_per_day=1, name=f"g-{uuid.uuid4().hex}")
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge(),
+                   budget=budget, chunk_size=2000, concurrency=1)
+    assert res.stopped and res.usage["writing"]["calls"] == 1
+    assert [d["reason"] for d in res.dropped].count("budget") >= 2
+
+
+def test_the_embedded_judge_cannot_write_questions(docs):
+    with pytest.raises(Exception, match="cannot write questions"):
+        generate([str(docs)], model="local", per_chunk=1)
+
+
+def test_langchain_documents_and_vector_store_keep_the_apps_ids():
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    docs = [Document(id=f"chunk-{k}", page_content=t, metadata={"source": n}) for k, (n, t) in
+            enumerate(DOCS.items())]
+    vs = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+    vs.add_documents(docs)
+    for source in (docs, vs, vs.as_retriever()):
+        chunks = read_chunks(source)
+        assert sorted(c.id for c in chunks) == ["chunk-0", "chunk-1", "chunk-2"] and chunks[0].origin == "app"
+    res = generate(vs, model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge())
+    assert sorted(g["expected_context_ids"][0] for g in res.goldens) == ["chunk-0", "chunk-1", "chunk-2"]
+
+
+def test_llama_index_nodes_and_index_keep_the_nodes_ids():
+    pytest.importorskip("llama_index.core")
+    from llama_index.core.schema import TextNode
+    from llama_index.core.storage.docstore import SimpleDocumentStore
+
+    nodes = [TextNode(id_=f"node-{k}", text=t, metadata={"file_name": n}) for k, (n, t) in enumerate(DOCS.items())]
+    store = SimpleDocumentStore()
+    store.add_documents(nodes)
+    for source in (nodes, store):
+        assert sorted(c.id for c in read_chunks(source)) == ["node-0", "node-1", "node-2"]
+
+
+def test_nodes_a_stored_run_retrieved(tmp_path):
+    from contextjudge import LLMTestCase, RetrievedNode, evaluate
+    from contextjudge.metrics import ContextualPrecisionMetric
+
+    cases = [LLMTestCase(input=f"q{k}", actual_output="a", expected_output="a", retrieval_context=[
+        RetrievedNode(t, id=f"doc-{k}", metadata={"source": n})]) for k, (n, t) in enumerate(DOCS.items())]
+    evaluate(cases, [ContextualPrecisionMetric()], model=FakeJudge(), store=str(tmp_path / "r.db"), run_id="r1")
+    chunks = read_chunks(StoredNodes(str(tmp_path / "r.db"), run="r1"))
+    assert sorted(c.id for c in chunks) == ["doc-0", "doc-1", "doc-2"]
+
+
+def test_the_file_carries_its_name_and_the_hash_runs_record(tmp_path, docs, caplog):
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge(),
+                   chunk_size=2000)
+    path = tmp_path / "first.jsonl"
+    header = res.write(path, name="hr-handbook-v1")
+    first = json.loads(path.read_text().splitlines()[0])["contextjudge_goldens"]
+    assert first["name"] == "hr-handbook-v1" and first["hash"] == header["hash"]
+    loaded = load_goldens(path)
+    assert len(loaded) == len(res.goldens) and loaded.name == "hr-handbook-v1"
+    assert loaded.fingerprint()["hash"] == header["hash"] and loaded.items[0].expected_context_ids
+    # an edited file says so, and its runs record the new content
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    rows[1]["expected_context_ids"] = ["someone-else"]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    edited = load_goldens(path)
+    assert edited.fingerprint()["hash"] != header["hash"] and "was edited since it was written" in caplog.text
+
+
+def test_expected_ids_count_in_the_fingerprint_and_old_goldens_keep_their_hash():
+    from contextjudge.goldens import Goldens
+
+    a = Goldens([{"input": "q", "expected_context_ids": ["a"]}]).fingerprint()["hash"]
+    b = Goldens([{"input": "q", "expected_context_ids": ["b"]}]).fingerprint()["hash"]
+    assert a != b
+    # a golden without expected ids hashes as it did before expected ids were counted
+    assert Goldens([{"input": "q", "expected_output": "x"}]).fingerprint()["hash"] == "89ab7e1be10e7c21"
+
+
+def test_cli_generate_dry_run_and_write(docs, tmp_path, capsys, monkeypatch):
+    import contextjudge.judges as judges
+
+    w = ScriptedWriter()
+    real = judges.resolve_model
+    monkeypatch.setattr(judges, "resolve_model", lambda m=None: w if m == "scripted" else real(m))
+    out = tmp_path / "g.jsonl"
+    rc = main(["goldens", "generate", "--docs", str(docs), "--model", "scripted", "--per-chunk", "2",
+               "--dry-run", "-o", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0 and "no model was called" in text and not out.exists() and w._calls == []
+    rc = main(["goldens", "generate", "--docs", str(docs), "--model", "scripted", "--per-chunk", "1",
+               "--styles", "short", "-o", str(out), "--name", "handbook"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "golden(s) kept" in text and "goldens 'handbook', content hash" in text
+    assert load_goldens(out).name == "handbook"
+    rc = main(["goldens", "generate", "--model", "scripted", "-o", str(out)])
+    assert rc == 2 and "--docs PATH" in capsys.readouterr().err
+
+
+def test_write_goldens_and_hash_command_round_trip(tmp_path, capsys):
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"input": "q1", "expected_output": "a1"}\n{"input": "q2"}\n')
+    before = load_goldens(path).fingerprint()
+    assert main(["goldens", "hash", str(path), "--name", "mine-v2"]) == 0
+    assert "content hash " + before["hash"] in capsys.readouterr().out
+    after = load_goldens(path)
+    assert after.name == "mine-v2" and after.fingerprint()["hash"] == before["hash"] and len(after) == 2
+    header = write_goldens(tmp_path / "x.jsonl", [{"input": "q"}])
+    assert header["name"] == "x" and header["goldens"] == 1
+
+
+def test_over_http_with_a_real_chat_model_client_faults_and_all(docs):
+    """ChatOpenAI against the loopback server: a 500 is retried, unreadable JSON asked again, a refusal dropped;
+    the checks go through the same server as judge requests (structured output)."""
+    from langchain_openai import ChatOpenAI
+
+    script = ScriptedWriter()
+    with FaultServer(text_answer=lambda p: script._reply(p) if "<passage_A>" in p else None,
+                     verdict=lambda text, _: "no" if "Zebras" in text else "yes") as server:
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=server.url, api_key="sk-test", max_retries=0)
+        server.set_faults([Fault("http", status=500, times=1, methods=("text",)),
+                           Fault("invalid_json", times=1, methods=("text",))])
+        res = generate([str(docs)], model=model, per_chunk=1, styles=["short"], judge=model, chunk_size=2000,
+                       concurrency=1)
+        assert len(res.goldens) == 3 and res.dropped == []
+        assert res.usage["writing"]["calls"] == 4 and res.usage["checking"]["calls"] == 6  # one re-ask; 2 checks each
+        assert res.usage["writing"]["input_tokens"] > 0
+        assert {g["provenance"]["checked_by"] for g in res.goldens} == {"gpt-4o-mini"}
+        server.reset([Fault("refusal", times=None, methods=("text",))])
+        refused = generate([str(docs)], model=model, per_chunk=1, styles=["short"], judge=model, chunk_size=2000)
+        assert refused.goldens == [] and {d["reason"] for d in refused.dropped} == {"refused"}
+        invented = ScriptedWriter(invent="garage")
+        server.text_answer = lambda p: invented._reply(p) if "<passage_A>" in p else None
+        server.reset()
+        some = generate([str(docs)], model=model, per_chunk=1, styles=["short"], judge=model, chunk_size=2000)
+        assert len(some.goldens) == 2 and [d["reason"] for d in some.dropped] == ["answer not supported by its chunk"]
+
+
+KNOWN_REASONS = {"unreadable", "refused", "duplicate", "answer not supported by its chunk",
+                 "chunk not useful for the question", "its chunk answers it", "model error"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(llama_missing() is not None, reason=f"real llama.cpp server test skipped: {llama_missing()}")
+def test_end_to_end_against_the_llama_cpp_servers_real_model(docs, llama_server):  # noqa: F811
+    """SmolLM2-135M through llama-cpp-python's server writes the questions and the embedded judge checks them. The
+    model is far too small to write good ones: what is asserted is that the run ends, every golden kept is whole and
+    names a real chunk, and every one dropped says why."""
+    from langchain_openai import ChatOpenAI
+
+    model = ChatOpenAI(model="smollm2", base_url=llama_server, api_key="x", max_retries=0, temperature=0, max_tokens=300)
+    res = generate([str(docs)], model=model, per_chunk=2, styles=["short", "conversational"], chunk_size=2000,
+                   concurrency=2)
+    ids = {c.id for c in read_chunks([str(docs)], chunk_size=2000)}
+    assert res.usage["writing"]["calls"] >= 3 and res.usage["writing"]["output_tokens"] > 0
+    for g in res.goldens:
+        assert g["input"].strip() and g["expected_output"].strip() and set(g["expected_context_ids"]) <= ids
+    assert {d["reason"] for d in res.dropped} <= KNOWN_REASONS
+    assert len(res.goldens) + len(res.dropped) >= 3
+    print(res.summary())
+
+
+def test_a_budget_keeps_the_questions_written_before_it_ran_out_once_checked(docs):
+    # six calls: three chunks written, the first golden checked (two calls), the second's answer checked and its
+    # second check refused: one golden kept, two dropped for the budget, none kept unchecked
+    budget = Budget(calls_per_day=6, name=f"g-{uuid.uuid4().hex}")
+    res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge(),
+                   budget=budget, chunk_size=2000, concurrency=1)
+    assert res.stopped and res.usage["writing"]["calls"] == 3 and res.usage["checking"]["calls"] == 3
+    assert len(res.goldens) == 1 and [d["reason"] for d in res.dropped] == ["budget", "budget"]
+    assert res.goldens[0]["provenance"]["checked_by"] == "fake-judge"
+
+
+def test_text_strings_and_bad_document_files(tmp_path):
+    chunks = read_chunks(["Line one of a pasted text.\n\nA second paragraph about parking permits."])
+    assert len(chunks) == 1 and chunks[0].origin == "contextjudge"
+    bad = tmp_path / "docs.jsonl"
+    bad.write_text('{"id": "a", "text": "fine"}\nnot json\n')
+    with pytest.raises(Exception, match="docs.jsonl:2: not a JSON object"):
+        read_chunks([str(bad)])
+    with pytest.raises(Exception, match="does not exist: check the --docs path"):
+        read_chunks(["no/such/folder"])
+
+
+def test_cli_generate_from_a_stored_runs_nodes(tmp_path, capsys, monkeypatch):
+    import contextjudge.judges as judges
+    from contextjudge import LLMTestCase, RetrievedNode, evaluate
+    from contextjudge.metrics import ContextualPrecisionMetric
+
+    cases = [LLMTestCase(input=f"q{k}", actual_output="a", expected_output="a", retrieval_context=[
+        RetrievedNode(t, id=f"doc-{k}", metadata={"source": n})]) for k, (n, t) in enumerate(DOCS.items())]
+    evaluate(cases, [ContextualPrecisionMetric()], model=FakeJudge(), store=str(tmp_path / "r.db"), run_id="r1")
+    w = ScriptedWriter()
+    real = judges.resolve_model
+    monkeypatch.setattr(judges, "resolve_model", lambda m=None: w if m == "scripted" else real(m))
+    out = tmp_path / "from-run.jsonl"
+    rc = main(["goldens", "generate", "--from-store", str(tmp_path / "r.db"), "--run", "r1", "--model", "scripted",
+               "--per-chunk", "1", "--styles", "short", "--no-check", "-o", str(out), "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert rc == 0 and summary["goldens"] == 3 and summary["name"] == "from-run"
+    assert sorted(g.expected_context_ids[0] for g in load_goldens(out)) == ["doc-0", "doc-1", "doc-2"]
+    assert main(["goldens", "generate", "--docs", "x.md", "--run", "r1", "--model", "scripted"]) == 2
+    assert "--run goes with --from-store" in capsys.readouterr().err

@@ -233,7 +233,7 @@ def _baseline_run(store: Any, ref: str | None) -> str | None:
         raise UsageError(f"--baseline {ref}: {exc}") from exc
 
 
-def _against_baseline(store: Any, run_id: str, baseline: str) -> str | None:
+def _against_baseline(store: Any, run_id: Any, baseline: str) -> str | None:
     """Print what regressed against the baseline run, named per golden; the one-line verdict when it did."""
     from ._runs import _run_label, regression_of, regression_verdict  # noqa: PLC0415
 

@@ -553,7 +553,8 @@ def test_eval_help_states_the_gate_and_the_exit_codes(capsys):
     rc, out, _ = run(capsys, "eval", "--help")
     text = " ".join(out.split())
     assert rc == 0
-    assert "each metric's mean must reach its threshold (the metric's default, 0.5, or --threshold)" in text
+    assert "each gated metric's mean must reach its threshold (the metric's default, 0.5, or --threshold)" in text
+    assert "--threshold NAME=X of their own, else they are shown and said not gated" in text
     assert "1 a metric's mean is below its threshold" in text and "3 some test cases have an error" in text
     assert "--allow-errors" in text
     rc, out, _ = run(capsys, "--help")

@@ -219,6 +219,10 @@ def test_compare_names_a_fewer_nodes_rise_in_relevancy_and_fails_on_the_exact_re
     row = next(line for line in out.splitlines() if line.startswith("Contextual Relevancy "))
     assert "better" not in row and "higher (k changed: 3.0 -> 1.0 nodes per case)" in row, row
     assert "10/2" in row  # ten goldens up, two down
+    # the report's comparison says the same
+    rc, _ = _cli(capsys, "report", "cur", "--compare", "base", "--store", db, "-o", str(tmp_path / "cmp.html"))
+    page = (tmp_path / "cmp.html").read_text("utf-8")
+    assert rc == 0 and "higher (k changed: 3.0 -&gt; 1.0 nodes per case)" in page
 
     # with no golden losing its document, a drop on precision the sign test finds fails the gate
     worse = [_case(i, list(reversed(_nodes(i, 3, True)))) for i in range(12)]  # the answer ranked last

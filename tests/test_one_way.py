@@ -58,7 +58,7 @@ def test_the_worker_and_estimate_build_through_from_keys():
     assert [(m.key, m.threshold) for m in ms] == [("contextual_recall", 0.6), ("contextual_precision", 0.4)]
     assert [m.key for m in metrics_for_run({}, threshold=0.2)] == ["contextual_precision", "contextual_recall",
                                                                    "contextual_relevancy", "context_utilization",
-                                                                   "turn_contextual_relevancy"]
+                                                                   "faithfulness", "turn_contextual_relevancy"]
     with pytest.raises(ConfigurationError, match="unknown metric 'bogus'"):
         estimate([_case(0)], ["bogus"], model="gpt-4o-mini")
 

@@ -31,8 +31,8 @@ from statistics import NormalDist
 from typing import Any
 
 __all__ = ["Agreement", "Interval", "PPIEstimate", "binary_agreement", "bootstrap", "cohen_kappa", "confusion", "mae",
-           "mean_interval", "moments_interval", "one_class", "paired_difference", "ppi_mean", "proportion_interval", "significantly_better",
-           "significantly_worse", "sign_test", "spearman", "t_quantile", "unpaired_difference"]
+           "mean_interval", "moments_interval", "one_class", "paired_difference", "ppi_mean", "proportion_interval", "sign_test",
+           "significantly_better", "significantly_worse", "spearman", "t_quantile", "unpaired_difference"]
 
 LEVEL = 0.95
 SEED = 20240601

@@ -51,8 +51,9 @@ def add_estimate_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True,
                    help="the judge to price, e.g. gpt-4o-mini, claude-3-5-haiku-latest, local (it is never called)")
     p.add_argument("--metrics", nargs="+", metavar="METRIC",
-                   help="metrics (default: the run's own, else contextual precision, recall, relevancy and "
-                        "utilization)")
+                   help="metrics (default: the run's own, else the default set for what the goldens or cases "
+                        "carry: ranking metrics with expected ids, precision and recall with an expected output, "
+                        "relevancy, utilization and faithfulness)")
     p.add_argument("--sample-rate", type=_rate, default=1.0, metavar="R",
                    help="share of cases judged, 0-1 (default 1)")
     p.add_argument("--requests-per-day", type=_per_day, default=None, metavar="N",

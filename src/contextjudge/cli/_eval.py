@@ -242,7 +242,7 @@ def _baseline_run(store: Any, ref: str | None) -> str | None:
         raise UsageError(f"--baseline {ref}: {exc}") from exc
 
 
-def _against_baseline(store: Any, run_id: str, baseline: str) -> str | None:
+def _against_baseline(store: Any, run_id: Any, baseline: str) -> str | None:
     """Print what regressed against the baseline run, named per golden; the one-line verdict when it did."""
     from ._runs import _run_label, regression_of, regression_verdict  # noqa: PLC0415
 
@@ -438,10 +438,15 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
                                    "LangGraph graph; a LlamaIndex query engine, chat engine, retriever, agent or "
                                    "workflow), run every golden through it with capture attached, score the "
                                    "captured retrievals, store them, print a summary and write the report. "
-                                   "The gate: each metric's mean must reach its threshold (the metric's default, "
-                                   "0.5, or --threshold), and its pass rate --min-pass-rate when given. Exit codes: "
-                                   "0 every metric passed; 1 a metric's mean is below its threshold or its pass "
-                                   "rate below --min-pass-rate; 2 an error (bad arguments, app or goldens); 3 some "
+                                   "The gate: each gated metric's mean must reach its threshold (the metric's "
+                                   "default, 0.5, or --threshold), and its pass rate --min-pass-rate when given; "
+                                   "relevancy, utilization and faithfulness gate only with a judge trusted for them "
+                                   "(an LLM judge, or the embedded judge calibrated on your labels) or a "
+                                   "--threshold NAME=X of their own, else they are shown and said not gated. With "
+                                   "--baseline RUN, a golden that lost its answer document or a gated metric that "
+                                   "dropped (exact sign test) fails too. Exit codes: "
+                                   "0 every gate passed; 1 a metric's mean is below its threshold or its pass "
+                                   "rate below --min-pass-rate, or a regression against --baseline; 2 an error (bad arguments, app or goldens); 3 some "
                                    "test cases have an error (a golden whose app call raised, a metric that could "
                                    "not run on a case, such as precision without an expected_output) and "
                                    "--allow-errors was not given (3 wins over 1: the means are then incomplete).")

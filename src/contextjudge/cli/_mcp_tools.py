@@ -494,6 +494,7 @@ class Judging:
         from .._aio import run_sync  # noqa: PLC0415
         from ..engine import acalibrate, read_labels_file  # noqa: PLC0415
         from ..judges import FAMILIES  # noqa: PLC0415
+        from ..stats import one_class  # noqa: PLC0415
         from ._shared import _judge  # noqa: PLC0415
         from ._trust import builtin_check_path  # noqa: PLC0415
 
@@ -518,6 +519,12 @@ class Judging:
             r = report[f]
             families[f] = {k: r.get(k) for k in ("cases", "items", "base_rate", "accuracy", "accuracy_ci", "kappa",
                                                  "kappa_ci", "tpr", "tpr_ci", "tnr", "tnr_ci", "confusion")}
+            conf = r.get("confusion") or {}
+            single = one_class(*(int(conf[k]) for k in ("tp", "fp", "fn", "tn"))) \
+                if all(k in conf for k in ("tp", "fp", "fn", "tn")) else None
+            if single:  # kappa is 0 or 1 by arithmetic on one class: not a figure to read
+                families[f]["kappa"], families[f]["kappa_ci"] = None, None
+                families[f]["kappa_note"] = f"n/a ({single})"
             families[f]["disagreements"] = [{"case": d.get("case"), "item": d.get("item"), "label": d.get("label"),
                                              "verdict": d.get("verdict"), "text": _short(d.get("text"), 120)}
                                             for d in (r.get("disagreements") or [])[:show]]

@@ -31,7 +31,7 @@ def add_worker_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", help="only this run's cases (id, name or id prefix; default: every run's)")
     p.add_argument("--metrics", nargs="+", metavar="METRIC",
                    help="metrics to score (default: each run's own, as its capture was given, else contextual "
-                        "precision, recall, relevancy, utilization and turn relevancy)")
+                        "precision, recall, relevancy, utilization, faithfulness and turn relevancy)")
     p.add_argument("--model", help="judge (see `contextjudge eval --help`); default: $CONTEXTJUDGE_MODEL, else "
                                    "OpenAI with OPENAI_API_KEY, else the embedded judge")
     p.add_argument("--threshold", action="append", metavar="[METRIC=]VALUE",

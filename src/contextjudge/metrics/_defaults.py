@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["ALWAYS_GATED", "FAMILY_OF_KEY", "RANKING_DEFAULT", "TRUST_KAPPA", "default_metric_keys",
-           "default_metrics", "default_metrics_for", "not_gated", "trusted_families"]
+__all__ = ["ALWAYS_GATED", "FAMILY_OF_KEY", "RANKING_DEFAULT", "TRUST_KAPPA", "carried", "default_metric_keys",
+           "default_metrics_for", "not_gated", "trusted_families"]
 
 TRUST_KAPPA = 0.6  # "substantial" agreement (Landis and Koch): the bar a family's verdicts must clear to gate on
 RANKING_DEFAULT = ("hit_rate", "mrr", "recall_at_k", "ndcg")
@@ -42,7 +42,8 @@ def default_metric_keys(*, expected_ids: bool = False, expected_output: bool = F
     return keys
 
 
-def _carries(items: Iterable[Any]) -> dict[str, bool]:
+def carried(items: Iterable[Any]) -> dict[str, bool]:
+    """Whether any of ``items`` (goldens or test cases) carries expected ids or texts, and an expected output."""
     ids = out = False
     for it in items:
         ids = ids or getattr(it, "expected_context_ids", None) is not None or bool(getattr(it, "context", None))
@@ -56,19 +57,7 @@ def default_metrics_for(items: Iterable[Any], *, actual_output: bool = True, con
                         ) -> list[str]:
     """``default_metric_keys`` for what ``items`` (goldens or test cases) carry: the ranking metrics when any has
     expected ids or texts, precision and recall when any has an expected output."""
-    return default_metric_keys(**_carries(items), actual_output=actual_output, conversations=conversations)
-
-
-def default_metrics(model: Any = None, *, goldens: Iterable[Any] = (), expected_output: bool | None = None,
-                    conversations: bool = True) -> list[Any]:
-    """The metric objects capture uses when none are given (``default_metrics_for`` the goldens; no goldens: only
-    those that need nothing but the app's run)."""
-    from . import from_keys  # noqa: PLC0415
-
-    carried = _carries(goldens)
-    if expected_output is not None:
-        carried["expected_output"] = expected_output
-    return from_keys(default_metric_keys(**carried, conversations=conversations), model=model)
+    return default_metric_keys(**carried(items), actual_output=actual_output, conversations=conversations)
 
 
 def trusted_families(judge: Any) -> frozenset[str] | None:

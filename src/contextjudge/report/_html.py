@@ -286,6 +286,16 @@ def _pairs(cur: EvaluationResult, base: EvaluationResult) -> dict[str, tuple[Tes
     return out
 
 
+def _k_changed(pairs: dict[str, tuple[TestResult, TestResult]]) -> str | None:
+    """"k changed: 3.0 -> 1.0 nodes per case" when the paired cases' mean node counts differ (baseline -> this run)."""
+    if not pairs:
+        return None
+    b, c = ([len(getattr(tr.test_case, "retrieval_context", None) or []) for tr in side]
+            for side in zip(*pairs.values(), strict=True))
+    nb, nc = sum(b) / len(b), sum(c) / len(c)
+    return None if abs(nb - nc) < 1e-9 else f"k changed: {nb:.1f} -> {nc:.1f} nodes per case"
+
+
 def _score_of(tr: TestResult, name: str) -> float | None:
     for m in tr.metrics_data:
         if m.name == name:
@@ -361,6 +371,7 @@ def _compare_section(cur: RunView, base: RunView) -> str:
     pairs = _pairs(cur.result, base.result)
     names = _metric_names(cur.result, base.result)
     by_metric = {c.metric: c for c in compare_runs(cur.result, base.result)}
+    k_note = _k_changed(pairs)
     cur_label, base_label = _label(cur, "this run"), _label(base, "baseline")
     out = [f"<h2>Compared with {e(base_label)}</h2>",
            f"<p class='meta cj-compare-runs'>This run: <b>{e(cur_label)}</b> · baseline: <b>{e(base_label)}</b>. "
@@ -379,10 +390,16 @@ def _compare_section(cur: RunView, base: RunView) -> str:
         iv, mb, mc = ch.difference, ch.baseline_mean, ch.current_mean
         reading = {"better": "<span class='up'>better</span>", "worse": "<span class='down'>worse</span>"}.get(
             ch.reading, ch.reading)
+        if k_note and ch.reading in ("better", "worse"):
+            reading = f"{'higher' if ch.reading == 'better' else 'lower'} ({e(k_note)})"
         out.append(f"<tr><td>{e(name)}</td><td class='num'>{num(mb)}</td><td class='num'>{num(mc)}</td>"
                    f"<td class='num'>{signed(iv.estimate)}</td><td class='num'>{ci(iv, True)}</td>"
                    f"<td class='num'>{iv.n}</td><td>{_diff_bar(iv)}</td><td>{reading}</td></tr>")
     out.append("</tbody></table>")
+    if k_note:
+        out.append(f"<p class='meta cj-k-changed'>{e(k_note)}: the runs returned different numbers of nodes, so a "
+                   "per-node score such as contextual relevancy rises when fewer nodes come back, whether or not "
+                   "the answer is among them.</p>")
     changes.sort(key=lambda c: (-abs(c[0]), c[1], c[2]))
     out.append("<h3>Cases that changed most</h3>")
     if not changes:

@@ -109,7 +109,7 @@ def _golden_of(tr: TestResult) -> str:
 
 def _found(tr: TestResult) -> set[str] | None:
     """The expected documents the case's retrieval found (ids or texts), or None when it carries none."""
-    from ..metrics._ranking import ranked_relevance  # noqa: PLC0415
+    from ..metrics import ranked_relevance  # noqa: PLC0415
 
     tc = tr.test_case
     if getattr(tc, "expected_context_ids", None) is None and not getattr(tc, "context", None):
@@ -164,8 +164,7 @@ def not_gated_names(result: EvaluationResult, config: dict[str, Any] | None) -> 
     if isinstance(recorded, dict):
         return set(recorded)
     from .._result import is_embedded_judge  # noqa: PLC0415
-    from ..metrics import BY_KEY, FAMILY_OF_KEY  # noqa: PLC0415
-    from ..metrics._defaults import ALWAYS_GATED  # noqa: PLC0415
+    from ..metrics import ALWAYS_GATED, BY_KEY, FAMILY_OF_KEY  # noqa: PLC0415
 
     loose = {BY_KEY[k].name for k in FAMILY_OF_KEY if k not in ALWAYS_GATED}
     out = set()

@@ -122,8 +122,9 @@ def test_the_cli_and_mcp_read_an_old_read_only_store(old_store, monkeypatch, cap
 def _rolling(url_or_path: str, source: str) -> tuple[str, str]:
     """A store of this schema with a run of yesterday and a run of today (12 cases each), then an older (schema 3)
     contextjudge, started before the upgrade, still writing 12 cases of today into it."""
-    ids = _fill(url_or_path)
-    old_ids = _fill(source, run_names=("old-writer",), score=0.3)
+    today = time.time() // DAY * DAY + 3600  # one fixed moment: both writers' cases in today's window
+    ids = _fill(url_or_path, start=today)
+    old_ids = _fill(source, run_names=("old-writer",), score=0.3, start=today)
     store = open_store(url_or_path)
     n = write_as_old_version(store.engine, source, 3)
     assert n == 12

@@ -49,7 +49,7 @@ def _forty(store, bad_at=17, bad=BAD, **kwargs):
     from contextjudge_langchain import ContextJudgeCallbackHandler
 
     handler = ContextJudgeCallbackHandler(metrics=[ContextualRelevancyMetric()], model=FakeJudge(), mode="worker",
-                                          store=store, batch=40, handoff_delay=30, **kwargs)
+                                          store=store, batch=40, handoff_delay=120, **kwargs)
     chain = _chain()
     for i in range(40):
         chain.invoke(bad if i == bad_at else f"How many vacation days do employees get, {i}?",
@@ -194,6 +194,8 @@ def test_a_store_that_is_down_is_not_retried_case_by_case(tmp_path, monkeypatch)
 
     monkeypatch.setattr(_queue, "_insert_cases", down)
     session = _forty(store)
-    assert calls == [40] and session.counters["dropped"] == 40 and session.counters["written"] == 0
+    # each batch tried once (one, unless a loaded machine split the 40 by time), never case by case
+    assert sum(calls) == 40 and len(calls) <= 3, calls
+    assert session.counters["dropped"] == 40 and session.counters["written"] == 0
     monkeypatch.undo()
     session.close(10)

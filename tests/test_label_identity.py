@@ -282,3 +282,29 @@ def test_a_label_its_log_row_and_its_queue_tag_are_written_together_or_not_at_al
     assert [r["value"] for r in store.label_log()] == [True]
     (row,) = sqlite3.connect(store_path).execute("SELECT labels FROM cj_labels").fetchall()
     assert json.loads(row[0])["queue"] == "estimate"
+
+
+def test_a_label_and_its_log_row_are_one_transaction_on_postgresql_too(pg_store):
+    from sqlalchemy import text
+
+    from contextjudge.cases.labels import node_ref
+    from contextjudge.errors import StoreError
+
+    evaluate([_good(2)], [ContextualPrecisionMetric(model=JUDGE)], store=pg_store, run_id="r", show_progress=False)
+    key, node = _good(2).id, node_ref(_pool(2)[0])
+    with pg_store.engine.begin() as conn:
+        conn.execute(text("CREATE OR REPLACE FUNCTION cj_no_log() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION "
+                          "'disk full'; END $$ LANGUAGE plpgsql"))
+        conn.execute(text("CREATE TRIGGER no_log BEFORE INSERT ON cj_label_log FOR EACH ROW EXECUTE FUNCTION "
+                          "cj_no_log()"))
+    try:
+        with pytest.raises(StoreError, match="disk full"):
+            pg_store.give_label(key, "labels", node, True, who="ann", queue="estimate")
+        assert pg_store.export_labels() == [] and pg_store.label_log() == []
+    finally:
+        with pg_store.engine.begin() as conn:
+            conn.execute(text("DROP TRIGGER IF EXISTS no_log ON cj_label_log"))
+            conn.execute(text("DROP FUNCTION IF EXISTS cj_no_log()"))
+    pg_store.give_label(key, "labels", node, True, who="ann", queue="estimate")
+    assert [r["value"] for r in pg_store.label_log()] == [True]
+    assert [n.get("labels") for n in pg_store.export_labels()[0]["nodes"]] == [True]

@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pytest
+import test_llama_server as ls
 from fault_server import Fault, FaultServer
 from goldens_writer import ScriptedWriter
 from test_llama_server import _missing as llama_missing
@@ -277,9 +278,14 @@ def test_end_to_end_against_the_llama_cpp_servers_real_model(docs, llama_server)
     names a real chunk, and every one dropped says why."""
     from langchain_openai import ChatOpenAI
 
-    model = ChatOpenAI(model="smollm2", base_url=llama_server, api_key="x", max_retries=0, temperature=0, max_tokens=300)
+    from contextjudge import JudgeOptions
+
+    model = ChatOpenAI(model="smollm2", base_url=llama_server, api_key="x", max_retries=0, temperature=0)
+    # the answer cap reaches this server through the judge client (it ignores max_completion_tokens)
+    opts = JudgeOptions(max_attempts=2, attempt_timeout=120, deadline=300, backoff_initial=0.1,
+                        max_output_tokens=ls.MAX_OUTPUT)
     res = generate([str(docs)], model=model, per_chunk=2, styles=["short", "conversational"], chunk_size=2000,
-                   concurrency=2)
+                   concurrency=2, options=opts)
     ids = {c.id for c in read_chunks([str(docs)], chunk_size=2000)}
     assert res.usage["writing"]["calls"] >= 3 and res.usage["writing"]["output_tokens"] > 0
     for g in res.goldens:

@@ -594,13 +594,15 @@ async def _check(judge_client: Any, q: dict[str, Any]) -> tuple[bool, str]:
 
 def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES, judge: Any = "local",
              check: bool = True, budget: Any = None, seed: int = 0, chunk_size: int = 1000,
-             max_chunks: int | None = None, dry_run: bool = False, concurrency: int = 8) -> GenerationResult:
+             max_chunks: int | None = None, dry_run: bool = False, concurrency: int = 8,
+             options: Any = None) -> GenerationResult:
     """Goldens from ``docs`` (anything ``read_chunks`` reads): ``per_chunk`` questions per chunk written by
     ``model`` (any LangChain chat model, or a model name), each with its expected answer and
     ``expected_context_ids``, near-duplicates dropped, each checked by ``judge`` (the embedded judge by default;
     ``check=False`` keeps every readable one). ``budget`` (a ``contextjudge.Budget``) bounds the calls, tokens or
     dollars of writing and checking together: when it runs out, the goldens made so far are kept and ``stopped``
-    says so. ``dry_run=True`` returns the estimate only (``result.estimate``), calling nothing."""
+    says so. ``options`` (a ``JudgeOptions``: retries, timeouts, ``max_output_tokens``) apply to writing and
+    checking. ``dry_run=True`` returns the estimate only (``result.estimate``), calling nothing."""
     from .._aio import run_sync  # noqa: PLC0415
 
     chunks = read_chunks(docs, chunk_size=chunk_size)
@@ -614,12 +616,13 @@ def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str]
     if dry_run:
         return GenerationResult([], [], {"calls": 0, "input_tokens": 0, "output_tokens": 0}, estimate=est)
     return run_sync(_agenerate(chunks, model=model, per_chunk=per_chunk, styles=styles, judge=judge, check=check,
-                               budget=budget, seed=seed, estimate=est, concurrency=concurrency))
+                               budget=budget, seed=seed, estimate=est, concurrency=concurrency,
+                               options=options))
 
 
 async def _agenerate(chunks: list[Chunk], *, model: Any, per_chunk: int, styles: Sequence[str], judge: Any,
-                     check: bool, budget: Any, seed: int, estimate: GenerationEstimate, concurrency: int
-                     ) -> GenerationResult:
+                     check: bool, budget: Any, seed: int, estimate: GenerationEstimate, concurrency: int,
+                     options: Any = None) -> GenerationResult:
     from ..judges import (  # noqa: PLC0415
         ContextualPrecisionTemplate,
         JudgeClient,
@@ -634,7 +637,12 @@ async def _agenerate(chunks: list[Chunk], *, model: Any, per_chunk: int, styles:
         raise ConfigurationError("the embedded judge checks goldens but cannot write questions: pass a chat model "
                                  "as model= (e.g. 'gpt-4o-mini' or ChatOpenAI(base_url=...)).")
     gen_model = resolve_model(model)
-    options = JudgeOptions(budget=budget) if budget is not None else JudgeOptions()
+    if options is None:
+        options = JudgeOptions()
+    if budget is not None:
+        import dataclasses  # noqa: PLC0415
+
+        options = dataclasses.replace(options, budget=budget)
     ctx = RunContext(options=options)
     client = JudgeClient(gen_model, _system_template(), ctx)
     plan = _plan(chunks, per_chunk, styles, seed)

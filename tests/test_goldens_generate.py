@@ -336,3 +336,21 @@ def test_cli_generate_from_a_stored_runs_nodes(tmp_path, capsys, monkeypatch):
     assert sorted(g.expected_context_ids[0] for g in load_goldens(out)) == ["doc-0", "doc-1", "doc-2"]
     assert main(["goldens", "generate", "--docs", "x.md", "--run", "r1", "--model", "scripted"]) == 2
     assert "--run goes with --from-store" in capsys.readouterr().err
+
+
+def test_cli_generate_with_a_model_name_on_an_openai_compatible_server(docs, tmp_path, capsys, monkeypatch):
+    """What a user types: a model name, the server from OPENAI_BASE_URL, an LLM judge, a budget in calls."""
+    script = ScriptedWriter()
+    with FaultServer(text_answer=lambda p: script._reply(p) if "<passage_A>" in p else None,
+                     verdict=lambda text, _: "yes") as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        out = tmp_path / "g.jsonl"
+        rc = main(["goldens", "generate", "--docs", str(docs), "--model", "gpt-4o-mini", "--judge", "gpt-4o-mini",
+                   "--per-chunk", "1", "--styles", "short", "--chunk-size", "2000", "--budget-calls", "100",
+                   "-o", str(out), "--json"])
+        summary = json.loads(capsys.readouterr().out)
+        assert rc == 0 and summary["goldens"] == 3 and summary["stopped"] is None
+        assert summary["usage"]["writing"]["calls"] == 3 and summary["usage"]["checking"]["calls"] == 6
+        assert server.totals()["calls"] == 9
+        assert {g.additional_metadata["provenance"]["checked_by"] for g in load_goldens(out)} == {"gpt-4o-mini"}

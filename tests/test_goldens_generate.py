@@ -354,3 +354,16 @@ def test_cli_generate_with_a_model_name_on_an_openai_compatible_server(docs, tmp
         assert summary["usage"]["writing"]["calls"] == 3 and summary["usage"]["checking"]["calls"] == 6
         assert server.totals()["calls"] == 9
         assert {g.additional_metadata["provenance"]["checked_by"] for g in load_goldens(out)} == {"gpt-4o-mini"}
+
+
+def test_near_duplicates_are_told_from_neighbours():
+    from contextjudge.engine._synthesize import _Seen
+
+    seen = _Seen()
+    assert seen.add_if_new("What is the PTO policy?")
+    assert not seen.add_if_new("what is the pto policy")  # the same, normalised
+    assert not seen.add_if_new("What is the PTO policy here?")  # 80% of its words
+    assert not seen.add_if_new("What is the PTO polcy?")  # a typo: 75% of its character trigrams
+    assert seen.add_if_new("How many vacation days do new employees get?")
+    assert seen.add_if_new("How many vacation days do employees get in their first year?")  # a different question
+    assert seen.add_if_new("How do I get a parking permit?")

@@ -14,8 +14,8 @@ The steps, each one place:
    adaptive in-flight limit and the budget of ``JudgeClient.complete_text``), asking for ``per_chunk`` questions in
    the styles assigned to that chunk (seeded), each with its answer. An answer that holds no readable JSON is asked
    once more, then the chunk is dropped with the reason; a refusal ("I can't ...", an empty list) is dropped too.
-3. **Near-duplicates dropped** (``_near_duplicate``): difflib's ratio over normalised questions, and word-set
-   overlap.
+3. **Near-duplicates dropped** (``_Seen``): the same normalised question, 80% of words shared, or 75% of
+   character trigrams shared.
 4. **Checked** (``_check``): by the judge in use (``judge=``; the embedded judge by default), through the same
    requests the metrics send: every sentence of the expected answer supported by the chunk(s) (statement support)
    and the chunk(s) useful for that answer to that question (node usefulness). An unanswerable question is checked
@@ -29,7 +29,6 @@ typical size); ``generate(..., dry_run=True)`` returns it without calling anythi
 from __future__ import annotations
 
 import asyncio
-import difflib
 import hashlib
 import json
 import logging
@@ -504,14 +503,47 @@ def _read_questions(text: str, styles: list[str]) -> tuple[list[dict[str, Any]] 
     return None, "unreadable"
 
 
-def _near_duplicate(a: str, b: str) -> bool:
-    na, nb = normalize_input(a), normalize_input(b)
-    if na == nb:
+_STOP_WORDS = ("what which when where who whom whose why how does did do is are was were the a an of to in on for "
+               "and or with about from this that these those there their your you i me my can could would should "
+               "will have has had be been it its at by as")
+_STOP = frozenset(_STOP_WORDS.split())
+
+
+def _trigrams(norm: str) -> set[str]:
+    text = f" {norm} "
+    return {text[k:k + 3] for k in range(len(text) - 2)}
+
+
+class _Seen:
+    """The questions kept so far, and the near-duplicate test against them: the same after normalising, 80% of
+    words shared, or 75% of character trigrams shared (typos and reordered words). Only the kept questions sharing a
+    content word with the new one are compared (an inverted index), so thousands of questions stay fast."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[set[str], set[str]]] = []
+        self.exact: set[str] = set()
+        self.index: dict[str, list[int]] = {}
+
+    def add_if_new(self, question: str) -> bool:
+        norm = normalize_input(question)
+        if norm in self.exact:
+            return False
+        words = set(norm.split())
+        grams = _trigrams(norm)
+        content = {w for w in words if w not in _STOP and len(w) > 2} or words
+        candidates = {k for w in content for k in self.index.get(w, ())}
+        for k in candidates:
+            owords, ograms = self.kept[k]
+            if words and owords and len(words & owords) / len(words | owords) >= 0.8:
+                return False
+            shared = len(grams & ograms)
+            if shared / (len(grams) + len(ograms) - shared) >= 0.75:
+                return False
+        self.exact.add(norm)
+        for w in content:
+            self.index.setdefault(w, []).append(len(self.kept))
+        self.kept.append((words, grams))
         return True
-    wa, wb = set(na.split()), set(nb.split())
-    if wa and wb and len(wa & wb) / len(wa | wb) >= 0.8:
-        return True
-    return difflib.SequenceMatcher(None, na, nb).ratio() >= 0.9
 
 
 def _golden_id(chunk_id: str, question: str) -> str:
@@ -659,8 +691,9 @@ async def _agenerate(chunks: list[Chunk], *, model: Any, per_chunk: int, styles:
                "output_tokens": ctx.usage.output_tokens}
     # near-duplicates: the first (in chunk order) is kept
     kept: list[dict[str, Any]] = []
+    seen = _Seen()
     for q in (q for qs in asked for q in qs):
-        if any(_near_duplicate(q["question"], k["question"]) for k in kept):
+        if not seen.add_if_new(q["question"]):
             dropped.append({"reason": "duplicate", "chunk_id": q["ids"][0], "question": q["question"]})
             continue
         kept.append(q)

@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pytest
+import test_llama_server as ls
 from fault_server import Fault, FaultServer
 from goldens_writer import ScriptedWriter
 from test_llama_server import _missing as llama_missing
@@ -277,9 +278,14 @@ def test_end_to_end_against_the_llama_cpp_servers_real_model(docs, llama_server)
     names a real chunk, and every one dropped says why."""
     from langchain_openai import ChatOpenAI
 
-    model = ChatOpenAI(model="smollm2", base_url=llama_server, api_key="x", max_retries=0, temperature=0, max_tokens=300)
+    from contextjudge import JudgeOptions
+
+    model = ChatOpenAI(model="smollm2", base_url=llama_server, api_key="x", max_retries=0, temperature=0)
+    # the answer cap reaches this server through the judge client (it ignores max_completion_tokens)
+    opts = JudgeOptions(max_attempts=2, attempt_timeout=120, deadline=300, backoff_initial=0.1,
+                        max_output_tokens=ls.MAX_OUTPUT)
     res = generate([str(docs)], model=model, per_chunk=2, styles=["short", "conversational"], chunk_size=2000,
-                   concurrency=2)
+                   concurrency=2, options=opts)
     ids = {c.id for c in read_chunks([str(docs)], chunk_size=2000)}
     assert res.usage["writing"]["calls"] >= 3 and res.usage["writing"]["output_tokens"] > 0
     for g in res.goldens:
@@ -330,3 +336,34 @@ def test_cli_generate_from_a_stored_runs_nodes(tmp_path, capsys, monkeypatch):
     assert sorted(g.expected_context_ids[0] for g in load_goldens(out)) == ["doc-0", "doc-1", "doc-2"]
     assert main(["goldens", "generate", "--docs", "x.md", "--run", "r1", "--model", "scripted"]) == 2
     assert "--run goes with --from-store" in capsys.readouterr().err
+
+
+def test_cli_generate_with_a_model_name_on_an_openai_compatible_server(docs, tmp_path, capsys, monkeypatch):
+    """What a user types: a model name, the server from OPENAI_BASE_URL, an LLM judge, a budget in calls."""
+    script = ScriptedWriter()
+    with FaultServer(text_answer=lambda p: script._reply(p) if "<passage_A>" in p else None,
+                     verdict=lambda text, _: "yes") as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        out = tmp_path / "g.jsonl"
+        rc = main(["goldens", "generate", "--docs", str(docs), "--model", "gpt-4o-mini", "--judge", "gpt-4o-mini",
+                   "--per-chunk", "1", "--styles", "short", "--chunk-size", "2000", "--budget-calls", "100",
+                   "-o", str(out), "--json"])
+        summary = json.loads(capsys.readouterr().out)
+        assert rc == 0 and summary["goldens"] == 3 and summary["stopped"] is None
+        assert summary["usage"]["writing"]["calls"] == 3 and summary["usage"]["checking"]["calls"] == 6
+        assert server.totals()["calls"] == 9
+        assert {g.additional_metadata["provenance"]["checked_by"] for g in load_goldens(out)} == {"gpt-4o-mini"}
+
+
+def test_near_duplicates_are_told_from_neighbours():
+    from contextjudge.engine._synthesize import _Seen
+
+    seen = _Seen()
+    assert seen.add_if_new("What is the PTO policy?")
+    assert not seen.add_if_new("what is the pto policy")  # the same, normalised
+    assert not seen.add_if_new("What is the PTO policy here?")  # 80% of its words
+    assert not seen.add_if_new("What is the PTO polcy?")  # a typo: 75% of its character trigrams
+    assert seen.add_if_new("How many vacation days do new employees get?")
+    assert seen.add_if_new("How many vacation days do employees get in their first year?")  # a different question
+    assert seen.add_if_new("How do I get a parking permit?")

@@ -50,6 +50,7 @@ def test_labels_win_then_judge_verdicts_marked_and_accepted_answers(store):
     rows, report = from_store(store)
     by_q = {r["input"]: r for r in rows}
     assert report["cases_read"] == 5 and report["left_out"].get("duplicate question") == 1
+    assert report["groups"] == 2  # (retriever, day): bm25 and dense, all captured today
     exp = by_q["when are travel expenses reimbursed"]
     assert exp["expected_context_ids"] == ["doc-expenses"] and exp["expected_context_by"] == "person"
     assert exp["provenance"]["expected_context_by"] == "person" and "expected_output" not in exp

@@ -14,8 +14,8 @@ The steps, each one place:
    adaptive in-flight limit and the budget of ``JudgeClient.complete_text``), asking for ``per_chunk`` questions in
    the styles assigned to that chunk (seeded), each with its answer. An answer that holds no readable JSON is asked
    once more, then the chunk is dropped with the reason; a refusal ("I can't ...", an empty list) is dropped too.
-3. **Near-duplicates dropped** (``_near_duplicate``): difflib's ratio over normalised questions, and word-set
-   overlap.
+3. **Near-duplicates dropped** (``_Seen``): the same normalised question, 80% of words shared, or 75% of
+   character trigrams shared.
 4. **Checked** (``_check``): by the judge in use (``judge=``; the embedded judge by default), through the same
    requests the metrics send: every sentence of the expected answer supported by the chunk(s) (statement support)
    and the chunk(s) useful for that answer to that question (node usefulness). An unanswerable question is checked
@@ -29,7 +29,6 @@ typical size); ``generate(..., dry_run=True)`` returns it without calling anythi
 from __future__ import annotations
 
 import asyncio
-import difflib
 import hashlib
 import json
 import logging
@@ -504,14 +503,47 @@ def _read_questions(text: str, styles: list[str]) -> tuple[list[dict[str, Any]] 
     return None, "unreadable"
 
 
-def _near_duplicate(a: str, b: str) -> bool:
-    na, nb = normalize_input(a), normalize_input(b)
-    if na == nb:
+_STOP_WORDS = ("what which when where who whom whose why how does did do is are was were the a an of to in on for "
+               "and or with about from this that these those there their your you i me my can could would should "
+               "will have has had be been it its at by as")
+_STOP = frozenset(_STOP_WORDS.split())
+
+
+def _trigrams(norm: str) -> set[str]:
+    text = f" {norm} "
+    return {text[k:k + 3] for k in range(len(text) - 2)}
+
+
+class _Seen:
+    """The questions kept so far, and the near-duplicate test against them: the same after normalising, 80% of
+    words shared, or 75% of character trigrams shared (typos and reordered words). Only the kept questions sharing a
+    content word with the new one are compared (an inverted index), so thousands of questions stay fast."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[set[str], set[str]]] = []
+        self.exact: set[str] = set()
+        self.index: dict[str, list[int]] = {}
+
+    def add_if_new(self, question: str) -> bool:
+        norm = normalize_input(question)
+        if norm in self.exact:
+            return False
+        words = set(norm.split())
+        grams = _trigrams(norm)
+        content = {w for w in words if w not in _STOP and len(w) > 2} or words
+        candidates = {k for w in content for k in self.index.get(w, ())}
+        for k in candidates:
+            owords, ograms = self.kept[k]
+            if words and owords and len(words & owords) / len(words | owords) >= 0.8:
+                return False
+            shared = len(grams & ograms)
+            if shared / (len(grams) + len(ograms) - shared) >= 0.75:
+                return False
+        self.exact.add(norm)
+        for w in content:
+            self.index.setdefault(w, []).append(len(self.kept))
+        self.kept.append((words, grams))
         return True
-    wa, wb = set(na.split()), set(nb.split())
-    if wa and wb and len(wa & wb) / len(wa | wb) >= 0.8:
-        return True
-    return difflib.SequenceMatcher(None, na, nb).ratio() >= 0.9
 
 
 def _golden_id(chunk_id: str, question: str) -> str:
@@ -594,13 +626,15 @@ async def _check(judge_client: Any, q: dict[str, Any]) -> tuple[bool, str]:
 
 def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES, judge: Any = "local",
              check: bool = True, budget: Any = None, seed: int = 0, chunk_size: int = 1000,
-             max_chunks: int | None = None, dry_run: bool = False, concurrency: int = 8) -> GenerationResult:
+             max_chunks: int | None = None, dry_run: bool = False, concurrency: int = 8,
+             options: Any = None) -> GenerationResult:
     """Goldens from ``docs`` (anything ``read_chunks`` reads): ``per_chunk`` questions per chunk written by
     ``model`` (any LangChain chat model, or a model name), each with its expected answer and
     ``expected_context_ids``, near-duplicates dropped, each checked by ``judge`` (the embedded judge by default;
     ``check=False`` keeps every readable one). ``budget`` (a ``contextjudge.Budget``) bounds the calls, tokens or
     dollars of writing and checking together: when it runs out, the goldens made so far are kept and ``stopped``
-    says so. ``dry_run=True`` returns the estimate only (``result.estimate``), calling nothing."""
+    says so. ``options`` (a ``JudgeOptions``: retries, timeouts, ``max_output_tokens``) apply to writing and
+    checking. ``dry_run=True`` returns the estimate only (``result.estimate``), calling nothing."""
     from .._aio import run_sync  # noqa: PLC0415
 
     chunks = read_chunks(docs, chunk_size=chunk_size)
@@ -614,12 +648,13 @@ def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str]
     if dry_run:
         return GenerationResult([], [], {"calls": 0, "input_tokens": 0, "output_tokens": 0}, estimate=est)
     return run_sync(_agenerate(chunks, model=model, per_chunk=per_chunk, styles=styles, judge=judge, check=check,
-                               budget=budget, seed=seed, estimate=est, concurrency=concurrency))
+                               budget=budget, seed=seed, estimate=est, concurrency=concurrency,
+                               options=options))
 
 
 async def _agenerate(chunks: list[Chunk], *, model: Any, per_chunk: int, styles: Sequence[str], judge: Any,
-                     check: bool, budget: Any, seed: int, estimate: GenerationEstimate, concurrency: int
-                     ) -> GenerationResult:
+                     check: bool, budget: Any, seed: int, estimate: GenerationEstimate, concurrency: int,
+                     options: Any = None) -> GenerationResult:
     from ..judges import (  # noqa: PLC0415
         ContextualPrecisionTemplate,
         JudgeClient,
@@ -634,7 +669,12 @@ async def _agenerate(chunks: list[Chunk], *, model: Any, per_chunk: int, styles:
         raise ConfigurationError("the embedded judge checks goldens but cannot write questions: pass a chat model "
                                  "as model= (e.g. 'gpt-4o-mini' or ChatOpenAI(base_url=...)).")
     gen_model = resolve_model(model)
-    options = JudgeOptions(budget=budget) if budget is not None else JudgeOptions()
+    if options is None:
+        options = JudgeOptions()
+    if budget is not None:
+        import dataclasses  # noqa: PLC0415
+
+        options = dataclasses.replace(options, budget=budget)
     ctx = RunContext(options=options)
     client = JudgeClient(gen_model, _system_template(), ctx)
     plan = _plan(chunks, per_chunk, styles, seed)
@@ -651,8 +691,9 @@ async def _agenerate(chunks: list[Chunk], *, model: Any, per_chunk: int, styles:
                "output_tokens": ctx.usage.output_tokens}
     # near-duplicates: the first (in chunk order) is kept
     kept: list[dict[str, Any]] = []
+    seen = _Seen()
     for q in (q for qs in asked for q in qs):
-        if any(_near_duplicate(q["question"], k["question"]) for k in kept):
+        if not seen.add_if_new(q["question"]):
             dropped.append({"reason": "duplicate", "chunk_id": q["ids"][0], "question": q["question"]})
             continue
         kept.append(q)

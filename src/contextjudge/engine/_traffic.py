@@ -99,11 +99,10 @@ def from_store(store: Any, *, run: str | None = None, labelled: bool = False, li
         why[reason] = why.get(reason, 0) + 1
 
     for run_id in runs:
-        result = s.load_run(run_id)
-        keys = [sc.case_key for sc in s.load_cases(run_id)]  # the same order as the run's results
         when = {r["case_key"]: r["captured_at"] for r in s.cases(run=run_id)}
-        for tr, key in zip(result.test_results, keys, strict=False):
+        for tr in s.iter_test_results(run_id):  # a batch of cases at a time: a large store never sits in memory
             tc = tr.test_case
+            key = getattr(tc, "id", None)  # a stored case's id is its key in the store
             read += 1
             if not isinstance(tc, LLMTestCase) or not tc.input:
                 skip("not a single-turn case")

@@ -20,7 +20,6 @@ from contextjudge.metrics import ContextualRelevancyMetric
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
 
-
 WAIT = 120.0  # seconds: a bound on a wait for a condition, never a figure the test expects
 
 

@@ -195,7 +195,7 @@ def test_install_lines_work_before_contextjudge_is_on_the_public_index(doc):
     assert lines, f"{doc} shows no install line"
     for ln in lines:
         words = shlex.split(ln[ln.index("pip install") + len("pip install"):])
-        from_index = [w for prev, w in zip(["install", *words], words) if prev not in ("-e", "--editable")
+        from_index = [w for prev, w in zip(["install", *words[:-1]], words, strict=True) if prev not in ("-e", "--editable")
                       and INDEX_NAME.match(w)]
         assert not from_index or "--find-links" in words or "-f" in words, (
             f"{doc}: {ln!r} installs {from_index} from the public index, where contextjudge is not yet")

@@ -182,7 +182,7 @@ async def test_runs_sharing_a_memory_form_a_conversation(index, llm, judge):
     assert conv.turns[1].retrieval_context[0].metadata["topic"] == "vacation"
     assert conv.turns[3].retrieval_context[0].metadata["topic"] == "remote"
     assert conv.turns[3].additional_metadata["tool_calls"][0]["tool_input"] == "remote work days"
-    assert session.flush(1) and len(session.ready_cases()) == 4  # not submitted again without new turns
+    assert session.flush(60) and len(session.ready_cases()) == 4  # not submitted again without new turns
     scored = session.score_deferred()
     turn_results = [tr for tr in scored.test_results if tr.metrics_data
                     and tr.metrics_data[0].name == "Turn Contextual Relevancy"]

@@ -333,7 +333,7 @@ def test_uninstrument_stops_capture(index, llm, judge):
     assert cj.uninstrument() is scorer
     engine.query(QUESTIONS["remote"])
     assert len(scorer.cases) == 1
-    assert cj.get_session() is None and cj.flush(1)
+    assert cj.get_session() is None and cj.flush(60)
 
 
 def test_results_are_written_to_the_store(index, llm, judge, tmp_path):

@@ -129,7 +129,7 @@ def test_three_turn_chat_becomes_a_conversation_scored_by_turn_metrics(index, ll
     assert set(result.details["turn_scores"]) == {1, 3, 5}
     assert [(e.metric, e.case_id) for e in events] == [("Turn Contextual Relevancy", case.case_id)]
     assert events[0].origin_id == case.metadata["span_ids"][-1]
-    assert chat.flush(1) and len(chat.cases) == 1  # nothing new: not submitted again
+    assert chat.flush(60) and len(chat.cases) == 1  # nothing new: not submitted again
 
 
 async def test_chat_wrapper_async_and_streaming_turns(index, llm, judge):

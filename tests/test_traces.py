@@ -89,9 +89,8 @@ def test_bad_payloads_get_a_clear_4xx_are_counted_and_the_receiver_goes_on(recei
 
 
 def test_protobuf_spans_are_read_like_json(receiver):
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
     from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     rec, session = receiver
     doc = request(rag_trace())

@@ -74,8 +74,7 @@ def _session(args: argparse.Namespace, default_name: str) -> Any:
     if args.metrics:
         keys = _shared._metric_keys(args.metrics, [])
         metrics = from_keys(keys, model=judge)
-    mode = "background" if args.model else "worker"
-    return CaptureSession(metrics, model=judge, mode=mode, store=store, run_name=args.run_name or default_name,
+    return CaptureSession(metrics, model=judge, mode="background" if args.model else "worker", store=store, run_name=args.run_name or default_name,
                           sample_rate=args.sample_rate, warn_after_roots=None, max_kept=1_000)
 
 

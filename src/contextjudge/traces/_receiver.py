@@ -62,7 +62,8 @@ class TraceReceiver:
         self.counts = {"requests": 0, "rejected": 0}
         self._lock = threading.Lock()
         self._server = _Server((host, port), _handler(self))
-        self.host, self.port = self._server.server_address[:2]
+        address = self._server.server_address
+        self.host, self.port = str(address[0]), int(address[1])
         self._thread: threading.Thread | None = None
 
     @property

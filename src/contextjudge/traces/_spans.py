@@ -208,7 +208,7 @@ def from_phoenix(records: Iterable[Any]) -> list[Span]:
     for r in records:
         if not isinstance(r, dict):
             raise PayloadError("a Phoenix span is not a JSON object")
-        ctx = r.get("context") if isinstance(r.get("context"), dict) else {}
+        ctx: dict[str, Any] = r["context"] if isinstance(r.get("context"), dict) else {}
         trace_id = ctx.get("trace_id") or r.get("context.trace_id") or r.get("trace_id")
         span_id = ctx.get("span_id") or r.get("context.span_id") or r.get("span_id")
         attrs: dict[str, Any] = {}

@@ -283,3 +283,65 @@ def test_collect_serves_scores_with_model_and_stops_cleanly(tmp_path):
         assert any(r["score"] is not None for r in store.results())
     finally:
         store.close()
+
+
+def test_gen_ai_semantic_conventions_are_read():
+    """OpenTelemetry GenAI spans as other SDKs write them: a retrieval operation with Documents in
+    ``traceloop.entity.output``, an LLM call with ``gen_ai.prompt.N`` / ``gen_ai.completion.N``, the conversation
+    in ``gen_ai.conversation.id``."""
+    from traces_fixtures import span
+
+    tid, root, ret, llm = "1" * 32, "a" * 16, "b" * 16, "c" * 16
+    docs = {"documents": [{"page_content": "Refunds take 14 days.", "metadata": {"id": "r-1", "score": 0.8}},
+                          {"page_content": "Refunds need a receipt.", "metadata": {"doc_id": "r-2"}}]}
+    spans = [
+        span(tid, ret, root, "search", 10, 20, {"gen_ai.operation.name": "vector_db_retrieve",
+                                               "traceloop.entity.name": "refund_docs",
+                                               "traceloop.entity.input": json.dumps({"query": "refund time?"}),
+                                               "traceloop.entity.output": json.dumps(docs)}),
+        span(tid, llm, root, "openai.chat", 30, 40, {"gen_ai.operation.name": "chat", "gen_ai.system": "openai",
+                                                    "gen_ai.prompt.0.role": "user",
+                                                    "gen_ai.prompt.0.content": "Refunds take 14 days.\nrefund time?",
+                                                    "gen_ai.completion.0.content": "14 days."}),
+        span(tid, root, None, "support.workflow", 0, 50, {"traceloop.span.kind": "workflow",
+                                                          "traceloop.entity.name": "support",
+                                                          "traceloop.entity.input": json.dumps(
+                                                              {"inputs": {"question": "How long do refunds take?"}}),
+                                                          "gen_ai.conversation.id": "conv-9"}),
+    ]
+    session = CaptureSession(mode="off", max_kept=None, warn_after_roots=None)
+    collector = TraceCollector(session, background=False)
+    collector.add(from_json(json.dumps(request(spans))))
+    collector.assemble_due(everything=True)
+    [tc] = session.test_cases
+    assert tc.input == "How long do refunds take?" and tc.actual_output == "14 days."
+    assert [(n.text, n.id, n.score) for n in tc.retrieval_context] == [
+        ("Refunds take 14 days.", "r-1", 0.8), ("Refunds need a receipt.", "r-2", None)]
+    meta = tc.additional_metadata
+    assert meta["retriever"] == "refund_docs" and meta["retriever_query"] == "refund time?"
+    assert meta[THREAD_KEY] == "conv-9" and meta["chain"] == "support" and meta["answer_source"] == "llm:openai.chat"
+
+
+def test_a_retrieval_inside_an_agents_tool_call_is_answered_by_the_agent():
+    from traces_fixtures import span
+
+    tid, root, tool, ret, llm = "2" * 32, "a" * 16, "d" * 16, "b" * 16, "c" * 16
+    spans = [
+        span(tid, ret, tool, "kb", 10, 20, {"openinference.span.kind": "RETRIEVER", "input.value": "pto policy",
+                                           "retrieval.documents.0.document.content": "PTO is 25 days.",
+                                           "retrieval.documents.0.document.id": "pto"}),
+        span(tid, tool, root, "search_kb", 5, 25, {"openinference.span.kind": "TOOL", "input.value": "pto policy",
+                                                  "output.value": "PTO is 25 days."}),
+        span(tid, llm, root, "llm", 30, 40, {"openinference.span.kind": "LLM",
+                                            "llm.output_messages.0.message.content": "draft"}),
+        span(tid, root, None, "agent", 0, 50, {"openinference.span.kind": "AGENT", "input.value": "How much PTO?",
+                                              "output.value": "You get 25 days of PTO."}),
+    ]
+    session = CaptureSession(mode="off", max_kept=None, warn_after_roots=None)
+    collector = TraceCollector(session, background=False)
+    collector.add(from_json(json.dumps(request(spans))))
+    collector.assemble_due(everything=True)
+    [tc] = session.test_cases
+    assert tc.input == "How much PTO?" and tc.actual_output == "You get 25 days of PTO."
+    assert tc.additional_metadata["agent"]["tool"] == "search_kb"
+    assert tc.additional_metadata["answer_source"] == "agent_final"

@@ -58,13 +58,19 @@ def add_traces_commands(sub: argparse._SubParsersAction) -> None:
                                    "request per line) or Phoenix span exports, and turn their traces' retrievals into "
                                    "test cases, as `contextjudge collect` does; queued for `contextjudge worker`, or "
                                    "scored here with --model.")
-    q.add_argument("files", nargs="+", metavar="FILE")
+    q.add_argument("files", nargs="*", metavar="FILE")
+    q.add_argument("--phoenix", metavar="URL",
+                   help="read the spans of a running Phoenix (e.g. http://127.0.0.1:6006) and, with --model, write "
+                        "each score back as an annotation on its retriever span")
+    q.add_argument("--project", default="default", help="the Phoenix project to read (default: 'default')")
+    q.add_argument("--phoenix-api-key", default=os.environ.get("PHOENIX_API_KEY"),
+                   help="Phoenix's API key, when it has auth on (default: $PHOENIX_API_KEY)")
     _window_args(q)
     _shared._common(q)
     q.set_defaults(func=cmd_import_traces)
 
 
-def _session(args: argparse.Namespace, default_name: str) -> Any:
+def _session(args: argparse.Namespace, default_name: str, on_result: Any = None) -> Any:
     from ..capture import CaptureSession  # noqa: PLC0415
     from ..metrics import from_keys  # noqa: PLC0415
 
@@ -75,7 +81,7 @@ def _session(args: argparse.Namespace, default_name: str) -> Any:
         keys = _shared._metric_keys(args.metrics, [])
         metrics = from_keys(keys, model=judge)
     return CaptureSession(metrics, model=judge, mode="background" if args.model else "worker", store=store, run_name=args.run_name or default_name,
-                          sample_rate=args.sample_rate, warn_after_roots=None, max_kept=1_000)
+                          sample_rate=args.sample_rate, warn_after_roots=None, max_kept=1_000, on_result=on_result)
 
 
 def _summary(counts: dict[str, int], session: Any) -> str:
@@ -88,11 +94,30 @@ def _summary(counts: dict[str, int], session: Any) -> str:
 
 def cmd_import_traces(args: argparse.Namespace) -> int:
     """``contextjudge import-traces``."""
-    from ..traces import PayloadError, TraceCollector, read_span_file  # noqa: PLC0415
+    from ..errors import ConfigurationError  # noqa: PLC0415
+    from ..traces import PayloadError, PhoenixSource, TraceCollector, read_span_file  # noqa: PLC0415
 
-    session = _session(args, "traces-import")
-    collector = TraceCollector(session, source="file", background=False, max_traces=10_000_000)
+    if not args.files and not args.phoenix:
+        raise _shared.UsageError("give span files (OTLP JSON, Phoenix exports) or --phoenix URL")
+    phoenix = None
+    if args.phoenix:
+        phoenix = PhoenixSource(args.phoenix, project=args.project, api_key=args.phoenix_api_key)
+        if not args.model:
+            _shared._info("no --model: the cases are queued for `contextjudge worker`, and no score is written "
+                          "back to Phoenix (pass --model to score here and annotate the spans)", args.quiet)
+    session = _session(args, "traces-import", phoenix.annotate if phoenix is not None and args.model else None)
+    collector = TraceCollector(session, source="phoenix" if phoenix else "file", background=False,
+                               max_traces=10_000_000)
     try:
+        if phoenix is not None:
+            try:
+                n = 0
+                for page in phoenix.spans():
+                    collector.add(page)
+                    n += len(page)
+            except (ConfigurationError, PayloadError) as exc:
+                raise _shared.UsageError(str(exc)) from None
+            _shared._info(f"{args.phoenix} (project {args.project}): {n} span(s)", args.quiet)
         for path in args.files:
             try:
                 spans, fmt = read_span_file(path)
@@ -105,6 +130,9 @@ def cmd_import_traces(args: argparse.Namespace) -> int:
     finally:
         session.close()
     print(_summary(collector.counts, session))
+    if phoenix is not None and args.model:
+        print(f"{phoenix.counts['annotations']} score(s) written to Phoenix as span annotations"
+              + (f", {phoenix.counts['annotations_failed']} failed" if phoenix.counts["annotations_failed"] else ""))
     what = "scored" if args.model else "queued for `contextjudge worker`"
     _shared._info(f"cases {what} in run {session.run_id}", args.quiet)
     return _shared.EXIT_OK

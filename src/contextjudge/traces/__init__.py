@@ -11,8 +11,9 @@ import-traces``) or from a running Phoenix (``_phoenix``). Inside: ``_spans`` (d
 from ._cases import TRACE_KEY, cases_of_trace, kind_of
 from ._collector import TraceCollector
 from ._files import read_span_file
+from ._phoenix import PhoenixSource
 from ._receiver import TraceReceiver, is_loopback
 from ._spans import PayloadError, Span, from_json, from_phoenix, from_protobuf
 
-__all__ = ["TRACE_KEY", "PayloadError", "Span", "TraceCollector", "TraceReceiver", "cases_of_trace",
+__all__ = ["TRACE_KEY", "PayloadError", "PhoenixSource", "Span", "TraceCollector", "TraceReceiver", "cases_of_trace",
            "from_json", "from_phoenix", "from_protobuf", "is_loopback", "kind_of", "read_span_file"]

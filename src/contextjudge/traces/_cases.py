@@ -356,7 +356,8 @@ def cases_of_trace(spans: list[Span], *, source: str = "otlp") -> tuple[list[Cap
             continue
         nodes = documents(span, spans)
         if nodes is None:
-            below = [s for s in ordered if kinds[s.span_id] == "RETRIEVER" and span in _ancestors(s, by_id)]
+            below = [s for s in ordered if kinds[s.span_id] == "RETRIEVER"
+                     and any(a.span_id == span.span_id for a in _ancestors(s, by_id))]
             nodes = next((d for d in (documents(b, spans) for b in below) if d is not None), None)
         if nodes is None:
             continue
@@ -414,7 +415,8 @@ def _case(span: Span, nodes: list[RetrievedNode], ancestors: list[Span], llms: l
 
 
 def _consumer(retriever: Span, nodes: list[RetrievedNode], llms: list[Span], by_id: dict[str, Span]) -> Span | None:
-    after = [s for s in llms if s.start >= retriever.end and retriever not in _ancestors(s, by_id)]
+    after = [s for s in llms if s.start >= retriever.end
+             and all(a.span_id != retriever.span_id for a in _ancestors(s, by_id))]
     if not after:
         return None
     snippets = [n.text.strip()[:60] for n in nodes if len(n.text.strip()) >= 12]

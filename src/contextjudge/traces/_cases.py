@@ -37,6 +37,7 @@ from ..cases.provenance import (
     SOURCE_DOC_KEY,
     TAGS_KEY,
     THREAD_KEY,
+    short,
 )
 from ..cases.testcase import LLMTestCase, RetrievedNode
 from ._spans import Span
@@ -409,7 +410,7 @@ def _case(span: Span, nodes: list[RetrievedNode], ancestors: list[Span], llms: l
                            "tool_output": _text(_io(tool, "output"), _OUTPUT_KEYS), "call": 1,
                            "agent": root.name, "framework": "otel"}
     tc = LLMTestCase(input=case_input, actual_output=answer, retrieval_context=nodes,
-                     name=case_input[:80], additional_metadata=meta)
+                     name=short(case_input, 80), additional_metadata=meta)
     return CapturedCase(test_case=tc, source=f"trace:{span.trace_id}", root_run_id=root.span_id,
                         captured_at=(root.end or span.end) / 1e9)
 

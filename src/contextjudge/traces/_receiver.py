@@ -29,6 +29,7 @@ logger = logging.getLogger("contextjudge")
 
 MAX_BODY = 32 * 1024 * 1024  # bytes of one request, after decompression
 _IDLE = 30.0  # seconds an idle connection is kept
+_MAX_CONNECTIONS = 64
 
 
 def is_loopback(host: str) -> bool:
@@ -42,8 +43,31 @@ def is_loopback(host: str) -> bool:
 
 
 class _Server(ThreadingHTTPServer):
+    """A thread per connection, at most ``_MAX_CONNECTIONS`` at once (a connection past it waits up to 5 s for a
+    slot, then is closed): an exporter retries, and the receiver's memory stays bounded."""
+
     daemon_threads = True
     block_on_close = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(timeout=5):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class TraceReceiver:

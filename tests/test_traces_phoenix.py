@@ -126,7 +126,14 @@ def test_spans_from_phoenix_are_scored_and_annotated(phoenix, tmp_path):
     for tc in ours:
         assert by_input[tc.input]["actual_output"] == tc.actual_output
     retrievers = [c["metadata"][OTEL_KEY]["retriever_span_id"] for c in cases]
-    query = "&".join(f"span_ids={s}" for s in retrievers)
-    notes = _get(phoenix + f"/v1/projects/rag/span_annotations?{query}")["data"]
+    # read back through Phoenix's own client, in Phoenix's interpreter
+    script = ("import json, sys; from phoenix.client import Client; "
+              "notes = Client(base_url=sys.argv[1]).spans.get_span_annotations(span_ids=sys.argv[2:], "
+              "project_identifier='rag'); print(json.dumps([dict(n) for n in notes], default=str))")
+    read = subprocess.run([_python(), "-c", script, phoenix, *retrievers], capture_output=True, text=True,
+                          timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert read.returncode == 0, read.stderr
+    notes = json.loads(read.stdout.strip().splitlines()[-1])
     assert sorted(n["span_id"] for n in notes) == sorted(retrievers)
-    assert all(n["name"] == "Contextual Relevancy" and n["result"]["score"] is not None for n in notes)
+    assert all(n["name"] == "Contextual Relevancy" and n["result"]["score"] is not None
+               and n["annotator_kind"] == "LLM" for n in notes)

@@ -133,6 +133,32 @@ def test_openinference_langchain_cases_equal_the_handlers(receiver):
     counts = rec.all_counts()
     assert counts["traces"] == 3 and counts["cases"] == 3 and counts["rejected"] == 0
 
+    # with OTLP export configured, the results go back into the app's trace: parent the root, a link to the retriever
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from contextjudge import evaluate
+    from contextjudge.metrics import ContextualRelevancyMetric
+    from contextjudge.otel import OTelExporter
+    from contextjudge.testing import FakeJudge
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    exporter = OTelExporter(provider)
+    result = evaluate(theirs, [ContextualRelevancyMetric(model=FakeJudge())])
+    for tc, tr in zip(theirs, result.test_results, strict=True):
+        assert exporter.export(tc, tr.metrics_data) == 1
+    provider.force_flush()
+    evals = memory.get_finished_spans()
+    assert len(evals) == 3
+    for span, tc in zip(evals, theirs, strict=True):
+        where = tc.additional_metadata[OTEL_KEY]
+        assert format(span.context.trace_id, "032x") == where["trace_id"]
+        assert format(span.parent.span_id, "016x") == where["span_id"]
+        assert [format(link.context.span_id, "016x") for link in span.links] == [where["retriever_span_id"]]
+    provider.shutdown()
+
 
 def test_openllmetry_langchain_cases_equal_the_handlers(receiver):
     pytest.importorskip("opentelemetry.instrumentation.langchain")

@@ -230,6 +230,7 @@ def cli(*args: str, **kw) -> subprocess.CompletedProcess:
                           timeout=120, env=env, **kw)
 
 
+@pytest.mark.slow
 def test_import_traces_queues_the_cases_and_a_worker_scores_them(tmp_path):
     from contextjudge.store import open_store
 
@@ -257,6 +258,7 @@ def test_import_traces_queues_the_cases_and_a_worker_scores_them(tmp_path):
     assert failed.returncode == 2 and "neither OTLP JSON" in failed.stderr
 
 
+@pytest.mark.slow
 def test_collect_serves_scores_with_model_and_stops_cleanly(tmp_path):
     import signal
 

@@ -41,7 +41,7 @@ LAYERS: dict[str, float] = {
     "metrics": 5, "testing": 5,
     "report": 6.1, "engine": 6.2,
     "capture": 7, "templates": 7, "goldens": 7, "local": 7, "multimodal": 7, "compat": 7,
-    "pytest_plugin": 7, "": 7, "otel": 7,
+    "pytest_plugin": 7, "": 7, "otel": 7, "traces": 7,
     "cli": 8, "__main__": 8, "_recommend": 8,
 }
 # the one deliberate exception to "the core never imports an integration": deprecated names that forward to the

@@ -18,6 +18,7 @@ PUBLIC_MODULES = {
     "contextjudge.testing": "FakeJudge, the scripted test double users put in their own tests",
     "contextjudge.stats": "the intervals behind every printed figure, for users' own reports",
     "contextjudge.otel": "OTelExporter: results as OpenInference evaluation spans",
+    "contextjudge.traces": "TraceCollector, TraceReceiver: cases from an app's OTLP / OpenInference spans (collect)",
     "contextjudge.store": "open_store and the read API (runs, results, cases, trend)",
     "contextjudge.report": "write_report: the one-file HTML report",
     "contextjudge.cases.*": "test cases, goldens, case ids and provenance keys (the keys integrations write)",

@@ -21,6 +21,7 @@ from ._prune import add_prune_command
 from ._runs import add_store_commands
 from ._score import add_score_command
 from ._shared import EXIT_ERROR, EXIT_OK, ShownStdout, _entry_points, _err
+from ._traces import add_traces_commands
 from ._trend import add_trend_command
 from ._trust import add_trust_commands
 from ._worker import add_worker_command
@@ -72,6 +73,7 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
     add_mcp_command(sub)
     add_prune_command(sub)
     add_goldens_command(sub)
+    add_traces_commands(sub)  # collect, import-traces
     _add_plugin_commands(sub, plugins)
     return parser
 

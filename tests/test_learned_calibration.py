@@ -84,7 +84,8 @@ def test_the_rows_with_the_shipped_weights_give_back_the_judges_own_confidences(
         got = json.loads(judge._answer([_message(req)])[0])["verdicts"]
         rows = item_rows(judge._scorer, req)
         for v in got:
-            conf = max(float(1 / (1 + np.exp(-(x @ prior(judge._scorer, k))))) * m for k, x, m, _ in rows[v["id"]])
+            conf = max(float(1 / (1 + np.exp(-(x @ prior(judge._scorer, k, len(x)))))) * m
+                       for k, x, m, _ in rows[v["id"]])
             assert conf == pytest.approx(v["confidence"], abs=2e-4), (req.task, v)
 
 

@@ -183,8 +183,8 @@ class LocalJudge(BaseChatModel):
         """One verdict family's weights fitted on labelled ``units`` (``case``, ``label``, ``rows`` as ``recording``
         gave them), shrunk toward this judge's shipped weights and kept only when they beat them out of sample
         (``_learned.learn``)."""
-        keys = {r[0] for u in units for r in u["rows"]}
-        return learn(units, {k: prior(self._scorer, k) for k in keys}, **kwargs)
+        sizes = {r[0]: len(r[1]) for u in units for r in u["rows"]}
+        return learn(units, {k: prior(self._scorer, k, n) for k, n in sizes.items()}, **kwargs)
 
     @property
     def embedding_cache(self) -> EmbeddingCache:

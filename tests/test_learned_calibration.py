@@ -36,27 +36,35 @@ def _node_accuracy(judge, cases) -> float:
 
 
 def test_labelled_cases_of_a_domain_lift_the_embedded_judge_on_its_other_cases(tmp_path):
-    """20 labelled cases lift node accuracy on the other 20 by at least 8 points; 10 lift it too."""
+    """20 labelled cases lift node accuracy on the domain's other 20 by at least 8 points; 10 lift it too. Both
+    halves take a turn as the labels (the mean of the two lifts: one half's 60 nodes alone is a noisy figure)."""
     rows = helpdesk_rows()
     assert len(rows) == 40
-    held_out = read_labels_file(_write(tmp_path / "held.jsonl", rows[20:]))
     bare = resolve_model("local")
-    before = _node_accuracy(bare, held_out)
-    lifts = {}
-    for n in (10, 20):
-        report = calibrate(read_labels_file(_write(tmp_path / f"train{n}.jsonl", rows[:n])), bare, resamples=50)
-        fit = report["sentence_relevance"]["threshold"]
-        assert fit["fitted"], fit.get("why")
-        # every relevance label is one node decision: 3 nodes a case, never a label per sentence
-        assert report["sentence_relevance"]["items"] == fit["items"] == 3 * n
-        assert fit["folds"] == n  # leave one case out
-        cal = calibration_of(report)
-        assert cal is not None and set(cal.learned) == {"sentence_relevance"}
-        judge = calibrated(resolve_model("local"), cal)
-        assert judge_identity(judge) != judge_identity(bare) and judge_name(judge) == "contextjudge-local+calibrated"
-        lifts[n] = _node_accuracy(judge, held_out) - before
-    assert lifts[20] >= 0.08, (before, lifts)
-    assert lifts[10] > 0.0, (before, lifts)
+    lifts: dict[int, list[float]] = {10: [], 20: []}
+    for half, (train, test) in enumerate(((rows[:20], rows[20:]), (rows[20:], rows[:20]))):
+        held_out = read_labels_file(_write(tmp_path / f"held{half}.jsonl", test))
+        before = _node_accuracy(bare, held_out)
+        for n in (10, 20):
+            report = calibrate(read_labels_file(_write(tmp_path / f"train{half}_{n}.jsonl", train[:n])), bare,
+                               resamples=50)
+            fit = report["sentence_relevance"]["threshold"]
+            # every relevance label is one node decision: 3 nodes a case, never a label per sentence
+            assert report["sentence_relevance"]["items"] == fit["items"] == 3 * n
+            assert fit["folds"] == n  # leave one case out
+            cal = calibration_of(report)
+            if cal is None:  # the fit did not beat the shipped weights out of sample: the judge keeps them
+                assert not fit["fitted"] and "does not beat" in fit["why"]
+                lifts[n].append(0.0)
+                continue
+            assert set(cal.learned) == {"sentence_relevance"}
+            judge = calibrated(resolve_model("local"), cal)
+            assert judge_identity(judge) != judge_identity(bare)
+            assert judge_name(judge) == "contextjudge-local+calibrated"
+            lifts[n].append(_node_accuracy(judge, held_out) - before)
+    mean = {n: sum(v) / len(v) for n, v in lifts.items()}
+    assert mean[20] >= 0.08, lifts
+    assert mean[10] > 0.0, lifts
 
 
 @pytest.mark.parametrize("spec", ["local", "local-cross"])
@@ -84,7 +92,8 @@ def test_the_rows_with_the_shipped_weights_give_back_the_judges_own_confidences(
         got = json.loads(judge._answer([_message(req)])[0])["verdicts"]
         rows = item_rows(judge._scorer, req)
         for v in got:
-            conf = max(float(1 / (1 + np.exp(-(x @ prior(judge._scorer, k))))) * m for k, x, m, _ in rows[v["id"]])
+            conf = max(float(1 / (1 + np.exp(-(x @ prior(judge._scorer, k, len(x)))))) * m
+                       for k, x, m, _ in rows[v["id"]])
             assert conf == pytest.approx(v["confidence"], abs=2e-4), (req.task, v)
 
 

@@ -177,11 +177,7 @@ class Calibration:
 
     def learned_hash(self) -> str:
         """A short hash of the fitted weights (empty without them)."""
-        if not self.learned:
-            return ""
-        canon = {f: {k: [round(float(x), 6) for x in w] for k, w in sorted(ks.items())}
-                 for f, ks in sorted(self.learned.items())}
-        return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()[:16]
+        return learned_hash(self.learned) if self.learned else ""
 
     def adjust(self, request: JudgeRequest, verdicts: dict[str, dict[str, Any]]) -> None:
         """Apply the family's threshold to ``verdicts`` (parsed, keyed by item id) in place."""
@@ -321,6 +317,14 @@ class CalibratedJudge(BaseChatModel):
                          **kwargs: Any) -> ChatResult:
         msg = await self.judge.ainvoke(messages, stop=stop)
         return ChatResult(generations=[ChatGeneration(message=self._adjusted(messages, msg))])
+
+
+def learned_hash(learned: dict[str, dict[str, list[float]]] | None) -> str:
+    """A short hash of fitted weights (rounded, so a rewrite of the same file keeps its identity): part of the
+    identity of the embedded judge that decides with them, and of a calibration's fingerprint."""
+    canon = {f: {k: [round(float(x), 6) for x in w] for k, w in sorted(ks.items())}
+             for f, ks in sorted((learned or {}).items())}
+    return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def combined_identity(identity: str, fingerprint: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import json
 import threading
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ..._result import LOCAL_CROSS_JUDGE, LOCAL_JUDGE
 from ...cases.images import text_without_markers
-from .._calibration import family_of
+from .._calibration import family_of, learned_hash
 from .._images import text_judge_note
 from .._protocol import JudgeRequest, request_from_message_kwargs
 from ._cross import CrossEncoder
@@ -64,13 +63,6 @@ def _executor() -> ThreadPoolExecutor:
         if not _EXECUTOR:
             _EXECUTOR.append(ThreadPoolExecutor(max_workers=32, thread_name_prefix="contextjudge-local"))
         return _EXECUTOR[0]
-
-
-def learned_hash(learned: dict[str, dict[str, list[float]]] | None) -> str:
-    """A short hash of fitted weights (rounded, so a rewrite of the same file keeps its identity)."""
-    canon = {f: {k: [round(float(x), 6) for x in w] for k, w in sorted(ks.items())}
-             for f, ks in sorted((learned or {}).items())}
-    return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()[:16]
 
 
 NOT_A_REQUEST = ("This is contextjudge's embedded judge (model='local'): a semantic-similarity scorer, not a chat "
@@ -183,8 +175,8 @@ class LocalJudge(BaseChatModel):
         """One verdict family's weights fitted on labelled ``units`` (``case``, ``label``, ``rows`` as ``recording``
         gave them), shrunk toward this judge's shipped weights and kept only when they beat them out of sample
         (``_learned.learn``)."""
-        keys = {r[0] for u in units for r in u["rows"]}
-        return learn(units, {k: prior(self._scorer, k) for k in keys}, **kwargs)
+        sizes = {r[0]: len(r[1]) for u in units for r in u["rows"]}
+        return learn(units, {k: prior(self._scorer, k, n) for k, n in sizes.items()}, **kwargs)
 
     @property
     def embedding_cache(self) -> EmbeddingCache:

@@ -42,13 +42,17 @@ _EPS = 1e-6
 
 
 # ------------------------------------------------------------------------------------------------ rows
-def prior(scorer: Scorer, key: str) -> np.ndarray:
-    """The weights the judge itself uses for ``key``."""
+def prior(scorer: Scorer, key: str, size: int | None = None) -> np.ndarray:
+    """The weights the judge itself uses for ``key``; with ``size``, padded with zeros for the features the rows add
+    that the shipped weights do not use (a sentence's own similarity)."""
     if key.startswith(CROSS):
-        return scorer.w(key[len(CROSS):])
-    if key == "answer_relevance":
-        return np.array(CALIBRATION["answer_relevance"])
-    return scorer.bi_weights(key)
+        w = scorer.w(key[len(CROSS):])
+    elif key == "answer_relevance":
+        w = np.array(CALIBRATION["answer_relevance"])
+    else:
+        w = scorer.bi_weights(key)
+    w = np.asarray(w, dtype=float)
+    return np.concatenate([w, np.zeros(size - len(w))]) if size is not None and size > len(w) else w
 
 
 def item_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list[Row]]:
@@ -73,13 +77,14 @@ def item_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list[Row]]:
         if req.reference_kind == "actual_output" and not any(it.parent for it in items):
             return _answer_relevance_rows(scorer, req)
         x, nodes = scorer.sentence_rows(req)
-        rows = [("node_noref", x[i], 1.0, None) for i in range(len(items))]
+        own = _sentence_cos(scorer, req)
+        rows = [("node_noref", np.append(x[i], own[i]), 1.0, None) for i in range(len(items))]
         if scorer.cross is not None:
             idx = gated(scorer.bi_conf("node_noref", x))
             if len(idx):
                 crows = scorer.sentence_cross_rows(req, idx, x, nodes)
                 for j, i in enumerate(idx):
-                    rows[int(i)] = (CROSS + "sentence", crows[j], 1.0, None)
+                    rows[int(i)] = (CROSS + "sentence", np.append(crows[j], own[int(i)]), 1.0, None)
         return {it.id: [rows[i]] for i, it in enumerate(items)}
     if req.task == "statement_support":
         if not req.context:
@@ -102,6 +107,13 @@ def item_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list[Row]]:
             out[it.id] = grid[i]
         return out
     return {}
+
+
+def _sentence_cos(scorer: Scorer, req: JudgeRequest) -> np.ndarray:
+    """Each sentence's own similarity to the question: a feature the shipped weights do not use (their row has the
+    node's; its prior weight is 0), which labels may teach to matter (a node is relevant when its best sentence is)."""
+    qv, sv = scorer._vectors([scorer.query_text(req)], [it.text for it in req.items])  # noqa: SLF001
+    return sv @ qv[0]
 
 
 def _answer_relevance_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list[Row]]:
@@ -145,7 +157,8 @@ def apply_learned(scorer: Scorer, req: JudgeRequest, verdicts: list[dict[str, An
         for key, x, _, _ in got:
             if key not in weights:
                 fitted = learned.get(key)
-                weights[key] = np.array(fitted) if fitted is not None and len(fitted) == len(x) else prior(scorer, key)
+                weights[key] = np.array(fitted) if fitted is not None and len(fitted) == len(x) else prior(
+                    scorer, key, len(x))
         confs = [float(_sig(float(x @ weights[k]))) * m for k, x, m, _ in got]
         c = round(max(confs), 4)
         yes = c >= 0.5

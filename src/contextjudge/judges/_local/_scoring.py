@@ -297,10 +297,11 @@ class Evidence:
         or outside it where the statement denies it, is there: ``specifics_in``), at least NUMBER_MISSING when one of
         them is a number or the node gives one of its names with one word changed (``name_changed``: "Graduate School"
         for "Business School"), and raised further
-        when the node's closest sentence holds nearly all of the statement's words but one of the two says "not" about
-        them and the other does not (``negation_flipped``). Of TaxiNLI's human-labelled pairs, 12% of those whose hypothesis has a number
-        the premise lacks are entailed, and 23% of those with nearly all words shared and the negation flipped
-        (`python benchmarks/support_rules.py`); the topic match the similarity sees proves neither.
+        when the node's closest sentence holds NEGATION_RECALL of the statement's words but one of the two says "not" about
+        them and the other does not (``negation_flipped``). Of TaxiNLI's human-labelled pairs, 11% of those whose hypothesis has a number
+        the premise lacks are entailed, 20% of those with a name changed and 16% of those with two thirds of the words
+        shared and the negation flipped (`python benchmarks/support_rules.py`); the topic match the similarity sees
+        proves none of them.
         """
         sv, pv = self._vectors(statements, nodes)
         cos = sv @ pv.T

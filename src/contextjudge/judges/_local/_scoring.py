@@ -49,7 +49,7 @@ __all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer"]
 # depends on the other nodes of its request, nor on their number or order (issue 14). Few, simple features on
 # purpose: a held-out half checks these figures.
 #   python benchmarks/calibrate_local.py --data-dir ../shared/data --rows hotpotqa=200 mtrag=150 --trec-weight 3
-CALIBRATION_VERSION = "2026-11-28.1"
+CALIBRATION_VERSION = "2026-12-06.1"  # .1: the support forms and the negation rule of 2026-12-06 (issue 47)
 CALIBRATION: dict[str, list[float]] = {
     # node_usefulness with a reference: bias, cos(question), cos(question + reference), short answer occurs,
     # reference word recall, question word recall, and the share of the node's lead phrase (its subject: "Harvey

@@ -202,13 +202,13 @@ def _acronym(run: tuple[str, ...]) -> str:
 
 
 def _acronyms(run: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """The acronym of each part of a name that starts and ends with a capitalised word ("National Institutes of
-    Health in Bethesda" -> "nih", "nihb", "ih", ...), with that part."""
+    """The acronym of the name and of each part of it that opens or closes it, from a capitalised word to a
+    capitalised word ("National Institutes of Health in Bethesda" -> "nihb", "nih", "hb", ...), with that part."""
     caps = [k for k, w in enumerate(run) if w[:1].isupper()]
     out: dict[str, tuple[str, ...]] = {}
     for a in caps:
         for b in caps:
-            if b > a and (acr := _acronym(run[a:b + 1])):
+            if b > a and (a == caps[0] or b == caps[-1]) and (acr := _acronym(run[a:b + 1])):
                 out.setdefault(acr, run[a:b + 1])
     return out
 

@@ -7,9 +7,8 @@ import unicodedata
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-__all__ = ["answer_occurs", "content_tokens", "lead_phrase", "lead_tokens", "name_changed", "normalize", "range_denied", "specifics",
-           "specifics_in", "spelled_numbers", "token_recall",
-           "without_cues"]
+__all__ = ["answer_occurs", "content_tokens", "lead_phrase", "lead_tokens", "name_changed", "normalize", "range_denied",
+           "specifics", "specifics_in", "spelled_numbers", "token_recall", "without_cues"]
 
 # Function words carry no evidence of relevance. A short fixed list keeps the judge language-light and deterministic.
 _STOPWORDS = frozenset("""
@@ -90,8 +89,8 @@ def lead_tokens(text: str) -> frozenset[str]:
     return content_tokens(lead_phrase(text))
 
 
-# Numbers written as words: a small table rather than a library (ARCHITECTURE.md, "Numbers in words": word2number
-# parses one whole string into one number and is unmaintained since 2017; num2words writes words, it does not read them).
+# Numbers written as words: a small table rather than a library (ARCHITECTURE.md says why: word2number reads one whole
+# string as one number and has had no release since 2017; num2words writes numbers as words, it does not read them).
 _UNITS = {w: i for i, w in enumerate((
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"))}

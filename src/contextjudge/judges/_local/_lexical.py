@@ -7,9 +7,8 @@ import unicodedata
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-__all__ = ["answer_occurs", "content_tokens", "lead_phrase", "lead_tokens", "name_changed", "normalize", "range_denied", "specifics",
-           "specifics_in", "spelled_numbers", "token_recall",
-           "without_cues"]
+__all__ = ["answer_occurs", "content_tokens", "lead_phrase", "lead_tokens", "name_changed", "normalize", "range_denied",
+           "specifics", "specifics_in", "spelled_numbers", "token_recall", "without_cues"]
 
 # Function words carry no evidence of relevance. A short fixed list keeps the judge language-light and deterministic.
 _STOPWORDS = frozenset("""
@@ -90,8 +89,8 @@ def lead_tokens(text: str) -> frozenset[str]:
     return content_tokens(lead_phrase(text))
 
 
-# Numbers written as words: a small table rather than a library (ARCHITECTURE.md, "Numbers in words": word2number
-# parses one whole string into one number and is unmaintained since 2017; num2words writes words, it does not read them).
+# Numbers written as words: a small table rather than a library (ARCHITECTURE.md says why: word2number reads one whole
+# string as one number and has had no release since 2017; num2words writes numbers as words, it does not read them).
 _UNITS = {w: i for i, w in enumerate((
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"))}
@@ -202,13 +201,13 @@ def _acronym(run: tuple[str, ...]) -> str:
 
 
 def _acronyms(run: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """The acronym of each part of a name that starts and ends with a capitalised word ("National Institutes of
-    Health in Bethesda" -> "nih", "nihb", "ih", ...), with that part."""
+    """The acronym of the name and of each part of it that opens or closes it, from a capitalised word to a
+    capitalised word ("National Institutes of Health in Bethesda" -> "nihb", "nih", "hb", ...), with that part."""
     caps = [k for k, w in enumerate(run) if w[:1].isupper()]
     out: dict[str, tuple[str, ...]] = {}
     for a in caps:
         for b in caps:
-            if b > a and (acr := _acronym(run[a:b + 1])):
+            if b > a and (a == caps[0] or b == caps[-1]) and (acr := _acronym(run[a:b + 1])):
                 out.setdefault(acr, run[a:b + 1])
     return out
 

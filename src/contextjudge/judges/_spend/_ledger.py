@@ -6,12 +6,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import BudgetExhaustedError, ConfigurationError
 from ._limits import Budget
 from ._prices import Price
 from ._windows import IN_FLIGHT, PROCESS_SPEND, utc_time, warn_once, window_start
+
+if TYPE_CHECKING:
+    from ...store import SpendWindows
 
 __all__ = ["BudgetLedger", "Refusal", "Reservation", "tokens_of"]
 
@@ -45,7 +48,8 @@ class BudgetLedger:
     """Reserves and settles one judge's calls against a ``Budget``'s windows, in ``store`` (a ``ResultsStore`` or
     anything with its ``spend_*`` methods) or, without one, in this process's windows."""
 
-    def __init__(self, budget: Budget, *, judge: str | None = None, price: Price | None = None, store: Any = None,
+    def __init__(self, budget: Budget, *, judge: str | None = None, price: Price | None = None,
+                 store: SpendWindows | None = None,
                  clock: Callable[[], float] = time.time, billable: bool = True) -> None:
         self.budget = budget
         self.judge = judge
@@ -53,7 +57,7 @@ class BudgetLedger:
         # bounded by the CPUs it may use); a budget in judge calls still applies to it
         self.billable = bool(billable)
         self.price = price if self.billable else None
-        self.store = store if store is not None else PROCESS_SPEND
+        self.store: SpendWindows = store if store is not None else PROCESS_SPEND
         self.clock = clock
         self._blocked_until: float | None = None
 

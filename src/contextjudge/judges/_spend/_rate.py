@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._limits import MINUTE, RateLimit
 from ._windows import PROCESS_SPEND, off_loop, window_start
+
+if TYPE_CHECKING:
+    from ...store import SpendWindows
 
 __all__ = ["RateGate"]
 
@@ -15,10 +18,10 @@ __all__ = ["RateGate"]
 class RateGate:
     """Waits until a ``RateLimit``'s current minute has room for one more call, then takes it."""
 
-    def __init__(self, limit: RateLimit, *, store: Any = None, clock: Callable[[], float] = time.time,
+    def __init__(self, limit: RateLimit, *, store: SpendWindows | None = None, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], Awaitable[Any]] | None = None) -> None:
         self.limit = limit
-        self.store = store if store is not None else PROCESS_SPEND
+        self.store: SpendWindows = store if store is not None else PROCESS_SPEND
         self.clock = clock
         self._sleep = sleep
         self.waits = 0

@@ -7,9 +7,12 @@ import datetime as _dt
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._limits import DAY
+
+if TYPE_CHECKING:
+    from ...store import SpendWindows
 
 __all__ = ["IN_FLIGHT", "MemorySpend", "PROCESS_SPEND", "off_loop", "utc_time", "warn_once", "window_start"]
 
@@ -101,7 +104,7 @@ class _InFlight:
         self._held: dict[tuple[int, str, float], int] = {}
         self.settled = 0
 
-    def add(self, store: Any, windows: list[tuple[str, float]], n: int) -> None:
+    def add(self, store: SpendWindows, windows: list[tuple[str, float]], n: int) -> None:
         with self._lock:
             for scope, start in windows:
                 key = (id(store), scope, start)
@@ -113,7 +116,7 @@ class _InFlight:
             if n < 0:
                 self.settled += 1
 
-    def held(self, store: Any, scope: str, start: float) -> int:
+    def held(self, store: SpendWindows, scope: str, start: float) -> int:
         with self._lock:
             return self._held.get((id(store), scope, start), 0)
 
@@ -121,7 +124,7 @@ class _InFlight:
 IN_FLIGHT = _InFlight()
 
 
-async def off_loop(store: Any, fn: Callable[..., Any], *args: Any) -> Any:
+async def off_loop(store: SpendWindows, fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)``, a read or write of ``store``'s spend windows: in the store's threads when the store is a
     database (``_aio.in_store_thread``: the event loop never waits on it), at once when it is this process's memory
     (``MemorySpend``)."""

@@ -95,3 +95,12 @@ class SpendWindows(Protocol):
 
     def spend_get(self, scope: str, window: float) -> dict[str, Any] | None:
         """The window's row, or None."""
+
+
+if TYPE_CHECKING:  # mypy checks here that ResultsStore (and this process's MemorySpend) satisfy every Protocol
+    from ..judges._spend import MemorySpend
+    from ._store import ResultsStore
+
+    def _satisfied(store: ResultsStore, memory: MemorySpend) -> tuple[RunWrites, RunReads, CalibrationStore,
+                                                                     SpendWindows, SpendWindows]:
+        return store, store, store, store, memory

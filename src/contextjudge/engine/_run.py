@@ -83,7 +83,8 @@ class Run:
     raising it (``evaluate``: the caller asked for the store).
     """
 
-    def __init__(self, *, store: RunWrites | str | os.PathLike[str] | None = None, run_id: str | None = None, name: str | None = None,
+    def __init__(self, *, store: RunWrites | str | os.PathLike[str] | None = None, run_id: str | None = None,
+                 name: str | None = None,
                  config: dict[str, Any] | None = None, judge_options: JudgeOptions | None = None,
                  model: Any = None, context: RunContext | None = None, contain_store_errors: bool = False) -> None:
         if isinstance(store, (str, os.PathLike)):

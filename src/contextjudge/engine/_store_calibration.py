@@ -51,7 +51,8 @@ def labels_fingerprint(cases: list[Any], judge: Any) -> str:
     return h.hexdigest()[:24]
 
 
-def store_calibrated(store: CalibrationStore | None, judge: Any, *, refit: bool = False) -> tuple[Any, dict[str, Any] | None]:
+def store_calibrated(store: CalibrationStore | None, judge: Any, *,
+                     refit: bool = False) -> tuple[Any, dict[str, Any] | None]:
     """``judge`` calibrated on ``store``'s labels, and what the store keeps of the fit (``fingerprint``, ``cases``,
     ``calibration``: the file's contents or None when no family beat the shipped weights, ``summary``: family ->
     "calibrated on N of your labels; kappa X [CI] cross-validated"); ``(judge, None)`` when it does not apply.

@@ -22,6 +22,6 @@ from ._schema import SCHEMA_VERSION
 from ._store import DEFAULT_STORE_PATH, LabelMatch, PruneReport, ResultsStore, RunInfo, StoredCase, open_store
 from ._trend import Drop, MetricWindow, Trend, TrendWindow, find_drops
 
-__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "CalibrationStore", "Drop", "LabelMatch", "MetricWindow", "PruneReport",
-           "ResultsStore", "RunInfo", "RunReads", "RunWrites", "SpendWindows", "StoredCase", "Trend", "TrendWindow",
-           "find_drops", "open_store"]
+__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "CalibrationStore", "Drop", "LabelMatch", "MetricWindow",
+           "PruneReport", "ResultsStore", "RunInfo", "RunReads", "RunWrites", "SpendWindows", "StoredCase", "Trend",
+           "TrendWindow", "find_drops", "open_store"]

@@ -4,7 +4,7 @@ knows what to implement. ``ResultsStore`` satisfies every one of them.
 
 - ``RunWrites``: what one run of scoring writes (``engine.Run``): the run's start and end, its cases, results and
   judge calls, what a resumed run already holds, and the verdict cache (the judges' ``CacheBackend``).
-- ``RunReads``: a stored run found by id, name or prefix, and read back (the CLI, the report, goldens from a store).
+- ``RunReads``: runs listed, found by id, name or prefix, and read back (the CLI, goldens from captured traffic).
 - ``CalibrationStore``: the labelled cases and the calibration kept for the embedded judge (``engine``'s store
   calibration, the CLI's ``--judge local`` on a store).
 - ``SpendWindows``: the budget windows a ``BudgetLedger`` or ``RateGate`` reserves in (also ``MemorySpend``, this
@@ -13,6 +13,7 @@ knows what to implement. ``ResultsStore`` satisfies every one of them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -66,6 +67,13 @@ class RunReads(Protocol):
 
     def load_cases(self, run_id: str) -> list[StoredCase]:
         """The run's cases as they were stored."""
+
+    def list_runs(self, *, counts: bool = True) -> list[RunInfo]:
+        """Every run, newest first."""
+
+    def cases(self, *, run: Any = None, since: Any = None, until: Any = None, where: Mapping[str, Any] | None = None,
+              as_: str = "records") -> Any:
+        """Captured or evaluated test cases, oldest first (the read API)."""
 
 
 class CalibrationStore(Protocol):

@@ -62,7 +62,7 @@ from ._tokens import (
 )
 from ._windows import MemorySpend, window_start
 
-__all__ = ["BUDGET_OUTPUT_CAP", "DAY", "AnswerSizes", "HOUR", "MINUTE", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC",
-           "OUTPUT_TOKENS_TEXT", "Budget", "BudgetLedger", "CallSpend", "Hold", "MemorySpend", "Price", "RateGate",
-           "RateLimit", "Refusal", "Reservation", "count_tokens", "output_estimate", "price_of", "register_prices",
-           "window_start"]
+__all__ = ["BUDGET_OUTPUT_CAP", "DAY", "AnswerSizes", "HOUR", "MINUTE", "OUTPUT_TOKENS_BASE",
+           "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC", "OUTPUT_TOKENS_TEXT", "Budget", "BudgetLedger",
+           "CallSpend", "Hold", "MemorySpend", "Price", "RateGate", "RateLimit", "Refusal", "Reservation",
+           "count_tokens", "output_estimate", "price_of", "register_prices", "window_start"]

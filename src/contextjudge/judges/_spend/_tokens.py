@@ -7,7 +7,8 @@ import os
 import re
 from typing import Any
 
-__all__ = ["BUDGET_OUTPUT_CAP", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC", "OUTPUT_TOKENS_TEXT",
+__all__ = ["BUDGET_OUTPUT_CAP", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC",
+           "OUTPUT_TOKENS_TEXT",
            "count_tokens", "output_estimate"]
 
 

@@ -20,7 +20,7 @@ from contextjudge.metrics import (
     ContextualRelevancyMetric,
 )
 from contextjudge.testing import FakeJudge
-from contextjudge_llama_index import _capture
+from contextjudge_llama_index import _capture, _record
 from contextjudge_llama_index.testing import ExtractiveLLM, KeywordReranker, ReverseReranker
 
 QUESTIONS = {
@@ -230,7 +230,7 @@ def test_failure_inside_capture_leaves_the_response_intact(index, llm, judge, mo
     def boom(*args, **kwargs):
         raise RuntimeError("injected capture failure")
 
-    monkeypatch.setattr(_capture, "to_nodes", boom)
+    monkeypatch.setattr(_record, "to_nodes", boom)
     with caplog.at_level(logging.ERROR, logger="contextjudge"):
         response = engine.query(QUESTIONS["security"])
         assert scorer.flush(10)  # the test case is assembled (and fails) on the scorer's thread, off the request path

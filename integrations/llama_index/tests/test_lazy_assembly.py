@@ -19,7 +19,7 @@ from contextjudge.capture import CapturedCase
 from contextjudge.capture._background import BackgroundScoring
 from contextjudge.errors import CaptureError
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
-from contextjudge_llama_index import _capture, _results
+from contextjudge_llama_index import _record, _results
 
 QUESTION = "How many vacation days do employees get?"
 
@@ -144,7 +144,7 @@ def test_a_case_that_fails_to_assemble_is_logged_and_dropped_when_read(llm, monk
     def boom(*args, **kwargs):
         raise RuntimeError("injected assembly failure")
 
-    monkeypatch.setattr(_capture, "to_nodes", boom)
+    monkeypatch.setattr(_record, "to_nodes", boom)
     scorer = cj.instrument(metrics=[], mode="off", max_kept=None)
     response = RetrieverQueryEngine.from_args(FreshRetriever(), llm=llm).query(QUESTION)
     assert str(response) == "Employees get 25 vacation days per year."

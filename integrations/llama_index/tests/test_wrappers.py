@@ -214,7 +214,7 @@ def test_chat_wrapper_survives_a_failure_inside_capture(index, llm, judge, monke
     def boom(*args, **kwargs):
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(_capture, "_snapshot", boom)
+    monkeypatch.setattr(_capture, "snapshot", boom)
     response = chat.chat(VACATION)
     assert response.response == "Employees get 25 vacation days per year."
     assert chat.flush(5)

@@ -11,11 +11,14 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata as importlib_metadata
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._result import is_embedded_judge
 from .._text import shown
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..store import CalibrationStore, RunReads
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR, EXIT_CASE_ERRORS = 0, 1, 2, 3
 
@@ -165,7 +168,7 @@ def _judge(model: str | None, quiet: bool = False) -> Any:
     return judge
 
 
-def _store_judge(store: Any, judge: Any, quiet: bool = False) -> Any:
+def _store_judge(store: CalibrationStore | None, judge: Any, quiet: bool = False) -> Any:
     """The judge a command on ``store`` uses: the embedded judge calibrated on the store's labels when it has any
     (``engine.store_calibrated``), with one line per calibrated family on stderr; any other judge as it is."""
     if store is None:
@@ -234,7 +237,7 @@ def _existing_store(target: str | None, *, write: bool = False) -> Any:
         raise UsageError(str(exc)) from exc
 
 
-def _resolve(store: Any, ref: str | None) -> str:
+def _resolve(store: RunReads, ref: str | None) -> str:
     from ..errors import StoreError  # noqa: PLC0415
 
     try:

@@ -20,12 +20,15 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._aio import in_store_thread, store_submit
 from .._result import MetricResult
 from ..errors import StoreError
 from ..judges import JudgeOptions, RunContext, VerdictCache
+
+if TYPE_CHECKING:
+    from ..store import RunWrites
 
 __all__ = ["Run", "metric_config", "metric_specs"]
 
@@ -80,14 +83,15 @@ class Run:
     raising it (``evaluate``: the caller asked for the store).
     """
 
-    def __init__(self, *, store: Any = None, run_id: str | None = None, name: str | None = None,
+    def __init__(self, *, store: RunWrites | str | os.PathLike[str] | None = None, run_id: str | None = None,
+                 name: str | None = None,
                  config: dict[str, Any] | None = None, judge_options: JudgeOptions | None = None,
                  model: Any = None, context: RunContext | None = None, contain_store_errors: bool = False) -> None:
         if isinstance(store, (str, os.PathLike)):
             from ..store import open_store  # noqa: PLC0415 - optional module, loaded when asked for
 
             store = open_store(store)
-        self.store = store
+        self.store: RunWrites | None = store
         self.id: str | None = run_id
         self.name = name
         self.config = dict(config or {})
@@ -187,7 +191,7 @@ class Run:
                 self._ended = self._ended or not self._begun
                 return
             self._ended = True
-            if self.store is None:
+            if self.store is None or self.id is None:  # begun with a store: its id is the store's
                 return
             try:
                 self.store.end_run(self.id, summary or {}, status=status)
@@ -221,7 +225,7 @@ class Run:
             concurrent.futures.wait(pending, timeout=timeout)
 
     # ------------------------------------------------------------------------------------------ writes
-    def _failed(self, what: str, exc: BaseException, store: Any) -> None:
+    def _failed(self, what: str, exc: BaseException, store: RunWrites) -> None:
         """A store write failed: contained (capture), logged and skipped; else a ``StoreError`` (a full disk, a lost
         database) stops the writing and the run goes on in memory, so the caller gets every result with the error
         (``EvaluationResult.store_error``) instead of an exception that drops what was scored; anything else is

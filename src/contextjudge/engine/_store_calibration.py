@@ -14,11 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._result import LOCAL_CROSS_JUDGE, is_embedded_judge
 from ..cases.labels import labels_of
 from ..judges import CalibratedJudge, Calibration, calibrated, judge_identity, judge_name
+
+if TYPE_CHECKING:
+    from ..store import CalibrationStore
 
 __all__ = ["keep_store_calibration", "labels_fingerprint", "store_calibrated"]
 
@@ -48,7 +51,8 @@ def labels_fingerprint(cases: list[Any], judge: Any) -> str:
     return h.hexdigest()[:24]
 
 
-def store_calibrated(store: Any, judge: Any, *, refit: bool = False) -> tuple[Any, dict[str, Any] | None]:
+def store_calibrated(store: CalibrationStore | None, judge: Any, *,
+                     refit: bool = False) -> tuple[Any, dict[str, Any] | None]:
     """``judge`` calibrated on ``store``'s labels, and what the store keeps of the fit (``fingerprint``, ``cases``,
     ``calibration``: the file's contents or None when no family beat the shipped weights, ``summary``: family ->
     "calibrated on N of your labels; kappa X [CI] cross-validated"); ``(judge, None)`` when it does not apply.
@@ -100,7 +104,7 @@ def _kept_of(report: dict[str, Any], spec: str, fp: str) -> dict[str, Any]:
                              "why": r["threshold"].get("why")} for f, r in fams.items()}}
 
 
-def keep_store_calibration(store: Any, judge: Any, cases: list[Any], report: dict[str, Any]) -> bool:
+def keep_store_calibration(store: CalibrationStore, judge: Any, cases: list[Any], report: dict[str, Any]) -> bool:
     """Keep ``report`` (``acalibrate`` of the bare embedded ``judge`` on all of ``store``'s labelled ``cases``) as the
     store's calibration, which later commands on the store use; False when it does not apply or cannot be kept."""
     if not _bare_embedded(judge):

@@ -19,10 +19,13 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cases.goldens import normalize_input
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ..store import RunReads
 
 __all__ = ["from_store"]
 
@@ -77,8 +80,9 @@ def _node_key(node: Any) -> str:
     return node.id or doc or f"node-{node_hash(node.text)[:12]}"
 
 
-def from_store(store: Any, *, run: str | None = None, labelled: bool = False, limit: int | None = None,
-               seed: int = 0, redact: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+def from_store(store: RunReads | str | Path, *, run: str | None = None, labelled: bool = False,
+               limit: int | None = None, seed: int = 0,
+               redact: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Goldens from the cases of ``store`` (a store or its URL/path): of ``run`` (an id or name), else of every run.
     Returns the rows (ready for ``write_goldens``) and a report: cases read, kept, and why the others were left."""

@@ -27,7 +27,8 @@ from ._protocol import REQUEST_KEY
 from ._retry import classify, policy, status_of
 from ._salvage import _find_cause, _odd_response, _recover_answer
 from ._schemas import _ANSWER_SCHEMAS, Verdicts
-from ._spend import ANSWER_SIZES, CallSpend, Price
+from ._spend import CallSpend, Price
+from ._spend._sizes import ANSWER_SIZES
 from ._structured import (
     _DirectCall,
     _is_method_rejection,

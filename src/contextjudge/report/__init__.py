@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._result import EvaluationResult
 from ..errors import ConfigurationTypeError
@@ -35,12 +35,18 @@ from ._script import CSP
 from ._stats import Interval, bootstrap_mean, paired_difference
 from ._trend import render_trend
 
+if TYPE_CHECKING:
+    from ..store import ResultsStore
+
+    StoreRef = ResultsStore | str | os.PathLike[str]
+    """A results store, or the path or URL that opens one."""
+
 __all__ = ["Interval", "MetricChange", "Regression", "RunView", "bootstrap_mean", "compare_runs", "find_regression",
            "is_report_file", "not_gated_names", "paired_difference", "render_calibration", "render_label_page",
            "render_report", "render_trend", "run_view", "write_report"]
 
 
-def run_view(store: Any, run: str | None = None, *, max_cases: int | None = None) -> RunView:
+def run_view(store: StoreRef, run: str | None = None, *, max_cases: int | None = None) -> RunView:
     """A stored run, ready to report (``run`` is an id, a name, a unique prefix, or None for the latest). A run of
     more than ``max_cases`` cases is read without its verdicts (only the cases a page lists show them: the page reads
     theirs, ``RunView.fill``), which is most of what a large run holds."""
@@ -66,7 +72,7 @@ def run_view(store: Any, run: str | None = None, *, max_cases: int | None = None
             s.close()
 
 
-def _verdicts_reader(store: Any, run_id: str) -> Callable[[list[Any]], None]:
+def _verdicts_reader(store: StoreRef, run_id: str) -> Callable[[list[Any]], None]:
     """``RunView.fill`` of a run read without verdicts: reads those of the given cases from ``store``."""
     from ..store import ResultsStore, open_store  # noqa: PLC0415
 
@@ -80,11 +86,11 @@ def _verdicts_reader(store: Any, run_id: str) -> Callable[[list[Any]], None]:
     return fill
 
 
-def _as_view(x: Any, store: Any, max_cases: int | None = None) -> RunView | None:
+def _as_view(x: Any, store: StoreRef | None, max_cases: int | None = None) -> RunView | None:
     return None if x is None else _view(x, store, max_cases)
 
 
-def _view(x: Any, store: Any, max_cases: int | None = None) -> RunView:
+def _view(x: Any, store: StoreRef | None, max_cases: int | None = None) -> RunView:
     if isinstance(x, RunView):
         return x
     if isinstance(x, EvaluationResult):
@@ -95,7 +101,7 @@ def _view(x: Any, store: Any, max_cases: int | None = None) -> RunView:
     return run_view(store, x, max_cases=max_cases)
 
 
-def render_report(result: Any = None, *, store: Any = None, run: str | None = None, compare: Any = None,
+def render_report(result: Any = None, *, store: StoreRef | None = None, run: str | None = None, compare: Any = None,
                   title: str | None = None, max_cases: int | None = DEFAULT_MAX_CASES) -> str:
     """The report as an HTML string: of ``result`` (an EvaluationResult) or of ``run`` in ``store``.
 

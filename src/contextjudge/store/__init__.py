@@ -13,11 +13,15 @@ metric=..., since=..., where=..., as_="records"|"pandas")``, ``store.cases(...)`
 ``open_store(url, read_only=True)`` reads a store you may not write to. ``trend``, the drop check and
 ``store.aggregate(by=...)`` sum in the database (schema 4). Retention (see ``_retention.py``):
 ``store.prune(older_than="90d", keep_runs=20, dry_run=True)``, ``store.set_retention(older_than="90d")``.
+What each door uses of a store is a Protocol (``RunWrites``, ``RunReads``, ``CalibrationStore``, ``SpendWindows``;
+see ``_protocols.py``), which ``ResultsStore`` satisfies.
 """
 
+from ._protocols import CalibrationStore, RunReads, RunWrites, SpendWindows
 from ._schema import SCHEMA_VERSION
 from ._store import DEFAULT_STORE_PATH, LabelMatch, PruneReport, ResultsStore, RunInfo, StoredCase, open_store
 from ._trend import Drop, MetricWindow, Trend, TrendWindow, find_drops
 
-__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "Drop", "LabelMatch", "MetricWindow", "PruneReport", "ResultsStore",
-           "RunInfo", "StoredCase", "Trend", "TrendWindow", "find_drops", "open_store"]
+__all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "CalibrationStore", "Drop", "LabelMatch", "MetricWindow",
+           "PruneReport", "ResultsStore", "RunInfo", "RunReads", "RunWrites", "SpendWindows", "StoredCase", "Trend",
+           "TrendWindow", "find_drops", "open_store"]

@@ -218,7 +218,7 @@ Index("ix_cj_queue_state", queue.c.state, queue.c.priority, queue.c.enqueued_at)
 # only, no schema version)
 Index("ix_cj_queue_lease", queue.c.state, queue.c.lease_until)
 
-# judge spend per budget window, shared by every process of an app that uses this store (judges/_spend.py): a call
+# judge spend per budget window, shared by every process of an app that uses this store (judges/_spend/): a call
 # reserves its estimated tokens (and dollars) with one conditional UPDATE before it is sent, and settles the
 # difference with its real usage after. ``scope`` names the budget (e.g. "tokens:day" of a judge), ``window`` the
 # window's start (seconds since the epoch, a multiple of the window's length).

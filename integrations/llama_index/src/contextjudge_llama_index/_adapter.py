@@ -67,10 +67,10 @@ def _start_kwargs(workflow: Any, text: str) -> dict[str, Any]:
 
 def _answer(result: Any) -> str | None:
     """The text of what an app call returned (a response, an agent's output, a workflow's result)."""
-    from ._capture import _text  # noqa: PLC0415
+    from ._snapshots import as_text  # noqa: PLC0415
 
     try:
-        return None if result is None else _text(result)
+        return None if result is None else as_text(result)
     except Exception:  # noqa: BLE001
         return None
 
@@ -166,7 +166,7 @@ class _GoldenRuns:
         """The case of a golden whose call captured no retrieval: its answer, and a note that says why."""
         from contextjudge import LLMTestCase  # noqa: PLC0415
 
-        from ._capture import SHAPES  # noqa: PLC0415
+        from ._kinds import SHAPES  # noqa: PLC0415
 
         g = self.goldens.items[i]
         meta: dict[str, Any] = {"source": "llama_index", "kind": self.kind, "engine": type(self.obj).__name__,
@@ -177,7 +177,7 @@ class _GoldenRuns:
 
     def tags_of(self, i: int) -> dict[str, Any]:
         """The instrumentation tags of golden ``i``'s run: its index, and its id when it has one."""
-        from ._capture import GOLDEN_INDEX_TAG  # noqa: PLC0415
+        from ._record import GOLDEN_INDEX_TAG  # noqa: PLC0415
 
         g = self.goldens.items[i]
         tags: dict[str, Any] = {GOLDEN_INDEX_TAG: i}
@@ -213,8 +213,8 @@ class _GoldenRuns:
 
     def run(self, i: int) -> None:
         """Runs golden ``i`` through a chat engine, a query engine or a retriever, capturing into its own sink."""
-        from ._capture import current_sink  # noqa: PLC0415
         from ._instrument import instrument_tags  # noqa: PLC0415
+        from ._record import current_sink  # noqa: PLC0415
 
         token = current_sink.set(_golden_sink(self, i))
         try:
@@ -229,8 +229,8 @@ class _GoldenRuns:
 
     async def arun(self, i: int, slots: asyncio.Semaphore) -> None:
         """Runs golden ``i`` through an agent or workflow (``run(...)`` on a fresh context), in this task's context."""
-        from ._capture import current_sink  # noqa: PLC0415
         from ._instrument import instrument_tags  # noqa: PLC0415
+        from ._record import current_sink  # noqa: PLC0415
 
         g = self.goldens.items[i]
         async with slots:
@@ -255,7 +255,7 @@ class _GoldenRuns:
 @functools.cache
 def _golden_sink_class() -> type:
     """The sink class a golden's run captures into (made on first use: ``Sink`` lives with the capture code)."""
-    from ._capture import Sink  # noqa: PLC0415
+    from ._record import Sink  # noqa: PLC0415
 
     class GoldenSink(Sink):
         """The golden's own door to the sink: it knows which golden a run that retrieved nothing was."""

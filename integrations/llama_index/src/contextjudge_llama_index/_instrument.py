@@ -131,7 +131,7 @@ def instrument_tags(tags: Mapping[str, Any] | None = None, *, golden_id: Any = N
 
     from contextjudge.cases.identity import GOLDEN_ID_KEY  # noqa: PLC0415
 
-    from ._capture import CONVERSATION_TAG  # noqa: PLC0415
+    from ._record import CONVERSATION_TAG  # noqa: PLC0415
 
     merged = dict(active_instrument_tags.get() or {})
     merged.update(tags or {})

@@ -50,7 +50,9 @@ except ImportError:  # pragma: no cover - older cores
     from llama_index.core.instrumentation.events.base import BaseEvent  # type: ignore[no-redef]
     from llama_index.core.instrumentation.span import active_span_id  # type: ignore[no-redef]
 
-from ._capture import SHAPES, AgentRun, Record, Sink
+from ._agents import AgentRun
+from ._kinds import SHAPES
+from ._record import Record, Sink
 
 __all__ = ["CaseSink", "ChatSession", "ContextJudgeResultEvent", "LazyCase", "conversation_case",
            "emit_result", "record_to_case"]

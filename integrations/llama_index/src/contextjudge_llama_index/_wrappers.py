@@ -18,8 +18,9 @@ from llama_index.core.chat_engine.types import BaseChatEngine
 from contextjudge.capture import CapturedCase, CaptureSession, Mode
 from contextjudge.cases.identity import new_case_id
 
-from ._capture import Sink, current_sink, router
+from ._capture import router
 from ._instrument import make_session
+from ._record import Sink, current_sink
 from ._results import CaseSink, ChatSession
 
 __all__ = ["EvaluatedChatEngine", "EvaluatedQueryEngine"]

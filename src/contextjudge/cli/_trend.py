@@ -86,8 +86,7 @@ def _signed(iv: Any) -> str:
 
 def cmd_trend(args: argparse.Namespace) -> int:
     from ..errors import ConfigurationError, StoreError, UsageError
-    from ..store import find_drops
-    from ..store._base import store_label
+    from ..store import find_drops, store_label
 
     if args.min_cases < 2:
         raise UsageError("--min-cases must be 2 or more: a window needs two cases for an interval.")
@@ -151,7 +150,7 @@ def _table(headers: list[str], rows: list[list[str]], left: set[int]) -> None:
 
 
 def _print_trend(trend: Any, store: Any) -> None:
-    from ..store._base import store_label
+    from ..store import store_label
 
     filters = ", ".join(f"{k}={'|'.join(v)}" for k, v in trend.filters.items())
     print(f"{store_label(store.url)}: by {trend.by} (UTC, by when the case was {trend.at})" + (f", {filters}" if filters else ""))

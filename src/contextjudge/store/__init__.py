@@ -17,6 +17,7 @@ What each door uses of a store is a Protocol (``RunWrites``, ``RunReads``, ``Cal
 see ``_protocols.py``), which ``ResultsStore`` satisfies.
 """
 
+from ._base import store_label
 from ._protocols import CalibrationStore, RunReads, RunWrites, SpendWindows
 from ._schema import SCHEMA_VERSION
 from ._store import DEFAULT_STORE_PATH, LabelMatch, PruneReport, ResultsStore, RunInfo, StoredCase, open_store
@@ -24,4 +25,4 @@ from ._trend import Drop, MetricWindow, Trend, TrendWindow, find_drops
 
 __all__ = ["DEFAULT_STORE_PATH", "SCHEMA_VERSION", "CalibrationStore", "Drop", "LabelMatch", "MetricWindow",
            "PruneReport", "ResultsStore", "RunInfo", "RunReads", "RunWrites", "SpendWindows", "StoredCase", "Trend",
-           "TrendWindow", "find_drops", "open_store"]
+           "TrendWindow", "find_drops", "open_store", "store_label"]

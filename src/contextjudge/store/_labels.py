@@ -122,7 +122,7 @@ class LabelStore(LoadStore):
         writes: dict[str, dict[str, Any]] = {}
         for i, labels, hit, given_nodes in hits:
             for k in hit:
-                keyed = self._key_record(labels, k, given_for.get(k, []), given_nodes, where(i))
+                keyed = _key_record(labels, k, given_for.get(k, []), given_nodes, where(i))
                 writes[k] = {"case_key": k, "input": by_key.get(k), "labels": _dumps(keyed),
                              "created_at": time.time()}
         if writes and check is not None:
@@ -143,36 +143,6 @@ class LabelStore(LoadStore):
         for r in rows:
             out.setdefault(r.case_key, []).append(_case_from_json(r.kind, r.data, r.case_key))
         return out
-
-    @staticmethod
-    def _key_record(labels: dict[str, Any], key: str, cases: list[Any], given_nodes: Any,
-                    where: str) -> dict[str, Any]:
-        """One record's labels keyed to the nodes they name (see ``add_labels``)."""
-        from ..cases.labels import NODE_FIELDS, keyed_labels, node_ref  # noqa: PLC0415
-        from ..cases.testcase import LLMTestCase  # noqa: PLC0415
-
-        positional = any(labels.get(f) is not None for f in NODE_FIELDS)
-        if given_nodes is not None:
-            base = cases[0] if cases else None
-            try:
-                case = LLMTestCase(input=str(getattr(base, "input", None) or "labels"),
-                                   expected_output=getattr(base, "expected_output", None),
-                                   retrieval_context=given_nodes)
-            except Exception as exc:  # noqa: BLE001 - a malformed retrieval_context in the file
-                raise ConfigurationError(f"{where}: 'retrieval_context' cannot be read ({exc}). Nothing was "
-                                         "written.") from exc
-            return _keyed(keyed_labels, case, labels, where)
-        if not cases:
-            return labels
-        if positional:
-            shapes = {tuple((r["id"], r["hash"]) for r in map(node_ref, c.retrieval_context or [])) for c in cases}
-            if len(shapes) > 1:
-                raise ConfigurationError(f"{where} gives node labels by rank for case {key!r}, but the runs holding "
-                                         "that case retrieved different nodes, so a rank names no node. Pass the run "
-                                         "the labels were written for (--run), give the record the "
-                                         "'retrieval_context' it labels, or label nodes by text in 'nodes'. Nothing "
-                                         "was written.")
-        return _keyed(keyed_labels, cases[0], labels, where)
 
     def give_label(self, case_key: str, field: str, item: dict[str, Any] | str, value: bool | None, *,
                    who: str | None = None, queue: str | None = None, note: str | None = None,
@@ -445,3 +415,33 @@ class CalibrationKeep(LoadStore):
         with self._guard("keep the store's calibration"), self._begin() as conn:
             conn.execute(delete(S.meta).where(S.meta.c.key == key))
             conn.execute(S.meta.insert().values(key=key, value=_dumps(value)))
+
+
+def _key_record(labels: dict[str, Any], key: str, cases: list[Any], given_nodes: Any,
+                where: str) -> dict[str, Any]:
+    """One record's labels keyed to the nodes they name (see ``add_labels``)."""
+    from ..cases.labels import NODE_FIELDS, keyed_labels, node_ref  # noqa: PLC0415
+    from ..cases.testcase import LLMTestCase  # noqa: PLC0415
+
+    positional = any(labels.get(f) is not None for f in NODE_FIELDS)
+    if given_nodes is not None:
+        base = cases[0] if cases else None
+        try:
+            case = LLMTestCase(input=str(getattr(base, "input", None) or "labels"),
+                               expected_output=getattr(base, "expected_output", None),
+                               retrieval_context=given_nodes)
+        except Exception as exc:  # noqa: BLE001 - a malformed retrieval_context in the file
+            raise ConfigurationError(f"{where}: 'retrieval_context' cannot be read ({exc}). Nothing was "
+                                     "written.") from exc
+        return _keyed(keyed_labels, case, labels, where)
+    if not cases:
+        return labels
+    if positional:
+        shapes = {tuple((r["id"], r["hash"]) for r in map(node_ref, c.retrieval_context or [])) for c in cases}
+        if len(shapes) > 1:
+            raise ConfigurationError(f"{where} gives node labels by rank for case {key!r}, but the runs holding "
+                                     "that case retrieved different nodes, so a rank names no node. Pass the run "
+                                     "the labels were written for (--run), give the record the "
+                                     "'retrieval_context' it labels, or label nodes by text in 'nodes'. Nothing "
+                                     "was written.")
+    return _keyed(keyed_labels, cases[0], labels, where)

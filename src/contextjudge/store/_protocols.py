@@ -105,10 +105,9 @@ class SpendWindows(Protocol):
         """The window's row, or None."""
 
 
-if TYPE_CHECKING:  # mypy checks here that ResultsStore (and this process's MemorySpend) satisfy every Protocol
-    from ..judges._spend import MemorySpend
+if TYPE_CHECKING:  # mypy checks here that ResultsStore satisfies every Protocol (judges/_spend/_windows.py checks
+    # MemorySpend against SpendWindows)
     from ._store import ResultsStore
 
-    def _satisfied(store: ResultsStore, memory: MemorySpend) -> tuple[RunWrites, RunReads, CalibrationStore,
-                                                                     SpendWindows, SpendWindows]:
-        return store, store, store, store, memory
+    def _satisfied(store: ResultsStore) -> tuple[RunWrites, RunReads, CalibrationStore, SpendWindows]:
+        return store, store, store, store

@@ -133,3 +133,8 @@ async def off_loop(store: SpendWindows, fn: Callable[..., Any], *args: Any) -> A
     from ..._aio import in_store_thread  # noqa: PLC0415
 
     return await in_store_thread(fn, *args)
+
+
+if TYPE_CHECKING:  # mypy checks here that MemorySpend satisfies the store's SpendWindows Protocol
+    def _satisfied(memory: MemorySpend) -> SpendWindows:
+        return memory

@@ -87,7 +87,9 @@ def trusted_families(judge: Any) -> frozenset[str] | None:
     fitted = getattr(calibration, "fitted", None) or {}
     out = set()
     for fam, fit in fitted.items():
-        cv = fit.get("kappa_after_cv") if isinstance(fit, dict) else None
+        # the kappa the calibrated judge has on labels it was not fitted on: kappa_cv (issue 47's files: the fit's
+        # when one was kept, else the judge's own), kappa_after_cv in files written before it
+        cv = fit.get("kappa_cv", fit.get("kappa_after_cv")) if isinstance(fit, dict) else None
         if isinstance(cv, (int, float)) and cv >= TRUST_KAPPA:
             out.add(fam)
     return frozenset(out)

@@ -13,11 +13,11 @@ knows what to implement. ``ResultsStore`` satisfies every one of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .._result import EvaluationResult, MetricResult
+    from .._result import EvaluationResult, MetricResult, TestResult
     from ..cases.testcase import LLMTestCase
     from ._rows import StoredCase
     from ._runs import RunInfo
@@ -67,6 +67,9 @@ class RunReads(Protocol):
 
     def load_cases(self, run_id: str) -> list[StoredCase]:
         """The run's cases as they were stored."""
+
+    def iter_test_results(self, run_id: str, *, batch: int = 500) -> Iterator[TestResult]:
+        """The run's cases with their results, ``batch`` at a time (memory holds one batch)."""
 
     def list_runs(self, *, counts: bool = True) -> list[RunInfo]:
         """Every run, newest first."""

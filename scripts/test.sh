@@ -28,6 +28,14 @@ if [ "${CONTEXTJUDGE_LLAMA:-1}" = "1" ] && ! .venv/bin/python -c "import importl
     echo "llama-cpp-python not built (failed or over ${cap}s, see .venv/llama-build.log): tests/test_llama_server.py will skip"
   fi
 fi
+# Optional step, off by default: the real Phoenix test (tests/test_traces_phoenix.py) needs arize-phoenix, which pins
+# older tenacity and dateutil than ours, so it gets a venv of its own (.venv-phoenix; about 850 MB, minutes to download).
+# CONTEXTJUDGE_PHOENIX=1 builds it; without it that test skips and says how to run it.
+if [ "${CONTEXTJUDGE_PHOENIX:-0}" = "1" ] && [ ! -x .venv-phoenix/bin/python ]; then
+  echo "installing arize-phoenix into .venv-phoenix for tests/test_traces_phoenix.py"
+  { "$PY" -m venv .venv-phoenix && .venv-phoenix/bin/pip install -q arize-phoenix; } > .venv/phoenix-install.log 2>&1 \
+    || { echo "arize-phoenix not installed (see .venv/phoenix-install.log): tests/test_traces_phoenix.py will skip"; rm -rf .venv-phoenix; }
+fi
 set +e
 .venv/bin/python -m pytest -q "$@"
 rc=$?

@@ -62,7 +62,7 @@ def test_the_production_example_serves_samples_and_gets_scores_back(tmp_path):
         while True:
             body = _get(f"http://127.0.0.1:{port}/scores")
             c = body["capture"]
-            if c["sampled"] and c["results_received"] >= 2 * c["sampled"]:  # relevancy + utilization per case
+            if c["sampled"] and c["results_received"] >= 3 * c["sampled"]:  # relevancy, utilization, faithfulness
                 break
             assert time.monotonic() < deadline, f"no scores came back in 120 s: {body}"
             time.sleep(1)
@@ -70,7 +70,7 @@ def test_the_production_example_serves_samples_and_gets_scores_back(tmp_path):
         assert 0 < c["sampled"] < 40
         # 40 requests in 10 conversations of 4 turns, sampled by conversation: whole conversations only
         assert c["sampled"] % 4 == 0, c
-        assert set(body["metrics"]) == {"Contextual Relevancy", "Context Utilization"}
+        assert set(body["metrics"]) == {"Contextual Relevancy", "Context Utilization", "Faithfulness"}
     finally:
         serve.send_signal(signal.SIGINT)  # uvicorn shuts down; the example stops its worker with SIGTERM
         out, _ = serve.communicate(timeout=60)

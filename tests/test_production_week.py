@@ -125,8 +125,10 @@ def test_a_week_of_production_gives_a_trend_an_alert_on_the_bad_day_and_matching
     assert queue["done"] == total == _sum(scraped, "contextjudge_worker_cases_total", outcome="judged")
     assert _sum(scraped, "contextjudge_queue_cases", state="done") == queue["done"]
     results = list(store.results())
-    assert _sum(scraped, "contextjudge_results_total") == len(results) == 2 * total
-    for metric in ("Contextual Relevancy", "Context Utilization"):
+    # the default set for cases with an answer and no goldens (metrics.default_metric_keys): relevancy, utilization
+    # and faithfulness
+    assert _sum(scraped, "contextjudge_results_total") == len(results) == 3 * total
+    for metric in ("Contextual Relevancy", "Context Utilization", "Faithfulness"):
         n = sum(r["metric"] == metric for r in results)
         assert _sum(scraped, "contextjudge_results_total", metric=metric, retriever="policy_search") == n
     # the embedded judge spends no token budget: no billed tokens; its calls are what the call budget counts
@@ -192,9 +194,9 @@ def _check_page_in_chromium(page: Path, tmp_path: Path) -> None:
     try:
         b.open(page.as_uri(), ready="document.readyState === 'complete'")
         charts = b.js("document.querySelectorAll('svg.cj-trend-chart').length")
-        assert charts == 2
+        assert charts == 3  # relevancy, utilization, faithfulness
         # each chart: a band of intervals with an area, a line of means, one point per judged window, the drop
-        for i in range(2):
+        for i in range(3):
             box = b.js(f"(() => {{ const s = document.querySelectorAll('svg.cj-trend-chart')[{i}]; "
                        "const band = s.querySelector('.cj-band').getBBox(); "
                        "return [band.width, band.height, s.querySelectorAll('.cj-point').length, "

@@ -2,7 +2,8 @@
 
 Phoenix (``arize-phoenix``) is started by the test on loopback from the interpreter named by
 ``$CONTEXTJUDGE_PHOENIX_PYTHON`` (a virtual environment of its own: Phoenix pins versions of tenacity and dateutil
-older than this project's), else from this interpreter when it can import ``phoenix``; the test is skipped, with a
+older than this project's), else from ``.venv-phoenix`` (what ``CONTEXTJUDGE_PHOENIX=1 bash scripts/test.sh`` builds),
+else from this interpreter when it can import ``phoenix``; the test is skipped, with a
 message, when neither can start it. The app is the LangChain chain of test_traces_clients, instrumented with
 OpenInference and exporting over OTLP/HTTP to Phoenix itself.
 """
@@ -29,6 +30,9 @@ def _python() -> str | None:
     given = os.environ.get("CONTEXTJUDGE_PHOENIX_PYTHON")
     if given:
         return given
+    built = ROOT / ".venv-phoenix" / "bin" / "python"
+    if built.exists():
+        return str(built)
     return sys.executable if importlib.util.find_spec("phoenix") is not None else None
 
 
@@ -47,8 +51,9 @@ def _get(url: str) -> object:
 def phoenix(tmp_path_factory):
     python = _python()
     if python is None:
-        pytest.skip("Phoenix is not installed: set CONTEXTJUDGE_PHOENIX_PYTHON to a Python with arize-phoenix "
-                    "(python -m venv px && px/bin/pip install arize-phoenix) to run this test")
+        pytest.skip("Phoenix is not installed: run CONTEXTJUDGE_PHOENIX=1 bash scripts/test.sh (it builds "
+                    ".venv-phoenix), or set CONTEXTJUDGE_PHOENIX_PYTHON to a Python with arize-phoenix, to run this "
+                    "test")
     port, grpc = _free_port(), _free_port()
     work = tmp_path_factory.mktemp("phoenix")
     env = {**os.environ, "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc), "PHOENIX_HOST": "127.0.0.1",

@@ -134,3 +134,24 @@ def test_positional_node_labels_in_a_golden_without_its_nodes_are_left_out_with_
     session.close()
     assert labels_of(session.cases[0].test_case) is None
     assert "gives node labels by rank but no retrieval_context" in caplog.text
+
+
+def test_eval_baseline_on_other_goldens_is_refused_before_the_app_runs_unless_told(capsys, project):
+    """Issue 51: `eval --baseline` refuses a baseline run made on a different golden set (exit 2, before any case
+    is captured or scored), as `compare` does; --allow-different-goldens compares anyway, and the same goldens pass."""
+    _eval(capsys, "app", "a")
+    before = len(open_store("res.db").list_runs())
+    rc, out, err = run(capsys, "eval", "--app", "tinyrag:app", "--goldens", "goldens-v2.jsonl", "--model", "fake",
+                       "--store", "res.db", "--run-id", "v2", "--no-progress", "--metrics", "precision,recall",
+                       "--baseline", "a")
+    assert rc == 2 and "the runs ran different goldens: the baseline goldens.jsonl" in err
+    assert "--allow-different-goldens" in err and "captured" not in err + out
+    assert len(open_store("res.db").list_runs()) == before  # nothing ran
+    rc, out, err = run(capsys, "eval", "--app", "tinyrag:app", "--goldens", "goldens-v2.jsonl", "--model", "fake",
+                       "--store", "res.db", "--run-id", "v2", "--no-progress", "--metrics", "precision,recall",
+                       "--baseline", "a", "--allow-different-goldens")
+    assert rc in (0, 1) and "compared with the baseline" in out, err
+    rc, out, err = run(capsys, "eval", "--app", "tinyrag:app", "--goldens", "goldens.jsonl", "--model", "fake",
+                       "--store", "res.db", "--run-id", "same", "--no-progress", "--metrics", "precision,recall",
+                       "--baseline", "a")
+    assert "different goldens" not in err and "compared with the baseline" in out, err

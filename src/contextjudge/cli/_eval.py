@@ -179,6 +179,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     metrics = _build_metrics(keys, judge, threshold, per)
     loose = _not_gated(metrics, judge, per)
     baseline = _baseline_run(store, args.baseline)
+    if baseline:  # refused before the app runs: a baseline made on other goldens compares other questions
+        from ._runs import same_goldens_or_refuse  # noqa: PLC0415
+
+        same_goldens_or_refuse(store.run_info(baseline).goldens, goldens.fingerprint(),
+                               getattr(args, "allow_different_goldens", False))
     gate_pass = {k: v for k in keys if (v := pass_per.get(k, pass_default)) is not None}
 
     _info(f"running {len(goldens)} golden(s) through {args.app} with the {adapter[0]} adapter ...", args.quiet)
@@ -478,6 +483,9 @@ def add_eval_command(sub: argparse._SubParsersAction) -> None:
                    help="a stored run to compare with (id or name): print the goldens that lost their answer "
                         "document and the gated metrics that dropped (exact sign test on per-golden wins and "
                         "losses), and exit 1 when any did, as `compare --fail-on-regression` does")
+    p.add_argument("--allow-different-goldens", action="store_true",
+                   help="with --baseline: compare with a run made on a different golden set (refused by default: a "
+                        "difference could come from the changed questions, not from the app)")
     p.add_argument("--input-key", metavar="KEY",
                    help="the key of the app's input that takes each golden's question (default: read from the "
                         "app's input schema: question, input, query, user_input, q, messages, or its only key)")

@@ -110,6 +110,20 @@ def _goldens_words(g: dict[str, Any]) -> str:
     return f"{g.get('name') or 'goldens'} (content hash {g.get('hash')})"
 
 
+def same_goldens_or_refuse(baseline: dict[str, Any] | None, current: dict[str, Any] | None, allow: bool) -> bool:
+    """Whether two runs ran different golden sets (both recorded, content hashes differ); raises ``UsageError`` when
+    they did and ``allow`` (``--allow-different-goldens``) is not given: a difference could come from the changed
+    questions and answers, not from the app. ``compare`` and ``eval --baseline`` share it."""
+    different = bool(baseline and current and baseline.get("hash") != current.get("hash"))
+    if different and not allow:
+        assert baseline is not None and current is not None
+        raise UsageError(f"the runs ran different goldens: the baseline {_goldens_words(baseline)}, this run "
+                         f"{_goldens_words(current)}. A difference could come from the changed questions and "
+                         "answers, not from the app: rerun the baseline on the same goldens, or pass "
+                         "--allow-different-goldens to compare anyway.")
+    return different
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Paired differences per metric over the cases both runs scored, and what regressed, named per golden
     (``report.find_regression``); with --fail-on-regression, exit 1 when a golden lost its answer document or a
@@ -120,12 +134,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = _resolve(store, args.baseline)
     cur = _resolve(store, args.run)
     goldens = [store.run_info(cur).goldens, store.run_info(base).goldens]
-    different = bool(goldens[0] and goldens[1] and goldens[0].get("hash") != goldens[1].get("hash"))
-    if different and not getattr(args, "allow_different_goldens", False):
-        raise UsageError(f"the runs ran different goldens: the baseline {_goldens_words(goldens[1])}, this run "
-                         f"{_goldens_words(goldens[0])}. A difference could come from the changed questions and "
-                         "answers, not from the app: rerun the baseline on the same goldens, or pass "
-                         "--allow-different-goldens to compare anyway.")
+    different = same_goldens_or_refuse(goldens[1], goldens[0], getattr(args, "allow_different_goldens", False))
     # the comparison reads scores only: a run's verdicts (most of what it holds) are left in the store
     current, baseline = store.load_run(cur, verdicts=False), store.load_run(base, verdicts=False)
     changes = compare_runs(current, baseline)

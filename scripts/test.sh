@@ -36,16 +36,16 @@ if [ "${CONTEXTJUDGE_PHOENIX:-0}" = "1" ] && [ ! -x .venv-phoenix/bin/python ]; 
   { "$PY" -m venv .venv-phoenix && .venv-phoenix/bin/pip install -q arize-phoenix; } > .venv/phoenix-install.log 2>&1 \
     || { echo "arize-phoenix not installed (see .venv/phoenix-install.log): tests/test_traces_phoenix.py will skip"; rm -rf .venv-phoenix; }
 fi
-# Optional step, off by default: the traceloop-sdk test (tests/test_traces_traceloop.py) needs traceloop-sdk, which pins
+# Optional step, on by default (CONTEXTJUDGE_TRACELOOP=0 skips it; about a minute, capped at TRACELOOP_INSTALL_CAP
+# seconds, 300 by default): the traceloop-sdk test (tests/test_traces_traceloop.py) needs traceloop-sdk, which pins
 # OpenTelemetry instrumentations that cannot be installed beside the OpenInference ones in .venv, so it gets a venv of
 # its own (.venv-traceloop). It needs langchain, not only langchain-core (traceloop-sdk instruments LangChain only when
 # the langchain or langgraph distribution is installed), and a current pip (the one venv bundles backtracks for many
-# minutes over traceloop-sdk's instrumentations). CONTEXTJUDGE_TRACELOOP=1 builds it; without it that test skips and
-# says how to run it.
-if [ "${CONTEXTJUDGE_TRACELOOP:-0}" = "1" ] && [ ! -x .venv-traceloop/bin/python ]; then
+# minutes over traceloop-sdk's instrumentations). Where it cannot be built, that test skips and says how to run it.
+if [ "${CONTEXTJUDGE_TRACELOOP:-1}" = "1" ] && [ ! -x .venv-traceloop/bin/python ]; then
   echo "installing traceloop-sdk into .venv-traceloop for tests/test_traces_traceloop.py"
-  { "$PY" -m venv .venv-traceloop && .venv-traceloop/bin/pip install -q -U pip \
-      && .venv-traceloop/bin/pip install -q traceloop-sdk langchain numpy; } \
+  { "$PY" -m venv .venv-traceloop && timeout -k 10 "${TRACELOOP_INSTALL_CAP:-300}" sh -c \
+      '.venv-traceloop/bin/pip install -q -U pip && .venv-traceloop/bin/pip install -q traceloop-sdk langchain numpy'; } \
     > .venv/traceloop-install.log 2>&1 \
     || { echo "traceloop-sdk not installed (see .venv/traceloop-install.log): tests/test_traces_traceloop.py will skip"
          rm -rf .venv-traceloop; }

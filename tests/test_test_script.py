@@ -24,7 +24,8 @@ def test_test_script_says_it_is_installing_before_the_install_and_how_long_it_to
         (bin_ / name).write_text(f'#!/bin/sh\necho "{name} $*" >> "{calls}"\necho "STDOUT-OF-{name}"\n')
         (bin_ / name).chmod(0o755)
     out = subprocess.run(["bash", str(tmp_path / "scripts" / "test.sh"), "-q", "-k", "nothing"], capture_output=True,
-                         text=True, timeout=120, env={**os.environ, "CONTEXTJUDGE_LLAMA": "0"})
+                         text=True, timeout=120, env={**os.environ, "CONTEXTJUDGE_LLAMA": "0",
+                                                               "CONTEXTJUDGE_TRACELOOP": "0"})
     assert out.returncode == 0, out.stderr
     said = out.stdout.splitlines()
     assert said[0].startswith("installing contextjudge and its integrations") and ".venv/pip-install.log" in said[0]

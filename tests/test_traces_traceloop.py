@@ -2,7 +2,7 @@
 
 traceloop-sdk pins OpenTelemetry instrumentations that cannot be installed beside the OpenInference ones in this
 project's environment, so the app runs under a Python of its own: ``$CONTEXTJUDGE_TRACELOOP_PYTHON``, else
-``.venv-traceloop`` (what ``CONTEXTJUDGE_TRACELOOP=1 bash scripts/test.sh`` builds); the test is skipped, with a
+``.venv-traceloop`` (what ``bash scripts/test.sh`` builds unless ``CONTEXTJUDGE_TRACELOOP=0``); the test is skipped, with a
 message, when neither is there. traceloop-sdk instruments LangChain only when the ``langchain`` (or ``langgraph``)
 distribution is installed, so that venv has ``langchain``, not only ``langchain-core``; numpy is for the vector store.
 The app (tests/traceloop_app.py) is a real LCEL chain over an in-memory vector store,
@@ -49,7 +49,7 @@ def receiver():
 def test_traceloop_sdk_app_becomes_cases(receiver):
     python = _python()
     if python is None:
-        pytest.skip("traceloop-sdk is not installed: run CONTEXTJUDGE_TRACELOOP=1 bash scripts/test.sh (it builds "
+        pytest.skip("traceloop-sdk is not installed: run bash scripts/test.sh without CONTEXTJUDGE_TRACELOOP=0 (it builds "
                     ".venv-traceloop), or set CONTEXTJUDGE_TRACELOOP_PYTHON to a Python with traceloop-sdk, "
                     "langchain and numpy, to run this test")
     rec, session = receiver

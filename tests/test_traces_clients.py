@@ -24,11 +24,12 @@ from opentelemetry.exporter.otlp.proto.http import Compression  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: E402
+from traces_fixtures import running_receiver  # noqa: E402
 
 from contextjudge.capture import CaptureSession  # noqa: E402
 from contextjudge.cases import LLMTestCase  # noqa: E402
 from contextjudge.cases.provenance import OTEL_KEY, SOURCE_DOC_KEY, THREAD_KEY  # noqa: E402
-from contextjudge.traces import TraceCollector, TraceReceiver  # noqa: E402
+from contextjudge.traces import TraceReceiver  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ["How many vacation days do employees get?", "Can I work remotely?",
@@ -37,13 +38,8 @@ QUESTIONS = ["How many vacation days do employees get?", "Can I work remotely?",
 
 @pytest.fixture()
 def receiver():
-    session = CaptureSession(mode="off", max_kept=None, warn_after_roots=None)
-    collector = TraceCollector(session, settle=0.05, window=30.0)
-    rec = TraceReceiver(collector, port=0).start()
-    yield rec, session
-    rec.shutdown()
-    collector.close()
-    session.close()
+    with running_receiver() as got:
+        yield got
 
 
 def provider_to(rec: TraceReceiver) -> TracerProvider:

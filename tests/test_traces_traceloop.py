@@ -17,11 +17,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from traces_fixtures import running_receiver  # noqa: E402
 
-from contextjudge.capture import CaptureSession
 from contextjudge.cases import LLMTestCase
 from contextjudge.cases.provenance import OTEL_KEY
-from contextjudge.traces import TraceCollector, TraceReceiver
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -37,13 +36,8 @@ def _python() -> str | None:
 
 @pytest.fixture()
 def receiver():
-    session = CaptureSession(mode="off", max_kept=None, warn_after_roots=None)
-    collector = TraceCollector(session, settle=0.05, window=30.0)
-    rec = TraceReceiver(collector, port=0).start()
-    yield rec, session
-    rec.shutdown()
-    collector.close()
-    session.close()
+    with running_receiver() as got:
+        yield got
 
 
 def test_traceloop_sdk_app_becomes_cases(receiver):

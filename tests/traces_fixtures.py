@@ -4,8 +4,10 @@ OpenTelemetry Collector's file exporter give (hex ids, typed attribute values)."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -61,3 +63,21 @@ def request(spans: list[dict[str, Any]]) -> dict[str, Any]:
     """One OTLP export request holding ``spans``."""
     return {"resourceSpans": [{"resource": {"attributes": [attr("service.name", "rag-app")]},
                                "scopeSpans": [{"scope": {"name": "openinference"}, "spans": spans}]}]}
+
+
+@contextlib.contextmanager
+def running_receiver() -> Iterator[tuple[Any, Any]]:
+    """A trace receiver on a free loopback port whose cases go to a capture session that keeps them (mode "off"):
+    ``(receiver, session)``, shut down and closed on exit."""
+    from contextjudge.capture import CaptureSession
+    from contextjudge.traces import TraceCollector, TraceReceiver
+
+    session = CaptureSession(mode="off", max_kept=None, warn_after_roots=None)
+    collector = TraceCollector(session, settle=0.05, window=30.0)
+    rec = TraceReceiver(collector, port=0).start()
+    try:
+        yield rec, session
+    finally:
+        rec.shutdown()
+        collector.close()
+        session.close()

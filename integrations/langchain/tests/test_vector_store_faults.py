@@ -166,3 +166,21 @@ def test_threads_and_tasks_each_get_and_record_their_own_documents_while_handler
         todo.extend(cls.__subclasses__())
         wrapped += [(cls.__name__, n) for n, v in vars(cls).items() if hasattr(v, "__contextjudge_wrapped__")]
     assert wrapped == []
+
+
+def test_a_run_never_fails_when_uninstrument_empties_the_slot_between_langchains_two_reads(monkeypatch):
+    """LangChain reads a configure hook's variable twice (``if var.get() is not None: var.get() or handle_class()``).
+    The process-wide slot ``instrument()`` fills can be emptied by ``uninstrument()`` in another thread between the two
+    reads (seen under load in the test above: a TypeError, ``'NoneType' object is not callable``, in the user's run).
+    Here the slot answers a handler, then None, every time: the run goes through (it gets a handler that does nothing)."""
+    from contextjudge_langchain import _attach
+
+    _attach._ensure_hooks()
+    installed = ContextJudgeCallbackHandler(metrics=[], mode="off", max_kept=None)
+    reads = iter([installed, None] * 50)
+    monkeypatch.setattr(_attach._process_slot, "get", lambda default=None: next(reads))
+    try:
+        assert RunnableLambda(lambda q: q.upper()).invoke("x") == "X"
+        assert asyncio.run(RunnableLambda(lambda q: q.upper()).ainvoke("y")) == "Y"
+    finally:
+        installed.close(5)

@@ -12,6 +12,7 @@ import threading
 from contextvars import ContextVar, Token
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
 
 from contextjudge.capture import CaptureSession
@@ -43,6 +44,15 @@ class _ProcessSlot:
 
 
 _process_slot = _ProcessSlot()
+
+
+class _NoHandler(BaseCallbackHandler):
+    """What LangChain's configure hook adds when the process slot emptied between its two reads of it.
+
+    LangChain reads a hook's variable twice (``if var.get() is not None: handler = var.get() or handle_class()``); a
+    ContextVar cannot change between the two, but the process slot can: ``uninstrument()`` in another thread empties
+    it. Without a class here LangChain calls ``None()`` and the user's run fails with a TypeError; with it the run gets
+    a handler that does nothing, as it would a moment later."""
 _hooks_lock = threading.Lock()
 _hooks_registered = False
 
@@ -53,7 +63,7 @@ def _ensure_hooks() -> None:
         if _hooks_registered:
             return
         register_configure_hook(_capture_var, True)
-        register_configure_hook(_process_slot, True)  # type: ignore[arg-type] - duck-types ContextVar.get
+        register_configure_hook(_process_slot, True, _NoHandler)  # type: ignore[arg-type] - duck-types ContextVar.get
         _hooks_registered = True
 
 

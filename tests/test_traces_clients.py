@@ -105,19 +105,25 @@ def check_same(ours: list[Any], theirs: list[Any], *, drop_meta: tuple[str, ...]
         assert a == b, [(x, y) for x, y in zip(a["nodes"], b["nodes"], strict=False) if x != y]
 
 
+def lc_through_traces(instrumentor: Any, receiver: Any, after: Any = None) -> tuple[list[Any], list[Any]]:
+    """The LangChain chain run with our handler while ``instrumentor`` traces it to the receiver: (our handler's
+    cases, the cases the receiver built from the traces); ``after`` runs once the instrumentor is taken off."""
+    rec, session = receiver
+    tp = provider_to(rec)
+    instrumentor.instrument(tracer_provider=tp)
+    try:
+        return run_lc(lc_chain()), from_traces(rec, session, tp)
+    finally:
+        instrumentor.uninstrument()
+        if after is not None:
+            after()
+        tp.shutdown()
+
+
 def test_openinference_langchain_cases_equal_the_handlers(receiver):
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
-    rec, session = receiver
-    tp = provider_to(rec)
-    instrumentor = LangChainInstrumentor()
-    instrumentor.instrument(tracer_provider=tp)
-    try:
-        ours = run_lc(lc_chain())
-        theirs = from_traces(rec, session, tp)
-    finally:
-        instrumentor.uninstrument()
-        tp.shutdown()
+    ours, theirs = lc_through_traces(LangChainInstrumentor(), receiver)
     check_same(ours, theirs)
     assert all(n.metadata.get(SOURCE_DOC_KEY) for tc in theirs for n in tc.retrieval_context)
     # the app's own ids and the session, so the results can be found from the user's trace view
@@ -126,7 +132,7 @@ def test_openinference_langchain_cases_equal_the_handlers(receiver):
         assert len(where["trace_id"]) == 32 and len(where["retriever_span_id"]) == 16
         assert tc.additional_metadata["retriever"] == "policy_retriever"
     assert {tc.additional_metadata[THREAD_KEY] for tc in theirs} == {"s0", "s1"}
-    counts = rec.all_counts()
+    counts = receiver[0].all_counts()
     assert counts["traces"] == 3 and counts["cases"] == 3 and counts["rejected"] == 0
 
     # with OTLP export configured, the results go back into the app's trace: parent the root, a link to the retriever
@@ -160,17 +166,7 @@ def test_openllmetry_langchain_cases_equal_the_handlers(receiver):
     pytest.importorskip("opentelemetry.instrumentation.langchain")
     from opentelemetry.instrumentation.langchain import LangchainInstrumentor
 
-    rec, session = receiver
-    tp = provider_to(rec)
-    instrumentor = LangchainInstrumentor()
-    instrumentor.instrument(tracer_provider=tp)
-    try:
-        ours = run_lc(lc_chain())
-        theirs = from_traces(rec, session, tp)
-    finally:
-        instrumentor.uninstrument()
-        _unwrap_openllmetry()
-        tp.shutdown()
+    ours, theirs = lc_through_traces(LangchainInstrumentor(), receiver, after=_unwrap_openllmetry)
     check_same(ours, theirs)
     assert {tc.additional_metadata["trace"]["convention"] for tc in theirs} == {"openllmetry"}
 

@@ -15,6 +15,9 @@ A case's labels live in ``additional_metadata["gold_labels"]`` (``LABELS_KEY``) 
                         statement_support with the actual output); ``answer_statements`` may list them, else the
                         actual output is split into sentences the way the faithfulness metric splits it
 
+Which metric a field teaches and checks is the metric's own declaration (``BaseMetric.label_field``; the metrics
+registry lists them: ``contextjudge.metrics.metrics_of_field``); this module knows only the fields.
+
 Each label is a yes/no: True/False, 1/0 or "yes"/"no" are read. A golden (JSONL) may carry these fields at its top
 level; they reach the case's ``additional_metadata`` with the golden's other extra fields, and ``labels_of`` reads
 them there too.
@@ -39,15 +42,11 @@ from typing import Any
 
 from ..errors import ConfigurationError
 
-__all__ = ["LABELS_KEY", "LABEL_FIELDS", "METRIC_OF_FIELD", "NODE_FIELDS", "keyed_labels", "labels_of", "node_hash",
+__all__ = ["LABELS_KEY", "LABEL_FIELDS", "NODE_FIELDS", "keyed_labels", "labels_of", "node_hash",
            "node_ref", "normalize_labels", "resolve_labels", "with_labels"]
 
 LABELS_KEY = "gold_labels"
 LABEL_FIELDS = ("labels", "relevance_labels", "utilization_labels", "statement_labels", "answer_statement_labels")
-# Which metric each label list checks (the metric's name as results carry it).
-METRIC_OF_FIELD = {"labels": "Contextual Precision", "relevance_labels": "Contextual Relevancy",
-                   "utilization_labels": "Contextual Utilization", "statement_labels": "Contextual Recall",
-                   "answer_statement_labels": "Faithfulness"}
 _YES = {"yes", "y", "true", "1", "relevant", "useful", "supported"}
 NODE_FIELDS = ("labels", "relevance_labels", "utilization_labels")
 _NODE_ALIASES = {"useful": "labels", "relevant": "relevance_labels", "used": "utilization_labels"}

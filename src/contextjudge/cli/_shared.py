@@ -23,15 +23,6 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_GATE, EXIT_ERROR, EXIT_CASE_ERRORS = 0, 1, 2, 3
 
 
-METRIC_ALIASES = {"precision": "contextual_precision", "recall": "contextual_recall",
-                  "relevancy": "contextual_relevancy", "utilization": "context_utilization",
-                  "turn_precision": "turn_contextual_precision", "turn_recall": "turn_contextual_recall",
-                  "turn_relevancy": "turn_contextual_relevancy", "rubric_recall": "rubric_context_recall",
-                  "groundedness": "faithfulness", "answer_relevance": "answer_relevancy",
-                  "response_relevancy": "answer_relevancy", "hit": "hit_rate", "hitrate": "hit_rate",
-                  "precision@k": "precision_at_k", "recall@k": "recall_at_k", "ndcg@k": "ndcg", "mean_reciprocal_rank": "mrr"}
-
-
 def _err(msg: str) -> None:
     print(shown(f"contextjudge: error: {msg}", keep="\n\t"), file=sys.stderr)
 
@@ -71,8 +62,9 @@ def _entry_points(group: str) -> list[Any]:
 
 
 def _metric_keys(values: Sequence[str] | None, default: Sequence[str]) -> list[str]:
-    from ..metrics import BY_KEY  # noqa: PLC0415
+    from ..metrics import BY_KEY, metric_aliases  # noqa: PLC0415
 
+    aliases = metric_aliases()  # what each metric declares (``BaseMetric.aliases``)
     by_class = {cls.__qualname__.lower(): key for key, cls in BY_KEY.items()}
     by_name = {str(cls.name).lower(): key for key, cls in BY_KEY.items()}
     raw = [p.strip() for v in (values or []) for p in v.split(",") if p.strip()] or list(default)
@@ -80,13 +72,13 @@ def _metric_keys(values: Sequence[str] | None, default: Sequence[str]) -> list[s
     for item in raw:
         low = item.lower().replace("-", "_")
         cut = ""
-        if "@" in low and low not in METRIC_ALIASES and low.rpartition("@")[2].isdigit():  # ndcg@5: a cut-off
+        if "@" in low and low not in aliases and low.rpartition("@")[2].isdigit():  # ndcg@5: a cut-off
             low, _, k = low.rpartition("@")
             cut = f"@{k}"
-        key = (low if low in BY_KEY else METRIC_ALIASES.get(low) or by_class.get(low) or by_name.get(item.lower()))
+        key = (low if low in BY_KEY else aliases.get(low) or by_class.get(low) or by_name.get(item.lower()))
         if key is None:
             raise UsageError(f"unknown metric {item!r}. Choose from: {', '.join(sorted(BY_KEY))} "
-                             f"(or {', '.join(sorted(METRIC_ALIASES))}; a ranking metric may name its cut-off, "
+                             f"(or {', '.join(sorted(aliases))}; a ranking metric may name its cut-off, "
                              "ndcg@5).")
         if cut:
             from ..errors import ConfigurationError  # noqa: PLC0415

@@ -1,6 +1,7 @@
 """Calibration: a judge's verdicts against a user's own gold labels, and decision thresholds fitted on them.
 
-For every labelled case and every label field it carries, the judge is asked exactly what the metric asks (the
+For every labelled case and every label field it carries, the judge is asked exactly what the field's metrics ask
+(each registered metric declares its ``label_field`` and verdict ``family``: ``metrics.metrics_of_field``; the
 metric itself runs, through ``JudgeClient``: cache, retries, budgets and per-run limits apply; one request per case
 and family). Then, per verdict family: agreement (``stats.binary_agreement``: confusion counts, base rate, accuracy,
 Cohen's kappa, TPR, TNR, each with a 95% bootstrap interval over cases) and every item where judge and labels
@@ -29,6 +30,7 @@ from ..cases.labels import LABELS_KEY, labels_of, normalize_labels, resolve_labe
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError, ContextJudgeError, JudgeError
 from ..judges import (
+    FAMILIES,
     CalibratedJudge,
     Calibration,
     Item,
@@ -43,30 +45,36 @@ from ..judges import (
     use_run_context,
 )
 from ..metrics import (
-    ContextualPrecisionMetric,
-    ContextualRecallMetric,
-    ContextualRelevancyMetric,
-    ContextUtilizationMetric,
-    FaithfulnessMetric,
+    BaseMetric,
     gold_score,
     gold_statements,
     label_problems,
     node_items,
+    registered_metrics,
 )
 from ..stats import binary_agreement, cohen_kappa, confusion, mae, one_class, spearman
 
-__all__ = ["FAMILY_OF_FIELD", "TRUST_KAPPA", "acalibrate", "advice", "calibrate", "calibration_of", "fit_threshold",
+__all__ = ["TRUST_KAPPA", "acalibrate", "advice", "calibrate", "calibration_of", "fit_threshold",
            "read_labels_file"]
 
-# label field -> (verdict family, the metric that asks for it)
-FAMILY_OF_FIELD = {"labels": "node_usefulness", "utilization_labels": "node_usefulness.actual_output",
-                   "relevance_labels": "sentence_relevance", "statement_labels": "statement_support",
-                   "answer_statement_labels": "statement_support.actual_output"}
-_METRIC_OF_FIELD = {"labels": ContextualPrecisionMetric, "utilization_labels": ContextUtilizationMetric,
-                    "relevance_labels": ContextualRelevancyMetric, "statement_labels": ContextualRecallMetric,
-                    "answer_statement_labels": FaithfulnessMetric}
 MIN_ITEMS, MIN_EACH = 20, 5  # below these a fitted threshold is noise, so none is fitted
 JUDGE_THRESHOLD = 0.5  # a judge's own decision point: ties between thresholds go to the one nearest it
+
+
+def _taught() -> list[type[BaseMetric]]:
+    """The registered metrics with a gold label field, in their families' order (``judges.FAMILIES``, then any
+    other) and, within a family, in registration order: the built-in one of a field first."""
+    order = {fam: i for i, fam in enumerate(FAMILIES)}
+    return sorted((cls for cls in registered_metrics() if cls.label_field is not None),
+                  key=lambda cls: order.get(cls.family or "", len(order)))
+
+
+def _fields(taught: Sequence[type[BaseMetric]]) -> dict[str, type[BaseMetric]]:
+    """Label field -> the first metric of ``taught`` it teaches (the one whose check a labelled case must pass)."""
+    out: dict[str, type[BaseMetric]] = {}
+    for cls in taught:
+        out.setdefault(str(cls.label_field), cls)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ input
@@ -112,6 +120,18 @@ def read_labels_file(path: str | Path) -> list[LLMTestCase]:
     return cases
 
 
+def _can_score(cls: type[BaseMetric], first: dict[str, type[BaseMetric]], tc: Any) -> bool:
+    """Whether ``cls`` can score ``tc``: the first metric of each field was checked (``_check`` raises when it
+    cannot); another metric of the field judges only the cases it can score."""
+    if first.get(str(cls.label_field)) is cls:
+        return True
+    try:
+        cls(model="local").check(tc)
+    except ContextJudgeError:
+        return False
+    return True
+
+
 def _case_id(tc: Any, index: int) -> str:
     return str(getattr(tc, "id", None) or getattr(tc, "name", None) or f"case {index + 1}")
 
@@ -133,14 +153,14 @@ def _check(cases: Sequence[Any], unused: list[dict[str, Any]] | None = None) -> 
         problems = label_problems(tc, labels)
         if problems:
             raise ConfigurationError(problems[0])
-        for field in list(FAMILY_OF_FIELD):
+        for field, metric in _fields(_taught()).items():
             if labels.get(field) is None:
                 continue
             if field != "statement_labels" and all(v is None for v in labels[field]):
                 labels.pop(field)  # none of this retrieval's nodes has a label for it: nothing to check
                 continue
             try:
-                _METRIC_OF_FIELD[field](model="local").check(tc)
+                metric(model="local").check(tc)
             except ContextJudgeError as exc:
                 raise ConfigurationError(f"case {_case_id(tc, i)!r} has {field}, which cannot be checked: {exc}") \
                     from exc
@@ -152,27 +172,29 @@ def _check(cases: Sequence[Any], unused: list[dict[str, Any]] | None = None) -> 
 
 
 # ------------------------------------------------------------------------------------------------ judging
-async def _judge_field(model: Any, tc: Any, labels: dict[str, Any], field: str) -> dict[str, Any]:
-    """Ask the judge what the field's metric asks; its verdicts paired with the labels, and the judged score."""
+async def _judge_field(model: Any, tc: Any, labels: dict[str, Any], cls: type[BaseMetric]) -> dict[str, Any]:
+    """Ask the judge what the metric ``cls`` asks; its verdicts (to pair with its label field's labels), and the
+    judged score."""
+    field = cls.label_field
     if field == "statement_labels" and labels.get("statements") is not None and \
             labels["statements"] != split_statements(tc.expected_output or ""):
-        return await _judge_own_statements(model, tc, labels)
+        return await _judge_own_statements(model, tc, labels, cls)
     if field == "answer_statement_labels" and labels.get("answer_statements") is not None and \
             labels["answer_statements"] != split_statements(tc.actual_output or ""):
-        return await _judge_own_statements(model, tc, labels, answer=True)
-    metric = _METRIC_OF_FIELD[field](model=model, include_reason=False)
+        return await _judge_own_statements(model, tc, labels, cls, answer=True)
+    metric = cls(model=model, include_reason=False)
     result = await metric.a_score(tc)
     if result.error:
         return {"error": f"{result.error_type or 'JudgeError'}: {result.error}", "metric": metric.name}
     return {"metric": metric.name, "score": result.score, "verdicts": list(result.verdicts)}
 
 
-async def _judge_own_statements(model: Any, tc: Any, labels: dict[str, Any], answer: bool = False) -> dict[str, Any]:
-    """Recall (``answer``: faithfulness) over the user's own statements: the request the metric sends, with those
-    statements."""
+async def _judge_own_statements(model: Any, tc: Any, labels: dict[str, Any], metric: type[BaseMetric],
+                                answer: bool = False) -> dict[str, Any]:
+    """Recall (``answer``: faithfulness), the metric ``metric``, over the user's own statements: the request the
+    metric sends, with those statements."""
     statements = list(labels["answer_statements" if answer else "statements"])
     nodes = tc.retrieval_context or []
-    metric: Any = FaithfulnessMetric if answer else ContextualRecallMetric
     name = metric.name
     if not nodes:
         return {"metric": name, "score": 0.0, "verdicts": []}
@@ -188,7 +210,7 @@ async def _judge_own_statements(model: Any, tc: Any, labels: dict[str, Any], ans
     verdicts = [{"id": f"s{j}", "statement": s, "verdict": ans.verdicts[f"s{j}"]["verdict"],
                  "reason": ans.verdicts[f"s{j}"].get("reason", ""),
                  "confidence": ans.verdicts[f"s{j}"].get("confidence")} for j, s in enumerate(statements, 1)]
-    score = sum(v["verdict"] == "yes" for v in verdicts) / len(verdicts) if verdicts else 0.0
+    score = float(metric.score_labels([v["verdict"] == "yes" for v in verdicts])) if verdicts else 0.0
     return {"metric": name, "score": score, "verdicts": verdicts}
 
 
@@ -406,29 +428,35 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     resolved = resolve_model(model)
     raw = resolved.judge if isinstance(resolved, CalibratedJudge) else resolved
     ctx = RunContext(options=options or JudgeOptions())
-    jobs = [(i, tc, labels, field) for i, (tc, labels) in enumerate(checked) for field in FAMILY_OF_FIELD
-            if labels.get(field) is not None]
+    taught = _taught()
+    first = _fields(taught)
+    jobs = [(i, tc, labels, cls) for i, (tc, labels) in enumerate(checked) for cls in taught
+            if labels.get(str(cls.label_field)) is not None and _can_score(cls, first, tc)]
     learns = callable(getattr(raw, "recording", None)) and callable(getattr(raw, "learn", None))
     recorder: Any = raw.recording() if learns else contextlib.nullcontext([])  # type: ignore[attr-defined]
     with use_run_context(ctx), recorder as recorded:
-        answers = await asyncio.gather(*(_judge_field(resolved, tc, labels, field) for _, tc, labels, field in jobs))
+        answers = await asyncio.gather(*(_judge_field(resolved, tc, labels, cls) for _, tc, labels, cls in jobs))
     found = _Recorded(list(recorded)) if learns else None
     per_family: dict[str, list[dict[str, Any]]] = {}
     per_metric: dict[str, dict[str, Any]] = {}
     errors: list[dict[str, Any]] = []
-    for (i, tc, labels, field), got in zip(jobs, answers, strict=True):
-        fam = FAMILY_OF_FIELD[field]
+    seen: set[tuple[str, int, str]] = set()  # (family, case, item): an item two metrics of a family judge counts once
+    for (i, tc, labels, cls), got in zip(jobs, answers, strict=True):
+        fam, field = str(cls.family), str(cls.label_field)
         cid = _case_id(tc, i)
         if "error" in got:
             errors.append({"case": cid, "family": fam, "metric": got["metric"], "error": got["error"]})
             continue
         rows_of = found.rows_of(fam, tc) if found is not None else None
         for rec in _pairs(tc, labels, field, got["verdicts"], rows_of):
+            if (fam, i, rec["item"]) in seen:
+                continue
+            seen.add((fam, i, rec["item"]))
             per_family.setdefault(fam, []).append({"case": cid, "input": tc.input, **rec})
-        gold = gold_score(_field_metric_name(field), tc, labels, strict=True)
+        gold = gold_score(cls.key, tc, labels, strict=True)
         if gold is None:  # not reached: every label field has a gold form, and strict=True raises on a misfit
             continue
-        m = per_metric.setdefault(_METRIC_OF_FIELD[field].key, {"metric": got["metric"], "judged": [], "gold": []})
+        m = per_metric.setdefault(cls.key, {"metric": got["metric"], "judged": [], "gold": []})
         m["judged"].append(float(got["score"]))
         m["gold"].append(float(gold))
     report: dict[str, Any] = {"judge": judge_name(resolved), "judge_spec": judge_spec if judge_spec and not judge_spec.strip().startswith("@")
@@ -437,7 +465,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     thresholds: dict[str, float] = {}
     learned: dict[str, dict[str, list[float]]] = {}
     any_confidence = False
-    for fam in FAMILY_OF_FIELD.values():
+    for fam in dict.fromkeys(str(cls.family) for cls in taught):
         items = per_family.get(fam)
         if not items:
             continue
@@ -548,7 +576,8 @@ def advice(report: dict[str, Any]) -> list[dict[str, Any]]:
     this metric with this judge"``; with the kappa and interval behind it, and ``too_few`` when the family has fewer
     labelled items than the threshold rule needs (``MIN_ITEMS``, ``MIN_EACH`` of each label)."""
     out = []
-    for field, fam in FAMILY_OF_FIELD.items():
+    for cls in _taught():
+        fam = str(cls.family)
         got = report.get(fam)
         if not isinstance(got, dict):
             continue
@@ -577,7 +606,7 @@ def advice(report: dict[str, Any]) -> list[dict[str, Any]]:
             verdict = "do not gate on this metric with this judge"
             why = _why_not(kappa, ci, cv)
         too_few = _too_few(items, yes)
-        out.append({"metric": _METRIC_OF_FIELD[field].name, "family": fam, "advice": verdict, "why": why,
+        out.append({"metric": cls.name, "family": fam, "advice": verdict, "why": why,
                     "kappa": kappa, "kappa_ci": ci, "items": items, "yes": yes, "too_few": too_few})
     return out
 
@@ -609,10 +638,6 @@ def _k(kappa: Any, ci: Any) -> str:
     if ci and ci[0] is not None:
         return f"{kappa:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
     return f"{kappa:.2f}"
-
-
-def _field_metric_name(field: str) -> str:
-    return _METRIC_OF_FIELD[field].name
 
 
 def calibrate(cases: Sequence[Any], model: Any, **kwargs: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..cases.goldens import normalize_input
 from ..errors import ConfigurationError
+from ..metrics import ContextualPrecisionMetric, ContextUtilizationMetric
 
 if TYPE_CHECKING:
     from ..store import RunReads
@@ -31,7 +32,7 @@ __all__ = ["from_store"]
 
 # the per-node verdicts read as "the judge called it useful", best first: usefulness for the expected answer, else
 # for the answer the app gave (utilization: what captured traffic without a reference is scored with)
-_NODE_METRICS = ("Contextual Precision", "Context Utilization")
+_NODE_METRICS = (ContextualPrecisionMetric.name, ContextUtilizationMetric.name)
 _UP = {"up", "positive", "good", "yes", "accepted", "1", "true", "thumbs_up", "👍"}
 
 

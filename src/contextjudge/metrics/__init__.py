@@ -1,7 +1,9 @@
 """The metrics: the context metrics, faithfulness and answer relevancy (judged), and the ranking metrics (no judge). Every metric takes DeepEval's parameters and has ``measure``, ``a_measure`` and ``a_score``.
 
-``BY_KEY`` names each metric class by its short key (``"contextual_precision"``); ``from_keys`` builds metric objects
-from keys, the one way the CLI, the worker and ``estimate`` do it.
+``BY_KEY`` names each metric class by its short key (``"contextual_precision"``): the registry (``_registry``), which
+``register_metric`` adds your own metric to (docs/custom-metrics.md); every table of label fields, verdict families
+and gates is read from what the registered classes declare. ``from_keys`` builds metric objects from keys, the one
+way the CLI, the worker and ``estimate`` do it.
 """
 
 from __future__ import annotations
@@ -21,10 +23,8 @@ from ..judges import (
     TurnContextualRecallTemplate,
     TurnContextualRelevancyTemplate,
 )
-from ._base import BaseMetric, node_items  # node_items: for the core's calibration, not in __all__
+from ._base import BaseMetric, Outcome, node_items  # node_items: for the core's calibration, not in __all__
 from ._defaults import (
-    ALWAYS_GATED,
-    FAMILY_OF_KEY,
     TRUST_KAPPA,
     carried,
     default_metric_keys,
@@ -46,6 +46,18 @@ from ._ranking import (
     RankingMetric,
     RecallAtKMetric,
     ranked_relevance,  # for the report's regression check, not in __all__
+)
+from ._registry import (
+    ALWAYS_GATED,
+    BY_KEY,
+    FAMILY_OF_KEY,
+    JUDGE_FREE,
+    metric_aliases,
+    metric_class,
+    metrics_of_field,
+    register_metric,
+    registered_metrics,
+    unregister_metric,
 )
 from ._single import (
     AnswerRelevancyMetric,
@@ -79,6 +91,7 @@ __all__ = [
     "MAPMetric",
     "MRRMetric",
     "NDCGMetric",
+    "Outcome",
     "PrecisionAtKMetric",
     "RankedPrecisionMetric",
     "RankingMetric",
@@ -97,21 +110,16 @@ __all__ = [
     "fraction",
     "from_keys",
     "known_key",
+    "metric_aliases",
+    "metric_class",
+    "metrics_of_field",
     "not_gated",
+    "register_metric",
+    "registered_metrics",
     "trusted_families",
+    "unregister_metric",
     "weighted_cumulative_precision",
 ]
-
-# Short names for the CLI and configuration files.
-BY_KEY: dict[str, type[BaseMetric]] = {
-    m.key: m
-    for m in (ContextualPrecisionMetric, ContextualRecallMetric, ContextualRelevancyMetric, ContextUtilizationMetric,
-              TurnContextualRelevancyMetric, TurnContextualPrecisionMetric, TurnContextualRecallMetric,
-              RubricContextRecallMetric, FaithfulnessMetric, AnswerRelevancyMetric,
-              HitRateMetric, MRRMetric, PrecisionAtKMetric, RecallAtKMetric, MAPMetric, NDCGMetric)
-}
-# the keys whose metrics never call a judge
-JUDGE_FREE = frozenset(k for k, m in BY_KEY.items() if not getattr(m, "needs_judge", True))
 
 
 def _known_key(key: str) -> str:

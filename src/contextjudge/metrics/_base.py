@@ -34,6 +34,7 @@ from ..judges import (
     judge_view,
     resolve_model,
 )
+from ._formulas import fraction
 
 __all__ = ["BaseMetric", "Outcome"]
 
@@ -145,6 +146,21 @@ class BaseMetric:
     judges_nodes: ClassVar[bool] = False
     # False for the ranking metrics, which score from labels and never resolve or call a judge
     needs_judge: ClassVar[bool] = True
+    # The verdict family its judge verdicts belong to, named as calibration files key it (``judges.FAMILIES``:
+    # "node_usefulness", "node_usefulness.actual_output", "sentence_relevance", "statement_support",
+    # "statement_support.actual_output"; "rubric_recall" for the rubric); None for a metric that asks no judge.
+    # ``not_gated`` reads it (a family the judge is not trusted for does not gate), and calibration groups verdicts
+    # by it.
+    family: ClassVar[str | None] = None
+    # The gold label field (``cases.labels.LABEL_FIELDS``) whose labels are this metric's verdicts done by a person:
+    # the gold score (``score_labels`` of them), ``contextjudge calibrate`` and the bias-corrected means read it.
+    # None: no gold form.
+    label_field: ClassVar[str | None] = None
+    # True: gates whatever the judge (the embedded judge agrees with people on it out of the box); False: gates only
+    # where the judge is trusted for ``family`` (``not_gated``)
+    always_gated: ClassVar[bool] = True
+    # other names the command line (``--metrics``) accepts for this metric's key
+    aliases: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -225,8 +241,28 @@ class BaseMetric:
             raise MissingTestCaseParamsError(self.name, missing)
 
     # ------------------------------------------------------------------------------------------ scoring
+    async def compute(self, test_case: Any, judge: JudgeClient) -> Outcome:
+        """What this metric computes for one ``test_case``: override it to write a metric of your own
+        (docs/custom-metrics.md). ``test_case`` has passed ``check`` (``required_params``); ``judge`` asks the
+        judge (``judge.ask(request, judge.template.generate_verdicts)``) with its cache, retries, budgets and
+        limits. Return an ``Outcome`` (score in [0, 1], verdicts, reason); ``a_score`` / ``measure`` apply strict
+        mode, the threshold and the reason settings. A judge failure raised here (``JudgeError``) becomes a result
+        with ``error`` set, never a score.
+
+        The default calls ``_compute``, the override point of earlier releases, which keeps working."""
+        return await self._compute(test_case, judge)
+
     async def _compute(self, test_case: Any, client: JudgeClient) -> Outcome:  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} computes nothing: override compute(test_case, judge) "
+                                  "(docs/custom-metrics.md).")
+
+    @classmethod
+    def score_labels(cls, labels: list[bool]) -> float:
+        """The score this metric gives when its verdicts are ``labels`` (yes/no, one per judged item, in the order
+        it judges them: nodes in rank order, sentences, statements): the formula its judged score and its gold score
+        share. The default is the share of yes; the precision-style metrics weigh by rank
+        (``weighted_cumulative_precision``)."""
+        return fraction(labels)
 
     def _context(self) -> RunContext:
         ctx = current_run_context()
@@ -258,7 +294,7 @@ class BaseMetric:
         client: Any = JudgeClient(ctx.judge_for(self), self.evaluation_template, ctx, options=self.judge_options)
         if found and self._check_images(found):
             client = ImageRequests(client)
-        outcome = await self._compute(view, client)
+        outcome = await self.compute(view, client)
         return await self._finish(outcome, client)
 
     async def _finish(self, outcome: Outcome, client: JudgeClient) -> MetricResult:

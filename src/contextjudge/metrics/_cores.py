@@ -7,6 +7,7 @@ verdicts' own short reasons (no extra judge call).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .._text import shorten, split_sentences, split_statements
@@ -14,6 +15,9 @@ from ..cases.testcase import RetrievedNode
 from ..judges import Item, JudgeClient, JudgeRequest
 from ._base import Outcome, node_items
 from ._formulas import fraction, weighted_cumulative_precision
+
+# a metric's formula: its score from its yes/no verdicts in the order judged (``BaseMetric.score_labels``)
+Formula = Callable[[list[bool]], float]
 
 __all__ = ["answer_relevance", "empty_retrieval", "node_usefulness", "sentence_relevance", "statement_support"]
 
@@ -61,8 +65,9 @@ def empty_retrieval(what: str) -> Outcome:
 
 async def node_usefulness(client: JudgeClient, *, metric: str, input: str, reference: str | None,
                           reference_kind: str, nodes: list[RetrievedNode], history: list[dict[str, str]] | None = None,
-                          ) -> Outcome:
-    """Precision-style: is each node useful for arriving at ``reference``? Score is weighted cumulative precision."""
+                          formula: Formula = weighted_cumulative_precision) -> Outcome:
+    """Precision-style: is each node useful for arriving at ``reference``? Score is ``formula`` of the verdicts in
+    rank order (weighted cumulative precision)."""
     if not nodes:
         return empty_retrieval("precision")
     req = JudgeRequest(task="node_usefulness", metric=metric, input=input, history=history or [],
@@ -77,7 +82,7 @@ async def node_usefulness(client: JudgeClient, *, metric: str, input: str, refer
         votes.append(v.get("votes"))
         verdicts.append({"rank": k, "id": f"n{k}", "node_id": node.id, "verdict": v["verdict"],
                          "reason": v.get("reason", ""), "confidence": v.get("confidence"), **_carried(v)})
-    score = weighted_cumulative_precision(flags)
+    score = formula(flags)
     useful = [k for k, f in enumerate(flags, 1) if f]
     useless = [k for k, f in enumerate(flags, 1) if not f]
     target = "the actual_output" if reference_kind == "actual_output" else "the expected_output"
@@ -100,7 +105,7 @@ async def node_usefulness(client: JudgeClient, *, metric: str, input: str, refer
             reason += " Every useful node is ranked above every irrelevant one."
     return Outcome(score, verdicts, reason, usage=ans.usage,
                    details={"useful_ranks": useful, "irrelevant_ranks": useless},
-                   repeat_scores=_repeat_scores(flags, votes, weighted_cumulative_precision))
+                   repeat_scores=_repeat_scores(flags, votes, formula))
 
 
 def no_statements(field: str, what: str) -> Outcome:
@@ -110,7 +115,7 @@ def no_statements(field: str, what: str) -> Outcome:
 
 async def statement_support(client: JudgeClient, *, metric: str, input: str, reference: str,
                             nodes: list[RetrievedNode], history: list[dict[str, str]] | None = None,
-                            reference_kind: str = "expected_output") -> Outcome:
+                            reference_kind: str = "expected_output", formula: Formula = fraction) -> Outcome:
     """Recall-style: is each statement of ``reference`` (its sentences, split at clause boundaries) supported by the
     nodes? Score is supported / all.
 
@@ -138,7 +143,7 @@ async def statement_support(client: JudgeClient, *, metric: str, input: str, ref
         ranks = sorted({id_to_rank[n] for n in v.get("node_ids", []) if n in id_to_rank}) if yes else []
         verdicts.append({"statement": s, "id": f"s{j}", "verdict": v["verdict"], "reason": v.get("reason", ""),
                          "supporting_ranks": ranks, "confidence": v.get("confidence"), **_carried(v)})
-    score = fraction(flags)
+    score = formula(flags)
     unsupported = [v for v in verdicts if v["verdict"] != "yes"]
     reason = f"{len(statements) - len(unsupported)} of {len(statements)} statements of the {reference_kind} are " \
              "supported by the retrieval."
@@ -154,11 +159,11 @@ async def statement_support(client: JudgeClient, *, metric: str, input: str, ref
     return Outcome(score, verdicts, reason, usage=ans.usage,
                    details={"unsupported_statements": [v["statement"] for v in unsupported],
                             "statements": statements},
-                   repeat_scores=_repeat_scores(flags, votes, fraction))
+                   repeat_scores=_repeat_scores(flags, votes, formula))
 
 
 async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, nodes: list[RetrievedNode],
-                             history: list[dict[str, str]] | None = None) -> Outcome:
+                             history: list[dict[str, str]] | None = None, formula: Formula = fraction) -> Outcome:
     """Relevancy-style: is each sentence of each node relevant to the input? Score is relevant / all sentences."""
     if not nodes:
         return empty_retrieval("relevancy")
@@ -195,7 +200,7 @@ async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, no
             verdicts.append({"rank": k, "id": f"n{k}.s{j}", "statement": s, "verdict": v["verdict"],
                              "reason": v.get("reason", ""), "confidence": v.get("confidence"), **_carried(v)})
         node_rel.append((k, hits, len(sents)))
-    score = fraction(flags)
+    score = formula(flags)
     empty_nodes = [k for k, h, _ in node_rel if h == 0]
     reason = f"{sum(flags)} of {len(flags)} sentences of the retrieval are relevant to the input."
     full = [k for k, h, n in node_rel if h == n]
@@ -207,11 +212,11 @@ async def sentence_relevance(client: JudgeClient, *, metric: str, input: str, no
         reason += f" (rank {empty_nodes[0]}: {_gist(first['reason'])})." if first and first["reason"] else "."
     return Outcome(score, verdicts, reason, usage=ans.usage if ans else None,
                    details={"node_relevance": [{"rank": k, "relevant": h, "sentences": n} for k, h, n in node_rel]},
-                   judged=ans is not None, repeat_scores=_repeat_scores(flags, votes, fraction))
+                   judged=ans is not None, repeat_scores=_repeat_scores(flags, votes, formula))
 
 
 async def answer_relevance(client: JudgeClient, *, metric: str, input: str, answer: str,
-                           history: list[dict[str, str]] | None = None) -> Outcome:
+                           history: list[dict[str, str]] | None = None, formula: Formula = fraction) -> Outcome:
     """Answer relevancy: does each sentence of ``answer`` address ``input``? Score is relevant / all statements.
 
     One request, task ``sentence_relevance`` with the answer's sentences as items (ids ``s1``.., no parent node), so
@@ -242,6 +247,6 @@ async def answer_relevance(client: JudgeClient, *, metric: str, input: str, answ
         if irrelevant[0]["reason"]:
             why = _gist(irrelevant[0]["reason"])
             reason += f" Why the first is not: {why}" + ("" if why.endswith("\u2026") else ".")
-    return Outcome(fraction(flags), verdicts, reason, usage=ans.usage,
+    return Outcome(formula(flags), verdicts, reason, usage=ans.usage,
                    details={"irrelevant_statements": [v["statement"] for v in irrelevant], "statements": statements},
-                   repeat_scores=_repeat_scores(flags, votes, fraction))
+                   repeat_scores=_repeat_scores(flags, votes, formula))

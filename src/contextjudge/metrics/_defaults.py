@@ -14,19 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ._registry import ALWAYS_GATED, FAMILY_OF_KEY
+
 __all__ = ["ALWAYS_GATED", "FAMILY_OF_KEY", "RANKING_DEFAULT", "TRUST_KAPPA", "carried", "default_metric_keys",
            "default_metrics_for", "not_gated", "trusted_families"]
 
 TRUST_KAPPA = 0.6  # "substantial" agreement (Landis and Koch): the bar a family's verdicts must clear to gate on
 RANKING_DEFAULT = ("hit_rate", "mrr", "recall_at_k", "ndcg")
 WITH_REFERENCE = ("contextual_precision", "contextual_recall")
-# the verdict family (``judges.FAMILIES``) each judged default metric asks for
-FAMILY_OF_KEY = {"contextual_precision": "node_usefulness", "contextual_recall": "statement_support",
-                 "contextual_relevancy": "sentence_relevance", "context_utilization": "node_usefulness.actual_output",
-                 "faithfulness": "statement_support.actual_output",
-                 "turn_contextual_relevancy": "sentence_relevance"}
-# judged metrics that gate whatever the judge: the embedded judge agrees with users on them
-ALWAYS_GATED = frozenset(WITH_REFERENCE)
+# FAMILY_OF_KEY (metric key -> verdict family) and ALWAYS_GATED (the judged metrics that gate whatever the judge) are
+# read from what each metric declares (``family``, ``always_gated``): see ``_registry``
 
 
 def default_metric_keys(*, expected_ids: bool = False, expected_output: bool = False, actual_output: bool = True,

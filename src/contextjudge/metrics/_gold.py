@@ -1,9 +1,9 @@
 """Gold scores: the score a metric would give a case if every verdict were the case's gold label.
 
-The formulas and the sentence and statement splitting are the metrics' own (``_formulas``, ``_text``), so a gold
-score and a judged score differ only where the judge and the labels do. ``label_problems`` says why a case's labels
-cannot be lined up with what the metric judges (a count that does not match the nodes, the sentences or the
-statements); ``gold_score`` then gives None, or raises with ``strict=True``.
+The formulas and the sentence and statement splitting are the metrics' own (each metric's ``score_labels`` of its
+``label_field``; ``_text``), so a gold score and a judged score differ only where the judge and the labels do.
+``label_problems`` says why a case's labels cannot be lined up with what the metric judges (a count that does not
+match the nodes, the sentences or the statements); ``gold_score`` then gives None, or raises with ``strict=True``.
 """
 
 from __future__ import annotations
@@ -12,28 +12,15 @@ import logging
 from typing import Any
 
 from .._text import split_sentences, split_statements
-from ..cases.labels import LABELS_KEY, METRIC_OF_FIELD, labels_of, resolve_labels
+from ..cases.labels import LABELS_KEY, NODE_FIELDS, labels_of, resolve_labels
 from ..cases.provenance import short
 from ..errors import ConfigurationError
-from ._formulas import fraction, weighted_cumulative_precision
+from ._registry import metric_class
 
-__all__ = ["FIELD_OF_METRIC", "fill_gold_scores", "gold_score", "gold_score_of", "gold_statements", "label_problems",
+__all__ = ["fill_gold_scores", "gold_score", "gold_score_of", "gold_statements", "label_problems",
            "relevance_items", "unlabelled_nodes"]
 
 logger = logging.getLogger("contextjudge")
-
-# metric name (as results carry it) -> the label field that checks it; metric keys are accepted too
-FIELD_OF_METRIC = {name: field for field, name in METRIC_OF_FIELD.items()}
-_KEYS = {"contextual_precision": "labels", "contextual_relevancy": "relevance_labels",
-         "context_utilization": "utilization_labels", "contextual_recall": "statement_labels",
-         "faithfulness": "answer_statement_labels"}
-# results name utilization "Context Utilization"; cases/labels.py spells it "Contextual Utilization"
-FIELD_OF_METRIC.setdefault("Context Utilization", "utilization_labels")
-
-
-def _field(metric_name: str) -> str | None:
-    return FIELD_OF_METRIC.get(metric_name) or _KEYS.get(metric_name) or _KEYS.get(
-        str(metric_name).lower().replace(" ", "_"))
 
 
 def _nodes(test_case: Any) -> list[Any]:
@@ -84,7 +71,7 @@ def unlabelled_nodes(test_case: Any, labels: dict[str, Any]) -> dict[str, int]:
     """Per node field the labels give, how many of the case's nodes have no label for it (a gold score needs every
     node labelled; calibration uses the labelled ones)."""
     view = resolve_labels(test_case, labels)[0]
-    return {f: sum(v is None for v in view[f]) for f in ("labels", "relevance_labels", "utilization_labels")
+    return {f: sum(v is None for v in view[f]) for f in NODE_FIELDS
             if view.get(f) is not None and any(v is None for v in view[f])}
 
 
@@ -92,7 +79,7 @@ def _problems(test_case: Any, labels: dict[str, Any]) -> dict[str, str]:
     problems: dict[str, str] = {}
     where = _case_name(test_case)
     n_nodes = len(_nodes(test_case))
-    for field in ("labels", "relevance_labels", "utilization_labels"):
+    for field in NODE_FIELDS:
         got = labels.get(field)
         if got is not None and len(got) != n_nodes:
             problems[field] = (f"{where}: {len(got)} {field} for {n_nodes} retrieved nodes. Give one label per "
@@ -126,12 +113,14 @@ def gold_score(metric_name: str, test_case: Any, labels: dict[str, Any] | None =
     for that metric, when the metric has no gold form (rubric, turn metrics), or when the labels do not line up with
     the case (``label_problems``; with ``strict=True`` that raises ConfigurationError instead).
 
-    precision / utilization: weighted cumulative precision of the node labels; recall: the share of supported
-    statements; relevancy: the share of relevant sentences, a node's label counting once per sentence. With no
-    retrieved node every metric scores 0, as the metrics do.
+    The metric's own formula (``score_labels``) of its label field's labels, item by item as it judges them:
+    precision / utilization: weighted cumulative precision of the node labels; recall, faithfulness: the share of
+    supported statements; relevancy: the share of relevant sentences, a node's label counting once per sentence.
+    With no retrieved node every metric scores 0, as the metrics do.
     """
-    field = _field(metric_name)
-    if field is None:
+    cls = metric_class(metric_name)
+    field = cls.label_field if cls is not None else None
+    if cls is None or field is None:
         return None
     if labels is None:
         labels = labels_of(test_case)
@@ -149,12 +138,11 @@ def gold_score(metric_name: str, test_case: Any, labels: dict[str, Any] | None =
         return None  # a node of this retrieval has no label: no gold score (the case counts as unlabelled here)
     if not _nodes(test_case):
         return 0.0
-    flags = [bool(x) for x in labels[field]]
-    if field in ("labels", "utilization_labels"):
-        return weighted_cumulative_precision(flags)
-    if field in ("statement_labels", "answer_statement_labels"):
-        return fraction(flags)
-    return fraction([label for _, label in relevance_items(test_case, labels)])
+    if field == "relevance_labels":  # judged sentence by sentence: a node's label once per sentence of it
+        flags = [label for _, label in relevance_items(test_case, labels)]
+    else:
+        flags = [bool(x) for x in labels[field]]
+    return float(cls.score_labels(flags))
 
 
 def gold_score_of(metric_name: str, test_case: Any, strict_mode: bool = False) -> float | None:

@@ -201,6 +201,7 @@ class HitRateMetric(RankingMetric):
     name = "Hit Rate"
     short = "Hit Rate"
     key = "hit_rate"
+    aliases = ("hit", "hitrate")
 
     def formula(self, grades: list[float], expected: list[float], k: int) -> float:
         return hit_rate(grades, k)
@@ -212,6 +213,7 @@ class MRRMetric(RankingMetric):
     name = "MRR"
     short = "MRR"
     key = "mrr"
+    aliases = ("mean_reciprocal_rank",)
 
     def formula(self, grades: list[float], expected: list[float], k: int) -> float:
         return reciprocal_rank(grades, k)
@@ -223,6 +225,7 @@ class PrecisionAtKMetric(RankingMetric):
     name = "Precision@K"
     short = "Precision"
     key = "precision_at_k"
+    aliases = ("precision@k",)
 
     def formula(self, grades: list[float], expected: list[float], k: int) -> float:
         return precision_at_k(grades, k)
@@ -234,6 +237,7 @@ class RecallAtKMetric(RankingMetric):
     name = "Recall@K"
     short = "Recall"
     key = "recall_at_k"
+    aliases = ("recall@k",)
 
     def formula(self, grades: list[float], expected: list[float], k: int) -> float:
         return recall_at_k(grades, len(expected), k)
@@ -257,6 +261,7 @@ class NDCGMetric(RankingMetric):
     name = "NDCG"
     short = "NDCG"
     key = "ndcg"
+    aliases = ("ndcg@k",)
 
     def formula(self, grades: list[float], expected: list[float], k: int) -> float:
         return ndcg(grades, expected, k)

@@ -17,6 +17,7 @@ from ..judges import (
 )
 from ._base import BaseMetric, Outcome, node_items
 from ._cores import answer_relevance, node_usefulness, sentence_relevance, statement_support
+from ._formulas import weighted_cumulative_precision
 
 __all__ = [
     "AnswerRelevancyMetric",
@@ -34,13 +35,22 @@ class ContextualPrecisionMetric(BaseMetric):
 
     name = "Contextual Precision"
     key = "contextual_precision"
+    aliases = ("precision",)
+    family = "node_usefulness"
+    label_field = "labels"
     judges_nodes = True
     default_template = ContextualPrecisionTemplate
     required_params = ("input", "expected_output", "retrieval_context")
 
+    @classmethod
+    def score_labels(cls, labels: list[bool]) -> float:
+        """Weighted cumulative precision of the nodes' verdicts in rank order."""
+        return weighted_cumulative_precision(labels)
+
     async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
         return await node_usefulness(client, metric=self.key, input=tc.input, reference=tc.expected_output,
-                                     reference_kind="expected_output", nodes=tc.retrieval_context or [])
+                                     reference_kind="expected_output", nodes=tc.retrieval_context or [],
+                                     formula=self.score_labels)
 
 
 class ContextUtilizationMetric(BaseMetric):
@@ -48,13 +58,23 @@ class ContextUtilizationMetric(BaseMetric):
 
     name = "Context Utilization"
     key = "context_utilization"
+    aliases = ("utilization",)
+    family = "node_usefulness.actual_output"
+    label_field = "utilization_labels"
+    always_gated = False
     judges_nodes = True
     default_template = ContextUtilizationTemplate
     required_params = ("input", "actual_output", "retrieval_context")
 
+    @classmethod
+    def score_labels(cls, labels: list[bool]) -> float:
+        """Weighted cumulative precision of the nodes' verdicts in rank order."""
+        return weighted_cumulative_precision(labels)
+
     async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
         return await node_usefulness(client, metric=self.key, input=tc.input, reference=tc.actual_output,
-                                     reference_kind="actual_output", nodes=tc.retrieval_context or [])
+                                     reference_kind="actual_output", nodes=tc.retrieval_context or [],
+                                     formula=self.score_labels)
 
 
 class ContextualRecallMetric(BaseMetric):
@@ -62,12 +82,15 @@ class ContextualRecallMetric(BaseMetric):
 
     name = "Contextual Recall"
     key = "contextual_recall"
+    aliases = ("recall",)
+    family = "statement_support"
+    label_field = "statement_labels"
     default_template = ContextualRecallTemplate
     required_params = ("input", "expected_output", "retrieval_context")
 
     async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
         return await statement_support(client, metric=self.key, input=tc.input, reference=tc.expected_output or "",
-                                       nodes=tc.retrieval_context or [])
+                                       nodes=tc.retrieval_context or [], formula=self.score_labels)
 
 
 class ContextualRelevancyMetric(BaseMetric):
@@ -75,11 +98,16 @@ class ContextualRelevancyMetric(BaseMetric):
 
     name = "Contextual Relevancy"
     key = "contextual_relevancy"
+    aliases = ("relevancy",)
+    family = "sentence_relevance"
+    label_field = "relevance_labels"  # a node's label counts once per sentence of it
+    always_gated = False
     default_template = ContextualRelevancyTemplate
     required_params = ("input", "retrieval_context")
 
     async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
-        return await sentence_relevance(client, metric=self.key, input=tc.input, nodes=tc.retrieval_context or [])
+        return await sentence_relevance(client, metric=self.key, input=tc.input, nodes=tc.retrieval_context or [],
+                                        formula=self.score_labels)
 
 
 class FaithfulnessMetric(BaseMetric):
@@ -94,12 +122,17 @@ class FaithfulnessMetric(BaseMetric):
 
     name = "Faithfulness"
     key = "faithfulness"
+    aliases = ("groundedness",)
+    family = "statement_support.actual_output"
+    label_field = "answer_statement_labels"
+    always_gated = False
     default_template = FaithfulnessTemplate
     required_params = ("input", "actual_output", "retrieval_context")
 
     async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
         return await statement_support(client, metric=self.key, input=tc.input, reference=tc.actual_output or "",
-                                       nodes=tc.retrieval_context or [], reference_kind="actual_output")
+                                       nodes=tc.retrieval_context or [], reference_kind="actual_output",
+                                       formula=self.score_labels)
 
 
 class AnswerRelevancyMetric(BaseMetric):
@@ -111,11 +144,16 @@ class AnswerRelevancyMetric(BaseMetric):
 
     name = "Answer Relevancy"
     key = "answer_relevancy"
+    aliases = ("answer_relevance", "response_relevancy")
+    # its requests are sentence_relevance with the answer as reference: a calibration file's sentence_relevance
+    # threshold applies to them (``judges.family_of``)
+    family = "sentence_relevance"
     default_template = AnswerRelevancyTemplate
     required_params = ("input", "actual_output")
 
     async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
-        return await answer_relevance(client, metric=self.key, input=tc.input, answer=tc.actual_output or "")
+        return await answer_relevance(client, metric=self.key, input=tc.input, answer=tc.actual_output or "",
+                                      formula=self.score_labels)
 
 
 class RubricContextRecallMetric(BaseMetric):
@@ -127,6 +165,8 @@ class RubricContextRecallMetric(BaseMetric):
 
     name = "Rubric Context Recall"
     key = "rubric_context_recall"
+    aliases = ("rubric_recall",)
+    family = "rubric_recall"  # one 0-1 score per case, no per-item verdicts: no label field
     default_template = RubricContextRecallTemplate
     required_params = ("input", "actual_output", "expected_output")
 

@@ -27,7 +27,7 @@ from ..judges import (
 )
 from ._base import BaseMetric, Outcome
 from ._cores import node_usefulness, sentence_relevance, statement_support
-from ._formulas import mean
+from ._formulas import mean, weighted_cumulative_precision
 
 __all__ = ["TurnContextualPrecisionMetric", "TurnContextualRecallMetric", "TurnContextualRelevancyMetric"]
 
@@ -133,12 +133,15 @@ class TurnContextualRelevancyMetric(_TurnMetric):
 
     name = "Turn Contextual Relevancy"
     key = "turn_contextual_relevancy"
+    aliases = ("turn_relevancy",)
+    family = "sentence_relevance"
+    always_gated = False
     default_template = TurnContextualRelevancyTemplate
     required_params = ("turns",)
 
     async def _turn(self, client, case, idx, query, history):
         return await sentence_relevance(client, metric=self.key, input=query, history=history,
-                                        nodes=case.turns[idx].retrieval_context or [])
+                                        nodes=case.turns[idx].retrieval_context or [], formula=self.score_labels)
 
 
 class TurnContextualPrecisionMetric(_TurnMetric):
@@ -146,16 +149,24 @@ class TurnContextualPrecisionMetric(_TurnMetric):
 
     name = "Turn Contextual Precision"
     key = "turn_contextual_precision"
+    aliases = ("turn_precision",)
+    family = "node_usefulness"
     judges_nodes = True
     default_template = TurnContextualPrecisionTemplate
     required_params = ("turns",)
     needs_reference = True
 
+    @classmethod
+    def score_labels(cls, labels: list[bool]) -> float:
+        """Weighted cumulative precision of one turn's node verdicts in rank order."""
+        return weighted_cumulative_precision(labels)
+
     async def _turn(self, client, case, idx, query, history):
         turn = case.turns[idx]
         return await node_usefulness(client, metric=self.key, input=query, history=history,
                                      reference=turn.expected_output or case.expected_outcome,
-                                     reference_kind="expected_outcome", nodes=turn.retrieval_context or [])
+                                     reference_kind="expected_outcome", nodes=turn.retrieval_context or [],
+                                     formula=self.score_labels)
 
 
 class TurnContextualRecallMetric(_TurnMetric):
@@ -163,6 +174,8 @@ class TurnContextualRecallMetric(_TurnMetric):
 
     name = "Turn Contextual Recall"
     key = "turn_contextual_recall"
+    aliases = ("turn_recall",)
+    family = "statement_support"
     default_template = TurnContextualRecallTemplate
     required_params = ("turns",)
     needs_reference = True
@@ -171,4 +184,4 @@ class TurnContextualRecallMetric(_TurnMetric):
         turn = case.turns[idx]
         return await statement_support(client, metric=self.key, input=query, history=history,
                                        reference=turn.expected_output or case.expected_outcome or "",
-                                       nodes=turn.retrieval_context or [])
+                                       nodes=turn.retrieval_context or [], formula=self.score_labels)

@@ -134,7 +134,7 @@ class LLMContextPrecisionWithoutReference(Metric):
 class ContextUtilization(LLMContextPrecisionWithoutReference):
     """Ragas' ``ContextUtilization`` (precision against the response, no reference needed)."""
 
-    name = "context_utilization"
+    name = ContextUtilizationMetric.key  # Ragas' name is our key
 
 
 class LLMContextRecall(Metric):
@@ -158,7 +158,7 @@ class Faithfulness(Metric):
     """Ragas' ``Faithfulness`` (user_input, response, retrieved_contexts), scored by ``FaithfulnessMetric``: each
     sentence of the response supported by the contexts, or not, in one judge call."""
 
-    name = "faithfulness"
+    name = FaithfulnessMetric.key  # Ragas' name is our key
     _cls = FaithfulnessMetric
 
 
@@ -167,7 +167,7 @@ class ResponseRelevancy(Metric):
     response's sentences that address the question, in one judge call. Ragas generates questions from the response
     and compares them with the input by embeddings; ``embeddings`` and ``strictness`` are accepted and unused."""
 
-    name = "answer_relevancy"
+    name = AnswerRelevancyMetric.key  # Ragas' name is our key
     _cls = AnswerRelevancyMetric
 
     def __init__(self, llm: Any = None, embeddings: Any = None, name: str | None = None, strictness: int = 3,

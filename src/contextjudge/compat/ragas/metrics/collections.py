@@ -115,7 +115,7 @@ class ContextPrecisionWithoutReference(_Collection):
 class ContextUtilization(ContextPrecisionWithoutReference):
     """Ragas 0.4's ``ContextUtilization`` (precision against the response under its short name)."""
 
-    name = "context_utilization"
+    name = ContextUtilizationMetric.key  # Ragas' name is our key
 
 
 class ContextRecall(_Collection):
@@ -137,7 +137,7 @@ class ContextRelevance(_Collection):
 class Faithfulness(_Collection):
     """Ragas 0.4's ``Faithfulness`` (user_input, response, retrieved_contexts), by ``FaithfulnessMetric``."""
 
-    name = "faithfulness"
+    name = FaithfulnessMetric.key  # Ragas' name is our key
     _cls = FaithfulnessMetric
     _fields = ("user_input", "response", "retrieved_contexts")
 
@@ -146,7 +146,7 @@ class AnswerRelevancy(_Collection):
     """Ragas 0.4's ``AnswerRelevancy`` (user_input, response), by ``AnswerRelevancyMetric`` (statement relevance,
     not generated questions; ``embeddings`` and ``strictness`` are accepted and unused)."""
 
-    name = "answer_relevancy"
+    name = AnswerRelevancyMetric.key  # Ragas' name is our key
     _cls = AnswerRelevancyMetric
     _fields = ("user_input", "response")
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._result import LOCAL_CROSS_JUDGE, is_embedded_judge
 from ..cases.labels import labels_of
-from ..judges import CalibratedJudge, Calibration, calibrated, judge_identity, judge_name
+from ..judges import FAMILIES, CalibratedJudge, Calibration, calibrated, judge_identity, judge_name
 
 if TYPE_CHECKING:
     from ..store import CalibrationStore
@@ -94,8 +94,7 @@ def _kept_of(report: dict[str, Any], spec: str, fp: str) -> dict[str, Any]:
     from ._calibrate import calibration_of  # noqa: PLC0415
 
     cal = calibration_of(report)
-    fams = {f: report[f] for f in ("node_usefulness", "node_usefulness.actual_output", "sentence_relevance",
-                                   "statement_support", "statement_support.actual_output") if f in report}
+    fams = {f: report[f] for f in FAMILIES if f in report}
     return {"format": FORMAT, "fingerprint": fp, "judge": spec, "cases": report["cases"],
             "calibration": cal.to_dict() if cal is not None else None,
             "summary": cal.summary() if cal is not None else {},

@@ -151,6 +151,10 @@ class _KeySet(Set[str]):
     def __init__(self, test: Callable[[type[BaseMetric]], bool]) -> None:
         self._test = test
 
+    @classmethod
+    def _from_iterable(cls, it: Any) -> frozenset[str]:  # what set operations (``&``, ``-``, ...) give: a frozenset
+        return frozenset(it)
+
     def _keys(self) -> frozenset[str]:
         return frozenset(k for k, cls in BY_KEY.items() if self._test(cls))
 

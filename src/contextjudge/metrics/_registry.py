@@ -152,7 +152,8 @@ class _KeySet(Set[str]):
         self._test = test
 
     @classmethod
-    def _from_iterable(cls, it: Any) -> frozenset[str]:  # what set operations (``&``, ``-``, ...) give: a frozenset
+    def _from_iterable(cls, it: Any) -> frozenset[Any]:
+        """What set operations (``&``, ``-``, ...) on the view give: a frozenset."""
         return frozenset(it)
 
     def _keys(self) -> frozenset[str]:

@@ -157,11 +157,13 @@ def test_registering_refuses_what_would_collide_or_mislead(toy):
         register_metric(clash)
     with pytest.raises(ConfigurationError, match="label_field"):
         register_metric(type("Odd", (ContextualPrecisionMetric,), {"key": "odd", "label_field": "gut_feeling"}))
+    with pytest.raises(ConfigurationError, match="node_usefulness.actual_output"):  # a family calibration keys
+        register_metric(type("NoFam", (ContextualPrecisionMetric,), {"key": "no_fam", "family": "usefulness"}))
     with pytest.raises(ConfigurationError, match="alias"):
         register_metric(type("Alias", (ContextualPrecisionMetric,), {"key": "alias_clash", "aliases": ("recall",)}))
     with pytest.raises(ConfigurationError, match="key of its own"):
         register_metric(type("NoKey", (ContextualPrecisionMetric,), {"key": "Bad Key"}))
-    assert {"clash", "odd", "alias_clash"}.isdisjoint(BY_KEY)
+    assert {"clash", "odd", "no_fam", "alias_clash"}.isdisjoint(BY_KEY)
 
 
 # ---------------------------------------------------------------------------------------------- no behaviour change

@@ -26,7 +26,7 @@ from .._aio import run_sync
 from .._json import loads as read_json
 from .._result import LOCAL_CROSS_JUDGE, is_embedded_judge
 from .._text import split_statements
-from ..cases.labels import LABELS_KEY, labels_of, normalize_labels, resolve_labels
+from ..cases.labels import LABELS_KEY, NODE_FIELDS, labels_of, normalize_labels, resolve_labels
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError, ContextJudgeError, JudgeError
 from ..judges import (
@@ -148,7 +148,7 @@ def _check(cases: Sequence[Any], unused: list[dict[str, Any]] | None = None) -> 
         if unused is not None:
             unused += [{"case": _case_id(tc, i), "input": tc.input, "node": e.get("id") or e.get("text") or e.get("hash"),
                         "text": e.get("text") or None,
-                        **{f: e[f] for f in ("labels", "relevance_labels", "utilization_labels") if f in e}}
+                        **{f: e[f] for f in NODE_FIELDS if f in e}}
                        for e in left]
         problems = label_problems(tc, labels)
         if problems:

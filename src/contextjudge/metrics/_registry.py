@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from ..cases.labels import LABEL_FIELDS
 from ..errors import ConfigurationError
+from ..judges import FAMILIES
 from ._base import BaseMetric
 from ._ranking import (
     HitRateMetric,
@@ -71,9 +72,10 @@ def register_metric(cls: M) -> M:
     if cls.family is not None and not (isinstance(cls.family, str) and cls.family):
         raise ConfigurationError(f"{where}: family must name a verdict family (a string such as "
                                  f"\"node_usefulness\") or be None, got {cls.family!r}.")
-    if cls.label_field is not None and cls.family is None:
-        raise ConfigurationError(f"{where}: a metric with a label_field says which verdict family its labels "
-                                 "check: set family too.")
+    if cls.label_field is not None and cls.family not in FAMILIES:
+        raise ConfigurationError(f"{where}: a metric with a label_field says which verdict family its labels check, "
+                                 f"one a calibration file keys: set family to one of {', '.join(FAMILIES)} "
+                                 f"(got {cls.family!r}).")
     taken = metric_aliases()
     for alias in cls.aliases:
         if alias in BY_KEY or (alias in taken and taken[alias] != key):

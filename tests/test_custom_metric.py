@@ -34,7 +34,8 @@ from contextjudge.metrics import (
     unregister_metric,
     weighted_cumulative_precision,
 )
-from contextjudge.report import render_report
+from contextjudge.report import render_calibration, render_report
+from contextjudge.report._calibration import _family_title
 from contextjudge.store import open_store
 from contextjudge.testing import FakeJudge
 
@@ -117,6 +118,8 @@ def test_calibrate_reports_it_and_counts_each_labelled_item_once(toy, tmp_path):
     assert toy_fig["gold_mean"] == pytest.approx((wcp([False, True, False]) + wcp([True, True, False])) / 2)
     assert "contextual_precision" in report["metrics"]
     assert [a["metric"] for a in report["advice"]] == ["Contextual Precision", "Top-3 Precision"]
+    page = render_calibration(report)  # the calibration page names it beside its family
+    assert "Node usefulness (contextual precision, top-3 precision)" in page and "Top-3 Precision" in page
 
 
 def test_gates_keys_and_the_command_line_know_it(toy):
@@ -203,6 +206,11 @@ def test_the_registry_gives_the_tables_0_3_wrote_by_hand():
         assert not_gated([key], "local") == {}, key
     assert not_gated(list(OLD_FAMILY_OF_KEY), "local") == {
         k: f for k, f in OLD_FAMILY_OF_KEY.items() if k not in {"contextual_precision", "contextual_recall"}}
+    # the calibration page's family headings
+    assert [_family_title(f) for f in OLD_FAMILY_OF_FIELD.values()] == [
+        "Node usefulness (contextual precision)", "Node usefulness for the answer (context utilization)",
+        "Sentence relevance (contextual relevancy)", "Statement support (contextual recall)",
+        "statement_support.actual_output"]
     # results name utilization "Context Utilization": its gold score is found by that name (0.3 needed a setdefault)
     assert metric_class("Context Utilization").label_field == "utilization_labels"
 

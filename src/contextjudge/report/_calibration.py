@@ -15,10 +15,9 @@ from ._script import CSP
 
 __all__ = ["render_calibration"]
 
-_FAMILY_NAMES = {"node_usefulness": "Node usefulness (contextual precision)",
-                 "node_usefulness.actual_output": "Node usefulness for the answer (context utilization)",
-                 "sentence_relevance": "Sentence relevance (contextual relevancy)",
-                 "statement_support": "Statement support (contextual recall)"}
+# a family's heading; the metrics its labels check, in brackets, are read from the metric registry
+_FAMILY_WORDS = {"node_usefulness": "Node usefulness", "node_usefulness.actual_output": "Node usefulness for the answer",
+                 "sentence_relevance": "Sentence relevance", "statement_support": "Statement support"}
 _STATS = (("base_rate", "Base rate (share labelled yes)"), ("accuracy", "Accuracy"), ("kappa", "Cohen's kappa"),
           ("tpr", "True-positive rate"), ("tnr", "True-negative rate"))
 _CSS = """
@@ -102,11 +101,23 @@ def _jurors(fam: dict[str, Any]) -> str:
             "</tbody></table>")
 
 
+def _family_title(name: str) -> str:
+    """"Node usefulness (contextual precision)": the family's words and the metrics whose labels it checks (each
+    metric's ``family`` and ``label_field``); the family's own name where it has no words."""
+    from ..metrics import registered_metrics  # noqa: PLC0415
+
+    words = _FAMILY_WORDS.get(name)
+    if words is None:
+        return name
+    names = [cls.name.lower() for cls in registered_metrics() if cls.family == name and cls.label_field]
+    return f"{words} ({', '.join(names)})" if names else words
+
+
 def _family(name: str, fam: dict[str, Any], show: int) -> str:
     stats = "".join(f"<tr><th>{label}</th><td class='num'>{_ci(fam.get(key), fam.get(f'{key}_ci'))}</td></tr>"
                     for key, label in _STATS)
     items = fam.get("disagreements") or []
-    return (f"<h2>{e(_FAMILY_NAMES.get(name, name))}</h2>"
+    return (f"<h2>{e(_family_title(name))}</h2>"
             f"<p>{int(fam.get('items', 0))} item(s) in {int(fam.get('cases', 0))} case(s); 95% intervals "
             "resample whole cases.</p>"
             f"<table><tbody>{stats}</tbody></table>" + _confusion(fam.get("confusion") or {}) + _jurors(fam)

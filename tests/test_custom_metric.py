@@ -21,7 +21,9 @@ from contextjudge.metrics import (
     ALWAYS_GATED,
     BY_KEY,
     FAMILY_OF_KEY,
+    BaseMetric,
     ContextualPrecisionMetric,
+    Outcome,
     fill_gold_scores,
     from_keys,
     gold_score,
@@ -87,6 +89,32 @@ def test_evaluate_scores_it_with_its_own_formula_and_asks_only_what_it_judges(to
     assert m.score == pytest.approx(weighted_cumulative_precision([False, True, True]))
     assert [v["id"] for v in m.verdicts] == ["n1", "n2", "n3"]
     assert {i for c in judge.calls for i in c["ids"]} == {"n1", "n2", "n3"}
+
+
+class AnswerBrevity(BaseMetric):
+    """A metric from scratch through the public hook: no family, no labels, no judge call."""
+
+    name = "Answer Brevity"
+    key = "answer_brevity"
+    required_params = ("actual_output",)
+
+    async def compute(self, test_case, judge):
+        words = len(test_case.actual_output.split())
+        return Outcome(1.0 if words <= 10 else 10 / words, [], f"{words} words.", judged=False)
+
+
+def test_a_metric_written_from_scratch_overrides_compute_and_gets_thresholds_and_strict_mode():
+    judge = FakeJudge()
+    long = LLMTestCase(input="q", actual_output=" ".join(["word"] * 20))
+    result = evaluate([LLMTestCase(input="q", actual_output="Short."), long],
+                      [AnswerBrevity(model=judge, threshold=0.8), AnswerBrevity(model=judge, strict_mode=True)],
+                      show_progress=False)
+    short_r, long_r = ([(m.score, m.success, m.reason) for m in tr.metrics_data] for tr in result.test_results)
+    assert short_r == [(1.0, True, "1 words."), (1.0, True, "1 words.")]
+    assert long_r == [(0.5, False, "20 words."), (0.0, False, "20 words.")]
+    assert judge.calls == []
+    with pytest.raises(Exception, match="actual_output"):
+        AnswerBrevity(model=judge).measure(LLMTestCase(input="q"))
 
 
 def test_its_gold_score_comes_from_its_label_field(toy):

@@ -268,9 +268,10 @@ def _not_gated_line(not_gated: dict[str, str], judge: Any) -> str | None:
         who = "the judge"
     names = ", ".join(not_gated)
     first = next(iter(not_gated))
-    from ..metrics import BY_KEY  # noqa: PLC0415
+    from ..metrics import metric_class  # noqa: PLC0415
 
-    key = next((k for k, c in BY_KEY.items() if c.name == first), first)
+    cls = metric_class(first)
+    key = cls.key if cls is not None else first
     return (f"not gated: {names} (shown only: {who} is not trusted for their verdicts until calibrated on your "
             f"labels to a cross-validated kappa >= 0.6); to gate one, pass --threshold {key}=X, or run "
             "`contextjudge calibrate --labels FILE --model local` and eval with --model @contextjudge-calibration.json")

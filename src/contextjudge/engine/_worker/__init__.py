@@ -17,6 +17,7 @@ One concept a module:
 - ``_leases``: ``_Leases``, the cases held and the heartbeat that renews them;
 - ``_outage``: the judge down (``judge_down``) and the pause in claiming while it lasts (``_Outage``);
 - ``_budget``: ``_SetAside``, cases a spent budget set aside, queued again when its window ends;
+- ``_calibration``: ``_StoreCalibration``, the embedded judge calibrated on the store's labels, kept current;
 - ``_retention``: ``_RetentionThread``, the store's retention setting applied while the worker runs;
 - ``_metrics``: which metrics a run is scored with (``metrics_for_run``, ``DEFAULT_METRIC_KEYS``);
 - ``_counts``: what the worker did (``WorkerCounts``) and its budget's spend (``budget_windows``), for its metrics;

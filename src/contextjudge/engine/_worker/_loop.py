@@ -2,8 +2,8 @@
 
 The concepts it composes live beside it: ``_leases`` (the cases held, the heartbeat), ``_scoring`` (one case scored
 and settled, the group commit), ``_outage`` (the judge down), ``_budget`` (cases a spent budget set aside),
-``_retention`` (the retention thread), ``_metrics`` (which metrics a run is scored with), ``_counts`` (what it did)
-and ``_cpu`` (the process kept off part of the machine).
+``_calibration`` (the store's labels' calibration, kept current), ``_retention`` (the retention thread), ``_metrics``
+(which metrics a run is scored with), ``_counts`` (what it did) and ``_cpu`` (the process kept off part of the machine).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ...errors import ConfigurationError
 from ...judges import JudgeOptions
 from .._run import Run
 from ._budget import _SetAside
+from ._calibration import _StoreCalibration
 from ._counts import WorkerCounts, budget_windows
 from ._cpu import limit_cpu
 from ._leases import _Leases
@@ -59,7 +60,10 @@ class Worker:
     queue uncounted and claiming pauses 1 s, doubling up to this, until a judge call succeeds again; ``run(once=
     True)`` stops instead and leaves the cases queued). ``exclusive=False`` skips the one-worker lock of a SQLite
     store (``QueueStore.worker_slot``): for the Ray engine's actors on one machine, which share the file knowingly
-    (each claim is one atomic UPDATE ... RETURNING, and SQLite serialises the writers).
+    (each claim is one atomic UPDATE ... RETURNING, and SQLite serialises the writers). ``recalibrate_every``:
+    with the bare embedded judge as ``model``, seconds between looks at the store's labels; the judge is the one
+    calibrated on them, and a label given while the worker runs takes over between cases (``_calibration``; None:
+    ``model`` as given).
     """
 
     def __init__(self, store: Any, metrics: Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]] | None = None,
@@ -69,7 +73,7 @@ class Worker:
                  nice: int | None = 10, grace: float = 10.0, max_attempts: int = 5,
                  log: Callable[[str], None] | None = None, report_every: int = 100,
                  backoff_max: float = 60.0, exclusive: bool = True, requeue_skipped: bool = False,
-                 prune_every: float | None = 3600.0) -> None:
+                 prune_every: float | None = 3600.0, recalibrate_every: float | None = 30.0) -> None:
         if isinstance(store, (str, os.PathLike)):
             from ...store import open_store
 
@@ -100,6 +104,8 @@ class Worker:
         # the store's retention setting applied this often (None: never), from a thread of its own (_RetentionThread)
         self.prune_every, self.pruned_cases = None if prune_every is None else max(0.05, float(prune_every)), 0
         self._set_aside = _SetAside(self.requeue_skipped)
+        self.recalibrate_every = None if recalibrate_every is None else max(0.0, float(recalibrate_every))
+        self._calibration = _StoreCalibration(self.store, self.model, self.recalibrate_every)
         self.call_hooks: list[Callable[[dict[str, Any]], Any]] = []  # judge-call events, e.g. WorkerMetrics
         self._outage = _Outage(self.backoff_max)
         self._log = log
@@ -188,7 +194,11 @@ class Worker:
         if stop is not None:  # the caller's event, polled from a thread that only waits
             watcher = threading.Thread(target=self._watch, args=(stop,), name="contextjudge-worker-stop", daemon=True)
             watcher.start()
-        run = self._run = Run(store=None, judge_options=self.judge_options, model=self.model)
+        if self._calibration.due():  # the store's labels calibrate the embedded judge from the first case
+            self._calibration.changed(await in_store_thread(self._calibration.look))
+            if self._calibration.pending is not None:
+                self._say(f"worker {self.owner}: {self._calibration.take_over()}")
+        run = self._run = Run(store=None, judge_options=self.judge_options, model=self._calibration.judge)
         run.context.cache.backend = self.store  # verdicts shared by every worker (and later run) on this store
         self._scoring.run = run
         run.context.on_call.append(self._scoring.on_call)
@@ -255,6 +265,15 @@ class Worker:
         while not self._stop.is_set():
             if self._set_aside.due():
                 await in_store_thread(self._set_aside.queue_again, self)
+            if self._calibration.due():
+                self._calibration.changed(await in_store_thread(self._calibration.look))
+            if self._calibration.pending is not None:  # a new calibration: once the cases in flight are done
+                if self._tasks:
+                    await self._nap(self.poll)
+                    continue
+                self._say(f"worker {self.owner}: {self._calibration.take_over()}")
+                if self._run is not None:
+                    self._run.context.default_model = self._calibration.judge
             paused = self._outage.paused()
             if paused > 0:  # the judge is down: start and claim nothing until the pause ends
                 await self._nap(min(paused, self.poll if self._tasks else paused))

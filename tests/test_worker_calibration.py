@@ -91,6 +91,16 @@ def test_labels_given_while_the_worker_runs_calibrate_the_cases_it_judges_after_
     assert {row["judge"] for row in stored if row["case_key"] in {r["id"] for r in later}} == {judge_name(calibrated)}
     assert worker.counts.judged == 16 and worker.counts.errors == 0
 
+    # a worker started on a store that holds labels judges with their calibration from its first case
+    store.save_cases_queued(rid, [(r["id"], 16 + i, _case(r)) for i, r in enumerate(rows[16:18])])
+    again: list[tuple[str, list[str]]] = []
+    said: list[str] = []
+    Worker(store, None, bare, cpus=0, nice=0, poll=0.05, prune_every=None, log=said.append,
+           on_results=[lambda tc, rs, k, r: again.append((k, [x.evaluation_model for x in rs]))]).run(once=True)
+    assert sorted(k for k, _ in again) == [r["id"] for r in rows[16:18]]
+    assert {name for _, names in again for name in names} == {judge_name(calibrated)}
+    assert any("calibrated on the store's labels" in line for line in said)
+
 
 def test_the_labels_version_changes_with_each_label_and_not_otherwise(tmp_path):
     rows = helpdesk_rows()[:2]

@@ -67,7 +67,10 @@ class _StoreCalibration:
         self.pending = judge
         return True
 
-    def take_over(self) -> str:
-        """The pending judge becomes the one cases start with (call when no case is in flight); what to say."""
+    def take_over(self, first: bool = False) -> str:
+        """The pending judge becomes the one cases start with (call when no case is in flight); what to say
+        (``first``: at start)."""
         self.judge, self.pending = self.pending, None
+        if first:
+            return f"judging with {judge_name(self.judge)}, calibrated on the store's labels"
         return f"the store's labels changed; judging with {judge_name(self.judge)} from now on"

@@ -197,7 +197,7 @@ class Worker:
         if self._calibration.due():  # the store's labels calibrate the embedded judge from the first case
             self._calibration.changed(await in_store_thread(self._calibration.look))
             if self._calibration.pending is not None:
-                self._say(f"worker {self.owner}: {self._calibration.take_over()}")
+                self._say(f"worker {self.owner}: {self._calibration.take_over(first=True)}")
         run = self._run = Run(store=None, judge_options=self.judge_options, model=self._calibration.judge)
         run.context.cache.backend = self.store  # verdicts shared by every worker (and later run) on this store
         self._scoring.run = run

@@ -51,8 +51,10 @@ class PeerTemplate:
 # the prompts a peer template asks for, by the name it passes: the verdict family and what the reference is
 # (faithfulness asks statement support of the answer's own statements)
 _PROMPTS: dict[str, tuple[str, str | None]] = {
-    "node_usefulness": ("node_usefulness", "expected_output"), "statement_support": ("statement_support", "expected_output"),
-    "sentence_relevance": ("sentence_relevance", None), "answer_support": ("statement_support", "actual_output"),
+    "node_usefulness": ("node_usefulness", "expected_output"),
+    "statement_support": ("statement_support", "expected_output"),
+    "sentence_relevance": ("sentence_relevance", None),
+    "answer_support": ("statement_support", "actual_output"),
     "answer_relevance": ("answer_relevance", "actual_output")}
 
 

@@ -94,7 +94,7 @@ def scripted_verdict(request: Any, item: Any) -> str:
     from ..testing import tokens  # noqa: PLC0415
 
     words = set(tokens(item.text))
-    if request.task == "statement_support":
+    if request.verdict_family.cites_context:  # a statement against the retrieved nodes
         support = set().union(*(tokens(c.text) for c in request.context)) if request.context else set()
         return "yes" if words and len(words & support) / len(words) >= 0.6 else "no"
     target = set(tokens(request.input)) | set(tokens(request.reference or ""))

@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             after = server.totals()
             served = {k: after[k] - before.get(k, 0) for k in after}
             n = len(res.goldens) or 1
+            billed_check = check and judge is not None and judge != "local"
             rows.append({
                 "check": label, "chunks": len(docs), "asked": est.questions, "kept": len(res.goldens),
                 "dropped": len(res.dropped), "calls": res.usage["calls"],
@@ -111,11 +112,13 @@ def main(argv: list[str] | None = None) -> int:
                 "input_tokens": served.get("prompt_tokens", 0), "output_tokens": served.get("completion_tokens", 0),
                 "calls_per_golden": served.get("calls", 0) / n,
                 "tokens_per_golden": (served.get("prompt_tokens", 0) + served.get("completion_tokens", 0)) / n,
-                "estimate_calls": est.calls + (est.check_calls if check and judge is not None and judge != "local"
-                                               else 0),
-                "estimate_tokens": est.input_tokens + est.output_tokens + (
-                    est.check_input_tokens + est.check_output_tokens
-                    if check and judge is not None and judge != "local" else 0),
+                "estimate_calls": est.calls + (est.check_calls if billed_check else 0),
+                "estimate_input_tokens": est.input_tokens + (est.check_input_tokens if billed_check else 0),
+                "estimate_output_tokens": est.output_tokens + (est.check_output_tokens if billed_check else 0),
+                # the writing alone, where the estimate's answer sizes are assumed: estimate vs measured
+                "writing_output_estimate": est.output_tokens,
+                "writing_output_measured": res.usage["writing"]["output_tokens"],
+                "schema_tokens": served.get("schema_tokens", 0),
             })
         if args.peers:
             rows.append(_deepeval(server, docs, args.per_chunk))
@@ -124,20 +127,34 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"Demo corpus: {len(docs)} documents, {args.per_chunk} question(s) asked per chunk, the default styles; "
           "billed = what the loopback server answered (o200k_base tokens).\n")
-    print("| check | kept / asked | billed calls | input + output tokens | calls per golden | tokens per golden | "
-          "--dry-run estimate (calls, tokens) |")
+    print("| tool, check | kept / asked | billed calls | input + output tokens | calls per golden | tokens per golden | "
+          "--dry-run estimate: calls, input + output tokens |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['check']} | {r['kept']} / {r['asked']} | {r['billed_calls']} | "
               f"{r['input_tokens']:,} + {r['output_tokens']:,} | {r['calls_per_golden']:.2f} | "
               f"{r['tokens_per_golden']:,.0f} | {_est(r)} |")
+    ours = next(r for r in rows if r.get("writing_output_estimate") is not None)
+    est, got = ours["writing_output_estimate"], ours["writing_output_measured"]
+    print(f"\n--dry-run estimate / measured: writing output tokens {est:,} / {got:,} = {est / max(1, got):.2f}", end="")
+    llm = next((r for r in rows if r["check"].startswith("LLM judge")), None)
+    if llm is not None:
+        print(f"; with the LLM judge, output tokens {llm['estimate_output_tokens']:,} / {llm['output_tokens']:,} = "
+              f"{llm['estimate_output_tokens'] / max(1, llm['output_tokens']):.2f}, input tokens "
+              f"{llm['estimate_input_tokens']:,} / {llm['input_tokens']:,} = "
+              f"{llm['estimate_input_tokens'] / max(1, llm['input_tokens']):.2f} (the estimate leaves out the "
+              f"structured-output schema billed as input: {llm.get('schema_tokens', 0):,} tokens here)", end="")
+    print(".")
+    for r in rows:
+        if r.get("note"):
+            print(f"\n{r['check']}: {r['note']}")
     return 0
 
 
 def _est(r: dict) -> str:
     if r["estimate_calls"] == "-":
         return "-"
-    return f"{r['estimate_calls']}, {r['estimate_tokens']:,}"
+    return f"{r['estimate_calls']}, {r['estimate_input_tokens']:,} + {r['estimate_output_tokens']:,}"
 
 
 if __name__ == "__main__":

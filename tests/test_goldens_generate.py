@@ -127,6 +127,41 @@ def test_dry_run_calls_nothing_and_counts_the_real_prompts(docs):
     assert "no model was called" in str(est)
 
 
+def test_the_dry_run_estimate_is_within_a_band_of_a_scripted_runs_real_tokens():
+    """The estimate's answer sizes come from the shapes the prompts ask for (issue 51: it was about twice the real
+    output). Against a real run through ChatOpenAI and the loopback server (the scripted writer's answers are the
+    passages' own sentences; the checks are judge requests), counted with the estimate's own tokenizer, the writing
+    output, the checks' prompts (without the structured-output schema, which the estimate leaves out) and the checks'
+    output each fall within a band of what was billed."""
+    from importlib.resources import files
+
+    from langchain_core.documents import Document
+    from langchain_openai import ChatOpenAI
+
+    from contextjudge.judges import count_tokens
+
+    data = json.loads((files("contextjudge") / "data" / "demo_corpus" / "docs.json").read_text(encoding="utf-8"))
+    docs = [Document(id=d["id"], page_content=d["text"]) for d in data["documents"][:12]]
+    script = ScriptedWriter()
+    with FaultServer(text_answer=lambda p: script._reply(p) if "<passage_A>" in p else None,
+                     verdict=lambda text, _: "yes", count_tokens=lambda t: count_tokens(t, "gpt-4o-mini"),
+                     keep_prompts=False) as server:
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=server.url, api_key="sk-test", max_retries=0)
+        est = generate(docs, model=model, per_chunk=3, judge=model, dry_run=True).estimate
+        res = generate(docs, model=model, per_chunk=3, judge=model)
+        checks = [r for r in server.requests if r["method"] != "text"]
+    assert est.chunks == 12 and res.usage["writing"]["calls"] == est.calls == 12 and len(res.goldens) >= 30
+    # a near-duplicate dropped before checking is a check not asked: the checks compare per call
+    assert est.check_calls - 4 <= len(checks) <= est.check_calls
+    writing_out = res.usage["writing"]["output_tokens"]
+    check_in = sum(r["message_tokens"] for r in checks) / len(checks)
+    check_out = sum(r["completion_tokens"] for r in checks) / len(checks)
+    assert 0.8 <= est.output_tokens / writing_out <= 1.35, (est.output_tokens, writing_out)
+    assert 0.8 <= est.check_input_tokens / est.check_calls / check_in <= 1.25, (est.check_input_tokens, check_in)
+    assert 0.7 <= est.check_output_tokens / est.check_calls / check_out <= 1.4, (est.check_output_tokens, check_out)
+    assert 0.9 <= est.input_tokens / res.usage["writing"]["input_tokens"] <= 1.1
+
+
 def test_a_budget_stops_generation_and_keeps_what_was_made(docs):
     budget = Budget(calls_per_day=1, name=f"g-{uuid.uuid4().hex}")
     res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge(),

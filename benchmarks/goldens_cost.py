@@ -78,11 +78,60 @@ def _deepeval(server: FaultServer, docs: list, per: int) -> dict:
             "estimate_calls": "-", "estimate_tokens": "-"}
 
 
+def _ragas(server: FaultServer, docs: list, per: int) -> dict:
+    """Ragas' TestsetGenerator in its own venv against ``server``, asked for as many samples as we ask questions."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from _peers.common import TELEMETRY_OFF, default_cache_dir, peer_python, tiktoken_cache  # noqa: PLC0415
+    from _peers.schema_answers import SchemaAnswerer  # noqa: PLC0415
+    from fault_server import _embedded_schema  # noqa: PLC0415
+
+    py = peer_python("ragas", default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
+    work = Path(tempfile.mkdtemp(prefix="goldens-cost-"))
+    src, out = work / "docs.json", work / "out.json"
+    src.write_text(json.dumps([{"id": d.id, "text": d.page_content} for d in docs]))
+    # Ragas counts tokens with tiktoken (cl100k_base) to pick its transforms: the encoding bundled with
+    # llama-index-core, offline
+    env = {**os.environ, **TELEMETRY_OFF, "OPENAI_API_KEY": "sk-fake", "OPENAI_BASE_URL": server.url,
+           "TIKTOKEN_CACHE_DIR": tiktoken_cache()}
+    env.pop("PYTHONPATH", None)
+    answers = SchemaAnswerer(_embedded_schema)
+    server.text_answer, before_answer = answers.answer, server.text_answer
+    before, emb_before = server.totals(), server.embedding_totals()
+    try:
+        proc = subprocess.run([str(py), str(Path(__file__).parent / "_peers" / "run_ragas_testset.py"), str(src),
+                               str(out), "--base-url", server.url, "--size", str(len(docs) * per)],
+                              env=env, capture_output=True, text=True, timeout=1800)
+    finally:
+        server.text_answer = before_answer
+    if proc.returncode != 0:
+        raise SystemExit(f"Ragas' TestsetGenerator failed:\n{proc.stderr[-3000:]}")
+    after, emb_after = server.totals(), server.embedding_totals()
+    served = {k: after[k] - before.get(k, 0) for k in after}
+    emb = {k: emb_after[k] - emb_before.get(k, 0) for k in emb_after}
+    made = json.loads(out.read_text())
+    n = made["goldens"] or 1
+    note = (f"{made['road']} made {made['goldens']} sample(s) ({', '.join(made['synthesizers'])}); plus "
+            f"{emb['calls']} embedding call(s), {emb['tokens']:,} tokens, not in the chat figures")
+    if made["refusal"]:
+        note += f"; generate_with_langchain_docs refused these documents first: {made['refusal']}"
+    return {"check": "Ragas TestsetGenerator (defaults)", "chunks": len(docs), "asked": len(docs) * per,
+            "kept": made["goldens"], "dropped": None, "calls": served["calls"], "billed_calls": served["calls"],
+            "input_tokens": served["prompt_tokens"], "output_tokens": served["completion_tokens"],
+            "calls_per_golden": served["calls"] / n,
+            "tokens_per_golden": (served["prompt_tokens"] + served["completion_tokens"]) / n,
+            "estimate_calls": "-", "estimate_tokens": "-", "embedding_calls": emb["calls"],
+            "embedding_tokens": emb["tokens"], "note": note}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-chunk", type=int, default=3)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--peers", action="store_true", help="also DeepEval's Synthesizer (creates its venv once)")
+    ap.add_argument("--peers", action="store_true",
+                    help="also DeepEval's Synthesizer and Ragas' TestsetGenerator (each creates its venv once)")
     args = ap.parse_args(argv)
 
     from langchain_openai import ChatOpenAI  # noqa: PLC0415
@@ -122,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             })
         if args.peers:
             rows.append(_deepeval(server, docs, args.per_chunk))
+            rows.append(_ragas(server, docs, args.per_chunk))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -12,13 +12,27 @@ o200k_base, offline) and not a model's quality. Each row checks the goldens with
 
 With ``--peers``, DeepEval's Synthesizer (``generate_goldens_from_contexts``, one context per document, the same
 number of goldens asked per context, every other setting at its default: filtration, one evolution, expected
-outputs) runs in its own venv (``_peers/common.py``) against the same server; the server answers its structured-output
-prompts with plausible JSON built from their schemas (two inputs a context, every quality score 1.0, so no
-re-generation), so its figures are a floor for what a real model's answers would cost.
+outputs) and Ragas' TestsetGenerator (as many samples asked as we ask questions, its defaults) each run in their own
+venv (``_peers/common.py``) against the same server. The server answers DeepEval's structured-output prompts with
+plausible JSON built from their schemas (two inputs a context, every quality score 1.0, so no re-generation), and
+Ragas' prompts with JSON built from the schema written in the prompt and the prompt's own input
+(``_peers/schema_answers.py``); its embeddings come from the server's ``/v1/embeddings`` (word-hashed vectors), counted
+apart. Both peers' figures are a floor for what a real model's answers would cost.
+
+Ragas: ``generate_with_langchain_docs`` refuses the demo documents (``ValueError: Documents appears to be too short
+(ie 100 tokens or less)``, raised by ``ragas.testset.transforms.default_transforms`` before any call: its default
+transforms need a quarter of the documents over 100 tokens, and these are about 25 to 46), so the runner
+(``_peers/run_ragas_testset.py``) records that refusal and runs ``generate_with_chunks``, Ragas' road for documents
+already chunked (each document one chunk). The runner runs the generator inside one event loop: Ragas runs each step
+under its own ``asyncio.run``, and the OpenAI client's pooled connections from the first loop fail the next step with
+"Event loop is closed" (Ragas issues #1718, #1381). Ragas' venv also needs ``rapidfuzz`` (its entity-overlap step
+imports it) and reads tiktoken's cl100k_base from llama-index-core's bundled copy (offline).
+
+The table ends with the ``--dry-run`` estimate beside what was billed (writing output; with the LLM judge, output and
+input, where the estimate leaves out the structured-output schema a provider bills as input).
 
 What this does not measure: how many questions a real model's answers lose to the checks (the scripted writer's
-answers are all supported), and Ragas' TestsetGenerator (its knowledge-graph build needs an embedding model and
-extraction calls the loopback server does not serve; not run).
+answers are all supported), nor the quality of any tool's questions.
 """
 
 from __future__ import annotations

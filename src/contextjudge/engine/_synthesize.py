@@ -438,7 +438,7 @@ def _plan(chunks: list[Chunk], per_chunk: int, styles: Sequence[str], seed: int
 
 
 def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES,
-                        judge: Any = "local", seed: int = 0) -> GenerationEstimate:
+                        judge: Any = None, seed: int = 0) -> GenerationEstimate:
     """Calls and tokens of ``generate`` before any call: the real prompts counted, answers at the size the prompt
     asks for (``_stand_in``: per style, a question's words and an answer's sentences of the chunk's typical length),
     every question checked by the requests ``_check`` sends (two each, one for an unanswerable question), each
@@ -447,7 +447,7 @@ def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, 
 
     plan = _plan(chunks, per_chunk, styles, seed)
     mname = _model_name(model)
-    jname = _model_name(judge)
+    jname = _model_name(_judge_in_use(judge))
     inp = sum(count_tokens(_SYSTEM + "\n" + _prompt(c, s, d), mname) for c, s, d in plan)
     out = 0
     calls = len(plan)
@@ -692,19 +692,27 @@ async def _check(judge_client: Any, q: dict[str, Any]) -> tuple[bool, str]:
     return True, ""
 
 
-def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES, judge: Any = "local",
+def _judge_in_use(judge: Any) -> Any:
+    """``judge``, else the judge in use: ``$CONTEXTJUDGE_MODEL``, else the embedded judge (free and offline)."""
+    import os  # noqa: PLC0415
+
+    return judge if judge is not None else (os.environ.get("CONTEXTJUDGE_MODEL") or "local")
+
+
+def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES, judge: Any = None,
              check: bool = True, budget: Any = None, seed: int = 0, chunk_size: int = 1000,
              max_chunks: int | None = None, dry_run: bool = False, concurrency: int = 8,
              options: Any = None) -> GenerationResult:
     """Goldens from ``docs`` (anything ``read_chunks`` reads): ``per_chunk`` questions per chunk written by
     ``model`` (any LangChain chat model, or a model name), each with its expected answer and
-    ``expected_context_ids``, near-duplicates dropped, each checked by ``judge`` (the embedded judge by default;
-    ``check=False`` keeps every readable one). ``budget`` (a ``contextjudge.Budget``) bounds the calls, tokens or
+    ``expected_context_ids``, near-duplicates dropped, each checked by ``judge`` (default: the judge in use,
+    ``$CONTEXTJUDGE_MODEL``, else the embedded judge; ``check=False`` keeps every readable one). ``budget`` (a ``contextjudge.Budget``) bounds the calls, tokens or
     dollars of writing and checking together: when it runs out, the goldens made so far are kept and ``stopped``
     says so. ``options`` (a ``JudgeOptions``: retries, timeouts, ``max_output_tokens``) apply to writing and
     checking. ``dry_run=True`` returns the estimate only (``result.estimate``), calling nothing."""
     from .._aio import run_sync  # noqa: PLC0415
 
+    judge = _judge_in_use(judge)
     chunks = read_chunks(docs, chunk_size=chunk_size)
     if not chunks:
         raise ConfigurationError("no text found in the documents given: pass files with text, or Documents/nodes.")

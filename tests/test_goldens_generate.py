@@ -469,3 +469,67 @@ def test_the_embedded_judge_that_checks_is_calibrated_on_the_stores_labels(tmp_p
     made = load_goldens(out)
     assert len(made) >= 1
     assert {g.additional_metadata["provenance"]["checked_by"] for g in made} == {"contextjudge-local+calibrated"}
+
+
+LONG_DOC = "\n\n".join(
+    f"Section {k}\n\n" + " ".join(f"Rule {k}.{j}: requests of type {k}{j} are answered within {j + 2} working days."
+                                  for j in range(6)) for k in range(4))
+
+
+def test_files_are_cut_the_way_the_app_cuts_them(tmp_path, capsys, monkeypatch):
+    """splitter= (or --splitter module:name): the app's own LangChain text splitter or LlamaIndex node parser cuts the
+    files, so each golden's expected context is a chunk the app really has; without it, split_text does."""
+    pytest.importorskip("langchain_text_splitters")
+    pytest.importorskip("llama_index.core")
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+    from llama_index.core import Document
+    from llama_index.core.node_parser import SentenceSplitter
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "rules.md").write_text(LONG_DOC, encoding="utf-8")
+    lc = RecursiveCharacterTextSplitter(chunk_size=300, chunk_overlap=40)
+    li = SentenceSplitter(chunk_size=80, chunk_overlap=10)
+    for splitter, want in ((lc, lc.split_text(LONG_DOC)),
+                           (li, [n.get_content() for n in li.get_nodes_from_documents([Document(text=LONG_DOC)])])):
+        chunks = read_chunks([str(tmp_path / "docs")], splitter=splitter)
+        assert [c.text for c in chunks] == want and len(want) > 3
+        assert {c.origin for c in chunks} == {"app splitter"} and chunks[0].id == "rules.md#1"
+    own = read_chunks([str(tmp_path / "docs")])
+    assert [c.text for c in own] != lc.split_text(LONG_DOC) and own[0].origin == "contextjudge"
+    res = generate([str(tmp_path / "docs")], model=ScriptedWriter(), per_chunk=1, styles=["short"],
+                   judge=FakeJudge(), splitter=lc)
+    pieces = set(lc.split_text(LONG_DOC))
+    assert res.goldens and all(g["expected_context"][0] in pieces for g in res.goldens)
+    assert {g["provenance"]["chunk_origin"] for g in res.goldens} == {"app splitter"}
+    # the command line loads the app's splitter by its import path
+    (tmp_path / "myingest.py").write_text(
+        "from langchain_text_splitters import RecursiveCharacterTextSplitter\n"
+        "splitter = RecursiveCharacterTextSplitter(chunk_size=300, chunk_overlap=40)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    rc = main(["goldens", "generate", "--docs", "docs", "--model", "gpt-4o-mini", "--splitter", "myingest:splitter",
+               "--dry-run", "--json"])
+    est = json.loads(capsys.readouterr().out)
+    assert rc == 0 and est["chunks"] == len(pieces)
+    assert main(["goldens", "generate", "--docs", "docs", "--model", "gpt-4o-mini", "--splitter", "myingest:nope",
+                 "--dry-run"]) == 2
+    assert "--splitter 'myingest:nope': cannot load it" in capsys.readouterr().err
+    with pytest.raises(Exception, match="cannot cut text"):
+        read_chunks([str(tmp_path / "docs")], splitter=42)
+
+
+def test_a_llama_index_vector_index_gives_its_nodes_under_their_ids():
+    pytest.importorskip("llama_index.core")
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.node_parser import SentenceSplitter
+
+    docs = [Document(text=t, doc_id=n, metadata={"file_name": n}) for n, t in DOCS.items()]
+    index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8),
+                                            transformations=[SentenceSplitter(chunk_size=40, chunk_overlap=0)])
+    node_ids = set(index.docstore.docs)
+    chunks = read_chunks(index)
+    assert {c.id for c in chunks} == node_ids and len(node_ids) >= 3
+    assert {c.document for c in chunks} == set(DOCS) and {c.origin for c in chunks} == {"app"}
+    res = generate(index, model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge())
+    assert res.goldens and all(set(g["expected_context_ids"]) <= node_ids for g in res.goldens)

@@ -9,7 +9,9 @@ The steps, each one place:
 1. **Chunks** (``read_chunks``): the app's own chunks where they can be read (a LangChain vector store, retriever or
    list of ``Document``; a LlamaIndex index, docstore or list of nodes; ``StoredNodes``, the nodes a stored run
    retrieved), each under the id the app gives it, so a golden's ``expected_context_ids`` match what the app
-   retrieves; else files (text, Markdown, reStructuredText, HTML, JSON lines' ``text``), cut by ``split_text``.
+   retrieves; else files (text, Markdown, reStructuredText, HTML, JSON lines' ``text``), cut by the app's own
+   splitter where it is given (``splitter=``: a LangChain text splitter or LlamaIndex node parser), else by
+   ``split_text``.
 2. **Questions** (``_ask_questions``): one plain-text call per chunk through the judge client (retries, the
    adaptive in-flight limit and the budget of ``JudgeClient.complete_text``), asking for ``per_chunk`` questions in
    the styles assigned to that chunk (seeded), each with its answer. An answer that holds no readable JSON is asked
@@ -84,7 +86,8 @@ class Chunk:
     text: str
     document: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    origin: str = "app"  # "app": the app's own chunk and id; "contextjudge": cut from a file here
+    # "app": the app's own chunk and id; "app splitter": cut here by the app's splitter; "contextjudge": cut here
+    origin: str = "app"
 
 
 @dataclass
@@ -171,7 +174,28 @@ def _files(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-def _file_chunks(path: Path, size: int, root: Path | None) -> list[Chunk]:
+def _split_like_the_app(splitter: Any, text: str, name: str) -> list[str]:
+    """``text`` cut by the app's own splitter: a LangChain text splitter (``split_text``), a LlamaIndex node parser
+    (``get_nodes_from_documents``), or a function of the text returning its pieces."""
+    if hasattr(splitter, "get_nodes_from_documents"):
+        from llama_index.core import Document  # noqa: PLC0415
+
+        nodes = splitter.get_nodes_from_documents([Document(text=text, metadata={"file_name": name})])
+        pieces = [n.get_content() for n in nodes]
+    elif hasattr(splitter, "split_text"):
+        pieces = list(splitter.split_text(text))
+    elif callable(splitter):
+        pieces = list(splitter(text))
+    else:
+        raise ConfigurationError(f"splitter: a {type(splitter).__name__} cannot cut text; pass your app's LangChain "
+                                 "text splitter, LlamaIndex node parser, or a function of a text returning its "
+                                 "pieces.")
+    if not all(isinstance(x, str) for x in pieces):
+        raise ConfigurationError("splitter: it must return the pieces of the text as strings.")
+    return [x for x in pieces if x.strip()]
+
+
+def _file_chunks(path: Path, size: int, root: Path | None, splitter: Any = None) -> list[Chunk]:
     try:
         raw = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -197,6 +221,9 @@ def _file_chunks(path: Path, size: int, root: Path | None) -> list[Chunk]:
                                      {k: v for k, v in row.items() if k not in ("text", "id")},
                                      origin="app" if row.get("id") else "contextjudge"))
         return out
+    if splitter is not None:
+        return [Chunk(f"{name}#{k}", t, name, {"source": name}, origin="app splitter")
+                for k, t in enumerate(_split_like_the_app(splitter, raw, name), start=1)]
     return [Chunk(f"{name}#{k}", t, name, {"source": name}, origin="contextjudge")
             for k, t in enumerate(split_text(raw, size), start=1)]
 
@@ -246,25 +273,28 @@ def _looks_like_path(text: str) -> bool:
     return Path(text).exists() or "/" in text or text.lower().endswith(tuple(s for s in _FILE_SUFFIXES if s))
 
 
-def read_chunks(sources: Any, *, chunk_size: int = 1000) -> list[Chunk]:
+def read_chunks(sources: Any, *, chunk_size: int = 1000, splitter: Any = None) -> list[Chunk]:
     """The chunks of ``sources``: paths (files or folders), a LangChain vector store / retriever / Documents, a
     LlamaIndex index / docstore / nodes, ``StoredNodes``, ``Chunk``\\ s or plain strings of text, or a list mixing
-    them. The app's own chunks and ids are kept; files are cut with ``split_text`` (``chunk_size`` characters)."""
+    them. The app's own chunks and ids are kept; files and texts are cut the way the app cuts them when ``splitter``
+    is its splitter (a LangChain text splitter, a LlamaIndex node parser, or a function of a text returning its
+    pieces), else with ``split_text`` (``chunk_size`` characters)."""
     items = list(sources) if isinstance(sources, (list, tuple)) else [sources]
     out: list[Chunk] = []
     paths = [Path(x) for x in items if isinstance(x, Path) or (isinstance(x, str) and _looks_like_path(x))]
     for p in _files(paths):
         root = next((Path(x) for x in items if isinstance(x, (str, Path)) and Path(x).is_dir()
                      and p.is_relative_to(Path(x))), None)
-        out += _file_chunks(p, chunk_size, root)
+        out += _file_chunks(p, chunk_size, root, splitter)
     for k, x in enumerate(items, start=1):
         if isinstance(x, (str, Path)) and (isinstance(x, Path) or Path(x) in paths):
             continue
         if isinstance(x, Chunk):
             out.append(x)
         elif isinstance(x, str):
-            out += [Chunk(f"text{k}#{j}", t, f"text{k}", origin="contextjudge")
-                    for j, t in enumerate(split_text(x, chunk_size), start=1)]
+            pieces = split_text(x, chunk_size) if splitter is None else _split_like_the_app(splitter, x, f"text{k}")
+            out += [Chunk(f"text{k}#{j}", t, f"text{k}", origin="contextjudge" if splitter is None else "app splitter")
+                    for j, t in enumerate(pieces, start=1)]
         elif isinstance(x, StoredNodes):
             out += _from_store(x)
         elif hasattr(x, "page_content"):  # a LangChain Document
@@ -272,11 +302,11 @@ def read_chunks(sources: Any, *, chunk_size: int = 1000) -> list[Chunk]:
         elif hasattr(x, "node_id") or hasattr(getattr(x, "node", None), "node_id"):  # a LlamaIndex node
             out.append(_li_node_chunk(x))
         elif hasattr(x, "docstore"):  # a LlamaIndex index
-            out += read_chunks(list(x.docstore.docs.values()), chunk_size=chunk_size)
+            out += read_chunks(list(x.docstore.docs.values()), chunk_size=chunk_size, splitter=splitter)
         elif hasattr(x, "docs") and isinstance(getattr(x, "docs", None), dict):  # a LlamaIndex docstore
-            out += read_chunks(list(x.docs.values()), chunk_size=chunk_size)
+            out += read_chunks(list(x.docs.values()), chunk_size=chunk_size, splitter=splitter)
         elif hasattr(x, "vectorstore"):  # a LangChain VectorStoreRetriever
-            out += read_chunks(x.vectorstore, chunk_size=chunk_size)
+            out += read_chunks(x.vectorstore, chunk_size=chunk_size, splitter=splitter)
         elif isinstance(getattr(x, "store", None), dict):  # LangChain's InMemoryVectorStore
             from langchain_core.documents import Document  # noqa: PLC0415
 
@@ -286,7 +316,7 @@ def read_chunks(sources: Any, *, chunk_size: int = 1000) -> list[Chunk]:
             raise ConfigurationError(f"cannot list the documents of a {type(x).__name__}: pass the Documents you "
                                      "added to it (or its docstore) instead.")
         elif isinstance(x, Iterable) and not isinstance(x, (bytes, dict)):
-            out += read_chunks(list(x), chunk_size=chunk_size)
+            out += read_chunks(list(x), chunk_size=chunk_size, splitter=splitter)
         else:
             raise ConfigurationError(f"cannot read documents from a {type(x).__name__}: pass file paths, LangChain "
                                      "Documents or a vector store, or LlamaIndex nodes or an index.")
@@ -700,7 +730,7 @@ def _judge_in_use(judge: Any) -> Any:
 
 
 def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES, judge: Any = None,
-             check: bool = True, budget: Any = None, seed: int = 0, chunk_size: int = 1000,
+             check: bool = True, budget: Any = None, seed: int = 0, chunk_size: int = 1000, splitter: Any = None,
              max_chunks: int | None = None, dry_run: bool = False, concurrency: int = 8,
              options: Any = None) -> GenerationResult:
     """Goldens from ``docs`` (anything ``read_chunks`` reads): ``per_chunk`` questions per chunk written by
@@ -709,11 +739,12 @@ def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str]
     ``$CONTEXTJUDGE_MODEL``, else the embedded judge; ``check=False`` keeps every readable one). ``budget`` (a ``contextjudge.Budget``) bounds the calls, tokens or
     dollars of writing and checking together: when it runs out, the goldens made so far are kept and ``stopped``
     says so. ``options`` (a ``JudgeOptions``: retries, timeouts, ``max_output_tokens``) apply to writing and
-    checking. ``dry_run=True`` returns the estimate only (``result.estimate``), calling nothing."""
+    checking. ``splitter`` (the app's LangChain text splitter or LlamaIndex node parser) cuts files the way the app
+    does. ``dry_run=True`` returns the estimate only (``result.estimate``), calling nothing."""
     from .._aio import run_sync  # noqa: PLC0415
 
     judge = _judge_in_use(judge)
-    chunks = read_chunks(docs, chunk_size=chunk_size)
+    chunks = read_chunks(docs, chunk_size=chunk_size, splitter=splitter)
     if not chunks:
         raise ConfigurationError("no text found in the documents given: pass files with text, or Documents/nodes.")
     if max_chunks is not None:

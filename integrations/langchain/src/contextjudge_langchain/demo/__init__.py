@@ -314,7 +314,8 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
         + ("" if real_judge else " (with the scripted FakeJudge: install contextjudge[local] for the real "
                                   "embedded judge)") + ".")
     add("Next: attach ContextJudgeCallbackHandler to your own chain, or run `contextjudge eval --app module:chain "
-        "--goldens goldens.jsonl`.")
+        "--goldens goldens.jsonl` (no goldens yet: `contextjudge goldens generate --docs docs/ --model gpt-4o-mini "
+        "-o goldens.jsonl` writes checked questions from your documents).")
     return "\n".join(lines)
 
 

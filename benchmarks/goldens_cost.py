@@ -12,13 +12,27 @@ o200k_base, offline) and not a model's quality. Each row checks the goldens with
 
 With ``--peers``, DeepEval's Synthesizer (``generate_goldens_from_contexts``, one context per document, the same
 number of goldens asked per context, every other setting at its default: filtration, one evolution, expected
-outputs) runs in its own venv (``_peers/common.py``) against the same server; the server answers its structured-output
-prompts with plausible JSON built from their schemas (two inputs a context, every quality score 1.0, so no
-re-generation), so its figures are a floor for what a real model's answers would cost.
+outputs) and Ragas' TestsetGenerator (as many samples asked as we ask questions, its defaults) each run in their own
+venv (``_peers/common.py``) against the same server. The server answers DeepEval's structured-output prompts with
+plausible JSON built from their schemas (two inputs a context, every quality score 1.0, so no re-generation), and
+Ragas' prompts with JSON built from the schema written in the prompt and the prompt's own input
+(``_peers/schema_answers.py``); its embeddings come from the server's ``/v1/embeddings`` (word-hashed vectors), counted
+apart. Both peers' figures are a floor for what a real model's answers would cost.
+
+Ragas: ``generate_with_langchain_docs`` refuses the demo documents (``ValueError: Documents appears to be too short
+(ie 100 tokens or less)``, raised by ``ragas.testset.transforms.default_transforms`` before any call: its default
+transforms need a quarter of the documents over 100 tokens, and these are about 25 to 46), so the runner
+(``_peers/run_ragas_testset.py``) records that refusal and runs ``generate_with_chunks``, Ragas' road for documents
+already chunked (each document one chunk). The runner runs the generator inside one event loop: Ragas runs each step
+under its own ``asyncio.run``, and the OpenAI client's pooled connections from the first loop fail the next step with
+"Event loop is closed" (Ragas issues #1718, #1381). Ragas' venv also needs ``rapidfuzz`` (its entity-overlap step
+imports it) and reads tiktoken's cl100k_base from llama-index-core's bundled copy (offline).
+
+The table ends with the ``--dry-run`` estimate beside what was billed (writing output; with the LLM judge, output and
+input, where the estimate leaves out the structured-output schema a provider bills as input).
 
 What this does not measure: how many questions a real model's answers lose to the checks (the scripted writer's
-answers are all supported), and Ragas' TestsetGenerator (its knowledge-graph build needs an embedding model and
-extraction calls the loopback server does not serve; not run).
+answers are all supported), nor the quality of any tool's questions.
 """
 
 from __future__ import annotations
@@ -78,11 +92,60 @@ def _deepeval(server: FaultServer, docs: list, per: int) -> dict:
             "estimate_calls": "-", "estimate_tokens": "-"}
 
 
+def _ragas(server: FaultServer, docs: list, per: int) -> dict:
+    """Ragas' TestsetGenerator in its own venv against ``server``, asked for as many samples as we ask questions."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from _peers.common import TELEMETRY_OFF, default_cache_dir, peer_python, tiktoken_cache  # noqa: PLC0415
+    from _peers.schema_answers import SchemaAnswerer  # noqa: PLC0415
+    from fault_server import _embedded_schema  # noqa: PLC0415
+
+    py = peer_python("ragas", default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
+    work = Path(tempfile.mkdtemp(prefix="goldens-cost-"))
+    src, out = work / "docs.json", work / "out.json"
+    src.write_text(json.dumps([{"id": d.id, "text": d.page_content} for d in docs]))
+    # Ragas counts tokens with tiktoken (cl100k_base) to pick its transforms: the encoding bundled with
+    # llama-index-core, offline
+    env = {**os.environ, **TELEMETRY_OFF, "OPENAI_API_KEY": "sk-fake", "OPENAI_BASE_URL": server.url,
+           "TIKTOKEN_CACHE_DIR": tiktoken_cache()}
+    env.pop("PYTHONPATH", None)
+    answers = SchemaAnswerer(_embedded_schema)
+    server.text_answer, before_answer = answers.answer, server.text_answer
+    before, emb_before = server.totals(), server.embedding_totals()
+    try:
+        proc = subprocess.run([str(py), str(Path(__file__).parent / "_peers" / "run_ragas_testset.py"), str(src),
+                               str(out), "--base-url", server.url, "--size", str(len(docs) * per)],
+                              env=env, capture_output=True, text=True, timeout=1800)
+    finally:
+        server.text_answer = before_answer
+    if proc.returncode != 0:
+        raise SystemExit(f"Ragas' TestsetGenerator failed:\n{proc.stderr[-3000:]}")
+    after, emb_after = server.totals(), server.embedding_totals()
+    served = {k: after[k] - before.get(k, 0) for k in after}
+    emb = {k: emb_after[k] - emb_before.get(k, 0) for k in emb_after}
+    made = json.loads(out.read_text())
+    n = made["goldens"] or 1
+    note = (f"{made['road']} made {made['goldens']} sample(s) ({', '.join(made['synthesizers'])}); plus "
+            f"{emb['calls']} embedding call(s), {emb['tokens']:,} tokens, not in the chat figures")
+    if made["refusal"]:
+        note += f"; generate_with_langchain_docs refused these documents first: {made['refusal']}"
+    return {"check": "Ragas TestsetGenerator (defaults)", "chunks": len(docs), "asked": len(docs) * per,
+            "kept": made["goldens"], "dropped": None, "calls": served["calls"], "billed_calls": served["calls"],
+            "input_tokens": served["prompt_tokens"], "output_tokens": served["completion_tokens"],
+            "calls_per_golden": served["calls"] / n,
+            "tokens_per_golden": (served["prompt_tokens"] + served["completion_tokens"]) / n,
+            "estimate_calls": "-", "estimate_tokens": "-", "embedding_calls": emb["calls"],
+            "embedding_tokens": emb["tokens"], "note": note}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-chunk", type=int, default=3)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--peers", action="store_true", help="also DeepEval's Synthesizer (creates its venv once)")
+    ap.add_argument("--peers", action="store_true",
+                    help="also DeepEval's Synthesizer and Ragas' TestsetGenerator (each creates its venv once)")
     args = ap.parse_args(argv)
 
     from langchain_openai import ChatOpenAI  # noqa: PLC0415
@@ -104,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             after = server.totals()
             served = {k: after[k] - before.get(k, 0) for k in after}
             n = len(res.goldens) or 1
+            billed_check = check and judge is not None and judge != "local"
             rows.append({
                 "check": label, "chunks": len(docs), "asked": est.questions, "kept": len(res.goldens),
                 "dropped": len(res.dropped), "calls": res.usage["calls"],
@@ -111,33 +175,50 @@ def main(argv: list[str] | None = None) -> int:
                 "input_tokens": served.get("prompt_tokens", 0), "output_tokens": served.get("completion_tokens", 0),
                 "calls_per_golden": served.get("calls", 0) / n,
                 "tokens_per_golden": (served.get("prompt_tokens", 0) + served.get("completion_tokens", 0)) / n,
-                "estimate_calls": est.calls + (est.check_calls if check and judge is not None and judge != "local"
-                                               else 0),
-                "estimate_tokens": est.input_tokens + est.output_tokens + (
-                    est.check_input_tokens + est.check_output_tokens
-                    if check and judge is not None and judge != "local" else 0),
+                "estimate_calls": est.calls + (est.check_calls if billed_check else 0),
+                "estimate_input_tokens": est.input_tokens + (est.check_input_tokens if billed_check else 0),
+                "estimate_output_tokens": est.output_tokens + (est.check_output_tokens if billed_check else 0),
+                # the writing alone, where the estimate's answer sizes are assumed: estimate vs measured
+                "writing_output_estimate": est.output_tokens,
+                "writing_output_measured": res.usage["writing"]["output_tokens"],
+                "schema_tokens": served.get("schema_tokens", 0),
             })
         if args.peers:
             rows.append(_deepeval(server, docs, args.per_chunk))
+            rows.append(_ragas(server, docs, args.per_chunk))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     print(f"Demo corpus: {len(docs)} documents, {args.per_chunk} question(s) asked per chunk, the default styles; "
           "billed = what the loopback server answered (o200k_base tokens).\n")
-    print("| check | kept / asked | billed calls | input + output tokens | calls per golden | tokens per golden | "
-          "--dry-run estimate (calls, tokens) |")
+    print("| tool, check | kept / asked | billed calls | input + output tokens | calls per golden | tokens per golden | "
+          "--dry-run estimate: calls, input + output tokens |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['check']} | {r['kept']} / {r['asked']} | {r['billed_calls']} | "
               f"{r['input_tokens']:,} + {r['output_tokens']:,} | {r['calls_per_golden']:.2f} | "
               f"{r['tokens_per_golden']:,.0f} | {_est(r)} |")
+    ours = next(r for r in rows if r.get("writing_output_estimate") is not None)
+    est, got = ours["writing_output_estimate"], ours["writing_output_measured"]
+    print(f"\n--dry-run estimate / measured: writing output tokens {est:,} / {got:,} = {est / max(1, got):.2f}", end="")
+    llm = next((r for r in rows if r["check"].startswith("LLM judge")), None)
+    if llm is not None:
+        print(f"; with the LLM judge, output tokens {llm['estimate_output_tokens']:,} / {llm['output_tokens']:,} = "
+              f"{llm['estimate_output_tokens'] / max(1, llm['output_tokens']):.2f}, input tokens "
+              f"{llm['estimate_input_tokens']:,} / {llm['input_tokens']:,} = "
+              f"{llm['estimate_input_tokens'] / max(1, llm['input_tokens']):.2f} (the estimate leaves out the "
+              f"structured-output schema billed as input: {llm.get('schema_tokens', 0):,} tokens here)", end="")
+    print(".")
+    for r in rows:
+        if r.get("note"):
+            print(f"\n{r['check']}: {r['note']}")
     return 0
 
 
 def _est(r: dict) -> str:
     if r["estimate_calls"] == "-":
         return "-"
-    return f"{r['estimate_calls']}, {r['estimate_tokens']:,}"
+    return f"{r['estimate_calls']}, {r['estimate_input_tokens']:,} + {r['estimate_output_tokens']:,}"
 
 
 if __name__ == "__main__":

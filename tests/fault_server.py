@@ -22,7 +22,8 @@ connection resets, slow answers, and damaged content (invalid or truncated JSON,
 odd verdict words, missing, unknown or duplicate ids, empty content, refusals). ``latency`` adds a fixed delay to
 every answer. An answer longer than the request's ``max_tokens`` / ``max_completion_tokens`` is cut there, with
 ``finish_reason="length"``. Every request is recorded in ``server.requests`` with its prompt and completion token
-counts.
+counts. ``/v1/embeddings`` answers too (word-hashed vectors; counted in ``server.embedding_requests``), for libraries
+that embed as well as chat.
 
     with FaultServer(yes_words=["Paris"], faults=[Fault("http", status=429, retry_after=0.01, times=2)]) as srv:
         judge = ChatOpenAI(model="fake", base_url=srv.url, api_key="x", max_retries=0)
@@ -30,6 +31,7 @@ counts.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -48,6 +50,7 @@ logger = logging.getLogger("contextjudge")
 
 MAX_BODY = 8 * 1024 * 1024
 MAX_SLEEP = 30.0
+EMBEDDING_DIM = 256
 
 _VERDICT_ASK = re.compile(r'"yes" or "no" for each id \(')
 _ITEM = re.compile(r"<([ns]\d+)>(.*?)</\1>", re.S)
@@ -141,6 +144,8 @@ class FaultServer:
         # value (sent as JSON), a str (sent as it is), or None (the usual answers)
         self.text_answer = text_answer
         self.requests: list[dict[str, Any]] = []
+        # /v1/embeddings requests, kept apart from the chat requests (their calls and tokens are counted apart)
+        self.embedding_requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._state = _State()
         # bumped by reset(): a request begun under an earlier plan (one its client gave up on, still being answered
@@ -363,6 +368,36 @@ class FaultServer:
         if body.get("stream"):
             return 200, {"content-type": "text/event-stream"}, _sse(payload), record
         return 200, {}, json.dumps(payload).encode(), record
+
+    def handle_embeddings(self, body: dict[str, Any]) -> tuple[int, bytes]:
+        """An embeddings answer: one vector per input, the input's words hashed into ``EMBEDDING_DIM`` buckets and
+        normalised, so texts that share words lie close (as a real embedding model's would, roughly) and the same
+        text always gets the same vector. Inputs may be strings or token-id lists (then hashed as they are)."""
+        raw = body.get("input")
+        inputs = raw if isinstance(raw, list) and raw and not isinstance(raw[0], int) else [raw]
+        if not inputs or any(not isinstance(x, (str, list)) for x in inputs):
+            return 400, json.dumps({"error": {"message": "input: a string or a list of strings"}}).encode()
+        data, tokens = [], 0
+        for k, text in enumerate(inputs):
+            words = _WORD.findall(text.lower()) if isinstance(text, str) else [str(t) for t in text]
+            tokens += self.count_tokens(text) if isinstance(text, str) else len(text)
+            vec = [0.0] * EMBEDDING_DIM
+            for w in words or [""]:
+                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=4).digest(), "big")
+                vec[h % EMBEDDING_DIM] += 1.0 if (h >> 16) & 1 else -1.0
+            norm = sum(v * v for v in vec) ** 0.5 or 1.0
+            data.append({"object": "embedding", "index": k, "embedding": [v / norm for v in vec]})
+        with self._lock:
+            self.embedding_requests.append({"t0": time.time(), "inputs": len(inputs), "prompt_tokens": tokens,
+                                            "model": body.get("model")})
+        return 200, json.dumps({"object": "list", "data": data, "model": body.get("model") or "fake",
+                                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}).encode()
+
+    def embedding_totals(self) -> dict[str, int]:
+        with self._lock:
+            return {"calls": len(self.embedding_requests),
+                    "inputs": sum(r["inputs"] for r in self.embedding_requests),
+                    "tokens": sum(r["prompt_tokens"] for r in self.embedding_requests)}
 
     def _prompt_tokens(self, body: dict[str, Any]) -> int:
         messages, schema = self._prompt_parts(body)
@@ -653,8 +688,16 @@ def _make_handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return
             raw = self.rfile.read(length) if length else b""
+            if self.path.rstrip("/").endswith("/embeddings"):
+                try:
+                    status, payload = server.handle_embeddings(json.loads(raw or b"{}"))
+                except ValueError:
+                    status, payload = 400, b'{"error": {"message": "request body is not JSON"}}'
+                self._send(status, payload)
+                return
             if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._send(404, b'{"error": {"message": "only /v1/chat/completions is served"}}')
+                self._send(404, b'{"error": {"message": "only /v1/chat/completions and /v1/embeddings are '
+                                b'served"}}')
                 return
             try:
                 body = json.loads(raw or b"{}")

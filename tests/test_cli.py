@@ -560,6 +560,7 @@ def test_eval_help_states_the_gate_and_the_exit_codes(capsys):
     rc, out, _ = run(capsys, "--help")
     text = " ".join(out.split())
     assert "Start here: contextjudge demo" in text and "contextjudge eval --app" in text
+    assert "no test set yet" in text and "contextjudge goldens generate --docs" in text  # issue 51
     assert "3 some test cases errored" in text
     for command in ("report", "compare"):
         rc, out, _ = run(capsys, command, "--help")

@@ -14,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted([ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "CHANGELOG.md", ROOT / "CONTRIBUTING.md",
+               ROOT / "benchmarks" / "README.md",
                *(ROOT / "docs").glob("*.md"),
                *ROOT.glob("integrations/*/README.md")])
 SOURCES = sorted([*(ROOT / "src").rglob("*.py"), *ROOT.glob("integrations/*/src/**/*.py")])

@@ -695,3 +695,25 @@ def test_the_labelling_page_on_another_loopback_address_refuses_another_host_or_
         proc.wait(timeout=30)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_the_server_embeds_too_for_peers_that_need_embeddings():
+    """/v1/embeddings (used by benchmarks/goldens_cost.py for Ragas): OpenAI's client gets one unit vector per input,
+    the same text the same vector, texts sharing words closer than unrelated ones; calls and tokens counted apart
+    from the chat requests."""
+    from langchain_openai import OpenAIEmbeddings
+
+    with FaultServer() as server:
+        emb = OpenAIEmbeddings(model="text-embedding-3-small", base_url=server.url, api_key="sk-test",
+                               check_embedding_ctx_length=False, max_retries=0)
+        a, b, c = emb.embed_documents(["parking permits cost forty dollars", "parking permits are sold at the desk",
+                                       "vacation days carry over until March"])
+        again = emb.embed_query("parking permits cost forty dollars")
+
+        def dot(x, y):
+            return sum(p * q for p, q in zip(x, y, strict=True))
+
+        assert abs(dot(a, a) - 1.0) < 1e-9 and again == a
+        assert dot(a, b) > dot(a, c)
+        assert server.embedding_totals()["calls"] == 2 and server.embedding_totals()["inputs"] == 4
+        assert server.totals()["calls"] == 0

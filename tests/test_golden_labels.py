@@ -108,6 +108,22 @@ def test_runs_record_their_goldens_and_compare_and_trend_say_when_they_differ(ca
     assert [(c["before"], c["after"]) for c in json.loads(out)["goldens_changes"]] == [("b", "c")]
 
 
+def test_report_compare_on_other_goldens_is_refused_unless_told(capsys, project):
+    """`report --compare` follows `compare`'s rule (issue 51): runs on different golden sets are refused, with the same
+    message, before any page is written; --allow-different-goldens writes it and says why the figures may differ."""
+    _eval(capsys, "app", "a")
+    _eval(capsys, "app", "b")
+    _eval(capsys, "app", "c", goldens="goldens-v2.jsonl")
+    rc, out, err = run(capsys, "report", "c", "--compare", "a", "--store", "res.db", "-o", "page.html")
+    assert rc == 2 and "the runs ran different goldens: the baseline goldens.jsonl (content hash " in err
+    assert "--allow-different-goldens" in err and not (project / "page.html").exists()
+    rc, out, err = run(capsys, "report", "c", "--compare", "a", "--store", "res.db", "-o", "page.html",
+                       "--allow-different-goldens")
+    assert rc == 0 and (project / "page.html").exists() and "NOTE: the runs ran different goldens" in out
+    rc, out, err = run(capsys, "report", "b", "--compare", "a", "--store", "res.db", "-o", "same.html")
+    assert rc == 0 and "different goldens" not in out + err and (project / "same.html").exists()
+
+
 def test_capture_with_goldens_brings_their_labels_and_records_them(tmp_path):
     store = str(tmp_path / "cap.db")
     session = CaptureSession([ContextualPrecisionMetric()], model=FakeJudge(), goldens=_labelled_goldens(),

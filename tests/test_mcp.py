@@ -382,6 +382,36 @@ def test_a_missing_store_then_a_read_only_one(project, tmp_path):
             _unlock(folder, store)
 
 
+def test_compare_runs_refuses_runs_on_different_goldens_unless_told(tmp_path):
+    """compare_runs follows `contextjudge compare`'s rule (issue 51): two runs that recorded different golden sets
+    are refused with the same message, naming the argument that compares anyway; told, it compares and says so. Runs
+    on the same goldens, and runs that recorded none, compare as before."""
+    from contextjudge.cases.goldens import Goldens
+
+    store = str(tmp_path / "results.db")
+    rows = [{"id": f"g{i}", "input": q, "expected_output": e} for i, (q, _, e) in enumerate(QUESTIONS)]
+    changed = [dict(r) for r in rows]
+    changed[0]["expected_output"] = "Something else entirely."
+    v1, v2 = Goldens(rows, name="v1.jsonl").fingerprint(), Goldens(changed, name="v2.jsonl").fingerprint()
+    metrics = ["contextual_precision"]
+    for run, rank, fp in (("one", 0, v1), ("one-again", 0, v1), ("two", 2, v2)):
+        evaluate(_cases(rank), from_keys(metrics, model=FakeJudge()), store=store, run_id=run, run_name=run,
+                 show_progress=False, run_config={"goldens_fingerprint": fp})
+    s = Session(["--store", "results.db"], tmp_path)
+    try:
+        text = s.error("compare_runs", {"baseline": "one", "run": "two"})
+        assert (f"the runs ran different goldens: the baseline v1.jsonl (content hash {v1['hash']}), this run "
+                f"v2.jsonl (content hash {v2['hash']})") in text, text
+        assert "allow_different_goldens=true" in text
+        out = s.ok("compare_runs", {"baseline": "one", "run": "two", "allow_different_goldens": True})
+        assert out["regression"] and out["goldens"]["baseline"]["hash"] == v1["hash"]
+        assert out["goldens"]["run"]["hash"] == v2["hash"] and "different goldens" in out["note"]
+        same = s.ok("compare_runs", {"baseline": "one", "run": "one-again"})
+        assert same["note"] is None and not same["regression"]
+    finally:
+        s.close()
+
+
 def test_two_clients_at_once_on_one_store(server, plain):
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         fa = pool.submit(server.ok, "compare_runs", {"baseline": "before", "run": "after"})

@@ -1,4 +1,4 @@
-"""The worker (engine/_worker.py, `contextjudge worker`): claims queued cases, scores them, writes each case's results
+"""The worker (engine/_worker/, `contextjudge worker`): claims queued cases, scores them, writes each case's results
 once, shares verdicts through the store, skips on a spent budget, stops cleanly; in process and as a real CLI
 subprocess on SQLite (one worker per store file). The several-workers-on-PostgreSQL tests are in
 tests/test_worker_pg.py."""

@@ -5,7 +5,7 @@
 ``DIR`` holds a clone of each repository below, at the commit named (``git clone URL DIR/owner+name`` and
 ``git -C ... checkout COMMIT``); RAW receives the files, and ``RAW/SHA256SUMS`` their hashes, which
 ``training/data.py``'s output (and so the model's manifest) records. Only files this script writes or copies are read
-later: the raw data never enters this repository. Licences: docs/judges.md ("Training data").
+later: the raw data never enters this repository. Licences: benchmarks/README.md ("Training data") and docs/judges.md ("Licence").
 """
 
 from __future__ import annotations

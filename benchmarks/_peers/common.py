@@ -22,8 +22,9 @@ HERE = Path(__file__).resolve().parent
 PEERS: dict[str, list[str]] = {
     "deepeval": ["deepeval"],
     # ragas 0.4.3 imports langchain_community.chat_models.vertexai, removed in langchain-community 0.4;
-    # instructor>=1.17 avoids a resolver walk back to instructor 1.3 / openai 1.x.
-    "ragas": ["ragas", "langchain-community<0.4", "instructor>=1.17"],
+    # instructor>=1.17 avoids a resolver walk back to instructor 1.3 / openai 1.x; rapidfuzz: the TestsetGenerator's
+    # entity-overlap step imports it (not a dependency of the ragas wheel).
+    "ragas": ["ragas", "langchain-community<0.4", "instructor>=1.17", "rapidfuzz"],
 }
 TELEMETRY_OFF = {"DEEPEVAL_TELEMETRY_OPT_OUT": "1", "RAGAS_DO_NOT_TRACK": "true"}
 
@@ -32,14 +33,18 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("CONTEXTJUDGE_BENCH_CACHE", Path.home() / ".cache" / "contextjudge-bench"))
 
 
-def token_counter() -> Callable[[str], int]:
-    """len(o200k_base tokens), offline: tiktoken reads the encoding bundled in llama-index-core's wheel."""
+def tiktoken_cache() -> str:
+    """The folder of tiktoken's cl100k_base and o200k_base files bundled in llama-index-core's wheel (offline)."""
     spec = importlib.util.find_spec("llama_index.core")
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("token counting needs llama-index-core (it bundles tiktoken's o200k_base file): "
                          "pip install llama-index-core tiktoken")
-    cache = Path(list(spec.submodule_search_locations)[0]) / "_static" / "tiktoken_cache"
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+    return str(Path(list(spec.submodule_search_locations)[0]) / "_static" / "tiktoken_cache")
+
+
+def token_counter() -> Callable[[str], int]:
+    """len(o200k_base tokens), offline: tiktoken reads the encoding bundled in llama-index-core's wheel."""
+    os.environ["TIKTOKEN_CACHE_DIR"] = tiktoken_cache()
     import tiktoken  # noqa: PLC0415 - after TIKTOKEN_CACHE_DIR is set
 
     enc = tiktoken.get_encoding("o200k_base")

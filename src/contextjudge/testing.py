@@ -58,7 +58,7 @@ def _words(text: str) -> set[str]:
 
 def overlap_rule(request: JudgeRequest, item: Item) -> str:
     """A crude but deterministic default: yes when the item shares two content words with the reference/input."""
-    if request.task == "statement_support":
+    if request.verdict_family.cites_context:  # a statement against the retrieved nodes
         support = set().union(*(_words(c.text) for c in request.context)) if request.context else set()
         need = _words(item.text)
         return "yes" if need and len(need & support) / len(need) >= 0.6 else "no"
@@ -159,7 +159,7 @@ class FakeJudge(BaseChatModel):
 
     def answer(self, request: JudgeRequest) -> dict[str, Any]:
         """The answer this judge gives to ``request``, as a dict."""
-        if request.task == "rubric_recall":
+        if not request.verdict_family.per_item:
             score = self.rubric_score
             if self.rubric_scores:
                 with self._lock:
@@ -178,7 +178,7 @@ class FakeJudge(BaseChatModel):
             conf = self._confidence(request, item) if self.confidences else None
             if conf is not None:
                 entry["confidence"] = conf
-            if request.task == "statement_support" and v == "yes":
+            if request.verdict_family.cites_context and v == "yes":
                 entry["node_ids"] = [c.id for c in request.context if _words(c.text) & _words(item.text)][:3]
             verdicts.append(entry)
         return {"verdicts": verdicts}

@@ -7,12 +7,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import uuid
 from typing import Any
 
 from ..errors import UsageError
-from ._shared import EXIT_ERROR, EXIT_OK, _common, _existing_store, _info
+from ._shared import EXIT_ERROR, EXIT_OK, _common, _existing_store, _info, _judge, _store_judge
 
 __all__ = ["add_goldens_command"]
 
@@ -38,8 +39,13 @@ def add_goldens_command(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--run", metavar="RUN", help="with --from-store: the run (default: the latest)")
     g.add_argument("--model", required=True, help="the chat model that writes questions (an OpenAI model name, or "
                                                   "openai:NAME; OPENAI_BASE_URL for a compatible server)")
-    g.add_argument("--judge", default="local",
-                   help="the judge that checks each golden (default: local, the embedded judge, free and offline)")
+    g.add_argument("--judge", help="the judge that checks each golden: the judge in use, as `eval --model` names it "
+                                   "(default: $CONTEXTJUDGE_MODEL, else local, the embedded judge, free and offline; "
+                                   "the embedded judge is calibrated on the store's labels where it has any, as in "
+                                   "`eval`)")
+    g.add_argument("--store", metavar="PATH_OR_URL",
+                   help="the store whose labels calibrate the embedded judge (default: the --from-store store, else "
+                        "$CONTEXTJUDGE_STORE or .contextjudge/results.db where it exists)")
     g.add_argument("--no-check", action="store_true", help="keep every readable golden without checking it")
     g.add_argument("--per-chunk", type=int, default=3, metavar="N", help="questions asked per chunk (default 3)")
     g.add_argument("--styles", default=",".join(_styles()),
@@ -47,6 +53,9 @@ def add_goldens_command(sub: argparse._SubParsersAction) -> None:
                         "questions the documents cannot answer, best kept in a file of their own)")
     g.add_argument("--chunk-size", type=int, default=1000, metavar="CHARS",
                    help="characters per chunk for files (default 1000); the app's own chunks are kept as they are")
+    g.add_argument("--splitter", metavar="MODULE:NAME",
+                   help="cut files the way your app does: its LangChain text splitter or LlamaIndex node parser "
+                        "(e.g. myapp.ingest:splitter; a function returning one is called)")
     g.add_argument("--max-chunks", type=int, metavar="N", help="write from at most N chunks (a seeded sample)")
     g.add_argument("--seed", type=int, default=0, help="seed of the styles' deal and of the sample (default 0)")
     g.add_argument("--budget-calls", type=int, metavar="N", help="stop after N model calls (writing and checking)")
@@ -113,9 +122,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not sources:
         raise UsageError("nothing to write questions from: pass --docs PATH... or --from-store STORE.")
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]
-    result = generate_goldens(sources, model=args.model, per_chunk=args.per_chunk, styles=styles, judge=args.judge,
+    judge: Any = args.judge or os.environ.get("CONTEXTJUDGE_MODEL") or "local"
+    if not args.no_check:
+        # the judge in use: the one `eval` would pick, calibrated on the store's labels as `eval` does
+        store = sources[-1].store if args.from_store and not args.store else _store_if_any(args.store)
+        judge = _store_judge(store, _judge(judge, args.quiet), args.quiet)
+    result = generate_goldens(sources, model=args.model, per_chunk=args.per_chunk, styles=styles, judge=judge,
                               check=not args.no_check, budget=_budget(args), seed=args.seed,
-                              chunk_size=args.chunk_size, max_chunks=args.max_chunks, dry_run=args.dry_run)
+                              chunk_size=args.chunk_size, max_chunks=args.max_chunks, dry_run=args.dry_run,
+                              splitter=_splitter(args.splitter) if args.splitter else None)
     if args.dry_run:
         assert result.estimate is not None  # a dry run returns its estimate
         print(json.dumps(result.estimate.to_dict(), indent=2) if args.json else str(result.estimate))
@@ -131,20 +146,45 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _hook(spec: str) -> Any:
+def _store_if_any(target: str | None) -> Any:
+    """``--store`` (which must exist), else the default store where it exists, else None."""
+    from ..store import DEFAULT_STORE_PATH  # noqa: PLC0415
+
+    if target:
+        return _existing_store(target)
+    default = os.environ.get("CONTEXTJUDGE_STORE") or DEFAULT_STORE_PATH
+    return _existing_store(default) if "://" in default or os.path.exists(default) else None
+
+
+def _hook(spec: str, flag: str = "--redact", example: str = "myapp.privacy:scrub") -> Any:
     mod, _, attr = spec.partition(":")
     if not mod or not attr:
-        raise UsageError(f"--redact {spec!r}: write it as module:function (e.g. myapp.privacy:scrub).")
+        raise UsageError(f"{flag} {spec!r}: write it as module:name (e.g. {example}).")
     sys.path.insert(0, ".")
     try:
         fn = getattr(importlib.import_module(mod), attr)
     except (ImportError, AttributeError) as exc:
-        raise UsageError(f"--redact {spec!r}: cannot load it ({type(exc).__name__}: {exc}).") from exc
+        raise UsageError(f"{flag} {spec!r}: cannot load it ({type(exc).__name__}: {exc}).") from exc
     finally:
         sys.path.remove(".")
-    if not callable(fn):
-        raise UsageError(f"--redact {spec!r} is not a function.")
+    if flag == "--redact" and not callable(fn):
+        raise UsageError(f"{flag} {spec!r} is not a function.")
     return fn
+
+
+def _splitter(spec: str) -> Any:
+    """The app's splitter named by ``--splitter``: the object, or what a function of no arguments returns."""
+    obj = _hook(spec, "--splitter", "myapp.ingest:splitter")
+    if not (hasattr(obj, "split_text") or hasattr(obj, "get_nodes_from_documents")) and callable(obj):
+        try:
+            made = obj()
+        except TypeError:
+            return obj  # a function of a text: used as it is
+        if hasattr(made, "split_text") or hasattr(made, "get_nodes_from_documents"):
+            return made
+        raise UsageError(f"--splitter {spec!r}: it returned a {type(made).__name__}, not a text splitter or node "
+                         "parser.")
+    return obj
 
 
 def cmd_from_store(args: argparse.Namespace) -> int:

@@ -55,6 +55,9 @@ def build_parser(plugins: dict[str, Any] | None = None) -> argparse.ArgumentPars
                     "  contextjudge eval --app myapp.chain:rag_chain --goldens goldens.jsonl --report report.html\n"
                     "                               run your goldens through your own app, score, store, report;\n"
                     "                               its exit code gates CI\n"
+                    "  contextjudge goldens generate --docs docs/ --model gpt-4o-mini -o goldens.jsonl\n"
+                    "                               no test set yet: checked questions from your documents (or\n"
+                    "                               `goldens from-store` from captured traffic; docs/goldens.md)\n"
                     "Then: `contextjudge report` (HTML report of the latest run), `contextjudge compare BASELINE`\n"
                     "(did a change help?), `contextjudge runs` (what the store holds).",
         epilog="Exit codes: 0 ok, 1 a quality gate failed, 2 an error, 3 some test cases errored (see "

@@ -118,6 +118,10 @@ class CompareOut(BaseModel):
     metrics: list[MetricDelta]
     worse_on: list[str]
     regression: bool
+    goldens: dict[str, dict[str, Any] | None] = Field(
+        description="the golden set each run ran ({name, hash}; null where a run recorded none)")
+    note: str | None = Field(default=None, description="said when runs on different golden sets were compared "
+                                                         "(allow_different_goldens)")
 
 
 class TrendOut(Page):
@@ -246,11 +250,15 @@ def build_server(tools: Tools) -> MCPServer:
         baseline: Annotated[str, Field(description="the run before the change: id, name or id prefix")],
         run: Annotated[str | None, Field(description="the run after it; default: the latest")] = None,
         top: Annotated[int, Field(description="changed cases listed per metric (0-20)")] = 5,
+        allow_different_goldens: Annotated[bool, Field(
+            description="compare runs made on different golden sets (refused by default: a difference could come "
+                        "from the changed questions, not from the app)")] = False,
     ) -> CompareOut:
         """Did a change make retrieval worse? Per metric the paired difference (run - baseline) with its 95%
         paired-t interval and a reading ('worse' only when the whole interval is below zero), and the cases that
-        changed most."""
-        return CompareOut(**await _call(tools.compare_runs, baseline=baseline, run=run, top=top))
+        changed most. Runs made on different golden sets are refused unless allow_different_goldens."""
+        return CompareOut(**await _call(tools.compare_runs, baseline=baseline, run=run, top=top,
+                                        allow_different_goldens=allow_different_goldens))
 
     @server.tool(annotations=ro("Scores over time"))
     async def trend(

@@ -318,17 +318,23 @@ class StoreReads:
                 "nodes_total": len(nodes)}
 
     # ---- two runs
-    def compare_runs(self, *, baseline: str, run: str | None = None, top: int = 5) -> dict[str, Any]:
+    def compare_runs(self, *, baseline: str, run: str | None = None, top: int = 5,
+                     allow_different_goldens: bool = False) -> dict[str, Any]:
         """Per metric the paired difference (run - baseline) with its 95% paired-t interval and the reading, as
         the report and ``contextjudge compare`` compute them (``report.compare_runs``), and the cases that
-        changed most."""
+        changed most. Runs made on different golden sets are refused unless ``allow_different_goldens`` (the rule
+        of ``contextjudge compare``)."""
         from ..report import compare_runs  # noqa: PLC0415
+        from ._runs import different_goldens_note, same_goldens_or_refuse  # noqa: PLC0415
 
         if not 0 <= top <= 20:
             raise ToolArgumentError(f"top={top}: pass 0 to 20 (the changed cases shown per metric).")
         base = self.ws.run_id(baseline)
         cur = self.ws.run_id(run)
         store = self.ws.store()
+        before, after = store.run_info(base).goldens, store.run_info(cur).goldens
+        different = same_goldens_or_refuse(before, after, allow_different_goldens,
+                                           override="allow_different_goldens=true", error=ToolArgumentError)
         changes = compare_runs(store.load_run(cur), store.load_run(base), top=top)
         metrics = []
         for c in changes:
@@ -343,7 +349,10 @@ class StoreReads:
                                               for cc in c.top_cases]})
         worse = [m["metric"] for m in metrics if m["significantly_worse"]]
         return {"run_id": cur, "baseline_id": base, "paired_by": "test case id, else input",
-                "level": 0.95, "metrics": metrics, "worse_on": worse, "regression": bool(worse)}
+                "level": 0.95, "metrics": metrics, "worse_on": worse, "regression": bool(worse),
+                "goldens": {"baseline": before, "run": after},
+                "note": different_goldens_note(before, after).removeprefix("NOTE: ") if different and before
+                and after else None}
 
     # ---- the store over time
     def trend(self, *, by: str = "day", since: str | None = None, until: str | None = None,

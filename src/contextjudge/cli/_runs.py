@@ -27,8 +27,8 @@ from ._shared import (
     _write,
 )
 
-__all__ = ["add_store_commands", "cmd_compare", "cmd_export", "cmd_report", "cmd_runs", "regression_of",
-           "regression_verdict"]
+__all__ = ["add_store_commands", "cmd_compare", "cmd_export", "cmd_report", "cmd_runs", "different_goldens_note",
+           "regression_of", "regression_verdict", "same_goldens_or_refuse"]
 
 
 def add_store_commands(sub: argparse._SubParsersAction) -> None:
@@ -41,6 +41,9 @@ def add_store_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", nargs="?", help="run id, name or unique id prefix (default: the latest run)")
     _store_arg(p)
     p.add_argument("--compare", metavar="OTHER_RUN", help="baseline run to compare with")
+    p.add_argument("--allow-different-goldens", action="store_true",
+                   help="with --compare: compare runs made on different golden sets (refused by default: a "
+                        "difference could come from the changed questions, not from the app)")
     p.add_argument("-o", "--output", default="report.html", help="output file (default: report.html)")
     p.add_argument("--title", help="page title")
     p.add_argument("--max-cases", type=int, default=1000, metavar="N",
@@ -99,6 +102,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     store = _existing_store(args.store)
     run_id = _resolve(store, args.run)
     other = _resolve(store, args.compare) if args.compare else None
+    if other is not None:
+        before, after = store.run_info(other).goldens, store.run_info(run_id).goldens
+        if same_goldens_or_refuse(before, after, args.allow_different_goldens):
+            assert before is not None and after is not None
+            print(different_goldens_note(before, after))
     _info(f"rendering run {run_id}" + (f" against {other}" if other else "") + " ...", args.quiet)
     _write(args.output, render_report(store=store, run=run_id, compare=other, title=args.title,
                                             max_cases=args.max_cases))
@@ -110,18 +118,27 @@ def _goldens_words(g: dict[str, Any]) -> str:
     return f"{g.get('name') or 'goldens'} (content hash {g.get('hash')})"
 
 
-def same_goldens_or_refuse(baseline: dict[str, Any] | None, current: dict[str, Any] | None, allow: bool) -> bool:
-    """Whether two runs ran different golden sets (both recorded, content hashes differ); raises ``UsageError`` when
-    they did and ``allow`` (``--allow-different-goldens``) is not given: a difference could come from the changed
-    questions and answers, not from the app. ``compare`` and ``eval --baseline`` share it."""
+def same_goldens_or_refuse(baseline: dict[str, Any] | None, current: dict[str, Any] | None, allow: bool,
+                           override: str = "--allow-different-goldens", error: type[Exception] = UsageError) -> bool:
+    """Whether two runs ran different golden sets (both recorded, content hashes differ); raises ``error`` when they
+    did and ``allow`` (``override``: ``--allow-different-goldens``, or the MCP tool's argument) is not given: a
+    difference could come from the changed questions and answers, not from the app. ``compare``, ``report
+    --compare``, ``eval --baseline`` and the MCP ``compare_runs`` tool share it."""
     different = bool(baseline and current and baseline.get("hash") != current.get("hash"))
     if different and not allow:
         assert baseline is not None and current is not None
-        raise UsageError(f"the runs ran different goldens: the baseline {_goldens_words(baseline)}, this run "
-                         f"{_goldens_words(current)}. A difference could come from the changed questions and "
-                         "answers, not from the app: rerun the baseline on the same goldens, or pass "
-                         "--allow-different-goldens to compare anyway.")
+        raise error(f"the runs ran different goldens: the baseline {_goldens_words(baseline)}, this run "
+                    f"{_goldens_words(current)}. A difference could come from the changed questions and "
+                    f"answers, not from the app: rerun the baseline on the same goldens, or pass {override} to "
+                    "compare anyway.")
     return different
+
+
+def different_goldens_note(baseline: dict[str, Any], current: dict[str, Any]) -> str:
+    """The line said when runs on different golden sets are compared anyway."""
+    return (f"NOTE: the runs ran different goldens: the baseline {_goldens_words(baseline)}, this run "
+            f"{_goldens_words(current)}; a difference may come from the changed questions and answers, not only "
+            "from the app")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -164,9 +181,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for line in reg.lines():
         print(line)
     if different:
-        print(f"NOTE: the runs ran different goldens: the baseline {_goldens_words(goldens[1])}, this run "
-              f"{_goldens_words(goldens[0])}; a difference may come from the changed questions and answers, not "
-              "only from the app")
+        print(different_goldens_note(goldens[1], goldens[0]))
     for c in unpaired:
         where = ("only the baseline scored it" if c.current_mean is None else
                  "only this run scored it" if c.baseline_mean is None else "no case has a score in both runs")

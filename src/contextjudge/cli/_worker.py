@@ -136,8 +136,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         added = store.enqueue(target, only_unscored=True)
         _shared._info(f"queued {added} unscored case(s) of run {target}", args.quiet)
     threshold, per = _shared._thresholds(args.threshold, "--threshold")
-    # the store's labels calibrate the embedded judge (read when the worker starts: restart it after labelling)
-    judge = _shared._store_judge(store, _shared._judge(args.model, args.quiet), args.quiet)
+    # the store's labels calibrate the embedded judge: said here, and the worker reads them again while it runs (a
+    # label given meanwhile takes over between cases), so it is given the judge as named, not as calibrated now
+    judge = _shared._judge(args.model, args.quiet)
+    _shared._store_judge(store, judge, args.quiet)
     if args.metrics:
         keys = _shared._metric_keys(args.metrics, [])
         metrics: Any = _shared._build_metrics(keys, None, threshold, per)

@@ -162,7 +162,7 @@ class _ScoringActor:
         worker = Worker(self.store, self.metrics, self.judge, run_id=run_id, lease=s["lease"], batch=s["batch"],
                         concurrency=s["concurrency"], judge_options=s.get("judge_options"), poll=s["poll"],
                         cpus=0, nice=0, grace=s["grace"], max_attempts=s["max_attempts"], exclusive=False,
-                        report_every=10 ** 9)
+                        report_every=10 ** 9, recalibrate_every=None)  # the driver's judge, as it was given
         return worker.run(once=True).to_dict()
 
 

@@ -23,7 +23,7 @@ from ..judges import FAMILIES, CalibratedJudge, Calibration, calibrated, judge_i
 if TYPE_CHECKING:
     from ..store import CalibrationStore
 
-__all__ = ["keep_store_calibration", "labels_fingerprint", "store_calibrated"]
+__all__ = ["calibrates", "keep_store_calibration", "labels_fingerprint", "store_calibrated"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -33,6 +33,12 @@ FORMAT = 1
 def _bare_embedded(judge: Any) -> bool:
     return (not isinstance(judge, CalibratedJudge) and is_embedded_judge(judge_name(judge))
             and callable(getattr(judge, "learn", None)) and not getattr(judge, "learned", None))
+
+
+def calibrates(judge: Any) -> bool:
+    """Whether ``store_calibrated`` calibrates ``judge`` on a store that holds labels: the bare embedded judge (not one
+    given as a calibration file, not an LLM judge)."""
+    return _bare_embedded(judge)
 
 
 def _spec(judge: Any) -> str:

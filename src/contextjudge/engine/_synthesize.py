@@ -9,7 +9,9 @@ The steps, each one place:
 1. **Chunks** (``read_chunks``): the app's own chunks where they can be read (a LangChain vector store, retriever or
    list of ``Document``; a LlamaIndex index, docstore or list of nodes; ``StoredNodes``, the nodes a stored run
    retrieved), each under the id the app gives it, so a golden's ``expected_context_ids`` match what the app
-   retrieves; else files (text, Markdown, reStructuredText, HTML, JSON lines' ``text``), cut by ``split_text``.
+   retrieves; else files (text, Markdown, reStructuredText, HTML, JSON lines' ``text``), cut by the app's own
+   splitter where it is given (``splitter=``: a LangChain text splitter or LlamaIndex node parser), else by
+   ``split_text``.
 2. **Questions** (``_ask_questions``): one plain-text call per chunk through the judge client (retries, the
    adaptive in-flight limit and the budget of ``JudgeClient.complete_text``), asking for ``per_chunk`` questions in
    the styles assigned to that chunk (seeded), each with its answer. An answer that holds no readable JSON is asked
@@ -22,8 +24,8 @@ The steps, each one place:
    the other way: its chunk must not be useful for answering it.
 5. **Provenance** on every golden: chunk ids, document, generator model, prompt version, seed, style, checker.
 
-``estimate_generation`` counts the calls and tokens before any call (the prompts are the real ones; answers at a
-typical size); ``generate(..., dry_run=True)`` returns it without calling anything. The prompts are written here.
+``estimate_generation`` counts the calls and tokens before any call (the prompts are the real ones; answers at the
+size the prompt asks for, from the chunk's own sentence length); ``generate(..., dry_run=True)`` returns it without calling anything. The prompts are written here.
 """
 
 from __future__ import annotations
@@ -67,8 +69,12 @@ _STYLE_WORDS = {
 UNANSWERED = "NOT IN THE DOCUMENTS"
 _FILE_SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text", ".html", ".htm", ".jsonl", ""}
 _REFUSAL = re.compile(r"\b(i can(?:no|')t|i am unable|i'm unable|i won't|cannot help|as an ai)\b", re.I)
-# typical answer size of one generated question with its answer (tokens), for estimates before any call
-_TOKENS_PER_QUESTION = 90
+# For estimates before any call, the answer's shape as the prompt asks for it: per style, the words of the question
+# (a short one "under 12 words"; a multi-part or two-passage one asks two things) and the sentences of its answer
+# ("one or two sentences" of the passage's facts: one for a single fact, two where two are asked for); a stand-in
+# golden of that shape is made of the chunk's own words and sentences (``_stand_in``) and counted.
+_QUESTION_WORDS = {"short": 9, "conversational": 11, "multi_part": 18, "two_chunks": 16, "unanswerable": 10}
+_ANSWER_SENTENCES = {"short": 1, "conversational": 1, "multi_part": 2, "two_chunks": 2, "unanswerable": 0}
 
 
 @dataclass
@@ -80,7 +86,8 @@ class Chunk:
     text: str
     document: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    origin: str = "app"  # "app": the app's own chunk and id; "contextjudge": cut from a file here
+    # "app": the app's own chunk and id; "app splitter": cut here by the app's splitter; "contextjudge": cut here
+    origin: str = "app"
 
 
 @dataclass
@@ -167,7 +174,28 @@ def _files(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-def _file_chunks(path: Path, size: int, root: Path | None) -> list[Chunk]:
+def _split_like_the_app(splitter: Any, text: str, name: str) -> list[str]:
+    """``text`` cut by the app's own splitter: a LangChain text splitter (``split_text``), a LlamaIndex node parser
+    (``get_nodes_from_documents``), or a function of the text returning its pieces."""
+    if hasattr(splitter, "get_nodes_from_documents"):
+        from llama_index.core import Document  # noqa: PLC0415
+
+        nodes = splitter.get_nodes_from_documents([Document(text=text, metadata={"file_name": name})])
+        pieces = [n.get_content() for n in nodes]
+    elif hasattr(splitter, "split_text"):
+        pieces = list(splitter.split_text(text))
+    elif callable(splitter):
+        pieces = list(splitter(text))
+    else:
+        raise ConfigurationError(f"splitter: a {type(splitter).__name__} cannot cut text; pass your app's LangChain "
+                                 "text splitter, LlamaIndex node parser, or a function of a text returning its "
+                                 "pieces.")
+    if not all(isinstance(x, str) for x in pieces):
+        raise ConfigurationError("splitter: it must return the pieces of the text as strings.")
+    return [x for x in pieces if x.strip()]
+
+
+def _file_chunks(path: Path, size: int, root: Path | None, splitter: Any = None) -> list[Chunk]:
     try:
         raw = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -193,6 +221,9 @@ def _file_chunks(path: Path, size: int, root: Path | None) -> list[Chunk]:
                                      {k: v for k, v in row.items() if k not in ("text", "id")},
                                      origin="app" if row.get("id") else "contextjudge"))
         return out
+    if splitter is not None:
+        return [Chunk(f"{name}#{k}", t, name, {"source": name}, origin="app splitter")
+                for k, t in enumerate(_split_like_the_app(splitter, raw, name), start=1)]
     return [Chunk(f"{name}#{k}", t, name, {"source": name}, origin="contextjudge")
             for k, t in enumerate(split_text(raw, size), start=1)]
 
@@ -242,25 +273,28 @@ def _looks_like_path(text: str) -> bool:
     return Path(text).exists() or "/" in text or text.lower().endswith(tuple(s for s in _FILE_SUFFIXES if s))
 
 
-def read_chunks(sources: Any, *, chunk_size: int = 1000) -> list[Chunk]:
+def read_chunks(sources: Any, *, chunk_size: int = 1000, splitter: Any = None) -> list[Chunk]:
     """The chunks of ``sources``: paths (files or folders), a LangChain vector store / retriever / Documents, a
     LlamaIndex index / docstore / nodes, ``StoredNodes``, ``Chunk``\\ s or plain strings of text, or a list mixing
-    them. The app's own chunks and ids are kept; files are cut with ``split_text`` (``chunk_size`` characters)."""
+    them. The app's own chunks and ids are kept; files and texts are cut the way the app cuts them when ``splitter``
+    is its splitter (a LangChain text splitter, a LlamaIndex node parser, or a function of a text returning its
+    pieces), else with ``split_text`` (``chunk_size`` characters)."""
     items = list(sources) if isinstance(sources, (list, tuple)) else [sources]
     out: list[Chunk] = []
     paths = [Path(x) for x in items if isinstance(x, Path) or (isinstance(x, str) and _looks_like_path(x))]
     for p in _files(paths):
         root = next((Path(x) for x in items if isinstance(x, (str, Path)) and Path(x).is_dir()
                      and p.is_relative_to(Path(x))), None)
-        out += _file_chunks(p, chunk_size, root)
+        out += _file_chunks(p, chunk_size, root, splitter)
     for k, x in enumerate(items, start=1):
         if isinstance(x, (str, Path)) and (isinstance(x, Path) or Path(x) in paths):
             continue
         if isinstance(x, Chunk):
             out.append(x)
         elif isinstance(x, str):
-            out += [Chunk(f"text{k}#{j}", t, f"text{k}", origin="contextjudge")
-                    for j, t in enumerate(split_text(x, chunk_size), start=1)]
+            pieces = split_text(x, chunk_size) if splitter is None else _split_like_the_app(splitter, x, f"text{k}")
+            out += [Chunk(f"text{k}#{j}", t, f"text{k}", origin="contextjudge" if splitter is None else "app splitter")
+                    for j, t in enumerate(pieces, start=1)]
         elif isinstance(x, StoredNodes):
             out += _from_store(x)
         elif hasattr(x, "page_content"):  # a LangChain Document
@@ -268,11 +302,11 @@ def read_chunks(sources: Any, *, chunk_size: int = 1000) -> list[Chunk]:
         elif hasattr(x, "node_id") or hasattr(getattr(x, "node", None), "node_id"):  # a LlamaIndex node
             out.append(_li_node_chunk(x))
         elif hasattr(x, "docstore"):  # a LlamaIndex index
-            out += read_chunks(list(x.docstore.docs.values()), chunk_size=chunk_size)
+            out += read_chunks(list(x.docstore.docs.values()), chunk_size=chunk_size, splitter=splitter)
         elif hasattr(x, "docs") and isinstance(getattr(x, "docs", None), dict):  # a LlamaIndex docstore
-            out += read_chunks(list(x.docs.values()), chunk_size=chunk_size)
+            out += read_chunks(list(x.docs.values()), chunk_size=chunk_size, splitter=splitter)
         elif hasattr(x, "vectorstore"):  # a LangChain VectorStoreRetriever
-            out += read_chunks(x.vectorstore, chunk_size=chunk_size)
+            out += read_chunks(x.vectorstore, chunk_size=chunk_size, splitter=splitter)
         elif isinstance(getattr(x, "store", None), dict):  # LangChain's InMemoryVectorStore
             from langchain_core.documents import Document  # noqa: PLC0415
 
@@ -282,7 +316,7 @@ def read_chunks(sources: Any, *, chunk_size: int = 1000) -> list[Chunk]:
             raise ConfigurationError(f"cannot list the documents of a {type(x).__name__}: pass the Documents you "
                                      "added to it (or its docstore) instead.")
         elif isinstance(x, Iterable) and not isinstance(x, (bytes, dict)):
-            out += read_chunks(list(x), chunk_size=chunk_size)
+            out += read_chunks(list(x), chunk_size=chunk_size, splitter=splitter)
         else:
             raise ConfigurationError(f"cannot read documents from a {type(x).__name__}: pass file paths, LangChain "
                                      "Documents or a vector store, or LlamaIndex nodes or an index.")
@@ -434,26 +468,31 @@ def _plan(chunks: list[Chunk], per_chunk: int, styles: Sequence[str], seed: int
 
 
 def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES,
-                        judge: Any = "local", seed: int = 0) -> GenerationEstimate:
-    """Calls and tokens of ``generate`` before any call: the real prompts counted, answers at a typical size (about
-    90 tokens a question), every question checked (two requests each, one for an unanswerable question)."""
-    from ..judges import count_tokens, local_spec, output_estimate, price_of  # noqa: PLC0415
+                        judge: Any = None, seed: int = 0) -> GenerationEstimate:
+    """Calls and tokens of ``generate`` before any call: the real prompts counted, answers at the size the prompt
+    asks for (``_stand_in``: per style, a question's words and an answer's sentences of the chunk's typical length),
+    every question checked by the requests ``_check`` sends (two each, one for an unanswerable question), each
+    verdict with a short sentence of reason."""
+    from ..judges import count_tokens, local_spec, price_of  # noqa: PLC0415
 
     plan = _plan(chunks, per_chunk, styles, seed)
     mname = _model_name(model)
-    jname = _model_name(judge)
+    jname = _model_name(_judge_in_use(judge))
     inp = sum(count_tokens(_SYSTEM + "\n" + _prompt(c, s, d), mname) for c, s, d in plan)
-    out = sum(len(s) for _, s, _ in plan) * _TOKENS_PER_QUESTION
+    out = 0
     calls = len(plan)
     c_calls = c_in = c_out = 0
     for c, s, d in plan:
+        out += count_tokens('{"questions": []}', mname)
         for st in s:
-            both = (c.text + (d.text if d is not None and st == "two_chunks" else ""))
-            n = 1 if st == "unanswerable" else 2
-            c_calls += n
-            c_in += n * (count_tokens(both, jname) + 250)
-            c_out += output_estimate("node_usefulness", 1 if st != "two_chunks" else 2) + (
-                0 if st == "unanswerable" else output_estimate("statement_support", 2))
+            # a stand-in of the golden this style asks for, at the size the prompt asks for, from the chunk's words
+            question, answer = _stand_in(c, st, d)
+            out += count_tokens(json.dumps({"style": st, "question": question, "answer": answer}) + ", ", mname)
+            mine = [c] + ([d] if d is not None and st == "two_chunks" else [])
+            for req, step in _check_requests(question, answer, st, mine):
+                c_calls += 1
+                c_in += count_tokens(_CHECK_SYSTEM() + "\n" + step(req), jname)
+                c_out += _verdicts_tokens(len(req.items), jname)
     dollars: float | None = None
     price = price_of(mname)
     free_check = bool(local_spec(jname or "")) or is_embedded_judge(jname)
@@ -466,9 +505,54 @@ def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, 
         model=mname or "?", judge=jname or "?", chunks=len(chunks), questions=sum(len(s) for _, s, _ in plan),
         calls=calls, input_tokens=inp, output_tokens=out, check_calls=c_calls, check_input_tokens=c_in,
         check_output_tokens=0 if free_check else c_out, dollars=dollars,
-        assumptions=[f"{_TOKENS_PER_QUESTION} output tokens per question written",
+        assumptions=["answers as the prompts ask for them: a question of 9 to 18 words by style, its answer one "
+                     "sentence of the passage's typical length (two for a multi-part or two-passage question); a "
+                     "check's verdicts a short sentence of reason each",
+                     "the structured-output schema some providers bill as input is not counted (OpenAI: about 165 "
+                     "tokens a check call)",
                      "every question is checked (duplicates and unreadable answers would lower this)",
                      "a re-ask after an unreadable answer is not counted"])
+
+
+def _typical_sentence(chunk: Chunk) -> str:
+    """The chunk's sentence of about its mean length (in characters): what an answer sentence drawn from it is
+    counted as."""
+    sents = split_sentences(" ".join(chunk.text.split())) or [" ".join(chunk.text.split())]
+    mean = sum(len(x) for x in sents) / len(sents)
+    return min(sents, key=lambda x: abs(len(x) - mean))
+
+
+def _stand_in(chunk: Chunk, style: str, second: Chunk | None) -> tuple[str, str]:
+    """A question and answer of the size ``_prompt`` asks for in ``style``, made of the chunk's own words, for the
+    estimate: the question ``_QUESTION_WORDS`` words long, the answer ``_ANSWER_SENTENCES`` sentences of the
+    chunk's typical length (for two passages, one of each), an unanswerable one's the fixed answer."""
+    words = " ".join(chunk.text.split()).split(" ")
+    n = _QUESTION_WORDS[style]
+    question = " ".join((words * (n // max(1, len(words)) + 1))[:n]) + "?"
+    if style == "unanswerable":
+        return question, UNANSWERED
+    if style == "two_chunks" and second is not None:
+        return question, f"{_typical_sentence(chunk)} {_typical_sentence(second)}"
+    return question, " ".join([_typical_sentence(chunk)] * max(1, _ANSWER_SENTENCES[style]))
+
+
+def _CHECK_SYSTEM() -> str:  # noqa: N802 - the judge's system message, as JudgeClient sends it
+    from ..judges import ContextualPrecisionTemplate  # noqa: PLC0415
+
+    return ContextualPrecisionTemplate.system()
+
+
+# a verdict's reason as the judge prompt asks for it ("one short sentence"), for estimates before any call
+_SHORT_REASON = "The passage states this fact directly and it answers the question as asked."
+
+
+def _verdicts_tokens(items: int, model_name: str | None) -> int:
+    """The output tokens of a judge's answer of ``items`` verdicts in the form the prompt asks for (an id, a
+    verdict and a one-sentence reason each)."""
+    from ..judges import count_tokens  # noqa: PLC0415
+
+    return count_tokens(json.dumps({"verdicts": [{"id": f"s{k}", "verdict": "yes", "reason": _SHORT_REASON}
+                                                 for k in range(1, items + 1)]}), model_name)
 
 
 def _model_name(model: Any) -> str | None:
@@ -596,48 +680,71 @@ async def _ask_chunk(client: Any, chunk: Chunk, styles: list[str], second: Chunk
     return out
 
 
-async def _check(judge_client: Any, q: dict[str, Any]) -> tuple[bool, str]:
-    """Is the golden what it claims (answer supported by its chunks, chunks useful for its question); for an
-    unanswerable one, is its chunk not useful for answering it."""
+def _check_requests(question: str, answer: str, style: str, chunks: list[Chunk]) -> list[tuple[Any, Any]]:
+    """The judge requests that check one golden, with their prompt steps, in order: for an unanswerable question,
+    its chunk's usefulness; else the expected answer's sentences against its chunk(s) (statement support), then the
+    chunk(s)' usefulness for that answer to that question. ``_check`` asks them; the estimate counts them."""
     from ..judges import ContextualPrecisionTemplate as prec  # noqa: PLC0415, N813
     from ..judges import ContextualRecallTemplate as recall  # noqa: PLC0415, N813
     from ..judges import Item, JudgeRequest  # noqa: PLC0415
-    nodes = [Item(id=f"n{k}", text=c.text) for k, c in enumerate(q["chunks"], start=1)]
+
+    nodes = [Item(id=f"n{k}", text=c.text) for k, c in enumerate(chunks, start=1)]
+    if style == "unanswerable":
+        return [(JudgeRequest(task="node_usefulness", metric="goldens check", input=question, items=nodes[:1]),
+                 prec.node_usefulness)]
+    sents = split_sentences(answer) or [answer]
+    return [(JudgeRequest(task="statement_support", metric="goldens check", input=question,
+                          items=[Item(id=f"s{k}", text=s) for k, s in enumerate(sents, start=1)], context=nodes),
+             recall.statement_support),
+            (JudgeRequest(task="node_usefulness", metric="goldens check", input=question, reference=answer,
+                          reference_kind="expected_output", items=nodes), prec.node_usefulness)]
+
+
+async def _check(judge_client: Any, q: dict[str, Any]) -> tuple[bool, str]:
+    """Is the golden what it claims (answer supported by its chunks, chunks useful for its question); for an
+    unanswerable one, is its chunk not useful for answering it."""
+    steps = _check_requests(q["question"], q["answer"], q["style"], q["chunks"])
     if q["style"] == "unanswerable":
-        req = JudgeRequest(task="node_usefulness", metric="goldens check", input=q["question"], items=nodes[:1])
-        ans = await judge_client.ask(req, prec.node_usefulness)
+        req, step = steps[0]
+        ans = await judge_client.ask(req, step)
         v = ans.verdicts.get("n1", {}).get("verdict")
         return (v == "no", "its chunk answers it" if v != "no" else "")
-    sents = split_sentences(q["answer"]) or [q["answer"]]
-    req = JudgeRequest(task="statement_support", metric="goldens check", input=q["question"],
-                       items=[Item(id=f"s{k}", text=s) for k, s in enumerate(sents, start=1)], context=nodes)
-    ans = await judge_client.ask(req, recall.statement_support)
+    (req, step), (req2, step2) = steps
+    ans = await judge_client.ask(req, step)
     unsupported = [v for k, v in ans.verdicts.items() if v.get("verdict") != "yes"]
-    if unsupported or len(ans.verdicts) < len(sents):
+    if unsupported or len(ans.verdicts) < len(req.items):
         return False, "answer not supported by its chunk"
-    req = JudgeRequest(task="node_usefulness", metric="goldens check", input=q["question"], reference=q["answer"],
-                       reference_kind="expected_output", items=nodes)
-    ans = await judge_client.ask(req, prec.node_usefulness)
+    nodes = req2.items
+    ans = await judge_client.ask(req2, step2)
     useless = [i.id for i in nodes if ans.verdicts.get(i.id, {}).get("verdict") != "yes"]
     if useless:
         return False, "chunk not useful for the question"
     return True, ""
 
 
-def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES, judge: Any = "local",
-             check: bool = True, budget: Any = None, seed: int = 0, chunk_size: int = 1000,
+def _judge_in_use(judge: Any) -> Any:
+    """``judge``, else the judge in use: ``$CONTEXTJUDGE_MODEL``, else the embedded judge (free and offline)."""
+    import os  # noqa: PLC0415
+
+    return judge if judge is not None else (os.environ.get("CONTEXTJUDGE_MODEL") or "local")
+
+
+def generate(docs: Any, *, model: Any, per_chunk: int = 3, styles: Sequence[str] = DEFAULT_STYLES, judge: Any = None,
+             check: bool = True, budget: Any = None, seed: int = 0, chunk_size: int = 1000, splitter: Any = None,
              max_chunks: int | None = None, dry_run: bool = False, concurrency: int = 8,
              options: Any = None) -> GenerationResult:
     """Goldens from ``docs`` (anything ``read_chunks`` reads): ``per_chunk`` questions per chunk written by
     ``model`` (any LangChain chat model, or a model name), each with its expected answer and
-    ``expected_context_ids``, near-duplicates dropped, each checked by ``judge`` (the embedded judge by default;
-    ``check=False`` keeps every readable one). ``budget`` (a ``contextjudge.Budget``) bounds the calls, tokens or
+    ``expected_context_ids``, near-duplicates dropped, each checked by ``judge`` (default: the judge in use,
+    ``$CONTEXTJUDGE_MODEL``, else the embedded judge; ``check=False`` keeps every readable one). ``budget`` (a ``contextjudge.Budget``) bounds the calls, tokens or
     dollars of writing and checking together: when it runs out, the goldens made so far are kept and ``stopped``
     says so. ``options`` (a ``JudgeOptions``: retries, timeouts, ``max_output_tokens``) apply to writing and
-    checking. ``dry_run=True`` returns the estimate only (``result.estimate``), calling nothing."""
+    checking. ``splitter`` (the app's LangChain text splitter or LlamaIndex node parser) cuts files the way the app
+    does. ``dry_run=True`` returns the estimate only (``result.estimate``), calling nothing."""
     from .._aio import run_sync  # noqa: PLC0415
 
-    chunks = read_chunks(docs, chunk_size=chunk_size)
+    judge = _judge_in_use(judge)
+    chunks = read_chunks(docs, chunk_size=chunk_size, splitter=splitter)
     if not chunks:
         raise ConfigurationError("no text found in the documents given: pass files with text, or Documents/nodes.")
     if max_chunks is not None:

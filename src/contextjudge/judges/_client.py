@@ -130,7 +130,7 @@ class JudgeClient:
 
     async def _ask_split(self, request: JudgeRequest, build: Callable[[JudgeRequest], str],
                          fetch: Callable[[JudgeRequest, Callable[[JudgeRequest], str]], Any]) -> Answer:
-        if request.task == "rubric_recall":
+        if not request.verdict_family.per_item:
             return await fetch(request, build)
         budget = self.options.token_budget
         item_chunks = _split_by_budget(request.items, budget)
@@ -155,7 +155,9 @@ class JudgeClient:
     async def _ask_cached(self, request: JudgeRequest, build: Callable[[JudgeRequest], str]) -> Answer:
         prompt = build(request)
         dump = request.model_dump(mode="json")
-        key = _hash(self.identity, prompt, {k: v for k, v in dump.items() if k not in ("metric", "reference_kind")})
+        # the metric, the reference's kind and a family named beside the task do not change the question asked
+        key = _hash(self.identity, prompt, {k: v for k, v in dump.items()
+                                            if k not in ("metric", "reference_kind", "family")})
         hit = await self.ctx.cache.aget(key)
         if hit is not None:
             return self._from_cache(hit, request)
@@ -191,7 +193,7 @@ class JudgeClient:
         ids = [it.id for it in request.items]
         total = Usage()
         parsed, method, raw = await self._call_and_parse(request, prompt, total, dump)
-        if request.task == "rubric_recall":
+        if not request.verdict_family.per_item:
             if parsed is None:
                 parsed, method, raw = await self._call_and_parse(
                     request, prompt + '\n\nYour previous answer could not be read. Answer with JSON only: '

@@ -203,7 +203,7 @@ def prepare_request(request: Any) -> Any:
                 t = {**t, "content": text}
             history.append(t)
         update["history"] = history
-    if extra and request.task != "statement_support":
+    if extra and not request.verdict_family.cites_context:
         update["context"] = [*update.get("context", request.context), *extra]
     return request.model_copy(update=update) if update else request
 

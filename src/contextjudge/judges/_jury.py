@@ -42,7 +42,6 @@ from langchain_core.outputs import ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
 from ..errors import ConfigurationError
-from ._calibration import family_of
 from ._naming import judge_identity, judge_name
 from ._protocol import Build, InnerClients, JudgeRequest
 from ._schemas import Answer
@@ -124,7 +123,7 @@ class Jury(BaseChatModel):
         if self.aggregate != "weighted" or self.weights is None:
             return [1.0] * n
         if isinstance(self.weights, dict):
-            fam = family_of(request.task, request.reference_kind) if request is not None else None
+            fam = request.verdict_family.calibration_key(request.reference_kind) if request is not None else None
             got = self.weights.get(fam) if fam else None
             return list(got) if got else [1.0] * n
         return list(self.weights)
@@ -160,7 +159,7 @@ class Jury(BaseChatModel):
         merged = Answer(method=answers[0].method)
         for a in answers:
             merged.usage.add(a.usage)
-        if request.task == "rubric_recall":
+        if not request.verdict_family.per_item:
             scores = [(a.score, w) for a, w in zip(answers, weights, strict=True) if a.score is not None]
             total = sum(w for _, w in scores)
             merged.score = sum(s * w for s, w in scores) / total if total else None

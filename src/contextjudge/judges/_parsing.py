@@ -13,6 +13,8 @@ import json
 import re
 from typing import Any
 
+from ._families import VerdictFamily, family
+
 __all__ = ["extract_json_candidates", "normalize_verdict", "parse_answer"]
 
 _THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
@@ -207,11 +209,11 @@ def _quoted_from_data(data: list[str] | None) -> set[str]:
     return out
 
 
-def parse_answer(text: str | Any, *, task: str, ids: list[str], data: list[str] | None = None
+def parse_answer(text: str | Any, *, task: str | VerdictFamily, ids: list[str], data: list[str] | None = None
                  ) -> dict[str, Any] | None:
     """Find the judge's answer in ``text``.
 
-    For verdict tasks, returns ``{"verdicts": {id: {verdict, reason, node_ids, confidence}}, "unknown": [...],
+    ``task`` is the request's verdict family (or its name). For verdict families, returns ``{"verdicts": {id: {verdict, reason, node_ids, confidence}}, "unknown": [...],
     "invalid": [...]}``, taking the candidate that covers the most requested ids (the last one on a tie). For the
     rubric, ``{"score": float, "reason": str}``. None when nothing usable is found.
 
@@ -223,7 +225,7 @@ def parse_answer(text: str | Any, *, task: str, ids: list[str], data: list[str] 
     quoted = _quoted_from_data(data)
     if quoted:
         candidates = [c for c in candidates if _canonical(c) not in quoted]
-    if task == "rubric_recall":
+    if not family(task).per_item:
         return _rubric_answer(candidates)
     wanted = set(ids)
     best: dict[str, Any] | None = None

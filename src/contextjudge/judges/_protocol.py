@@ -16,6 +16,11 @@ Tasks:
                         (contextual relevancy, turn relevancy)
     rubric_recall       one 0.0-1.0 score: how well ``answer`` matches ``reference`` given ``context``.
 
+Each task is asked by a verdict family (``_families.VerdictFamily``: its schema, shape, answer size, calibration
+key), named like the task. Answer relevancy asks ``sentence_relevance`` of the app's answer's statements against
+``input``, and names its own family, ``family="answer_relevance"`` (the field is left out of the verdict-cache key;
+the task is what is stored). ``JudgeRequest.verdict_family`` is the request's family object.
+
 ``history`` holds the earlier turns of a conversation window as ``{"role", "content"}`` dicts; ``input`` is then the
 last user message, so "what about its price?" can be resolved against the history.
 
@@ -32,7 +37,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ._families import Task, VerdictFamily, family
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._result import Usage
@@ -44,7 +51,6 @@ __all__ = ["REQUEST_KEY", "Adjustment", "InnerClients", "InnerJudge", "Item", "J
 REQUEST_KEY = "contextjudge_request"
 PROTOCOL_VERSION = 1
 
-Task = Literal["node_usefulness", "statement_support", "sentence_relevance", "rubric_recall"]
 
 
 class Item(BaseModel):
@@ -75,6 +81,20 @@ class JudgeRequest(BaseModel):
     answer: str | None = None
     items: list[Item] = Field(default_factory=list)
     context: list[Item] = Field(default_factory=list)
+    # the verdict family when it is not the task's own (answer relevancy); left out of the verdict-cache key
+    family: str | None = None
+
+    @model_validator(mode="after")
+    def _known_family(self) -> JudgeRequest:
+        fam = family(self.family or self.task)  # an unknown family fails here, with its name
+        if fam.task != self.task:
+            raise ValueError(f"the verdict family {fam.name!r} is asked as the task {fam.task!r}, not {self.task!r}.")
+        return self
+
+    @property
+    def verdict_family(self) -> VerdictFamily:
+        """The request's verdict family: the one it names, else its task's."""
+        return family(self.family or self.task)
 
 
 def request_from_message_kwargs(kwargs: dict[str, Any]) -> JudgeRequest | None:

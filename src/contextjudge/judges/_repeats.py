@@ -32,7 +32,7 @@ def _majority(answers: list[Answer], request: JudgeRequest) -> tuple[Answer, int
     for a in answers:
         merged.usage.add(a.usage)
     k = len(answers)
-    if request.task == "rubric_recall":
+    if not request.verdict_family.per_item:
         scores = [float(a.score or 0.0) for a in answers]
         merged.score = sum(scores) / k
         merged.reason = (f"{answers[0].reason} (mean of {k} repeats: "

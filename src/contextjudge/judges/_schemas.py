@@ -73,5 +73,3 @@ class Rubric(BaseModel):  # noqa: D101 - a docstring would become the schema's b
     score: float
     reason: str = ""
 
-
-_ANSWER_SCHEMAS: dict[str, type[BaseModel]] = {"rubric_recall": Rubric, "statement_support": SupportVerdicts}

@@ -21,12 +21,13 @@ from .._result import Usage
 from .._text import escape_unstorable, escape_unstorable_in
 from ..errors import JudgeError, JudgeResponseError, JudgeUnavailableError
 from ._context import JUDGE_TAG, RunContext, _judge_context
+from ._families import family_of_request
 from ._limiter import is_rate_limited
 from ._options import JudgeOptions
 from ._protocol import REQUEST_KEY
 from ._retry import classify, policy, status_of
 from ._salvage import _find_cause, _odd_response, _recover_answer
-from ._schemas import _ANSWER_SCHEMAS, Verdicts
+from ._schemas import Verdicts
 from ._spend import CallSpend, Price
 from ._spend._sizes import ANSWER_SIZES
 from ._structured import (
@@ -181,7 +182,7 @@ class Sender:
         opts = self.options
         messages = _sendable(messages)
         request_dump = messages[-1].additional_kwargs.get(REQUEST_KEY) or {}
-        schema = _ANSWER_SCHEMAS.get(str(request_dump.get("task")), Verdicts)
+        schema = family_of_request(request_dump).schema if request_dump.get("task") else Verdicts
         if method == "text":
             runnable = _DirectCall(self.model, {}) if _is_openai_sdk_model(self.model) else self.model
         else:

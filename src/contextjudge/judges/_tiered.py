@@ -33,7 +33,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ..errors import ConfigurationError, JudgeError, JudgeUnavailableError
 from ._budget import _sub_request
-from ._calibration import CalibratedJudge, family_of
+from ._calibration import CalibratedJudge
 from ._models import resolve_model
 from ._naming import judge_identity, judge_name
 from ._protocol import Build, InnerClients, JudgeRequest
@@ -107,7 +107,7 @@ class TieredJudge(BaseChatModel):
         low, high = self.band
         if request is None or not isinstance(self.cheap, CalibratedJudge):
             return low, high
-        t = self.cheap.calibration.thresholds.get(family_of(request.task, request.reference_kind))
+        t = self.cheap.calibration.thresholds.get(request.verdict_family.calibration_key(request.reference_kind))
         if t is None:
             return low, high
         shift = t - 0.5
@@ -145,7 +145,7 @@ class TieredJudge(BaseChatModel):
         the module docstring)."""
         cheap_client, strong_client = clients.client_for(self.cheap), clients.client_for(self.strong)
         ctx = clients.ctx
-        if request.task == "rubric_recall":
+        if not request.verdict_family.per_item:
             ans = await strong_client.ask(request, build)
             ctx.add_tier(STRONG, items=1, final=1, usage=ans.usage)
             return ans

@@ -219,14 +219,15 @@ async def answer_relevance(client: JudgeClient, *, metric: str, input: str, answ
                            history: list[dict[str, str]] | None = None, formula: Formula = fraction) -> Outcome:
     """Answer relevancy: does each sentence of ``answer`` address ``input``? Score is relevant / all statements.
 
-    One request, task ``sentence_relevance`` with the answer's sentences as items (ids ``s1``.., no parent node), so
-    the embedded judge answers it with its statement-vs-question relevance."""
+    One request of the verdict family ``answer_relevance``: task ``sentence_relevance`` on the wire, with the answer's
+    sentences as items (ids ``s1``.., no parent node); the embedded judge answers it with its statement-vs-question
+    relevance."""
     statements = split_sentences(answer)
     if not statements:
         return no_statements("actual_output", "answer relevancy")
     items = [Item(id=f"s{j}", text=s) for j, s in enumerate(statements, start=1)]
-    req = JudgeRequest(task="sentence_relevance", metric=metric, input=input, history=history or [],
-                       reference=answer, reference_kind="actual_output", items=items)
+    req = JudgeRequest(task="sentence_relevance", family="answer_relevance", metric=metric, input=input,
+                       history=history or [], reference=answer, reference_kind="actual_output", items=items)
     ans = await client.ask(req, client.template.generate_verdicts)
     verdicts: list[dict[str, Any]] = []
     flags: list[bool] = []

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError
@@ -408,6 +408,15 @@ class CalibrationKeep(LoadStore):
             row = conn.execute(select(S.meta.c.value).where(S.meta.c.key == CALIBRATION_KEY + judge)).first()
         got = None if row is None else _loads(row[0], None)
         return got if isinstance(got, dict) else None
+
+    def labels_version(self) -> tuple[int, float]:
+        """A cheap token that changes when a label is added, changed or withdrawn (``add_labels``, ``give_label``):
+        how many cases carry labels in ``cj_labels`` and when the newest of them was written. A worker compares it
+        between looks to notice new labels (``engine.store_calibrated`` then refits only if the labels' fingerprint
+        changed)."""
+        with self._guard("read the labels' version"), self._begin(write=False) as conn:
+            n, newest = conn.execute(select(func.count(), func.max(S.labels.c.created_at))).one()
+        return int(n or 0), float(newest or 0.0)
 
     def keep_calibration(self, judge: str, value: dict[str, Any]) -> None:
         """Keep ``value`` as the calibration of ``judge`` on this store's labels (replacing the one kept)."""

@@ -91,6 +91,9 @@ class CalibrationStore(Protocol):
     def keep_calibration(self, judge: str, value: dict[str, Any]) -> None:
         """Keep ``value`` as ``judge``'s calibration."""
 
+    def labels_version(self) -> tuple[int, float]:
+        """A token that changes when a label is added, changed or withdrawn."""
+
 
 class SpendWindows(Protocol):
     """The budget windows a ledger or rate gate reserves in, by (scope, window start)."""

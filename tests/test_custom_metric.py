@@ -188,13 +188,15 @@ def test_registering_refuses_what_would_collide_or_mislead(toy):
         register_metric(clash)
     with pytest.raises(ConfigurationError, match="label_field"):
         register_metric(type("Odd", (ContextualPrecisionMetric,), {"key": "odd", "label_field": "gut_feeling"}))
-    with pytest.raises(ConfigurationError, match="node_usefulness.actual_output"):  # a family calibration keys
+    with pytest.raises(ConfigurationError, match="answer_relevance"):  # not a verdict family
         register_metric(type("NoFam", (ContextualPrecisionMetric,), {"key": "no_fam", "family": "usefulness"}))
+    with pytest.raises(ConfigurationError, match="calibration keys"):  # labels of a family no calibration keys
+        register_metric(type("Rub", (ContextualPrecisionMetric,), {"key": "rub", "family": "rubric_recall"}))
     with pytest.raises(ConfigurationError, match="alias"):
         register_metric(type("Alias", (ContextualPrecisionMetric,), {"key": "alias_clash", "aliases": ("recall",)}))
     with pytest.raises(ConfigurationError, match="key of its own"):
         register_metric(type("NoKey", (ContextualPrecisionMetric,), {"key": "Bad Key"}))
-    assert {"clash", "odd", "no_fam", "alias_clash"}.isdisjoint(BY_KEY)
+    assert {"clash", "odd", "no_fam", "rub", "alias_clash"}.isdisjoint(BY_KEY)
 
 
 # ---------------------------------------------------------------------------------------------- no behaviour change
@@ -223,7 +225,7 @@ def test_the_registry_gives_the_tables_0_3_wrote_by_hand():
     taught = _taught()
     assert {c.label_field: c.name for c in taught} == OLD_METRIC_OF_FIELD
     # calibration's order (families, advice, metrics) is the old table's
-    assert [(c.label_field, c.family) for c in taught] == list(OLD_FAMILY_OF_FIELD.items())
+    assert [(c.label_field, c.calibration_key()) for c in taught] == list(OLD_FAMILY_OF_FIELD.items())
     assert set(OLD_METRIC_OF_FIELD) == set(LABEL_FIELDS)
     assert metric_aliases() == OLD_ALIASES
     # the judged metrics that waited for a trusted judge, and those that gated whatever the judge, are the same

@@ -66,7 +66,7 @@ def _taught() -> list[type[BaseMetric]]:
     other) and, within a family, in registration order: the built-in one of a field first."""
     order = {fam: i for i, fam in enumerate(FAMILIES)}
     return sorted((cls for cls in registered_metrics() if cls.label_field is not None),
-                  key=lambda cls: order.get(cls.family or "", len(order)))
+                  key=lambda cls: order.get(cls.calibration_key() or "", len(order)))
 
 
 def _fields(taught: Sequence[type[BaseMetric]]) -> dict[str, type[BaseMetric]]:
@@ -442,7 +442,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     errors: list[dict[str, Any]] = []
     seen: set[tuple[str, int, str]] = set()  # (family, case, item): an item two metrics of a family judge counts once
     for (i, tc, labels, cls), got in zip(jobs, answers, strict=True):
-        fam, field = str(cls.family), str(cls.label_field)
+        fam, field = str(cls.calibration_key()), str(cls.label_field)
         cid = _case_id(tc, i)
         if "error" in got:
             errors.append({"case": cid, "family": fam, "metric": got["metric"], "error": got["error"]})
@@ -465,7 +465,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     thresholds: dict[str, float] = {}
     learned: dict[str, dict[str, list[float]]] = {}
     any_confidence = False
-    for fam in dict.fromkeys(str(cls.family) for cls in taught):
+    for fam in dict.fromkeys(str(cls.calibration_key()) for cls in taught):
         items = per_family.get(fam)
         if not items:
             continue
@@ -577,7 +577,7 @@ def advice(report: dict[str, Any]) -> list[dict[str, Any]]:
     labelled items than the threshold rule needs (``MIN_ITEMS``, ``MIN_EACH`` of each label)."""
     out = []
     for cls in _taught():
-        fam = str(cls.family)
+        fam = str(cls.calibration_key())
         got = report.get(fam)
         if not isinstance(got, dict):
             continue

@@ -34,6 +34,7 @@ from ..judges import (
     judge_view,
     resolve_model,
 )
+from ..judges import family as judge_family
 from ._formulas import fraction
 
 __all__ = ["BaseMetric", "Outcome"]
@@ -146,12 +147,14 @@ class BaseMetric:
     judges_nodes: ClassVar[bool] = False
     # False for the ranking metrics, which score from labels and never resolve or call a judge
     needs_judge: ClassVar[bool] = True
-    # The verdict family its judge verdicts belong to, named as calibration files key it (``judges.FAMILIES``:
-    # "node_usefulness", "node_usefulness.actual_output", "sentence_relevance", "statement_support",
-    # "statement_support.actual_output"; "rubric_recall" for the rubric); None for a metric that asks no judge.
-    # ``not_gated`` reads it (a family the judge is not trusted for does not gate), and calibration groups verdicts
-    # by it.
+    # The verdict family it asks the judge for, by name (``judges.families()``: "node_usefulness",
+    # "statement_support", "sentence_relevance", "answer_relevance", "rubric_recall"); None for a metric that asks no
+    # judge. With ``reference_kind`` it gives the calibration key of its verdicts (``calibration_key``), which
+    # ``not_gated`` reads (a family the judge is not trusted for does not gate) and calibration groups verdicts by.
     family: ClassVar[str | None] = None
+    # what its verdicts are judged against: "expected_output", "actual_output" (the app's own answer: utilization and
+    # faithfulness have calibration keys of their own), "expected_outcome"; None: the input alone
+    reference_kind: ClassVar[str | None] = None
     # The gold label field (``cases.labels.LABEL_FIELDS``) whose labels are this metric's verdicts done by a person:
     # the gold score (``score_labels`` of them), ``contextjudge calibrate`` and the bias-corrected means read it.
     # None: no gold form.
@@ -255,6 +258,15 @@ class BaseMetric:
     async def _compute(self, test_case: Any, client: JudgeClient) -> Outcome:  # pragma: no cover - abstract
         raise NotImplementedError(f"{type(self).__name__} computes nothing: override compute(test_case, judge) "
                                   "(docs/custom-metrics.md).")
+
+    @classmethod
+    def calibration_key(cls) -> str | None:
+        """The key its verdicts have in calibration files, trusted families and calibration reports
+        (``VerdictFamily.calibration_key`` of its ``family`` and ``reference_kind``: "node_usefulness.actual_output"
+        for context utilization); None without a family."""
+        if cls.family is None:
+            return None
+        return judge_family(cls.family).calibration_key(cls.reference_kind)
 
     @classmethod
     def score_labels(cls, labels: list[bool]) -> float:

@@ -1,7 +1,8 @@
 """The metric registry: every metric class contextjudge knows by key, and the tables read from what each declares.
 
-A metric class declares, beside its ``name`` and ``key``, its verdict ``family`` (the calibration key of the
-judge's verdicts it asks for), its gold ``label_field`` (which labels of a person are its verdicts), whether it
+A metric class declares, beside its ``name`` and ``key``, its verdict ``family`` (``judges.families()``, with its
+``reference_kind`` giving the calibration key of its verdicts: ``BaseMetric.calibration_key``), its gold
+``label_field`` (which labels of a person are its verdicts), whether it
 ``always_gated`` or only where the judge is trusted for its family, and its command-line ``aliases``
 (``BaseMetric``). Every table that maps labels, metrics and families is read from here, never written twice: the
 gold scores (``_gold``), which metrics gate (``_defaults``), ``contextjudge calibrate`` (``engine._calibrate``),
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 
 from ..cases.labels import LABEL_FIELDS
 from ..errors import ConfigurationError
-from ..judges import FAMILIES
+from ..judges import FAMILIES, families
 from ._base import BaseMetric
 from ._ranking import (
     HitRateMetric,
@@ -69,13 +70,14 @@ def register_metric(cls: M) -> M:
     if cls.label_field is not None and cls.label_field not in LABEL_FIELDS:
         raise ConfigurationError(f"{where}: label_field {cls.label_field!r} is not a gold label field; use one of "
                                  f"{', '.join(LABEL_FIELDS)}, or None.")
-    if cls.family is not None and not (isinstance(cls.family, str) and cls.family):
-        raise ConfigurationError(f"{where}: family must name a verdict family (a string such as "
-                                 f"\"node_usefulness\") or be None, got {cls.family!r}.")
-    if cls.label_field is not None and cls.family not in FAMILIES:
+    named = [f.name for f in families()]
+    if cls.family is not None and cls.family not in named:
+        raise ConfigurationError(f"{where}: family must name a verdict family ({', '.join(named)}; "
+                                 f"judges.register_family adds one) or be None, got {cls.family!r}.")
+    if cls.label_field is not None and cls.calibration_key() not in FAMILIES:
         raise ConfigurationError(f"{where}: a metric with a label_field says which verdict family its labels check, "
-                                 f"one a calibration file keys: set family to one of {', '.join(FAMILIES)} "
-                                 f"(got {cls.family!r}).")
+                                 f"one whose verdicts calibration keys ({', '.join(FAMILIES)}): set family (and "
+                                 f"reference_kind), got {cls.family!r} ({cls.calibration_key()!r}).")
     taken = metric_aliases()
     for alias in cls.aliases:
         if alias in BY_KEY or (alias in taken and taken[alias] != key):
@@ -174,8 +176,8 @@ class _KeySet(Set[str]):
         return f"{{{', '.join(repr(k) for k in self)}}}"
 
 
-# metric key -> the verdict family it asks for (judged metrics only)
-FAMILY_OF_KEY: Mapping[str, str] = _KeyTable(lambda cls: cls.family)
+# metric key -> the calibration key of the verdicts it asks for (judged metrics only; ``BaseMetric.calibration_key``)
+FAMILY_OF_KEY: Mapping[str, str] = _KeyTable(lambda cls: cls.calibration_key())
 # judged metrics that gate whatever the judge: the embedded judge agrees with users on their family
 ALWAYS_GATED: Set[str] = _KeySet(lambda cls: cls.family is not None and cls.always_gated)
 # the keys whose metrics never call a judge

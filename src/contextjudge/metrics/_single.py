@@ -37,6 +37,7 @@ class ContextualPrecisionMetric(BaseMetric):
     key = "contextual_precision"
     aliases = ("precision",)
     family = "node_usefulness"
+    reference_kind = "expected_output"
     label_field = "labels"
     judges_nodes = True
     default_template = ContextualPrecisionTemplate
@@ -59,7 +60,8 @@ class ContextUtilizationMetric(BaseMetric):
     name = "Context Utilization"
     key = "context_utilization"
     aliases = ("utilization",)
-    family = "node_usefulness.actual_output"
+    family = "node_usefulness"
+    reference_kind = "actual_output"
     label_field = "utilization_labels"
     always_gated = False
     judges_nodes = True
@@ -84,6 +86,7 @@ class ContextualRecallMetric(BaseMetric):
     key = "contextual_recall"
     aliases = ("recall",)
     family = "statement_support"
+    reference_kind = "expected_output"
     label_field = "statement_labels"
     default_template = ContextualRecallTemplate
     required_params = ("input", "expected_output", "retrieval_context")
@@ -123,7 +126,8 @@ class FaithfulnessMetric(BaseMetric):
     name = "Faithfulness"
     key = "faithfulness"
     aliases = ("groundedness",)
-    family = "statement_support.actual_output"
+    family = "statement_support"
+    reference_kind = "actual_output"
     label_field = "answer_statement_labels"
     always_gated = False
     default_template = FaithfulnessTemplate
@@ -145,9 +149,8 @@ class AnswerRelevancyMetric(BaseMetric):
     name = "Answer Relevancy"
     key = "answer_relevancy"
     aliases = ("answer_relevance", "response_relevancy")
-    # its requests are sentence_relevance with the answer as reference: a calibration file's sentence_relevance
-    # threshold applies to them (``judges.family_of``)
-    family = "sentence_relevance"
+    family = "answer_relevance"  # calibration key sentence_relevance, as ever (``judges.ANSWER_RELEVANCE``)
+    reference_kind = "actual_output"
     default_template = AnswerRelevancyTemplate
     required_params = ("input", "actual_output")
 
@@ -167,6 +170,7 @@ class RubricContextRecallMetric(BaseMetric):
     key = "rubric_context_recall"
     aliases = ("rubric_recall",)
     family = "rubric_recall"  # one 0-1 score per case, no per-item verdicts: no label field
+    reference_kind = "expected_output"
     default_template = RubricContextRecallTemplate
     required_params = ("input", "actual_output", "expected_output")
 

@@ -151,6 +151,7 @@ class TurnContextualPrecisionMetric(_TurnMetric):
     key = "turn_contextual_precision"
     aliases = ("turn_precision",)
     family = "node_usefulness"
+    reference_kind = "expected_outcome"
     judges_nodes = True
     default_template = TurnContextualPrecisionTemplate
     required_params = ("turns",)
@@ -176,6 +177,7 @@ class TurnContextualRecallMetric(_TurnMetric):
     key = "turn_contextual_recall"
     aliases = ("turn_recall",)
     family = "statement_support"
+    reference_kind = "expected_output"
     default_template = TurnContextualRecallTemplate
     required_params = ("turns",)
     needs_reference = True

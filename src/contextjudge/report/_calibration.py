@@ -109,7 +109,7 @@ def _family_title(name: str) -> str:
     words = _FAMILY_WORDS.get(name)
     if words is None:
         return name
-    names = [cls.name.lower() for cls in registered_metrics() if cls.family == name and cls.label_field]
+    names = [cls.name.lower() for cls in registered_metrics() if cls.label_field and cls.calibration_key() == name]
     return f"{words} ({', '.join(names)})" if names else words
 
 

@@ -160,7 +160,7 @@ class BaseMetric:
     # None: no gold form.
     label_field: ClassVar[str | None] = None
     # True: gates whatever the judge (the embedded judge agrees with people on it out of the box); False: gates only
-    # where the judge is trusted for ``family`` (``not_gated``)
+    # where the judge is trusted for its ``calibration_key()`` (``not_gated``)
     always_gated: ClassVar[bool] = True
     # other names the command line (``--metrics``) accepts for this metric's key
     aliases: ClassVar[tuple[str, ...]] = ()

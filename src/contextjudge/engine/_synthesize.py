@@ -376,6 +376,8 @@ class GenerationEstimate:
     check_output_tokens: int
     dollars: float | None
     assumptions: list[str] = field(default_factory=list)
+    # the part of check_input_tokens that is the answer schema each check call sends (0 from the embedded judge)
+    check_schema_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -513,7 +515,7 @@ def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, 
     return GenerationEstimate(
         model=mname or "?", judge=jname or "?", chunks=len(chunks), questions=sum(len(s) for _, s, _ in plan),
         calls=calls, input_tokens=inp, output_tokens=out, check_calls=c_calls, check_input_tokens=c_in,
-        check_output_tokens=0 if free_check else c_out, dollars=dollars,
+        check_output_tokens=0 if free_check else c_out, dollars=dollars, check_schema_tokens=schema_in,
         assumptions=["answers as the prompts ask for them: a question of 9 to 18 words by style, its answer one "
                      "sentence of the passage's typical length (two for a multi-part or two-passage question); a "
                      "check's verdicts a short sentence of reason each",

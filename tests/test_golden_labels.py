@@ -106,6 +106,11 @@ def test_runs_record_their_goldens_and_compare_and_trend_say_when_they_differ(ca
         in out
     rc, out, _ = run(capsys, "trend", "--store", "res.db", "--by", "day", "--json")
     assert [(c["before"], c["after"]) for c in json.loads(out)["goldens_changes"]] == [("b", "c")]
+    # the trend page says it too
+    rc, out, _ = run(capsys, "trend", "--store", "res.db", "--by", "day", "--html", "trend.html")
+    assert rc == 0 and (f"The goldens changed between run b and run c: goldens.jsonl (content hash {ga['hash']}) "
+                        f"\u2192 goldens-v2.jsonl (content hash {gc['hash']}); windows on either side judged "
+                        "different questions.") in _page_text(project / "trend.html")
 
 
 def test_report_compare_on_other_goldens_is_refused_unless_told(capsys, project):

@@ -29,7 +29,7 @@ under its own ``asyncio.run``, and the OpenAI client's pooled connections from t
 imports it) and reads tiktoken's cl100k_base from llama-index-core's bundled copy (offline).
 
 The table ends with the ``--dry-run`` estimate beside what was billed (writing output; with the LLM judge, output and
-input, where the estimate leaves out the structured-output schema a provider bills as input).
+input, the input with the structured-output schema each check call sends, which a provider bills as input).
 
 What this does not measure: how many questions a real model's answers lose to the checks (the scripted writer's
 answers are all supported), nor the quality of any tool's questions.
@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 "writing_output_estimate": est.output_tokens,
                 "writing_output_measured": res.usage["writing"]["output_tokens"],
                 "schema_tokens": served.get("schema_tokens", 0),
+                "estimate_schema_tokens": est.check_schema_tokens if billed_check else 0,
             })
         if args.peers:
             rows.append(_deepeval(server, docs, args.per_chunk))
@@ -206,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"; with the LLM judge, output tokens {llm['estimate_output_tokens']:,} / {llm['output_tokens']:,} = "
               f"{llm['estimate_output_tokens'] / max(1, llm['output_tokens']):.2f}, input tokens "
               f"{llm['estimate_input_tokens']:,} / {llm['input_tokens']:,} = "
-              f"{llm['estimate_input_tokens'] / max(1, llm['input_tokens']):.2f} (the estimate leaves out the "
-              f"structured-output schema billed as input: {llm.get('schema_tokens', 0):,} tokens here)", end="")
+              f"{llm['estimate_input_tokens'] / max(1, llm['input_tokens']):.2f}, of which the structured-output "
+              f"schema each check call sends, billed as input: {llm['estimate_schema_tokens']:,} estimated, "
+              f"{llm.get('schema_tokens', 0):,} billed ({llm['estimate_calls']} calls estimated, "
+              f"{llm['billed_calls']} made)", end="")
     print(".")
     for r in rows:
         if r.get("note"):

@@ -11,7 +11,9 @@ import pytest
 from contextjudge import Golden, JudgeOptions, LLMTestCase, evaluate
 from contextjudge.cli import main
 from contextjudge.engine._estimate import estimate
+from contextjudge.judges._schemas import SupportVerdicts, Verdicts
 from contextjudge.judges._spend import OUTPUT_TOKENS_BASE, OUTPUT_TOKENS_PER_ITEM, count_tokens, price_of
+from contextjudge.judges._structured import schema_tokens
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric
 from contextjudge.testing import FakeJudge
 
@@ -53,7 +55,12 @@ def test_estimate_matches_a_hand_count_of_the_requests():
     evaluate(cases, [ContextualPrecisionMetric(model=judge), ContextualRecallMetric(model=judge)],
              show_progress=False)
     assert judge.count() == 6
-    assert est.input_tokens == sum(count_tokens(c["prompt"], "gpt-4o-mini") for c in judge.calls)
+    # and the answer schema each call sends (json_schema: node usefulness's verdicts for precision, statement
+    # support's, which cite nodes, for recall), which OpenAI-compatible providers bill as input
+    schemas = 3 * (schema_tokens(Verdicts, "json_schema", "gpt-4o-mini")
+                   + schema_tokens(SupportVerdicts, "json_schema", "gpt-4o-mini"))
+    assert est.schema_tokens == schemas > 0
+    assert est.input_tokens == sum(count_tokens(c["prompt"], "gpt-4o-mini") for c in judge.calls) + schemas
     price = price_of("gpt-4o-mini")
     assert est.dollars == pytest.approx(price.cost(est.input_tokens, est.output_tokens))
     assert est.per_case["calls"] == 2.0

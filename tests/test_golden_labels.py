@@ -106,6 +106,11 @@ def test_runs_record_their_goldens_and_compare_and_trend_say_when_they_differ(ca
         in out
     rc, out, _ = run(capsys, "trend", "--store", "res.db", "--by", "day", "--json")
     assert [(c["before"], c["after"]) for c in json.loads(out)["goldens_changes"]] == [("b", "c")]
+    # the trend page says it too
+    rc, out, _ = run(capsys, "trend", "--store", "res.db", "--by", "day", "--html", "trend.html")
+    assert rc == 0 and (f"The goldens changed between run b and run c: goldens.jsonl (content hash {ga['hash']}) "
+                        f"\u2192 goldens-v2.jsonl (content hash {gc['hash']}); windows on either side judged "
+                        "different questions.") in _page_text(project / "trend.html")
 
 
 def test_report_compare_on_other_goldens_is_refused_unless_told(capsys, project):
@@ -122,6 +127,58 @@ def test_report_compare_on_other_goldens_is_refused_unless_told(capsys, project)
     assert rc == 0 and (project / "page.html").exists() and "NOTE: the runs ran different goldens" in out
     rc, out, err = run(capsys, "report", "b", "--compare", "a", "--store", "res.db", "-o", "same.html")
     assert rc == 0 and "different goldens" not in out + err and (project / "same.html").exists()
+
+
+def _page_text(path):
+    """The visible text of a rendered page (tags, styles and scripts left out), spaces collapsed."""
+    from html.parser import HTMLParser
+
+    class Text(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.parts, self.skip = [], 0
+
+        def handle_starttag(self, tag, attrs):
+            self.skip += tag in ("style", "script")
+
+        def handle_endtag(self, tag):
+            self.skip -= tag in ("style", "script")
+
+        def handle_data(self, data):
+            if not self.skip:
+                self.parts.append(data)
+
+    p = Text()
+    p.feed(path.read_text(encoding="utf-8"))
+    return " ".join("".join(p.parts).split())
+
+
+def test_the_html_compare_page_says_the_runs_ran_different_goldens(capsys, project):
+    """The page `report --compare` and `compare -o` write with --allow-different-goldens says what the CLI's NOTE
+    says: both runs' golden sets by name and content hash, and that a difference may come from the changed goldens;
+    on the same goldens it names the one set and warns of nothing."""
+    _eval(capsys, "app", "a")
+    _eval(capsys, "app", "b")
+    _eval(capsys, "app", "c", goldens="goldens-v2.jsonl")
+    s = open_store("res.db")
+    ga, gc = s.run_info("a").goldens, s.run_info("c").goldens
+    s.close()
+    rc, _, err = run(capsys, "report", "c", "--compare", "a", "--store", "res.db", "-o", "page.html",
+                     "--allow-different-goldens")
+    assert rc == 0, err
+    rc, _, err = run(capsys, "compare", "a", "c", "--store", "res.db", "-o", "cmp.html", "--allow-different-goldens")
+    assert rc == 0, err
+    for page in ("page.html", "cmp.html"):
+        text = _page_text(project / page)
+        assert (f"Different golden sets. The baseline ran goldens.jsonl (content hash {ga['hash']}), this run ran "
+                f"goldens-v2.jsonl (content hash {gc['hash']}): a difference may come from the changed questions "
+                "and answers, not only from the app.") in text, text[text.find("Compared with"):][:800]
+        assert "class='cj-different-goldens'" in (project / page).read_text(encoding="utf-8")
+    rc, _, err = run(capsys, "report", "b", "--compare", "a", "--store", "res.db", "-o", "same.html")
+    assert rc == 0, err
+    text = _page_text(project / "same.html")
+    assert f"Both runs ran the goldens goldens.jsonl (content hash {ga['hash']})." in text
+    assert "Different golden sets" not in text
 
 
 def test_capture_with_goldens_brings_their_labels_and_records_them(tmp_path):

@@ -109,7 +109,9 @@ def test_every_jurors_calls_are_recorded_cached_and_budgeted(tmp_path):
 def test_estimate_counts_every_juror():
     one = estimate([_case()], ["contextual_precision"], model="gpt-4o-mini")
     jury = estimate([_case()], ["contextual_precision"], model="jury:gpt-4o-mini,gpt-4o-mini,local")
-    assert jury.calls == 3 * one.calls and jury.input_tokens == 3 * one.input_tokens
+    # the same prompt three times; the embedded juror sends no answer schema (a provider bills the others' as input)
+    assert one.schema_tokens > 0 and jury.schema_tokens == 2 * one.schema_tokens
+    assert jury.calls == 3 * one.calls and jury.input_tokens == 3 * one.input_tokens - one.schema_tokens
     assert jury.dollars == pytest.approx(2 * one.dollars)  # the embedded judge costs nothing
     assert set(jury.jurors) == {"gpt-4o-mini#1", "gpt-4o-mini#2", "local"}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 
 import pytest
@@ -175,3 +176,23 @@ def test_the_json_trend_says_how_many_were_left_out(tmp_path, monkeypatch, capsy
     _read_only_files(monkeypatch, path)
     assert main(["trend", "--store", path, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["unplaced"] == 12
+
+
+def test_the_html_trend_page_says_how_many_were_left_out(tmp_path, monkeypatch, capsys):
+    """The page `trend --html` writes says what the CLI's "left out:" line says (``Trend.unplaced``): the results an
+    older writer left with no capture time, in no window; once this version opens the store for writing, nothing."""
+    path = str(tmp_path / "live.db")
+    _rolling(path, str(tmp_path / "old-writer.db"))
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    _read_only_files(monkeypatch, path)
+    assert main(["trend", "--store", path, "--html", str(pages / "trend.html")]) == 0
+    assert "left out: 12 result(s) without a capture time" in capsys.readouterr().out
+    text = " ".join(re.sub(r"<[^>]+>", "", (pages / "trend.html").read_text(encoding="utf-8")).split())
+    assert ("Left out: 12 result(s) without a capture time, written by an older contextjudge after the store was "
+            "upgraded; they are in no window below.") in text
+    monkeypatch.undo()
+    open_store(path).close()  # opened for writing: their capture times are filled in
+    assert main(["trend", "--store", path, "--html", str(pages / "after.html")]) == 0
+    capsys.readouterr()
+    assert "Left out" not in (pages / "after.html").read_text(encoding="utf-8")

@@ -198,6 +198,7 @@ class FakeJudge(BaseChatModel):
         with self._lock:
             if self.record_calls:
                 self._calls.append({"task": request.task if request else None, "method": method,
+                                    "family": request.verdict_family.name if request else None,
                                     "ids": [i.id for i in request.items] if request else [], "prompt": prompt,
                                     "metric": request.metric if request else None, "messages": messages,
                                     "tags": list(tags or []), "images": _image_blocks(messages)})

@@ -115,7 +115,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _goldens_words(g: dict[str, Any]) -> str:
-    return f"{g.get('name') or 'goldens'} (content hash {g.get('hash')})"
+    from ..report import goldens_words  # noqa: PLC0415
+
+    return goldens_words(g)
 
 
 def same_goldens_or_refuse(baseline: dict[str, Any] | None, current: dict[str, Any] | None, allow: bool,
@@ -124,7 +126,9 @@ def same_goldens_or_refuse(baseline: dict[str, Any] | None, current: dict[str, A
     did and ``allow`` (``override``: ``--allow-different-goldens``, or the MCP tool's argument) is not given: a
     difference could come from the changed questions and answers, not from the app. ``compare``, ``report
     --compare``, ``eval --baseline`` and the MCP ``compare_runs`` tool share it."""
-    different = bool(baseline and current and baseline.get("hash") != current.get("hash"))
+    from ..report import different_goldens  # noqa: PLC0415
+
+    different = different_goldens(baseline, current)
     if different and not allow:
         assert baseline is not None and current is not None
         raise error(f"the runs ran different goldens: the baseline {_goldens_words(baseline)}, this run "
@@ -135,10 +139,10 @@ def same_goldens_or_refuse(baseline: dict[str, Any] | None, current: dict[str, A
 
 
 def different_goldens_note(baseline: dict[str, Any], current: dict[str, Any]) -> str:
-    """The line said when runs on different golden sets are compared anyway."""
-    return (f"NOTE: the runs ran different goldens: the baseline {_goldens_words(baseline)}, this run "
-            f"{_goldens_words(current)}; a difference may come from the changed questions and answers, not only "
-            "from the app")
+    """The line said when runs on different golden sets are compared anyway (the HTML compare page says it too)."""
+    from ..report import different_goldens_note as note  # noqa: PLC0415
+
+    return note(baseline, current)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

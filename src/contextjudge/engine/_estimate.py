@@ -11,9 +11,12 @@ verdicts ("yes" to every item) and records the prompts it was sent; the requests
 prompts, the same splitting by ``JudgeOptions.token_budget``, the same re-use of identical requests within a run).
 Input tokens are the prompts' tokens (tiktoken's count when it is installed and its encoding is on disk, else four
 characters a token); output tokens are the figure a budget reserves per call (``judges._spend.output_estimate``).
-What an estimate cannot know: verdicts the real judge gives differently (a metric that asks again after an
-unreadable answer), the structured-output schema some providers count as input, verdicts already in a store's
-cache, and provider discounts (batch, cached input).
+Input tokens also count the structured-output answer schema each call sends (the closed JSON schema of the
+``response_format``, or the tools for function calling; ``judges._structured.schema_tokens``), which OpenAI-compatible
+providers bill as input; the embedded judge sends none. What an estimate cannot know: verdicts the real judge gives
+differently (a metric that asks again after an unreadable answer), a server that takes no ``json_schema`` (its
+method is then found on the first call; a JSON-mode judge sends no schema, so the estimate counts a little high),
+verdicts already in a store's cache, and provider discounts (batch, cached input).
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ class Estimate:
     # a jury (judges._jury): the estimate of each juror, by name; the totals above are their sums
     jurors: dict[str, dict[str, Any]] | None = None
     output_source: str = "typical"
+    # the part of input_tokens that is the structured-output answer schema sent with each call (a response_format's
+    # json_schema or the tools), which OpenAI-compatible providers bill as input; 0 for the embedded judge
+    schema_tokens: float = 0.0
 
     @property
     def total_tokens(self) -> float:
@@ -234,7 +240,21 @@ def estimate(cases_or_goldens: Iterable[Any] | str | os.PathLike, metrics: Seque
     cases = _cases(cases_or_goldens, assumptions)
     calls, skipped = _drive(cases, ms, name, judge_options)
     return _tally(name, ms, cases, calls, skipped, float(sample_rate), per_day, judge_options, assumptions,
-                  observed_output)
+                  observed_output, schema_method(model, name))
+
+
+def schema_method(model: Any, name: str | None) -> str | None:
+    """The structured-output method whose answer schema the judge ``model`` (named ``name``) will send with each
+    call, for counting that schema as input: the method its server took last in this process, else ``json_schema``
+    (the first one a judge tries, which OpenAI-compatible servers take); None for the embedded judge and any other
+    native judge (no request goes out) and for a model not yet known (no name)."""
+    from ..judges import known_method, local_spec  # noqa: PLC0415
+
+    if not name or local_spec(name) or is_embedded_judge(name) or getattr(model, "contextjudge_native", False):
+        return None
+    if model is not None and not isinstance(model, str):
+        return known_method(model) or "json_schema"
+    return "json_schema"
 
 
 def _jurors_of(model: Any) -> list[tuple[str, Any]] | None:
@@ -277,6 +297,7 @@ def _jury_total(name: str, parts: dict[str, Estimate]) -> Estimate:
                     per_day=add([p.per_day for p in parts.values()]), skipped=first.skipped,
                     assumptions=[*first.assumptions, f"a jury of {len(parts)}: every juror judges every case"],
                     reserved_output_tokens=total("reserved_output_tokens"), reserved_dollars=total("reserved_dollars"),
+                    schema_tokens=total("schema_tokens"),
                     output_source=first.output_source, jurors={n: p.to_dict() for n, p in parts.items()})
 
 
@@ -345,8 +366,9 @@ class _NoCache:
 
 def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str, Any]], skipped: int,
            sample_rate: float, per_day: float | None, judge_options: Any, assumptions: list[str],
-           observed: dict[str, float] | None = None) -> Estimate:
-    from ..judges import BUDGET_OUTPUT_CAP, count_tokens, output_estimate, price_of  # noqa: PLC0415
+           observed: dict[str, float] | None = None, method: str | None = None) -> Estimate:
+    from ..judges import BUDGET_OUTPUT_CAP, count_tokens, family, output_estimate, price_of  # noqa: PLC0415
+    from ..judges import schema_tokens as schema_size  # noqa: PLC0415
 
     price = price_of(name)
     max_out = getattr(judge_options, "max_output_tokens", None)
@@ -354,6 +376,7 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
     local = name in ("local", "local-cross") or is_embedded_judge(name)  # _model_name's spellings, or a judge's name
     if local:
         repeats = 1  # the embedded judge is deterministic: asked once
+        method = None
     from ..metrics import BY_KEY  # noqa: PLC0415
 
     key_of = {cls: key for key, cls in BY_KEY.items()}
@@ -363,9 +386,15 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
     reserved = 0
     cap = max_out or BUDGET_OUTPUT_CAP
     used_store = False
+    schema_in = 0
     for c in calls:
         task = c.get("task")
         inp = count_tokens(c.get("prompt") or "", name)
+        if method and c.get("method") != "text" and (c.get("family") or task):
+            # the answer schema sent with the call, which OpenAI-compatible providers bill as input
+            sch = schema_size(family(str(c.get("family") or task)).schema, method, name)
+            inp += sch
+            schema_in += sch
         out = output_estimate(task if c.get("method") != "text" else None, len(c.get("ids") or []), None)
         seen = (observed or {}).get(str(task)) if c.get("method") != "text" else (observed or {}).get("text")
         if seen is not None:
@@ -383,6 +412,10 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
     tin, tout, reserved = tin * repeats, tout * repeats, reserved * repeats
     if repeats > 1:
         assumptions.append(f"each request is asked {repeats} times (JudgeOptions.repeats)")
+    if schema_in and calls:
+        assumptions.append(f"input counts the answer schema sent with each call ({method}: "
+                           f"{_n(schema_in / len(calls))} tokens a call on average), which OpenAI-compatible "
+                           "providers bill as input")
     n = len(cases)
     why = None
     if price is None:
@@ -413,6 +446,7 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
                     why=why, price=({"input": price.input, "output": price.output} if price is not None else None),
                     per_case=per_case, per_metric=per_metric, per_day=day, skipped=skipped, assumptions=assumptions,
                     reserved_output_tokens=_round(reserved * scale),
+                    schema_tokens=_round(schema_in * repeats * scale),
                     reserved_dollars=reserved_dollars * scale if reserved_dollars is not None else None,
                     output_source="store" if used_store else "typical")
 

@@ -376,6 +376,8 @@ class GenerationEstimate:
     check_output_tokens: int
     dollars: float | None
     assumptions: list[str] = field(default_factory=list)
+    # the part of check_input_tokens that is the answer schema each check call sends (0 from the embedded judge)
+    check_schema_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -473,11 +475,17 @@ def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, 
     asks for (``_stand_in``: per style, a question's words and an answer's sentences of the chunk's typical length),
     every question checked by the requests ``_check`` sends (two each, one for an unanswerable question), each
     verdict with a short sentence of reason."""
-    from ..judges import count_tokens, local_spec, price_of  # noqa: PLC0415
+    from ..judges import count_tokens, family, local_spec, price_of, schema_tokens  # noqa: PLC0415
+    from ._estimate import schema_method  # noqa: PLC0415
 
     plan = _plan(chunks, per_chunk, styles, seed)
     mname = _model_name(model)
-    jname = _model_name(_judge_in_use(judge))
+    jmodel = _judge_in_use(judge)
+    jname = _model_name(jmodel)
+    # the answer schema each check call sends (OpenAI-compatible providers bill it as input); none from the
+    # embedded judge
+    method = schema_method(jmodel, jname)
+    schema_in = 0
     inp = sum(count_tokens(_SYSTEM + "\n" + _prompt(c, s, d), mname) for c, s, d in plan)
     out = 0
     calls = len(plan)
@@ -492,6 +500,9 @@ def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, 
             for req, step in _check_requests(question, answer, st, mine):
                 c_calls += 1
                 c_in += count_tokens(_CHECK_SYSTEM() + "\n" + step(req), jname)
+                sch = schema_tokens(family(req.family or req.task).schema, method, jname) if method else 0
+                c_in += sch
+                schema_in += sch
                 c_out += _verdicts_tokens(len(req.items), jname)
     dollars: float | None = None
     price = price_of(mname)
@@ -504,12 +515,13 @@ def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, 
     return GenerationEstimate(
         model=mname or "?", judge=jname or "?", chunks=len(chunks), questions=sum(len(s) for _, s, _ in plan),
         calls=calls, input_tokens=inp, output_tokens=out, check_calls=c_calls, check_input_tokens=c_in,
-        check_output_tokens=0 if free_check else c_out, dollars=dollars,
+        check_output_tokens=0 if free_check else c_out, dollars=dollars, check_schema_tokens=schema_in,
         assumptions=["answers as the prompts ask for them: a question of 9 to 18 words by style, its answer one "
                      "sentence of the passage's typical length (two for a multi-part or two-passage question); a "
                      "check's verdicts a short sentence of reason each",
-                     "the structured-output schema some providers bill as input is not counted (OpenAI: about 165 "
-                     "tokens a check call)",
+                     (f"a check's input counts the answer schema it sends ({method}: "
+                      f"{schema_in / max(1, c_calls):,.0f} tokens a call), which OpenAI-compatible providers bill"
+                      if schema_in else "the checking judge sends no answer schema"),
                      "every question is checked (duplicates and unreadable answers would lower this)",
                      "a re-ask after an unreadable answer is not counted"])
 

@@ -65,6 +65,8 @@ _CORE = {
     "RunContext": "._context",
     "VerdictCache": "._cache",
     "count_tokens": "._spend",
+    "known_method": "._structured",
+    "schema_tokens": "._structured",
     "current_run_context": "._context",
     "extract_json_candidates": "._parsing",
     "in_judge_call": "._context",
@@ -118,6 +120,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         register_prices,
         window_start,
     )
+    from ._structured import known_method, schema_tokens
     from ._templates import (
         AnswerRelevancyTemplate,
         BaseTemplate,

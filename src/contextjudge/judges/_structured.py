@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import re
 import threading
@@ -22,7 +23,7 @@ from ..errors import JudgeResponseError
 from ._naming import judge_identity, judge_name
 from ._retry import status_kind, status_of
 
-__all__ = ['METHODS']
+__all__ = ['METHODS', 'known_method', 'schema_tokens', 'sent_schema_tokens']
 
 logger = logging.getLogger("contextjudge")
 
@@ -162,6 +163,59 @@ def _openai_response_format(schema: type[BaseModel]) -> dict[str, Any]:
 
     close(body)
     return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": body, "strict": True}}
+
+
+def _schema_as_sent(schema: type[BaseModel], method: str) -> Any:
+    """The answer schema as a request with ``method`` carries it: for ``json_schema`` the closed schema of the
+    ``response_format`` (``_openai_response_format``), for ``function_calling`` the ``tools`` LangChain binds
+    (``convert_to_openai_tool``, no strict flag: what ``with_structured_output(schema, method=...)`` sends); None for
+    ``json_mode`` (a bare ``{"type": "json_object"}``) and ``text``, which carry no schema."""
+    if method == "json_schema":
+        return _openai_response_format(schema)["json_schema"]["schema"]
+    if method == "function_calling":
+        from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: PLC0415
+
+        return [convert_to_openai_tool(schema)]
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def schema_tokens(schema: type[BaseModel], method: str | None, model_name: str | None) -> int:
+    """The prompt tokens the answer schema adds to each call of ``method`` (0 for ``json_mode``, ``text`` or
+    None): OpenAI-compatible providers bill the schema of a ``response_format`` or of the ``tools`` as input. Counted
+    as the JSON the request carries (``json.dumps``) with the judge's tokenizer (``count_tokens``)."""
+    from ._spend import count_tokens  # noqa: PLC0415
+
+    sent = _schema_as_sent(schema, method) if method else None
+    return 0 if sent is None else count_tokens(json.dumps(sent), model_name)
+
+
+def sent_schema_tokens(request_options: dict[str, Any], model_name: str | None) -> int:
+    """The prompt tokens of the answer schema in a bound request's options (``_DirectCall.kwargs``): the
+    ``response_format``'s json_schema (sent in ``extra_body`` or as is) and the ``tools``, counted as
+    ``schema_tokens`` counts them; 0 for a ``json_object`` format and for none."""
+    from ._spend import count_tokens  # noqa: PLC0415
+
+    n = 0
+    tools = request_options.get("tools")
+    if tools:
+        n += count_tokens(json.dumps(tools, default=str), model_name)
+    extra = request_options.get("extra_body")
+    fmt = request_options.get("response_format") or (extra.get("response_format") if isinstance(extra, dict)
+                                                     else None)
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        n += count_tokens(json.dumps((fmt.get("json_schema") or {}).get("schema") or {}, default=str), model_name)
+    return n
+
+
+def known_method(model: Any) -> str | None:
+    """The structured-output method this model object's server took last in this process (``_JudgeCopies.method``),
+    else None."""
+    with _COPIES_LOCK:
+        for copies in _COPIES.values():
+            if copies.original is model and copies.method is not None:
+                return copies.method
+    return None
 
 
 def _without_sdk_retries(model: BaseChatModel) -> BaseChatModel:

@@ -28,6 +28,7 @@ from ..errors import ConfigurationTypeError
 from ..metrics import fill_gold_scores
 from ._bounded import DEFAULT_MAX_CASES
 from ._calibration import render_calibration
+from ._format import different_goldens, different_goldens_note, goldens_words
 from ._html import MetricChange, RunView, compare_runs, render_html
 from ._label_page import render_label_page
 from ._regression import Regression, find_regression, not_gated_names
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
     StoreRef = ResultsStore | str | os.PathLike[str]
     """A results store, or the path or URL that opens one."""
 
-__all__ = ["Interval", "MetricChange", "Regression", "RunView", "bootstrap_mean", "compare_runs", "find_regression",
+__all__ = ["Interval", "MetricChange", "Regression", "RunView", "bootstrap_mean", "compare_runs",
+           "different_goldens", "different_goldens_note", "find_regression", "goldens_words",
            "is_report_file", "not_gated_names", "paired_difference", "render_calibration", "render_label_page",
            "render_report", "render_trend", "run_view", "write_report"]
 
@@ -63,7 +65,7 @@ def run_view(store: StoreRef, run: str | None = None, *, max_cases: int | None =
         if not judges:  # a run a worker judges (capture in mode "worker"): the judges its results name
             judges = [{"name": name} for name in result.judges()]
         view = RunView(result=result, run_id=run_id, name=info.name, created_at=info.created_at,
-                       judges=judges, store=s.target)
+                       judges=judges, store=s.target, goldens=info.goldens)
         if lazy:
             view.fill = _verdicts_reader(store, run_id)
         return view

@@ -16,7 +16,8 @@ from ..cases.images import has_images, split_images
 from ..cases.testcase import ConversationalTestCase
 from ._stats import Interval
 
-__all__ = ["case_input", "ci", "e", "num", "pct", "short", "signed", "status", "when"]
+__all__ = ["case_input", "ci", "different_goldens", "different_goldens_note", "e", "goldens_words", "num", "pct",
+           "short", "signed", "status", "when"]
 
 
 def e(value: Any) -> str:
@@ -73,3 +74,21 @@ def status(m: MetricResult) -> tuple[str, str]:
     if m.error:
         return "err", "error"
     return ("pass", "pass") if m.success else ("fail", "fail")
+
+
+def goldens_words(g: dict[str, Any]) -> str:
+    """A run's golden set as said to a user: its name and content hash."""
+    return f"{g.get('name') or 'goldens'} (content hash {g.get('hash')})"
+
+
+def different_goldens(baseline: dict[str, Any] | None, current: dict[str, Any] | None) -> bool:
+    """Whether two runs ran different golden sets: both recorded, their content hashes differ."""
+    return bool(baseline and current and baseline.get("hash") != current.get("hash"))
+
+
+def different_goldens_note(baseline: dict[str, Any], current: dict[str, Any]) -> str:
+    """The note said when runs on different golden sets are compared anyway (the CLI, the MCP tool, the HTML
+    compare page)."""
+    return (f"NOTE: the runs ran different goldens: the baseline {goldens_words(baseline)}, this run "
+            f"{goldens_words(current)}; a difference may come from the changed questions and answers, not only "
+            "from the app")

@@ -18,7 +18,7 @@ from ..stats import paired_difference as paired_t
 from ..stats import significantly_better, significantly_worse
 from ._bounded import DEFAULT_MAX_CASES, shown_cases
 from ._case import CaseContext, case_card, case_row
-from ._format import case_input, ci, e, num, pct, short, signed, when
+from ._format import case_input, ci, different_goldens, e, num, pct, short, signed, when
 from ._script import CSP, script_tag
 from ._stats import Interval, pair_key
 
@@ -39,6 +39,8 @@ class RunView:
     max_cases: int | None = DEFAULT_MAX_CASES
     # a run read without its verdicts (a large run): reads those of the cases given, before the page lists them
     fill: Callable[[list[TestResult]], None] | None = None
+    # the golden set the run ran ({"name", "hash"}, as the store records it), else None
+    goldens: dict[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------------------------------- charts
@@ -136,6 +138,7 @@ td.m-err{background:#fff6e0;color:#8a4b00}td.m-na{background:#f6f6f6;color:#777}
 .verdict{font-weight:600;white-space:nowrap}.verdict.yes{color:#1e7e34}.verdict.no{color:#b3261e}
 .reason{color:#333;font-size:13px}.small{font-size:12px;color:#666}
 li.unsupported{background:#fdecea}li.supported{background:#e9f7ec}ul.stmts li{padding:2px 4px;margin:2px 0}
+.cj-different-goldens{border:1px solid #f0c36d;background:#fff6e0;color:#5c3a00;padding:6px 10px;border-radius:6px}
 .up{color:#1e7e34}.down{color:#b3261e}.dropped{color:#b3261e;font-weight:600}.added{color:#6a3fb5}
 .legend span{margin-right:12px}
 tr.rk-dropped td{background:#fdecea}tr.rk-added td{background:#f5effc}
@@ -367,6 +370,23 @@ def compare_runs(current: EvaluationResult, baseline: EvaluationResult, *, top: 
     return out
 
 
+def _goldens_note(cur: RunView, base: RunView) -> str:
+    """The golden sets the two runs ran, where recorded: a warning when they differ (the note ``compare
+    --allow-different-goldens`` prints), else the one set both ran."""
+    b, c = base.goldens, cur.goldens
+    if different_goldens(b, c):
+        assert b is not None and c is not None
+        return (f"<p class='cj-different-goldens'><b>Different golden sets.</b> The baseline ran "
+                f"<b>{e(b.get('name') or 'goldens')}</b> (content hash <code>{e(b.get('hash'))}</code>), this run ran "
+                f"<b>{e(c.get('name') or 'goldens')}</b> (content hash <code>{e(c.get('hash'))}</code>): a "
+                "difference may come from the changed questions and answers, not only from the app. Rerun the "
+                "baseline on this run's goldens to compare the app alone.</p>")
+    if b and c:
+        return (f"<p class='meta cj-same-goldens'>Both runs ran the goldens <b>{e(b.get('name') or 'goldens')}</b> "
+                f"(content hash <code>{e(b.get('hash'))}</code>).</p>")
+    return ""
+
+
 def _compare_section(cur: RunView, base: RunView) -> str:
     pairs = _pairs(cur.result, base.result)
     names = _metric_names(cur.result, base.result)
@@ -378,6 +398,7 @@ def _compare_section(cur: RunView, base: RunView) -> str:
            f"{len(pairs)} case(s) appear in both runs (matched by test case id, else by input). "
            "The difference is this run minus the baseline, per paired case; the interval is the 95% paired-t "
            "interval of the mean difference. A changed case shows the baseline's ranked nodes beside this run's.</p>",
+           _goldens_note(cur, base),
            '<table class="cj-compare"><thead><tr><th>Metric</th><th>Baseline mean</th><th>This run mean</th>'
            "<th>Paired difference</th><th>95% CI</th><th>Pairs</th><th></th><th>Reading</th></tr></thead><tbody>"]
     changes: list[tuple[float, str, str, float, float]] = []

@@ -26,6 +26,8 @@ table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #d0d7de;
 vertical-align:top}th{background:#f6f8fa}.num{text-align:right;font-variant-numeric:tabular-nums}
 .small{color:#57606a;font-size:12px}.drop{color:#b42318;font-weight:600}.judge{color:#8250df}
 svg text{font:11px system-ui,sans-serif;fill:#57606a}.few{color:#8c959f}
+.warn{border:1px solid #f0c36d;background:#fff6e0;color:#5c3a00;padding:6px 10px;border-radius:6px}
+code{background:#eee;padding:0 4px;border-radius:3px}
 """
 
 
@@ -172,6 +174,19 @@ def render_trend(trend: dict[str, Any], *, title: str = "contextjudge trend", dr
                     f" against {e(drop_info['baseline']['words'])}; {int(drop_info['metrics_tested'])} metric(s) "
                     f"tested, each at {100 * float(drop_info['adjusted_level']):.1f}% (Bonferroni), so the chance "
                     "of any false alarm stays at 5%.</p>")
+    unplaced = int(trend.get("unplaced") or 0)
+    if unplaced:
+        # what `contextjudge trend` prints as its "left out:" line (``Trend.unplaced``)
+        body.append(f"<p class='warn cj-unplaced'>Left out: {unplaced} result(s) without a capture time, written "
+                    "by an older contextjudge after the store was upgraded; they are in no window below. Opening the "
+                    "store for writing with this version (a worker, <code>contextjudge score</code>) fills them "
+                    "in.</p>")
+    for ch in trend.get("goldens_changes") or []:
+        a, b = ch.get("goldens_before") or {}, ch.get("goldens_after") or {}
+        body.append(f"<p class='warn cj-goldens-change'>The goldens changed between run {e(ch.get('before'))} and "
+                    f"run {e(ch.get('after'))}: {e(a.get('name') or 'goldens')} (content hash "
+                    f"<code>{e(a.get('hash'))}</code>) → {e(b.get('name') or 'goldens')} (content hash "
+                    f"<code>{e(b.get('hash'))}</code>); windows on either side judged different questions.</p>")
     if not windows:
         body.append("<p>No results in this range.</p>")
     for metric in trend.get("metrics") or []:

@@ -21,15 +21,13 @@ Adding a family: one ``VerdictFamily`` here (or ``register_family`` for one of y
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from ..errors import ConfigurationError
 from ._schemas import Rubric, SupportVerdicts, Verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
     from pydantic import BaseModel
-
-    from ._protocol import JudgeRequest
 
 __all__ = ["ANSWER_RELEVANCE", "CALIBRATION_KEYS", "NODE_USEFULNESS", "OUTPUT_TOKENS_BASE", "OUTPUT_TOKENS_PER_ITEM",
            "OUTPUT_TOKENS_RUBRIC", "OUTPUT_TOKENS_TEXT", "RUBRIC_RECALL", "SENTENCE_RELEVANCE", "STATEMENT_SUPPORT", "TASKS", "Task",
@@ -176,7 +174,17 @@ def find_family(name: str | None) -> VerdictFamily | None:
     return _REGISTRY.get(name) if isinstance(name, str) else None
 
 
-def family_of_request(request: JudgeRequest | dict[str, Any]) -> VerdictFamily:
+class _NamesFamily(Protocol):
+    """What ``family_of_request`` reads of a request (``JudgeRequest`` is one): the family it names, else its task. A
+    Protocol here, since the request's module imports this one."""
+
+    @property
+    def family(self) -> str | None: ...
+    @property
+    def task(self) -> str: ...
+
+
+def family_of_request(request: _NamesFamily | dict[str, Any]) -> VerdictFamily:
     """The family of a request (or of its dump): the one it names, else its task's."""
     if isinstance(request, dict):
         return family(request.get("family") or request.get("task") or "")

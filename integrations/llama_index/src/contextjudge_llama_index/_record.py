@@ -11,16 +11,13 @@ from __future__ import annotations
 import contextvars
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from contextjudge import RetrievedNode
 
 from ._snapshots import to_nodes
 
-if TYPE_CHECKING:
-    from ._agents import AgentRun
-
-__all__ = ["CONVERSATION_TAG", "CONVERSATION_TAGS", "GOLDEN_INDEX_TAG", "Record", "Sink", "current_sink"]
+__all__ = ["CONVERSATION_TAG", "CONVERSATION_TAGS", "GOLDEN_INDEX_TAG", "AgentTurn", "Record", "Sink", "current_sink"]
 
 GOLDEN_INDEX_TAG = "contextjudge.golden_index"
 CONVERSATION_TAG = "contextjudge.conversation_id"
@@ -121,13 +118,37 @@ class Record:
         return meta
 
 
+class AgentTurn(Protocol):
+    """What a sink reads of an agent's or workflow's finished run to make it a turn of a conversation
+    (``_agents.AgentRun`` is one; a Protocol here, since the agents' module imports this one)."""
+
+    @property
+    def span_id(self) -> str: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def workflow(self) -> str: ...
+    @property
+    def user_message(self) -> str | None: ...
+    @property
+    def output(self) -> str | None: ...
+    @property
+    def otel(self) -> dict[str, Any] | None: ...
+    @property
+    def tags(self) -> dict[str, Any]: ...
+    @property
+    def conversation(self) -> Any: ...
+    def records(self) -> list[Record]: ...
+    def turn_contexts(self) -> tuple[list[RetrievedNode] | None, dict[str, Any]]: ...
+
+
 class Sink:
     """Where finished records go: the global capture or an engine wrapper."""
 
     def deliver(self, record: Record) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def deliver_turn(self, turn: AgentRun) -> None:
+    def deliver_turn(self, turn: AgentTurn) -> None:
         """An agent's or workflow's finished run that belongs to a conversation (see ``AgentRun.conversation``).
         Only sinks that assemble conversations keep it."""
         return None

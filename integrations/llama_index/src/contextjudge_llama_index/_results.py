@@ -50,9 +50,8 @@ except ImportError:  # pragma: no cover - older cores
     from llama_index.core.instrumentation.events.base import BaseEvent  # type: ignore[no-redef]
     from llama_index.core.instrumentation.span import active_span_id  # type: ignore[no-redef]
 
-from ._agents import AgentRun
 from ._kinds import SHAPES
-from ._record import Record, Sink
+from ._record import AgentTurn, Record, Sink
 
 __all__ = ["CaseSink", "ChatSession", "ContextJudgeResultEvent", "LazyCase", "conversation_case",
            "emit_result", "record_to_case"]
@@ -191,7 +190,7 @@ def turn_case(record: Record, golden: Any, session_id: str | None = None) -> Cap
     return case
 
 
-def agent_conversation_case(runs: list[AgentRun], conversation_id: str) -> CapturedCase:
+def agent_conversation_case(runs: list[AgentTurn], conversation_id: str) -> CapturedCase:
     """An agent's runs that share a memory (or a conversation id) as one ``ConversationalTestCase``: each user turn
     is the message that started a run, each assistant turn the run's final answer with the nodes its tools
     retrieved (``retrieval_context``) and its tool calls (``additional_metadata["tool_calls"]``)."""
@@ -402,7 +401,7 @@ class _Conversation:
 
     def __init__(self, conversation_id: str, memory: Any) -> None:
         self.id = conversation_id
-        self.runs: list[AgentRun] = []
+        self.runs: list[AgentTurn] = []
         self.submitted = 0
         self.memory = memory  # a weak reference to the memory object that keys it, or None for a tag's id
 
@@ -441,7 +440,7 @@ class CaseSink(Sink):
     def note_root(self, retrievals: int, seen: dict[str, Any] | None) -> None:
         self.scorer.note_root(retrievals, seen, SHAPES)
 
-    def deliver_turn(self, turn: AgentRun) -> None:
+    def deliver_turn(self, turn: AgentTurn) -> None:
         key = turn.conversation
         memory = None
         if not isinstance(key, str):

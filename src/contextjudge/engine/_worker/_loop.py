@@ -34,13 +34,11 @@ from ._leases import _Leases
 from ._metrics import MetricsByRun
 from ._outage import _Outage
 from ._retention import _RetentionThread
-from ._scoring import _CaseScoring
+from ._scoring import OnResults, _CaseScoring
 
 __all__ = ["OnResults", "Worker"]
 
 logger = logging.getLogger("contextjudge")
-
-OnResults = Callable[[Any, list, str, str], Any]
 
 
 class Worker:

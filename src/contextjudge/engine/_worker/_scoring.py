@@ -8,20 +8,45 @@ import contextvars
 import inspect
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from ..._aio import in_store_thread
 from .._run import Run
 from .._score import BudgetSkip, score_within_budget
 from ._budget import _SetAside
+from ._counts import WorkerCounts
 from ._leases import _Leases
 from ._outage import _Outage, judge_down
 
-if TYPE_CHECKING:
-    from ._loop import Worker
-
 logger = logging.getLogger("contextjudge")
+
+# a hook on each scored case's results: ``hook(test_case, results, case_key, run_id)``, awaited when it returns an
+# awaitable (``Worker(on_results=...)``)
+OnResults = Callable[[Any, list, str, str], Any]
+
+
+class _Owner(Protocol):
+    """What case scoring reads of the worker that owns it (``_loop.Worker`` is one): a Protocol here, since the
+    worker's module imports this one."""
+
+    @property
+    def store(self) -> Any: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def counts(self) -> WorkerCounts: ...
+    @property
+    def lease(self) -> float: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def backoff_max(self) -> float: ...
+    @property
+    def call_hooks(self) -> Sequence[Callable[[dict[str, Any]], Any]]: ...
+    @property
+    def on_results(self) -> Sequence[OnResults]: ...
+    def stop(self, now: bool = False) -> None: ...
 
 # the (run id, case key) of the case a task scores: judge-call events are filed under it, and written with the
 # case's results in the same transaction
@@ -38,7 +63,7 @@ class _CaseScoring:
     each judge-call event under its case, to be written with the case's results, and knows which cases are being
     completed or were lost to another worker. ``run`` and ``once`` are those of the worker's current ``run()``."""
 
-    def __init__(self, worker: Worker, outage: _Outage, leases: _Leases, budget: _SetAside,
+    def __init__(self, worker: _Owner, outage: _Outage, leases: _Leases, budget: _SetAside,
                  metrics_for: Callable[[str], list[Any]], say: Callable[[str], None]) -> None:
         self.worker, self.outage, self.leases, self.budget = worker, outage, leases, budget
         self.metrics_for, self.say = metrics_for, say

@@ -19,7 +19,7 @@ from contextjudge.capture import CapturedCase
 from contextjudge.capture._background import BackgroundScoring
 from contextjudge.errors import CaptureError
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRelevancyMetric
-from contextjudge_llama_index import _record, _results
+from contextjudge_llama_index import _lazy_case, _record
 
 QUESTION = "How many vacation days do employees get?"
 
@@ -52,13 +52,13 @@ class RewriteAndReverse(BaseNodePostprocessor):
 def _counting_assembly(monkeypatch) -> list[str]:
     """Record the thread each test case is assembled on."""
     threads: list[str] = []
-    real = _results.record_to_case
+    real = _lazy_case.record_to_case
 
     def counted(record):
         threads.append(threading.current_thread().name)
         return real(record)
 
-    monkeypatch.setattr(_results, "record_to_case", counted)
+    monkeypatch.setattr(_lazy_case, "record_to_case", counted)
     return threads
 
 

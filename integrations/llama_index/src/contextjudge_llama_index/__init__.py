@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._adapter import LlamaIndexAppAdapter
+    from ._events import ContextJudgeResultEvent
     from ._images import node_from_llama_image_node
     from ._instrument import aflush, flush, get_session, instrument, instrument_tags, is_instrumented, uninstrument
-    from ._results import ContextJudgeResultEvent
     from ._wrappers import EvaluatedChatEngine, EvaluatedQueryEngine
 
 __version__ = "0.3.0.dev0"
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    "ContextJudgeResultEvent": "._results",
+    "ContextJudgeResultEvent": "._events",
     "EvaluatedChatEngine": "._wrappers",
     "EvaluatedQueryEngine": "._wrappers",
     "LlamaIndexAppAdapter": "._adapter",

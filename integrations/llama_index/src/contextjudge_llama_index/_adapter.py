@@ -118,7 +118,7 @@ class _GoldenRuns:
                  progress: Callable[[], Any] | None) -> None:
         from contextjudge.capture import CaptureSession  # noqa: PLC0415
 
-        from ._results import CaseSink  # noqa: PLC0415
+        from ._sinks import CaseSink  # noqa: PLC0415
 
         self.obj, self.kind, self.goldens = obj, kind, goldens
         self.concurrency, self.progress = concurrency, progress

@@ -10,7 +10,7 @@ record goes to a *sink* (the global capture, or a wrapper), which hands it to a 
 On the request path only cheap copies are made, of what could change later (each node's text, id, score and
 metadata, when the retrieval ends and when the call returns), and, when the app traces with OpenTelemetry, the ids of
 the span active when the call and its first retrieval began (``contextjudge.otel.span_context_now``); the test case
-is assembled from them later, on the scorer's worker thread or when first read (``_results.LazyCase``).
+is assembled from them later, on the scorer's worker thread or when first read (``_lazy_case.LazyCase``).
 
 This module is the router and its two handlers; the record of a call is ``_record``, the copies of its nodes
 ``_snapshots``, agents' and workflows' runs ``_agents``, streamed answers ``_responses``.

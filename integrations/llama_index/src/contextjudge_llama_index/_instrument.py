@@ -11,7 +11,8 @@ from typing import Any
 from contextjudge.capture import CaptureSession, Mode
 
 from ._capture import router
-from ._results import CaseSink, emit_result
+from ._events import emit_result
+from ._sinks import CaseSink
 
 __all__ = ["aflush", "flush", "get_session", "instrument", "instrument_tags", "is_instrumented",
            "make_session", "uninstrument"]

@@ -2,7 +2,7 @@
 
 A ``Record`` is what one outermost query, chat or retrieval call did (its retrievals and reranks as snapshots, its
 answer, its tags and OpenTelemetry span); the capture router (``_capture``) fills it, an agent's run (``_agents``)
-adds its turn, and ``_results`` assembles the test case from it. A ``Sink`` is where a finished record goes: the global
+adds its turn, and ``_cases`` assembles the test case from it. A ``Sink`` is where a finished record goes: the global
 capture or an engine wrapper; ``current_sink`` names the wrapper whose call is running.
 """
 

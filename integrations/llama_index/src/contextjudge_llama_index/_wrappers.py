@@ -21,7 +21,7 @@ from contextjudge.cases.identity import new_case_id
 from ._capture import router
 from ._instrument import make_session
 from ._record import Sink, current_sink
-from ._results import CaseSink, ChatSession
+from ._sinks import CaseSink, ChatSession
 
 __all__ = ["EvaluatedChatEngine", "EvaluatedQueryEngine"]
 

@@ -30,6 +30,12 @@ _CORE = {
     "Worker": "._worker",
     "WorkerMetrics": "._worker_metrics",
     "acalibrate": "._calibrate",
+    "LabelSession": "._labelling",
+    "annotator_agreement": "._labelling",
+    "calibrate_order": "._labelling",
+    "corrected_means": "._labelling",
+    "labels_given": "._labelling",
+    "labels_needed": "._labelling",
     "aevaluate": "._evaluate",
     "assert_test": "._assertions",
     "calibration_of": "._calibrate",
@@ -71,6 +77,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._calibrate import MIN_EACH, MIN_ITEMS, acalibrate, calibration_of, read_labels_file
     from ._estimate import estimate
     from ._evaluate import EvaluationOptions, aevaluate, evaluate
+    from ._labelling import (
+        LabelSession,
+        annotator_agreement,
+        calibrate_order,
+        corrected_means,
+        labels_given,
+        labels_needed,
+    )
     from ._ray_engine import RayEngine, copy_run, finish_run, require_ray
     from ._run import Run, metric_config, metric_specs
     from ._score import BudgetSkip, score_case, score_within_budget

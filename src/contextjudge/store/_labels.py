@@ -197,6 +197,9 @@ class LabelStore(LoadStore):
         with self._guard("save a label"), self._begin() as conn:
             now, made = self._locked_labels(conn, case_key)
             logged = _apply_label(now, field, item, value)
+            if now.get("nodes"):  # kept in the case's rank order, whatever order the labels came in
+                cases = self._cases_labels_were_given_for([case_key], None, conn).get(case_key) or []
+                now["nodes"] = _in_rank_order(now["nodes"], cases[0] if cases else None)
             keep = any(k not in ("statements", "answer_statements") for k in now)
             writes = self._label_writes([{"key": case_key, **now}], conn=conn)[2] if keep else {}
             if writes:
@@ -355,6 +358,21 @@ def _apply_label(now: dict[str, Any], field: str, item: Any, value: bool | None)
     for k in [k for k, v in now.items() if v in (None, [])]:
         del now[k]
     return logged
+
+
+def _in_rank_order(entries: list[dict[str, Any]], case: Any) -> list[dict[str, Any]]:
+    """Keyed node labels in the order ``case`` retrieved their nodes (entries naming none of its nodes last, as
+    they were): two labels given at once (a closing page hands its waiting labels over together) leave the same
+    labels whichever the store took first."""
+    from ..cases.labels import node_ref  # noqa: PLC0415
+
+    refs = [node_ref(n) for n in getattr(case, "retrieval_context", None) or []]
+
+    def rank(e: dict[str, Any]) -> int:
+        return next((i for i, r in enumerate(refs) if (e.get("id") and r["id"] == e.get("id"))
+                     or (e.get("hash") and r["hash"] == e.get("hash"))), len(refs))
+
+    return sorted(entries, key=rank)
 
 
 @contextlib.contextmanager

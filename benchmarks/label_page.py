@@ -1,13 +1,15 @@
 """How long the labelling page's server takes to save one label, and to recompute the figures after one.
 
-    python benchmarks/label_page.py [--cases 50] [--labels 200]
+    python benchmarks/label_page.py [--cases 50] [--labels 200] [--refresh-every 0]
 
 A SQLite store of ``--cases`` synthetic cases (five nodes each, three retrieval metrics judged by the scripted
 ``FakeJudge``) is served by ``contextjudge label --serve``'s server on loopback, in this process; ``--labels`` labels
 are posted one after the other (each is a read-modify-write of the case's labels through ``add_labels`` plus a
 ``cj_label_log`` row, committed before the answer), then ``/api/figures`` is asked once (``acalibrate`` over every
 labelled case with the FakeJudge, the estimate-queue bias-corrected means, annotator agreement). Prints the median
-and 95th percentile of a label's round trip and the figures' time.
+and 95th percentile of a label's round trip and the figures' time. With ``--refresh-every K`` the figures are also
+asked after every K labels, as an open page polls them, and the judge requests those refreshes sent are counted (the
+judged labelled cases are kept in the store, so each refresh judges only the cases a label changed).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=50)
     ap.add_argument("--labels", type=int, default=200)
+    ap.add_argument("--refresh-every", type=int, default=0,
+                    help="also ask for the figures after every K labels, and count the judge requests they send")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "bench.db")
@@ -52,6 +56,8 @@ def main() -> None:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{server.server_address[1]}"
         times = []
+        before = len(judge.calls)
+        refreshes = 0
         for n in range(a.labels):
             tc = cases[n % a.cases]
             node = tc.retrieval_context[(n // a.cases) % 5]
@@ -62,6 +68,11 @@ def main() -> None:
             with urllib.request.urlopen(req) as r:
                 r.read()
             times.append(time.perf_counter() - t0)
+            if a.refresh_every and (n + 1) % a.refresh_every == 0:
+                get = urllib.request.Request(base + "/api/figures", headers={"X-CJ-Token": "tok"})
+                with urllib.request.urlopen(get) as r:
+                    r.read()
+                refreshes += 1
         t0 = time.perf_counter()
         with urllib.request.urlopen(urllib.request.Request(base + "/api/figures", headers={"X-CJ-Token": "tok"})) as r:
             r.read()
@@ -71,6 +82,10 @@ def main() -> None:
         print(f"{a.labels} labels on {a.cases} cases: a label's round trip median "
               f"{statistics.median(times) * 1000:.1f} ms, p95 {times[int(0.95 * len(times))] * 1000:.1f} ms; "
               f"figures after them {figures:.2f} s; load average {os.getloadavg()[0]:.2f}")
+        if refreshes:
+            asked = sum(c["task"] is not None for c in judge.calls[before:])
+            print(f"{refreshes} refreshes of the figures (one every {a.refresh_every} labels) and the last: "
+                  f"{asked} judge requests")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-"""What each tool of ``contextjudge mcp`` computes, as plain data, with no MCP import (``_mcp_server`` wraps these
-in the SDK). Each tool calls the library functions the matching command calls (the store's read API, the report's
-``compare_runs``, ``engine.estimate``, ``engine.acalibrate``, the gate of ``_shared``), never the command's printed
-text. Every answer is bounded: long texts are shortened, and a list is cut at the answer's token budget with a
-``next_cursor`` to ask for the rest. A bad argument raises ``ToolArgumentError``, whose message says what to pass.
+"""The tools of ``contextjudge mcp``, as plain data, with no MCP import (``_mcp_server`` wraps these in the SDK): a
+front door over the engine's workspace (``engine/_workspace.py``: what each tool computes, callable from Python).
+Here: the store the server was started on, opened once; the folder paths must lie in and the one module
+``evaluate_app`` may run (security checks); metric names and judges resolved as the CLI resolves them; and every
+answer bounded: a list is cut at the answer's token budget with a ``next_cursor`` to ask for the rest. A bad
+argument raises ``ToolArgumentError``, whose message says what to pass.
 """
 
 from __future__ import annotations
@@ -21,20 +22,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..engine import StoreWorkspace, ToolArgumentError, estimate_cost, judge_check, score_one
 from ..errors import ContextJudgeError, UsageError
 
 __all__ = ["DEFAULT_MAX_TOKENS", "ToolArgumentError", "Tools", "Workspace"]
 
 DEFAULT_MAX_TOKENS = 4000  # an answer's budget, in tokens (estimated as characters / 4)
 MIN_MAX_TOKENS = 200
-TEXT_CHARS = 300  # an input, output or reason in an answer
-NODE_CHARS = 200  # one retrieved node's text
-NODES_SHOWN = 5  # nodes shown per case
-VERDICT_REASON_CHARS = 160
-
-
-class ToolArgumentError(ContextJudgeError):
-    """A tool was called with an argument it cannot use; the message says what to pass instead."""
+TEXT_CHARS = 300  # a text in an answer cut to fit (the workspace shortens its own texts as it lists them)
 
 
 def _short(text: Any, n: int) -> str | None:
@@ -48,18 +43,6 @@ def _short(text: Any, n: int) -> str | None:
 def _tokens(obj: Any) -> int:
     """A rough token count of ``obj`` as JSON (4 characters a token), the unit of the answer's budget."""
     return math.ceil(len(json.dumps(obj, default=str)) / 4)
-
-
-def _iso(t: float | None) -> str | None:
-    return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-def _num(x: Any) -> float | None:
-    return None if x is None else round(float(x), 4)
-
-
-def _ci(iv: Any) -> list[float] | None:
-    return None if iv is None or iv.low is None else [round(iv.low, 4), round(iv.high, 4)]
 
 
 # ------------------------------------------------------------------------------------------------ the cursor
@@ -211,53 +194,27 @@ class Workspace:
     # ---- score
 
 class StoreReads:
-    """The tools that read the store: runs, run_summary, worst_cases, compare_runs, trend and estimate."""
+    """The tools that read the store: runs, run_summary, worst_cases, compare_runs, trend and estimate (what they
+    compute is ``engine.StoreWorkspace``'s)."""
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
+
+    def _view(self) -> StoreWorkspace:
+        return StoreWorkspace(self.ws.store(), Workspace.keys)
 
     def runs(self, *, cursor: str | None = None, max_tokens: int | None = None) -> dict[str, Any]:
         """The runs in the store, newest first (``store.runs()``)."""
         args = {"cursor": cursor}
         budget = self.ws.budget(max_tokens)
-        items = [{"run_id": r["run_id"], "name": r["name"], "status": r["status"],
-                  "created_at": _iso(r["created_at"]), "finished_at": _iso(r["finished_at"]),
-                  "cases": r["cases"], "results": r["results"], "judges": list(r["judges"] or [])}
-                 for r in self.ws.store().runs()]
-        return _page("runs", args, items, budget, {"store": str(self.ws.target)}, "runs")
+        return _page("runs", args, self._view().runs(), budget, {"store": str(self.ws.target)}, "runs")
 
     # ---- one run
-    def _load(self, run_id: str) -> Any:
-        from ..metrics import fill_gold_scores  # noqa: PLC0415
-
-        return fill_gold_scores(self.ws.store().load_run(run_id))
-
     def run_summary(self, *, run: str | None = None) -> dict[str, Any]:
         """Per metric the mean and pass rate with their 95% intervals, as the summary and the report compute them
         (``EvaluationResult.interval``/``pass_rate_interval``), with the gate each metric's threshold sets."""
-        from ._shared import _errored_cases, _metric_gates  # noqa: PLC0415
-
         run_id = self.ws.run_id(run)
-        info = self.ws.store().run_info(run_id)
-        result = self._load(run_id)
-        loose = (info.config or {}).get("not_gated") if isinstance(info.config, dict) else None
-        gates = _metric_gates(result, None, None, loose if isinstance(loose, dict) else None)
-        metrics = []
-        for name, g in gates.items():
-            iv, pr = result.interval(name), result.pass_rate_interval(name)
-            metrics.append({"metric": name, "mean": _num(g.summary["mean"]), "mean_ci": _ci(iv),
-                            "pass_rate": _num(g.summary["pass_rate"]), "pass_rate_ci": _ci(pr),
-                            "scored": g.summary["scored"], "errors": g.summary["errors"],
-                            "threshold": _num(g.threshold),
-                            "gate": ("not gated (the judge is not trusted for it)" if g.not_gated else
-                                     "fail: " + "; ".join(g.fails) if g.fails else "pass"),
-                            "corrected": g.summary.get("corrected")})
-        u = result.usage
-        return {"run_id": run_id, "name": info.name, "status": info.status, "created_at": _iso(info.created_at),
-                "cases": len(result), "cases_with_errors": len(_errored_cases(result)),
-                "judges": result.judges(), "metrics": metrics,
-                "usage": {"calls": u.calls, "cache_hits": u.cache_hits, "input_tokens": u.input_tokens,
-                          "output_tokens": u.output_tokens}}
+        return self._view().run_summary(run_id)
 
     def worst_cases(self, *, run: str | None = None, metric: str | None = None, cursor: str | None = None,
                     max_tokens: int | None = None) -> dict[str, Any]:
@@ -266,56 +223,9 @@ class StoreReads:
         shortened."""
         budget = self.ws.budget(max_tokens)
         run_id = self.ws.run_id(run)
-        result = self._load(run_id)
-        names = result.metric_names()
-        if metric is not None:
-            wanted = self._metric_name(metric, names)
-            names = [wanted]
-        rows: list[tuple[float, int, str, Any, Any]] = []
-        for tr in result.test_results:
-            for m in tr.metrics_data:
-                if m.name in names:
-                    rank = -1.0 if m.score is None else float(m.score)
-                    rows.append((rank, tr.index, m.name, tr, m))
-        rows.sort(key=lambda r: (r[0], r[1], r[2]))
-        items = [self._case_item(tr, m) for _, _, _, tr, m in rows]
+        names, items = self._view().worst_cases(run_id, metric)
         args = {"run": run_id, "metric": metric, "cursor": cursor}
         return _page("worst_cases", args, items, budget, {"run_id": run_id, "metrics": names}, "cases")
-
-    @staticmethod
-    def _metric_name(metric: str, names: list[str]) -> str:
-        from ..metrics import BY_KEY  # noqa: PLC0415
-
-        if metric in names:
-            return metric
-        low = metric.lower().replace("-", "_").replace(" ", "_")
-        for n in names:
-            if n.lower().replace(" ", "_") == low:
-                return n
-        try:
-            key = Workspace.keys([metric], [])[0]
-            cls_name = str(BY_KEY[key].name)
-            if cls_name in names:
-                return cls_name
-        except ToolArgumentError:
-            pass
-        raise ToolArgumentError(f"metric {metric!r} has no result in this run: pass one of {', '.join(names)}.")
-
-    @staticmethod
-    def _case_item(tr: Any, m: Any) -> dict[str, Any]:
-        by_rank = {v.get("rank"): v for v in (m.verdicts or []) if isinstance(v, dict) and v.get("rank")}
-        nodes = list(tr.retrieval_context or [])
-        shown = []
-        for i, text in enumerate(nodes[:NODES_SHOWN], start=1):
-            v = by_rank.get(i) or {}
-            shown.append({"rank": i, "text": _short(text, NODE_CHARS), "verdict": v.get("verdict"),
-                          "reason": _short(v.get("reason"), VERDICT_REASON_CHARS)})
-        return {"case_key": getattr(tr.test_case, "id", None), "index": tr.index, "metric": m.name,
-                "score": _num(m.score), "threshold": _num(m.threshold), "success": bool(m.success),
-                "reason": _short(m.reason, TEXT_CHARS), "error": _short(m.error or tr.error, TEXT_CHARS),
-                "input": _short(tr.input, TEXT_CHARS), "actual_output": _short(tr.actual_output, TEXT_CHARS),
-                "expected_output": _short(tr.expected_output, TEXT_CHARS), "nodes": shown,
-                "nodes_total": len(nodes)}
 
     # ---- two runs
     def compare_runs(self, *, baseline: str, run: str | None = None, top: int = 5,
@@ -324,7 +234,6 @@ class StoreReads:
         the report and ``contextjudge compare`` compute them (``report.compare_runs``), and the cases that
         changed most. Runs made on different golden sets are refused unless ``allow_different_goldens`` (the rule
         of ``contextjudge compare``)."""
-        from ..report import compare_runs  # noqa: PLC0415
         from ._runs import different_goldens_note, same_goldens_or_refuse  # noqa: PLC0415
 
         if not 0 <= top <= 20:
@@ -335,24 +244,11 @@ class StoreReads:
         before, after = store.run_info(base).goldens, store.run_info(cur).goldens
         different = same_goldens_or_refuse(before, after, allow_different_goldens,
                                            override="allow_different_goldens=true", error=ToolArgumentError)
-        changes = compare_runs(store.load_run(cur), store.load_run(base), top=top)
-        metrics = []
-        for c in changes:
-            iv = c.difference
-            metrics.append({"metric": c.metric, "baseline_mean": _num(c.baseline_mean),
-                            "current_mean": _num(c.current_mean), "difference": _num(iv.estimate),
-                            "ci": _ci(iv), "pairs": iv.n, "reading": c.reading,
-                            "significantly_worse": bool(c.significantly_worse),
-                            "changed_cases": [{"case_key": cc.key, "index": cc.index,
-                                               "input": _short(cc.text, 120), "baseline": _num(cc.baseline),
-                                               "current": _num(cc.current), "change": _num(cc.difference)}
-                                              for cc in c.top_cases]})
-        worse = [m["metric"] for m in metrics if m["significantly_worse"]]
-        return {"run_id": cur, "baseline_id": base, "paired_by": "test case id, else input",
-                "level": 0.95, "metrics": metrics, "worse_on": worse, "regression": bool(worse),
-                "goldens": {"baseline": before, "run": after},
-                "note": different_goldens_note(before, after).removeprefix("NOTE: ") if different and before
-                and after else None}
+        out = self._view().compare_runs(base, cur, top)
+        out["goldens"] = {"baseline": before, "run": after}
+        out["note"] = (different_goldens_note(before, after).removeprefix("NOTE: ")
+                       if different and before and after else None)
+        return out
 
     # ---- the store over time
     def trend(self, *, by: str = "day", since: str | None = None, until: str | None = None,
@@ -361,32 +257,14 @@ class StoreReads:
               max_tokens: int | None = None) -> dict[str, Any]:
         """``store.trend()`` per window and metric (``contextjudge trend``), newest window first; with
         ``check_drop``, the drop check of ``trend --fail-on-drop`` (``store.find_drops``)."""
-        from ..errors import ConfigurationError, StoreError  # noqa: PLC0415
-        from ..store import find_drops  # noqa: PLC0415
-
         budget = self.ws.budget(max_tokens)
         if by not in ("hour", "day", "week"):
             raise ToolArgumentError(f"by={by!r}: pass 'hour', 'day' or 'week'.")
         if min_cases < 2:
             raise ToolArgumentError(f"min_cases={min_cases}: pass 2 or more (a window needs two cases for an "
                                     "interval).")
-        store = self.ws.store()
-        filters = {str(k): [str(v)] for k, v in (where or {}).items()}
-        try:
-            tr = store.trend(metric=metric or None, by=by, since=since, until=until, where=filters,
-                             min_cases=min_cases)
-            drop: dict[str, Any] | None = None
-            if check_drop and tr.windows:
-                drops, info = find_drops(store, tr, baseline=baseline, min_drop=0.0, where=filters)
-                drop = {**(info or {}), "drops": [d.to_dict() for d in drops],
-                        "dropped": [d.metric for d in drops if d.status == "drop"]}
-        except (ConfigurationError, StoreError) as exc:
-            raise ToolArgumentError(f"{exc} (since/until: an ISO date such as 2026-11-20, or a span back from now "
-                                    "such as 14d; where: retriever, tag, run or a metadata key.)") from exc
-        data = tr.to_dict()
-        windows = list(reversed(data.pop("windows", [])))
-        head = {k: v for k, v in data.items()}
-        head["judge_changes"] = head.get("judge_changes", [])[:20]
+        head, windows, drop = self._view().trend(by=by, since=since, until=until, metric=metric, where=where,
+                                                 min_cases=min_cases, check_drop=check_drop, baseline=baseline)
         if check_drop:
             head["drop_check"] = _bounded(drop, budget // 2)
         args = {"by": by, "since": since, "until": until, "metric": metric, "where": where, "min_cases": min_cases,
@@ -399,9 +277,7 @@ class StoreReads:
                  requests_per_day: float | None = None) -> dict[str, Any]:
         """Judge calls, tokens and dollars before anything is judged (``engine.estimate``), for a goldens file or a
         stored run's cases."""
-        from ..engine import estimate  # noqa: PLC0415
         from ..metrics import default_metrics_for  # noqa: PLC0415
-        from ._shared import _config_metric_keys  # noqa: PLC0415
 
         if (goldens is None) == (run is None):
             raise ToolArgumentError("estimate needs the cases: pass goldens (a goldens file's path) or run (a stored "
@@ -426,24 +302,18 @@ class StoreReads:
             default = default_metrics_for(source.items)
         else:
             run_id = self.ws.run_id(run)
-            store = self.ws.store()
-            source = [c.test_case for c in store.load_cases(run_id)]
-            default = _config_metric_keys(store.run_info(run_id).config) or default_metrics_for(source)
-            observed = store.answer_lengths(model)
+            source, default, observed = self._view().run_cases(run_id, model)
             if not source:
                 raise ToolArgumentError(f"the run {run_id} holds no cases to estimate: pass another run.")
         keys = self.ws.keys(metrics, default)
-        try:
-            est = estimate(source, keys, model=model, sample_rate=sample_rate, per_day=requests_per_day,
-                           observed_output=observed)
-        except ContextJudgeError as exc:
-            raise ToolArgumentError(f"{exc}") from exc
-        return dict(est.to_dict())  # one row per metric: small whatever the cases
+        # one row per metric: small whatever the cases
+        return estimate_cost(source, keys, model=model, sample_rate=sample_rate, requests_per_day=requests_per_day,
+                             observed=observed)
 
-    # ---- the judge against labels
 
 class Judging:
-    """The tools that ask a judge and write nothing: score (one case) and judge_check (the built-in labels)."""
+    """The tools that ask a judge and write nothing: score (one case) and judge_check (the built-in labels); what
+    they compute is ``engine.score_one`` and ``engine.judge_check``."""
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
@@ -453,8 +323,6 @@ class Judging:
               threshold: float | None = None) -> dict[str, Any]:
         """One test case scored (no store write): per metric the score, pass or fail, the reason, and the
         per-node verdicts."""
-        from ..cases.testcase import LLMTestCase  # noqa: PLC0415
-        from ..engine import evaluate  # noqa: PLC0415
         from ..metrics import default_metric_keys  # noqa: PLC0415
         from ._shared import _build_metrics, _judge  # noqa: PLC0415
 
@@ -473,39 +341,15 @@ class Judging:
             raise ToolArgumentError(f"judge: {exc} Pass 'local' (the embedded offline judge) or a model you have a "
                                     "key for.") from exc
         built = _build_metrics(keys, judge_model, threshold, {})
-        try:
-            case = LLMTestCase(input=input, actual_output=output, expected_output=expected_output,
-                               retrieval_context=list(nodes))
-        except (ContextJudgeError, TypeError, ValueError) as exc:
-            raise ToolArgumentError(f"the test case is not valid: {exc}") from exc
-        result = evaluate([case], built, show_progress=False)
-        tr = result.test_results[0]
-        return {"judge": ", ".join(result.judges()) or judge,
-                "scores": [self._metric_row(m, verdicts=True) for m in tr.metrics_data],
-                "error": _short(tr.error, TEXT_CHARS)}
-
-    @staticmethod
-    def _metric_row(m: Any, *, verdicts: bool = False) -> dict[str, Any]:
-        row: dict[str, Any] = {"metric": m.name, "score": _num(m.score), "threshold": _num(m.threshold),
-                               "success": bool(m.success), "reason": _short(m.reason, TEXT_CHARS),
-                               "error": _short(m.error, TEXT_CHARS)}
-        if verdicts:
-            row["verdicts"] = [{"rank": v.get("rank"), "verdict": v.get("verdict"),
-                                "reason": _short(v.get("reason"), VERDICT_REASON_CHARS)}
-                               for v in (m.verdicts or [])[:10] if isinstance(v, dict)]
-        return row
+        return score_one(input=input, nodes=nodes, output=output, expected_output=expected_output, metrics=built,
+                         judge=judge)
 
     # ---- runs
     def judge_check(self, *, judge: str = "local", limit: int | None = None, show: int = 3) -> dict[str, Any]:
         """``contextjudge calibrate --builtin``: the judge's agreement (accuracy, Cohen's kappa, TPR, TNR, with 95%
         intervals) with the labelled set that ships with contextjudge, per verdict family; ``limit``: N labelled
         cases drawn across the families and both labels (``stratified``; quicker, wider intervals)."""
-        from .._aio import run_sync  # noqa: PLC0415
-        from ..engine import acalibrate, read_labels_file  # noqa: PLC0415
-        from ..judges import FAMILIES  # noqa: PLC0415
-        from ..stats import one_class  # noqa: PLC0415
         from ._shared import _judge  # noqa: PLC0415
-        from ._trust import builtin_check_path  # noqa: PLC0415
 
         if limit is not None and limit < 1:
             raise ToolArgumentError(f"limit={limit}: pass a number of labelled cases >= 1, or leave it out for all.")
@@ -515,54 +359,8 @@ class Judging:
             judge_model = _judge(judge, quiet=True)
         except UsageError as exc:
             raise ToolArgumentError(f"judge: {exc}") from exc
-        cases = read_labels_file(builtin_check_path())
-        total = len(cases)
-        if limit is not None:
-            cases = stratified(cases, limit)
         spec = judge if judge.strip().lower() != "fake" else None
-        report = run_sync(acalibrate(cases, judge_model, judge_spec=spec))
-        families = {}
-        for f in FAMILIES:
-            if f not in report:
-                continue
-            r = report[f]
-            families[f] = {k: r.get(k) for k in ("cases", "items", "base_rate", "accuracy", "accuracy_ci", "kappa",
-                                                 "kappa_ci", "tpr", "tpr_ci", "tnr", "tnr_ci", "confusion")}
-            conf = r.get("confusion") or {}
-            single = one_class(*(int(conf[k]) for k in ("tp", "fp", "fn", "tn"))) \
-                if all(k in conf for k in ("tp", "fp", "fn", "tn")) else None
-            if single:  # kappa is 0 or 1 by arithmetic on one class: not a figure to read
-                families[f]["kappa"], families[f]["kappa_ci"] = None, None
-                families[f]["kappa_note"] = f"n/a ({single})"
-            families[f]["disagreements"] = [{"case": d.get("case"), "item": d.get("item"), "label": d.get("label"),
-                                             "verdict": d.get("verdict"), "text": _short(d.get("text"), 120)}
-                                            for d in (r.get("disagreements") or [])[:show]]
-            families[f]["disagreements_total"] = len(r.get("disagreements") or [])
-        return {"judge": report.get("judge"), "labelled_cases": len(cases), "of": total, "families": families,
-                "errors": len(report.get("errors") or []), "level": 0.95}
-
-    # ---- the user's app
-
-def stratified(cases: list[Any], limit: int) -> list[Any]:
-    """``limit`` of the labelled ``cases``, drawn in turn from each stratum (the label fields a case carries, and
-    whether its labels hold a yes, a no or both), in file order within each: a sample of every family and of both
-    labels, where the first N of a file grouped by family would be one family's positives (kappa then means
-    nothing)."""
-    from ..cases.labels import LABEL_FIELDS, labels_of  # noqa: PLC0415
-
-    strata: dict[tuple[Any, ...], list[Any]] = {}
-    for tc in cases:
-        labels = labels_of(tc) or {}
-        fields = tuple(f for f in LABEL_FIELDS if labels.get(f))
-        values = [bool(v) for f in fields for v in labels[f] if v is not None]
-        strata.setdefault((fields, any(values), not all(values)), []).append(tc)
-    queues = [list(reversed(q)) for q in strata.values()]
-    out: list[Any] = []
-    while len(out) < limit and any(queues):
-        for q in queues:
-            if q and len(out) < limit:
-                out.append(q.pop())
-    return out
+        return judge_check(judge_model, judge_spec=spec, limit=limit, show=show)
 
 
 class AppRuns:

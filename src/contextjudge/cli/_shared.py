@@ -11,10 +11,15 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata as importlib_metadata
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from .._result import is_embedded_judge
 from .._text import shown
+from ..engine import MetricGate as _Gate
+from ..engine import errored_cases as _errored_cases
+from ..engine import figure_text as _f
+from ..engine import metric_gates as _metric_gates  # noqa: F401 - the commands read it here
+from ..engine import threshold_text as _t
 from ..errors import UsageError
 
 if TYPE_CHECKING:
@@ -240,13 +245,6 @@ def _resolve(store: RunReads, ref: str | None) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ output
-class _Gate(NamedTuple):
-    summary: dict[str, Any]  # the metric's row of result.summary()
-    threshold: float | None  # what its mean must reach
-    fails: list[str]  # what failed ("mean 0.233 < 0.50"); empty: it passed
-    not_gated: str | None = None  # shown but not gated: the verdict family its judge is not trusted for
-
-
 def _not_gated(metrics: list[Any], judge: Any, per: dict[str, float]) -> dict[str, str]:
     """Per metric name, the verdict family of each metric shown but not gated (``metrics.not_gated``): a judged
     metric whose judge is not trusted for its family, unless ``--threshold NAME=X`` (``per``) names it."""
@@ -277,48 +275,6 @@ def _not_gated_line(not_gated: dict[str, str], judge: Any) -> str | None:
             "`contextjudge calibrate --labels FILE --model local` and eval with --model @contextjudge-calibration.json")
 
 
-def _metric_gates(result: Any, metrics: list[Any] | None, pass_min: dict[str, float] | None = None,
-                  not_gated: dict[str, str] | None = None) -> dict[str, _Gate]:
-    """Per metric name, its gate: its summary, its threshold and what failed ("mean 0.233 < 0.50"; empty: it passed).
-
-    The one rule: a metric's mean must reach its threshold (the metric's own, ``--threshold`` when given), and its
-    pass rate ``--min-pass-rate`` when given. A metric no case could score fails: there is nothing to pass. A metric
-    in ``not_gated`` (name -> verdict family; ``_not_gated``) is shown with what would fail, and never fails the run.
-    """
-    by_name = {m.name: m for m in metrics or []}
-    out: dict[str, _Gate] = {}
-    for name, s in result.summary().items():
-        m = by_name.get(name)
-        key = getattr(m, "key", None)
-        need_mean = getattr(m, "threshold", None) if m is not None else _result_threshold(result, name)
-        fails = []
-        if s["mean"] is None:
-            fails.append("no case scored")
-        elif need_mean is not None and s["mean"] < need_mean:
-            fails.append(f"mean {s['mean']:.3f} < {_t(need_mean)}")
-        need_pass = (pass_min or {}).get(key) if key else None
-        if need_pass is not None and s["mean"] is not None and (s["pass_rate"] is None or s["pass_rate"] < need_pass):
-            fails.append(f"pass rate {_f(s['pass_rate'])} < {_t(need_pass)}")
-        out[name] = _Gate(s, need_mean, fails, (not_gated or {}).get(name))
-    return out
-
-
-def _result_threshold(result: Any, name: str) -> float | None:
-    """The threshold the results of ``name`` were scored with (the highest, if they differ)."""
-    ts = [m.threshold for tr in result.test_results for m in tr.metrics_data if m.name == name]
-    return max(ts) if ts else None
-
-
-def _f(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
-def _t(x: float) -> str:
-    """A threshold: two decimals, three when it has them (0.50, 0.75, 0.166)."""
-    text = f"{x:.3f}"
-    return text.removesuffix("0")
-
-
 def _print_table(headers: list[str], rows: list[list[str]]) -> None:
     rows = [[shown(c) for c in r] for r in rows]  # one line each: a stored line break is shown too
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
@@ -328,11 +284,6 @@ def _print_table(headers: list[str], rows: list[list[str]]) -> None:
     for r in rows:
         print("  ".join(str(c).rjust(w) if 0 < i < len(r) - 1 else str(c).ljust(w)
                         for i, (c, w) in enumerate(zip(r, widths, strict=False))).rstrip())
-
-
-def _errored_cases(result: Any) -> list[Any]:
-    """The test results with an error: the case could not be scored, or one of its metrics could not run."""
-    return [tr for tr in result.test_results if tr.error or any(m.error for m in tr.metrics_data)]
 
 
 def _usage_line(result: Any) -> str:

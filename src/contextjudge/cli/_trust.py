@@ -297,9 +297,9 @@ def _print_calibration(report: dict, show: int) -> None:
 
 def builtin_check_path() -> str:
     """The labelled set that ships with the package (training/judge_check.py builds it)."""
-    from importlib.resources import files  # noqa: PLC0415
+    from ..engine import builtin_check_path as path  # noqa: PLC0415
 
-    return str(files("contextjudge") / "data" / "judge_check.jsonl")
+    return path()
 
 
 def _embedded_beside(cases: list, judge: Any, quiet: bool) -> dict | None:

@@ -30,6 +30,25 @@ _CORE = {
     "Worker": "._worker",
     "WorkerMetrics": "._worker_metrics",
     "acalibrate": "._calibrate",
+    "LabelSession": "._labelling",
+    "MetricGate": "._gates",
+    "StoreWorkspace": "._workspace",
+    "ToolArgumentError": "._workspace",
+    "builtin_check_path": "._workspace",
+    "estimate_cost": "._workspace",
+    "judge_check": "._workspace",
+    "score_one": "._workspace",
+    "stratified": "._workspace",
+    "errored_cases": "._gates",
+    "figure_text": "._gates",
+    "metric_gates": "._gates",
+    "result_threshold": "._gates",
+    "threshold_text": "._gates",
+    "annotator_agreement": "._labelling",
+    "calibrate_order": "._labelling",
+    "corrected_means": "._labelling",
+    "labels_given": "._labelling",
+    "labels_needed": "._labelling",
     "aevaluate": "._evaluate",
     "assert_test": "._assertions",
     "calibration_of": "._calibrate",
@@ -71,6 +90,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._calibrate import MIN_EACH, MIN_ITEMS, acalibrate, calibration_of, read_labels_file
     from ._estimate import estimate
     from ._evaluate import EvaluationOptions, aevaluate, evaluate
+    from ._gates import MetricGate, errored_cases, figure_text, metric_gates, result_threshold, threshold_text
+    from ._labelling import (
+        LabelSession,
+        annotator_agreement,
+        calibrate_order,
+        corrected_means,
+        labels_given,
+        labels_needed,
+    )
     from ._ray_engine import RayEngine, copy_run, finish_run, require_ray
     from ._run import Run, metric_config, metric_specs
     from ._score import BudgetSkip, score_case, score_within_budget
@@ -89,3 +117,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._traffic import from_store as goldens_from_store
     from ._worker import DEFAULT_METRIC_KEYS, SKIPPED_ADVICE, Worker, limit_cpu, metrics_for_run
     from ._worker_metrics import WorkerMetrics
+    from ._workspace import (
+        StoreWorkspace,
+        ToolArgumentError,
+        builtin_check_path,
+        estimate_cost,
+        judge_check,
+        score_one,
+        stratified,
+    )

@@ -53,6 +53,7 @@ from ..metrics import (
     registered_metrics,
 )
 from ..stats import binary_agreement, cohen_kappa, confusion, mae, one_class, spearman
+from ._judged import JudgedCache, VerdictStore
 
 __all__ = ["TRUST_KAPPA", "acalibrate", "advice", "calibrate", "calibration_of", "fit_threshold",
            "read_labels_file"]
@@ -418,11 +419,13 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None = None,
                      options: JudgeOptions | None = None, resamples: int = 2000, folds: int = 5,
-                     seed: int = 0) -> dict[str, Any]:
+                     seed: int = 0, verdicts: VerdictStore | None = None) -> dict[str, Any]:
     """The calibration report of ``model`` on the labelled ``cases`` (see the module docstring), as a JSON-ready dict:
     one key per verdict family judged, ``metrics``, ``thresholds`` (fitted, family -> threshold), ``judge``,
     ``errors`` (cases the judge failed on; they are left out of the figures). Raises ConfigurationError when a
-    case's labels do not line up with it."""
+    case's labels do not line up with it. ``verdicts`` (a results store): what the judge said of each case is kept
+    there and read back next time (``_judged.JudgedCache``), so only the cases whose judged work changed are
+    judged again; the report is the same."""
     unused: list[dict[str, Any]] = []
     checked = _check(cases, unused)
     resolved = resolve_model(model)
@@ -434,20 +437,31 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
             if labels.get(str(cls.label_field)) is not None and _can_score(cls, first, tc)]
     learns = callable(getattr(raw, "recording", None)) and callable(getattr(raw, "learn", None))
     recorder: Any = raw.recording() if learns else contextlib.nullcontext([])  # type: ignore[attr-defined]
+    kept = JudgedCache(verdicts, judge_identity(resolved), options, learns=learns) if verdicts is not None else None
+    hits = await kept.hits([(i, tc, labels, str(cls.label_field), cls.key) for i, tc, labels, cls in jobs],
+                           _pairs) if kept is not None else {}
     with use_run_context(ctx), recorder as recorded:
-        answers = await asyncio.gather(*(_judge_field(resolved, tc, labels, cls) for _, tc, labels, cls in jobs))
+        judged = await asyncio.gather(*(_judge_field(resolved, tc, labels, cls)
+                                        for n, (_, tc, labels, cls) in enumerate(jobs) if n not in hits))
     found = _Recorded(list(recorded)) if learns else None
+    fresh = iter(judged)
     per_family: dict[str, list[dict[str, Any]]] = {}
     per_metric: dict[str, dict[str, Any]] = {}
     errors: list[dict[str, Any]] = []
     seen: set[tuple[str, int, str]] = set()  # (family, case, item): an item two metrics of a family judge counts once
-    for (i, tc, labels, cls), got in zip(jobs, answers, strict=True):
+    for n, (i, tc, labels, cls) in enumerate(jobs):
         fam, field = str(cls.calibration_key()), str(cls.label_field)
         cid = _case_id(tc, i)
+        if n in hits:
+            got, rows_of = hits[n]
+        else:
+            got = next(fresh)
+            rows_of = found.rows_of(fam, tc) if found is not None else None
+            if kept is not None:
+                rows_of = kept.asked(n, got, rows_of)
         if "error" in got:
             errors.append({"case": cid, "family": fam, "metric": got["metric"], "error": got["error"]})
             continue
-        rows_of = found.rows_of(fam, tc) if found is not None else None
         for rec in _pairs(tc, labels, field, got["verdicts"], rows_of):
             if (fam, i, rec["item"]) in seen:
                 continue
@@ -505,6 +519,8 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
         report["note"] = ("This judge reports no confidences (a chat model's verdicts are yes/no), so only agreement "
                           "is measured: fitting a threshold needs a confidence per verdict, as the embedded judge "
                           "gives.")
+    if kept is not None:
+        await kept.save()
     report["errors"] = errors
     # labels whose node the case's retrieval did not bring back: listed, never applied to another node
     report["unused_labels"] = unused

@@ -4,14 +4,17 @@ calibration."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import delete, func, or_, select, update
 
+from .._text import escape_unstorable, escape_unstorable_in
 from ..cases.testcase import LLMTestCase
 from ..errors import ConfigurationError
 from . import _schema as S
@@ -76,10 +79,17 @@ class LabelStore(LoadStore):
             "input": ins.excluded.input, "labels": ins.excluded.labels, "created_at": ins.excluded.created_at})
         conn.execute(upsert, list(writes.values()))
 
+    def _reading(self, conn: Any, what: str) -> AbstractContextManager[Any]:
+        """A read on ``conn`` (a transaction already open: ``give_label``'s), else in a read transaction of its own."""
+        if conn is not None:
+            return contextlib.nullcontext(conn)
+        return _guarded(self._guard(what), self._begin(write=False))
+
     def _label_writes(self, records: Iterable[dict[str, Any]], check: Callable[[Any, dict[str, Any]], list[str]]
-                      | None = None, *, lines: list[int] | None = None, run: str | None = None
+                      | None = None, *, lines: list[int] | None = None, run: str | None = None, conn: Any = None
                       ) -> tuple[list[LabelMatch], list[LabelMatch], dict[str, dict[str, Any]]]:
-        """``add_labels`` up to the write: (matched, unmatched, the ``cj_labels`` rows to upsert), read only."""
+        """``add_labels`` up to the write: (matched, unmatched, the ``cj_labels`` rows to upsert), read only (on
+        ``conn`` when given: the transaction that writes them)."""
         from ..cases.goldens import normalize_input  # noqa: PLC0415 - layer 2, read only here
 
         def where(i: int) -> str:  # a record as the user finds it: its line in the file when known
@@ -87,8 +97,16 @@ class LabelStore(LoadStore):
                 f"labels record {i}"
 
         parsed = _parse_label_records(records, where)
-        with self._guard("read test cases"), self._begin(write=False) as conn:
-            rows = conn.execute(select(S.cases.c.case_key, S.cases.c.input)).all()
+        # the cases the records name by key, looked up by key; every case's input only when a record must be matched
+        # by its input (a page's label names its case: one indexed lookup, inside its transaction)
+        keys = sorted({key for _, key, _, _, _ in parsed if key is not None})
+        pick = select(S.cases.c.case_key, S.cases.c.input)
+        with self._reading(conn, "read test cases") as c:
+            rows = [r for at in range(0, len(keys), 500)
+                    for r in c.execute(pick.where(S.cases.c.case_key.in_(keys[at:at + 500]))).all()]
+            found = {r.case_key for r in rows}
+            if any(text_in and (key is None or key not in found) for _, key, text_in, _, _ in parsed):
+                rows = c.execute(pick).all()
         by_key: dict[str, str | None] = {}
         by_input: dict[str, list[str]] = {}
         for r in rows:
@@ -118,7 +136,7 @@ class LabelStore(LoadStore):
             matched.append(LabelMatch(i, key, text_in, list(hit), by))
             hits.append((i, labels, list(hit), given_nodes))
         # positional node labels name the nodes of the case they were given for: key them to those nodes' identity
-        given_for = self._cases_labels_were_given_for([k for _, _, hit, _ in hits for k in hit], run)
+        given_for = self._cases_labels_were_given_for([k for _, _, hit, _ in hits for k in hit], run, conn)
         writes: dict[str, dict[str, Any]] = {}
         for i, labels, hit, given_nodes in hits:
             for k in hit:
@@ -129,7 +147,8 @@ class LabelStore(LoadStore):
             self._check_labels(writes, matched, check, where)
         return matched, unmatched, writes
 
-    def _cases_labels_were_given_for(self, keys: list[str], run: str | None) -> dict[str, list[Any]]:
+    def _cases_labels_were_given_for(self, keys: list[str], run: str | None, conn: Any = None
+                                     ) -> dict[str, list[Any]]:
         """Per case key, the test cases holding it (those of ``run`` only, when given), newest first."""
         if not keys:
             return {}
@@ -137,8 +156,8 @@ class LabelStore(LoadStore):
             S.cases.c.case_key.in_(sorted(set(keys)))).order_by(S.cases.c.created_at.desc())
         if run is not None:
             query = query.where(S.cases.c.run_id == self.resolve_run(run))
-        with self._guard("read test cases"), self._begin(write=False) as conn:
-            rows = conn.execute(query).all()
+        with self._reading(conn, "read test cases") as c:
+            rows = c.execute(query).all()
         out: dict[str, list[Any]] = {}
         for r in rows:
             out.setdefault(r.case_key, []).append(_case_from_json(r.kind, r.data, r.case_key))
@@ -150,59 +169,42 @@ class LabelStore(LoadStore):
         """One label as a person gives it (the labelling page): ``field`` one of ``labels``, ``relevance_labels``,
         ``utilization_labels`` (``item`` the node: its ``node_ref``), ``statement_labels`` (``item`` the
         expected output's statement) or ``answer_statement_labels`` (``item`` the actual output's statement, kept
-        beside it in ``answer_statements``), or ``note`` (only logged, with ``note``); ``value`` None withdraws the item's label (undo). The case's labels are rewritten
-        as ``add_labels`` writes them (keyed, checked) and the label is logged in ``cj_label_log`` (who, when, queue,
-        note), in one transaction with the case's queue tag; returns the case's labels as now stored. Callers serialise calls for one case (read-modify-write)."""
+        beside it in ``answer_statements``), or ``note`` (only logged, with ``note``); ``value`` None withdraws the
+        item's label (undo). The case's labels are rewritten as ``add_labels`` writes them (keyed, checked) and the
+        label is logged in ``cj_label_log`` (who, when, queue, note); returns the case's labels as now stored.
+
+        One transaction holds it all (the read of the case's labels, their rewrite, the log row and the case's
+        queue tag) and takes the case's labels row first (SQLite: the database's write lock; PostgreSQL: the row,
+        made when the case has none yet), so two pages, two processes or a ``label`` import on the same store never
+        interleave inside one label: each label is applied to the labels the one before it left, and a crash keeps
+        all of it or none. Text no store takes (a lone surrogate, NUL) is escaped as the store rows escape it."""
         from ..cases.labels import LABEL_FIELDS, NODE_FIELDS  # noqa: PLC0415
 
         if field not in (*LABEL_FIELDS, "note"):
             raise ConfigurationError(f"unknown label field {field!r}: one of {', '.join(LABEL_FIELDS)} (or 'note').")
         if queue is not None and queue not in QUEUES:
             raise ConfigurationError(f"unknown queue {queue!r}: 'calibrate' or 'estimate'.")
+        item = escape_unstorable_in(item)[0]  # type: ignore[assignment]
+        who, note = (None if t is None else escape_unstorable(str(t)) for t in (who, note))
         if field == "note":  # a free-text note on the case: logged, no label changes
             with self._guard("log a label"), self._begin() as conn:
                 conn.execute(S.label_log.insert().values(case_key=case_key, run_id=run_id, field="note", item="",
                                                          value=None, who=who, queue=queue, note=note,
                                                          created_at=time.time()))
             return {}
-        with self._guard("read gold labels"), self._begin(write=False) as conn:
-            row = conn.execute(select(S.labels.c.labels).where(S.labels.c.case_key == case_key)).first()
-        now = {k: v for k, v in ((_loads(row.labels, {}) or {}) if row else {}).items()
-               if k not in ("unmatched_positional", "queue")}
-        if field in NODE_FIELDS:
-            if not isinstance(item, dict) or not (item.get("hash") or item.get("id")):
-                raise ConfigurationError("a node label names its node: give its 'hash' or 'id' (node_ref).")
-            entries = [dict(e) for e in now.get("nodes") or []]
-            hit = next((e for e in entries if (item.get("id") and e.get("id") == item.get("id"))
-                        or (item.get("hash") and e.get("hash") == item.get("hash"))), None)
-            if hit is None:
-                hit = {"id": item.get("id"), "hash": item.get("hash"), "text": str(item.get("text") or "")[:200]}
-                entries.append(hit)
-            if value is None:
-                hit.pop(field, None)
-            else:
-                hit[field] = bool(value)
-            now["nodes"] = [e for e in entries if any(f in e for f in NODE_FIELDS)]
-            logged = str(item.get("id") or item.get("hash"))
-        else:
-            text = str(item)
-            texts = "answer_statements" if field == "answer_statement_labels" else "statements"
-            pairs = dict(zip(now.get(texts) or [], now.get(field) or [], strict=False))
-            if value is None:
-                pairs.pop(text, None)
-            else:
-                pairs[text] = bool(value)
-            now[texts], now[field] = list(pairs), list(pairs.values())
-            logged = text
-        for k in [k for k, v in now.items() if v in (None, [])]:
-            del now[k]
-        keep = any(k not in ("statements", "answer_statements") for k in now)
-        writes = self._label_writes([{"key": case_key, **now}])[2] if keep else {}
-        # the label, its log row and the case's queue tag in one transaction: a crash keeps all three or none
+        if field in NODE_FIELDS and (not isinstance(item, dict) or not (item.get("hash") or item.get("id"))):
+            raise ConfigurationError("a node label names its node: give its 'hash' or 'id' (node_ref).")
         with self._guard("save a label"), self._begin() as conn:
-            if keep:
+            now, made = self._locked_labels(conn, case_key)
+            logged = _apply_label(now, field, item, value)
+            if now.get("nodes"):  # kept in the case's rank order, whatever order the labels came in
+                cases = self._cases_labels_were_given_for([case_key], None, conn).get(case_key) or []
+                now["nodes"] = _in_rank_order(now["nodes"], cases[0] if cases else None)
+            keep = any(k not in ("statements", "answer_statements") for k in now)
+            writes = self._label_writes([{"key": case_key, **now}], conn=conn)[2] if keep else {}
+            if writes:
                 self._save_label_writes(conn, writes)
-            else:  # the last label withdrawn: the case carries none
+            elif made or not keep:  # the last label withdrawn (or none to keep): the case carries none
                 conn.execute(S.labels.delete().where(S.labels.c.case_key == case_key))
             conn.execute(S.label_log.insert().values(
                 case_key=case_key, run_id=run_id, field=field, item=logged, value=value, who=who, queue=queue,
@@ -215,6 +217,20 @@ class LabelStore(LoadStore):
                 now["queue"] = "calibrate" if "calibrate" in queues else "estimate"
                 conn.execute(update(S.labels).where(S.labels.c.case_key == case_key).values(labels=_dumps(now)))
         return now
+
+    def _locked_labels(self, conn: Any, case_key: str) -> tuple[dict[str, Any], bool]:
+        """The case's stored labels (without the markers the store keeps beside them), read on ``conn`` after taking
+        their row: an empty row is made first when the case has none (``give_label`` removes or fills it in the
+        same transaction, so nobody sees it), which on SQLite takes the database's write lock and on PostgreSQL
+        the row's; ``FOR UPDATE`` holds the row on PostgreSQL until the transaction ends. Returns (the labels,
+        whether the empty row was made here)."""
+        made = conn.execute(self._dialect_insert(S.labels).values(
+            case_key=case_key, input=None, labels="{}", created_at=time.time()).on_conflict_do_nothing(
+            index_elements=["case_key"])).rowcount == 1
+        row = conn.execute(select(S.labels.c.labels).where(S.labels.c.case_key == case_key)
+                           .with_for_update()).first()
+        return {k: v for k, v in ((_loads(row.labels, {}) or {}) if row else {}).items()
+                if k not in ("unmatched_positional", "queue")}, made
 
     def label_log(self, case_key: str | None = None) -> list[dict[str, Any]]:
         """The labels as given (``give_label``), oldest first: ``{"case_key", "run_id", "field", "item", "value",
@@ -311,6 +327,60 @@ class LabelStore(LoadStore):
         return out
 
 
+def _apply_label(now: dict[str, Any], field: str, item: Any, value: bool | None) -> str:
+    """One label applied to a case's labels ``now`` (in place; fields left empty removed); returns the item as the
+    label log names it (a node's id or hash, a statement's text)."""
+    from ..cases.labels import NODE_FIELDS  # noqa: PLC0415
+
+    if field in NODE_FIELDS:
+        entries = [dict(e) for e in now.get("nodes") or []]
+        hit = next((e for e in entries if (item.get("id") and e.get("id") == item.get("id"))
+                    or (item.get("hash") and e.get("hash") == item.get("hash"))), None)
+        if hit is None:
+            hit = {"id": item.get("id"), "hash": item.get("hash"), "text": str(item.get("text") or "")[:200]}
+            entries.append(hit)
+        if value is None:
+            hit.pop(field, None)
+        else:
+            hit[field] = bool(value)
+        now["nodes"] = [e for e in entries if any(f in e for f in NODE_FIELDS)]
+        logged = str(item.get("id") or item.get("hash"))
+    else:
+        text = str(item)
+        texts = "answer_statements" if field == "answer_statement_labels" else "statements"
+        pairs = dict(zip(now.get(texts) or [], now.get(field) or [], strict=False))
+        if value is None:
+            pairs.pop(text, None)
+        else:
+            pairs[text] = bool(value)
+        now[texts], now[field] = list(pairs), list(pairs.values())
+        logged = text
+    for k in [k for k, v in now.items() if v in (None, [])]:
+        del now[k]
+    return logged
+
+
+def _in_rank_order(entries: list[dict[str, Any]], case: Any) -> list[dict[str, Any]]:
+    """Keyed node labels in the order ``case`` retrieved their nodes (entries naming none of its nodes last, as
+    they were): two labels given at once (a closing page hands its waiting labels over together) leave the same
+    labels whichever the store took first."""
+    from ..cases.labels import node_ref  # noqa: PLC0415
+
+    refs = [node_ref(n) for n in getattr(case, "retrieval_context", None) or []]
+
+    def rank(e: dict[str, Any]) -> int:
+        return next((i for i, r in enumerate(refs) if (e.get("id") and r["id"] == e.get("id"))
+                     or (e.get("hash") and r["hash"] == e.get("hash"))), len(refs))
+
+    return sorted(entries, key=rank)
+
+
+@contextlib.contextmanager
+def _guarded(guard: Any, transaction: AbstractContextManager[Any]) -> Iterator[Any]:
+    with guard, transaction as conn:
+        yield conn
+
+
 def key_stored_labels(engine: Any) -> None:
     """Schema 4 -> 5: positional node labels in ``cj_labels`` become labels keyed by node identity, with the
     nodes of the case they were given for: the newest case with that key captured before the labels were
@@ -369,6 +439,9 @@ def _parse_label_records(records: Iterable[dict[str, Any]], where: Callable[[int
         if not isinstance(rec, dict):
             raise ConfigurationError(f"{where(i)}: expected a JSON object with 'key', 'id' or 'input' "
                                      f"and label fields, got {type(rec).__name__}.")
+        # text no store takes (a lone surrogate, NUL) escaped as the stored cases and nodes hold it (``_rows``), so
+        # the record's input, statements and node texts meet theirs
+        rec = cast("dict[str, Any]", escape_unstorable_in(rec)[0])  # noqa: PLW2901
         labels = normalize_labels(rec, where(i))
         if "statement_labels" in labels and "statements" not in labels and rec.get("expected_output") is None:
             raise ConfigurationError(f"{where(i)}: 'statement_labels' without 'statements': give the statements "

@@ -129,3 +129,29 @@ class WriteStore(StoreBase):
         """Cache a judge answer for every later run that uses this store."""
         with self._guard("write the verdict cache"), self._begin() as conn:
             conn.execute(self._q["cache_put"], {"key": key, "value": _dumps(value), "created_at": time.time()})
+
+    def get_verdicts(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The verdict-cache entries of ``keys`` found (key -> value), read in one transaction (batches of 500):
+        calibration's judged labelled cases (``engine._judged``) read a whole refresh's worth at once."""
+        out: dict[str, dict[str, Any]] = {}
+        wanted = sorted(set(keys))
+        c = S.verdict_cache.c
+        with self._guard("read the verdict cache"), self._begin(write=False) as conn:
+            for at in range(0, len(wanted), 500):
+                for key, value in conn.execute(select(c.key, c.value).where(c.key.in_(wanted[at:at + 500]))).all():
+                    got = _loads(value)
+                    if isinstance(got, dict):
+                        out[key] = got
+        return out
+
+    def put_verdicts(self, entries: dict[str, dict[str, Any]]) -> None:
+        """Keep verdict-cache entries (key -> value) in one transaction, replacing those of the same keys (an
+        entry may grow: calibration adds the rows of items labelled since)."""
+        if not entries:
+            return
+        ins = self._dialect_insert(S.verdict_cache)
+        upsert = ins.on_conflict_do_update(index_elements=["key"], set_={
+            "value": ins.excluded.value, "created_at": ins.excluded.created_at})
+        now = time.time()
+        with self._guard("write the verdict cache"), self._begin() as conn:
+            conn.execute(upsert, [{"key": k, "value": _dumps(v), "created_at": now} for k, v in entries.items()])

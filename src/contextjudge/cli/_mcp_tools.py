@@ -447,7 +447,7 @@ class Judging:
         from ..cases.testcase import LLMTestCase  # noqa: PLC0415
         from ..engine import evaluate  # noqa: PLC0415
         from ..metrics import default_metric_keys  # noqa: PLC0415
-        from ._shared import _build_metrics, _judge  # noqa: PLC0415
+        from ._shared import _build_metrics, _judge, _workspace_judge  # noqa: PLC0415
 
         if not isinstance(input, str) or not input.strip():
             raise ToolArgumentError("input: pass the user's question as a non-empty string.")
@@ -463,7 +463,7 @@ class Judging:
         except UsageError as exc:
             raise ToolArgumentError(f"judge: {exc} Pass 'local' (the embedded offline judge) or a model you have a "
                                     "key for.") from exc
-        built = _build_metrics(keys, judge_model, threshold, {})
+        built = _build_metrics(keys, _workspace_judge(self.ws, judge_model), threshold, {})
         try:
             case = LLMTestCase(input=input, actual_output=output, expected_output=expected_output,
                                retrieval_context=list(nodes))

@@ -159,7 +159,29 @@ async def aevaluate(
                                                                            repeats=opts.repeats))
     plan = await _plan(test_cases, metrics, observed_callback, goldens, traces, opts.max_concurrency)
     run, ctx = _open_run(opts)
+    if opts.run is None and opts.context is None:
+        await _store_calibrated_judges(run, ctx, plan.metrics)
     return await _Evaluation(plan, opts, run, ctx, owns_run=opts.run is None).score_all()
+
+
+async def _store_calibrated_judges(run: Run, ctx: RunContext, metrics: Sequence[Any]) -> None:
+    """With a store that holds labels, the metrics judged by the bare embedded judge are judged by it calibrated on
+    them (``store_calibrated``, as eval, score and report do): swapped in this run's context only."""
+    store = run.store
+    if store is None or not callable(getattr(store, "labelled_cases", None)):
+        return
+    from ._store_calibration import store_calibrated  # noqa: PLC0415
+
+    for m in metrics:
+        try:
+            judge = ctx.judge_for(m)
+        except Exception:  # noqa: BLE001 - a judge that cannot load: the metric reports it when it runs
+            continue
+        if judge is None or id(judge) in ctx.judge_swap:
+            continue
+        # the fit judges the labelled cases on contextjudge's loop: from a thread, so this loop is free meanwhile
+        got, _ = await asyncio.to_thread(store_calibrated, store, judge)  # type: ignore[arg-type]
+        ctx.judge_swap[id(judge)] = (judge, got)
 
 
 async def _plan(test_cases: Any, metrics: Sequence[Any] | None, observed_callback: Any, goldens: Any, traces: Any,

@@ -178,13 +178,18 @@ class Calibration:
     def summary(self) -> dict[str, str]:
         """Per calibrated family, in words: "calibrated on N of your labels; kappa X [lo, hi] cross-validated"."""
         out = {}
-        for fam in dict.fromkeys([*self.thresholds, *self.learned, *self.memory]):
+        changed = {*self.thresholds, *self.learned, *self.memory}
+        for fam in dict.fromkeys([*self.thresholds, *self.learned, *self.memory, *self.fitted]):
             fit = self.fitted.get(fam) or {}
             k = fit.get("kappa_cv", fit.get("kappa_after_cv"))
             ci = fit.get("kappa_cv_ci")
             kappa = "n/a" if not isinstance(k, (int, float)) else f"{k:.2f}" + (
                 f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 and None not in ci else "")
-            out[fam] = f"calibrated on {int(fit.get('items') or 0)} of your labels; kappa {kappa} cross-validated"
+            if fam in changed:
+                out[fam] = f"calibrated on {int(fit.get('items') or 0)} of your labels; kappa {kappa} cross-validated"
+            else:  # measured only (a store's labels where no fit beat the shipped weights): the judge as shipped
+                out[fam] = (f"measured on {int(fit.get('items') or 0)} of your labels, its own weights kept; kappa "
+                            f"{kappa} cross-validated")
         return out
 
     # ------------------------------------------------------------------------------------------- judging

@@ -79,8 +79,9 @@ def main() -> None:
         print(f"   {n} labelled cases: the nearest labelled question on the same section has the right label for "
               f"{right} of {right + wrong} held-out nodes ({right / max(1, right + wrong):.0%})")
     test = _cases(rows[20:])
-    bare = calibrate(test, judge, resamples=50)["sentence_relevance"]["accuracy"]
-    print(f"2. held-out node accuracy, bare {bare:.1%}; each shrinkage strength forced:")
+    fam = calibrate(test, judge, resamples=50)["sentence_relevance"]
+    bare = fam["accuracy"]
+    print(f"2. held-out node accuracy, bare {bare:.1%} ({fam['confusion']}); each shrinkage strength forced:")
     keep = (_learned._paired_gain, _learned._decisions_kappa)  # noqa: SLF001
     try:
         _learned._paired_gain = lambda u, b, a: (1.0, 0.0)  # noqa: SLF001 - every fit accepted, for the probe only

@@ -442,6 +442,10 @@ def evaluate(
     the majority verdict, ``votes`` and ``agreement`` on each verdict, the score's spread in ``score_spread``, and the
     judge's own disagreement in the result's ``repeats``; a deterministic judge is asked once).
 
+    With a ``store`` that holds gold labels (``contextjudge label``, the labelling page), metrics judged by the bare
+    embedded judge are judged by it calibrated on those labels, as ``contextjudge eval`` does (``store_calibrated``:
+    fitted once and kept in the store until a label changes; the judge's identity carries the fit's hash).
+
     Long runs: ``test_cases`` may be any iterable, a generator included; it is read as cases are scored, never
     all at once. ``on_result`` (a function or coroutine function) gets each ``TestResult`` as soon as it is
     scored, in completion order (``TestResult.index`` is its position in the input); a failing callback is logged

@@ -277,3 +277,20 @@ def test_a_label_memory_in_a_calibration_file_moves_close_pairs_and_is_part_of_t
     assert judge_identity(calibrated(resolve_model("local"), other_cal)) != judge_identity(judge)
     with pytest.raises(Exception, match="'memory' must map"):
         Calibration("local", memory={"statement_support": {"kappa": 1, "beta": 1, "entries": []}})
+
+
+def test_a_fit_that_kept_only_the_memory_is_reported_in_words(tmp_path, capsys):
+    """A family whose weights were kept back but whose label memory was kept (lambda None): the CLI's table and the
+    calibration page say so, rather than failing on the missing strength."""
+    from contextjudge.cli._trust import _print_calibration
+    from contextjudge.report import render_calibration
+
+    rows = helpdesk_rows()[:6]
+    report = calibrate(read_labels_file(_write(tmp_path / "l.jsonl", rows)), resolve_model("local"), resamples=50)
+    fit = report["sentence_relevance"]["threshold"]
+    fit.update(fitted=True, memory_kept=True, **{"lambda": None})
+    fit.pop("weights", None)
+    _print_calibration(report, show=0)
+    assert "sentence_relevance: the shipped weights kept, a memory of the labels kept, on 18 labelled items" in (
+        capsys.readouterr().out)
+    assert "The shipped weights kept, 18 labelled items of 6 cases, and a memory of them" in render_calibration(report)

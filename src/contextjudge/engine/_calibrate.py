@@ -215,7 +215,9 @@ def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str,
             rec = {"item": f"n{k}", "text": nodes[k - 1].text, "label": bool(label),
                    "verdict": any(s.get("verdict") == "yes" for s in sents),
                    "confidence": max(confs) if confs else None, "reason": best.get("reason", ""),
-                   "sentences": len(sents)}
+                   "sentences": len(sents),
+                   # the node as the judge read it (its sentences joined): what a label memory keys the node by
+                   "_node_read": " ".join(str(s["statement"]) for s in sents)}
             if rows_of is not None:
                 got = [rows_of(str(s.get("id", "")), s["statement"]) for s in sents]
                 rec["_rows"] = None if any(g is None for g in got) else [r for g in got for r in (g or [])]
@@ -450,8 +452,9 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
         if jurors:
             agreement["jurors"] = jurors
         rows = [it.pop("_rows", None) for it in items]
+        node_read = [it.pop("_node_read", None) for it in items]
         if learns and all(r is not None for r in rows):
-            fit = _learn_family(raw, items, rows, resamples=resamples, seed=seed, family=fam)
+            fit = _learn_family(raw, items, rows, resamples=resamples, seed=seed, family=fam, node_read=node_read)
             if fit.get("weights"):
                 learned[fam] = fit["weights"]
             if fit.get("memory"):
@@ -492,11 +495,12 @@ MEMORY_FAMILIES = ("sentence_relevance", "node_usefulness")
 
 
 def _learn_family(judge: Any, items: list[dict[str, Any]], rows: list[Any], *, resamples: int,
-                  seed: int, family: str = "") -> dict[str, Any]:
+                  seed: int, family: str = "", node_read: list[str | None] | None = None) -> dict[str, Any]:
     """The embedded judge's weights for one family fitted on its labelled items (``LocalJudge.learn``: shrinkage
     toward the shipped weights, leave one case out), with the figures the report and the file keep."""
+    reads = node_read or [None] * len(items)
     units = [{"case": it["case"], "label": it["label"], "rows": r, "input": it.get("input") or "",
-              "text": it.get("text") or ""} for it, r in zip(items, rows, strict=True)]
+              "text": read or it.get("text") or ""} for it, r, read in zip(items, rows, reads, strict=True)]
     got = judge.learn(units, seed=seed)
     labels = [u["label"] for u in units]
     # a label memory (node families): close questions on the same node lean on their labels, kept only when it

@@ -36,12 +36,15 @@ def labelled_store(tmp_path_factory):
     return _store_with_labels(tmp_path_factory.mktemp("labelled") / "cj.db", helpdesk_rows()[:12])
 
 
-def test_evaluate_with_a_store_uses_the_stores_calibration(labelled_store):
+def test_evaluate_with_a_store_uses_the_stores_calibration(labelled_store, caplog):
     """evaluate(store=...) scores with the embedded judge calibrated on the store's labels, as `contextjudge eval`
-    does, and the run records it; a store without labels leaves the judge as it is."""
+    does, says so in the log, and the run records it; without a store the same metric's judge is the bare one."""
     cases = [LLMTestCase(input=r["input"], retrieval_context=r["retrieval_context"]) for r in helpdesk_rows()[12:16]]
-    result = evaluate(cases, [ContextualRelevancyMetric(model="local")], store=labelled_store, show_progress=False)
+    with caplog.at_level("INFO", logger="contextjudge"):
+        result = evaluate(cases, [ContextualRelevancyMetric(model="local")], store=labelled_store,
+                          show_progress=False)
     assert result.judges() == [CALIBRATED]
+    assert f"judge {CALIBRATED}, sentence_relevance calibrated on 36 of your labels" in caplog.text
     info = labelled_store.run_info(labelled_store.resolve_run(None))
     assert info.judges[0]["name"] == CALIBRATED
     assert "calibrated on 36 of your labels" in info.judges[0]["calibration"]["sentence_relevance"]

@@ -170,6 +170,7 @@ async def _store_calibrated_judges(run: Run, ctx: RunContext, metrics: Sequence[
     store = run.store
     if store is None or not callable(getattr(store, "labelled_cases", None)):
         return
+    from ..judges import judge_name  # noqa: PLC0415
     from ._store_calibration import store_calibrated  # noqa: PLC0415
 
     for m in metrics:
@@ -180,8 +181,10 @@ async def _store_calibrated_judges(run: Run, ctx: RunContext, metrics: Sequence[
         if judge is None or id(judge) in ctx.judge_swap:
             continue
         # the fit judges the labelled cases on contextjudge's loop: from a thread, so this loop is free meanwhile
-        got, _ = await asyncio.to_thread(store_calibrated, store, judge)  # type: ignore[arg-type]
+        got, kept = await asyncio.to_thread(store_calibrated, store, judge)  # type: ignore[arg-type]
         ctx.judge_swap[id(judge)] = (judge, got)
+        for fam, words in ((kept or {}).get("summary") or {}).items():
+            logger.info("contextjudge: judge %s, %s %s", judge_name(got), fam, words)
 
 
 async def _plan(test_cases: Any, metrics: Sequence[Any] | None, observed_callback: Any, goldens: Any, traces: Any,

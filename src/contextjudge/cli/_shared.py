@@ -185,6 +185,16 @@ def _store_judge(store: CalibrationStore | None, judge: Any, quiet: bool = False
     return got
 
 
+def _workspace_judge(workspace: Any, judge: Any) -> Any:
+    """The judge a tool of ``contextjudge mcp`` uses: calibrated on the labels of the store it was started on, as
+    the commands on a store do (``_store_judge``); as it is when there is no store yet."""
+    try:
+        store = workspace.store()
+    except Exception:  # noqa: BLE001 - no store yet: nothing to calibrate on
+        return judge
+    return _store_judge(store, judge, quiet=True)
+
+
 def _build_metrics(keys: list[str], judge: Any, threshold: float | None, per: dict[str, float]) -> list[Any]:
     """The metric objects for ``keys`` (already resolved by ``_metric_keys``), judged by ``judge``: ``--threshold``
     for every metric (``threshold``) or per metric key (``per``)."""

@@ -256,10 +256,13 @@ def _print_calibration(report: dict, show: int) -> None:
         fit = report[f]["threshold"]
         if "lambda" in fit:  # the embedded judge: its own weights refitted
             if fit.get("fitted"):
-                print(f"{f}: weights fitted on {fit['items']} labelled items of {fit['cases']} cases; kappa "
+                how = (f"weights fitted (shrinkage {fit['lambda']:g})" if fit.get("lambda") is not None else
+                       "the shipped weights kept") + (", a memory of the labels kept" if fit.get("memory_kept")
+                                                      else "")
+                print(f"{f}: {how}, on {fit['items']} labelled items of {fit['cases']} cases; kappa "
                       f"{_f(fit['kappa_before'])} -> {_ci(fit['kappa_cv'], fit.get('kappa_cv_ci'))} cross-validated "
-                      f"({fit['folds']} folds over cases, shrinkage {fit['lambda']:g}); {_f(fit['kappa_after'])} on "
-                      "these labels (flattered: fitted on them)")
+                      f"({fit['folds']} folds over cases); {_f(fit['kappa_after'])} on these labels with the weights "
+                      "(flattered: fitted on them)")
             else:
                 print(f"{f}: the judge keeps its own weights: {fit['why']}")
         elif fit.get("fitted"):

@@ -132,6 +132,19 @@ def _build_judge(spec: Any) -> Any:
     return resolve_model(spec)
 
 
+def _store_judged(store: Any, judge: Any) -> Any:
+    """``judge`` calibrated on ``store``'s labels (``store_calibrated``) when it is the bare embedded judge and the
+    store holds labels; as it is otherwise, or when the labels cannot be read (said in the log)."""
+    from ._store_calibration import store_calibrated  # noqa: PLC0415
+
+    try:
+        return store_calibrated(store, judge)[0]
+    except Exception as exc:  # noqa: BLE001 - scoring goes on with the judge as given
+        logger.warning("contextjudge: the store's calibration could not be applied (%s); the judge is used as given.",
+                       exc)
+        return judge
+
+
 class _ScoringActor:
     """One Ray actor: its judge and metrics built once, the store opened once; ``run`` is one ``Worker`` pass."""
 
@@ -146,7 +159,9 @@ class _ScoringActor:
         from ..store import open_store  # noqa: PLC0415
 
         self.store = open_store(store_url)
-        self.judge = _build_judge(judge)
+        # the embedded judge calibrated on the store's labels, as eval and score use it (the driver fitted it once
+        # and kept it in the store: store_calibrated finds it there)
+        self.judge = _store_judged(self.store, _build_judge(judge))
         self.metrics = list(metrics) if metrics is not None else None
         self.settings = settings
 
@@ -295,6 +310,26 @@ class RayEngine:
             self._ray.shutdown()
             self._started_ray = False
 
+    def _fit_store_calibration(self) -> None:
+        """With labels in the store and the embedded judge, fit its calibration on them once here and keep it in the
+        store, so every actor finds it there rather than fitting it again."""
+        if not callable(getattr(self.store, "labelled_cases", None)):
+            return
+        from langchain_core.language_models import BaseChatModel  # noqa: PLC0415
+
+        from .._result import is_embedded_judge  # noqa: PLC0415
+        from ..judges import judge_name, local_spec  # noqa: PLC0415
+
+        model = self.model
+        if isinstance(model, str):
+            embedded = local_spec(model) is not None
+        elif isinstance(model, BaseChatModel):
+            embedded = is_embedded_judge(judge_name(model))
+        else:  # None or a factory: each actor resolves it, and fits when it is the embedded judge
+            embedded = False
+        if embedded:
+            _store_judged(self.store, _build_judge(model))
+
     def _new_actor(self, url: str, number: int) -> Any:
         ray = self._ray
         cls = ray.remote(_ScoringActor).options(
@@ -320,6 +355,7 @@ class RayEngine:
         returns what happened. Ends neither the run nor Ray when Ray was already running."""
         t0 = time.perf_counter()
         url = _store_url(self.store, self.address)
+        self._fit_store_calibration()
         n = self._connect()
         out = RayScore(run_id=run_id, workers=n)
         ray = self._ray

@@ -52,8 +52,14 @@ def _threshold(fit: Any) -> str:
         if not fit.get("fitted"):
             why = fit.get("why")
             return f"<p>The judge keeps its own weights{': ' + e(why) if why else ''}.</p>"
-        return (f"<p>Weights fitted on {int(fit.get('items') or 0)} labelled items of {int(fit.get('cases') or 0)} "
-                f"cases (shrunk toward the shipped ones, strength {num(fit.get('lambda'))}): kappa "
+        how = ((f"Weights fitted on {int(fit.get('items') or 0)} labelled items of {int(fit.get('cases') or 0)} "
+                f"cases (shrunk toward the shipped ones, strength {num(fit.get('lambda'))})")
+               if fit.get("lambda") is not None else
+               f"The shipped weights kept, {int(fit.get('items') or 0)} labelled items of "
+               f"{int(fit.get('cases') or 0)} cases")
+        if fit.get("memory_kept"):
+            how += ", and a memory of them (a close question on the same node leans on its labels)"
+        return (f"<p>{how}: kappa "
                 f"{num(fit.get('kappa_before'))} before, {num(fit.get('kappa_cv'))} cross-validated "
                 f"({int(fit.get('folds') or 0)} folds over cases), {num(fit.get('kappa_after'))} on these labels "
                 "(in-sample, which flatters).</p>")

@@ -247,10 +247,12 @@ def schema_method(model: Any, name: str | None) -> str | None:
     """The structured-output method whose answer schema the judge ``model`` (named ``name``) will send with each
     call, for counting that schema as input: the method its server took last in this process, else ``json_schema``
     (the first one a judge tries, which OpenAI-compatible servers take); None for the embedded judge and any other
-    native judge (no request goes out) and for a model not yet known (no name)."""
+    native judge (no request goes out), a model billed for no schema (``contextjudge_bills_schema = False``: the
+    scripted ``testing.FakeJudge``) and a model not yet known (no name)."""
     from ..judges import known_method, local_spec  # noqa: PLC0415
 
-    if not name or local_spec(name) or is_embedded_judge(name) or getattr(model, "contextjudge_native", False):
+    if not name or local_spec(name) or is_embedded_judge(name) or getattr(model, "contextjudge_native", False) \
+            or not getattr(model, "contextjudge_bills_schema", True):
         return None
     if model is not None and not isinstance(model, str):
         return known_method(model) or "json_schema"

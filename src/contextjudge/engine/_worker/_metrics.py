@@ -11,7 +11,8 @@ from .._run import metric_specs
 
 __all__ = ["DEFAULT_METRIC_KEYS", "MetricsByRun", "metrics_for_run"]
 
-# what a run with no metrics in its configuration is scored with (here and by `contextjudge score`)
+# what a worker scores a run with no metrics in its configuration with (`contextjudge score` reads that run's cases
+# instead: metrics.default_metrics_for)
 DEFAULT_METRIC_KEYS = tuple(default_metric_keys(expected_output=True, conversations=True))
 
 

@@ -346,7 +346,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run the judge over labelled cases, print agreement, save fitted thresholds."""
     import json  # noqa: PLC0415
 
-    from ..engine import acalibrate, calibration_of, read_labels_file  # noqa: PLC0415
+    from ..engine import acalibrate, calibration_of, kept_verdicts, read_labels_file  # noqa: PLC0415
     from ..errors import ConfigurationError, UsageError  # noqa: PLC0415
     from ..judges import DEFAULT_FILE  # noqa: PLC0415
 
@@ -356,6 +356,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                          "contextjudge), one of them.")
     if args.save == "":  # not given: the default file, but a check on the built-in set writes none
         args.save = None if args.builtin else DEFAULT_FILE
+    store = None
     try:
         if args.builtin:
             cases = read_labels_file(builtin_check_path())
@@ -375,7 +376,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .._aio import run_sync  # noqa: PLC0415
 
     try:
-        report = run_sync(acalibrate(cases, judge, judge_spec=spec))
+        # a store's labelled cases: what the judge said of each is kept in the store (as the labelling page's and the
+        # store calibration's are), so a second calibrate judges only the cases whose judged work changed
+        report = run_sync(acalibrate(cases, judge, judge_spec=spec, verdicts=kept_verdicts(store)))
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from exc
     calibration = calibration_of(report)

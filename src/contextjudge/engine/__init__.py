@@ -75,6 +75,7 @@ _CORE = {
     "require_ray": "._ray_engine",
     "score_within_budget": "._score",
     "keep_store_calibration": "._store_calibration",
+    "kept_verdicts": "._judged",
     "store_calibrated": "._store_calibration",
 }
 _EXPORTS = {**_CORE, **_PUBLIC}
@@ -91,6 +92,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._estimate import estimate
     from ._evaluate import EvaluationOptions, aevaluate, evaluate
     from ._gates import MetricGate, errored_cases, figure_text, metric_gates, result_threshold, threshold_text
+    from ._judged import kept_verdicts
     from ._labelling import (
         LabelSession,
         annotator_agreement,

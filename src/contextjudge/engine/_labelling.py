@@ -288,14 +288,14 @@ class LabelSession:
     def _compute_figures(self) -> dict[str, Any]:
         from .._aio import run_sync  # noqa: PLC0415
         from ._calibrate import acalibrate  # noqa: PLC0415
+        from ._judged import kept_verdicts  # noqa: PLC0415
 
         log = self.store.label_log()
         if self._figures is not None and self._figures[0] == len(log):
             return self._figures[1]
         cases = self.store.labelled_cases(run=self.store.resolve_run(self.run_ref) if self.run_ref else None)
-        kept = self.store if callable(getattr(self.store, "put_verdicts", None)) and \
-            not getattr(self.store, "read_only", False) else None
-        report = run_sync(acalibrate(cases, self.judge, judge_spec=self.judge_spec, verdicts=kept)) \
+        report = run_sync(acalibrate(cases, self.judge, judge_spec=self.judge_spec,
+                                     verdicts=kept_verdicts(self.store))) \
             if cases else None
         out = {"calibrate": report, "annotators": annotator_agreement(log),
                "labels": labels_given(log),

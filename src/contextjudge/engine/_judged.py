@@ -43,7 +43,7 @@ def kept_verdicts(store: Any) -> VerdictStore | None:
     keep them (it has ``put_verdicts`` and was not opened read-only), else None (everything is judged each time)."""
     if store is None or getattr(store, "read_only", False) or not callable(getattr(store, "put_verdicts", None)):
         return None
-    return store  # type: ignore[no-any-return]
+    return store
 
 
 Job = tuple[int, Any, dict[str, Any], str, str]  # (case index, test case, its labels, label field, metric key)

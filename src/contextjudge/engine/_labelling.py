@@ -297,7 +297,12 @@ class LabelSession:
         report = run_sync(acalibrate(cases, self.judge, judge_spec=self.judge_spec,
                                      verdicts=kept_verdicts(self.store))) \
             if cases else None
+        from ..judges import families  # noqa: PLC0415
+
         out = {"calibrate": report, "annotators": annotator_agreement(log),
+               # the page's rows, in the families' order: every calibration key the registered families have
+               "families": list(dict.fromkeys(k for fam in families() for k in fam.calibration_keys()
+                                             if report is not None and k in report)),
                "labels": labels_given(log),
                "needed": labels_needed(report, self.target_width), "target_width": self.target_width,
                "corrected": corrected_means(self.store, self.run_id, sorted({m for _, m in self.results}))}

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ContextJudgeError, UsageError
 from ._shared import (
@@ -39,6 +39,9 @@ from ._shared import (
     _verdict,
     _write,
 )
+
+if TYPE_CHECKING:
+    from ..store import RunReads
 
 __all__ = ["add_eval_command", "cmd_eval", "load_object"]
 
@@ -236,7 +239,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return code
 
 
-def _baseline_run(store: Any, ref: str | None) -> str | None:
+def _baseline_run(store: RunReads, ref: str | None) -> str | None:
     """The run ``--baseline`` names, checked before the app runs (an unknown run is an error, not a skipped gate)."""
     if not ref:
         return None
@@ -248,7 +251,7 @@ def _baseline_run(store: Any, ref: str | None) -> str | None:
         raise UsageError(f"--baseline {ref}: {exc}") from exc
 
 
-def _against_baseline(store: Any, run_id: Any, baseline: str) -> str | None:
+def _against_baseline(store: RunReads, run_id: Any, baseline: str) -> str | None:
     """Print what regressed against the baseline run, named per golden; the one-line verdict when it did."""
     from ._runs import _run_label, regression_of, regression_verdict  # noqa: PLC0415
 

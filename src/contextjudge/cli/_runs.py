@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._text import shown
 from ..errors import UsageError
@@ -26,6 +26,9 @@ from ._shared import (
     _store_arg,
     _write,
 )
+
+if TYPE_CHECKING:
+    from ..store import RunReads
 
 __all__ = ["add_store_commands", "cmd_compare", "cmd_export", "cmd_report", "cmd_runs", "different_goldens_note",
            "regression_of", "regression_verdict", "same_goldens_or_refuse"]
@@ -168,8 +171,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   "gate", "reading"], rows)
     for line in reg.lines():
         print(line)
-    if different:
-        print(different_goldens_note(goldens[1], goldens[0]))
+    if different:  # both runs recorded their goldens
+        print(different_goldens_note(goldens[1] or {}, goldens[0] or {}))
     for c in unpaired:
         where = ("only the baseline scored it" if c.current_mean is None else
                  "only this run scored it" if c.baseline_mean is None else "no case has a score in both runs")
@@ -204,7 +207,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_GATE if failed else EXIT_OK
 
 
-def regression_of(store: Any, run_id: str, current: Any, baseline: Any) -> Any:
+def regression_of(store: RunReads, run_id: str, current: Any, baseline: Any) -> Any:
     """``report.stored_regression``: the sign tests gate only the metrics the current run gates on."""
     from ..report import stored_regression  # noqa: PLC0415
 
@@ -227,7 +230,7 @@ def _drop_arg(text: str) -> float:
     return value
 
 
-def _run_label(store: Any, run_id: str) -> str:
+def _run_label(store: RunReads, run_id: str) -> str:
     """A run as people know it: its name, with its id and when it began ("nightly (run 20261124-2017-ab12,
     2026-11-24 20:17 UTC)"), so two runs of one app are told apart."""
     try:

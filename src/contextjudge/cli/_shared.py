@@ -22,7 +22,7 @@ from ..engine import threshold_text as _t
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..store import CalibrationStore, RunReads
+    from ..store import CalibrationStore, ResultsStore, RunReads
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR, EXIT_CASE_ERRORS = 0, 1, 2, 3
 
@@ -149,7 +149,7 @@ def _build_metrics(keys: list[str], judge: Any, threshold: float | None, per: di
 
 
 
-def _store(target: str | None) -> Any:
+def _store(target: str | None) -> ResultsStore:
     from ..errors import StoreError  # noqa: PLC0415
     from ..store import DEFAULT_STORE_PATH, open_store  # noqa: PLC0415
 
@@ -160,7 +160,7 @@ def _store(target: str | None) -> Any:
         raise UsageError(str(exc)) from exc
 
 
-def _existing_store(target: str | None, *, write: bool = False) -> Any:
+def _existing_store(target: str | None, *, write: bool = False) -> ResultsStore:
     """A store that must already exist (for commands that only read). A SQLite file this process may not write (a
     CI artifact, a file in a read-only folder) is opened read-only, and so is a store whose writes fail."""
     from ..errors import StoreError  # noqa: PLC0415

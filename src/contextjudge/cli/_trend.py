@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _shared
+
+if TYPE_CHECKING:
+    from ..store import ResultsStore
 
 __all__ = ["add_trend_command"]
 
@@ -149,7 +152,7 @@ def _table(headers: list[str], rows: list[list[str]], left: set[int]) -> None:
                         for i, (c, w) in enumerate(zip(r, widths, strict=False))).rstrip())
 
 
-def _print_trend(trend: Any, store: Any) -> None:
+def _print_trend(trend: Any, store: ResultsStore) -> None:
     from ..store import store_label
 
     filters = ", ".join(f"{k}={'|'.join(v)}" for k, v in trend.filters.items())

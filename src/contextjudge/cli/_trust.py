@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _shared
+
+if TYPE_CHECKING:
+    from ..store import ResultsStore
 
 __all__ = ["add_trust_commands"]
 
@@ -349,7 +352,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                          "contextjudge), one of them.")
     if args.save == "":  # not given: the default file, but a check on the built-in set writes none
         args.save = None if args.builtin else DEFAULT_FILE
-    store: Any = None
+    store: ResultsStore | None = None
     try:
         if args.builtin:
             cases = read_labels_file(builtin_check_path())

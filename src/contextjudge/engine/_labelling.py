@@ -21,7 +21,10 @@ from __future__ import annotations
 import math
 import random
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..store import ResultsStore, RunReads
 
 __all__ = ["QUEUES", "LabelSession", "annotator_agreement", "calibrate_order", "corrected_means", "labels_given",
            "labels_needed"]
@@ -143,7 +146,7 @@ def labels_needed(report: dict[str, Any] | None, width: float) -> dict[str, int 
     return out
 
 
-def corrected_means(store: Any, run_id: str, metrics: list[str] | None = None) -> dict[str, Any]:
+def corrected_means(store: RunReads, run_id: str, metrics: list[str] | None = None) -> dict[str, Any]:
     """A run's bias-corrected means as the report computes them (``fill_gold_scores`` then
     ``EvaluationResult.corrected``), per metric (``metrics``, default the run's): only cases labelled from the
     estimate queue (or from a file) count; None where no case of it carries labels."""
@@ -166,13 +169,15 @@ class LabelSession:
     person labels it (``case``), one label checked and written (``give_label``; ``give`` takes the page's JSON
     body), and the figures (``figures``) with ``judge``. ``run``: an id, name or prefix (default the newest run)."""
 
-    def __init__(self, store: Any, judge: Any, *, run: str | None = None, judge_spec: str | None = None,
+    def __init__(self, store: ResultsStore, judge: Any, *, run: str | None = None, judge_spec: str | None = None,
                  seed: int = 0, target_width: float = 0.2) -> None:
         self.store, self.judge, self.judge_spec = store, judge, judge_spec
         self.run_ref = run
         self.run_id = store.resolve_run(run)
+        from ..cases import LLMTestCase  # noqa: PLC0415
+
         self.cases = {sc.case_key: sc.test_case for sc in store.load_cases(self.run_id)
-                      if hasattr(sc.test_case, "retrieval_context")}
+                      if isinstance(sc.test_case, LLMTestCase)}  # the single-turn cases: those with nodes
         keys = list(self.cases)
         self.results = store.completed_results(self.run_id)
         self.queues = {"calibrate": calibrate_order(keys, self.results), "estimate": estimate_order(keys, seed)}

@@ -89,7 +89,7 @@ def store_calibrated(store: CalibrationStore | None, judge: Any, *,
     return calibrated(judge, Calibration.from_dict(cal, "the store's calibration")), kept
 
 
-def _fit(cases: list[Any], judge: Any, spec: str, fp: str, store: Any = None) -> dict[str, Any]:
+def _fit(cases: list[Any], judge: Any, spec: str, fp: str, store: CalibrationStore | None = None) -> dict[str, Any]:
     from .._aio import run_sync  # noqa: PLC0415
     from ._calibrate import acalibrate  # noqa: PLC0415
     from ._judged import kept_verdicts  # noqa: PLC0415

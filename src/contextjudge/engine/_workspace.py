@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ContextJudgeError
+
+if TYPE_CHECKING:
+    from ..store import ResultsStore
 
 __all__ = ["NODES_SHOWN", "TEXT_CHARS", "StoreWorkspace", "ToolArgumentError", "builtin_check_path", "embedded_beside",
            "estimate_cost",
@@ -58,7 +61,7 @@ class StoreWorkspace:
     """The reads of one store (``store``: an open store), as the MCP tools answer them. ``keys_of(names, default)``
     resolves metric names to keys (the CLI's aliases; ToolArgumentError on an unknown one)."""
 
-    def __init__(self, store: Any, keys_of: KeysOf | None = None) -> None:
+    def __init__(self, store: ResultsStore, keys_of: KeysOf | None = None) -> None:
         self.store = store
         self.keys_of = keys_of
 

@@ -54,3 +54,15 @@ def test_golden_cases_keys_cases_by_golden_and_names_what_gave_nothing():
     assert view["labels"] == [True] and unused == []
     assert got.failed == [failed] and [g.id for g in got.missing] == ["g3"]
     assert retriever_names(got.cases) == "hr" and retriever_names([]) is None
+
+
+def test_the_llm_call_that_read_a_retrieval_is_the_first_whose_prompt_holds_a_document():
+    from contextjudge.capture import prompt_snippets, reader_of  # noqa: PLC0415
+
+    docs = ["  Employees get 25 vacation days per year.  ", "short", "The parking garage opens at 6am."]
+    snippets = prompt_snippets(docs)
+    assert snippets == ["Employees get 25 vacation days per year.", "The parking garage opens at 6am."]
+    calls = [("rewrite", "Rewrite the question."), ("answer", "Context: The parking garage opens at 6am. Q: ...")]
+    assert reader_of(calls, snippets, lambda c: c[1])[0] == "answer"
+    assert reader_of(calls[:1], snippets, lambda c: c[1])[0] == "rewrite"  # none holds one: the first after it
+    assert reader_of([], snippets, lambda c: c[1]) is None

@@ -189,7 +189,7 @@ class LabelSession:
     def case(self, key: str) -> dict[str, Any]:
         """The case ``key`` as the page shows it: its input and outputs, its nodes (rank, text, source, ``ref``,
         their labels now), the expected output's statements and the answer's, each with its label now."""
-        from ..cases.labels import node_ref  # noqa: PLC0415
+        from ..cases.labels import NODE_FIELDS, node_ref  # noqa: PLC0415
         from ..metrics import gold_statements  # noqa: PLC0415
 
         tc = self.cases[key]
@@ -205,7 +205,7 @@ class LabelSession:
                       or ref["id"] or "") if isinstance(meta, dict) else (ref["id"] or "")
             nodes.append({"rank": rank + 1, "text": str(getattr(node, "text", node)), "source": str(source),
                           "ref": {"id": ref["id"], "hash": ref["hash"]},
-                          "labels": {f: hit.get(f) for f in ("labels", "relevance_labels", "utilization_labels")}})
+                          "labels": {f: hit.get(f) for f in NODE_FIELDS}})
         pairs = dict(zip(got.get("statements") or [], got.get("statement_labels") or [], strict=False))
         statements = [{"text": s, "label": pairs.get(s)}
                       for s in gold_statements(tc, {}) or []] if tc.expected_output else []

@@ -184,11 +184,13 @@ class Workspace:
 
     @staticmethod
     def keys(metrics: list[str] | None, default: Sequence[str]) -> list[str]:
-        from ._shared import _metric_keys  # noqa: PLC0415
+        """The metric keys a tool's ``metrics`` names (``metrics.metric_keys``, as the CLI's ``--metrics``)."""
+        from ..errors import ConfigurationError  # noqa: PLC0415
+        from ..metrics import metric_keys  # noqa: PLC0415
 
         try:
-            return _metric_keys(metrics, default)
-        except UsageError as exc:
+            return metric_keys(metrics, default)
+        except ConfigurationError as exc:
             raise ToolArgumentError(str(exc)) from exc
 
     # ---- score

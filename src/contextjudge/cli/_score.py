@@ -4,7 +4,7 @@ actors (``--engine ray``); ``--rescore`` scores every case of a run again into a
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ._shared import (
@@ -29,6 +29,9 @@ from ._shared import (
     _thresholds,
     _verdict,
 )
+
+if TYPE_CHECKING:
+    from ..store import ResultsStore
 
 __all__ = ["add_score_command", "cmd_score"]
 
@@ -139,7 +142,7 @@ def _budget_skipped_line(result: Any) -> None:
               "or raise the budget's limits.")
 
 
-def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, todo: list[Any], keys: list[str],
+def _score_on_ray(args: argparse.Namespace, store: ResultsStore, run_id: str, info: Any, todo: list[Any], keys: list[str],
                   threshold: float | None, per: dict[str, float], rescore: bool) -> int:
     """`contextjudge score --engine ray`: queue the run's unscored cases (or, with --rescore, copy every case into a
     new run), score them on Ray actors that claim them from the store's queue, and gate like the local engine."""

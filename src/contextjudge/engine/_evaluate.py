@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._aio import run_sync
 from .._result import EvaluationResult, Tally, TestResult, Usage
@@ -27,6 +27,11 @@ from ..errors import ConfigurationError, ConfigurationTypeError, InvalidTestCase
 from ..judges import JudgeOptions, RunContext, tally_since, use_run_context
 from ._run import Run
 from ._score import NO_METRIC_APPLIES, score_case
+
+if TYPE_CHECKING:
+    import os
+
+    from ..store import RunWrites
 
 __all__ = ["EvaluationOptions", "aevaluate", "case_key", "evaluate"]
 
@@ -85,7 +90,7 @@ class EvaluationOptions:
     - scale-out: ``engine`` (``"local"`` or ``"ray"``), ``ray_address`` and ``workers``.
     """
 
-    store: Any = None
+    store: RunWrites | str | os.PathLike[str] | None = None
     run_id: str | None = None
     run_name: str | None = None
     run_config: dict[str, Any] | None = None

@@ -30,10 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._locks import try_lock
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ..store import ResultsStore
 
 __all__ = ["INSTALL_HINT", "RayEngine", "RayScore", "copy_run", "evaluate_on_ray", "finish_run", "require_ray",
            "score_run"]
@@ -208,7 +211,7 @@ class RayScore:
                 f"{self.seconds:.1f}s ({self.rounds} round(s){lost}); queue {self.queue}")
 
 
-def _store_url(store: Any, address: str | None) -> str:
+def _store_url(store: ResultsStore, address: str | None) -> str:
     """A URL of ``store`` that an actor can open (an absolute path for SQLite)."""
     if not getattr(store, "is_sqlite", False):
         return store.engine.url.render_as_string(hide_password=False)
@@ -255,7 +258,8 @@ class RayEngine:
     ``OPENAI_*``, ``CONTEXTJUDGE_*`` and a few other providers' keys are forwarded). ``log``: progress lines.
     ``pids``: the process ids of the live actors (for operators and tests)."""
 
-    def __init__(self, store: Any, *, model: Any = None, metrics: Sequence[Any] | None = None,
+    def __init__(self, store: ResultsStore | str | os.PathLike[str], *, model: Any = None,
+                 metrics: Sequence[Any] | None = None,
                  address: str | None = None, workers: int | None = None, judge_options: Any = None,
                  lease: float = 60.0, batch: int = 8, concurrency: int = 4, poll: float = 0.5, grace: float = 10.0,
                  max_attempts: int = 5, env: dict[str, str] | None = None, pin: bool = True,
@@ -449,7 +453,7 @@ def _actor_failure(exc: BaseException, repeated: bool = False) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- run helpers
-def copy_run(store: Any, run_id: str, config: dict[str, Any], *, name: str | None = None,
+def copy_run(store: ResultsStore, run_id: str, config: dict[str, Any], *, name: str | None = None,
              chunk: int = 500) -> str:
     """A new run holding ``run_id``'s cases (same keys, positions and nodes; no results), each queued: what a
     re-score with another judge or template scores. Returns the new run's id."""
@@ -463,14 +467,14 @@ def copy_run(store: Any, run_id: str, config: dict[str, Any], *, name: str | Non
     return new_id
 
 
-def score_run(store: Any, run_id: str, **kw: Any) -> RayScore:
+def score_run(store: ResultsStore, run_id: str, **kw: Any) -> RayScore:
     """Queue ``run_id``'s unscored cases and score them on Ray (``RayEngine`` keywords)."""
     added = store.enqueue(run_id, only_unscored=True)
     logger.debug("contextjudge: queued %d case(s) of run %s", added, run_id)
     return RayEngine(store, **kw).score(run_id)
 
 
-def finish_run(store: Any, run_id: str, report: RayScore, keys: Sequence[str], cases: Sequence[Any] | None = None, *,
+def finish_run(store: ResultsStore, run_id: str, report: RayScore, keys: Sequence[str], cases: Sequence[Any] | None = None, *,
                seconds: float, explain_empty: bool = False) -> Any:
     """After a Ray pass: the results of ``keys`` (in that order) read back from the store as an ``EvaluationResult``
     (with ``cases``, the caller's own test case objects stand in the results), and the run ended with its summary
@@ -506,7 +510,8 @@ def finish_run(store: Any, run_id: str, report: RayScore, keys: Sequence[str], c
     return result
 
 
-def evaluate_on_ray(cases: Sequence[Any], metrics: Sequence[Any], *, model: Any = None, store: Any = None,
+def evaluate_on_ray(cases: Sequence[Any], metrics: Sequence[Any], *, model: Any = None,
+                    store: ResultsStore | str | os.PathLike[str] | None = None,
                     run_id: str | None = None, run_name: str | None = None, run_config: dict[str, Any] | None = None,
                     case_keys: Sequence[str] | None = None, ray_address: str | None = None,
                     workers: int | None = None, judge_options: Any = None, **engine_kw: Any) -> Any:

@@ -98,14 +98,14 @@ def store_calibrated(store: CalibrationStore | None, judge: Any, *,
     return calibrated(judge, Calibration.from_dict(cal, "the store's calibration")), kept
 
 
-def _fit(cases: list[Any], judge: Any, spec: str, fp: str, store: Any = None) -> dict[str, Any]:
+def _fit(cases: list[Any], judge: Any, spec: str, fp: str, store: CalibrationStore | None = None) -> dict[str, Any]:
     from .._aio import run_sync  # noqa: PLC0415
     from ._calibrate import acalibrate  # noqa: PLC0415
+    from ._judged import kept_verdicts  # noqa: PLC0415
 
     # what the judge said of each labelled case is kept in the store: a fit after a new label judges that case only
-    kept = store if callable(getattr(store, "put_verdicts", None)) and not getattr(store, "read_only", False) \
-        else None
-    return _kept_of(run_sync(acalibrate(cases, judge, judge_spec=spec, resamples=1000, verdicts=kept)), spec, fp)
+    return _kept_of(run_sync(acalibrate(cases, judge, judge_spec=spec, resamples=1000,
+                                        verdicts=kept_verdicts(store))), spec, fp)
 
 
 def _kept_of(report: dict[str, Any], spec: str, fp: str) -> dict[str, Any]:

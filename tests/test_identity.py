@@ -88,13 +88,13 @@ def test_golden_id_of_reads_the_one_golden_key():
 
 
 def test_the_cli_keys_captured_cases_by_a_golden_id_given_in_their_metadata():
-    from contextjudge.cli._eval import _with_golden_ids
+    from contextjudge.capture import golden_cases
 
     cases = [SimpleNamespace(test_case=LLMTestCase(input=f"q{i}", id=new_case_id()), case_id=None, root_run_id=None,
                              golden_id=None, metadata={"golden_id": f"g{i}"}) for i in range(2)]
     cases.append(SimpleNamespace(test_case=LLMTestCase(input="own", id="mine"), case_id=None, root_run_id=None,
                                  golden_id="g9", metadata={}))
-    assert [tc.id for tc in _with_golden_ids(cases)] == ["golden-g0", "golden-g1", "mine"]
+    assert [tc.id for tc in golden_cases(Goldens([]), cases).cases] == ["golden-g0", "golden-g1", "mine"]
 
 
 # ---------------------------------------------------------------------------------------------- golden matching

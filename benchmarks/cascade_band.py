@@ -32,7 +32,8 @@ from agreement import hotpotqa, load, make_judge  # noqa: E402
 from contextjudge.judges._local import _scoring  # noqa: E402
 
 BANDS = [(0.02, 1.01), (0.02, 0.99), (0.02, 0.95), (0.02, 0.9), (0.05, 0.9), (0.05, 0.8), (0.1, 0.9), (0.1, 0.8),
-         (0.1, 0.7), (0.15, 0.7), (0.2, 0.8), (0.2, 0.7), (0.25, 0.75), (0.3, 0.7), (0.3, 0.6)]
+         (0.1, 0.7), (0.15, 0.7), (0.2, 0.8), (0.2, 0.7), (0.25, 0.75), (0.25, 0.99), (0.3, 0.99), (0.3, 0.9),
+         (0.3, 0.7), (0.3, 0.6)]
 
 RECORDS: list[tuple[str, np.ndarray, np.ndarray]] = []  # (source, bi-encoder confidences, the final array)
 SOURCE = ["?"]

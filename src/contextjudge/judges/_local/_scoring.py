@@ -114,7 +114,7 @@ GATE = 0.02
 # verdict stands, unread. Chosen on development rows the stacked weights were fitted on (HotpotQA's first 200, the
 # judge check), never on the held-out half: `python benchmarks/cascade_band.py --data-dir DATA` prints, per band, the
 # share of pairs read and the verdicts that differ from the stacked judge's.
-CASCADE_BAND = (0.02, 0.9)
+CASCADE_BAND = (0.3, 0.99)
 # statement_support: what a node must at least lack (support_features) when it does not mention one of the statement's
 # numbers, and when it says the opposite (its closest sentence holds NEGATION_RECALL of the statement's words and only
 # one of the two is negated). Set from the open NLI sets' rates (benchmarks/support_rules.py), not fitted.

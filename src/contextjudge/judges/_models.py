@@ -96,7 +96,8 @@ def resolve_model(model: Any = None) -> BaseChatModel:
         name = model.strip()
         spec = local_spec(name)
         if spec:
-            return _local(cross_encoder={"local-cross": True, "local-cascade": "unsure"}.get(spec, False))
+            kinds: dict[str, bool | str] = {"local-cross": True, "local-cascade": "unsure"}
+            return _local(cross_encoder=kinds.get(spec, False))
         if name.lower().startswith(("jury:", "jury[")):
             return parse_jury(name)
         if ":" in name:

@@ -10,6 +10,12 @@ model's. Then, per candidate band (LO, HI), it prints what a cascade reading onl
 confidence < HI would do: the share of the stacked judge's reads it keeps (its cost), and how many of the stacked
 judge's changed verdicts (yes/no different from the bi-encoder's) it keeps and loses, per kind of pair. A verdict the
 stacked judge changes is where the cross-encoder matters; a pair whose verdict it does not change costs time only.
+
+    python benchmarks/cascade_band.py --data-dir ../shared/data --reads 0.3,0.99 0.5,0.99 stacked
+
+prints instead what each judge reads over the speed run's ten HotpotQA rows (the agreement run's four metrics): texts
+and tokens through e5's lower layers, pairs through the joint layers, and the seconds it took, in this one process
+(each judge starting with the cross-encoder's caches empty).
 """
 
 from __future__ import annotations
@@ -49,7 +55,11 @@ def main() -> None:
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--rows", type=int, default=20, help="HotpotQA's first N rows (at most 200: the fitted half)")
     ap.add_argument("--no-check", action="store_true", help="leave the judge check out (it takes minutes)")
+    ap.add_argument("--reads", nargs="+", metavar="LO,HI|stacked", help="what these bands (or the stacked judge) read")
     args = ap.parse_args()
+    if args.reads:
+        reads(args.data_dir, args.reads)
+        return
     if args.rows > 200:
         raise SystemExit("--rows: at most 200, the rows the weights were fitted on; the rest is the held-out half")
     _scoring.Scorer.gate = recording_gate  # type: ignore[method-assign]
@@ -90,6 +100,37 @@ def main() -> None:
         out["bands"].append(row)
         print(f"({lo:.2f}, {hi:.2f})  " + "".join(f"{c:>34}" for c in cells))
     print(json.dumps(out))
+
+
+def reads(data_dir: str, kinds: list[str]) -> None:
+    import time  # noqa: PLC0415
+
+    from contextjudge.judges._local import _cross  # noqa: PLC0415
+
+    seen = {"texts": 0, "tokens": 0}
+    lower = _cross.CrossEncoder._lower
+
+    def counting(self: Any, keys: list[tuple[str, bool]]) -> Any:
+        todo = [k for k in dict.fromkeys(keys) if k not in self._states]
+        seen["texts"] += len(todo)
+        seen["tokens"] += sum(self.e5.token_count(t, q) for t, q in todo)
+        return lower(self, keys)
+
+    _cross.CrossEncoder._lower = counting  # type: ignore[method-assign]
+    rows = load(data_dir, "hotpotqa")[:10]
+    hotpotqa(rows, make_judge("current"))  # the bi-encoder's vectors, shared by every judge below, embedded first
+    for kind in kinds:
+        judge = make_judge("stacked" if kind == "stacked" else "cascade")
+        if kind != "stacked":
+            judge._scorer.band = tuple(float(v) for v in kind.split(","))  # type: ignore[assignment]  # noqa: SLF001
+        cross = judge._scorer.cross  # noqa: SLF001
+        assert cross is not None
+        cross._states.clear()  # noqa: SLF001
+        seen.update(texts=0, tokens=0)
+        pairs, t0 = cross.pairs_run, time.perf_counter()
+        hotpotqa(rows, judge)
+        print(json.dumps({"judge": kind, "lower_texts": seen["texts"], "lower_tokens": seen["tokens"],
+                          "joint_pairs": cross.pairs_run - pairs, "seconds": round(time.perf_counter() - t0, 1)}))
 
 
 if __name__ == "__main__":

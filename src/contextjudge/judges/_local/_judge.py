@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import ctypes
+import functools
 import json
 import os
 import sys

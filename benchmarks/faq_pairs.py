@@ -3,12 +3,13 @@ training/pairs.py --set faq (MedQuAD and doc2dial same-page non-answers, SQuAD 2
 and unanswerables on their own paragraph, banking77 / clinc150 query paraphrases), read from ../shared/training-data.
 
     python benchmarks/faq_pairs.py [--data-dir ../shared/training-data] [--per-source 40] [--judge current stacked]
-                                   [--cross NPZ]
+                                   [--cross NPZ] [--stacked-weights JSON]
 
 Only the pairs of held-back groups (pages and intents a second training stage keeps out: ``held_back_groups`` with
 train.py's defaults) are drawn, half yes and half no per source where the source has both, at a fixed seed. Prints a
 table (accuracy and ROC AUC of the confidence, per source and judge) and, as its last line, one JSON object. It
-measures the shipped judges before a second stage is trained and, with ``--cross``, a second stage's weights after.
+measures the shipped judges before a second stage is trained and, with ``--cross`` (and the stacked weights fitted for
+them, ``--stacked-weights``: calibrate_local.py --cross NPZ --write-stacked JSON), a second stage's weights after.
 """
 
 from __future__ import annotations
@@ -61,12 +62,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--judge", nargs="+", choices=("current", "stacked"), default=["current", "stacked"])
     ap.add_argument("--cross", default=None, metavar="NPZ", help="the stacked judge with these cross-encoder weights")
+    ap.add_argument("--stacked-weights", default=None, metavar="JSON",
+                    help="the stacked judge with these fitted weights (calibrate_local.py --write-stacked)")
     a = ap.parse_args()
     rows = draw(a.data_dir, a.per_source, a.seed)
     result: dict[str, Any] = {"pairs": len(rows)}
     print(f"{'judge':10s} {'source':16s} {'pairs':>5s} {'yes':>4s} {'accuracy':>8s} {'auc':>6s}")
     for name in a.judge:
-        judge = make_judge(name, a.cross)
+        judge = make_judge(name, a.cross, a.stacked_weights)
         t0 = time.perf_counter()
         got = [(p["src"], p["y"], *verdict(judge, "answers", p["a"], p["b"])) for p in rows]
         figs: dict[str, Any] = {"seconds": round(time.perf_counter() - t0, 1)}

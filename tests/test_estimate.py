@@ -12,7 +12,7 @@ from contextjudge import Golden, JudgeOptions, LLMTestCase, evaluate
 from contextjudge.cli import main
 from contextjudge.engine._estimate import estimate
 from contextjudge.judges._schemas import SupportVerdicts, Verdicts
-from contextjudge.judges._spend import OUTPUT_TOKENS_BASE, OUTPUT_TOKENS_PER_ITEM, count_tokens, price_of
+from contextjudge.judges._spend import OUTPUT_TOKENS_BASE, OUTPUT_TOKENS_PER_ITEM, count_tokens, price_of, prompt_tokens
 from contextjudge.judges._structured import schema_tokens
 from contextjudge.metrics import ContextualPrecisionMetric, ContextualRecallMetric
 from contextjudge.testing import FakeJudge
@@ -60,7 +60,10 @@ def test_estimate_matches_a_hand_count_of_the_requests():
     schemas = 3 * (schema_tokens(Verdicts, "json_schema", "gpt-4o-mini")
                    + schema_tokens(SupportVerdicts, "json_schema", "gpt-4o-mini"))
     assert est.schema_tokens == schemas > 0
-    assert est.input_tokens == sum(count_tokens(c["prompt"], "gpt-4o-mini") for c in judge.calls) + schemas
+    # the messages as a provider bills them: each one's role and text, with the chat format's tokens
+    assert est.input_tokens == sum(prompt_tokens(c["messages"], "gpt-4o-mini") for c in judge.calls) + schemas
+    assert sum(prompt_tokens(c["messages"], "gpt-4o-mini") - count_tokens(c["prompt"], "gpt-4o-mini")
+               for c in judge.calls) >= 6 * 10  # a system and a user message: 11 tokens a call, about
     price = price_of("gpt-4o-mini")
     assert est.dollars == pytest.approx(price.cost(est.input_tokens, est.output_tokens))
     assert est.per_case["calls"] == 2.0

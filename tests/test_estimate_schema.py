@@ -88,3 +88,18 @@ def test_the_embedded_judge_and_a_json_mode_judge_send_no_schema():
         served = _served(server, before)
     assert served["schema_tokens"] == 0 == est.schema_tokens
     assert 0.9 <= est.input_tokens / served["prompt_tokens"] <= 1.1, (est.input_tokens, served["prompt_tokens"])
+
+
+def test_the_estimate_of_cases_counts_each_messages_chat_format_and_meets_the_bill_exactly():
+    """For cases with the app's answer, the estimate's prompts are the real run's: with each message's chat-format
+    tokens (4 a message with its role, 3 priming the reply, as tiktoken's documentation counts OpenAI's chat
+    models) and the schema, its input is what the server billed, to the token. Before, it left the chat format out:
+    11 tokens a call (a system and a user message) under the bill."""
+    with FaultServer(verdict=lambda text, _: "yes", count_tokens=lambda t: count_tokens(t, "gpt-4o-mini")) as server:
+        judge = ChatOpenAI(model="gpt-4o-mini", base_url=server.url, api_key="sk-test", max_retries=0)
+        est = estimate(_cases(), KEYS, model=judge)
+        before = server.totals()
+        evaluate(_cases(), _metrics(judge), show_progress=False)
+        served = _served(server, before)
+    assert served["calls"] == est.calls == 4 * len(GOLDENS)
+    assert est.input_tokens == served["prompt_tokens"], (est.input_tokens, served["prompt_tokens"])

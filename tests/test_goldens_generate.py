@@ -167,6 +167,30 @@ def test_the_dry_run_estimate_is_within_a_band_of_a_scripted_runs_real_tokens():
     assert "answer schema it sends (json_schema:" in str(est)
 
 
+def test_the_dry_run_counts_the_writers_prompts_as_billed_with_each_messages_chat_format():
+    """The writing's input in ``--dry-run`` is what the provider bills for its prompts, to the token: each message's
+    role and text with the chat format's tokens (4 a message, 3 priming the reply; tiktoken's documented count for
+    OpenAI's chat models). Before, only the text was counted: 11 tokens a call (a system and a user message) under
+    ``python benchmarks/goldens_cost.py``'s bill."""
+    from importlib.resources import files
+
+    from langchain_core.documents import Document
+    from langchain_openai import ChatOpenAI
+
+    from contextjudge.judges import count_tokens
+
+    data = json.loads((files("contextjudge") / "data" / "demo_corpus" / "docs.json").read_text(encoding="utf-8"))
+    docs = [Document(id=d["id"], page_content=d["text"]) for d in data["documents"][:6]]
+    script = ScriptedWriter()
+    with FaultServer(text_answer=lambda p: script._reply(p) if "<passage_A>" in p else None,
+                     count_tokens=lambda t: count_tokens(t, "gpt-4o-mini")) as server:
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=server.url, api_key="sk-test", max_retries=0)
+        est = generate(docs, model=model, per_chunk=3, check=False, dry_run=True).estimate
+        res = generate(docs, model=model, per_chunk=3, check=False)
+    assert res.usage["writing"]["calls"] == est.calls == len(server.requests) == 6
+    assert est.input_tokens == res.usage["writing"]["input_tokens"] == sum(r["prompt_tokens"] for r in server.requests)
+
+
 def test_a_budget_stops_generation_and_keeps_what_was_made(docs):
     budget = Budget(calls_per_day=1, name=f"g-{uuid.uuid4().hex}")
     res = generate([str(docs)], model=ScriptedWriter(), per_chunk=1, styles=["short"], judge=FakeJudge(),

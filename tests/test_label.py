@@ -253,3 +253,44 @@ def test_deeply_nested_goldens_and_calibration_files_name_file_and_line(tmp_path
     cal.write_text(deep)
     with pytest.raises(ConfigurationError, match="is not valid JSON .nested 30000 levels deep"):
         Calibration.read(str(cal))
+
+
+def test_calibrate_on_a_store_twice_judges_nothing_new_the_second_time(capsys, tmp_path, store_path, monkeypatch):
+    """``calibrate --store`` keeps what the judge said of each labelled case in the store (as the labelling page and
+    the store's calibration do): run again on the same labels, it asks the judge nothing; a new label on another
+    case is judged alone; the figures are the same each time."""
+    import contextjudge.testing as testing  # noqa: PLC0415
+
+    made: list[FakeJudge] = []
+
+    class CountingJudge(FakeJudge):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            made.append(self)
+
+    monkeypatch.setattr(testing, "FakeJudge", CountingJudge)
+
+    def asked() -> int:
+        return sum(len(j.calls) for j in made)
+
+    rc, _, err = run(capsys, "label", _write(tmp_path, [{"key": "c-vacation", "labels": [1, 0, 1]}]),
+                     "--store", store_path)
+    assert rc == 0, err
+
+    def calibrate() -> tuple[int, dict]:
+        before = asked()
+        rc, out, err = run(capsys, "calibrate", "--store", store_path, "--model", "fake", "--json", "--no-save")
+        assert rc == 0, err
+        return asked() - before, json.loads(out)
+
+    first, report = calibrate()
+    assert first > 0 and report["node_usefulness"]["items"] == 3
+    second, again = calibrate()
+    assert second == 0  # every labelled case's judged work was kept in the store
+    assert again["node_usefulness"]["confusion"] == report["node_usefulness"]["confusion"]
+    rc, _, err = run(capsys, "label", _write(tmp_path, [{"input": "Do vacation days carry over?", "labels": [0, 0, 1]}],
+                                            "more.jsonl"), "--store", store_path)
+    assert rc == 0, err
+    third, grown = calibrate()
+    assert 0 < third <= first  # only the newly labelled case is judged
+    assert grown["node_usefulness"]["items"] == 6

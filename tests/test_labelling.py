@@ -65,6 +65,7 @@ def test_a_refresh_after_one_new_label_judges_only_that_case(tmp_path):
     first = session.figures()
     assert sorted(set(_judged_inputs(judge, 0))) == ["c0", "c1", "c2"]
     assert first["calibrate"]["node_usefulness"]["items"] == 6
+    assert first["families"] == ["node_usefulness"]  # the page's rows: the registered families' keys in the report
 
     seen = len(judge.calls)
     session.give_label("c3", "labels", node_ref(NODES[0]), True, queue="estimate")  # a new case
@@ -267,5 +268,5 @@ def test_the_store_calibration_of_eval_and_the_worker_refits_after_a_label_judgi
     afresh_store.add_labels([{"key": rows[-1]["id"], "relevance_labels": rows[-1]["relevance_labels"]}])
     _, afresh = store_calibrated(afresh_store, resolve_model("local"))
     for got in (kept, afresh):  # the fit's time of making is its own
-        got["calibration"].pop("created")
+        got["calibration"].pop("created", None)
     assert kept == afresh

@@ -204,3 +204,93 @@ def test_a_stores_labels_calibrate_the_embedded_judge_without_a_flag(tmp_path, c
     capsys.readouterr()
     assert main(["score", "--store", str(db), "--rescore", "--model", f"@{path}", "--no-progress"]) in (0, 1)
     assert "of your labels" not in capsys.readouterr().err
+
+
+def _memory_units(n_cases: int, seed: int, noise: bool = False):
+    """Cases of 2 nodes, each question one of 6 intents asked again with a small change of its vector; the label
+    says whether the node is its intent's answer (so a repeated intent's labels predict it), or is a coin (noise)."""
+    rng = np.random.default_rng(seed)
+    dim = 32
+    intents = rng.normal(size=(6, dim))
+    nodes = rng.normal(size=(6, dim))
+
+    def unit(v):
+        return v / np.linalg.norm(v)
+
+    units, qv, nv = [], [], []
+    for c in range(n_cases):
+        k = int(rng.integers(6))
+        q = unit(intents[k] + 0.15 * rng.normal(size=dim))
+        for j in (k, (k + 1) % 6):
+            label = bool(rng.random() < 0.5) if noise else j == k
+            units.append({"case": f"c{c}", "label": label})
+            qv.append(q)
+            nv.append(unit(nodes[j]))
+    return units, np.array(qv), np.array(nv)
+
+
+def test_a_label_memory_is_kept_only_where_close_labelled_pairs_predict_out_of_sample():
+    from contextjudge.judges._local._learned import learn_memory, memory_pull
+
+    units, qv, nv = _memory_units(30, seed=1)
+    flat = [0.5] * len(units)  # a judge that cannot tell: only the memory can
+    got = learn_memory(units, flat, qv, nv)
+    assert got["accepted"] and got["beta"] > 0
+    right = sum((c >= 0.5) == u["label"] for c, u in zip(got["cv"], units, strict=True))
+    assert right / len(units) > 0.9  # out of sample: each case leans on the other cases' labels only
+    # a pair far from every labelled one is not moved
+    far = np.eye(qv.shape[1])[:1]
+    assert abs(memory_pull(far, far, qv, nv, np.ones(len(units)), got["kappa"])[0]) < 1e-3
+    # labels that no closeness predicts: the memory is not kept and the confidences are the judge's
+    units, qv, nv = _memory_units(30, seed=2, noise=True)
+    got = learn_memory(units, flat, qv, nv)
+    assert not got["accepted"] and got["cv"] == flat and "do not beat" in got["why"]
+
+
+def test_a_label_memory_in_a_calibration_file_moves_close_pairs_and_is_part_of_the_identity(tmp_path):
+    """A labelled (question, node) pair decides a pair close to it (here the same node, the question in the same
+    words) and leaves a far one alone; the memory is in the file, and in the judge's identity."""
+    q, answer, other, _ = TOPICS[0]
+    far_q = TOPICS[5][0]
+    bare = resolve_model("local")
+
+    def node_verdicts(judge, question):
+        req = JudgeRequest(task="sentence_relevance", metric="contextual_relevancy", input=question, items=[
+            Item(id="n1.s1", text=answer, parent="n1"), Item(id="n2.s1", text=other, parent="n2")])
+        return {v["id"]: v for v in json.loads(judge._answer([_message(req)])[0])["verdicts"]}
+
+    before = node_verdicts(bare, q)
+    said = before["n1.s1"]["verdict"] == "yes"
+    cal = Calibration("local", memory={"sentence_relevance": {"kappa": 40.0, "beta": 8.0,
+                                                              "entries": [[q, answer, not said]]}})
+    path = tmp_path / "cal.json"
+    cal.write(path)
+    judge = resolve_model(f"@{path}")
+    assert judge.judge.memory == cal.memory
+    after = node_verdicts(judge.judge, q)
+    assert (after["n1.s1"]["verdict"] == "yes") is (not said)
+    assert "by your labels of close questions" in after["n1.s1"]["reason"]
+    assert node_verdicts(judge.judge, far_q)["n1.s1"]["verdict"] == node_verdicts(bare, far_q)["n1.s1"]["verdict"]
+    assert judge_identity(judge) != judge_identity(bare)
+    other_cal = Calibration("local", memory={"sentence_relevance": {"kappa": 40.0, "beta": 8.0,
+                                                                    "entries": [[q, answer, said]]}})
+    assert judge_identity(calibrated(resolve_model("local"), other_cal)) != judge_identity(judge)
+    with pytest.raises(Exception, match="'memory' must map"):
+        Calibration("local", memory={"statement_support": {"kappa": 1, "beta": 1, "entries": []}})
+
+
+def test_a_fit_that_kept_only_the_memory_is_reported_in_words(tmp_path, capsys):
+    """A family whose weights were kept back but whose label memory was kept (lambda None): the CLI's table and the
+    calibration page say so, rather than failing on the missing strength."""
+    from contextjudge.cli._trust import _print_calibration
+    from contextjudge.report import render_calibration
+
+    rows = helpdesk_rows()[:6]
+    report = calibrate(read_labels_file(_write(tmp_path / "l.jsonl", rows)), resolve_model("local"), resamples=50)
+    fit = report["sentence_relevance"]["threshold"]
+    fit.update(fitted=True, memory_kept=True, **{"lambda": None})
+    fit.pop("weights", None)
+    _print_calibration(report, show=0)
+    assert "sentence_relevance: the shipped weights kept, a memory of the labels kept, on 18 labelled items" in (
+        capsys.readouterr().out)
+    assert "The shipped weights kept, 18 labelled items of 6 cases, and a memory of them" in render_calibration(report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from importlib.resources import files
 
@@ -31,6 +32,17 @@ def test_shipped_weights_match_their_manifest():
         for key in ("repo", "commit", "path", "licence", "sha256"):
             assert s.get(key), (key, s)
     assert any("training/train.py" in c for c in m["commands"]) and any("training/pack.py" in c for c in m["commands"])
+
+
+def test_the_licence_line_names_every_sources_licence():
+    """Each training source's licence (CC BY 4.0 of MedQuAD and banking77, CC BY 3.0 of doc2dial and clinc150 once a
+    help-desk stage is shipped) is named in the manifest's licence sentence, which docs/judges.md repeats."""
+    m = manifest()
+    for s in m["sources"]:
+        named = re.findall(r"CC BY(?:-SA)? \d\.\d|Apache-2\.0|C-UDA 1\.0", s["licence"])
+        assert named, s
+        for licence in named:
+            assert licence in m["licences"], (licence, s["file"])
 
 
 def test_numpy_runtime_reproduces_the_packed_logits():

@@ -300,3 +300,81 @@ def test_deepeval_spelling(judge):
                         show_progress=False)
     tc = result.test_results[0].test_case
     assert tc.actual_output == "30 days" and result.test_results[0].metrics_data[0].error is None
+
+
+def test_spans_of_calls_and_generators_keep_their_output_errors_and_nesting():
+    """Every wrapper shape of ``@observe`` (plain, coroutine, generator, async generator) closes its span with its
+    output, records an exception as the span's error (a generator closed early is none), and is the current span
+    for what runs inside it."""
+    import asyncio  # noqa: PLC0415
+
+    from contextjudge import _tracing  # noqa: PLC0415
+
+    @_tracing.observe
+    def inner(x):
+        return x * 2
+
+    @_tracing.observe
+    def outer(x):
+        return inner(x) + 1
+
+    @_tracing.observe
+    def words():
+        yield "a"
+        yield inner(1) and "b"
+        return "done"
+
+    @_tracing.observe
+    async def coro():
+        return inner(3)
+
+    @_tracing.observe
+    async def agen():
+        yield "x"
+        yield "y"
+
+    @_tracing.observe
+    def broken():
+        raise ValueError("no")
+
+    @_tracing.observe
+    def broken_gen():
+        yield 1
+        raise KeyError("k")
+
+    trace = _tracing.Trace()
+    token = _tracing._trace.set(trace)
+    try:
+        assert outer(2) == 5
+        gen = words()
+        assert next(gen) == "a" and next(gen) == "b"
+        with pytest.raises(StopIteration) as stop:
+            next(gen)
+        assert stop.value.value == "done"
+        early = words()
+        next(early)
+        early.close()  # closed before its end: no error
+
+        async def drive():
+            assert await coro() == 6
+            return [x async for x in agen()]
+
+        assert asyncio.run(drive()) == ["x", "y"]
+        with pytest.raises(ValueError):
+            broken()
+        with pytest.raises(KeyError):
+            list(broken_gen())
+    finally:
+        _tracing._trace.reset(token)
+    by = {}
+    for s in trace.spans:
+        by.setdefault(s.name, []).append(s)
+    assert by["outer"][0].output == 5 and by["inner"][0].parent is by["outer"][0]
+    assert by["words"][0].output == "ab" and by["words"][0].error is None
+    assert by["inner"][1].parent is by["words"][0]  # made inside the generator's step: its child
+    assert by["words"][1].output == "a" and by["words"][1].error is None and by["words"][1].ended is not None
+    assert by["coro"][0].output == 6 and by["inner"][2].parent is by["coro"][0]
+    assert by["agen"][0].output == "xy"
+    assert by["broken"][0].error == "ValueError: no" and by["broken"][0].ended is not None
+    assert by["broken_gen"][0].error == "KeyError: 'k'" and by["broken_gen"][0].output == [1]
+    assert _tracing.current_span() is None

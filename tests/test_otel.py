@@ -217,6 +217,11 @@ def test_exporter_from_environment_says_what_to_install(monkeypatch):
         exporter = exporter_from_environment()
         exporter.close()
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "not_a_metrics_exporter, none")  # metrics are read the same way
+    with pytest.raises(ConfigurationError, match="OTEL_METRICS_EXPORTER names not_a_metrics_exporter, which is not "
+                                                 "installed"):
+        exporter_from_environment()
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
     exporter = exporter_from_environment()
     assert isinstance(exporter.tracer_provider, TracerProvider)
     assert exporter.tracer_provider is not trace.get_tracer_provider()

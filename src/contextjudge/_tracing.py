@@ -176,24 +176,15 @@ def _agen_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]
             return
         span = opened(trace, args, kwargs)
         gen = fn(*args, **kwargs)
-        pieces: list[Any] = []
-        try:
+        with _Spanned(span, items=True) as call:
             while True:
-                token = _span.set(span)
-                try:
-                    item = await gen.__anext__()
-                except StopAsyncIteration:
-                    break
-                finally:
-                    _span.reset(token)
-                pieces.append(item)
+                with _Current(span):
+                    try:
+                        item = await gen.__anext__()
+                    except StopAsyncIteration:
+                        break
+                call.items.append(item)
                 yield item
-        except BaseException as exc:
-            if not isinstance(exc, GeneratorExit):
-                span.error = f"{type_name(exc)}: {exc}"
-            raise
-        finally:
-            _close(span, _joined(pieces))
 
     return agen_wrapper
 
@@ -207,24 +198,15 @@ def _gen_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]:
             return (yield from fn(*args, **kwargs))
         span = opened(trace, args, kwargs)
         gen = fn(*args, **kwargs)
-        pieces: list[Any] = []
-        try:
+        with _Spanned(span, items=True) as call:
             while True:
-                token = _span.set(span)
-                try:
-                    item = next(gen)
-                except StopIteration as stop:
-                    return stop.value
-                finally:
-                    _span.reset(token)
-                pieces.append(item)
+                with _Current(span):
+                    try:
+                        item = next(gen)
+                    except StopIteration as stop:
+                        return stop.value
+                call.items.append(item)
                 yield item
-        except BaseException as exc:
-            if not isinstance(exc, GeneratorExit):
-                span.error = f"{type_name(exc)}: {exc}"
-            raise
-        finally:
-            _close(span, _joined(pieces))
 
     return gen_wrapper
 
@@ -237,17 +219,9 @@ def _async_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any
         if trace is None:
             return await fn(*args, **kwargs)
         span = opened(trace, args, kwargs)
-        token = _span.set(span)
-        out = None
-        try:
-            out = await fn(*args, **kwargs)
-            return out
-        except BaseException as exc:
-            span.error = f"{type_name(exc)}: {exc}"
-            raise
-        finally:
-            _span.reset(token)
-            _close(span, out)
+        with _Spanned(span) as call, _Current(span):
+            call.output = await fn(*args, **kwargs)
+            return call.output
 
     return async_wrapper
 
@@ -260,19 +234,43 @@ def _sync_wrapper(fn: Callable[..., Any], opened: _Opener) -> Callable[..., Any]
         if trace is None:
             return fn(*args, **kwargs)
         span = opened(trace, args, kwargs)
-        token = _span.set(span)
-        out = None
-        try:
-            out = fn(*args, **kwargs)
-            return out
-        except BaseException as exc:
-            span.error = f"{type_name(exc)}: {exc}"
-            raise
-        finally:
-            _span.reset(token)
-            _close(span, out)
+        with _Spanned(span) as call, _Current(span):
+            call.output = fn(*args, **kwargs)
+            return call.output
 
     return sync_wrapper
+
+
+class _Current:
+    """Inside the block, ``span`` is the current span (what a nested ``@observe`` call opens its own under)."""
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+    def __enter__(self) -> None:
+        self.token = _span.set(self.span)
+
+    def __exit__(self, *exc: object) -> None:
+        _span.reset(self.token)
+
+
+class _Spanned:
+    """One observed call or generator as its span: an exception leaving the block is the span's error (a generator
+    closed before its end, ``GeneratorExit``, is none), and the span is closed on the way out with ``output`` (a
+    generator's: the ``items`` it produced, joined when they are all text)."""
+
+    def __init__(self, span: Span, *, items: bool = False) -> None:
+        self.span, self.generator = span, items
+        self.items: list[Any] = []
+        self.output: Any = None
+
+    def __enter__(self) -> _Spanned:
+        return self
+
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
+        if exc is not None and not (self.generator and isinstance(exc, GeneratorExit)):
+            self.span.error = f"{type_name(exc)}: {exc}"
+        _close(self.span, _joined(self.items) if self.generator else self.output)
 
 
 def type_name(exc: BaseException) -> str:

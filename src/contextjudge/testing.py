@@ -19,7 +19,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -105,6 +105,9 @@ class FakeJudge(BaseChatModel):
     """Whether metrics may send this judge images (a multimodal judge); each call records them in ``images``."""
     record_calls: bool = True
     """Keep every call in ``calls``; turn off for long runs, where the record would grow with every call."""
+    contextjudge_bills_schema: ClassVar[bool] = False
+    """Its answers are scripted here: no request goes out, so no structured-output answer schema is billed as input
+    (a provider's is, and a budget reserves it before each call)."""
 
     _calls: list[dict[str, Any]] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)

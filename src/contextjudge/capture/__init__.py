@@ -27,7 +27,9 @@ from ._case import (
     result_event,
 )
 from ._conversations import IdleConversations
+from ._goldens import GoldenCases, golden_cases, retriever_names  # for `contextjudge eval --app`, not in __all__
 from ._sampling import Sampling
+from ._seen import prompt_snippets, reader_of  # the answer's LLM call, for the integrations and traces
 from ._session import CaptureSession
 from ._tools import search_result, tool_output_items
 

@@ -34,7 +34,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._result import EvaluationResult, MetricResult
 from ..cases.goldens import load_goldens
@@ -55,6 +55,15 @@ from ._sampling import Sampling
 from ._scoring import CaseScoring, score_unscored
 from ._writer import WorkerWriter
 
+if TYPE_CHECKING:
+    import os
+    from typing import TypeAlias
+
+    from ..store import ResultsStore
+
+    StoreArg: TypeAlias = ResultsStore | str | os.PathLike[str] | None
+    """What ``store=`` takes: a results store, or the path or URL that opens one; None: no store."""
+
 __all__ = ["CaptureSession"]
 
 logger = logging.getLogger("contextjudge")
@@ -67,7 +76,7 @@ _WORKER_MAX_KEPT = 1_000  # mode "worker": written cases held for their results 
 _CONVERSATION_IDLE = 300.0  # seconds without a turn after which an open conversation is submitted
 
 
-def _max_kept(mode: str, max_kept: Any, store: Any) -> int | None:
+def _max_kept(mode: str, max_kept: Any, store: StoreArg) -> int | None:
     """``max_kept`` checked, or its default for ``mode``."""
     if max_kept is _UNSET:
         if mode == "worker":
@@ -84,7 +93,7 @@ def _max_kept(mode: str, max_kept: Any, store: Any) -> int | None:
     return max_kept
 
 
-def _check(mode: str, store: Any, warn_after_roots: Any) -> None:
+def _check(mode: str, store: StoreArg, warn_after_roots: Any) -> None:
     if mode not in _MODES:
         raise ConfigurationError(f"capture mode must be 'background', 'deferred', 'off' or 'worker', not {mode!r}.")
     if mode == "worker" and store is None:
@@ -97,7 +106,7 @@ def _check(mode: str, store: Any, warn_after_roots: Any) -> None:
                                  f"not {warn_after_roots!r}.")
 
 
-def _new_run(name: str, mode: str, store: Any, sampler: Sampling | None, options: JudgeOptions | None, budget: Any,
+def _new_run(name: str, mode: str, store: StoreArg, sampler: Sampling | None, options: JudgeOptions | None, budget: Any,
              model: Any, goldens: Any = None) -> Run:
     """The session's run (begun with the first case); ``budget`` is shorthand for ``JudgeOptions(budget=...)``."""
     if budget is not None:
@@ -175,7 +184,7 @@ class CaptureSession:
         model: Any = None,
         goldens: Any = None,
         mode: Mode = "background",
-        store: Any = None,
+        store: StoreArg = None,
         judge_options: JudgeOptions | None = None,
         max_queue: int = 10_000,
         max_kept: int | None = _UNSET,

@@ -90,7 +90,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         try:
             run_id = _resolve(store, args.run)
             source = [c.test_case for c in store.load_cases(run_id)]
-            default_keys = _config_metric_keys(store.run_info(run_id).config) or default_metrics_for(source)
+            default_keys = (_config_metric_keys(store.run_info(run_id).config)
+                            or default_metrics_for(source, actual_output=None, conversations=None))  # as `score`
             observed = store.answer_lengths(args.model)
         finally:
             store.close()

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ContextJudgeError, UsageError
 from ._shared import (
@@ -39,6 +39,9 @@ from ._shared import (
     _verdict,
     _write,
 )
+
+if TYPE_CHECKING:
+    from ..store import RunReads
 
 __all__ = ["add_eval_command", "cmd_eval", "load_object"]
 
@@ -189,8 +192,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _info(f"running {len(goldens)} golden(s) through {args.app} with the {adapter[0]} adapter ...", args.quiet)
     t0 = time.perf_counter()
     items = _collect(adapter[1], app, goldens, args)
-    _golden_labels(goldens, items)
-    test_cases, failed = _cases_of(items)
+    from ..capture import golden_cases  # noqa: PLC0415
+
+    got = golden_cases(goldens, items)
+    test_cases, failed, missing = got.cases, got.failed, got.missing
     captured = len(test_cases) - len(failed)
     _info(f"captured {captured} test case(s) in {time.perf_counter() - t0:.1f}s"
           + (f"; {len(failed)} golden(s) failed in the app (error cases)" if failed else "") + "; scoring ...",
@@ -201,7 +206,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     note = _input_note(adapter[1], app, args) if failed else None
     if note:
         _info(f"  {note}", args.quiet)
-    missing = _goldens_without_case(goldens, items)
     if missing:
         shown = ", ".join(repr(_short(g.input, 50)) for g in missing[:3]) + (" ..." if len(missing) > 3 else "")
         _info(f"note: {len(missing)} golden(s) gave no captured retrieval (the app answered without retrieving, "
@@ -235,7 +239,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return code
 
 
-def _baseline_run(store: Any, ref: str | None) -> str | None:
+def _baseline_run(store: RunReads, ref: str | None) -> str | None:
     """The run ``--baseline`` names, checked before the app runs (an unknown run is an error, not a skipped gate)."""
     if not ref:
         return None
@@ -247,7 +251,7 @@ def _baseline_run(store: Any, ref: str | None) -> str | None:
         raise UsageError(f"--baseline {ref}: {exc}") from exc
 
 
-def _against_baseline(store: Any, run_id: Any, baseline: str) -> str | None:
+def _against_baseline(store: RunReads, run_id: Any, baseline: str) -> str | None:
     """Print what regressed against the baseline run, named per golden; the one-line verdict when it did."""
     from ._runs import _run_label, regression_of, regression_verdict  # noqa: PLC0415
 
@@ -284,24 +288,15 @@ def default_run_name(app: str, test_cases: list[Any]) -> str:
     """A run's name when ``--name`` is not given: the app, the git commit of the current folder's checkout (when
     there is one) and the retriever(s) its cases went through, so two runs of one app are told apart (the run's id
     and the store keep when it ran): ``examples.hr_app:chain @ 1a2b3c4 · VectorStoreRetriever``."""
-    from collections import Counter  # noqa: PLC0415
+    from ..capture import retriever_names  # noqa: PLC0415
 
-    from ..cases.provenance import RETRIEVER_KEY  # noqa: PLC0415
-
-    seen: Counter[str] = Counter()
-    for tc in test_cases:
-        meta = getattr(tc, "additional_metadata", None) or {}
-        value = meta.get(RETRIEVER_KEY) if isinstance(meta, dict) else None
-        for name in value if isinstance(value, list) else [value]:
-            if name:
-                seen[str(name)] += 1
     parts = [app]
     commit = _git_commit(os.getcwd())
     if commit:
         parts[0] += f" @ {commit}"
-    if seen:
-        names = [n for n, _ in seen.most_common(2)]
-        parts.append(", ".join(names) + (" ..." if len(seen) > 2 else ""))
+    names = retriever_names(test_cases)
+    if names:
+        parts.append(names)
     return " · ".join(parts)
 
 
@@ -387,53 +382,6 @@ def _collect(adapter: Any, app: Any, goldens: Any, args: argparse.Namespace) -> 
     finally:
         if bar is not None:
             bar.close()
-
-
-def _golden_labels(goldens: Any, items: list[Any]) -> None:
-    """Bring the gold labels in each golden's fields to its captured case (an adapter may build cases without
-    matching goldens itself): ``identity.attach_golden_labels``."""
-    from ..capture import GoldenFailure  # noqa: PLC0415
-    from ..cases.identity import attach_golden_labels, golden_id_of  # noqa: PLC0415
-
-    for item in items:
-        if not isinstance(item, GoldenFailure):
-            attach_golden_labels(goldens, item.test_case, golden_id_of(item))
-
-
-def _cases_of(items: list[Any]) -> tuple[list[Any], list[Any]]:
-    """The test cases to score, in the goldens' order (a golden whose app call raised becomes an error case), and
-    the golden failures among them. Cases are keyed by their golden's id when that is unique
-    (``identity.key_by_golden``), so runs of different app versions pair up."""
-    from ..capture import GoldenFailure  # noqa: PLC0415
-    from ..cases.identity import GoldenEntry, golden_id_of, is_generated_id, key_by_golden  # noqa: PLC0415
-
-    failed = [x for x in items if isinstance(x, GoldenFailure)]
-    entries = []
-    for item in items:
-        if isinstance(item, GoldenFailure):  # its case carries its golden's id already
-            entries.append(GoldenEntry(item.test_case(), item.golden.id, replaceable=True))
-            continue
-        tc = item.test_case
-        own = getattr(tc, "id", None)
-        generated = own is None or own in (item.case_id, item.root_run_id) or is_generated_id(own)
-        entries.append(GoldenEntry(tc, golden_id_of(item), replaceable=generated))
-    return key_by_golden(entries), failed
-
-
-def _with_golden_ids(captured: list[Any]) -> list[Any]:
-    """The test cases of ``captured`` (captured cases, golden failures), keyed by golden id where it is unique."""
-    return _cases_of(captured)[0]
-
-
-def _goldens_without_case(goldens: Any, items: list[Any]) -> list[Any]:
-    """The goldens that gave neither a captured case nor a failure (matched by id, then by input)."""
-    from ..capture import GoldenFailure  # noqa: PLC0415
-    from ..cases.identity import golden_id_of, unmatched_goldens  # noqa: PLC0415
-
-    failed = [item.golden for item in items if isinstance(item, GoldenFailure)]
-    cases = [(getattr(item, "test_case", None), golden_id_of(item)) for item in items
-             if not isinstance(item, GoldenFailure)]
-    return unmatched_goldens(goldens, cases, seen=failed)
 
 
 def add_eval_command(sub: argparse._SubParsersAction) -> None:

@@ -184,11 +184,13 @@ class Workspace:
 
     @staticmethod
     def keys(metrics: list[str] | None, default: Sequence[str]) -> list[str]:
-        from ._shared import _metric_keys  # noqa: PLC0415
+        """The metric keys a tool's ``metrics`` names (``metrics.metric_keys``, as the CLI's ``--metrics``)."""
+        from ..errors import ConfigurationError  # noqa: PLC0415
+        from ..metrics import metric_keys  # noqa: PLC0415
 
         try:
-            return _metric_keys(metrics, default)
-        except UsageError as exc:
+            return metric_keys(metrics, default)
+        except ConfigurationError as exc:
             raise ToolArgumentError(str(exc)) from exc
 
     # ---- score
@@ -324,7 +326,7 @@ class Judging:
         """One test case scored (no store write): per metric the score, pass or fail, the reason, and the
         per-node verdicts."""
         from ..metrics import default_metric_keys  # noqa: PLC0415
-        from ._shared import _build_metrics, _judge  # noqa: PLC0415
+        from ._shared import _build_metrics, _judge, _workspace_judge  # noqa: PLC0415
 
         if not isinstance(input, str) or not input.strip():
             raise ToolArgumentError("input: pass the user's question as a non-empty string.")
@@ -340,7 +342,7 @@ class Judging:
         except UsageError as exc:
             raise ToolArgumentError(f"judge: {exc} Pass 'local' (the embedded offline judge) or a model you have a "
                                     "key for.") from exc
-        built = _build_metrics(keys, judge_model, threshold, {})
+        built = _build_metrics(keys, _workspace_judge(self.ws, judge_model), threshold, {})
         return score_one(input=input, nodes=nodes, output=output, expected_output=expected_output, metrics=built,
                          judge=judge)
 

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._text import shown
 from ..errors import UsageError
@@ -26,6 +26,9 @@ from ._shared import (
     _store_arg,
     _write,
 )
+
+if TYPE_CHECKING:
+    from ..store import RunReads
 
 __all__ = ["add_store_commands", "cmd_compare", "cmd_export", "cmd_report", "cmd_runs", "different_goldens_note",
            "regression_of", "regression_verdict", "same_goldens_or_refuse"]
@@ -114,28 +117,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _goldens_words(g: dict[str, Any]) -> str:
-    from ..report import goldens_words  # noqa: PLC0415
-
-    return goldens_words(g)
-
-
 def same_goldens_or_refuse(baseline: dict[str, Any] | None, current: dict[str, Any] | None, allow: bool,
                            override: str = "--allow-different-goldens", error: type[Exception] = UsageError) -> bool:
-    """Whether two runs ran different golden sets (both recorded, content hashes differ); raises ``error`` when they
-    did and ``allow`` (``override``: ``--allow-different-goldens``, or the MCP tool's argument) is not given: a
-    difference could come from the changed questions and answers, not from the app. ``compare``, ``report
-    --compare``, ``eval --baseline`` and the MCP ``compare_runs`` tool share it."""
-    from ..report import different_goldens  # noqa: PLC0415
+    """``report.refuse_different_goldens`` with the CLI's flag and error."""
+    from ..report import refuse_different_goldens  # noqa: PLC0415
 
-    different = different_goldens(baseline, current)
-    if different and not allow:
-        assert baseline is not None and current is not None
-        raise error(f"the runs ran different goldens: the baseline {_goldens_words(baseline)}, this run "
-                    f"{_goldens_words(current)}. A difference could come from the changed questions and "
-                    f"answers, not from the app: rerun the baseline on the same goldens, or pass {override} to "
-                    "compare anyway.")
-    return different
+    return refuse_different_goldens(baseline, current, allow=allow, override=override, error=error)
 
 
 def different_goldens_note(baseline: dict[str, Any], current: dict[str, Any]) -> str:
@@ -184,8 +171,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   "gate", "reading"], rows)
     for line in reg.lines():
         print(line)
-    if different:
-        print(different_goldens_note(goldens[1], goldens[0]))
+    if different:  # both runs recorded their goldens
+        print(different_goldens_note(goldens[1] or {}, goldens[0] or {}))
     for c in unpaired:
         where = ("only the baseline scored it" if c.current_mean is None else
                  "only this run scored it" if c.baseline_mean is None else "no case has a score in both runs")
@@ -220,29 +207,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_GATE if failed else EXIT_OK
 
 
-def regression_of(store: Any, run_id: str, current: Any, baseline: Any) -> Any:
-    """``report.find_regression`` of two loaded runs, the sign tests gating only the metrics the current run gates
-    on (``report.not_gated_names``)."""
-    from ..report import find_regression, not_gated_names  # noqa: PLC0415
+def regression_of(store: RunReads, run_id: str, current: Any, baseline: Any) -> Any:
+    """``report.stored_regression``: the sign tests gate only the metrics the current run gates on."""
+    from ..report import stored_regression  # noqa: PLC0415
 
-    try:
-        config = store.run_info(run_id).config
-    except Exception:  # noqa: BLE001 - an old run without a config: the judge's rule decides
-        config = None
-    loose = not_gated_names(current, config)
-    return find_regression(current, baseline, gated=lambda name: name not in loose)
+    return stored_regression(store, run_id, current, baseline)
 
 
 def regression_verdict(reg: Any) -> str:
-    """Why ``--fail-on-regression`` fails, in one line."""
-    parts = []
-    if reg.lost:
-        parts.append(f"{len(reg.lost)} golden(s) lost every expected document the baseline retrieved ("
-                     + ", ".join(g.golden for g in reg.lost[:10]) + ")")
-    if reg.dropped:
-        parts.append("dropped on " + ", ".join(f"{t.metric} ({t.losses} worse, {t.wins} better, sign test p = "
-                                                f"{t.p_value:.4f})" for t in reg.dropped))
-    return "; ".join(parts)
+    """Why ``--fail-on-regression`` fails, in one line (``Regression.verdict``)."""
+    return str(reg.verdict())
 
 
 def _drop_arg(text: str) -> float:
@@ -256,7 +230,7 @@ def _drop_arg(text: str) -> float:
     return value
 
 
-def _run_label(store: Any, run_id: str) -> str:
+def _run_label(store: RunReads, run_id: str) -> str:
     """A run as people know it: its name, with its id and when it began ("nightly (run 20261124-2017-ab12,
     2026-11-24 20:17 UTC)"), so two runs of one app are told apart."""
     try:

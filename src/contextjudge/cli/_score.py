@@ -4,7 +4,7 @@ actors (``--engine ray``); ``--rescore`` scores every case of a run again into a
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ._shared import (
@@ -30,6 +30,9 @@ from ._shared import (
     _verdict,
 )
 
+if TYPE_CHECKING:
+    from ..store import ResultsStore
+
 __all__ = ["add_score_command", "cmd_score"]
 
 
@@ -42,7 +45,8 @@ def add_score_command(sub: argparse._SubParsersAction) -> None:
                                    "error, 3 cases with an error unless --allow-errors).")
     _store_arg(p)
     p.add_argument("--run", help="run id or name (default: the latest run)")
-    p.add_argument("--metrics", nargs="+", metavar="METRIC", help="metrics (default: those the capture was given)")
+    p.add_argument("--metrics", nargs="+", metavar="METRIC", help="metrics (default: those the capture was given, else the default set for "
+                                                       "what the run's cases carry, as `eval` reads its goldens)")
     p.add_argument("--model", help="judge (see `contextjudge eval --help`)")
     p.add_argument("--threshold", action="append", metavar="[METRIC=]VALUE",
                    help="a metric's threshold, as in `contextjudge eval` (cases pass at score >= it, the run at "
@@ -83,14 +87,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     run_id = _resolve(store, args.run)
     info = store.run_info(run_id)
     rescore = bool(getattr(args, "rescore", False))
-    todo = store.load_cases(run_id) if rescore else store.unscored_cases(run_id)
+    cases = store.load_cases(run_id)
+    todo = cases if rescore else [c for c in cases if c.scored == 0]  # as store.unscored_cases reads them
     if not todo:
         print(f"run {run_id}: nothing to " + ("re-score (it has no cases)." if rescore else
                                              "score (every case already has results)."))
         return EXIT_OK
-    from ..engine import DEFAULT_METRIC_KEYS  # noqa: PLC0415 - the worker scores a stored run the same way
-
-    default_keys = _config_metric_keys(info.config) or list(DEFAULT_METRIC_KEYS)
+    default_keys = _config_metric_keys(info.config) or _run_default_keys(cases)
     keys = _metric_keys(args.metrics, default_keys)
     threshold, per = _thresholds(args.threshold, "--threshold")
     if ray_engine:
@@ -118,6 +121,17 @@ def cmd_score(args: argparse.Namespace) -> int:
     return _verdict(result, gates, args.allow_errors)
 
 
+def _run_default_keys(cases: list[Any]) -> list[str]:
+    """The default metrics of a stored run whose configuration names none: from what its cases carry, as ``eval``
+    reads its goldens (``metrics.default_metrics_for``: the ranking metrics with expected ids or texts, precision and
+    recall with an expected output, utilization and faithfulness with the app's answer, turn relevancy for
+    conversations). Read from every case of the run, scored or not, so each round of a run scored in parts gets the
+    same set."""
+    from ..metrics import default_metrics_for  # noqa: PLC0415
+
+    return default_metrics_for([c.test_case for c in cases], actual_output=None, conversations=None)
+
+
 def _budget_skipped_line(result: Any) -> None:
     """Say how many cases a spent budget skipped, and how to judge them."""
     skipped = sum(1 for tr in result.test_results
@@ -128,7 +142,7 @@ def _budget_skipped_line(result: Any) -> None:
               "or raise the budget's limits.")
 
 
-def _score_on_ray(args: argparse.Namespace, store: Any, run_id: str, info: Any, todo: list[Any], keys: list[str],
+def _score_on_ray(args: argparse.Namespace, store: ResultsStore, run_id: str, info: Any, todo: list[Any], keys: list[str],
                   threshold: float | None, per: dict[str, float], rescore: bool) -> int:
     """`contextjudge score --engine ray`: queue the run's unscored cases (or, with --rescore, copy every case into a
     new run), score them on Ray actors that claim them from the store's queue, and gate like the local engine."""

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from importlib import metadata as importlib_metadata
 from typing import TYPE_CHECKING, Any
 
-from .._result import is_embedded_judge
 from .._text import shown
 from ..engine import MetricGate as _Gate
 from ..engine import errored_cases as _errored_cases
@@ -23,7 +22,7 @@ from ..engine import threshold_text as _t
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..store import CalibrationStore, RunReads
+    from ..store import CalibrationStore, ResultsStore, RunReads
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR, EXIT_CASE_ERRORS = 0, 1, 2, 3
 
@@ -67,35 +66,14 @@ def _entry_points(group: str) -> list[Any]:
 
 
 def _metric_keys(values: Sequence[str] | None, default: Sequence[str]) -> list[str]:
-    from ..metrics import BY_KEY, metric_aliases  # noqa: PLC0415
+    """``--metrics`` as registered keys (``metrics.metric_keys``); an unknown name is a usage error."""
+    from ..errors import ConfigurationError  # noqa: PLC0415
+    from ..metrics import metric_keys  # noqa: PLC0415
 
-    aliases = metric_aliases()  # what each metric declares (``BaseMetric.aliases``)
-    by_class = {cls.__qualname__.lower(): key for key, cls in BY_KEY.items()}
-    by_name = {str(cls.name).lower(): key for key, cls in BY_KEY.items()}
-    raw = [p.strip() for v in (values or []) for p in v.split(",") if p.strip()] or list(default)
-    keys = []
-    for item in raw:
-        low = item.lower().replace("-", "_")
-        cut = ""
-        if "@" in low and low not in aliases and low.rpartition("@")[2].isdigit():  # ndcg@5: a cut-off
-            low, _, k = low.rpartition("@")
-            cut = f"@{k}"
-        key = (low if low in BY_KEY else aliases.get(low) or by_class.get(low) or by_name.get(item.lower()))
-        if key is None:
-            raise UsageError(f"unknown metric {item!r}. Choose from: {', '.join(sorted(BY_KEY))} "
-                             f"(or {', '.join(sorted(aliases))}; a ranking metric may name its cut-off, "
-                             "ndcg@5).")
-        if cut:
-            from ..errors import ConfigurationError  # noqa: PLC0415
-            from ..metrics import known_key  # noqa: PLC0415
-
-            try:
-                key = known_key(key + cut)
-            except ConfigurationError as exc:
-                raise UsageError(str(exc)) from None
-        if key not in keys:
-            keys.append(key)
-    return keys
+    try:
+        return metric_keys(values, default)
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _thresholds(values: Sequence[str] | None, what: str) -> tuple[float | None, dict[str, float]]:
@@ -139,50 +117,37 @@ _REPEATS_HELP = ("ask a sampling judge (temperature above zero) each question K 
 
 
 def _judge(model: str | None, quiet: bool = False) -> Any:
-    """The judge for ``--model``, and one line on stderr saying which judge that is (and why, for the default)."""
+    """The judge for ``--model`` (``engine.choose_judge``), and its one line on stderr saying which judge that is
+    (and why, for the default)."""
+    from ..engine import choose_judge  # noqa: PLC0415
     from ..errors import JudgeUnavailableError  # noqa: PLC0415
-    from ..judges import judge_name, resolve_model  # noqa: PLC0415
 
-    if model and model.strip().lower() == "fake":
-        from ..testing import FakeJudge  # noqa: PLC0415
-
-        _info("judge: FakeJudge, the scripted test double (scores show the plumbing, not quality)", quiet)
-        return FakeJudge()
     try:
-        judge = resolve_model(model)
+        judge, line = choose_judge(model)
     except JudgeUnavailableError as exc:
         raise UsageError(f"--model {model or '(default)'}: {exc}") from exc
-    name = judge_name(judge)
-    if is_embedded_judge(name):
-        what = "the embedded offline judge (free, no API calls)"
-    else:
-        what = "an LLM judge (billed by its provider)"
-    why = "" if model else (" (no --model: $CONTEXTJUDGE_MODEL" if os.environ.get("CONTEXTJUDGE_MODEL") else
-                            " (no --model or $CONTEXTJUDGE_MODEL: OPENAI_API_KEY is set" if
-                            os.environ.get("OPENAI_API_KEY") else
-                            " (no --model, $CONTEXTJUDGE_MODEL or OPENAI_API_KEY") + "; pass --model to choose)"
-    _info(f"judge: {name}, {what}{why}", quiet)
+    _info(line, quiet)
     return judge
 
 
 def _store_judge(store: CalibrationStore | None, judge: Any, quiet: bool = False) -> Any:
-    """The judge a command on ``store`` uses: the embedded judge calibrated on the store's labels when it has any
-    (``engine.store_calibrated``), with one line per calibrated family on stderr; any other judge as it is."""
-    if store is None:
-        return judge
-    from ..engine import store_calibrated  # noqa: PLC0415
-    from ..judges import judge_name  # noqa: PLC0415
+    """The judge a command on ``store`` uses (``engine.judge_on_store``), with its lines on stderr."""
+    from ..engine import judge_on_store  # noqa: PLC0415
 
-    got, kept = store_calibrated(store, judge)
-    if kept is None:
-        return judge
-    if kept.get("summary"):
-        for fam, words in kept["summary"].items():
-            _info(f"judge: {judge_name(got)}, {fam} {words}", quiet)
-    else:
-        _info(f"judge: {judge_name(got)} keeps its own weights: a fit on the store's {kept.get('cases')} labelled "
-              "case(s) did not beat them on cases it was not fitted on (label more)", quiet)
+    got, lines = judge_on_store(store, judge)
+    for line in lines:
+        _info(line, quiet)
     return got
+
+
+def _workspace_judge(workspace: Any, judge: Any) -> Any:
+    """The judge a tool of ``contextjudge mcp`` uses: calibrated on the labels of the store it was started on, as
+    the commands on a store do (``_store_judge``); as it is when there is no store yet."""
+    try:
+        store = workspace.store()
+    except Exception:  # noqa: BLE001 - no store yet: nothing to calibrate on
+        return judge
+    return _store_judge(store, judge, quiet=True)
 
 
 def _build_metrics(keys: list[str], judge: Any, threshold: float | None, per: dict[str, float]) -> list[Any]:
@@ -194,7 +159,7 @@ def _build_metrics(keys: list[str], judge: Any, threshold: float | None, per: di
 
 
 
-def _store(target: str | None) -> Any:
+def _store(target: str | None) -> ResultsStore:
     from ..errors import StoreError  # noqa: PLC0415
     from ..store import DEFAULT_STORE_PATH, open_store  # noqa: PLC0415
 
@@ -205,7 +170,7 @@ def _store(target: str | None) -> Any:
         raise UsageError(str(exc)) from exc
 
 
-def _existing_store(target: str | None, *, write: bool = False) -> Any:
+def _existing_store(target: str | None, *, write: bool = False) -> ResultsStore:
     """A store that must already exist (for commands that only read). A SQLite file this process may not write (a
     CI artifact, a file in a read-only folder) is opened read-only, and so is a store whose writes fail."""
     from ..errors import StoreError  # noqa: PLC0415

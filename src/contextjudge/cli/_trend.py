@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _shared
+
+if TYPE_CHECKING:
+    from ..store import ResultsStore
 
 __all__ = ["add_trend_command"]
 
@@ -68,20 +71,13 @@ def _filters(items: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _ci(iv: Any) -> str:
+def _ci(iv: Any, spec: str = ".3f") -> str:
+    """An interval as "0.712 [0.650, 0.770]" (``spec="+.3f"``: signed, for a difference); "n/a" without one."""
     if iv is None or iv.estimate is None:
         return "n/a"
     if iv.low is None:
-        return f"{iv.estimate:.3f}"
-    return f"{iv.estimate:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
-
-
-def _signed(iv: Any) -> str:
-    if iv is None or iv.estimate is None:
-        return "n/a"
-    if iv.low is None:
-        return f"{iv.estimate:+.3f}"
-    return f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]"
+        return format(iv.estimate, spec)
+    return f"{format(iv.estimate, spec)} [{format(iv.low, spec)}, {format(iv.high, spec)}]"
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
@@ -149,7 +145,7 @@ def _table(headers: list[str], rows: list[list[str]], left: set[int]) -> None:
                         for i, (c, w) in enumerate(zip(r, widths, strict=False))).rstrip())
 
 
-def _print_trend(trend: Any, store: Any) -> None:
+def _print_trend(trend: Any, store: ResultsStore) -> None:
     from ..store import store_label
 
     filters = ", ".join(f"{k}={'|'.join(v)}" for k, v in trend.filters.items())
@@ -182,7 +178,7 @@ def _print_drops(drops: list[Any], info: dict[str, Any] | None) -> None:
           f"{100 * (1 - info['level']):.0f}%)")
     for d in drops:
         if d.status == "drop":
-            print(f"DROP {d.metric}: {d.baseline_mean:.3f} -> {d.latest_mean:.3f}, difference {_signed(d.difference)} "
+            print(f"DROP {d.metric}: {d.baseline_mean:.3f} -> {d.latest_mean:.3f}, difference {_ci(d.difference, '+.3f')} "
                   f"({d.method}; {d.spread}; {d.n_baseline} baseline and {d.n_latest} latest cases)")
             for w in d.worst:
                 text = " ".join(str(w.get("input") or "").split())
@@ -190,7 +186,7 @@ def _print_drops(drops: list[Any], info: dict[str, Any] | None) -> None:
                 print(f"    {w['score']:.3f}  {text}" + (f"  (retriever {w['retriever']})" if w.get("retriever")
                                                           else ""))
         elif d.status == "no drop":
-            print(f"no drop {d.metric}: difference {_signed(d.difference)} ({d.method}; {d.spread}; {d.n_baseline} "
+            print(f"no drop {d.metric}: difference {_ci(d.difference, '+.3f')} ({d.method}; {d.spread}; {d.n_baseline} "
                   f"baseline and {d.n_latest} latest cases)")
         elif d.status == "judge changed":
             print(f"JUDGE CHANGED {d.metric}: {', '.join(d.judges_before)} -> {', '.join(d.judges_after)}: not tested "

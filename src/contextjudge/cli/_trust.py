@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._result import LOCAL_CROSS_JUDGE, is_embedded_judge
 from . import _shared
+
+if TYPE_CHECKING:
+    from ..store import ResultsStore
 
 __all__ = ["add_trust_commands"]
 
@@ -256,10 +258,13 @@ def _print_calibration(report: dict, show: int) -> None:
         fit = report[f]["threshold"]
         if "lambda" in fit:  # the embedded judge: its own weights refitted
             if fit.get("fitted"):
-                print(f"{f}: weights fitted on {fit['items']} labelled items of {fit['cases']} cases; kappa "
+                how = (f"weights fitted (shrinkage {fit['lambda']:g})" if fit.get("lambda") is not None else
+                       "the shipped weights kept") + (", a memory of the labels kept" if fit.get("memory_kept")
+                                                      else "")
+                print(f"{f}: {how}, on {fit['items']} labelled items of {fit['cases']} cases; kappa "
                       f"{_f(fit['kappa_before'])} -> {_ci(fit['kappa_cv'], fit.get('kappa_cv_ci'))} cross-validated "
-                      f"({fit['folds']} folds over cases, shrinkage {fit['lambda']:g}); {_f(fit['kappa_after'])} on "
-                      "these labels (flattered: fitted on them)")
+                      f"({fit['folds']} folds over cases); {_f(fit['kappa_after'])} on these labels with the weights "
+                      "(flattered: fitted on them)")
             else:
                 print(f"{f}: the judge keeps its own weights: {fit['why']}")
         elif fit.get("fitted"):
@@ -303,22 +308,16 @@ def builtin_check_path() -> str:
 
 
 def _embedded_beside(cases: list, judge: Any, quiet: bool) -> dict | None:
-    """The embedded judge's agreement on the same cases (None when it is the judge being checked)."""
-    from .._aio import run_sync  # noqa: PLC0415
-    from ..engine import acalibrate  # noqa: PLC0415
+    """The embedded judge's agreement on the same cases (``engine.embedded_beside``; None when it is the judge being
+    checked, or cannot be built: said on stderr)."""
+    from ..engine import embedded_beside  # noqa: PLC0415
     from ..errors import JudgeUnavailableError  # noqa: PLC0415
-    from ..judges import judge_name, resolve_model  # noqa: PLC0415
 
-    name = judge_name(judge)
-    # the judge being checked is the embedded one (or it calibrated); its stacked form is compared with it
-    if is_embedded_judge(name) and not name.startswith(LOCAL_CROSS_JUDGE):
-        return None
     try:
-        local = resolve_model("local")
+        return embedded_beside(cases, judge)
     except JudgeUnavailableError as exc:
         _shared._info(f"the embedded judge's figures are not shown beside: {exc}", quiet)
         return None
-    return run_sync(acalibrate(cases, local, judge_spec="local"))
 
 
 def _print_beside(report: dict) -> None:
@@ -346,7 +345,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Run the judge over labelled cases, print agreement, save fitted thresholds."""
     import json  # noqa: PLC0415
 
-    from ..engine import acalibrate, calibration_of, read_labels_file  # noqa: PLC0415
+    from ..engine import acalibrate, calibration_of, kept_verdicts, read_labels_file  # noqa: PLC0415
     from ..errors import ConfigurationError, UsageError  # noqa: PLC0415
     from ..judges import DEFAULT_FILE  # noqa: PLC0415
 
@@ -356,6 +355,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                          "contextjudge), one of them.")
     if args.save == "":  # not given: the default file, but a check on the built-in set writes none
         args.save = None if args.builtin else DEFAULT_FILE
+    store: ResultsStore | None = None
     try:
         if args.builtin:
             cases = read_labels_file(builtin_check_path())
@@ -375,13 +375,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .._aio import run_sync  # noqa: PLC0415
 
     try:
-        report = run_sync(acalibrate(cases, judge, judge_spec=spec))
+        # a store's labelled cases: what the judge said of each is kept in the store (as the labelling page's and the
+        # store calibration's are), so a second calibrate judges only the cases whose judged work changed
+        report = run_sync(acalibrate(cases, judge, judge_spec=spec, verdicts=kept_verdicts(store)))
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from exc
     calibration = calibration_of(report)
     report["saved"] = None
     report["kept_in_store"] = False
-    if args.store and not args.run:  # every label of the store: its calibration, which later commands use
+    if store is not None and not args.run:  # every label of the store: its calibration, which later commands use
         from ..engine import keep_store_calibration  # noqa: PLC0415
 
         report["kept_in_store"] = keep_store_calibration(store, judge, cases, report)

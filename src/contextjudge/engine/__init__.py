@@ -35,6 +35,7 @@ _CORE = {
     "StoreWorkspace": "._workspace",
     "ToolArgumentError": "._workspace",
     "builtin_check_path": "._workspace",
+    "embedded_beside": "._workspace",
     "estimate_cost": "._workspace",
     "judge_check": "._workspace",
     "score_one": "._workspace",
@@ -75,6 +76,9 @@ _CORE = {
     "require_ray": "._ray_engine",
     "score_within_budget": "._score",
     "keep_store_calibration": "._store_calibration",
+    "choose_judge": "._choice",
+    "judge_on_store": "._choice",
+    "kept_verdicts": "._judged",
     "store_calibrated": "._store_calibration",
 }
 _EXPORTS = {**_CORE, **_PUBLIC}
@@ -88,9 +92,11 @@ __getattr__, __dir__ = lazy_door(__name__, globals(), _EXPORTS, _PUBLIC)
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._assertions import assert_test, format_failures
     from ._calibrate import MIN_EACH, MIN_ITEMS, acalibrate, calibration_of, read_labels_file
+    from ._choice import choose_judge, judge_on_store
     from ._estimate import estimate
     from ._evaluate import EvaluationOptions, aevaluate, evaluate
     from ._gates import MetricGate, errored_cases, figure_text, metric_gates, result_threshold, threshold_text
+    from ._judged import kept_verdicts
     from ._labelling import (
         LabelSession,
         annotator_agreement,
@@ -121,6 +127,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         StoreWorkspace,
         ToolArgumentError,
         builtin_check_path,
+        embedded_beside,
         estimate_cost,
         judge_check,
         score_one,

@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._result import EvaluationResult, MetricResult
 from ..cases.testcase import ConversationalTestCase, LLMTestCase
 from ..errors import ConfigurationError
 from ._evaluate import evaluate
+
+if TYPE_CHECKING:
+    import os
+
+    from ..store import RunWrites
 
 __all__ = ["assert_test", "format_failures"]
 
@@ -46,7 +51,7 @@ def assert_test(
     test_case: LLMTestCase | ConversationalTestCase,
     metrics: Sequence[Any],
     *,
-    store: Any = None,
+    store: RunWrites | str | os.PathLike[str] | None = None,
     run_id: str | None = None,
     model: Any = None,
     **evaluate_kwargs: Any,

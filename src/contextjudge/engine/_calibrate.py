@@ -238,7 +238,9 @@ def _pairs(tc: Any, labels: dict[str, Any], field: str, verdicts: list[dict[str,
             rec = {"item": f"n{k}", "text": nodes[k - 1].text, "label": bool(label),
                    "verdict": any(s.get("verdict") == "yes" for s in sents),
                    "confidence": max(confs) if confs else None, "reason": best.get("reason", ""),
-                   "sentences": len(sents)}
+                   "sentences": len(sents),
+                   # the node as the judge read it (its sentences joined): what a label memory keys the node by
+                   "_node_read": " ".join(str(s["statement"]) for s in sents)}
             if rows_of is not None:
                 got = [rows_of(str(s.get("id", "")), s["statement"]) for s in sents]
                 rec["_rows"] = None if any(g is None for g in got) else [r for g in got for r in (g or [])]
@@ -478,6 +480,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
                               "judge_identity": judge_identity(raw), "cases": len(checked)}
     thresholds: dict[str, float] = {}
     learned: dict[str, dict[str, list[float]]] = {}
+    memory: dict[str, dict[str, Any]] = {}
     any_confidence = False
     for fam in dict.fromkeys(str(cls.calibration_key()) for cls in taught):
         items = per_family.get(fam)
@@ -491,10 +494,13 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
         if jurors:
             agreement["jurors"] = jurors
         rows = [it.pop("_rows", None) for it in items]
+        node_read = [it.pop("_node_read", None) for it in items]
         if learns and all(r is not None for r in rows):
-            fit = _learn_family(raw, items, rows, resamples=resamples, seed=seed)
-            if fit.get("fitted"):
+            fit = _learn_family(raw, items, rows, resamples=resamples, seed=seed, family=fam, node_read=node_read)
+            if fit.get("weights"):
                 learned[fam] = fit["weights"]
+            if fit.get("memory"):
+                memory[fam] = fit["memory"]
             any_confidence = True
         else:
             fit = fit_threshold(items, folds=folds, seed=seed)
@@ -514,6 +520,7 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
                                "spearman": spearman(m["judged"], m["gold"])} for key, m in per_metric.items()}
     report["thresholds"] = thresholds
     report["learned"] = learned
+    report["memory"] = memory
     report["confidences"] = any_confidence
     if not any_confidence:
         report["note"] = ("This judge reports no confidences (a chat model's verdicts are yes/no), so only agreement "
@@ -528,13 +535,25 @@ async def acalibrate(cases: Sequence[Any], model: Any, *, judge_spec: str | None
     return report
 
 
+MEMORY_FAMILIES = ("sentence_relevance", "node_usefulness")
+
+
 def _learn_family(judge: Any, items: list[dict[str, Any]], rows: list[Any], *, resamples: int,
-                  seed: int) -> dict[str, Any]:
+                  seed: int, family: str = "", node_read: list[str | None] | None = None) -> dict[str, Any]:
     """The embedded judge's weights for one family fitted on its labelled items (``LocalJudge.learn``: shrinkage
     toward the shipped weights, leave one case out), with the figures the report and the file keep."""
-    units = [{"case": it["case"], "label": it["label"], "rows": r} for it, r in zip(items, rows, strict=True)]
+    reads = node_read or [None] * len(items)
+    units = [{"case": it["case"], "label": it["label"], "rows": r, "input": it.get("input") or "",
+              "text": read or it.get("text") or ""} for it, r, read in zip(items, rows, reads, strict=True)]
     got = judge.learn(units, seed=seed)
     labels = [u["label"] for u in units]
+    # a label memory (node families): close questions on the same node lean on their labels, kept only when it
+    # beats the judge (as fitted above, out of sample) on cases its labels were not taken from
+    mem: dict[str, Any] = {"accepted": False}
+    if callable(getattr(judge, "learn_memory", None)) and family in MEMORY_FAMILIES:
+        mem = judge.learn_memory(units, got["cv"])
+        if mem["accepted"]:
+            got = {**got, "cv": mem["cv"]}
 
     def conf_of(confs: list[float]) -> tuple[int, int, int, int]:
         return confusion((c >= 0.5, y) for c, y in zip(confs, labels, strict=True))
@@ -554,11 +573,21 @@ def _learn_family(judge: Any, items: list[dict[str, Any]], rows: list[Any], *, r
         "kappa_cv": cv_agree.get("kappa"), "kappa_cv_ci": cv_agree.get("kappa_ci"),
         "accuracy_cv": _accuracy(cv), "logloss_before": round(got["logloss_prior"], 6),
         "logloss_cv": None if got["logloss_cv"] is None else round(got["logloss_cv"], 6)}
-    out["kappa_after_cv"] = out["kappa_cv"] if got["accepted"] else None
+    out["kappa_after_cv"] = out["kappa_cv"] if got["accepted"] or mem["accepted"] else None
     if got["accepted"]:
         out["weights"] = got["weights"]
     else:
         out["why"] = got.get("why", "")
+    out["memory_kept"] = bool(mem["accepted"])
+    if mem["accepted"]:
+        out["fitted"] = True
+        out["method"] = ("weights shrunk toward the shipped ones, and a memory of your labels" if got["accepted"] else
+                         "a memory of your labels (the shipped weights kept)")
+        out["memory"] = {"kappa": mem["kappa"], "beta": mem["beta"],
+                         "entries": [[str(u["input"]), str(u["text"]), bool(u["label"])] for u in units]}
+        out.pop("why", None)
+    elif mem.get("why"):
+        out["memory_why"] = mem["why"]
     return out
 
 
@@ -663,12 +692,13 @@ def calibrate(cases: Sequence[Any], model: Any, **kwargs: Any) -> dict[str, Any]
 
 def calibration_of(report: dict[str, Any]) -> Calibration | None:
     """The calibration file's contents for a report with fitted thresholds or weights, else None."""
-    if not report.get("thresholds") and not report.get("learned"):
+    if not report.get("thresholds") and not report.get("learned") and not report.get("memory"):
         return None
-    fams = list(report.get("thresholds") or {}) + list(report.get("learned") or {})
-    fitted = {fam: {k: v for k, v in report[fam]["threshold"].items() if k not in ("fitted", "weights")}
+    fams = dict.fromkeys([*(report.get("thresholds") or {}), *(report.get("learned") or {}),
+                          *(report.get("memory") or {})])
+    fitted = {fam: {k: v for k, v in report[fam]["threshold"].items() if k not in ("fitted", "weights", "memory")}
               for fam in fams}
     return Calibration(judge=report["judge_spec"], thresholds=dict(report.get("thresholds") or {}),
                        judge_name=report["judge"].removesuffix("+calibrated"),
                        judge_identity=report["judge_identity"], fitted=fitted,
-                       learned=dict(report.get("learned") or {}))
+                       learned=dict(report.get("learned") or {}), memory=dict(report.get("memory") or {}))

@@ -10,7 +10,7 @@ No judge is called. The metrics run as they would, against a stand-in judge that
 verdicts ("yes" to every item) and records the prompts it was sent; the requests are the real ones (the same
 prompts, the same splitting by ``JudgeOptions.token_budget``, the same re-use of identical requests within a run).
 Input tokens are the prompts' tokens (tiktoken's count when it is installed and its encoding is on disk, else four
-characters a token); output tokens are the figure a budget reserves per call (``judges._spend.output_estimate``).
+characters a token) with the chat format's tokens of each message (``judges._spend.prompt_tokens``); output tokens are the figure a budget reserves per call (``judges._spend.output_estimate``).
 Input tokens also count the structured-output answer schema each call sends (the closed JSON schema of the
 ``response_format``, or the tools for function calling; ``judges._structured.schema_tokens``), which OpenAI-compatible
 providers bill as input; the embedded judge sends none. What an estimate cannot know: verdicts the real judge gives
@@ -247,10 +247,12 @@ def schema_method(model: Any, name: str | None) -> str | None:
     """The structured-output method whose answer schema the judge ``model`` (named ``name``) will send with each
     call, for counting that schema as input: the method its server took last in this process, else ``json_schema``
     (the first one a judge tries, which OpenAI-compatible servers take); None for the embedded judge and any other
-    native judge (no request goes out) and for a model not yet known (no name)."""
+    native judge (no request goes out), a model billed for no schema (``contextjudge_bills_schema = False``: the
+    scripted ``testing.FakeJudge``) and a model not yet known (no name)."""
     from ..judges import known_method, local_spec  # noqa: PLC0415
 
-    if not name or local_spec(name) or is_embedded_judge(name) or getattr(model, "contextjudge_native", False):
+    if not name or local_spec(name) or is_embedded_judge(name) or getattr(model, "contextjudge_native", False) \
+            or not getattr(model, "contextjudge_bills_schema", True):
         return None
     if model is not None and not isinstance(model, str):
         return known_method(model) or "json_schema"
@@ -367,7 +369,7 @@ class _NoCache:
 def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str, Any]], skipped: int,
            sample_rate: float, per_day: float | None, judge_options: Any, assumptions: list[str],
            observed: dict[str, float] | None = None, method: str | None = None) -> Estimate:
-    from ..judges import BUDGET_OUTPUT_CAP, count_tokens, family, output_estimate, price_of  # noqa: PLC0415
+    from ..judges import BUDGET_OUTPUT_CAP, family, output_estimate, price_of, prompt_tokens  # noqa: PLC0415
     from ..judges import schema_tokens as schema_size  # noqa: PLC0415
 
     price = price_of(name)
@@ -389,7 +391,7 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
     schema_in = 0
     for c in calls:
         task = c.get("task")
-        inp = count_tokens(c.get("prompt") or "", name)
+        inp = prompt_tokens(c.get("messages") or c.get("prompt") or "", name)
         if method and c.get("method") != "text" and (c.get("family") or task):
             # the answer schema sent with the call, which OpenAI-compatible providers bill as input
             sch = schema_size(family(str(c.get("family") or task)).schema, method, name)

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._aio import run_sync
 from .._result import EvaluationResult, Tally, TestResult, Usage
@@ -27,6 +27,11 @@ from ..errors import ConfigurationError, ConfigurationTypeError, InvalidTestCase
 from ..judges import JudgeOptions, RunContext, tally_since, use_run_context
 from ._run import Run
 from ._score import NO_METRIC_APPLIES, score_case
+
+if TYPE_CHECKING:
+    import os
+
+    from ..store import RunWrites
 
 __all__ = ["EvaluationOptions", "aevaluate", "case_key", "evaluate"]
 
@@ -85,7 +90,7 @@ class EvaluationOptions:
     - scale-out: ``engine`` (``"local"`` or ``"ray"``), ``ray_address`` and ``workers``.
     """
 
-    store: Any = None
+    store: RunWrites | str | os.PathLike[str] | None = None
     run_id: str | None = None
     run_name: str | None = None
     run_config: dict[str, Any] | None = None
@@ -159,7 +164,32 @@ async def aevaluate(
                                                                            repeats=opts.repeats))
     plan = await _plan(test_cases, metrics, observed_callback, goldens, traces, opts.max_concurrency)
     run, ctx = _open_run(opts)
+    if opts.run is None and opts.context is None:
+        await _store_calibrated_judges(run, ctx, plan.metrics)
     return await _Evaluation(plan, opts, run, ctx, owns_run=opts.run is None).score_all()
+
+
+async def _store_calibrated_judges(run: Run, ctx: RunContext, metrics: Sequence[Any]) -> None:
+    """With a store that holds labels, the metrics judged by the bare embedded judge are judged by it calibrated on
+    them (``store_calibrated``, as eval, score and report do): swapped in this run's context only."""
+    store = run.store
+    if store is None or not callable(getattr(store, "labelled_cases", None)):
+        return
+    from ..judges import judge_name  # noqa: PLC0415
+    from ._store_calibration import store_calibrated  # noqa: PLC0415
+
+    for m in metrics:
+        try:
+            judge = ctx.judge_for(m)
+        except Exception:  # noqa: BLE001 - a judge that cannot load: the metric reports it when it runs
+            continue
+        if judge is None or id(judge) in ctx.judge_swap:
+            continue
+        # the fit judges the labelled cases on contextjudge's loop: from a thread, so this loop is free meanwhile
+        got, kept = await asyncio.to_thread(store_calibrated, store, judge)  # type: ignore[arg-type]
+        ctx.judge_swap[id(judge)] = (judge, got)
+        for fam, words in ((kept or {}).get("summary") or {}).items():
+            logger.info("contextjudge: judge %s, %s %s", judge_name(got), fam, words)
 
 
 async def _plan(test_cases: Any, metrics: Sequence[Any] | None, observed_callback: Any, goldens: Any, traces: Any,
@@ -419,6 +449,10 @@ def evaluate(
     (default False: failures are recorded per case), ``repeats`` (ask a sampling judge each request k times:
     the majority verdict, ``votes`` and ``agreement`` on each verdict, the score's spread in ``score_spread``, and the
     judge's own disagreement in the result's ``repeats``; a deterministic judge is asked once).
+
+    With a ``store`` that holds gold labels (``contextjudge label``, the labelling page), metrics judged by the bare
+    embedded judge are judged by it calibrated on those labels, as ``contextjudge eval`` does (``store_calibrated``:
+    fitted once and kept in the store until a label changes; the judge's identity carries the fit's hash).
 
     Long runs: ``test_cases`` may be any iterable, a generator included; it is read as cases are scored, never
     all at once. ``on_result`` (a function or coroutine function) gets each ``TestResult`` as soon as it is

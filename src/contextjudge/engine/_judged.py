@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-__all__ = ["JudgedCache", "VerdictStore"]
+__all__ = ["JudgedCache", "VerdictStore", "kept_verdicts"]
 
 logger = logging.getLogger("contextjudge")
 
@@ -36,6 +36,14 @@ class VerdictStore(Protocol):
 
     def put_verdicts(self, entries: dict[str, dict[str, Any]]) -> None:
         """Keep (or replace) these entries."""
+
+
+def kept_verdicts(store: Any) -> VerdictStore | None:
+    """Where ``acalibrate(..., verdicts=)`` keeps judged labelled cases for ``store``: the store itself when it can
+    keep them (it has ``put_verdicts`` and was not opened read-only), else None (everything is judged each time)."""
+    if store is None or getattr(store, "read_only", False) or not callable(getattr(store, "put_verdicts", None)):
+        return None
+    return store
 
 
 Job = tuple[int, Any, dict[str, Any], str, str]  # (case index, test case, its labels, label field, metric key)

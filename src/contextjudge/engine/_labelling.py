@@ -21,7 +21,10 @@ from __future__ import annotations
 import math
 import random
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..store import ResultsStore, RunReads
 
 __all__ = ["QUEUES", "LabelSession", "annotator_agreement", "calibrate_order", "corrected_means", "labels_given",
            "labels_needed"]
@@ -143,7 +146,7 @@ def labels_needed(report: dict[str, Any] | None, width: float) -> dict[str, int 
     return out
 
 
-def corrected_means(store: Any, run_id: str, metrics: list[str] | None = None) -> dict[str, Any]:
+def corrected_means(store: RunReads, run_id: str, metrics: list[str] | None = None) -> dict[str, Any]:
     """A run's bias-corrected means as the report computes them (``fill_gold_scores`` then
     ``EvaluationResult.corrected``), per metric (``metrics``, default the run's): only cases labelled from the
     estimate queue (or from a file) count; None where no case of it carries labels."""
@@ -166,13 +169,15 @@ class LabelSession:
     person labels it (``case``), one label checked and written (``give_label``; ``give`` takes the page's JSON
     body), and the figures (``figures``) with ``judge``. ``run``: an id, name or prefix (default the newest run)."""
 
-    def __init__(self, store: Any, judge: Any, *, run: str | None = None, judge_spec: str | None = None,
+    def __init__(self, store: ResultsStore, judge: Any, *, run: str | None = None, judge_spec: str | None = None,
                  seed: int = 0, target_width: float = 0.2) -> None:
         self.store, self.judge, self.judge_spec = store, judge, judge_spec
         self.run_ref = run
         self.run_id = store.resolve_run(run)
+        from ..cases import LLMTestCase  # noqa: PLC0415
+
         self.cases = {sc.case_key: sc.test_case for sc in store.load_cases(self.run_id)
-                      if hasattr(sc.test_case, "retrieval_context")}
+                      if isinstance(sc.test_case, LLMTestCase)}  # the single-turn cases: those with nodes
         keys = list(self.cases)
         self.results = store.completed_results(self.run_id)
         self.queues = {"calibrate": calibrate_order(keys, self.results), "estimate": estimate_order(keys, seed)}
@@ -184,7 +189,7 @@ class LabelSession:
     def case(self, key: str) -> dict[str, Any]:
         """The case ``key`` as the page shows it: its input and outputs, its nodes (rank, text, source, ``ref``,
         their labels now), the expected output's statements and the answer's, each with its label now."""
-        from ..cases.labels import node_ref  # noqa: PLC0415
+        from ..cases.labels import NODE_FIELDS, node_ref  # noqa: PLC0415
         from ..metrics import gold_statements  # noqa: PLC0415
 
         tc = self.cases[key]
@@ -200,7 +205,7 @@ class LabelSession:
                       or ref["id"] or "") if isinstance(meta, dict) else (ref["id"] or "")
             nodes.append({"rank": rank + 1, "text": str(getattr(node, "text", node)), "source": str(source),
                           "ref": {"id": ref["id"], "hash": ref["hash"]},
-                          "labels": {f: hit.get(f) for f in ("labels", "relevance_labels", "utilization_labels")}})
+                          "labels": {f: hit.get(f) for f in NODE_FIELDS}})
         pairs = dict(zip(got.get("statements") or [], got.get("statement_labels") or [], strict=False))
         statements = [{"text": s, "label": pairs.get(s)}
                       for s in gold_statements(tc, {}) or []] if tc.expected_output else []
@@ -288,16 +293,21 @@ class LabelSession:
     def _compute_figures(self) -> dict[str, Any]:
         from .._aio import run_sync  # noqa: PLC0415
         from ._calibrate import acalibrate  # noqa: PLC0415
+        from ._judged import kept_verdicts  # noqa: PLC0415
 
         log = self.store.label_log()
         if self._figures is not None and self._figures[0] == len(log):
             return self._figures[1]
         cases = self.store.labelled_cases(run=self.store.resolve_run(self.run_ref) if self.run_ref else None)
-        kept = self.store if callable(getattr(self.store, "put_verdicts", None)) and \
-            not getattr(self.store, "read_only", False) else None
-        report = run_sync(acalibrate(cases, self.judge, judge_spec=self.judge_spec, verdicts=kept)) \
+        report = run_sync(acalibrate(cases, self.judge, judge_spec=self.judge_spec,
+                                     verdicts=kept_verdicts(self.store))) \
             if cases else None
+        from ..judges import families  # noqa: PLC0415
+
         out = {"calibrate": report, "annotators": annotator_agreement(log),
+               # the page's rows, in the families' order: every calibration key the registered families have
+               "families": list(dict.fromkeys(k for fam in families() for k in fam.calibration_keys()
+                                             if report is not None and k in report)),
                "labels": labels_given(log),
                "needed": labels_needed(report, self.target_width), "target_width": self.target_width,
                "corrected": corrected_means(self.store, self.run_id, sorted({m for _, m in self.results}))}

@@ -30,10 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._locks import try_lock
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ..store import ResultsStore
 
 __all__ = ["INSTALL_HINT", "RayEngine", "RayScore", "copy_run", "evaluate_on_ray", "finish_run", "require_ray",
            "score_run"]
@@ -132,6 +135,19 @@ def _build_judge(spec: Any) -> Any:
     return resolve_model(spec)
 
 
+def _store_judged(store: Any, judge: Any) -> Any:
+    """``judge`` calibrated on ``store``'s labels (``store_calibrated``) when it is the bare embedded judge and the
+    store holds labels; as it is otherwise, or when the labels cannot be read (said in the log)."""
+    from ._store_calibration import store_calibrated  # noqa: PLC0415
+
+    try:
+        return store_calibrated(store, judge)[0]
+    except Exception as exc:  # noqa: BLE001 - scoring goes on with the judge as given
+        logger.warning("contextjudge: the store's calibration could not be applied (%s); the judge is used as given.",
+                       exc)
+        return judge
+
+
 class _ScoringActor:
     """One Ray actor: its judge and metrics built once, the store opened once; ``run`` is one ``Worker`` pass."""
 
@@ -146,7 +162,9 @@ class _ScoringActor:
         from ..store import open_store  # noqa: PLC0415
 
         self.store = open_store(store_url)
-        self.judge = _build_judge(judge)
+        # the embedded judge calibrated on the store's labels, as eval and score use it (the driver fitted it once
+        # and kept it in the store: store_calibrated finds it there)
+        self.judge = _store_judged(self.store, _build_judge(judge))
         self.metrics = list(metrics) if metrics is not None else None
         self.settings = settings
 
@@ -193,7 +211,7 @@ class RayScore:
                 f"{self.seconds:.1f}s ({self.rounds} round(s){lost}); queue {self.queue}")
 
 
-def _store_url(store: Any, address: str | None) -> str:
+def _store_url(store: ResultsStore, address: str | None) -> str:
     """A URL of ``store`` that an actor can open (an absolute path for SQLite)."""
     if not getattr(store, "is_sqlite", False):
         return store.engine.url.render_as_string(hide_password=False)
@@ -240,7 +258,8 @@ class RayEngine:
     ``OPENAI_*``, ``CONTEXTJUDGE_*`` and a few other providers' keys are forwarded). ``log``: progress lines.
     ``pids``: the process ids of the live actors (for operators and tests)."""
 
-    def __init__(self, store: Any, *, model: Any = None, metrics: Sequence[Any] | None = None,
+    def __init__(self, store: ResultsStore | str | os.PathLike[str], *, model: Any = None,
+                 metrics: Sequence[Any] | None = None,
                  address: str | None = None, workers: int | None = None, judge_options: Any = None,
                  lease: float = 60.0, batch: int = 8, concurrency: int = 4, poll: float = 0.5, grace: float = 10.0,
                  max_attempts: int = 5, env: dict[str, str] | None = None, pin: bool = True,
@@ -295,6 +314,26 @@ class RayEngine:
             self._ray.shutdown()
             self._started_ray = False
 
+    def _fit_store_calibration(self) -> None:
+        """With labels in the store and the embedded judge, fit its calibration on them once here and keep it in the
+        store, so every actor finds it there rather than fitting it again."""
+        if not callable(getattr(self.store, "labelled_cases", None)):
+            return
+        from langchain_core.language_models import BaseChatModel  # noqa: PLC0415
+
+        from .._result import is_embedded_judge  # noqa: PLC0415
+        from ..judges import judge_name, local_spec  # noqa: PLC0415
+
+        model = self.model
+        if isinstance(model, str):
+            embedded = local_spec(model) is not None
+        elif isinstance(model, BaseChatModel):
+            embedded = is_embedded_judge(judge_name(model))
+        else:  # None or a factory: each actor resolves it, and fits when it is the embedded judge
+            embedded = False
+        if embedded:
+            _store_judged(self.store, _build_judge(model))
+
     def _new_actor(self, url: str, number: int) -> Any:
         ray = self._ray
         cls = ray.remote(_ScoringActor).options(
@@ -320,6 +359,7 @@ class RayEngine:
         returns what happened. Ends neither the run nor Ray when Ray was already running."""
         t0 = time.perf_counter()
         url = _store_url(self.store, self.address)
+        self._fit_store_calibration()
         n = self._connect()
         out = RayScore(run_id=run_id, workers=n)
         ray = self._ray
@@ -413,7 +453,7 @@ def _actor_failure(exc: BaseException, repeated: bool = False) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- run helpers
-def copy_run(store: Any, run_id: str, config: dict[str, Any], *, name: str | None = None,
+def copy_run(store: ResultsStore, run_id: str, config: dict[str, Any], *, name: str | None = None,
              chunk: int = 500) -> str:
     """A new run holding ``run_id``'s cases (same keys, positions and nodes; no results), each queued: what a
     re-score with another judge or template scores. Returns the new run's id."""
@@ -427,14 +467,14 @@ def copy_run(store: Any, run_id: str, config: dict[str, Any], *, name: str | Non
     return new_id
 
 
-def score_run(store: Any, run_id: str, **kw: Any) -> RayScore:
+def score_run(store: ResultsStore, run_id: str, **kw: Any) -> RayScore:
     """Queue ``run_id``'s unscored cases and score them on Ray (``RayEngine`` keywords)."""
     added = store.enqueue(run_id, only_unscored=True)
     logger.debug("contextjudge: queued %d case(s) of run %s", added, run_id)
     return RayEngine(store, **kw).score(run_id)
 
 
-def finish_run(store: Any, run_id: str, report: RayScore, keys: Sequence[str], cases: Sequence[Any] | None = None, *,
+def finish_run(store: ResultsStore, run_id: str, report: RayScore, keys: Sequence[str], cases: Sequence[Any] | None = None, *,
                seconds: float, explain_empty: bool = False) -> Any:
     """After a Ray pass: the results of ``keys`` (in that order) read back from the store as an ``EvaluationResult``
     (with ``cases``, the caller's own test case objects stand in the results), and the run ended with its summary
@@ -470,7 +510,8 @@ def finish_run(store: Any, run_id: str, report: RayScore, keys: Sequence[str], c
     return result
 
 
-def evaluate_on_ray(cases: Sequence[Any], metrics: Sequence[Any], *, model: Any = None, store: Any = None,
+def evaluate_on_ray(cases: Sequence[Any], metrics: Sequence[Any], *, model: Any = None,
+                    store: ResultsStore | str | os.PathLike[str] | None = None,
                     run_id: str | None = None, run_name: str | None = None, run_config: dict[str, Any] | None = None,
                     case_keys: Sequence[str] | None = None, ray_address: str | None = None,
                     workers: int | None = None, judge_options: Any = None, **engine_kw: Any) -> Any:

@@ -27,7 +27,10 @@ __all__ = ["calibrates", "keep_store_calibration", "labels_fingerprint", "store_
 
 logger = logging.getLogger("contextjudge")
 
-FORMAT = 1
+# the fits this process made lately, by (judge, fingerprint of the labels): a read-only store (an MCP server's, a CI
+# artifact) cannot keep its fit, and is not fitted again for each command of the process
+_RECENT: dict[tuple[str, str], dict[str, Any]] = {}
+FORMAT = 2  # 2: the label memory, and a measured-only calibration where no fit was kept
 
 
 def _bare_embedded(judge: Any) -> bool:
@@ -60,8 +63,10 @@ def labels_fingerprint(cases: list[Any], judge: Any) -> str:
 def store_calibrated(store: CalibrationStore | None, judge: Any, *,
                      refit: bool = False) -> tuple[Any, dict[str, Any] | None]:
     """``judge`` calibrated on ``store``'s labels, and what the store keeps of the fit (``fingerprint``, ``cases``,
-    ``calibration``: the file's contents or None when no family beat the shipped weights, ``summary``: family ->
-    "calibrated on N of your labels; kappa X [CI] cross-validated"); ``(judge, None)`` when it does not apply.
+    ``calibration``: the file's contents; where no family beat the shipped weights, one that changes no verdict and
+    carries the kappa the labels measured for the families with kappa_cv >= TRUST_KAPPA (so a gate may trust them),
+    or None when none has; ``summary``: family -> "calibrated on N of your labels; kappa X [CI] cross-validated");
+    ``(judge, None)`` when it does not apply.
     ``refit``: fit again even when the kept fit is current. A store that cannot be written (read-only) still gets
     the fit, redone each time."""
     if store is None or not _bare_embedded(judge):
@@ -78,7 +83,11 @@ def store_calibrated(store: CalibrationStore | None, judge: Any, *,
     fp = labels_fingerprint(cases, judge)
     kept = None if refit else store.stored_calibration(spec)
     if not (isinstance(kept, dict) and kept.get("format") == FORMAT and kept.get("fingerprint") == fp):
-        kept = _fit(cases, judge, spec, fp, store)
+        kept = None if refit else _RECENT.get((spec, fp))
+        if kept is None:
+            kept = _RECENT[(spec, fp)] = _fit(cases, judge, spec, fp, store)
+            while len(_RECENT) > 8:
+                _RECENT.pop(next(iter(_RECENT)))
         try:
             store.keep_calibration(spec, kept)
         except Exception as exc:  # noqa: BLE001 - a read-only store: the fit is used, not kept
@@ -89,27 +98,45 @@ def store_calibrated(store: CalibrationStore | None, judge: Any, *,
     return calibrated(judge, Calibration.from_dict(cal, "the store's calibration")), kept
 
 
-def _fit(cases: list[Any], judge: Any, spec: str, fp: str, store: Any = None) -> dict[str, Any]:
+def _fit(cases: list[Any], judge: Any, spec: str, fp: str, store: CalibrationStore | None = None) -> dict[str, Any]:
     from .._aio import run_sync  # noqa: PLC0415
     from ._calibrate import acalibrate  # noqa: PLC0415
+    from ._judged import kept_verdicts  # noqa: PLC0415
 
     # what the judge said of each labelled case is kept in the store: a fit after a new label judges that case only
-    kept = store if callable(getattr(store, "put_verdicts", None)) and not getattr(store, "read_only", False) \
-        else None
-    return _kept_of(run_sync(acalibrate(cases, judge, judge_spec=spec, resamples=1000, verdicts=kept)), spec, fp)
+    return _kept_of(run_sync(acalibrate(cases, judge, judge_spec=spec, resamples=1000,
+                                        verdicts=kept_verdicts(store))), spec, fp)
 
 
 def _kept_of(report: dict[str, Any], spec: str, fp: str) -> dict[str, Any]:
     from ._calibrate import calibration_of  # noqa: PLC0415
 
     cal = calibration_of(report)
-    fams = {f: report[f] for f in FAMILIES if f in report}
+    fams: dict[str, dict[str, Any]] = {f: report[f] for f in FAMILIES if f in report}
+    if cal is None:
+        cal = _measured(report, fams)
     return {"format": FORMAT, "fingerprint": fp, "judge": spec, "cases": report["cases"],
             "calibration": cal.to_dict() if cal is not None else None,
             "summary": cal.summary() if cal is not None else {},
             "families": {f: {"items": r.get("items"), "kappa": r.get("kappa"), "kappa_cv": r.get("kappa_cv"),
                              "kappa_cv_ci": r.get("kappa_cv_ci"), "fitted": bool(r["threshold"].get("fitted")),
                              "why": r["threshold"].get("why")} for f, r in fams.items()}}
+
+
+def _measured(report: dict[str, Any], fams: dict[str, dict[str, Any]]) -> Calibration | None:
+    """Where no family's fit beat the shipped weights: a calibration that changes no verdict and carries what the
+    store's labels measured of the judge as shipped (its kappa on them, cross-validated in the sense that nothing was
+    fitted), for the families agreeing well enough to gate on (``metrics.trusted_families``); None when none does."""
+    from ..metrics import TRUST_KAPPA  # noqa: PLC0415
+
+    trusted = {f: r for f, r in fams.items()
+               if isinstance(r.get("kappa_cv"), (int, float)) and r["kappa_cv"] >= TRUST_KAPPA}
+    if not trusted:
+        return None
+    fitted = {f: {k: v for k, v in r["threshold"].items() if k not in ("fitted", "weights", "memory")}
+              for f, r in trusted.items()}
+    return Calibration(judge=report["judge_spec"], judge_name=report["judge"].removesuffix("+calibrated"),
+                       judge_identity=report["judge_identity"], fitted=fitted)
 
 
 def keep_store_calibration(store: CalibrationStore, judge: Any, cases: list[Any], report: dict[str, Any]) -> bool:

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ContextJudgeError
 
-__all__ = ["NODES_SHOWN", "TEXT_CHARS", "StoreWorkspace", "ToolArgumentError", "builtin_check_path", "estimate_cost",
+if TYPE_CHECKING:
+    from ..store import ResultsStore
+
+__all__ = ["NODES_SHOWN", "TEXT_CHARS", "StoreWorkspace", "ToolArgumentError", "builtin_check_path", "embedded_beside",
+           "estimate_cost",
            "judge_check", "score_one", "stratified"]
 
 TEXT_CHARS = 300  # an input, output or reason in an answer
@@ -57,7 +61,7 @@ class StoreWorkspace:
     """The reads of one store (``store``: an open store), as the MCP tools answer them. ``keys_of(names, default)``
     resolves metric names to keys (the CLI's aliases; ToolArgumentError on an unknown one)."""
 
-    def __init__(self, store: Any, keys_of: KeysOf | None = None) -> None:
+    def __init__(self, store: ResultsStore, keys_of: KeysOf | None = None) -> None:
         self.store = store
         self.keys_of = keys_of
 
@@ -270,6 +274,21 @@ def builtin_check_path() -> str:
     from importlib.resources import files  # noqa: PLC0415
 
     return str(files("contextjudge") / "data" / "judge_check.jsonl")
+
+
+def embedded_beside(cases: Sequence[Any], judge: Any) -> dict[str, Any] | None:
+    """The embedded judge's calibration report on the same labelled ``cases`` (``acalibrate``), to set beside
+    ``judge``'s (``calibrate --builtin``); None when ``judge`` is the embedded judge itself (its stacked form,
+    local-cross, is compared with it). Raises ``JudgeUnavailableError`` when the embedded judge cannot be built."""
+    from .._aio import run_sync  # noqa: PLC0415
+    from .._result import LOCAL_CROSS_JUDGE, is_embedded_judge  # noqa: PLC0415
+    from ..judges import judge_name, resolve_model  # noqa: PLC0415
+    from ._calibrate import acalibrate  # noqa: PLC0415
+
+    name = judge_name(judge)
+    if is_embedded_judge(name) and not name.startswith(LOCAL_CROSS_JUDGE):
+        return None
+    return run_sync(acalibrate(cases, resolve_model("local"), judge_spec="local"))
 
 
 def judge_check(judge_model: Any, *, judge_spec: str | None, limit: int | None = None, show: int = 3

@@ -65,6 +65,7 @@ _CORE = {
     "RunContext": "._context",
     "VerdictCache": "._cache",
     "count_tokens": "._spend",
+    "prompt_tokens": "._spend",
     "known_method": "._structured",
     "schema_tokens": "._structured",
     "current_run_context": "._context",
@@ -117,6 +118,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         count_tokens,
         output_estimate,
         price_of,
+        prompt_tokens,
         register_prices,
         window_start,
     )

@@ -79,6 +79,9 @@ class Calibration:
     path: str | None = None
     # the embedded judge's weights fitted on the labels (issue 47): family -> weights' key -> weights
     learned: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    # the embedded judge's label memory per node family (issue 47): {"kappa", "beta", "entries": [[question, node,
+    # label], ...]}: a new pair close to labelled ones leans on their labels (``_local._learned.apply_memory``)
+    memory: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         where = self.path or "calibration"
@@ -105,6 +108,20 @@ class Calibration:
                                          "calibrate` again to rewrite it.")
             learned[fam] = {str(k): [float(x) for x in w] for k, w in keys.items()}
         self.learned = learned
+        mem: dict[str, dict[str, Any]] = {}
+        for fam, m in (self.memory or {}).items():
+            ok = (fam in ("sentence_relevance", "node_usefulness") and isinstance(m, dict)
+                  and all(isinstance(m.get(k), (int, float)) and not isinstance(m.get(k), bool) for k in ("kappa", "beta"))
+                  and isinstance(m.get("entries"), list)
+                  and all(isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and isinstance(e[1], str)
+                          and isinstance(e[2], (bool, int)) for e in m["entries"]))
+            if not ok:
+                raise ConfigurationError(f"{where}: 'memory' must map a node family (sentence_relevance, "
+                                         f"node_usefulness) to kappa, beta and entries [question, node, label]; {fam!r} "
+                                         "does not. Run `contextjudge calibrate` again to rewrite it.")
+            mem[fam] = {"kappa": float(m["kappa"]), "beta": float(m["beta"]),
+                        "entries": [[e[0], e[1], bool(e[2])] for e in m["entries"]]}
+        self.memory = mem
         self.created = self.created or _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
 
     # ------------------------------------------------------------------------------------------- file
@@ -113,7 +130,8 @@ class Calibration:
         return {FORMAT_KEY: FORMAT_VERSION, "judge": self.judge, "judge_name": self.judge_name,
                 "judge_identity": self.judge_identity, "thresholds": dict(sorted(self.thresholds.items())),
                 "fitted": self.fitted, "created": self.created,
-                **({"learned": self.learned} if self.learned else {})}
+                **({"learned": self.learned} if self.learned else {}),
+                **({"memory": self.memory} if self.memory else {})}
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "calibration") -> Calibration:
@@ -130,7 +148,8 @@ class Calibration:
             raise ConfigurationError(f"{where}: 'thresholds' must be an object of family -> threshold.")
         return cls(judge=str(data.get("judge") or ""), thresholds=thresholds, judge_name=data.get("judge_name"),
                    judge_identity=data.get("judge_identity"), fitted=data.get("fitted") or {},
-                   created=data.get("created") or "", path=where, learned=data.get("learned") or {})
+                   created=data.get("created") or "", path=where, learned=data.get("learned") or {},
+                   memory=data.get("memory") or {})
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Calibration:
@@ -161,13 +180,18 @@ class Calibration:
     def summary(self) -> dict[str, str]:
         """Per calibrated family, in words: "calibrated on N of your labels; kappa X [lo, hi] cross-validated"."""
         out = {}
-        for fam in [*self.thresholds, *self.learned]:
+        changed = {*self.thresholds, *self.learned, *self.memory}
+        for fam in dict.fromkeys([*self.thresholds, *self.learned, *self.memory, *self.fitted]):
             fit = self.fitted.get(fam) or {}
             k = fit.get("kappa_cv", fit.get("kappa_after_cv"))
             ci = fit.get("kappa_cv_ci")
             kappa = "n/a" if not isinstance(k, (int, float)) else f"{k:.2f}" + (
                 f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 and None not in ci else "")
-            out[fam] = f"calibrated on {int(fit.get('items') or 0)} of your labels; kappa {kappa} cross-validated"
+            if fam in changed:
+                out[fam] = f"calibrated on {int(fit.get('items') or 0)} of your labels; kappa {kappa} cross-validated"
+            else:  # measured only (a store's labels where no fit beat the shipped weights): the judge as shipped
+                out[fam] = (f"measured on {int(fit.get('items') or 0)} of your labels, its own weights kept; kappa "
+                            f"{kappa} cross-validated")
         return out
 
     # ------------------------------------------------------------------------------------------- judging
@@ -175,11 +199,11 @@ class Calibration:
         """What of the file changes verdicts: the thresholds, and the fitted weights' hash (part of the judge
         identity)."""
         base = json.dumps(dict(sorted(self.thresholds.items())), sort_keys=True)
-        return f"{base}|learned:{self.learned_hash()}" if self.learned else base
+        return f"{base}|learned:{self.learned_hash()}" if self.learned or self.memory else base
 
     def learned_hash(self) -> str:
-        """A short hash of the fitted weights (empty without them)."""
-        return learned_hash(self.learned) if self.learned else ""
+        """A short hash of the fitted weights and the label memory (empty without them)."""
+        return learned_hash(self.learned, self.memory) if self.learned or self.memory else ""
 
     def adjust(self, request: JudgeRequest, verdicts: dict[str, dict[str, Any]]) -> None:
         """Apply the family's threshold to ``verdicts`` (parsed, keyed by item id) in place."""
@@ -321,11 +345,16 @@ class CalibratedJudge(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=self._adjusted(messages, msg))])
 
 
-def learned_hash(learned: dict[str, dict[str, list[float]]] | None) -> str:
-    """A short hash of fitted weights (rounded, so a rewrite of the same file keeps its identity): part of the
-    identity of the embedded judge that decides with them, and of a calibration's fingerprint."""
-    canon = {f: {k: [round(float(x), 6) for x in w] for k, w in sorted(ks.items())}
-             for f, ks in sorted((learned or {}).items())}
+def learned_hash(learned: dict[str, dict[str, list[float]]] | None,
+                 memory: dict[str, dict[str, Any]] | None = None) -> str:
+    """A short hash of fitted weights (rounded, so a rewrite of the same file keeps its identity) and of a label
+    memory: part of the identity of the embedded judge that decides with them, and of a calibration's fingerprint."""
+    canon: Any = {f: {k: [round(float(x), 6) for x in w] for k, w in sorted(ks.items())}
+                  for f, ks in sorted((learned or {}).items())}
+    if memory:  # without one the hash is the weights' alone, as files written before the memory have it
+        canon = {"learned": canon, "memory": {f: {"kappa": round(float(m["kappa"]), 6), "beta": round(float(m["beta"]), 6),
+                                                  "entries": [[str(e[0]), str(e[1]), bool(e[2])] for e in m["entries"]]}
+                                              for f, m in sorted(memory.items())}}
     return hashlib.sha256(json.dumps(canon, sort_keys=True).encode()).hexdigest()[:16]
 
 

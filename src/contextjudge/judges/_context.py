@@ -40,6 +40,9 @@ class RunContext:
     # held here, so the user's metric objects are never changed. Resolved once, on first use.
     default_model: Any = None
     _default_resolved: Any = None
+    # judges replaced for this run (id of a judge -> (that judge, its replacement)): evaluate(store=...) puts the
+    # embedded judge calibrated on the store's labels in place of the bare one (engine.store_calibrated)
+    judge_swap: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     _methods: dict[str, str] = field(default_factory=dict)
     _inflight: dict[str, asyncio.Future] = field(default_factory=dict)
     _probes: dict[tuple[str, int], asyncio.Future] = field(default_factory=dict)
@@ -194,8 +197,12 @@ class RunContext:
                 from ._models import resolve_model  # noqa: PLC0415
 
                 resolved = self._default_resolved = (self.default_model, resolve_model(self.default_model))
-            return resolved[1]
-        return metric.model
+            return self._swapped(resolved[1])
+        return self._swapped(metric.model)
+
+    def _swapped(self, judge: Any) -> Any:
+        got = self.judge_swap.get(id(judge)) if self.judge_swap else None
+        return got[1] if got is not None and got[0] is judge else judge
 
     def probe(self, identity: str) -> tuple[asyncio.Future, bool]:
         """The probe of a judge's structured-output method on this loop, and whether the caller runs it (the first

@@ -157,9 +157,9 @@ def calibrated(judge: BaseChatModel, cal: Calibration) -> CalibratedJudge:
     copy of it, whose identity carries their hash)."""
     if isinstance(judge, CalibratedJudge):
         judge = judge.judge
-    if cal.learned:
+    if cal.learned or cal.memory:
         if "learned" in getattr(type(judge), "model_fields", {}):
-            judge = judge.model_copy(update={"learned": cal.learned})
+            judge = judge.model_copy(update={"learned": cal.learned or None, "memory": cal.memory or None})
         else:
             logger.warning("contextjudge: %s holds weights fitted for the embedded judge, and %s is not it: only its "
                            "thresholds apply.", cal.path or "the calibration", judge_name(judge))

@@ -37,6 +37,8 @@ from ._structured import (
     _JudgeCopies,
     _MethodUnsupported,
     _openai_response_format,
+    schema_tokens,
+    sent_schema_tokens,
 )
 
 __all__: list[str] = []
@@ -95,6 +97,7 @@ class Sender:
         self.price = price
         self.output_cap = output_cap
         self._spend: CallSpend | None | bool = False  # built on first call
+        self._schema_sizes: dict[int, tuple[Any, int]] = {}  # a runnable's answer schema tokens (_schema_tokens)
 
     @property
     def model(self) -> BaseChatModel:
@@ -124,6 +127,32 @@ class Sender:
                 gate = self.ctx.rate_gate(rate) if rate is not None else None
                 self._spend = CallSpend(ledger, gate, model_name=self.name, max_output_tokens=self.output_cap)
         return self._spend  # type: ignore[return-value]
+
+    def _schema_tokens(self, runnable: Any, method: str, schema: type[BaseModel]) -> int:
+        """The prompt tokens of the answer schema a request through ``runnable`` carries, which providers bill as
+        input: read from the request's own options where they are at hand (``response_format`` in ``extra_body`` or
+        as is, the ``tools`` bound for function calling), else the schema LangChain's structured output is given
+        for ``method`` (``schema_tokens``, as ``contextjudge estimate`` counts it); 0 for a native judge (nothing is
+        sent), for ``text``, and for a model that says it is billed for none (``contextjudge_bills_schema = False``:
+        the scripted ``testing.FakeJudge``)."""
+        if self.native or method == "text" or not getattr(self.model, "contextjudge_bills_schema", True):
+            return 0
+        hit = self._schema_sizes.get(id(runnable))
+        if hit is not None and hit[0] is runnable:
+            return hit[1]
+        if isinstance(runnable, _DirectCall):
+            n = sent_schema_tokens(runnable.kwargs, self.name)
+        elif isinstance(runnable, RunnableBinding):
+            n = sent_schema_tokens(dict(runnable.kwargs), self.name)
+            if not n and "ls_structured_output_format" in runnable.kwargs:
+                # the schema under a key of the provider's own (Gemini's response_schema, Ollama's format)
+                n = schema_tokens(schema, method, self.name)
+        else:  # a structured output that is a chain of the model's own: the schema it is given, as estimate counts
+            n = schema_tokens(schema, method, self.name)
+        if len(self._schema_sizes) >= 64:  # a runnable per event loop's judge copy: kept bounded
+            self._schema_sizes.clear()
+        self._schema_sizes[id(runnable)] = (runnable, n)
+        return n
 
     def _structured(self, method: str, schema: type[BaseModel]) -> Any:
         """The runnable that asks ``method``: the model bound to that method's request options, so the answer comes
@@ -199,8 +228,8 @@ class Sender:
         async def attempt_once() -> Any:
             async with limiter.slot() as slot:
                 if spend is not None and not holds:
-                    text = "\n".join(_content_text(m) for m in messages)
-                    inp, out_full = spend.estimate(text, task, n_items)
+                    inp, out_full = spend.estimate(messages, task, n_items,
+                                                   self._schema_tokens(runnable, method, schema))
                     sized = None if not isinstance(runnable, _DirectCall) else spend.sized(
                         self.identity, task, n_items, inp, out_full, at_least)
                     holds.append(await spend.take(inp, out_full, sized))

@@ -112,6 +112,7 @@ __all__ = [
     "known_key",
     "metric_aliases",
     "metric_class",
+    "metric_keys",
     "metrics_of_field",
     "not_gated",
     "register_metric",
@@ -139,6 +140,42 @@ def _known_key(key: str) -> str:
 
 
 known_key = _known_key  # a metric key as from_keys reads it ("NDCG@5" -> "ndcg@5"); the CLI checks keys with it
+
+
+def metric_keys(names: Iterable[str] | None, default: Iterable[str] = ()) -> list[str]:
+    """The registered keys ``names`` mean, in order and once each: each name may be a key (any case, ``-`` for
+    ``_``), an alias a metric declares (``"precision"``, ``"groundedness"``), its class name or its shown name
+    ("Contextual Precision"), a ranking metric with its cut-off (``"ndcg@5"``), or several of these joined by
+    commas (``"precision,recall"``). No names (None, or only blanks): ``default``. What the CLI's ``--metrics`` and
+    the MCP tools' ``metrics`` read; an unknown name raises ``ConfigurationError`` naming the known ones.
+
+        metric_keys(["precision,ndcg@5"]) == ["contextual_precision", "ndcg@5"]
+    """
+    from ..errors import ConfigurationError  # noqa: PLC0415
+
+    aliases = metric_aliases()  # what each metric declares (``BaseMetric.aliases``)
+    by_class = {cls.__qualname__.lower(): key for key, cls in BY_KEY.items()}
+    by_name = {str(cls.name).lower(): key for key, cls in BY_KEY.items()}
+    if isinstance(names, str):
+        names = [names]
+    raw = [p.strip() for v in (names or []) for p in v.split(",") if p.strip()] or list(default)
+    keys: list[str] = []
+    for item in raw:
+        low = item.lower().replace("-", "_")
+        cut = ""
+        if "@" in low and low not in aliases and low.rpartition("@")[2].isdigit():  # ndcg@5: a cut-off
+            low, _, k = low.rpartition("@")
+            cut = f"@{k}"
+        key = low if low in BY_KEY else aliases.get(low) or by_class.get(low) or by_name.get(item.lower())
+        if key is None:
+            raise ConfigurationError(f"unknown metric {item!r}. Choose from: {', '.join(sorted(BY_KEY))} "
+                                     f"(or {', '.join(sorted(aliases))}; a ranking metric may name its cut-off, "
+                                     "ndcg@5).")
+        if cut:
+            key = _known_key(key + cut)
+        if key not in keys:
+            keys.append(key)
+    return keys
 
 
 def from_keys(keys: Iterable[str], *, model: Any = None, thresholds: float | Mapping[str, float | None] | None = None,

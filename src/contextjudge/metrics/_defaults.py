@@ -50,10 +50,18 @@ def carried(items: Iterable[Any]) -> dict[str, bool]:
     return {"expected_ids": ids, "expected_output": out}
 
 
-def default_metrics_for(items: Iterable[Any], *, actual_output: bool = True, conversations: bool = False
-                        ) -> list[str]:
+def default_metrics_for(items: Iterable[Any], *, actual_output: bool | None = True,
+                        conversations: bool | None = False) -> list[str]:
     """``default_metric_keys`` for what ``items`` (goldens or test cases) carry: the ranking metrics when any has
-    expected ids or texts, precision and recall when any has an expected output."""
+    expected ids or texts, precision and recall when any has an expected output. ``actual_output`` and
+    ``conversations`` None: read from ``items`` too (cases already made, such as a stored run's: whether any has the
+    app's answer, whether any is a conversation); goldens, whose answers the app has yet to give, leave them as
+    given."""
+    items = list(items)
+    if actual_output is None:
+        actual_output = any(getattr(it, "actual_output", None) for it in items)
+    if conversations is None:
+        conversations = any(getattr(it, "turns", None) for it in items)
     return default_metric_keys(**carried(items), actual_output=actual_output, conversations=conversations)
 
 

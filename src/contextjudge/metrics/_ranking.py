@@ -102,6 +102,7 @@ class RankingMetric(BaseMetric):
     needs_judge: ClassVar[bool] = False
     required_params = ("input", "retrieval_context")
     short: ClassVar[str] = ""
+    """The name before a cut-off ("Precision" of "Precision@5"); empty: the metric's ``name``."""
 
     def __init__(self, threshold: float = 0.5, model: Any = None, include_reason: bool = True,
                  strict_mode: bool = False, async_mode: bool = True, verbose_mode: bool = False,
@@ -118,7 +119,7 @@ class RankingMetric(BaseMetric):
         self.k = k
         self.similarity_threshold = None if similarity_threshold is None else float(similarity_threshold)
         if k is not None:
-            self.name = f"{self.short}@{k}"  # type: ignore[misc]  # per instance: its results' name
+            self.name = f"{self.short or type(self).name}@{k}"  # type: ignore[misc]  # per instance: its results' name
 
     @property
     def model(self) -> None:
@@ -199,7 +200,6 @@ class HitRateMetric(RankingMetric):
     """1 when any expected item is in the top k, else 0."""
 
     name = "Hit Rate"
-    short = "Hit Rate"
     key = "hit_rate"
     aliases = ("hit", "hitrate")
 
@@ -211,7 +211,6 @@ class MRRMetric(RankingMetric):
     """1 / the rank of the first expected item in the top k (0 when none); its mean over cases is the MRR."""
 
     name = "MRR"
-    short = "MRR"
     key = "mrr"
     aliases = ("mean_reciprocal_rank",)
 
@@ -248,7 +247,6 @@ class MAPMetric(RankingMetric):
     the MAP."""
 
     name = "MAP"
-    short = "MAP"
     key = "map"
 
     def formula(self, grades: list[float], expected: list[float], k: int) -> float:
@@ -259,7 +257,6 @@ class NDCGMetric(RankingMetric):
     """Normalised discounted cumulative gain at k, with the graded relevance when given (linear gain)."""
 
     name = "NDCG"
-    short = "NDCG"
     key = "ndcg"
     aliases = ("ndcg@k",)
 
@@ -273,7 +270,6 @@ class RankedPrecisionMetric(RankingMetric):
     ID-based context precision faces score with; not a ``from_keys`` key (MAP is the IR form)."""
 
     name = "Ranked Precision"
-    short = "Ranked Precision"
     key = "ranked_precision"
 
     def formula(self, grades: list[float], expected: list[float], k: int) -> float:

@@ -30,70 +30,72 @@ __all__ = [
 ]
 
 
-class ContextualPrecisionMetric(BaseMetric):
+class _NodeUsefulness(BaseMetric):
+    """Precision-style, against ``reference_kind``'s text (the expected output, or the app's own answer): are the nodes
+    useful for it ranked above the others? Not registered: the two metrics below are its two references."""
+
+    family = "node_usefulness"
+    judges_nodes = True
+
+    @classmethod
+    def score_labels(cls, labels: list[bool]) -> float:
+        """Weighted cumulative precision of the nodes' verdicts in rank order."""
+        return weighted_cumulative_precision(labels)
+
+    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
+        kind = str(self.reference_kind)
+        return await node_usefulness(client, metric=self.key, input=tc.input, reference=getattr(tc, kind),
+                                     reference_kind=kind, nodes=tc.retrieval_context or [], formula=self.score_labels)
+
+
+class ContextualPrecisionMetric(_NodeUsefulness):
     """Are the nodes useful for the expected output ranked above the others? (input, expected_output, retrieval)"""
 
     name = "Contextual Precision"
     key = "contextual_precision"
     aliases = ("precision",)
-    family = "node_usefulness"
     reference_kind = "expected_output"
     label_field = "labels"
-    judges_nodes = True
     default_template = ContextualPrecisionTemplate
     required_params = ("input", "expected_output", "retrieval_context")
 
-    @classmethod
-    def score_labels(cls, labels: list[bool]) -> float:
-        """Weighted cumulative precision of the nodes' verdicts in rank order."""
-        return weighted_cumulative_precision(labels)
 
-    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
-        return await node_usefulness(client, metric=self.key, input=tc.input, reference=tc.expected_output,
-                                     reference_kind="expected_output", nodes=tc.retrieval_context or [],
-                                     formula=self.score_labels)
-
-
-class ContextUtilizationMetric(BaseMetric):
+class ContextUtilizationMetric(_NodeUsefulness):
     """Precision against the app's own answer: are the nodes it used ranked first? (input, actual_output, retrieval)"""
 
     name = "Context Utilization"
     key = "context_utilization"
     aliases = ("utilization",)
-    family = "node_usefulness"
     reference_kind = "actual_output"
     label_field = "utilization_labels"
     always_gated = False
-    judges_nodes = True
     default_template = ContextUtilizationTemplate
     required_params = ("input", "actual_output", "retrieval_context")
 
-    @classmethod
-    def score_labels(cls, labels: list[bool]) -> float:
-        """Weighted cumulative precision of the nodes' verdicts in rank order."""
-        return weighted_cumulative_precision(labels)
+
+class _StatementSupport(BaseMetric):
+    """Recall-style, of ``reference_kind``'s text (the expected output, or the app's own answer): how much of it, statement by
+    statement, the retrieved nodes support. Not registered: contextual recall and faithfulness are its two references."""
+
+    family = "statement_support"
 
     async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
-        return await node_usefulness(client, metric=self.key, input=tc.input, reference=tc.actual_output,
-                                     reference_kind="actual_output", nodes=tc.retrieval_context or [],
-                                     formula=self.score_labels)
+        kind = str(self.reference_kind)
+        return await statement_support(client, metric=self.key, input=tc.input, reference=getattr(tc, kind) or "",
+                                       nodes=tc.retrieval_context or [], reference_kind=kind,
+                                       formula=self.score_labels)
 
 
-class ContextualRecallMetric(BaseMetric):
+class ContextualRecallMetric(_StatementSupport):
     """How much of the expected output the retrieval supports, sentence by sentence. (input, expected_output, ...)"""
 
     name = "Contextual Recall"
     key = "contextual_recall"
     aliases = ("recall",)
-    family = "statement_support"
     reference_kind = "expected_output"
     label_field = "statement_labels"
     default_template = ContextualRecallTemplate
     required_params = ("input", "expected_output", "retrieval_context")
-
-    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
-        return await statement_support(client, metric=self.key, input=tc.input, reference=tc.expected_output or "",
-                                       nodes=tc.retrieval_context or [], formula=self.score_labels)
 
 
 class ContextualRelevancyMetric(BaseMetric):
@@ -113,7 +115,7 @@ class ContextualRelevancyMetric(BaseMetric):
                                         formula=self.score_labels)
 
 
-class FaithfulnessMetric(BaseMetric):
+class FaithfulnessMetric(_StatementSupport):
     """How much of the app's answer the retrieval backs, statement by statement (groundedness).
     (input, actual_output, retrieval_context)
 
@@ -126,17 +128,11 @@ class FaithfulnessMetric(BaseMetric):
     name = "Faithfulness"
     key = "faithfulness"
     aliases = ("groundedness",)
-    family = "statement_support"
     reference_kind = "actual_output"
     label_field = "answer_statement_labels"
     always_gated = False
     default_template = FaithfulnessTemplate
     required_params = ("input", "actual_output", "retrieval_context")
-
-    async def _compute(self, tc: LLMTestCase, client: JudgeClient) -> Outcome:
-        return await statement_support(client, metric=self.key, input=tc.input, reference=tc.actual_output or "",
-                                       nodes=tc.retrieval_context or [], reference_kind="actual_output",
-                                       formula=self.score_labels)
 
 
 class AnswerRelevancyMetric(BaseMetric):

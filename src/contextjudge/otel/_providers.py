@@ -39,6 +39,26 @@ def exporter_for(span_exporters: Iterable[Any], *, metric_readers: Iterable[Any]
     return exporter
 
 
+def _named_exporters(variable: str, default: str, group: str, order: list[str]
+                     ) -> tuple[list[str], dict[str, Any], list[str]]:
+    """The exporters ``variable`` names (comma-separated; ``none`` is no exporter), the installed ones (the SDK's
+    entry points of ``group``; ``otlp`` is the first of ``order`` installed when no package registers that name),
+    and the names that are not installed."""
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    names = [n.strip() for n in os.environ.get(variable, default).split(",")
+             if n.strip() and n.strip().lower() != "none"]
+    if not names:
+        return [], {}, []
+    available = {ep.name: ep for ep in entry_points(group=group)}
+    if "otlp" not in available:
+        for alias in order:
+            if alias in available:
+                available["otlp"] = available[alias]
+                break
+    return names, available, [n for n in names if n not in available]
+
+
 def exporter_from_environment(**kwargs: Any) -> OTelExporter:
     """An exporter with a tracer provider of its own, configured from the standard ``OTEL_*`` variables.
 
@@ -55,22 +75,13 @@ def exporter_from_environment(**kwargs: Any) -> OTelExporter:
     except ImportError as exc:
         raise ConfigurationError("--otel needs the OpenTelemetry SDK: pip install 'contextjudge[otel]' (and an "
                                  "exporter, e.g. opentelemetry-exporter-otlp).") from exc
-    from importlib.metadata import entry_points  # noqa: PLC0415
-
-    names = [n.strip() for n in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if n.strip()]
-    names = [n for n in names if n.lower() != "none"]
-    available = {ep.name: ep for ep in entry_points(group="opentelemetry_traces_exporter")}
     # "otlp" is the SDK's name for OTLP over the protocol OTEL_EXPORTER_OTLP_PROTOCOL names (gRPC unless it says
     # http/protobuf); the packages register their exporters as otlp_proto_grpc / otlp_proto_http
     protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
     order = (["otlp_proto_http", "otlp_proto_grpc"] if (protocol or "").startswith("http")
              else ["otlp_proto_grpc", "otlp_proto_http"] if protocol else ["otlp_proto_http", "otlp_proto_grpc"])
-    if "otlp" not in available:
-        for alias in order:
-            if alias in available:
-                available["otlp"] = available[alias]
-                break
-    missing = [n for n in names if n not in available]
+    names, available, missing = _named_exporters("OTEL_TRACES_EXPORTER", "otlp", "opentelemetry_traces_exporter",
+                                                  order)
     if missing:
         hint = ("pip install opentelemetry-exporter-otlp" if any(n.startswith("otlp") for n in missing)
                 else "install the package that provides it")
@@ -82,18 +93,11 @@ def exporter_from_environment(**kwargs: Any) -> OTelExporter:
             "OTEL_RESOURCE_ATTRIBUTES", ""):
         attributes["service.name"] = "contextjudge-worker"
     readers = []
-    metric_names = [n.strip() for n in os.environ.get("OTEL_METRICS_EXPORTER", "none").split(",")
-                    if n.strip() and n.strip().lower() != "none"]
+    metric_names, m_available, m_missing = _named_exporters("OTEL_METRICS_EXPORTER", "none",
+                                                            "opentelemetry_metrics_exporter", order)
     if metric_names:  # the same numbers as OTel metrics, when OTEL_METRICS_EXPORTER names an exporter
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader  # noqa: PLC0415
 
-        m_available = {ep.name: ep for ep in entry_points(group="opentelemetry_metrics_exporter")}
-        if "otlp" not in m_available:
-            for alias in order:
-                if alias in m_available:
-                    m_available["otlp"] = m_available[alias]
-                    break
-        m_missing = [n for n in metric_names if n not in m_available]
         if m_missing:
             raise ConfigurationError(
                 f"OTEL_METRICS_EXPORTER names {', '.join(m_missing)}, which is not installed; installed: "

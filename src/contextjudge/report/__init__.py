@@ -28,10 +28,10 @@ from ..errors import ConfigurationTypeError
 from ..metrics import fill_gold_scores
 from ._bounded import DEFAULT_MAX_CASES
 from ._calibration import render_calibration
-from ._format import different_goldens, different_goldens_note, goldens_words
+from ._format import different_goldens, different_goldens_note, goldens_words, refuse_different_goldens
 from ._html import MetricChange, RunView, compare_runs, render_html
 from ._label_page import render_label_page
-from ._regression import Regression, find_regression, not_gated_names
+from ._regression import Regression, find_regression, not_gated_names, stored_regression
 from ._script import CSP
 from ._stats import Interval, bootstrap_mean, paired_difference
 from ._trend import render_trend
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Interval", "MetricChange", "Regression", "RunView", "bootstrap_mean", "compare_runs",
            "different_goldens", "different_goldens_note", "find_regression", "goldens_words",
-           "is_report_file", "not_gated_names", "paired_difference", "render_calibration", "render_label_page",
-           "render_report", "render_trend", "run_view", "write_report"]
+           "is_report_file", "not_gated_names", "paired_difference", "refuse_different_goldens", "render_calibration",
+           "render_label_page", "render_report", "render_trend", "run_view", "stored_regression", "write_report"]
 
 
 def run_view(store: StoreRef, run: str | None = None, *, max_cases: int | None = None) -> RunView:

@@ -15,9 +15,6 @@ from ._script import CSP
 
 __all__ = ["render_calibration"]
 
-# a family's heading; the metrics its labels check, in brackets, are read from the metric registry
-_FAMILY_WORDS = {"node_usefulness": "Node usefulness", "node_usefulness.actual_output": "Node usefulness for the answer",
-                 "sentence_relevance": "Sentence relevance", "statement_support": "Statement support"}
 _STATS = (("base_rate", "Base rate (share labelled yes)"), ("accuracy", "Accuracy"), ("kappa", "Cohen's kappa"),
           ("tpr", "True-positive rate"), ("tnr", "True-negative rate"))
 _CSS = """
@@ -52,8 +49,14 @@ def _threshold(fit: Any) -> str:
         if not fit.get("fitted"):
             why = fit.get("why")
             return f"<p>The judge keeps its own weights{': ' + e(why) if why else ''}.</p>"
-        return (f"<p>Weights fitted on {int(fit.get('items') or 0)} labelled items of {int(fit.get('cases') or 0)} "
-                f"cases (shrunk toward the shipped ones, strength {num(fit.get('lambda'))}): kappa "
+        how = ((f"Weights fitted on {int(fit.get('items') or 0)} labelled items of {int(fit.get('cases') or 0)} "
+                f"cases (shrunk toward the shipped ones, strength {num(fit.get('lambda'))})")
+               if fit.get("lambda") is not None else
+               f"The shipped weights kept, {int(fit.get('items') or 0)} labelled items of "
+               f"{int(fit.get('cases') or 0)} cases")
+        if fit.get("memory_kept"):
+            how += ", and a memory of them (a close question on the same node leans on its labels)"
+        return (f"<p>{how}: kappa "
                 f"{num(fit.get('kappa_before'))} before, {num(fit.get('kappa_cv'))} cross-validated "
                 f"({int(fit.get('folds') or 0)} folds over cases), {num(fit.get('kappa_after'))} on these labels "
                 "(in-sample, which flatters).</p>")
@@ -101,12 +104,24 @@ def _jurors(fam: dict[str, Any]) -> str:
             "</tbody></table>")
 
 
+def _family_words(name: str) -> str | None:
+    """A calibration key of a registered verdict family in words ("node_usefulness.actual_output": "Node usefulness
+    for the answer"), or None when no registered family has that key."""
+    from ..judges import families  # noqa: PLC0415
+
+    for fam in families():
+        keys = fam.calibration_keys()
+        if name in keys:  # the first is the family's own key, a second its key against the app's answer
+            return keys[0].replace("_", " ").capitalize() + (" for the answer" if name != keys[0] else "")
+    return None
+
+
 def _family_title(name: str) -> str:
     """"Node usefulness (contextual precision)": the family's words and the metrics whose labels it checks (each
-    metric's ``family`` and ``label_field``); the family's own name where it has no words."""
+    metric's ``family`` and ``label_field``); the family's own name where no registered family has it."""
     from ..metrics import registered_metrics  # noqa: PLC0415
 
-    words = _FAMILY_WORDS.get(name)
+    words = _family_words(name)
     if words is None:
         return name
     names = [cls.name.lower() for cls in registered_metrics() if cls.label_field and cls.calibration_key() == name]

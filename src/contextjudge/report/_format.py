@@ -17,6 +17,7 @@ from ..cases.testcase import ConversationalTestCase
 from ._stats import Interval
 
 __all__ = ["case_input", "ci", "different_goldens", "different_goldens_note", "e", "goldens_words", "num", "pct",
+           "refuse_different_goldens",
            "short", "signed", "status", "when"]
 
 
@@ -84,6 +85,22 @@ def goldens_words(g: dict[str, Any]) -> str:
 def different_goldens(baseline: dict[str, Any] | None, current: dict[str, Any] | None) -> bool:
     """Whether two runs ran different golden sets: both recorded, their content hashes differ."""
     return bool(baseline and current and baseline.get("hash") != current.get("hash"))
+
+
+def refuse_different_goldens(baseline: dict[str, Any] | None, current: dict[str, Any] | None, *, allow: bool,
+                             override: str, error: type[Exception]) -> bool:
+    """Whether two runs ran different golden sets (``different_goldens``); raises ``error`` when they did and
+    ``allow`` (``override``: ``--allow-different-goldens``, or the MCP tool's argument) is not given: a difference
+    could come from the changed questions and answers, not from the app. ``compare``, ``report --compare``, ``eval
+    --baseline`` and the MCP ``compare_runs`` tool share it."""
+    different = different_goldens(baseline, current)
+    if different and not allow:
+        assert baseline is not None and current is not None
+        raise error(f"the runs ran different goldens: the baseline {goldens_words(baseline)}, this run "
+                    f"{goldens_words(current)}. A difference could come from the changed questions and "
+                    f"answers, not from the app: rerun the baseline on the same goldens, or pass {override} to "
+                    "compare anyway.")
+    return different
 
 
 def different_goldens_note(baseline: dict[str, Any], current: dict[str, Any]) -> str:

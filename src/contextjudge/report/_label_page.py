@@ -201,9 +201,7 @@ SCRIPT = r"""
         ["family", "items", "kappa", "TPR", "TNR", "more cases for width " + f.target_width].forEach(function (x) {
           h.appendChild(el("th", x)); });
         t.appendChild(h);
-        ["node_usefulness", "node_usefulness.actual_output", "sentence_relevance", "statement_support",
-         "statement_support.actual_output"].forEach(
-          function (fam) {
+        (f.families || []).forEach(function (fam) {
           var x = r[fam]; if (!x) { return; } var tr = el("tr");
           cell(tr, fam); cell(tr, x.items, fam, "items"); cell(tr, ci(x.kappa, x.kappa_ci), fam, "kappa");
           cell(tr, ci(x.tpr, x.tpr_ci), fam, "tpr"); cell(tr, ci(x.tnr, x.tnr_ci), fam, "tnr");

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._result import EvaluationResult, TestResult
 from .._text import shorten
 from ..stats import sign_test
 from ._html import _metric_names, _pairs, _score_of
 
-__all__ = ["ALPHA", "LostAnswer", "MetricSignTest", "Regression", "find_regression", "not_gated_names"]
+if TYPE_CHECKING:
+    from ..store import RunReads
+
+__all__ = ["ALPHA", "LostAnswer", "MetricSignTest", "Regression", "find_regression", "not_gated_names",
+           "stored_regression"]
 
 ALPHA = 0.05  # the family-wise level of the sign tests (Bonferroni across the gated metrics tested)
 
@@ -76,6 +80,17 @@ class Regression:
     def k_words(self) -> str:
         b, c = self.nodes
         return f"k changed: {b:.1f} -> {c:.1f} nodes per case" if b is not None and c is not None else ""
+
+    def verdict(self) -> str:
+        """Why a gate on this regression fails (``--fail-on-regression``, ``eval --baseline``), in one line."""
+        parts = []
+        if self.lost:
+            parts.append(f"{len(self.lost)} golden(s) lost every expected document the baseline retrieved ("
+                         + ", ".join(g.golden for g in self.lost[:10]) + ")")
+        if self.dropped:
+            parts.append("dropped on " + ", ".join(f"{t.metric} ({t.losses} worse, {t.wins} better, sign test p = "
+                                                    f"{t.p_value:.4f})" for t in self.dropped))
+        return "; ".join(parts)
 
     def lines(self) -> list[str]:
         """The regression in words: the goldens that lost their answer document, the metrics that dropped, and the
@@ -174,3 +189,14 @@ def not_gated_names(result: EvaluationResult, config: dict[str, Any] | None) -> 
             if m.name in loose and is_embedded_judge(model) and not model.endswith("+calibrated"):
                 out.add(m.name)
     return out
+
+
+def stored_regression(store: RunReads, run_id: str, current: EvaluationResult, baseline: EvaluationResult) -> Regression:
+    """``find_regression`` of two runs loaded from ``store``, the sign tests gating only the metrics the current run
+    (``run_id``) gates on (``not_gated_names`` of its recorded config; an old run without one: the judge's rule)."""
+    try:
+        config = store.run_info(run_id).config
+    except Exception:  # noqa: BLE001 - an old run without a config: the judge's rule decides
+        config = None
+    loose = not_gated_names(current, config)
+    return find_regression(current, baseline, gated=lambda name: name not in loose)

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..capture import CapturedCase
+from ..capture import CapturedCase, prompt_snippets, reader_of
 from ..cases.provenance import (
     AGENT_KEY,
     CHAIN_INPUT_KEY,
@@ -418,12 +418,4 @@ def _case(span: Span, nodes: list[RetrievedNode], ancestors: list[Span], llms: l
 def _consumer(retriever: Span, nodes: list[RetrievedNode], llms: list[Span], by_id: dict[str, Span]) -> Span | None:
     after = [s for s in llms if s.start >= retriever.end
              and all(a.span_id != retriever.span_id for a in _ancestors(s, by_id))]
-    if not after:
-        return None
-    snippets = [n.text.strip()[:60] for n in nodes if len(n.text.strip()) >= 12]
-    if snippets:
-        for s in after:
-            prompt = llm_prompt(s)
-            if any(x in prompt for x in snippets):
-                return s
-    return after[0]
+    return reader_of(after, prompt_snippets(n.text for n in nodes), llm_prompt)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.callbacks import CallbackManager
@@ -30,6 +30,11 @@ from . import _vectorstores
 from ._roots import Assembler, RootCases
 from ._runs import RunBook
 from ._threads import Conversations
+
+if TYPE_CHECKING:
+    import os
+
+    from contextjudge.store import ResultsStore
 
 __all__ = ["METRIC_RESULT_EVENT", "ContextJudgeCallbackHandler"]
 
@@ -88,7 +93,7 @@ class ContextJudgeCallbackHandler(BaseTracer):
         model: Any = None,
         goldens: Any = None,
         mode: str = "background",
-        store: Any = None,
+        store: ResultsStore | str | os.PathLike[str] | None = None,
         *,
         emit_events: bool = True,
         conversations: bool = True,

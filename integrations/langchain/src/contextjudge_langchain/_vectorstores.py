@@ -282,20 +282,32 @@ async def _aread(result: Any) -> tuple[list[Any], Any, BaseException | None]:
     return items, _areplay(items, None), None
 
 
+class _Searching:
+    """Around one outermost search: a retriever is open (``in_retriever``, so the searches it makes inside are not
+    recorded again), and a search that raises is ended with its error."""
+
+    def __init__(self, opened: Any, kind: str) -> None:
+        self.opened, self.kind = opened, kind
+
+    def __enter__(self) -> None:
+        self.token = in_retriever.set(in_retriever.get() + 1)
+
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
+        try:
+            if exc is not None:
+                _end(self.opened, self.kind, [], exc)
+        finally:
+            in_retriever.reset(self.token)
+
+
 def _wrap_sync(fn: Callable[..., Any], method: str, kind: str) -> Callable[..., Any]:
     @functools.wraps(fn)
     def search(self: Any, *args: Any, **kwargs: Any) -> Any:
         opened = _start(self, method, args, kwargs)
         if opened is None:
             return fn(self, *args, **kwargs)
-        token = in_retriever.set(in_retriever.get() + 1)
-        try:  # a lazy result is read inside, so the searches it makes are not recorded twice
+        with _Searching(opened, kind):  # a lazy result is read inside, so its searches are not recorded twice
             items, result, error = _read(fn(self, *args, **kwargs))
-        except BaseException as exc:
-            _end(opened, kind, [], exc)
-            raise
-        finally:
-            in_retriever.reset(token)
         _end(opened, kind, items, error)
         return result
 
@@ -308,14 +320,8 @@ def _wrap_async(fn: Callable[..., Any], method: str, kind: str) -> Callable[...,
         opened = _start(self, method, args, kwargs)
         if opened is None:
             return await fn(self, *args, **kwargs)
-        token = in_retriever.set(in_retriever.get() + 1)
-        try:
+        with _Searching(opened, kind):
             items, result, error = await _aread(await fn(self, *args, **kwargs))
-        except BaseException as exc:
-            _end(opened, kind, [], exc)
-            raise
-        finally:
-            in_retriever.reset(token)
         _end(opened, kind, items, error)
         return result
 

@@ -328,16 +328,11 @@ class Router:
             self._finish(unit, None, None)
             return
         cls_name = type(result).__name__
-        if cls_name == "StreamingResponse" and getattr(result, "response_gen", None) is not None:
+        wrap = {"StreamingResponse": wrap_gen, "AsyncStreamingResponse": wrap_agen}.get(cls_name)
+        if wrap is not None and getattr(result, "response_gen", None) is not None:  # the answer is read as it streams
             record.streamed = True
-            result.response_gen = wrap_gen(result.response_gen,
-                                            lambda text, done: self._stream_done(unit, result, text, done))
-            self._forget(unit)
-            return
-        if cls_name == "AsyncStreamingResponse" and getattr(result, "response_gen", None) is not None:
-            record.streamed = True
-            result.response_gen = wrap_agen(result.response_gen,
-                                             lambda text, done: self._stream_done(unit, result, text, done))
+            result.response_gen = wrap(result.response_gen,
+                                       lambda text, done: self._stream_done(unit, result, text, done))
             self._forget(unit)
             return
         if cls_name == "StreamingAgentChatResponse":

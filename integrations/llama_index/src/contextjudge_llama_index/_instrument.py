@@ -6,13 +6,18 @@ import functools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contextjudge.capture import CaptureSession, Mode
 
 from ._capture import router
 from ._events import emit_result
 from ._sinks import CaseSink
+
+if TYPE_CHECKING:
+    import os
+
+    from contextjudge.store import ResultsStore
 
 __all__ = ["aflush", "flush", "get_session", "instrument", "instrument_tags", "is_instrumented",
            "make_session", "uninstrument"]
@@ -26,7 +31,7 @@ def instrument(
     model: Any = None,
     goldens: Any = None,
     mode: Mode = "background",
-    store: Any = None,
+    store: ResultsStore | str | os.PathLike[str] | None = None,
     **scorer_options: Any,
 ) -> CaptureSession:
     """Capture every LlamaIndex query, retrieval and chat call in this process as a test case, and score it.
@@ -60,7 +65,8 @@ def instrument(
     return scorer
 
 
-def make_session(metrics: Any, model: Any, goldens: Any, mode: Mode, store: Any, options: dict[str, Any]
+def make_session(metrics: Any, model: Any, goldens: Any, mode: Mode, store: ResultsStore | str | os.PathLike[str] | None,
+                 options: dict[str, Any]
                  ) -> CaptureSession:
     """A capture session with LlamaIndex's result events attached. Cases reach a background worker in batches
     (``handoff_delay``, 50 ms by default): the worker interrupts the app's thread once a batch, not once a query."""

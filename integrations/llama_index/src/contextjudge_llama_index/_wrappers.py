@@ -10,7 +10,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.chat_engine.types import BaseChatEngine
@@ -22,6 +22,11 @@ from ._capture import router
 from ._instrument import make_session
 from ._record import Sink, current_sink
 from ._sinks import CaseSink, ChatSession
+
+if TYPE_CHECKING:
+    import os
+
+    from contextjudge.store import ResultsStore
 
 __all__ = ["EvaluatedChatEngine", "EvaluatedQueryEngine"]
 
@@ -71,7 +76,8 @@ class EvaluatedQueryEngine(_ScorerAccess, BaseQueryEngine):
     _contextjudge_transparent = True  # its own spans are not units: the wrapped engine's are
 
     def __init__(self, query_engine: Any, metrics: Sequence[Any] | None = None, *, model: Any = None,
-                 goldens: Any = None, mode: Mode = "background", store: Any = None, **scorer_options: Any) -> None:
+                 goldens: Any = None, mode: Mode = "background", store: ResultsStore | str | os.PathLike[str] | None = None,
+                 **scorer_options: Any) -> None:
         self._engine = query_engine
         super().__init__(callback_manager=getattr(query_engine, "callback_manager", None))
         self.scorer = make_session(metrics, model, goldens, mode, store, scorer_options)
@@ -145,7 +151,8 @@ class EvaluatedChatEngine(_ScorerAccess, BaseChatEngine):
     _contextjudge_transparent = True
 
     def __init__(self, chat_engine: Any, metrics: Sequence[Any] | None = None, *, model: Any = None,
-                 goldens: Any = None, mode: Mode = "background", store: Any = None, **scorer_options: Any) -> None:
+                 goldens: Any = None, mode: Mode = "background", store: ResultsStore | str | os.PathLike[str] | None = None,
+                 **scorer_options: Any) -> None:
         self._engine = chat_engine
         self.scorer = make_session(metrics, model, goldens, mode, store, scorer_options)
         self._session = self._new_session()

@@ -9,10 +9,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._text import split_sentences
 from ...errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ...store import RunReads
 
 _FILE_SUFFIXES = {".txt", ".md", ".markdown", ".rst", ".text", ".html", ".htm", ".jsonl", ""}
 
@@ -34,7 +37,7 @@ class Chunk:
 class StoredNodes:
     """The nodes a stored run retrieved, as chunks: ``generate(StoredNodes("results.db", run="nightly"))``."""
 
-    store: Any
+    store: RunReads
     run: str | None = None
 
 

@@ -28,7 +28,7 @@ def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, 
     asks for (``_stand_in``: per style, a question's words and an answer's sentences of the chunk's typical length),
     every question checked by the requests ``_check`` sends (two each, one for an unanswerable question), each
     verdict with a short sentence of reason."""
-    from ...judges import count_tokens, family, local_spec, price_of, schema_tokens  # noqa: PLC0415
+    from ...judges import count_tokens, family, local_spec, price_of, prompt_tokens, schema_tokens  # noqa: PLC0415
     from .._estimate import schema_method  # noqa: PLC0415
 
     plan = _plan(chunks, per_chunk, styles, seed)
@@ -39,7 +39,7 @@ def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, 
     # embedded judge
     method = schema_method(jmodel, jname)
     schema_in = 0
-    inp = sum(count_tokens(_SYSTEM + "\n" + _prompt(c, s, d), mname) for c, s, d in plan)
+    inp = sum(prompt_tokens([("system", _SYSTEM), ("user", _prompt(c, s, d))], mname) for c, s, d in plan)
     out = 0
     calls = len(plan)
     c_calls = c_in = c_out = 0
@@ -52,7 +52,7 @@ def estimate_generation(chunks: list[Chunk], *, model: Any, per_chunk: int = 3, 
             mine = [c] + ([d] if d is not None and st == "two_chunks" else [])
             for req, step in _check_requests(question, answer, st, mine):
                 c_calls += 1
-                c_in += count_tokens(_CHECK_SYSTEM() + "\n" + step(req), jname)
+                c_in += prompt_tokens([("system", _CHECK_SYSTEM()), ("user", step(req))], jname)
                 sch = schema_tokens(family(req.family or req.task).schema, method, jname) if method else 0
                 c_in += sch
                 schema_in += sch

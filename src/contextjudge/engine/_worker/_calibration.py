@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...judges import judge_identity, judge_name
 from .._store_calibration import calibrates, store_calibrated
+
+if TYPE_CHECKING:
+    from ...store import CalibrationStore
 
 logger = logging.getLogger("contextjudge")
 
@@ -26,7 +29,7 @@ class _StoreCalibration:
     ``every`` seconds (None: never; the judge is used as given). ``pending``: a newer calibration, waiting for the
     cases in flight to finish."""
 
-    def __init__(self, store: Any, judge: Any, every: float | None) -> None:
+    def __init__(self, store: CalibrationStore, judge: Any, every: float | None) -> None:
         self.store, self.bare, self.every = store, judge, every
         self.applies = (every is not None and judge is not None and hasattr(store, "labels_version")
                         and calibrates(judge))

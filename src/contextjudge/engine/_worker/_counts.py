@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...store import ResultsStore
 
 __all__ = ["SKIPPED_ADVICE", "WorkerCounts", "budget_windows"]
 
@@ -51,7 +54,7 @@ class WorkerCounts:
         return line
 
 
-def budget_windows(store: Any, budget: Any) -> list[tuple[str, str, str, float, float | None]]:
+def budget_windows(store: ResultsStore, budget: Any) -> list[tuple[str, str, str, float, float | None]]:
     """(budget name, window kind, unit, spent in the current window, limit) of ``budget`` in ``store``."""
     if budget is None:
         return []

@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...store import ResultsStore
 
 logger = logging.getLogger("contextjudge")
 
@@ -14,7 +17,7 @@ class _Leases:
     """The cases a worker holds (claimed, and neither completed nor given back) and the heartbeat that renews their
     leases every third of the lease, handing the ones another worker took to ``on_lost`` (from its thread)."""
 
-    def __init__(self, store: Any, owner: str, lease: float) -> None:
+    def __init__(self, store: ResultsStore, owner: str, lease: float) -> None:
         self.store, self.owner, self.lease = store, owner, lease
         self._held: set[tuple[str, str]] = set()
         self._lock = threading.Lock()

@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._aio import in_store_thread
 from ..._result import is_embedded_judge
@@ -35,6 +35,9 @@ from ._metrics import MetricsByRun
 from ._outage import _Outage
 from ._retention import _RetentionThread
 from ._scoring import OnResults, _CaseScoring
+
+if TYPE_CHECKING:
+    from ...store import ResultsStore
 
 __all__ = ["OnResults", "Worker"]
 
@@ -64,7 +67,7 @@ class Worker:
     ``model`` as given).
     """
 
-    def __init__(self, store: Any, metrics: Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]] | None = None,
+    def __init__(self, store: ResultsStore | str | os.PathLike[str], metrics: Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]] | None = None,
                  model: Any = None, *, owner: str | None = None, lease: float = 60.0, batch: int = 8,
                  concurrency: int = 4, run_id: str | None = None, judge_options: JudgeOptions | None = None,
                  on_results: Sequence[OnResults] = (), poll: float = 1.0, cpus: int | None = None,

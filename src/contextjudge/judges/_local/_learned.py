@@ -16,6 +16,9 @@ similarity, the shared words, with the cross-encoder its logits), times what a s
 - ``cross_validate``: leave one case out (at most ``max_folds`` folds, grouped by case), over a small grid of
   shrinkage strengths; the shipped weights are kept unless a fit beats them out of sample.
 - ``apply_learned``: a calibrated judge's verdicts with the fitted weights (``LocalJudge(learned=...)``).
+- ``learn_memory`` / ``apply_memory``: a label memory for the node families: a new (question, node) pair close in
+  embedding space to labelled ones (the same question in other words, on the same node) leans on their labels,
+  kept only when it beats the judge without it out of sample (``LocalJudge(memory=...)``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from .._protocol import JudgeRequest
 from ._lexical import content_tokens, specifics, token_recall
 from ._scoring import CALIBRATION, Scorer, node_model
 
-__all__ = ["LAMBDAS", "Row", "apply_learned", "cross_validate", "fit_units", "item_rows", "learn", "predict", "prior"]
+__all__ = ["LAMBDAS", "Row", "apply_learned", "apply_memory", "cross_validate", "fit_units", "item_rows", "learn",
+           "learn_memory", "predict", "prior"]
 
 Row = tuple[str, np.ndarray, float, int | None]  # (weights' key, features, multiplier, context node index)
 CROSS = "cross."
@@ -413,3 +417,144 @@ def _paired_gain(units: Sequence[dict[str, Any]], before: Sequence[float],
 
 def _fmt(k: float | None) -> str:
     return "n/a" if k is None else f"{k:.3f}"
+
+
+# ------------------------------------------------------------------------------------------------ label memory
+# A labelled (question, node) pair speaks for a new pair close to it in embedding space: the same question asked in
+# other words about the same node (a help desk hears the same questions again). Its pull on a new pair's logit is
+#   beta * sum_i s_i (2 y_i - 1) / (sum_i s_i + exp(-kappa * MEMORY_FLOOR)),  s_i = exp(kappa (cos_q_i + cos_n_i - 2))
+# so a pair with no close labelled one keeps its confidence. kappa (how close is close) and beta (how much it pulls)
+# are chosen out of sample: each case's pull is from the other cases' labels only, and the choice of (kappa, beta)
+# for a case is made on the other cases (nested), so the figure that decides whether the memory is kept was never
+# fitted on the case it measures. beta = 0 (no memory) is always a choice.
+MEMORY_KAPPAS = (20.0, 40.0, 80.0)
+MEMORY_BETAS = (0.5, 1.0, 2.0, 4.0, 8.0)
+MEMORY_FLOOR = 0.1  # a labelled pair this far (summed cosine distance) from a new one weighs as much as none
+
+
+def memory_pull(q: np.ndarray, n: np.ndarray, mem_q: np.ndarray, mem_n: np.ndarray, signs: np.ndarray,
+                kappa: float, mask: np.ndarray | None = None) -> np.ndarray:
+    """The memory's pull on each of the pairs (``q[i]``, ``n[i]``) (unit vectors, rows), in [-1, 1]; ``signs``:
+    +1 for a labelled relevant pair, -1 for not; ``mask[i, j]`` False leaves labelled pair j out of pair i's pull."""
+    if len(mem_q) == 0 or len(q) == 0:
+        return np.zeros(len(q))
+    s = np.exp(kappa * ((q @ mem_q.T) + (n @ mem_n.T) - 2.0))
+    if mask is not None:
+        s = s * mask
+    return (s @ signs) / (s.sum(axis=1) + math.exp(-kappa * MEMORY_FLOOR))
+
+
+def _logit(c: np.ndarray) -> np.ndarray:
+    c = np.clip(c, 1e-6, 1 - 1e-6)
+    return np.log(c / (1 - c))
+
+
+def with_memory(confs: np.ndarray, pull: np.ndarray, beta: float) -> np.ndarray:
+    """Confidences moved by the memory's pull."""
+    return np.asarray(_sig(_logit(np.asarray(confs, dtype=float)) + beta * pull), dtype=float)
+
+
+def learn_memory(units: Sequence[dict[str, Any]], confs: Sequence[float], qv: np.ndarray, nv: np.ndarray, *,
+                 kappas: Sequence[float] = MEMORY_KAPPAS, betas: Sequence[float] = MEMORY_BETAS) -> dict[str, Any]:
+    """Whether a memory of the labelled ``units`` (their question and node vectors ``qv``, ``nv``) improves on
+    ``confs`` (the units' out-of-sample confidences without it) out of sample: ``accepted``, ``kappa``, ``beta``,
+    ``cv`` (each unit's confidence with the pull of the other cases' labels under the (kappa, beta) chosen on the
+    other cases; ``confs`` when not accepted), ``why``."""
+    base = np.asarray(confs, dtype=float)
+    out: dict[str, Any] = {"accepted": False, "kappa": None, "beta": None, "cv": list(base)}
+    cases = [str(u["case"]) for u in units]
+    if len(set(cases)) < 3:
+        out["why"] = "fewer than three labelled cases: nothing to validate a memory on"
+        return out
+    signs = np.array([1.0 if u["label"] else -1.0 for u in units])
+    other = np.array([[a != b for b in cases] for a in cases])
+    grid = [(k, b) for k in kappas for b in betas]
+    y = np.array([1.0 if u["label"] else 0.0 for u in units])
+
+    def losses(c: np.ndarray) -> np.ndarray:
+        c = np.clip(c, 1e-6, 1 - 1e-6)
+        return -(y * np.log(c) + (1 - y) * np.log(1 - c))
+
+    pulls = {k: memory_pull(qv, nv, qv, nv, signs, k, other) for k in kappas}
+    cand = {g: with_memory(base, pulls[g[0]], g[1]) for g in grid}
+    order = sorted(set(cases))
+    at = {c: i for i, c in enumerate(order)}
+    idx = np.array([at[c] for c in cases])
+
+    def per_case(v: np.ndarray) -> np.ndarray:
+        return np.bincount(idx, weights=v, minlength=len(order))
+
+    base_case = per_case(losses(base))
+    gain_case = {g: base_case - per_case(losses(c)) for g, c in cand.items()}  # per case, higher is better
+    nested = base.copy()
+    for ci in range(len(order)):
+        rest = np.arange(len(order)) != ci
+        best, best_gain = None, 0.0
+        for g in grid:
+            mean = float(gain_case[g][rest].mean())
+            if mean > best_gain + 1e-12:
+                best, best_gain = g, mean
+        if best is not None:
+            nested[idx == ci] = cand[best][idx == ci]
+    diff = base_case - per_case(losses(nested))
+    gain, se = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(len(diff)))
+    k0, a0 = _decisions_kappa(list(base), [bool(v) for v in y])
+    k1, a1 = _decisions_kappa(list(nested), [bool(v) for v in y])
+    ok = (k1 >= k0 - 1e-12) if k0 is not None and k1 is not None else a1 >= a0 - 1e-12
+    if gain - se <= 0 or not ok:
+        out["why"] = (f"the labels of close questions and nodes do not beat the judge without them on cases they were "
+                      f"not taken from by more than their noise (log loss gain {gain:.3f} per case, standard error "
+                      f"{se:.3f}; kappa {_fmt(k1)} against {_fmt(k0)})")
+        return out
+    mean_gain = {g: float(v.mean()) for g, v in gain_case.items()}
+    top = max(mean_gain.values())
+    spread = {g: float(v.std(ddof=1) / math.sqrt(len(v))) for g, v in gain_case.items()}
+    top_g = max(mean_gain, key=lambda g: mean_gain[g])
+    # the smallest pull within one standard error of the best (the one-SE rule, as for the weights)
+    kappa, beta = min((g for g in grid if mean_gain[g] >= top - spread[top_g]), key=lambda g: (g[1], -g[0]))
+    out.update(accepted=True, kappa=kappa, beta=beta, cv=[float(c) for c in nested], gain=gain, se=se)
+    return out
+
+
+def _memory_nodes(req: JudgeRequest) -> tuple[list[str], list[str]] | None:
+    """The node text of each item (a sentence's node: its parent's sentences joined, as ``sentence_rows`` reads it)
+    and the distinct node texts; None for a request the memory does not speak to."""
+    if req.task == "node_usefulness":
+        texts = [it.text for it in req.items]
+        return texts, list(dict.fromkeys(texts))
+    if req.task == "sentence_relevance" and any(it.parent for it in req.items):
+        parents: dict[str, list[str]] = {}
+        for it in req.items:
+            parents.setdefault(it.parent or it.id, []).append(it.text)
+        node_of = {p: " ".join(s) for p, s in parents.items()}
+        texts = [node_of[it.parent or it.id] for it in req.items]
+        return texts, list(node_of.values())
+    return None
+
+
+def apply_memory(scorer: Scorer, req: JudgeRequest, verdicts: list[dict[str, Any]], memory: dict[str, Any]) -> None:
+    """Move ``verdicts`` (in place) by the pull of the labelled pairs close to each item's (question, node)."""
+    got = _memory_nodes(req)
+    entries = memory.get("entries") or []
+    if got is None or not entries or not verdicts:
+        return
+    texts, distinct = got
+    qv, nv = scorer._vectors([req.input], distinct)  # noqa: SLF001 - the scorer's own cache and batching
+    mq, mn = scorer._vectors([str(e[0]) for e in entries], [str(e[1]) for e in entries])  # noqa: SLF001
+    signs = np.array([1.0 if e[2] else -1.0 for e in entries])
+    pull = memory_pull(np.repeat(qv, len(distinct), axis=0), nv, mq, mn, signs, float(memory["kappa"]))
+    pull_of = dict(zip(distinct, pull.tolist(), strict=True))
+    by_id = {it.id: t for it, t in zip(req.items, texts, strict=True)}
+    beta = float(memory["beta"])
+    for v in verdicts:
+        text = by_id.get(str(v.get("id")))
+        conf = v.get("confidence")
+        if text is None or not isinstance(conf, (int, float)) or abs(pull_of[text]) < 1e-3:
+            continue
+        c = round(float(with_memory(np.array([conf]), np.array([pull_of[text]]), beta)[0]), 4)
+        yes = c >= 0.5
+        if (v.get("verdict") == "yes") != yes:
+            v["reason"] = (f"{'Yes' if yes else 'No'} by your labels of close questions on this node (confidence "
+                           f"{c:.2f}, {conf:.2f} before): {v.get('reason') or ''}").strip()
+        v["verdict"] = "yes" if yes else "no"
+        v["confidence"] = c

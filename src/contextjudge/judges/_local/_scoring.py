@@ -54,7 +54,8 @@ __all__ = ["CALIBRATION", "CALIBRATION_VERSION", "Scorer", "unanswered"]
 # depends on the other nodes of its request, nor on their number or order (issue 14). Few, simple features on
 # purpose: a held-out half checks these figures.
 #   python benchmarks/calibrate_local.py --data-dir ../shared/data --rows hotpotqa=200 mtrag=150 --trec-weight 3
-CALIBRATION_VERSION = "2026-12-06.1"  # .1: the support forms and the negation rule of 2026-12-06 (issue 47)
+CALIBRATION_VERSION = "2026-12-06.2"  # .1: the support forms and the negation rule of 2026-12-06 (issue 47); .2: the
+# cross-encoder's help-desk stage and the stacked weights refitted for it (the stacked judge's verdicts moved)
 CALIBRATION: dict[str, list[float]] = {
     # node_usefulness with a reference: bias, cos(question), cos(question + reference), short answer occurs,
     # reference word recall, question word recall, and the share of the node's lead phrase (its subject: "Harvey
@@ -87,9 +88,11 @@ CROSS_CALIBRATION: dict[str, list[float]] = {
     #   half of the held-back groups). Fitted on the pairs above GATE only. A node judged with a reference (node_short,
     #   node_long) keeps the bi-encoder's weights: read with the reference the cross-encoder added nothing on the
     #   development data (docs/judges.md, the ablation), so it is not run for them.
-    "node_noref": [-9.088, 10.084, 0.155, -20.317, 23.011, 11.731, 0.467, 0.219],
-    "sentence": [-11.929, 13.961, -0.386, -12.069, 15.548, 11.587, 0.328, 0.265, 0.994],
-    "support": [1.815, -3.362, 3.839, 0.774, -3.507],
+    # Refitted 2026-12-06 for the help-desk stage's weights (training/rebuild.sh's second stage), the same command with
+    #   --cross (the shipped file) --write-stacked FILE; docs/judges.md, "The cross-encoder's help-desk stage".
+    "node_noref": [-11.129, 12.687, 0.107, -17.915, 20.882, 11.268, 0.399, 0.491],
+    "sentence": [-12.974, 15.305, -0.210, -18.405, 23.879, 12.003, 0.254, 0.271, 1.093],
+    "support": [1.417, -3.056, 3.934, 0.785, -2.887],
 }
 CROSS_NODE_REF_FEATURES = ("bias", "cos_q", "cos_qr", "answer_occurs", "ref_recall", "q_recall", "lead_q",
                            "x_answer", "x_relevance")

@@ -59,10 +59,11 @@ from ._tokens import (
     OUTPUT_TOKENS_TEXT,
     count_tokens,
     output_estimate,
+    prompt_tokens,
 )
 from ._windows import MemorySpend, window_start
 
 __all__ = ["BUDGET_OUTPUT_CAP", "DAY", "AnswerSizes", "HOUR", "MINUTE", "OUTPUT_TOKENS_BASE",
            "OUTPUT_TOKENS_PER_ITEM", "OUTPUT_TOKENS_RUBRIC", "OUTPUT_TOKENS_TEXT", "Budget", "BudgetLedger",
            "CallSpend", "Hold", "MemorySpend", "Price", "RateGate", "RateLimit", "Refusal", "Reservation",
-           "count_tokens", "output_estimate", "price_of", "register_prices", "window_start"]
+           "count_tokens", "output_estimate", "price_of", "prompt_tokens", "register_prices", "window_start"]

@@ -4,13 +4,14 @@ before it is sent, settle after), and the ``Hold`` one call keeps meanwhile."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._ledger import BudgetLedger, Refusal, Reservation, tokens_of
 from ._rate import RateGate
 from ._sizes import ANSWER_SIZES
-from ._tokens import count_tokens, output_estimate
+from ._tokens import output_estimate, prompt_tokens
 from ._windows import IN_FLIGHT, off_loop, window_start
 
 __all__ = ["CallSpend", "Hold", "MAX_BUDGET_WAIT"]
@@ -44,9 +45,14 @@ class CallSpend:
         self.model_name = model_name
         self.max_output_tokens = max_output_tokens
 
-    def estimate(self, prompt: str, task: str | None, items: int) -> tuple[int, int]:
-        """The (input, output) tokens a call with this prompt is expected to take, reserved before it is sent."""
-        return count_tokens(prompt, self.model_name), output_estimate(task, items, self.max_output_tokens)
+    def estimate(self, messages: str | Sequence[Any], task: str | None, items: int, schema_tokens: int = 0
+                 ) -> tuple[int, int]:
+        """The (input, output) tokens a call of these messages is expected to take, reserved before it is sent: the
+        input is the messages as the provider bills them (``prompt_tokens``: their text and the chat format's tokens)
+        and ``schema_tokens``, the structured-output answer schema the request carries (``response_format`` or
+        tools; ``judges._structured.sent_schema_tokens``), which providers bill as input too."""
+        return (prompt_tokens(messages, self.model_name) + int(schema_tokens),
+                output_estimate(task, items, self.max_output_tokens))
 
     def sized(self, judge: str, task: str | None, items: int, input_tokens: int, output_tokens: int,
               at_least: int | None = None) -> tuple[int, int] | None:

@@ -23,8 +23,9 @@ SIZED_SLACK = 16
 class AnswerSizes:
     """What each judge's calls to each task really take, per (judge identity, task), over the last ``SIZED_WINDOW``
     calls: the answer as a multiple of ``output_estimate`` (the figure per judged item, so a request of any size is
-    sized from answers to requests of other sizes), and how far the billed prompt passed its estimate (the answer
-    schema a provider bills as prompt, a tokenizer not at hand), both as a ratio and in tokens. Process-wide
+    sized from answers to requests of other sizes), and how far the billed prompt passed its estimate (a tokenizer
+    not at hand, a provider's own format tokens, a schema the request's options do not show: the estimate counts the
+    chat format and the schema it can read), both as a ratio and in tokens. Process-wide
     (``ANSWER_SIZES``), bounded."""
 
     def __init__(self, keys: int = 256) -> None:

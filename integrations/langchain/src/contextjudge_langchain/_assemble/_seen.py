@@ -5,32 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from contextjudge.capture import prompt_snippets, reader_of
+
 from ._nodes import doc_id
 from ._texts import _prompt_text
-
-
-def _snippets(docs: list[Any]) -> list[str]:
-    """The start of each document's text, to look for in prompts (documents are usually pasted in verbatim)."""
-    out = []
-    for d in docs:
-        text = (getattr(d, "page_content", None) or "").strip()
-        if len(text) >= 12:
-            out.append(text[:60])
-    return out
 
 
 def _consumer(retriever: Any, docs: list[Any], llms: list[tuple[Any, tuple[Any, ...]]]) -> Any:
     after = [run for run, ancestors in llms
              if retriever not in ancestors and retriever.end is not None and run.start > retriever.end]
-    if not after:
-        return None
-    snippets = _snippets(docs)
-    if snippets:
-        for run in after:
-            prompt = _prompt_text(run)
-            if any(s in prompt for s in snippets):
-                return run
-    return after[0]
+    # documents are pasted into prompts verbatim: the first call whose prompt holds the start of one read them
+    return reader_of(after, prompt_snippets(getattr(d, "page_content", None) or "" for d in docs), _prompt_text)
 
 
 def _docs_of(run: Any) -> list[Any] | None:

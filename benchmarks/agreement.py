@@ -431,8 +431,9 @@ def main() -> None:
                     help="request sizes to judge HotpotQA, TREC DL and MTRAG nodes at: a number of nodes, or full "
                          "(default: 1 2 3 full); --sizes with nothing after it leaves the per-size runs out")
     ap.add_argument("--dump", metavar="FILE", help="also write each set's node confidences and gold labels (JSON)")
-    ap.add_argument("--judge", choices=("current", "stacked"), default="current",
-                    help="current: the bi-encoder and lexical judge; stacked: with the cross-encoder's logits")
+    ap.add_argument("--judge", choices=("current", "stacked", "cascade"), default="current",
+                    help="current: the bi-encoder and lexical judge; stacked: with the cross-encoder's logits; "
+                         "cascade: the cross-encoder read only where the bi-encoder is unsure (model='local-cascade')")
     ap.add_argument("--cross", default=None, metavar="NPZ", help="the cross-encoder's weights (default: shipped)")
     ap.add_argument("--cross-cache", default=None, metavar="FILE",
                     help="start the stacked judge with these cross-encoder logits (calibrate_local.py --cross-cache): "
@@ -440,10 +441,11 @@ def main() -> None:
     ap.add_argument("--stacked-weights", default=None, metavar="JSON",
                     help="the stacked judge with these fitted weights (calibrate_local.py --write-stacked) in place "
                          "of the shipped ones")
-    ap.add_argument("--compare", action="store_true",
-                    help="run both judges, one after the other, and print their figures side by side")
+    ap.add_argument("--compare", nargs="*", default=None, choices=("current", "stacked", "cascade"),
+                    help="run these judges (none named: current and stacked), one after the other, and print their "
+                         "figures side by side")
     args = ap.parse_args()
-    judges = ["current", "stacked"] if args.compare else [args.judge]
+    judges = (args.compare or ["current", "stacked"]) if args.compare is not None else [args.judge]
     results = {}
     for name in judges:
         judge = make_judge(name, args.cross, args.stacked_weights)
@@ -452,7 +454,7 @@ def main() -> None:
                 judge._scorer._xcache.update(pickle.load(f))  # noqa: SLF001
         print(f"== judge: {name}", file=sys.stderr, flush=True)
         results[name] = run_all(judge, args)
-    if args.compare:
+    if args.compare is not None:
         print(compare_table(results))
         print(json.dumps(results))
     else:
@@ -460,9 +462,17 @@ def main() -> None:
 
 
 def make_judge(kind: str, cross: str | None = None, weights: str | None = None) -> LocalJudge:
-    """The judge a benchmark compares: ``current`` (the bi-encoder judge) or ``stacked`` (with the cross-encoder: the
+    """The judge a benchmark compares: ``current`` (the bi-encoder judge), ``stacked`` (with the cross-encoder: the
     shipped weights or ``cross``'s, and with ``weights`` a JSON file of stacked weights that replace those of
-    CROSS_CALIBRATION it names, as ``calibrate_local.py --cross --write-stacked FILE`` writes them)."""
+    CROSS_CALIBRATION it names, as ``calibrate_local.py --cross --write-stacked FILE`` writes them) or ``cascade``
+    (model="local-cascade"; the environment variable CASCADE_BAND="LO,HI" tries another band, for
+    cascade_band.py)."""
+    if kind == "cascade":
+        judge = LocalJudge(cross_encoder="unsure")
+        if os.environ.get("CASCADE_BAND"):
+            lo, hi = (float(v) for v in os.environ["CASCADE_BAND"].split(","))
+            judge._scorer.band = (lo, hi)  # noqa: SLF001
+        return judge
     if kind != "stacked":
         return LocalJudge()
     judge = LocalJudge(cross_encoder=cross or True)

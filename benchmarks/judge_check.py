@@ -27,7 +27,7 @@ def main() -> None:
     from contextjudge.cli._trust import builtin_check_path  # noqa: PLC0415
 
     ap.add_argument("--labels", default=builtin_check_path())
-    ap.add_argument("--judge", choices=("current", "stacked"), default="current")
+    ap.add_argument("--judge", choices=("current", "stacked", "cascade"), default="current")
     ap.add_argument("--cross", default=None, metavar="NPZ")
     ap.add_argument("--stacked-weights", default=None, metavar="JSON",
                     help="stacked weights in place of the shipped ones (calibrate_local.py --write-stacked)")

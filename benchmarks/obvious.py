@@ -68,12 +68,16 @@ def main() -> None:
     ap.add_argument("--cross", default=None, metavar="NPZ",
                     help="the stacked judge with these cross-encoder weights (default: the shipped ones)")
     ap.add_argument("--logits", action="store_true", help="the cross-encoder's own logits on the node cases")
+    ap.add_argument("--judges", nargs="+", choices=("current", "stacked", "cascade"), default=["current", "stacked"],
+                    help="which judges to run (cascade: model='local-cascade')")
     args = ap.parse_args()
     if args.logits:
         logits(args.cross)
     kinds = Counter(k for _, k, _, _, _ in CASES)
-    for name, judge in (("embedded (model='local')", make_judge("current")),
-                        ("stacked (LocalJudge(cross_encoder=True))", make_judge("stacked", args.cross, args.stacked_weights))):
+    names = {"current": "embedded (model='local')", "stacked": "stacked (LocalJudge(cross_encoder=True))",
+             "cascade": "cascade (model='local-cascade')"}
+    for kind in args.judges:
+        name, judge = names[kind], make_judge(kind, args.cross, args.stacked_weights)
         right: Counter[str] = Counter()
         judged = []
         for domain, kind, text, node, expected in CASES:

@@ -15,14 +15,24 @@ from .cases.testcase import dump_json
 from .errors import ConfigurationError, MetricNotFoundError
 from .stats import Interval, PPIEstimate, moments_interval, ppi_mean, proportion_interval
 
-__all__ = ["LOCAL_CROSS_JUDGE", "LOCAL_JUDGE", "PER_NODE", "EvaluationResult", "MetricResult", "Tally", "TestResult",
+__all__ = ["LOCAL_CASCADE_JUDGE", "LOCAL_CROSS_JUDGE", "LOCAL_JUDGE", "PER_NODE", "EvaluationResult", "MetricResult", "Tally", "TestResult",
            "Usage", "is_embedded_judge"]
 
 PER_NODE = "per_node"  # the key in MetricResult.details that says the verdicts are one per retrieved node
 # The embedded judges' names, as results, stores and calibration files record them: model="local" and the stacked
-# model="local-cross" (whose name extends the first, so that one prefix says "an embedded judge")
+# model="local-cross" and the cascade model="local-cascade" (whose names extend the first, so that one prefix says "an
+# embedded judge")
 LOCAL_JUDGE = "contextjudge-local"
 LOCAL_CROSS_JUDGE = "contextjudge-local-cross"
+LOCAL_CASCADE_JUDGE = "contextjudge-local-cascade"
+
+
+def embedded_spec(name: object) -> str:
+    """The model string of the embedded judge whose recorded name is ``name``: "local-cross", "local-cascade" or
+    "local" (what calibration files and a store's calibration name the judge by)."""
+    text = str(name or "")
+    return ("local-cross" if text.startswith(LOCAL_CROSS_JUDGE)
+            else "local-cascade" if text.startswith(LOCAL_CASCADE_JUDGE) else "local")
 
 
 def is_embedded_judge(name: object) -> bool:

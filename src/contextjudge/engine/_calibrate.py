@@ -24,7 +24,7 @@ from typing import Any
 
 from .._aio import run_sync
 from .._json import loads as read_json
-from .._result import LOCAL_CROSS_JUDGE, is_embedded_judge
+from .._result import embedded_spec, is_embedded_judge
 from .._text import split_statements
 from ..cases.labels import LABELS_KEY, NODE_FIELDS, labels_of, normalize_labels, resolve_labels
 from ..cases.testcase import LLMTestCase
@@ -411,7 +411,7 @@ def _spec_of(model: Any, resolved: Any) -> str:
         return model.strip()
     name = judge_name(resolved)
     if is_embedded_judge(name):
-        return "local-cross" if name.startswith(LOCAL_CROSS_JUDGE) else "local"
+        return embedded_spec(name)
     return name
 
 

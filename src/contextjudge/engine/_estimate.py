@@ -375,7 +375,7 @@ def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str
     price = price_of(name)
     max_out = getattr(judge_options, "max_output_tokens", None)
     repeats = int(getattr(judge_options, "repeats", 1) or 1)
-    local = name in ("local", "local-cross") or is_embedded_judge(name)  # _model_name's spellings, or a judge's name
+    local = name in ("local", "local-cross", "local-cascade") or is_embedded_judge(name)  # _model_name's spellings, or a judge's name
     if local:
         repeats = 1  # the embedded judge is deterministic: asked once
         method = None

@@ -16,7 +16,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .._result import LOCAL_CROSS_JUDGE, is_embedded_judge
+from .._result import embedded_spec, is_embedded_judge
 from ..cases.labels import labels_of
 from ..judges import FAMILIES, CalibratedJudge, Calibration, calibrated, judge_identity, judge_name
 
@@ -45,7 +45,7 @@ def calibrates(judge: Any) -> bool:
 
 
 def _spec(judge: Any) -> str:
-    return "local-cross" if judge_name(judge).startswith(LOCAL_CROSS_JUDGE) else "local"
+    return embedded_spec(judge_name(judge))
 
 
 def labels_fingerprint(cases: list[Any], judge: Any) -> str:

